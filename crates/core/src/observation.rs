@@ -1,0 +1,142 @@
+//! What a backend reports about one workload after a control interval.
+
+use serde::{Deserialize, Serialize};
+
+use crate::recommendation::ContainerResources;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PodPhase {
+    /// Not scheduled: no node had room for its requests.
+    Pending,
+    /// Scheduled, container starting or restarting; not yet serving traffic.
+    Starting,
+    /// Passing readiness; receives traffic.
+    Ready,
+}
+
+/// One pod as the metrics pipeline sees it. Usage is `None` when no metric sample exists
+/// (pending pods, or a scrape that failed): absence is explicit, never a silent zero.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PodObservation {
+    pub name: String,
+    pub phase: PodPhase,
+    pub node: Option<String>,
+    /// When the pod object was created, seconds on the backend clock.
+    pub created_at_s: f64,
+    /// When the pod last became ready; HPA's CPU-initialisation rules need it.
+    pub ready_since_s: Option<f64>,
+    pub cpu_usage_cores: Option<f64>,
+    pub memory_working_set_bytes: Option<f64>,
+    pub resources: ContainerResources,
+    pub restarts: u32,
+    /// The memory usage at the last OOM kill in this interval, for VPA's OOM bump.
+    pub oom_killed_at_bytes: Option<f64>,
+}
+
+/// Counts derived from the pod list, the way `kubectl get deploy` shows them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ReplicaCounts {
+    pub desired: u32,
+    pub ready: u32,
+    pub starting: u32,
+    pub pending: u32,
+}
+
+/// One workload at the end of a control interval. Latency is `None` when no request completed
+/// in the interval, so a policy can never mistake "nothing served" for "fast".
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Observation {
+    pub app: String,
+    /// Backend clock at the end of the interval, seconds.
+    pub time_s: f64,
+    /// Length of the measurement interval, seconds.
+    pub interval_s: f64,
+    pub desired_replicas: u32,
+    /// The resources new pods get (the Deployment's template).
+    pub template: ContainerResources,
+    pub pods: Vec<PodObservation>,
+    /// Offered load, requests per second.
+    pub arrival_rate: f64,
+    /// Completed requests per second.
+    pub throughput: f64,
+    pub latency_mean_ms: Option<f64>,
+    pub latency_p99_ms: Option<f64>,
+    /// Requests rejected, timed out or lost to a crash in the interval.
+    pub dropped_requests: u64,
+    pub oom_events: u32,
+    /// Disk I/O bandwidth used over bandwidth available to the ready pods, in [0, 1].
+    pub io_utilisation: f64,
+    /// Network bandwidth used over bandwidth available to the ready pods, in [0, 1].
+    pub network_utilisation: f64,
+}
+
+impl Observation {
+    pub fn replica_counts(&self) -> ReplicaCounts {
+        let mut counts = ReplicaCounts { desired: self.desired_replicas, ..Default::default() };
+        for pod in &self.pods {
+            match pod.phase {
+                PodPhase::Pending => counts.pending += 1,
+                PodPhase::Starting => counts.starting += 1,
+                PodPhase::Ready => counts.ready += 1,
+            }
+        }
+        counts
+    }
+
+    /// Mean CPU usage over limit across ready pods with a sample, in [0, 1]; `None` without
+    /// samples.
+    pub fn cpu_utilisation(&self) -> Option<f64> {
+        self.mean_over_ready(|p| Some(p.cpu_usage_cores? / p.resources.limits.cpu_cores()))
+    }
+
+    /// Mean memory working set over limit across ready pods with a sample, in [0, 1].
+    pub fn memory_utilisation(&self) -> Option<f64> {
+        self.mean_over_ready(|p| {
+            Some(p.memory_working_set_bytes? / p.resources.limits.memory_bytes as f64)
+        })
+    }
+
+    fn mean_over_ready(&self, f: impl Fn(&PodObservation) -> Option<f64>) -> Option<f64> {
+        let (sum, n) = self
+            .pods
+            .iter()
+            .filter(|p| p.phase == PodPhase::Ready)
+            .filter_map(|p| f(p))
+            .fold((0.0, 0usize), |(s, n), v| (s + v.clamp(0.0, 1.0), n + 1));
+        (n > 0).then(|| sum / n as f64)
+    }
+
+    /// Checks every number a policy could consume is finite and in range; the first problem is
+    /// named so the caller can say why it fell back.
+    pub fn validate(&self) -> Result<(), String> {
+        let finite = |name: &str, v: f64| {
+            if v.is_finite() { Ok(()) } else { Err(format!("{}: {name} is {v}", self.app)) }
+        };
+        finite("time_s", self.time_s)?;
+        finite("arrival_rate", self.arrival_rate)?;
+        finite("throughput", self.throughput)?;
+        finite("io_utilisation", self.io_utilisation)?;
+        finite("network_utilisation", self.network_utilisation)?;
+        if let Some(v) = self.latency_mean_ms {
+            finite("latency_mean_ms", v)?;
+        }
+        if let Some(v) = self.latency_p99_ms {
+            finite("latency_p99_ms", v)?;
+        }
+        if self.arrival_rate < 0.0 || self.throughput < 0.0 {
+            return Err(format!("{}: negative request rate", self.app));
+        }
+        for pod in &self.pods {
+            if let Some(v) = pod.cpu_usage_cores {
+                finite(&format!("pods[{}].cpu_usage_cores", pod.name), v)?;
+            }
+            if let Some(v) = pod.memory_working_set_bytes {
+                finite(&format!("pods[{}].memory_working_set_bytes", pod.name), v)?;
+            }
+        }
+        Ok(())
+    }
+}

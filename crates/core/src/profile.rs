@@ -1,0 +1,407 @@
+//! The AWARE user profile: what the operator promises (SLO), wants (utilisation targets, reward
+//! trade-off) and allows (bounds, lifecycle thresholds). Every field has a sensible default so a
+//! minimal profile is a few lines; every field is checked on load so that a typo never silently
+//! becomes a default.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_saphyr::{Location, Spanned};
+
+/// One line naming the file, the field (with line/column when the parser knows it) and the reason.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct ProfileError(pub String);
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Slo {
+    /// Target 99th-percentile latency. `None` means "derive it": the simulator uses the SIMPPO
+    /// rule (p99 at a reference allocation in isolation plus 15%).
+    pub latency_p99_ms: Option<f64>,
+    /// Minimum completed requests per second, when the workload has one.
+    pub throughput_rps: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Targets {
+    /// Usage over request HPA aims for (the HPA `averageUtilization`, as a fraction).
+    pub cpu_utilisation: f64,
+    pub memory_utilisation: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RewardWeights {
+    /// Weight of SLO preservation against utilisation: `r = α·SP·|R| + (1−α)·Σ RU_i`.
+    pub alpha: f64,
+    /// Subtracted when an action asks for something outside the bounds.
+    pub illegal_action_penalty: f64,
+    /// Subtracted when an action reverses the previous one.
+    pub oscillation_penalty: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Bounds {
+    pub min_replicas: u32,
+    pub max_replicas: u32,
+    pub min_cpu_millicores: u64,
+    pub max_cpu_millicores: u64,
+    pub min_memory_mib: u64,
+    pub max_memory_mib: u64,
+    /// Size of one discrete vertical CPU step.
+    pub cpu_step_millicores: u64,
+    /// Size of one discrete vertical memory step.
+    pub memory_step_mib: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LifecycleThresholds {
+    /// OFFLINE → ONLINE once the agent's estimated reward reaches this fraction of the fallback
+    /// recommender's mean reward.
+    pub t_online: f64,
+    /// ONLINE → SERVING once the coefficient of variation of recent episode rewards is below this.
+    pub t_serving: f64,
+    /// SERVING → ONLINE (retrain) once the recent mean reward drops by more than this fraction.
+    pub t_var: f64,
+    /// Number of recent episodes the three thresholds look at.
+    pub reward_window: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    pub app: Option<String>,
+    pub slo: Slo,
+    pub targets: Targets,
+    pub reward: RewardWeights,
+    pub bounds: Bounds,
+    pub lifecycle: LifecycleThresholds,
+    /// Whether the fallback recommender acts while the agent learns offline first.
+    pub bootstrapping: bool,
+}
+
+impl Default for Profile {
+    fn default() -> Self {
+        Self {
+            app: None,
+            slo: Slo { latency_p99_ms: None, throughput_rps: None },
+            targets: Targets { cpu_utilisation: 0.7, memory_utilisation: 0.8 },
+            reward: RewardWeights { alpha: 0.3, illegal_action_penalty: 0.1, oscillation_penalty: 0.05 },
+            bounds: Bounds {
+                min_replicas: 1,
+                max_replicas: 20,
+                min_cpu_millicores: 100,
+                max_cpu_millicores: 4000,
+                min_memory_mib: 64,
+                max_memory_mib: 8192,
+                cpu_step_millicores: 250,
+                memory_step_mib: 128,
+            },
+            lifecycle: LifecycleThresholds { t_online: 0.95, t_serving: 0.05, t_var: 0.1, reward_window: 20 },
+            bootstrapping: true,
+        }
+    }
+}
+
+impl Bounds {
+    pub fn min_memory_bytes(&self) -> u64 {
+        self.min_memory_mib * MIB
+    }
+    pub fn max_memory_bytes(&self) -> u64 {
+        self.max_memory_mib * MIB
+    }
+    pub fn memory_step_bytes(&self) -> u64 {
+        self.memory_step_mib * MIB
+    }
+}
+
+pub const MIB: u64 = 1024 * 1024;
+
+// The raw, span-carrying mirror of the file: used only while loading so that a semantic error
+// (min above max, α outside [0, 1]) can point at its line like a syntax error does.
+type S<T> = Option<Spanned<T>>;
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+struct RawProfile {
+    app: Option<String>,
+    slo: RawSlo,
+    targets: RawTargets,
+    reward: RawReward,
+    bounds: RawBounds,
+    lifecycle: RawLifecycle,
+    bootstrapping: Option<bool>,
+}
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+struct RawSlo {
+    latency_p99_ms: S<f64>,
+    throughput_rps: S<f64>,
+}
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+struct RawTargets {
+    cpu_utilisation: S<f64>,
+    memory_utilisation: S<f64>,
+}
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+struct RawReward {
+    alpha: S<f64>,
+    illegal_action_penalty: S<f64>,
+    oscillation_penalty: S<f64>,
+}
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+struct RawBounds {
+    min_replicas: S<u32>,
+    max_replicas: S<u32>,
+    min_cpu_millicores: S<u64>,
+    max_cpu_millicores: S<u64>,
+    min_memory_mib: S<u64>,
+    max_memory_mib: S<u64>,
+    cpu_step_millicores: S<u64>,
+    memory_step_mib: S<u64>,
+}
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+struct RawLifecycle {
+    t_online: S<f64>,
+    t_serving: S<f64>,
+    t_var: S<f64>,
+    reward_window: S<u32>,
+}
+
+/// Collects values with their positions and the first rule they break.
+struct Checker<'a> {
+    source: &'a str,
+    error: Option<ProfileError>,
+}
+
+impl Checker<'_> {
+    fn fail(&mut self, field: &str, at: Option<Location>, reason: String) {
+        if self.error.is_none() {
+            let pos = at.map(|l| format!(":{}:{}", l.line(), l.column())).unwrap_or_default();
+            self.error = Some(ProfileError(format!("{}{pos}: {field}: {reason}", self.source)));
+        }
+    }
+
+    /// Takes a value (or the default), checking `ok` on it.
+    fn take<T: Copy + std::fmt::Display>(
+        &mut self,
+        field: &str,
+        raw: S<T>,
+        default: T,
+        ok: impl Fn(T) -> Result<(), String>,
+    ) -> (T, Option<Location>) {
+        let (value, at) = match raw {
+            Some(s) => (s.value, Some(s.referenced)),
+            None => (default, None),
+        };
+        if let Err(reason) = ok(value) {
+            self.fail(field, at, format!("{reason} (got {value})"));
+        }
+        (value, at)
+    }
+}
+
+fn finite_in(lo: f64, hi: f64) -> impl Fn(f64) -> Result<(), String> {
+    move |v: f64| {
+        if v.is_finite() && v >= lo && v <= hi { Ok(()) } else { Err(format!("must be in [{lo}, {hi}]")) }
+    }
+}
+fn positive_finite(v: f64) -> Result<(), String> {
+    if v.is_finite() && v > 0.0 { Ok(()) } else { Err("must be a positive finite number".into()) }
+}
+fn at_least<T: PartialOrd + std::fmt::Display + Copy>(lo: T) -> impl Fn(T) -> Result<(), String> {
+    move |v: T| if v >= lo { Ok(()) } else { Err(format!("must be at least {lo}")) }
+}
+
+impl Profile {
+    /// Loads and validates a profile file.
+    pub fn load(path: &Path) -> Result<Profile, ProfileError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ProfileError(format!("{}: cannot read: {e}", path.display())))?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    /// Parses and validates profile text; `source` names it in errors.
+    pub fn parse(text: &str, source: &str) -> Result<Profile, ProfileError> {
+        let raw: RawProfile = if text.trim().is_empty() {
+            RawProfile::default()
+        } else {
+            serde_saphyr::from_str(text).map_err(|e| ProfileError(syntax_error_line(source, text, &e)))?
+        };
+        let d = Profile::default();
+        let mut c = Checker { source, error: None };
+        let opt = |c: &mut Checker, field: &str, raw: S<f64>| -> Option<f64> {
+            let at = raw.as_ref().map(|s| s.referenced);
+            let v = raw.map(|s| s.value)?;
+            if let Err(reason) = positive_finite(v) {
+                c.fail(field, at, format!("{reason} (got {v})"));
+            }
+            Some(v)
+        };
+        let slo = Slo {
+            latency_p99_ms: opt(&mut c, "slo.latency_p99_ms", raw.slo.latency_p99_ms),
+            throughput_rps: opt(&mut c, "slo.throughput_rps", raw.slo.throughput_rps),
+        };
+        let unit = || finite_in(0.0, 1.0);
+        let (cpu_t, _) = c.take("targets.cpu_utilisation", raw.targets.cpu_utilisation, d.targets.cpu_utilisation, |v| {
+            if v.is_finite() && v > 0.0 && v <= 1.0 { Ok(()) } else { Err("must be in (0, 1]".into()) }
+        });
+        let (mem_t, _) = c.take("targets.memory_utilisation", raw.targets.memory_utilisation, d.targets.memory_utilisation, |v| {
+            if v.is_finite() && v > 0.0 && v <= 1.0 { Ok(()) } else { Err("must be in (0, 1]".into()) }
+        });
+        let (alpha, _) = c.take("reward.alpha", raw.reward.alpha, d.reward.alpha, unit());
+        let (illegal, _) = c.take(
+            "reward.illegal_action_penalty",
+            raw.reward.illegal_action_penalty,
+            d.reward.illegal_action_penalty,
+            finite_in(0.0, 10.0),
+        );
+        let (osc, _) = c.take(
+            "reward.oscillation_penalty",
+            raw.reward.oscillation_penalty,
+            d.reward.oscillation_penalty,
+            finite_in(0.0, 10.0),
+        );
+        let b = &d.bounds;
+        let (min_r, _) = c.take("bounds.min_replicas", raw.bounds.min_replicas, b.min_replicas, at_least(1));
+        let (max_r, max_r_at) = c.take("bounds.max_replicas", raw.bounds.max_replicas, b.max_replicas, at_least(1));
+        let (min_cpu, _) = c.take("bounds.min_cpu_millicores", raw.bounds.min_cpu_millicores, b.min_cpu_millicores, at_least(1));
+        let (max_cpu, max_cpu_at) =
+            c.take("bounds.max_cpu_millicores", raw.bounds.max_cpu_millicores, b.max_cpu_millicores, at_least(1));
+        let (min_mem, _) = c.take("bounds.min_memory_mib", raw.bounds.min_memory_mib, b.min_memory_mib, at_least(1));
+        let (max_mem, max_mem_at) = c.take("bounds.max_memory_mib", raw.bounds.max_memory_mib, b.max_memory_mib, at_least(1));
+        let (cpu_step, _) =
+            c.take("bounds.cpu_step_millicores", raw.bounds.cpu_step_millicores, b.cpu_step_millicores, at_least(1));
+        let (mem_step, _) = c.take("bounds.memory_step_mib", raw.bounds.memory_step_mib, b.memory_step_mib, at_least(1));
+        if max_r < min_r {
+            c.fail("bounds.max_replicas", max_r_at, format!("must be ≥ bounds.min_replicas ({max_r} < {min_r})"));
+        }
+        if max_cpu < min_cpu {
+            c.fail("bounds.max_cpu_millicores", max_cpu_at, format!("must be ≥ bounds.min_cpu_millicores ({max_cpu} < {min_cpu})"));
+        }
+        if max_mem < min_mem {
+            c.fail("bounds.max_memory_mib", max_mem_at, format!("must be ≥ bounds.min_memory_mib ({max_mem} < {min_mem})"));
+        }
+        let l = &d.lifecycle;
+        let (t_online, _) = c.take("lifecycle.t_online", raw.lifecycle.t_online, l.t_online, finite_in(0.0, 10.0));
+        let (t_serving, _) = c.take("lifecycle.t_serving", raw.lifecycle.t_serving, l.t_serving, finite_in(0.0, 10.0));
+        let (t_var, _) = c.take("lifecycle.t_var", raw.lifecycle.t_var, l.t_var, finite_in(0.0, 1.0));
+        let (window, _) = c.take("lifecycle.reward_window", raw.lifecycle.reward_window, l.reward_window, at_least(1));
+        if let Some(e) = c.error {
+            return Err(e);
+        }
+        Ok(Profile {
+            app: raw.app,
+            slo,
+            targets: Targets { cpu_utilisation: cpu_t, memory_utilisation: mem_t },
+            reward: RewardWeights { alpha, illegal_action_penalty: illegal, oscillation_penalty: osc },
+            bounds: Bounds {
+                min_replicas: min_r,
+                max_replicas: max_r,
+                min_cpu_millicores: min_cpu,
+                max_cpu_millicores: max_cpu,
+                min_memory_mib: min_mem,
+                max_memory_mib: max_mem,
+                cpu_step_millicores: cpu_step,
+                memory_step_mib: mem_step,
+            },
+            lifecycle: LifecycleThresholds { t_online, t_serving, t_var, reward_window: window },
+            bootstrapping: raw.bootstrapping.unwrap_or(d.bootstrapping),
+        })
+    }
+}
+
+/// Renders a parser error as `file:line:col: message` on one line.
+fn syntax_error_line(source: &str, text: &str, error: &serde_saphyr::Error) -> String {
+    let options = serde_saphyr::render_options! { snippets: serde_saphyr::SnippetMode::Off };
+    let message = error.render_with_options(options);
+    let mut message = message.split_whitespace().collect::<Vec<_>>().join(" ");
+    match error.location() {
+        Some(l) if l != Location::UNKNOWN => {
+            let (line, column) = (l.line(), l.column());
+            let at = format!(" at line {line}, column {column}");
+            message = message.replace(&at, "");
+            match key_path_at(text, line as usize) {
+                Some(path) => format!("{source}:{line}:{column}: {path}: {message}"),
+                None => format!("{source}:{line}:{column}: {message}"),
+            }
+        }
+        _ => format!("{source}: {message}"),
+    }
+}
+
+/// The dotted key path of the block-style mapping entry on 1-based `line` (`bounds.max_replicas`),
+/// found by walking up to the less-indented parent keys. `None` when the line holds no key.
+fn key_path_at(text: &str, line: usize) -> Option<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let key_of = |l: &str| -> Option<(usize, String)> {
+        let indent = l.len() - l.trim_start().len();
+        let body = l.trim_start().trim_start_matches("- ");
+        let (key, _) = body.split_once(':')?;
+        let key = key.trim();
+        (!key.is_empty() && !key.starts_with('#') && !key.contains(' ')).then(|| (indent, key.to_string()))
+    };
+    let (mut indent, key) = key_of(lines.get(line.checked_sub(1)?)?)?;
+    let mut path = vec![key];
+    for l in lines[..line - 1].iter().rev() {
+        if let Some((i, k)) = key_of(l) {
+            if i < indent {
+                path.push(k);
+                indent = i;
+            }
+        }
+    }
+    path.reverse();
+    Some(path.join("."))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_profile_is_the_default() {
+        assert_eq!(Profile::parse("", "p.yaml").unwrap(), Profile::default());
+        assert_eq!(Profile::parse("{}", "p.yaml").unwrap(), Profile::default());
+    }
+
+    #[test]
+    fn full_profile_round_trips_its_values() {
+        let text = "app: checkout\nslo:\n  latency_p99_ms: 250\n  throughput_rps: 40\ntargets:\n  cpu_utilisation: 0.6\nreward:\n  alpha: 0.5\nbounds:\n  min_replicas: 2\n  max_replicas: 8\nlifecycle:\n  reward_window: 30\nbootstrapping: false\n";
+        let p = Profile::parse(text, "p.yaml").unwrap();
+        assert_eq!(p.app.as_deref(), Some("checkout"));
+        assert_eq!(p.slo.latency_p99_ms, Some(250.0));
+        assert_eq!(p.slo.throughput_rps, Some(40.0));
+        assert_eq!(p.targets.cpu_utilisation, 0.6);
+        assert_eq!(p.targets.memory_utilisation, 0.8);
+        assert_eq!(p.reward.alpha, 0.5);
+        assert_eq!((p.bounds.min_replicas, p.bounds.max_replicas), (2, 8));
+        assert_eq!(p.lifecycle.reward_window, 30);
+        assert!(!p.bootstrapping);
+    }
+
+    /// Table: (yaml, substrings the one-line error must contain).
+    #[test]
+    fn bad_profiles_name_file_field_position_and_reason() {
+        let cases: &[(&str, &[&str])] = &[
+            ("reward:\n  alpha: 1.5\n", &["p.yaml:2:", "reward.alpha", "[0, 1]", "1.5"]),
+            ("bounds:\n  min_replicas: 5\n  max_replicas: 3\n", &["p.yaml:3:", "bounds.max_replicas", "5"]),
+            ("slo:\n  latency_p99_ms: -4\n", &["p.yaml:2:", "slo.latency_p99_ms", "positive"]),
+            ("targets:\n  cpu_utilisation: 0\n", &["targets.cpu_utilisation", "(0, 1]"]),
+            ("rewrd:\n  alpha: 0.3\n", &["p.yaml:1:", "rewrd"]),
+            ("bounds:\n  max_replicas: many\n", &["p.yaml:2:", "max_replicas"]),
+            ("bounds:\n  min_cpu_millicores: 0\n", &["bounds.min_cpu_millicores", "at least 1"]),
+            ("bounds: [1, 2\n", &["p.yaml"]),
+            ("lifecycle:\n  t_var: 2\n", &["lifecycle.t_var"]),
+        ];
+        for (yaml, wants) in cases {
+            let err = Profile::parse(yaml, "p.yaml").unwrap_err().to_string();
+            assert!(!err.contains('\n'), "error must be one line: {err:?}");
+            for want in *wants {
+                assert!(err.contains(want), "{yaml:?}: error {err:?} lacks {want:?}");
+            }
+        }
+    }
+}

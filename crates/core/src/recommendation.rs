@@ -1,0 +1,84 @@
+//! What an autoscaler proposes. Recommendation is separated from actuation, as in the Kubernetes
+//! MultidimPodAutoscaler: a recommender only proposes, the backend applies.
+
+use serde::{Deserialize, Serialize};
+
+use crate::observation::Observation;
+
+/// CPU and memory quantities in the integer units Kubernetes uses, so that rounding matches the
+/// upstream controllers exactly (HPA and VPA both work in millicores and bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Resources {
+    pub cpu_millicores: u64,
+    pub memory_bytes: u64,
+}
+
+impl Resources {
+    pub const fn new(cpu_millicores: u64, memory_bytes: u64) -> Self {
+        Self { cpu_millicores, memory_bytes }
+    }
+
+    /// CPU in cores, the unit usage is measured in.
+    pub fn cpu_cores(&self) -> f64 {
+        self.cpu_millicores as f64 / 1000.0
+    }
+}
+
+/// Requests (what the scheduler reserves) and limits (what the container may use) of one
+/// container; they differ when a workload is allowed to burst into idle node capacity.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContainerResources {
+    pub name: String,
+    pub requests: Resources,
+    pub limits: Resources,
+}
+
+impl ContainerResources {
+    /// Requests equal to limits: the Guaranteed QoS class, the simplest safe default.
+    pub fn guaranteed(name: impl Into<String>, resources: Resources) -> Self {
+        Self { name: name.into(), requests: resources, limits: resources }
+    }
+}
+
+/// A proposed shape for one workload: horizontal (replicas) and vertical (per-container
+/// resources) at once.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Recommendation {
+    pub replicas: u32,
+    pub containers: Vec<ContainerResources>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecommenderError {
+    /// The observation cannot be trusted (NaN, missing or stale metrics); callers fall back to a
+    /// rule-based recommender rather than act on it.
+    #[error("untrustworthy observation: {0}")]
+    BadObservation(String),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Anything that proposes a shape for a workload from what it observes: HPA, VPA, MPA default,
+/// threshold rules, AIMD and RL policies all implement this.
+///
+/// Recommenders keep whatever history they need (HPA's stabilisation window, VPA's histograms)
+/// inside themselves, as the upstream controllers do; `warm_up` replays recorded history into a
+/// fresh one so that a dry run answers "what would it do now?".
+pub trait Recommender {
+    /// A short stable name used in reports (`hpa`, `mpa`, `rl:ckpt`).
+    fn name(&self) -> &str;
+
+    fn recommend(&mut self, observation: &Observation) -> Result<Recommendation, RecommenderError>;
+
+    /// Feeds past observations (oldest first) so internal state matches a controller that had
+    /// been running; the recommendations produced along the way are discarded.
+    fn warm_up(&mut self, history: &[Observation]) -> Result<(), RecommenderError> {
+        for observation in history {
+            self.recommend(observation)?;
+        }
+        Ok(())
+    }
+}
