@@ -1,1 +1,17 @@
+//! The embedded cluster simulator: a trace-driven model of Kubernetes Deployments on a
+//! multi-node cluster, fast enough to train many agents on a laptop (closed-form queueing per
+//! replica) and checked against a request-level discrete-event mode of the same model.
 
+pub mod app;
+pub mod cluster;
+pub mod load;
+pub mod queueing;
+pub mod replica;
+pub mod scenario;
+pub mod segments;
+
+pub use app::{Allocation, AppSpec, generate_app, generate_apps};
+pub use cluster::{AppStepStats, SimCluster, SimConfig, VerticalUpdate, CONTAINER};
+pub use load::{LoadSource, SyntheticLoad, Trace, TraceError, load_traces, parse_traces};
+pub use scenario::{Scenario, ScenarioKind};
+pub use segments::{RequestCost, Segment, SegmentKind};
