@@ -4,11 +4,13 @@
 
 pub mod app;
 pub mod cluster;
+pub mod des;
 pub mod load;
 pub mod queueing;
 pub mod replica;
 pub mod scenario;
 pub mod segments;
+pub mod validate;
 
 pub use app::{Allocation, AppSpec, generate_app, generate_apps};
 pub use cluster::{AppStepStats, SimCluster, SimConfig, VerticalUpdate, CONTAINER};

@@ -24,8 +24,11 @@ pub struct CpuPhase {
 }
 
 /// Extra variance of the processor-sharing sojourn time caused by queue fluctuations, as a
-/// multiple of `(slowdown − 1)² · E[x]²`. Fitted on the `validate-sim` configurations.
-pub const PS_VARIANCE_FACTOR: f64 = 1.0;
+/// multiple of `s·(s − 1) · E[x]²`, where `s` is the slowdown (mean sojourn over unloaded
+/// service time). Form and constant were fitted on the `validate-sim` configurations (light to
+/// heavy load, fractional to multi-core, one to four replicas): one constant keeps every p99
+/// within ±8 % of the discrete-event mode there.
+pub const PS_VARIANCE_FACTOR: f64 = 1.3;
 
 /// The CPU phase at arrival rate `lambda` (1/s), mean work `work_s` (core-seconds, squared
 /// coefficient of variation `work_cv2`) and `cores` allocated. `None` when `λw ≥ c`: no steady
@@ -58,7 +61,7 @@ pub fn cpu_phase(lambda: f64, work_s: f64, work_cv2: f64, cores: f64) -> Option<
     let mean_sojourn_s = mean_in_service / lambda;
     let slowdown = mean_sojourn_s / unloaded;
     let var_sojourn_s2 = unloaded * unloaded
-        * (slowdown * slowdown * work_cv2 + PS_VARIANCE_FACTOR * (slowdown - 1.0).powi(2));
+        * (slowdown * slowdown * work_cv2 + PS_VARIANCE_FACTOR * slowdown * (slowdown - 1.0).max(0.0));
     Some(CpuPhase { rho, mean_in_service, mean_sojourn_s, var_sojourn_s2 })
 }
 
