@@ -1,0 +1,169 @@
+//! Turning a policy's action into a `Recommendation`, relative to what the workload has now.
+
+use aware_core::profile::{Bounds, MIB};
+use aware_core::{Action, ContainerResources, Recommendation, Resources, Space};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActionKind {
+    /// `[cpu, memory, replicas]` in [−1, 1]³, mapped onto the profile bounds (DDPG, as in FIRM
+    /// and AWARE).
+    Continuous,
+    /// Seven deltas: no-op, ±1 replica, ±one CPU step, ±one memory step (PPO, DQN).
+    Discrete,
+}
+
+pub const DISCRETE_ACTIONS: usize = 7;
+
+/// The meaning of each discrete action, for reports and logs.
+pub const DISCRETE_ACTION_NAMES: [&str; DISCRETE_ACTIONS] =
+    ["no-op", "replicas+1", "replicas-1", "cpu+step", "cpu-step", "memory+step", "memory-step"];
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decoded {
+    pub recommendation: Recommendation,
+    /// The action asked for something outside the bounds (it was clipped, or became a no-op).
+    pub illegal: bool,
+    /// Direction of change per dimension (CPU, memory, replicas): −1, 0 or +1.
+    pub direction: [i8; 3],
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActionDecoder {
+    pub kind: ActionKind,
+    pub bounds: Bounds,
+    pub container: String,
+}
+
+impl ActionDecoder {
+    pub fn space(&self) -> Space {
+        match self.kind {
+            ActionKind::Continuous => Space::Box { low: vec![-1.0; 3], high: vec![1.0; 3] },
+            ActionKind::Discrete => Space::Discrete { n: DISCRETE_ACTIONS },
+        }
+    }
+
+    /// Decodes `action` against the current replica count and container resources.
+    /// Err only for actions of the wrong type or NaN, which no clipping can make sense of.
+    pub fn decode(&self, action: &Action, replicas: u32, current: &ContainerResources) -> Result<Decoded, String> {
+        let b = &self.bounds;
+        let cur = current.limits;
+        let (mut cpu, mut mem, mut reps) = (cur.cpu_millicores as i64, cur.memory_bytes as i64, replicas as i64);
+        let mut illegal = false;
+        match (self.kind, action) {
+            (ActionKind::Continuous, Action::Continuous(v)) if v.len() == 3 => {
+                if v.iter().any(|x| !x.is_finite()) {
+                    return Err(format!("continuous action {v:?} is not finite"));
+                }
+                illegal = v.iter().any(|x| x.abs() > 1.0);
+                let unit = |x: f32| ((x.clamp(-1.0, 1.0) as f64) + 1.0) / 2.0;
+                let lerp = |x: f32, lo: u64, hi: u64| (lo as f64 + unit(x) * (hi - lo) as f64).round() as i64;
+                cpu = lerp(v[0], b.min_cpu_millicores, b.max_cpu_millicores);
+                mem = lerp(v[1], b.min_memory_mib, b.max_memory_mib) * MIB as i64;
+                reps = lerp(v[2], b.min_replicas as u64, b.max_replicas as u64);
+            }
+            (ActionKind::Discrete, Action::Discrete(a)) if *a < DISCRETE_ACTIONS => {
+                let (dc, dm, dr) = match a {
+                    0 => (0, 0, 0),
+                    1 => (0, 0, 1),
+                    2 => (0, 0, -1),
+                    3 => (b.cpu_step_millicores as i64, 0, 0),
+                    4 => (-(b.cpu_step_millicores as i64), 0, 0),
+                    5 => (0, b.memory_step_bytes() as i64, 0),
+                    _ => (0, -(b.memory_step_bytes() as i64), 0),
+                };
+                let (nc, nm, nr) = (cpu + dc, mem + dm, reps + dr);
+                let within = (b.min_cpu_millicores as i64..=b.max_cpu_millicores as i64).contains(&nc)
+                    && (b.min_memory_bytes() as i64..=b.max_memory_bytes() as i64).contains(&nm)
+                    && (b.min_replicas as i64..=b.max_replicas as i64).contains(&nr);
+                if within {
+                    (cpu, mem, reps) = (nc, nm, nr);
+                } else {
+                    illegal = true;
+                }
+            }
+            _ => return Err(format!("action {action:?} does not fit the {:?} action space", self.kind)),
+        }
+        let sign = |new: i64, old: i64| (new - old).signum() as i8;
+        let direction = [sign(cpu, cur.cpu_millicores as i64), sign(mem, cur.memory_bytes as i64), sign(reps, replicas as i64)];
+        let resources = Resources::new(cpu.max(1) as u64, mem.max(1) as u64);
+        Ok(Decoded {
+            recommendation: Recommendation {
+                replicas: reps.max(0) as u32,
+                containers: vec![ContainerResources::guaranteed(self.container.clone(), resources)],
+            },
+            illegal,
+            direction,
+        })
+    }
+}
+
+/// Whether `now` reverses `previous` in any dimension (scale up then down, or down then up).
+pub fn reverses(previous: [i8; 3], now: [i8; 3]) -> bool {
+    previous.iter().zip(now).any(|(&p, n)| p != 0 && n == -p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aware_core::Profile;
+
+    fn decoder(kind: ActionKind) -> ActionDecoder {
+        ActionDecoder { kind, bounds: Profile::default().bounds, container: "app".into() }
+    }
+
+    fn current() -> ContainerResources {
+        ContainerResources::guaranteed("app", Resources::new(1000, 512 * MIB))
+    }
+
+    #[test]
+    fn discrete_table() {
+        let d = decoder(ActionKind::Discrete);
+        // (action, replicas before, expected replicas, cpu m, memory MiB, illegal, direction)
+        let cases: [(usize, u32, u32, u64, u64, bool, [i8; 3]); 9] = [
+            (0, 3, 3, 1000, 512, false, [0, 0, 0]),
+            (1, 3, 4, 1000, 512, false, [0, 0, 1]),
+            (2, 3, 2, 1000, 512, false, [0, 0, -1]),
+            (3, 3, 3, 1250, 512, false, [1, 0, 0]),
+            (4, 3, 3, 750, 512, false, [-1, 0, 0]),
+            (5, 3, 3, 1000, 640, false, [0, 1, 0]),
+            (6, 3, 3, 1000, 384, false, [0, -1, 0]),
+            (2, 1, 1, 1000, 512, true, [0, 0, 0]),
+            (1, 20, 20, 1000, 512, true, [0, 0, 0]),
+        ];
+        for (a, before, reps, cpu, mem, illegal, dir) in cases {
+            let out = d.decode(&Action::Discrete(a), before, &current()).unwrap();
+            let c = &out.recommendation.containers[0];
+            assert_eq!(
+                (out.recommendation.replicas, c.limits.cpu_millicores, c.limits.memory_bytes / MIB, out.illegal, out.direction),
+                (reps, cpu, mem, illegal, dir),
+                "action {a} from {before}"
+            );
+        }
+    }
+
+    #[test]
+    fn continuous_maps_onto_bounds_and_flags_out_of_box() {
+        let d = decoder(ActionKind::Continuous);
+        let b = Profile::default().bounds;
+        let lo = d.decode(&Action::Continuous(vec![-1.0, -1.0, -1.0]), 3, &current()).unwrap();
+        assert_eq!(lo.recommendation.replicas, b.min_replicas);
+        assert_eq!(lo.recommendation.containers[0].limits.cpu_millicores, b.min_cpu_millicores);
+        let hi = d.decode(&Action::Continuous(vec![1.0, 1.0, 1.0]), 3, &current()).unwrap();
+        assert_eq!(hi.recommendation.replicas, b.max_replicas);
+        assert_eq!(hi.recommendation.containers[0].limits.memory_bytes, b.max_memory_bytes());
+        assert!(!hi.illegal);
+        let out = d.decode(&Action::Continuous(vec![3.0, 0.0, 0.0]), 3, &current()).unwrap();
+        assert!(out.illegal);
+        assert_eq!(out.recommendation.containers[0].limits.cpu_millicores, b.max_cpu_millicores);
+        assert!(d.decode(&Action::Continuous(vec![f32::NAN, 0.0, 0.0]), 3, &current()).is_err());
+        assert!(d.decode(&Action::Discrete(1), 3, &current()).is_err());
+    }
+
+    #[test]
+    fn reversal_detection() {
+        assert!(reverses([0, 0, 1], [0, 0, -1]));
+        assert!(reverses([-1, 0, 0], [1, 1, 0]));
+        assert!(!reverses([0, 0, 1], [0, 0, 1]));
+        assert!(!reverses([0, 0, 0], [1, -1, 1]));
+    }
+}

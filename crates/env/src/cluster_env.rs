@@ -1,0 +1,210 @@
+//! `ClusterVecEnv` steps several applications of one backend with one `advance`, so a policy
+//! acts on all of them in a batch; `ClusterEnv` is the single-application case.
+
+use aware_core::{Action, AppId, Cluster, Env, EnvError, Profile, Space, Step, StepInfo, VecEnv, VecStep};
+
+use crate::action::{ActionDecoder, ActionKind, reverses};
+use crate::reward::{RewardFunction, slo_preservation};
+use crate::state::StateEncoder;
+
+/// An application's objectives as the backend knows them (the simulator derives a latency SLO
+/// per app); the profile's SLO, when set, takes precedence.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct AppSlo {
+    pub latency_p99_ms: Option<f64>,
+    pub throughput_rps: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnvConfig {
+    pub profile: Profile,
+    pub action: ActionKind,
+    /// Steps before `truncated` (100 for DDPG in AWARE, 50 for PPO in SIMPPO).
+    pub episode_steps: u32,
+    /// The container the recommendations resize.
+    pub container: String,
+}
+
+#[derive(Debug, Clone)]
+struct Member {
+    app: AppId,
+    encoder: StateEncoder,
+    previous_direction: [i8; 3],
+    previous_arrival: Option<f64>,
+}
+
+pub struct ClusterVecEnv<C: Cluster> {
+    cluster: C,
+    decoder: ActionDecoder,
+    reward: RewardFunction,
+    members: Vec<Member>,
+    episode_steps: u32,
+    steps: u32,
+    needs_reset: bool,
+}
+
+impl<C: Cluster> ClusterVecEnv<C> {
+    pub fn new(cluster: C, apps: &[(AppId, AppSlo)], config: EnvConfig) -> Self {
+        let p = &config.profile;
+        let members = apps
+            .iter()
+            .map(|&(app, slo)| Member {
+                app,
+                encoder: StateEncoder {
+                    bounds: p.bounds.clone(),
+                    latency_slo_ms: p.slo.latency_p99_ms.or(slo.latency_p99_ms),
+                    throughput_slo_rps: p.slo.throughput_rps.or(slo.throughput_rps),
+                },
+                previous_direction: [0; 3],
+                previous_arrival: None,
+            })
+            .collect();
+        Self {
+            cluster,
+            decoder: ActionDecoder { kind: config.action, bounds: p.bounds.clone(), container: config.container },
+            reward: RewardFunction { weights: p.reward.clone() },
+            members,
+            episode_steps: config.episode_steps.max(1),
+            steps: 0,
+            needs_reset: true,
+        }
+    }
+
+    pub fn cluster(&self) -> &C {
+        &self.cluster
+    }
+
+    pub fn reward_function(&self) -> &RewardFunction {
+        &self.reward
+    }
+
+    fn outcome(&mut self, i: usize, illegal: bool, oscillation: bool) -> Result<Step, EnvError> {
+        let m = &mut self.members[i];
+        let obs = self.cluster.observe(m.app)?;
+        let state = m.encoder.encode(&obs, m.previous_arrival).map_err(EnvError::BadObservation)?;
+        m.previous_arrival = Some(obs.arrival_rate);
+        let sp = slo_preservation(
+            m.encoder.latency_slo_ms,
+            m.encoder.throughput_slo_rps,
+            obs.latency_p99_ms,
+            obs.throughput,
+            obs.arrival_rate,
+        );
+        let cpu = obs.cpu_utilisation().unwrap_or(0.0);
+        let memory = obs.memory_utilisation().unwrap_or(0.0);
+        let reward = self.reward.reward(sp, cpu, memory, illegal, oscillation);
+        let info = StepInfo {
+            slo_violated: sp < 1.0,
+            dropped_requests: obs.dropped_requests,
+            oom_events: obs.oom_events,
+            illegal_action: illegal,
+            oscillation,
+            cpu_utilisation: cpu,
+            memory_utilisation: memory,
+            slo_preservation: sp,
+            replicas: obs.desired_replicas,
+            cpu_limit_millicores: obs.template.limits.cpu_millicores,
+            memory_limit_bytes: obs.template.limits.memory_bytes,
+        };
+        Ok(Step { observation: state, reward, terminated: false, truncated: self.steps >= self.episode_steps, info })
+    }
+}
+
+impl<C: Cluster> VecEnv for ClusterVecEnv<C> {
+    fn num_envs(&self) -> usize {
+        self.members.len()
+    }
+
+    fn observation_space(&self) -> Space {
+        StateEncoder::space()
+    }
+
+    fn action_space(&self) -> Space {
+        self.decoder.space()
+    }
+
+    /// Restarts the backend (a fresh trace realisation for `seed` on the simulator) and runs one
+    /// interval under the initial allocation so that the first state holds real measurements.
+    fn reset(&mut self, seed: Option<u64>) -> Result<Vec<(Vec<f32>, StepInfo)>, EnvError> {
+        self.cluster.reset(seed)?;
+        self.cluster.advance()?;
+        self.steps = 0;
+        self.needs_reset = false;
+        for m in &mut self.members {
+            m.previous_direction = [0; 3];
+            m.previous_arrival = None;
+        }
+        (0..self.members.len()).map(|i| self.outcome(i, false, false).map(|s| (s.observation, s.info))).collect()
+    }
+
+    fn step(&mut self, actions: &[Action]) -> Result<VecStep, EnvError> {
+        if self.needs_reset {
+            return Err(EnvError::NeedsReset);
+        }
+        if actions.len() != self.members.len() {
+            return Err(EnvError::WrongActionCount { expected: self.members.len(), got: actions.len() });
+        }
+        let mut flags = Vec::with_capacity(actions.len());
+        for (m, action) in self.members.iter_mut().zip(actions) {
+            let obs = self.cluster.observe(m.app)?;
+            let decoded = self
+                .decoder
+                .decode(action, obs.desired_replicas, &obs.template)
+                .map_err(|_| EnvError::ActionOutOfSpace { action: action.clone(), space: self.decoder.space() })?;
+            let oscillation = reverses(m.previous_direction, decoded.direction);
+            if decoded.direction != [0; 3] {
+                m.previous_direction = decoded.direction;
+            }
+            self.cluster.apply(m.app, &decoded.recommendation)?;
+            flags.push((decoded.illegal, oscillation));
+        }
+        self.cluster.advance()?;
+        self.steps += 1;
+        let steps = flags
+            .into_iter()
+            .enumerate()
+            .map(|(i, (illegal, oscillation))| self.outcome(i, illegal, oscillation))
+            .collect::<Result<Vec<_>, _>>()?;
+        if self.steps >= self.episode_steps {
+            self.needs_reset = true;
+        }
+        Ok(VecStep { steps })
+    }
+}
+
+/// One application of a backend as a Gymnasium `Env`.
+pub struct ClusterEnv<C: Cluster> {
+    inner: ClusterVecEnv<C>,
+}
+
+impl<C: Cluster> ClusterEnv<C> {
+    pub fn new(cluster: C, app: AppId, slo: AppSlo, config: EnvConfig) -> Self {
+        Self { inner: ClusterVecEnv::new(cluster, &[(app, slo)], config) }
+    }
+
+    pub fn cluster(&self) -> &C {
+        self.inner.cluster()
+    }
+
+    pub fn reward_function(&self) -> &RewardFunction {
+        self.inner.reward_function()
+    }
+}
+
+impl<C: Cluster> Env for ClusterEnv<C> {
+    fn observation_space(&self) -> Space {
+        self.inner.observation_space()
+    }
+
+    fn action_space(&self) -> Space {
+        self.inner.action_space()
+    }
+
+    fn reset(&mut self, seed: Option<u64>) -> Result<(Vec<f32>, StepInfo), EnvError> {
+        Ok(self.inner.reset(seed)?.remove(0))
+    }
+
+    fn step(&mut self, action: &Action) -> Result<Step, EnvError> {
+        Ok(self.inner.step(std::slice::from_ref(action))?.steps.remove(0))
+    }
+}
