@@ -1,1 +1,47 @@
-fn main() {}
+//! `aware`: reinforcement-learning workload autoscaling that is safe to run in production.
+
+mod commands;
+mod progress;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "aware", version, about = "Safe reinforcement-learning workload autoscaling", long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Generate applications (segment chains with synthetic load) from a seed.
+    Generate(commands::generate::Args),
+    /// Run a fixed-allocation recommender over generated apps on the embedded simulator.
+    Simulate(commands::simulate::Args),
+    /// Check the fast simulator against its request-level discrete-event mode.
+    ValidateSim(commands::validate::Args),
+    /// Throughput and latency benchmarks.
+    #[command(subcommand)]
+    Bench(commands::bench::Bench),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Generate(a) => commands::generate::run(a),
+        Command::Simulate(a) => commands::simulate::run(a),
+        Command::ValidateSim(a) => commands::validate::run(a),
+        Command::Bench(b) => commands::bench::run(b),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            // One line: the cause chain joined, never a backtrace.
+            let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+            eprintln!("error: {}", chain.join(": "));
+            ExitCode::from(1)
+        }
+    }
+}

@@ -82,3 +82,22 @@ pub trait Recommender {
         Ok(())
     }
 }
+
+/// Always proposes the same shape: the "do nothing clever" baseline every autoscaler has to beat,
+/// and the recommender `aware simulate` runs before the rule-based baselines exist.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FixedRecommender {
+    pub name: String,
+    pub recommendation: Recommendation,
+}
+
+impl Recommender for FixedRecommender {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn recommend(&mut self, observation: &Observation) -> Result<Recommendation, RecommenderError> {
+        observation.validate().map_err(RecommenderError::BadObservation)?;
+        Ok(self.recommendation.clone())
+    }
+}

@@ -369,7 +369,8 @@ impl SimCluster {
             .iter()
             .enumerate()
             .filter(|(_, p)| filter(p))
-            .min_by(|a, b| rank(a.1).cmp(&rank(b.1)).then(b.1.created_at.total_cmp(&a.1.created_at)))
+            // Newest first; pods created at the same instant go in reverse creation order.
+            .min_by(|a, b| rank(a.1).cmp(&rank(b.1)).then(b.1.created_at.total_cmp(&a.1.created_at)).then(b.0.cmp(&a.0)))
             .map(|(i, _)| i)
     }
 

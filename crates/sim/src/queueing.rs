@@ -30,6 +30,12 @@ pub struct CpuPhase {
 /// within ±8 % of the discrete-event mode there.
 pub const PS_VARIANCE_FACTOR: f64 = 1.3;
 
+/// Highest utilisation evaluated in steady state. A queue at ρ ≥ 0.98 relaxes over
+/// ~w/(1−√ρ)², minutes for typical work, so within one 15 s interval it never reaches its
+/// steady state; evaluating there at 0.98 keeps latency finite and monotone in load and CPU
+/// (the overload path in `replica` starts from this value).
+pub const RHO_STEADY_CAP: f64 = 0.98;
+
 /// The CPU phase at arrival rate `lambda` (1/s), mean work `work_s` (core-seconds, squared
 /// coefficient of variation `work_cv2`) and `cores` allocated. `None` when `λw ≥ c`: no steady
 /// state exists and the caller must treat the replica as overloaded.
@@ -40,6 +46,9 @@ pub fn cpu_phase(lambda: f64, work_s: f64, work_cv2: f64, cores: f64) -> Option<
     if rho >= 1.0 {
         return None;
     }
+    let lambda_eval = if rho > RHO_STEADY_CAP { RHO_STEADY_CAP * cores / work_s } else { lambda };
+    let a = lambda_eval * work_s;
+    let rho_eval = a / cores;
     let unloaded = work_s / cores.min(1.0);
     if lambda <= 0.0 || work_s <= 0.0 {
         return Some(CpuPhase { rho, mean_in_service: 0.0, mean_sojourn_s: unloaded, var_sojourn_s2: work_cv2 * unloaded * unloaded });
@@ -54,11 +63,11 @@ pub fn cpu_phase(lambda: f64, work_s: f64, work_cv2: f64, cores: f64) -> Option<
         t *= a / (n + 1) as f64;
     }
     // t is now t_m.
-    let g = 1.0 - rho;
+    let g = 1.0 - rho_eval;
     norm += t / g;
-    first += t * (m as f64 / g + rho / (g * g));
-    let mean_in_service = first / norm;
-    let mean_sojourn_s = mean_in_service / lambda;
+    first += t * (m as f64 / g + rho_eval / (g * g));
+    let mean_sojourn_s = first / norm / lambda_eval;
+    let mean_in_service = lambda * mean_sojourn_s;
     let slowdown = mean_sojourn_s / unloaded;
     let var_sojourn_s2 = unloaded * unloaded
         * (slowdown * slowdown * work_cv2 + PS_VARIANCE_FACTOR * slowdown * (slowdown - 1.0).max(0.0));

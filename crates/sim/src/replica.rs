@@ -1,7 +1,7 @@
 //! One replica over one interval in the fast mode: the steady-state formulas when it keeps up,
 //! a fluid backlog when it does not.
 
-use crate::queueing::{cpu_phase, gamma_cdf};
+use crate::queueing::{RHO_STEADY_CAP, cpu_phase, gamma_cdf};
 use crate::segments::{REQUEST_SIZE_CV, RequestCost};
 
 /// What a replica did in one interval.
@@ -67,8 +67,11 @@ pub fn step_replica(arrivals: f64, backlog: f64, dt: f64, cost: &RequestCost, co
             let avg_backlog = 0.5 * (backlog + end_backlog);
             let service = cost.cpu_s / cores.min(1.0);
             let wait_spread = (end_backlog - backlog).abs() / rate;
-            let mean = avg_backlog / rate + service + cost.io_s;
-            let var = wait_spread * wait_spread / 12.0 + cv2 * service * service + io_var;
+            // Never below the steady state at the cap: the queue was at least that long on
+            // its way into overload.
+            let floor = cpu_phase(RHO_STEADY_CAP * rate, cost.cpu_s, cv2, cores).expect("below saturation");
+            let mean = (avg_backlog / rate + service).max(floor.mean_sojourn_s) + cost.io_s;
+            let var = (wait_spread * wait_spread / 12.0 + cv2 * service * service).max(floor.var_sojourn_s2) + io_var;
             let in_flight = avg_backlog + cores.ceil() + rate * cost.io_s;
             ReplicaStep {
                 served,
