@@ -13,5 +13,7 @@ pub use cluster::{AppId, Cluster, ClusterError};
 pub use env::{Env, EnvError, Step, StepInfo, VecEnv, VecStep};
 pub use observation::{Observation, PodObservation, PodPhase, ReplicaCounts};
 pub use profile::{Profile, ProfileError};
-pub use recommendation::{ContainerResources, FixedRecommender, Recommendation, Recommender, RecommenderError, Resources};
+pub use recommendation::{
+    ContainerResources, FixedRecommender, Recommendation, Recommender, RecommenderError, Resources,
+};
 pub use space::{Action, Space};

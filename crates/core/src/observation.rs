@@ -94,9 +94,7 @@ impl Observation {
 
     /// Mean memory working set over limit across ready pods with a sample, in [0, 1].
     pub fn memory_utilisation(&self) -> Option<f64> {
-        self.mean_over_ready(|p| {
-            Some(p.memory_working_set_bytes? / p.resources.limits.memory_bytes as f64)
-        })
+        self.mean_over_ready(|p| Some(p.memory_working_set_bytes? / p.resources.limits.memory_bytes as f64))
     }
 
     fn mean_over_ready(&self, f: impl Fn(&PodObservation) -> Option<f64>) -> Option<f64> {
@@ -104,7 +102,7 @@ impl Observation {
             .pods
             .iter()
             .filter(|p| p.phase == PodPhase::Ready)
-            .filter_map(|p| f(p))
+            .filter_map(f)
             .fold((0.0, 0usize), |(s, n), v| (s + v.clamp(0.0, 1.0), n + 1));
         (n > 0).then(|| sum / n as f64)
     }

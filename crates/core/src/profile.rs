@@ -218,8 +218,8 @@ fn at_least<T: PartialOrd + std::fmt::Display + Copy>(lo: T) -> impl Fn(T) -> Re
 impl Profile {
     /// Loads and validates a profile file.
     pub fn load(path: &Path) -> Result<Profile, ProfileError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ProfileError(format!("{}: cannot read: {e}", path.display())))?;
+        let text =
+            std::fs::read_to_string(path).map_err(|e| ProfileError(format!("{}: cannot read: {e}", path.display())))?;
         Self::parse(&text, &path.display().to_string())
     }
 
@@ -245,12 +245,14 @@ impl Profile {
             throughput_rps: opt(&mut c, "slo.throughput_rps", raw.slo.throughput_rps),
         };
         let unit = || finite_in(0.0, 1.0);
-        let (cpu_t, _) = c.take("targets.cpu_utilisation", raw.targets.cpu_utilisation, d.targets.cpu_utilisation, |v| {
-            if v.is_finite() && v > 0.0 && v <= 1.0 { Ok(()) } else { Err("must be in (0, 1]".into()) }
-        });
-        let (mem_t, _) = c.take("targets.memory_utilisation", raw.targets.memory_utilisation, d.targets.memory_utilisation, |v| {
-            if v.is_finite() && v > 0.0 && v <= 1.0 { Ok(()) } else { Err("must be in (0, 1]".into()) }
-        });
+        let (cpu_t, _) =
+            c.take("targets.cpu_utilisation", raw.targets.cpu_utilisation, d.targets.cpu_utilisation, |v| {
+                if v.is_finite() && v > 0.0 && v <= 1.0 { Ok(()) } else { Err("must be in (0, 1]".into()) }
+            });
+        let (mem_t, _) =
+            c.take("targets.memory_utilisation", raw.targets.memory_utilisation, d.targets.memory_utilisation, |v| {
+                if v.is_finite() && v > 0.0 && v <= 1.0 { Ok(()) } else { Err("must be in (0, 1]".into()) }
+            });
         let (alpha, _) = c.take("reward.alpha", raw.reward.alpha, d.reward.alpha, unit());
         let (illegal, _) = c.take(
             "reward.illegal_action_penalty",
@@ -267,22 +269,33 @@ impl Profile {
         let b = &d.bounds;
         let (min_r, _) = c.take("bounds.min_replicas", raw.bounds.min_replicas, b.min_replicas, at_least(1));
         let (max_r, max_r_at) = c.take("bounds.max_replicas", raw.bounds.max_replicas, b.max_replicas, at_least(1));
-        let (min_cpu, _) = c.take("bounds.min_cpu_millicores", raw.bounds.min_cpu_millicores, b.min_cpu_millicores, at_least(1));
+        let (min_cpu, _) =
+            c.take("bounds.min_cpu_millicores", raw.bounds.min_cpu_millicores, b.min_cpu_millicores, at_least(1));
         let (max_cpu, max_cpu_at) =
             c.take("bounds.max_cpu_millicores", raw.bounds.max_cpu_millicores, b.max_cpu_millicores, at_least(1));
         let (min_mem, _) = c.take("bounds.min_memory_mib", raw.bounds.min_memory_mib, b.min_memory_mib, at_least(1));
-        let (max_mem, max_mem_at) = c.take("bounds.max_memory_mib", raw.bounds.max_memory_mib, b.max_memory_mib, at_least(1));
+        let (max_mem, max_mem_at) =
+            c.take("bounds.max_memory_mib", raw.bounds.max_memory_mib, b.max_memory_mib, at_least(1));
         let (cpu_step, _) =
             c.take("bounds.cpu_step_millicores", raw.bounds.cpu_step_millicores, b.cpu_step_millicores, at_least(1));
-        let (mem_step, _) = c.take("bounds.memory_step_mib", raw.bounds.memory_step_mib, b.memory_step_mib, at_least(1));
+        let (mem_step, _) =
+            c.take("bounds.memory_step_mib", raw.bounds.memory_step_mib, b.memory_step_mib, at_least(1));
         if max_r < min_r {
             c.fail("bounds.max_replicas", max_r_at, format!("must be ≥ bounds.min_replicas ({max_r} < {min_r})"));
         }
         if max_cpu < min_cpu {
-            c.fail("bounds.max_cpu_millicores", max_cpu_at, format!("must be ≥ bounds.min_cpu_millicores ({max_cpu} < {min_cpu})"));
+            c.fail(
+                "bounds.max_cpu_millicores",
+                max_cpu_at,
+                format!("must be ≥ bounds.min_cpu_millicores ({max_cpu} < {min_cpu})"),
+            );
         }
         if max_mem < min_mem {
-            c.fail("bounds.max_memory_mib", max_mem_at, format!("must be ≥ bounds.min_memory_mib ({max_mem} < {min_mem})"));
+            c.fail(
+                "bounds.max_memory_mib",
+                max_mem_at,
+                format!("must be ≥ bounds.min_memory_mib ({max_mem} < {min_mem})"),
+            );
         }
         let l = &d.lifecycle;
         let (t_online, _) = c.take("lifecycle.t_online", raw.lifecycle.t_online, l.t_online, finite_in(0.0, 10.0));
@@ -346,11 +359,11 @@ fn key_path_at(text: &str, line: usize) -> Option<String> {
     let (mut indent, key) = key_of(lines.get(line.checked_sub(1)?)?)?;
     let mut path = vec![key];
     for l in lines[..line - 1].iter().rev() {
-        if let Some((i, k)) = key_of(l) {
-            if i < indent {
-                path.push(k);
-                indent = i;
-            }
+        if let Some((i, k)) = key_of(l)
+            && i < indent
+        {
+            path.push(k);
+            indent = i;
         }
     }
     path.reverse();

@@ -84,7 +84,8 @@ impl ActionDecoder {
             _ => return Err(format!("action {action:?} does not fit the {:?} action space", self.kind)),
         }
         let sign = |new: i64, old: i64| (new - old).signum() as i8;
-        let direction = [sign(cpu, cur.cpu_millicores as i64), sign(mem, cur.memory_bytes as i64), sign(reps, replicas as i64)];
+        let direction =
+            [sign(cpu, cur.cpu_millicores as i64), sign(mem, cur.memory_bytes as i64), sign(reps, replicas as i64)];
         let resources = Resources::new(cpu.max(1) as u64, mem.max(1) as u64);
         Ok(Decoded {
             recommendation: Recommendation {
@@ -119,7 +120,8 @@ mod tests {
     fn discrete_table() {
         let d = decoder(ActionKind::Discrete);
         // (action, replicas before, expected replicas, cpu m, memory MiB, illegal, direction)
-        let cases: [(usize, u32, u32, u64, u64, bool, [i8; 3]); 9] = [
+        type Case = (usize, u32, u32, u64, u64, bool, [i8; 3]);
+        let cases: [Case; 9] = [
             (0, 3, 3, 1000, 512, false, [0, 0, 0]),
             (1, 3, 4, 1000, 512, false, [0, 0, 1]),
             (2, 3, 2, 1000, 512, false, [0, 0, -1]),
@@ -134,7 +136,13 @@ mod tests {
             let out = d.decode(&Action::Discrete(a), before, &current()).unwrap();
             let c = &out.recommendation.containers[0];
             assert_eq!(
-                (out.recommendation.replicas, c.limits.cpu_millicores, c.limits.memory_bytes / MIB, out.illegal, out.direction),
+                (
+                    out.recommendation.replicas,
+                    c.limits.cpu_millicores,
+                    c.limits.memory_bytes / MIB,
+                    out.illegal,
+                    out.direction
+                ),
                 (reps, cpu, mem, illegal, dir),
                 "action {a} from {before}"
             );

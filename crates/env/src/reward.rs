@@ -21,7 +21,11 @@ pub fn slo_preservation(
         (Some(slo), Some(l)) if l > 0.0 => (slo / l).min(1.0),
         (Some(_), Some(_)) => 1.0,
         (Some(_), None) => {
-            if arrival_rps > 0.0 { 0.0 } else { 1.0 }
+            if arrival_rps > 0.0 {
+                0.0
+            } else {
+                1.0
+            }
         }
     };
     let throughput = match throughput_slo_rps {

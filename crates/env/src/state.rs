@@ -44,7 +44,8 @@ impl StateEncoder {
         }
         let b = &self.bounds;
         let lim = obs.template.limits;
-        let sp_latency = slo_preservation(self.latency_slo_ms, None, obs.latency_p99_ms, obs.throughput, obs.arrival_rate);
+        let sp_latency =
+            slo_preservation(self.latency_slo_ms, None, obs.latency_p99_ms, obs.throughput, obs.arrival_rate);
         let sp_throughput = slo_preservation(None, self.throughput_slo_rps, None, obs.throughput, obs.arrival_rate);
         let load_change = match previous_arrival_rps {
             Some(prev) => ((obs.arrival_rate - prev) / prev.max(1e-3)).tanh(),

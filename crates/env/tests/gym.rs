@@ -5,12 +5,18 @@ use aware_env::{ActionKind, AppSlo, ClusterEnv, ClusterVecEnv, EnvConfig, STATE_
 use aware_sim::{SimCluster, SimConfig, generate_apps};
 
 fn config(kind: ActionKind, steps: u32) -> EnvConfig {
-    EnvConfig { profile: Profile::default(), action: kind, episode_steps: steps, container: aware_sim::CONTAINER.into() }
+    EnvConfig {
+        profile: Profile::default(),
+        action: kind,
+        episode_steps: steps,
+        container: aware_sim::CONTAINER.into(),
+    }
 }
 
 fn sim(apps: usize, seed: u64) -> (SimCluster, Vec<AppSlo>) {
     let cluster = SimCluster::new(generate_apps(apps, seed, 3600.0), vec![], SimConfig::default(), seed);
-    let slos = (0..apps).map(|a| AppSlo { latency_p99_ms: Some(cluster.slo_p99_ms(a)), throughput_rps: None }).collect();
+    let slos =
+        (0..apps).map(|a| AppSlo { latency_p99_ms: Some(cluster.slo_p99_ms(a)), throughput_rps: None }).collect();
     (cluster, slos)
 }
 

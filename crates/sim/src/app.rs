@@ -103,7 +103,8 @@ pub fn reference_allocation(cost: &RequestCost, load: &SyntheticLoad) -> (Alloca
     let p99_s = gamma_p99(step.latency_mean_s, step.latency_var_s2);
     // Memory: twice the working set with the peak in-flight count, rounded up to 64 MiB.
     let peak = step_replica(load.peak_rps() / replicas as f64 * dt, 0.0, dt, cost, 1.0, f64::INFINITY);
-    let in_flight = if peak.overloaded { peak.mean_in_flight } else { peak.mean_in_flight + 3.0 * peak.var_in_flight.sqrt() };
+    let in_flight =
+        if peak.overloaded { peak.mean_in_flight } else { peak.mean_in_flight + 3.0 * peak.var_in_flight.sqrt() };
     let ws = cost.mem_base_bytes + cost.mem_per_request_bytes * in_flight;
     let step_bytes = 64.0 * 1024.0 * 1024.0;
     let memory_bytes = ((2.0 * ws / step_bytes).ceil() * step_bytes) as u64;

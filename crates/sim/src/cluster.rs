@@ -242,8 +242,13 @@ impl SimCluster {
 
     fn rebuild(&mut self) {
         let node_count = self.config.nodes.unwrap_or_else(|| {
-            let cores: f64 = self.apps.iter().map(|a| a.reference.replicas as f64 * a.reference.cpu_millicores as f64 / 1000.0).sum();
-            let memory: f64 = self.apps.iter().map(|a| a.reference.replicas as f64 * a.reference.memory_bytes as f64).sum();
+            let cores: f64 = self
+                .apps
+                .iter()
+                .map(|a| a.reference.replicas as f64 * a.reference.cpu_millicores as f64 / 1000.0)
+                .sum();
+            let memory: f64 =
+                self.apps.iter().map(|a| a.reference.replicas as f64 * a.reference.memory_bytes as f64).sum();
             let by_cpu = (3.0 * cores / self.config.node_cores).ceil() as usize;
             let by_memory = (3.0 * memory / self.config.node_memory_bytes as f64).ceil() as usize;
             by_cpu.max(by_memory).max(2)
@@ -273,8 +278,7 @@ impl SimCluster {
             let load_rng = Pcg64Mcg::seed_from_u64(stream_seed(self.seed, i as u64, STREAM_LOAD));
             let noise_rng = Pcg64Mcg::seed_from_u64(stream_seed(self.seed, i as u64, STREAM_NOISE));
             let r = app.reference;
-            let template =
-                ContainerResources::guaranteed(CONTAINER, Resources::new(r.cpu_millicores, r.memory_bytes));
+            let template = ContainerResources::guaranteed(CONTAINER, Resources::new(r.cpu_millicores, r.memory_bytes));
             self.deployments.push(Deployment {
                 desired: r.replicas,
                 template,
@@ -370,7 +374,9 @@ impl SimCluster {
             .enumerate()
             .filter(|(_, p)| filter(p))
             // Newest first; pods created at the same instant go in reverse creation order.
-            .min_by(|a, b| rank(a.1).cmp(&rank(b.1)).then(b.1.created_at.total_cmp(&a.1.created_at)).then(b.0.cmp(&a.0)))
+            .min_by(|a, b| {
+                rank(a.1).cmp(&rank(b.1)).then(b.1.created_at.total_cmp(&a.1.created_at)).then(b.0.cmp(&a.0))
+            })
             .map(|(i, _)| i)
     }
 
@@ -395,7 +401,11 @@ impl SimCluster {
         }
         let old_ready = self.deployments[d].pods.iter().filter(|p| is_old(p)).count();
         let new_count = self.deployments[d].pods.len() - old_ready;
-        let target_new = if old_ready == 0 { desired } else { desired.min((desired + 1).saturating_sub(old_ready)).max(new_count.min(desired)) };
+        let target_new = if old_ready == 0 {
+            desired
+        } else {
+            desired.min((desired + 1).saturating_sub(old_ready)).max(new_count.min(desired))
+        };
         if new_count < target_new {
             self.add_pods(d, target_new - new_count);
         }
@@ -405,7 +415,8 @@ impl SimCluster {
             }
         }
         if old_ready > 0 {
-            let new_ready = self.deployments[d].pods.iter().filter(|p| !is_old(p) && p.phase == PodPhase::Ready).count();
+            let new_ready =
+                self.deployments[d].pods.iter().filter(|p| !is_old(p) && p.phase == PodPhase::Ready).count();
             let mut ready_total = old_ready + new_ready;
             while ready_total > desired {
                 match self.victim(d, is_old) {
@@ -499,7 +510,11 @@ impl SimCluster {
                 pod.memory_ws = cost.mem_base_bytes + cost.mem_per_request_bytes * r.mean_in_flight;
                 if r.served > 0.0 {
                     let c = (r.served, r.latency_mean_s, r.latency_var_s2);
-                    if n_components < components.len() { components[n_components] = c } else { spill.push(c) }
+                    if n_components < components.len() {
+                        components[n_components] = c
+                    } else {
+                        spill.push(c)
+                    }
                     n_components += 1;
                 }
                 if cost.mem_base_bytes + cost.mem_per_request_bytes * peak > limit_mem {
@@ -622,7 +637,12 @@ impl Cluster for SimCluster {
         let container = match rec.containers.as_slice() {
             [] => None,
             [c] if c.name == CONTAINER => Some(c),
-            [c] => return Err(invalid(format!("unknown container {:?} (the simulator's pods have one, {CONTAINER:?})", c.name))),
+            [c] => {
+                return Err(invalid(format!(
+                    "unknown container {:?} (the simulator's pods have one, {CONTAINER:?})",
+                    c.name
+                )));
+            }
             _ => return Err(invalid(format!("{} containers given; pods have one", rec.containers.len()))),
         };
         if rec.replicas > 10_000 {
@@ -679,10 +699,11 @@ impl Cluster for SimCluster {
     }
 
     fn advance(&mut self) -> Result<(), ClusterError> {
-        if let Some(s) = self.config.scenario {
-            if self.scenario_active.is_none() && s.at_step.is_some_and(|at| self.step >= at) {
-                self.apply_scenario(s.kind);
-            }
+        if let Some(s) = self.config.scenario
+            && self.scenario_active.is_none()
+            && s.at_step.is_some_and(|at| self.step >= at)
+        {
+            self.apply_scenario(s.kind);
         }
         for d in 0..self.deployments.len() {
             self.reconcile(d);

@@ -112,10 +112,10 @@ pub fn simulate(cfg: &DesConfig, seed: u64) -> DesResult {
                     (t_next, which) = (t, Some((i, 0)));
                 }
             }
-            if let Some(Reverse((Key(t), _))) = r.io.peek() {
-                if *t < t_next {
-                    (t_next, which) = (*t, Some((i, 1)));
-                }
+            if let Some(Reverse((Key(t), _))) = r.io.peek()
+                && *t < t_next
+            {
+                (t_next, which) = (*t, Some((i, 1)));
             }
             if let Some(&j) = r.fifo.front() {
                 let t = jobs[j].arrived + cfg.timeout_s;
@@ -170,7 +170,11 @@ pub fn simulate(cfg: &DesConfig, seed: u64) -> DesResult {
                     r.fifo.clear();
                     r.cpu_count = 0;
                     r.in_flight = 0;
-                    let backoff = if r.crash_streak == 0 { 0.0 } else { (10.0 * 2f64.powi(r.crash_streak as i32 - 1)).min(300.0) };
+                    let backoff = if r.crash_streak == 0 {
+                        0.0
+                    } else {
+                        (10.0 * 2f64.powi(r.crash_streak as i32 - 1)).min(300.0)
+                    };
                     r.crash_streak += 1;
                     r.down_until = now + backoff + cfg.startup_delay_s;
                     if measuring(now) {
@@ -231,7 +235,14 @@ mod tests {
 
     fn cfg(rps: f64, cores: f64) -> DesConfig {
         DesConfig {
-            cost: RequestCost { cpu_s: 0.05, io_s: 0.0, mem_base_bytes: 1e8, mem_per_request_bytes: 1e6, disk_bytes: 0.0, net_bytes: 0.0 },
+            cost: RequestCost {
+                cpu_s: 0.05,
+                io_s: 0.0,
+                mem_base_bytes: 1e8,
+                mem_per_request_bytes: 1e6,
+                disk_bytes: 0.0,
+                net_bytes: 0.0,
+            },
             arrival_rps: rps,
             replicas: 1,
             cores,

@@ -13,7 +13,7 @@ pub mod segments;
 pub mod validate;
 
 pub use app::{Allocation, AppSpec, generate_app, generate_apps};
-pub use cluster::{AppStepStats, SimCluster, SimConfig, VerticalUpdate, CONTAINER};
+pub use cluster::{AppStepStats, CONTAINER, SimCluster, SimConfig, VerticalUpdate};
 pub use load::{LoadSource, SyntheticLoad, Trace, TraceError, load_traces, parse_traces};
 pub use scenario::{Scenario, ScenarioKind};
 pub use segments::{RequestCost, Segment, SegmentKind};

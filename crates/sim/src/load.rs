@@ -103,11 +103,7 @@ impl LoadState {
                     self.burst_excess += self.rng.random_range(0.25..=1.0) * s.burst_peak;
                 }
                 let mean = s.diurnal_rate(t_s) * (1.0 + self.burst_excess) * self.scale * dt;
-                if mean <= 0.0 {
-                    0.0
-                } else {
-                    Poisson::new(mean).map(|d| d.sample(&mut self.rng)).unwrap_or(mean)
-                }
+                if mean <= 0.0 { 0.0 } else { Poisson::new(mean).map(|d| d.sample(&mut self.rng)).unwrap_or(mean) }
             }
             LoadSource::Trace(t) => t.rate_at(t_s) * self.scale * dt,
         }
@@ -123,8 +119,8 @@ pub struct TraceError(pub String);
 /// invocations (`HashOwner,HashApp,HashFunction,Trigger,1..1440`, one trace per function) or
 /// `timestamp,count` (one trace).
 pub fn load_traces(path: &Path) -> Result<Vec<Trace>, TraceError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| TraceError(format!("{}: cannot read: {e}", path.display())))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| TraceError(format!("{}: cannot read: {e}", path.display())))?;
     parse_traces(&text, &path.display().to_string())
 }
 
@@ -145,9 +141,7 @@ fn parse_count(source: &str, line: u64, field: &str, raw: &str) -> Result<f64, T
     if raw.is_empty() {
         return Err(TraceError(format!("{source}:{line}: {field}: missing value (gap in the series)")));
     }
-    let v: f64 = raw
-        .parse()
-        .map_err(|_| TraceError(format!("{source}:{line}: {field}: not a number ({raw:?})")))?;
+    let v: f64 = raw.parse().map_err(|_| TraceError(format!("{source}:{line}: {field}: not a number ({raw:?})")))?;
     if !v.is_finite() {
         return Err(TraceError(format!("{source}:{line}: {field}: not finite ({raw})")));
     }
@@ -212,13 +206,14 @@ fn parse_timestamp_count(text: &str, source: &str) -> Result<Trace, TraceError> 
             continue;
         }
         if row.len() != 2 {
-            return Err(TraceError(format!("{source}:{line}: expected 2 fields (timestamp,count), found {}", row.len())));
+            return Err(TraceError(format!(
+                "{source}:{line}: expected 2 fields (timestamp,count), found {}",
+                row.len()
+            )));
         }
-        let ts: f64 = row[0]
-            .parse()
-            .ok()
-            .filter(|t: &f64| t.is_finite())
-            .ok_or_else(|| TraceError(format!("{source}:{line}: timestamp: not a number of seconds ({:?})", &row[0])))?;
+        let ts: f64 = row[0].parse().ok().filter(|t: &f64| t.is_finite()).ok_or_else(|| {
+            TraceError(format!("{source}:{line}: timestamp: not a number of seconds ({:?})", &row[0]))
+        })?;
         let count = parse_count(source, line, "count", &row[1])?;
         points.push((line, ts, count));
     }
@@ -227,7 +222,10 @@ fn parse_timestamp_count(text: &str, source: &str) -> Result<Trace, TraceError> 
     }
     let interval = points[1].1 - points[0].1;
     if interval <= 0.0 {
-        return Err(TraceError(format!("{source}:{}: timestamp: must increase ({} after {})", points[1].0, points[1].1, points[0].1)));
+        return Err(TraceError(format!(
+            "{source}:{}: timestamp: must increase ({} after {})",
+            points[1].0, points[1].1, points[0].1
+        )));
     }
     for w in points.windows(2) {
         let step = w[1].1 - w[0].1;

@@ -51,7 +51,12 @@ pub fn cpu_phase(lambda: f64, work_s: f64, work_cv2: f64, cores: f64) -> Option<
     let rho_eval = a / cores;
     let unloaded = work_s / cores.min(1.0);
     if lambda <= 0.0 || work_s <= 0.0 {
-        return Some(CpuPhase { rho, mean_in_service: 0.0, mean_sojourn_s: unloaded, var_sojourn_s2: work_cv2 * unloaded * unloaded });
+        return Some(CpuPhase {
+            rho,
+            mean_in_service: 0.0,
+            mean_sojourn_s: unloaded,
+            var_sojourn_s2: work_cv2 * unloaded * unloaded,
+        });
     }
     // Terms t_n = aⁿ / n! for n ≤ m = ⌊c⌋, then a geometric tail with ratio ρ.
     let m = cores.floor() as usize;
@@ -69,7 +74,8 @@ pub fn cpu_phase(lambda: f64, work_s: f64, work_cv2: f64, cores: f64) -> Option<
     let mean_sojourn_s = first / norm / lambda_eval;
     let mean_in_service = lambda * mean_sojourn_s;
     let slowdown = mean_sojourn_s / unloaded;
-    let var_sojourn_s2 = unloaded * unloaded
+    let var_sojourn_s2 = unloaded
+        * unloaded
         * (slowdown * slowdown * work_cv2 + PS_VARIANCE_FACTOR * slowdown * (slowdown - 1.0).max(0.0));
     Some(CpuPhase { rho, mean_in_service, mean_sojourn_s, var_sojourn_s2 })
 }
@@ -116,7 +122,8 @@ pub fn gamma_cdf(mean: f64, var: f64, x: f64) -> f64 {
 pub fn standard_normal_cdf(z: f64) -> f64 {
     let x = z.abs() / std::f64::consts::SQRT_2;
     let t = 1.0 / (1.0 + 0.327_591_1 * x);
-    let poly = t * (0.254_829_592 + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+    let poly =
+        t * (0.254_829_592 + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
     let erf = 1.0 - poly * (-x * x).exp();
     if z >= 0.0 { 0.5 * (1.0 + erf) } else { 0.5 * (1.0 - erf) }
 }

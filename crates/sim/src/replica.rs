@@ -28,7 +28,14 @@ pub struct ReplicaStep {
 
 /// Simulates one replica receiving `arrivals` requests over `dt` seconds with `backlog` carried
 /// from before, `cores` of CPU, and requests abandoned after `timeout_s`.
-pub fn step_replica(arrivals: f64, backlog: f64, dt: f64, cost: &RequestCost, cores: f64, timeout_s: f64) -> ReplicaStep {
+pub fn step_replica(
+    arrivals: f64,
+    backlog: f64,
+    dt: f64,
+    cost: &RequestCost,
+    cores: f64,
+    timeout_s: f64,
+) -> ReplicaStep {
     let cv2 = REQUEST_SIZE_CV * REQUEST_SIZE_CV;
     let demand = arrivals + backlog;
     let lambda = demand / dt;
@@ -93,7 +100,14 @@ mod tests {
     use super::*;
 
     fn cost() -> RequestCost {
-        RequestCost { cpu_s: 0.05, io_s: 0.02, mem_base_bytes: 1e8, mem_per_request_bytes: 1e6, disk_bytes: 0.0, net_bytes: 0.0 }
+        RequestCost {
+            cpu_s: 0.05,
+            io_s: 0.02,
+            mem_base_bytes: 1e8,
+            mem_per_request_bytes: 1e6,
+            disk_bytes: 0.0,
+            net_bytes: 0.0,
+        }
     }
 
     #[test]

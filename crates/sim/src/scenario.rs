@@ -122,7 +122,10 @@ mod tests {
 
     #[test]
     fn parses_names_and_steps() {
-        assert_eq!("load-low-to-high@40".parse(), Ok(Scenario { kind: ScenarioKind::LoadLowToHigh, at_step: Some(40) }));
+        assert_eq!(
+            "load-low-to-high@40".parse(),
+            Ok(Scenario { kind: ScenarioKind::LoadLowToHigh, at_step: Some(40) })
+        );
         assert_eq!("payload-up".parse::<Scenario>().unwrap().at_step, None);
         assert!("nope".parse::<Scenario>().unwrap_err().contains("payload-up"));
         assert!("payload-up@x".parse::<Scenario>().is_err());

@@ -52,6 +52,8 @@ pub struct SegmentParams {
     pub net_kib: f64,
 }
 
+/// One row of the parameter table; positional so the table below reads as a table.
+#[allow(clippy::too_many_arguments)]
 const fn p(
     cpu_ms: f64,
     cpu_exp: f64,
@@ -174,7 +176,14 @@ const MIB: f64 = 1024.0 * 1024.0;
 impl RequestCost {
     /// The chain's cost with each segment's payload multiplied by `payload_scale(kind)`.
     pub fn of_chain(segments: &[Segment], payload_scale: impl Fn(SegmentKind) -> f64) -> RequestCost {
-        let mut c = RequestCost { cpu_s: 0.0, io_s: 0.0, mem_base_bytes: 0.0, mem_per_request_bytes: 0.0, disk_bytes: 0.0, net_bytes: 0.0 };
+        let mut c = RequestCost {
+            cpu_s: 0.0,
+            io_s: 0.0,
+            mem_base_bytes: 0.0,
+            mem_per_request_bytes: 0.0,
+            disk_bytes: 0.0,
+            net_bytes: 0.0,
+        };
         let mut weighted_mem = 0.0;
         for s in segments {
             let q = s.kind.params();

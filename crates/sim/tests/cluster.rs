@@ -3,12 +3,12 @@
 use std::sync::Arc;
 
 use aware_core::{Cluster, ContainerResources, PodPhase, Recommendation, Resources};
+use aware_sim::app::reference_allocation;
 use aware_sim::replica::step_replica;
 use aware_sim::{
     AppSpec, CONTAINER, Scenario, ScenarioKind, Segment, SegmentKind, SimCluster, SimConfig, Trace, VerticalUpdate,
     generate_app, generate_apps,
 };
-use aware_sim::app::reference_allocation;
 use proptest::prelude::*;
 
 const MIB: u64 = 1 << 20;
@@ -25,7 +25,10 @@ fn isolated(app: AppSpec, rps: f64, config: SimConfig) -> SimCluster {
 
 fn web_app() -> AppSpec {
     let mut app = generate_app(0, 1, 86_400.0);
-    app.segments = vec![Segment { kind: SegmentKind::ImageResize, payload: 1.0 }, Segment { kind: SegmentKind::KvRead, payload: 1.0 }];
+    app.segments = vec![
+        Segment { kind: SegmentKind::ImageResize, payload: 1.0 },
+        Segment { kind: SegmentKind::KvRead, payload: 1.0 },
+    ];
     app.load.mean_rps = 5.0;
     (app.reference, app.slo_p99_ms) = reference_allocation(&app.cost(), &app.load);
     app
@@ -193,7 +196,10 @@ fn in_place_resize_takes_effect_without_restart() {
 #[test]
 fn invalid_recommendations_are_rejected_with_the_reason() {
     let mut c = isolated(web_app(), 5.0, SimConfig::default());
-    let bad_name = Recommendation { replicas: 1, containers: vec![ContainerResources::guaranteed("sidecar", Resources::new(100, MIB))] };
+    let bad_name = Recommendation {
+        replicas: 1,
+        containers: vec![ContainerResources::guaranteed("sidecar", Resources::new(100, MIB))],
+    };
     assert!(c.apply(0, &bad_name).unwrap_err().to_string().contains("sidecar"));
     let mut over = rec(1, 100, MIB);
     over.containers[0].requests.cpu_millicores = 200;
@@ -237,10 +243,12 @@ fn scenarios_change_the_workload_at_their_step() {
         let mut c = isolated(web_app(), 10.0, config);
         // Room for ×4 payloads: the point is latency, not an OOM.
         c.apply(0, &rec(4, 4000, 8 << 30)).unwrap();
-        (0..20).map(|_| {
-            c.advance().unwrap();
-            (c.stats(0).arrivals, c.stats(0).latency_mean_ms.unwrap_or(0.0))
-        }).collect::<Vec<_>>()
+        (0..20)
+            .map(|_| {
+                c.advance().unwrap();
+                (c.stats(0).arrivals, c.stats(0).latency_mean_ms.unwrap_or(0.0))
+            })
+            .collect::<Vec<_>>()
     };
     let base = arrivals(None);
     let up = arrivals(Some(Scenario { kind: ScenarioKind::LoadLowToHigh, at_step: Some(10) }));

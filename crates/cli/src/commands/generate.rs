@@ -27,7 +27,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
         println!("{json}");
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{:<48} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9}", "app", "mean rps", "peak rps", "cpu ms", "slo ms", "replicas", "mem MiB");
+    println!(
+        "{:<48} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9}",
+        "app", "mean rps", "peak rps", "cpu ms", "slo ms", "replicas", "mem MiB"
+    );
     for app in &apps {
         let cost = app.cost();
         println!(

@@ -114,7 +114,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let reward = RewardFunction { weights: profile.reward.clone() };
     let n = recommenders.len();
     let mut per_app: Vec<AppSummary> = (0..n)
-        .map(|i| AppSummary { app: cluster.apps()[i].name.clone(), slo_p99_ms: cluster.slo_p99_ms(i), ..Default::default() })
+        .map(|i| AppSummary {
+            app: cluster.apps()[i].name.clone(),
+            slo_p99_ms: cluster.slo_p99_ms(i),
+            ..Default::default()
+        })
         .collect();
     let (mut cpu_steps, mut mem_steps) = (vec![0u64; n], vec![0u64; n]);
     let bar = progress::bar(args.steps, "simulating");
@@ -147,7 +151,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
             s.oom_events += st.oom_events as u64;
             s.core_seconds += st.core_seconds;
             s.replica_seconds += st.replica_seconds;
-            let sp = slo_preservation(Some(s.slo_p99_ms), profile.slo.throughput_rps, obs.latency_p99_ms, obs.throughput, obs.arrival_rate);
+            let sp = slo_preservation(
+                Some(s.slo_p99_ms),
+                profile.slo.throughput_rps,
+                obs.latency_p99_ms,
+                obs.throughput,
+                obs.arrival_rate,
+            );
             s.mean_reward += reward.reward(
                 sp,
                 obs.cpu_utilisation().unwrap_or(0.0),
