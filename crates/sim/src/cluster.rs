@@ -192,6 +192,8 @@ pub struct SimCluster {
     /// Set when a reservation was released, so pending pods retry scheduling.
     capacity_freed: bool,
     scenario_active: Option<ScenarioKind>,
+    /// Scratch space for per-replica latency moments, so stepping allocates nothing.
+    latency_components: Vec<(f64, f64, f64)>,
 }
 
 impl SimCluster {
@@ -210,6 +212,7 @@ impl SimCluster {
             next_pod_id: 0,
             capacity_freed: false,
             scenario_active: None,
+            latency_components: Vec::new(),
         };
         c.rebuild();
         c
@@ -401,11 +404,10 @@ impl SimCluster {
         }
         let old_ready = self.deployments[d].pods.iter().filter(|p| is_old(p)).count();
         let new_count = self.deployments[d].pods.len() - old_ready;
-        let target_new = if old_ready == 0 {
-            desired
-        } else {
-            desired.min((desired + 1).saturating_sub(old_ready)).max(new_count.min(desired))
-        };
+        // During a rollout the new pods may use the one surge slot the old ones leave; new pods
+        // that already exist are kept. Without old pods this is plain scaling to `desired`.
+        let target_new =
+            if old_ready == 0 { desired } else { (desired + 1).saturating_sub(old_ready).max(new_count).min(desired) };
         if new_count < target_new {
             self.add_pods(d, target_new - new_count);
         }
@@ -476,10 +478,9 @@ impl SimCluster {
         if ready == 0 {
             st.dropped = arrivals;
         }
-        // (weight, mean, var) of each serving pod's response time, seconds.
-        let mut components: [(f64, f64, f64); 8] = [(0.0, 0.0, 0.0); 8];
-        let mut spill: Vec<(f64, f64, f64)> = Vec::new();
-        let mut n_components = 0;
+        // (weight, mean, var) of each serving pod's response time, seconds; reused across steps.
+        let components = &mut self.latency_components;
+        components.clear();
         let (mut cpu_util, mut mem_util, mut n_util) = (0.0, 0.0, 0usize);
         for pod in dep.pods.iter_mut() {
             pod.oom_at_bytes = None;
@@ -509,13 +510,7 @@ impl SimCluster {
                 let peak = r.mean_in_flight + Z99 * r.var_in_flight.sqrt();
                 pod.memory_ws = cost.mem_base_bytes + cost.mem_per_request_bytes * r.mean_in_flight;
                 if r.served > 0.0 {
-                    let c = (r.served, r.latency_mean_s, r.latency_var_s2);
-                    if n_components < components.len() {
-                        components[n_components] = c
-                    } else {
-                        spill.push(c)
-                    }
-                    n_components += 1;
+                    components.push((r.served, r.latency_mean_s, r.latency_var_s2));
                 }
                 if cost.mem_base_bytes + cost.mem_per_request_bytes * peak > limit_mem {
                     // OOM kill at the peak: in-flight and queued requests are lost, the container
@@ -553,15 +548,13 @@ impl SimCluster {
             st.cpu_utilisation = Some(cpu_util / n_util as f64);
             st.memory_utilisation = Some(mem_util / n_util as f64);
         }
-        if n_components > 0 {
-            spill.extend_from_slice(&components[..n_components.min(components.len())]);
-            let all = &spill;
-            let total: f64 = all.iter().map(|c| c.0).sum();
-            let mean = all.iter().map(|c| c.0 * c.1).sum::<f64>() / total;
-            let (w0, m0, v0) = all[0];
-            let _ = w0;
-            let same = all.iter().all(|c| (c.1 - m0).abs() <= 1e-9 * m0 && (c.2 - v0).abs() <= 1e-9 * v0.max(1e-30));
-            let p99 = if same { gamma_p99(m0, v0) } else { mixture_quantile(all, 0.99) };
+        if let Some(&(_, m0, v0)) = components.first() {
+            let total: f64 = components.iter().map(|c| c.0).sum();
+            let mean = components.iter().map(|c| c.0 * c.1).sum::<f64>() / total;
+            // Identical replicas (the common case) need no mixture search.
+            let same =
+                components.iter().all(|c| (c.1 - m0).abs() <= 1e-9 * m0 && (c.2 - v0).abs() <= 1e-9 * v0.max(1e-30));
+            let p99 = if same { gamma_p99(m0, v0) } else { mixture_quantile(components, 0.99) };
             st.latency_mean_ms = Some(mean * 1000.0);
             st.latency_p99_ms = Some(p99 * 1000.0);
             let rng = &mut dep.noise_rng;
