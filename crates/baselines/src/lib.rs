@@ -1,0 +1,7 @@
+//! The rule-based autoscalers: the baselines every result is measured against and the fallback
+//! that keeps production safe while an RL agent learns. HPA and VPA follow upstream Kubernetes
+//! constants and rounding; threshold step scaling and AIMD are the classic alternatives.
+
+pub mod hpa;
+
+pub use hpa::HorizontalPodAutoscaler;
