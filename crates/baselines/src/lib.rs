@@ -2,6 +2,14 @@
 //! that keeps production safe while an RL agent learns. HPA and VPA follow upstream Kubernetes
 //! constants and rounding; threshold step scaling and AIMD are the classic alternatives.
 
+pub mod aimd;
 pub mod hpa;
+pub mod mpa;
+pub mod threshold;
+pub mod vpa;
 
+pub use aimd::AdditiveIncreaseMultiplicativeDecrease;
 pub use hpa::HorizontalPodAutoscaler;
+pub use mpa::MultidimPodAutoscaler;
+pub use threshold::ThresholdStepScaling;
+pub use vpa::VerticalPodAutoscaler;

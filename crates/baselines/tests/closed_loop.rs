@@ -1,0 +1,148 @@
+//! Each baseline driving the simulator: the behaviour an operator would expect.
+
+use std::sync::Arc;
+
+use aware_baselines::vpa::{UpdateMode, VpaSpec};
+use aware_baselines::{
+    AdditiveIncreaseMultiplicativeDecrease, HorizontalPodAutoscaler, MultidimPodAutoscaler, ThresholdStepScaling,
+    VerticalPodAutoscaler,
+};
+use aware_core::{Cluster, ContainerResources, Profile, Recommendation, Recommender, Resources};
+use aware_sim::{AppSpec, SimCluster, SimConfig, Trace, generate_app};
+
+const MIB: u64 = 1 << 20;
+
+fn app() -> AppSpec {
+    generate_app(3, 1, 86_400.0)
+}
+
+/// Requests per second that load one core to `utilisation`.
+fn rate(utilisation: f64) -> f64 {
+    utilisation / app().cost().cpu_s
+}
+
+/// The app under a stepped constant load, one level per 10 minutes.
+fn cluster(rates: Vec<f64>) -> SimCluster {
+    let trace = Arc::new(Trace { name: "steps".into(), interval_s: 600.0, rates });
+    SimCluster::new(vec![app()], vec![trace], SimConfig::default(), 1)
+}
+
+fn drive(c: &mut SimCluster, rec: &mut dyn Recommender, steps: usize) -> Vec<u32> {
+    let mut replicas = Vec::new();
+    for _ in 0..steps {
+        let obs = c.observe(0).unwrap();
+        let r = rec.recommend(&obs).unwrap();
+        c.apply(0, &r).unwrap();
+        c.advance().unwrap();
+        replicas.push(c.observe(0).unwrap().desired_replicas);
+    }
+    replicas
+}
+
+fn resize(c: &mut SimCluster, replicas: u32, cpu_m: u64, mem: u64) {
+    let rec = Recommendation {
+        replicas,
+        containers: vec![ContainerResources::guaranteed("app", Resources::new(cpu_m, mem))],
+    };
+    c.apply(0, &rec).unwrap();
+    c.advance().unwrap();
+}
+
+#[test]
+fn hpa_follows_load_up_and_down() {
+    // 30 % of one core, then 250 %, then 30 % again; 40 intervals per level.
+    let mut c = cluster(vec![rate(0.3), rate(2.5), rate(0.3)]);
+    // Room for the overload backlog: this test is about scaling, not OOM kills.
+    resize(&mut c, 1, 1000, 16384 * MIB);
+    let mut hpa = HorizontalPodAutoscaler::from_profile(&Profile::default());
+    let r = drive(&mut c, &mut hpa, 120);
+    assert_eq!(r[30], 1, "{r:?}");
+    assert!(r[75] >= 4, "2.5 cores at a 70 % target need ≥ 4 pods: {r:?}");
+    assert!(r[119] < r[75], "back in after the 5-minute stabilisation: {r:?}");
+}
+
+#[test]
+fn vpa_raises_memory_after_oom_kills() {
+    let mut c = cluster(vec![rate(0.5)]);
+    let base = app().cost().mem_base_bytes as u64;
+    resize(&mut c, 1, 1000, base + 8 * MIB);
+    let mut spec = VpaSpec::from_profile(&Profile::default());
+    spec.update_mode = UpdateMode::InPlaceOrRecreate;
+    let mut vpa = VerticalPodAutoscaler::new(spec);
+    drive(&mut c, &mut vpa, 60);
+    let after = c.observe(0).unwrap().template.limits.memory_bytes;
+    assert!(after >= base + 100 * MIB, "OOM bump of ≥ 100 MiB: {after}");
+    let ooms: u32 = (0..20)
+        .map(|_| {
+            drive(&mut c, &mut vpa, 1);
+            c.stats(0).oom_events
+        })
+        .sum();
+    assert_eq!(ooms, 0, "no more OOM kills once resized");
+}
+
+/// Upstream's upper bound is multiplied by (1 + 1/days of history): huge at first, so a young,
+/// over-provisioned pod is left alone; ×3 at 12 h, by which time 4 GiB is far above it.
+#[test]
+fn vpa_shrinks_over_provisioned_memory_once_history_is_long_enough() {
+    let mut c = cluster(vec![rate(0.3)]);
+    resize(&mut c, 1, 1000, 4096 * MIB);
+    let mut spec = VpaSpec::from_profile(&Profile::default());
+    spec.update_mode = UpdateMode::InPlaceOrRecreate;
+    let mut vpa = VerticalPodAutoscaler::new(spec);
+    drive(&mut c, &mut vpa, 120);
+    assert_eq!(c.observe(0).unwrap().template.limits.memory_bytes, 4096 * MIB, "30 minutes of history: untouched");
+    let upper = vpa.recommendation().unwrap().upper_bound.memory_bytes;
+    assert!(upper as u64 > 4096 * MIB, "upper bound still above the request: {upper}");
+    drive(&mut c, &mut vpa, (12 * 3600 / 15) as usize);
+    let after = c.observe(0).unwrap().template.limits.memory_bytes;
+    assert!(after < 1024 * MIB, "shrunk within 12 h: {after}");
+    let ws = c.observe(0).unwrap().pods[0].memory_working_set_bytes.unwrap();
+    assert!(after as f64 > ws, "still above the working set");
+}
+
+#[test]
+fn vpa_initial_mode_is_refused_in_the_simulator() {
+    let mut c = cluster(vec![1.0]);
+    c.advance().unwrap();
+    let mut spec = VpaSpec::from_profile(&Profile::default());
+    spec.update_mode = UpdateMode::Initial;
+    let err = VerticalPodAutoscaler::new(spec).recommend(&c.observe(0).unwrap()).unwrap_err();
+    assert!(err.to_string().contains("Initial"));
+}
+
+#[test]
+fn mpa_scales_out_and_fixes_memory() {
+    // Horizontal: 2.5 cores of load on one pod.
+    let mut c = cluster(vec![rate(2.5)]);
+    resize(&mut c, 1, 1000, 16384 * MIB);
+    let mut mpa = MultidimPodAutoscaler::from_profile(&Profile::default(), false);
+    let r = drive(&mut c, &mut mpa, 60);
+    assert!(*r.last().unwrap() >= 4, "{r:?}");
+    // Vertical: memory just above the runtime's base, OOM kills at a light load.
+    let mut c = cluster(vec![rate(0.5)]);
+    let base = app().cost().mem_base_bytes as u64;
+    resize(&mut c, 1, 1000, base + 8 * MIB);
+    let mut mpa = MultidimPodAutoscaler::from_profile(&Profile::default(), false);
+    drive(&mut c, &mut mpa, 60);
+    let obs = c.observe(0).unwrap();
+    assert!(obs.template.limits.memory_bytes >= base + 100 * MIB);
+    assert_eq!(obs.template.limits.cpu_millicores, 1000, "CPU is the HPA's: the VPA leaves it");
+}
+
+#[test]
+fn threshold_steps_out_and_aimd_grows_cpu_under_pressure() {
+    let mut c = cluster(vec![rate(2.5)]);
+    resize(&mut c, 1, 1000, 16384 * MIB);
+    let mut t = ThresholdStepScaling::from_profile(&Profile::default());
+    let r = drive(&mut c, &mut t, 6);
+    // ≥ 90 % utilisation: +2 per interval until utilisation falls.
+    assert_eq!(&r[..2], &[3, 5], "{r:?}");
+
+    let mut c = cluster(vec![rate(2.5)]);
+    resize(&mut c, 1, 1000, 16384 * MIB);
+    let slo = c.slo_p99_ms(0);
+    let mut aimd = AdditiveIncreaseMultiplicativeDecrease::from_profile(&Profile::default(), Some(slo));
+    drive(&mut c, &mut aimd, 20);
+    assert!(c.observe(0).unwrap().template.limits.cpu_millicores >= 2000);
+}

@@ -1,0 +1,126 @@
+//! Invariants of the rule-based recommenders, over random inputs.
+
+use std::collections::BTreeMap;
+
+use aware_baselines::hpa::{MetricSample, Phase, PodState, ReadyCondition, ReplicaCalculator, ResourceName};
+use aware_baselines::vpa::estimator::PodResourceRecommender;
+use aware_baselines::vpa::model::AggregateContainerState;
+use aware_baselines::{
+    AdditiveIncreaseMultiplicativeDecrease, HorizontalPodAutoscaler, MultidimPodAutoscaler, ThresholdStepScaling,
+};
+use aware_core::{ContainerResources, Observation, PodObservation, PodPhase, Profile, Recommender, Resources};
+use proptest::prelude::*;
+
+fn observation(usages: &[f64], replicas: u32, cpu_m: u64, mem: u64, p99: Option<f64>, t: f64) -> Observation {
+    let template = ContainerResources::guaranteed("app", Resources::new(cpu_m, mem));
+    Observation {
+        app: "a".into(),
+        time_s: t,
+        interval_s: 15.0,
+        desired_replicas: replicas,
+        template: template.clone(),
+        pods: usages
+            .iter()
+            .enumerate()
+            .map(|(i, &u)| PodObservation {
+                name: format!("p{i}"),
+                phase: PodPhase::Ready,
+                node: Some("n".into()),
+                created_at_s: 0.0,
+                ready_since_s: Some(30.0),
+                cpu_usage_cores: Some(u * cpu_m as f64 / 1000.0),
+                memory_working_set_bytes: Some(0.5 * mem as f64),
+                resources: template.clone(),
+                restarts: 0,
+                oom_killed_at_bytes: None,
+            })
+            .collect(),
+        arrival_rate: 10.0,
+        throughput: 10.0,
+        latency_mean_ms: p99.map(|p| p / 3.0),
+        latency_p99_ms: p99,
+        dropped_requests: 0,
+        oom_events: 0,
+        io_utilisation: 0.0,
+        network_utilisation: 0.0,
+    }
+}
+
+fn profile(min: u32, max: u32) -> Profile {
+    let mut p = Profile::default();
+    p.bounds.min_replicas = min;
+    p.bounds.max_replicas = max;
+    p
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Every recommender's replicas stay within [min, max] and AIMD's resources within bounds,
+    /// over sequences of random observations.
+    #[test]
+    fn recommendations_respect_bounds(
+        min in 1u32..4, extra in 0u32..10, utils in prop::collection::vec(prop::collection::vec(0.0f64..1.0, 1..12), 1..20),
+        p99 in prop::option::of(1.0f64..5000.0),
+    ) {
+        let p = profile(min, min + extra);
+        let mut recs: Vec<Box<dyn Recommender>> = vec![
+            Box::new(HorizontalPodAutoscaler::from_profile(&p)),
+            Box::new(ThresholdStepScaling::from_profile(&p)),
+            Box::new(MultidimPodAutoscaler::from_profile(&p, true)),
+            Box::new(AdditiveIncreaseMultiplicativeDecrease::from_profile(&p, Some(200.0))),
+        ];
+        for rec in &mut recs {
+            let mut replicas = min;
+            for (t, u) in utils.iter().enumerate() {
+                let obs = observation(u, replicas, 1000, 512 << 20, p99, 1000.0 + 15.0 * t as f64);
+                let r = rec.recommend(&obs).unwrap();
+                prop_assert!(r.replicas >= p.bounds.min_replicas && r.replicas <= p.bounds.max_replicas, "{}: {}", rec.name(), r.replicas);
+                let l = r.containers[0].limits;
+                prop_assert!(l.cpu_millicores >= p.bounds.min_cpu_millicores && l.cpu_millicores <= p.bounds.max_cpu_millicores);
+                prop_assert!(l.memory_bytes >= p.bounds.min_memory_bytes() && l.memory_bytes <= p.bounds.max_memory_bytes());
+                replicas = r.replicas;
+            }
+        }
+    }
+
+    /// With every pod ready and measured, a ratio inside the tolerance never changes the count.
+    #[test]
+    fn hpa_never_scales_within_tolerance(current in 1i32..30, target in 10i32..100, drift in -0.1f64..0.1, jitter in prop::collection::vec(-0.05f64..0.05, 30)) {
+        let n = current as usize;
+        let base = target as f64 / 100.0 * (1.0 + drift) * 1000.0;
+        let mut levels: Vec<i64> = (0..n).map(|i| (base * (1.0 + jitter[i])).max(0.0) as i64).collect();
+        // Re-centre so the truncated aggregate is exactly (1 + drift) × target.
+        let total_wanted = (base * n as f64) as i64;
+        let total: i64 = levels.iter().sum();
+        levels[0] = (levels[0] + total_wanted - total).max(0);
+        let utilization = levels.iter().sum::<i64>() * 100 / (1000 * n as i64);
+        let ratio = utilization as f64 / target as f64;
+        prop_assume!((0.9..=1.1).contains(&ratio));
+        let pods: Vec<PodState> = (0..n).map(|i| PodState {
+            name: format!("p{i}"), phase: Phase::Running, deleting: false, start_time_s: Some(0.0),
+            ready: Some(ReadyCondition { ready: true, last_transition_s: 0.0 }), request_milli: Some(1000),
+        }).collect();
+        let samples: BTreeMap<String, MetricSample> = levels.iter().enumerate()
+            .map(|(i, &v)| (format!("p{i}"), MetricSample { value_milli: v, timestamp_s: 1000.0, window_s: 15.0 })).collect();
+        let r = ReplicaCalculator::default().resource_replicas(10_000.0, current, target, ResourceName::Cpu, &pods, &samples).unwrap();
+        prop_assert_eq!(r.replicas, current);
+    }
+
+    /// The VPA target is monotone in usage: scaling every sample up never lowers it.
+    #[test]
+    fn vpa_target_monotone_in_usage(samples in prop::collection::vec(0.001f64..8.0, 1..200), k in 1.0f64..5.0) {
+        let build = |scale: f64| {
+            let mut s = AggregateContainerState::new(0.0);
+            for (i, &c) in samples.iter().enumerate() {
+                s.add_cpu_sample(c * scale, 1.0, 60.0 * i as f64);
+                s.memory_peaks.add_sample(c * scale * 1e9, 1.0, 60.0 * i as f64);
+            }
+            PodResourceRecommender::default().recommend(&[&s])[0]
+        };
+        let (lo, hi) = (build(1.0), build(k));
+        prop_assert!(hi.target.cpu_millicores >= lo.target.cpu_millicores);
+        prop_assert!(hi.target.memory_bytes >= lo.target.memory_bytes);
+        prop_assert!(lo.lower_bound.cpu_millicores <= lo.target.cpu_millicores && lo.target.cpu_millicores <= lo.upper_bound.cpu_millicores);
+    }
+}
