@@ -15,6 +15,9 @@ use aware_baselines::hpa::{
 };
 
 const NOW: f64 = 10_000.0;
+
+/// (recommendation or change, seconds ago) entries of a controller's history.
+type Log = Vec<(i32, f64)>;
 const COOL: f64 = 0.0;
 const HOT: f64 = NOW - 30.0;
 
@@ -856,7 +859,8 @@ fn scaling_with_rules_table() {
 #[test]
 fn legacy_stabilization_table() {
     // (name, log of (recommendation, seconds ago), desired, expected, log length after)
-    let cases: [(&str, Vec<(i32, f64)>, i32, i32, usize); 5] = [
+    type Case = (&'static str, Log, i32, i32, usize);
+    let cases: [Case; 5] = [
         ("empty log", vec![], 5, 5, 1),
         ("stabilize", vec![(4, 120.0), (5, 60.0)], 3, 5, 3),
         ("no stabilize", vec![(1, 120.0), (2, 60.0)], 3, 3, 3),
@@ -875,7 +879,8 @@ fn legacy_stabilization_table() {
 fn stabilization_with_behaviors_table() {
     // Karmada's port of the same function: (desired, current, log, expected).
     let behavior = Behavior { scale_up: rules(4, 15, 0, 0, 300), scale_down: rules(0, 0, 100, 15, 600) };
-    let cases: [(i32, i32, Vec<(i32, f64)>, i32); 3] =
+    type Case = (i32, i32, Log, i32);
+    let cases: [Case; 3] =
         [(10, 5, vec![(8, 120.0), (7, 240.0)], 7), (3, 8, vec![(5, 300.0), (4, 480.0)], 5), (5, 5, vec![(5, 60.0)], 5)];
     for (desired, current, log, expected) in cases {
         let mut log: Vec<TimestampedRecommendation> =
@@ -912,7 +917,8 @@ fn legacy_conversion_table() {
 #[test]
 fn store_scale_events_table() {
     // (name, previous events as (change, seconds ago), rules, expected (change, outdated) after)
-    let cases: Vec<(&str, Vec<(i32, f64)>, ScalingRules, Vec<(i32, bool)>, i32)> = vec![
+    type Case = (&'static str, Log, ScalingRules, Vec<(i32, bool)>, i32);
+    let cases: Vec<Case> = vec![
         ("empty, two policies", vec![], rules(10, 60, 100, 60, 0), vec![(5, false)], 0),
         ("outdated entry replaced", vec![(7, 61.0)], rules(10, 60, 100, 60, 0), vec![(5, false)], 0),
         ("recent entry kept", vec![(7, 58.0)], rules(10, 60, 100, 60, 0), vec![(7, false), (5, false)], 7),
