@@ -1,6 +1,7 @@
 //! `aware`: reinforcement-learning workload autoscaling that is safe to run in production.
 
 mod commands;
+mod policy;
 mod progress;
 
 use std::process::ExitCode;
@@ -20,6 +21,8 @@ enum Command {
     Generate(commands::generate::Args),
     /// Run a fixed-allocation recommender over generated apps on the embedded simulator.
     Simulate(commands::simulate::Args),
+    /// Dry run: what would a rule-based autoscaler recommend for this observation?
+    Recommend(commands::recommend::Args),
     /// Check the fast simulator against its request-level discrete-event mode.
     ValidateSim(commands::validate::Args),
     /// Throughput and latency benchmarks.
@@ -33,6 +36,7 @@ fn main() -> ExitCode {
         Command::Generate(a) => commands::generate::run(a),
         Command::Simulate(a) => commands::simulate::run(a),
         Command::ValidateSim(a) => commands::validate::run(a),
+        Command::Recommend(a) => commands::recommend::run(a),
         Command::Bench(b) => commands::bench::run(b),
     };
     match result {

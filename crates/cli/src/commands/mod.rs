@@ -1,5 +1,6 @@
 pub mod bench;
 pub mod generate;
+pub mod recommend;
 pub mod simulate;
 pub mod validate;
 
