@@ -1,8 +1,10 @@
 //! `aware`: reinforcement-learning workload autoscaling that is safe to run in production.
 
 mod commands;
+mod plot;
 mod policy;
 mod progress;
+mod runner;
 
 use std::process::ExitCode;
 
@@ -21,6 +23,8 @@ enum Command {
     Generate(commands::generate::Args),
     /// Run a fixed-allocation recommender over generated apps on the embedded simulator.
     Simulate(commands::simulate::Args),
+    /// A/B: several recommenders over identical apps and traces.
+    Compare(commands::compare::Args),
     /// Dry run: what would a rule-based autoscaler recommend for this observation?
     Recommend(commands::recommend::Args),
     /// Check the fast simulator against its request-level discrete-event mode.
@@ -37,6 +41,7 @@ fn main() -> ExitCode {
         Command::Simulate(a) => commands::simulate::run(a),
         Command::ValidateSim(a) => commands::validate::run(a),
         Command::Recommend(a) => commands::recommend::run(a),
+        Command::Compare(a) => commands::compare::run(a),
         Command::Bench(b) => commands::bench::run(b),
     };
     match result {

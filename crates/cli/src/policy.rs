@@ -68,7 +68,7 @@ impl FromStr for PolicyName {
 pub enum Policy {
     Hpa(HorizontalPodAutoscaler),
     Vpa(VerticalPodAutoscaler),
-    Mpa(MultidimPodAutoscaler),
+    Mpa(Box<MultidimPodAutoscaler>),
     Threshold(ThresholdStepScaling),
     Aimd(AdditiveIncreaseMultiplicativeDecrease),
     Fixed(FixedRecommender),
@@ -106,7 +106,7 @@ impl Policy {
         Ok(match name {
             PolicyName::Hpa => Policy::Hpa(HorizontalPodAutoscaler::from_profile(profile)),
             PolicyName::Vpa => Policy::Vpa(VerticalPodAutoscaler::new(VpaSpec::from_profile(profile))),
-            PolicyName::Mpa => Policy::Mpa(MultidimPodAutoscaler::from_profile(profile, false)),
+            PolicyName::Mpa => Policy::Mpa(Box::new(MultidimPodAutoscaler::from_profile(profile, false))),
             PolicyName::Threshold => Policy::Threshold(ThresholdStepScaling::from_profile(profile)),
             PolicyName::Aimd => {
                 if profile.slo.latency_p99_ms.or(slo_p99_ms).is_none() {
@@ -128,7 +128,7 @@ impl Policy {
         match self {
             Policy::Hpa(r) => r,
             Policy::Vpa(r) => r,
-            Policy::Mpa(r) => r,
+            Policy::Mpa(r) => r.as_mut(),
             Policy::Threshold(r) => r,
             Policy::Aimd(r) => r,
             Policy::Fixed(r) => r,

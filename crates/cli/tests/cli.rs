@@ -120,3 +120,96 @@ fn bench_sim_reports_json() {
     assert!(r[1]["median_app_steps_per_s"].as_f64().unwrap() > 0.0);
     assert_one_line_error(&aware(&["bench", "sim", "--apps", "0"]), &["--apps"]);
 }
+
+fn example_input() -> String {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/examples/recommend-input.json").to_string()
+}
+
+#[test]
+fn recommend_answers_for_every_policy() {
+    for policy in ["hpa", "vpa", "mpa", "threshold", "aimd"] {
+        let o = aware(&["recommend", "--policy", policy, "--input", &example_input(), "--json"]);
+        assert!(o.status.success(), "{policy}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["policy"], policy);
+        assert!(v["recommendation"]["replicas"].as_u64().unwrap() >= 1);
+        assert_eq!(v["recommendation"]["containers"][0]["name"], "app");
+    }
+    // The example app has been OOM-killed: the VPA raises memory.
+    let v: serde_json::Value =
+        serde_json::from_slice(&aware(&["recommend", "--policy", "vpa", "--input", &example_input(), "--json"]).stdout)
+            .unwrap();
+    let now = v["current"]["resources"]["requests"]["memory_bytes"].as_u64().unwrap();
+    let rec = v["recommendation"]["containers"][0]["requests"]["memory_bytes"].as_u64().unwrap();
+    assert!(rec > now, "{now} → {rec}");
+}
+
+#[test]
+fn recommend_rejects_bad_input_with_the_field_path() {
+    let text = std::fs::read_to_string(example_input()).unwrap();
+    let bad = temp_file("bad-phase.json", &text.replacen("\"phase\": \"ready\"", "\"phase\": \"runing\"", 1));
+    assert_one_line_error(
+        &aware(&["recommend", "--policy", "hpa", "--input", bad.to_str().unwrap()]),
+        &["bad-phase.json:", "history[0].pods[0].phase", "unknown variant"],
+    );
+    let bad = temp_file("bad-type.json", r#"{"observation": {"app": "x", "time_s": "soon"}}"#);
+    assert_one_line_error(
+        &aware(&["recommend", "--policy", "hpa", "--input", bad.to_str().unwrap()]),
+        &["bad-type.json:1:", "observation.time_s", "invalid type"],
+    );
+    let nan = temp_file("nan.json", &text.replacen("\"arrival_rate\": ", "\"arrival_rate\": -", 1));
+    assert_one_line_error(&aware(&["recommend", "--policy", "hpa", "--input", nan.to_str().unwrap()]), &["negative"]);
+}
+
+#[test]
+fn compare_is_an_ab_test_over_identical_traces() {
+    let args = ["compare", "--apps", "4", "--steps", "120", "--seed", "5", "--policies", "hpa,static,mpa", "--json"];
+    let a = aware(&args);
+    assert!(a.status.success(), "{}", stderr(&a));
+    assert_eq!(a.stdout, aware(&args).stdout, "deterministic");
+    let v: serde_json::Value = serde_json::from_slice(&a.stdout).unwrap();
+    let p = v["policies"].as_array().unwrap();
+    assert_eq!(p.len(), 3);
+    // Every policy saw the same requests.
+    assert_eq!(p[0]["arrivals"], p[1]["arrivals"]);
+    assert_eq!(p[1]["arrivals"], p[2]["arrivals"]);
+    for key in [
+        "cpu_utilisation",
+        "memory_utilisation",
+        "slo_violations",
+        "slo_violations_per_100_episodes",
+        "dropped_requests",
+        "replica_seconds",
+        "core_seconds",
+        "scaling_actions",
+        "direction_reversals",
+        "mean_episode_reward",
+    ] {
+        assert!(p[0][key].is_number(), "{key}");
+    }
+    assert_eq!(p[1]["direction_reversals"], 0, "a fixed allocation never reverses");
+}
+
+#[test]
+fn compare_draws_a_png() {
+    let dir = std::env::temp_dir().join(format!("aware-cli-plot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let png = dir.join("cmp.png");
+    let o = aware(&[
+        "compare",
+        "--apps",
+        "2",
+        "--steps",
+        "40",
+        "--policies",
+        "hpa,static",
+        "--plot",
+        png.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    assert!(bytes.len() > 10_000, "a real figure, not an empty image");
+    assert_one_line_error(&aware(&["compare", "--plot", "out.jpg"]), &["--plot", ".png"]);
+    assert_one_line_error(&aware(&["compare", "--policies", "hpa,hpa"]), &["twice"]);
+}

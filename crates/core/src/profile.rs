@@ -83,7 +83,7 @@ impl Default for Profile {
         Self {
             app: None,
             slo: Slo { latency_p99_ms: None, throughput_rps: None },
-            targets: Targets { cpu_utilisation: 0.7, memory_utilisation: 0.8 },
+            targets: Targets { cpu_utilisation: 0.5, memory_utilisation: 0.8 },
             reward: RewardWeights { alpha: 0.3, illegal_action_penalty: 0.1, oscillation_penalty: 0.05 },
             bounds: Bounds {
                 min_replicas: 1,

@@ -26,7 +26,7 @@ pub struct AppSpec {
     pub load: SyntheticLoad,
     /// p99 latency objective, milliseconds (SIMPPO rule unless overridden).
     pub slo_p99_ms: f64,
-    /// The allocation the SLO was derived at: one core per replica, replicas for 50 % CPU
+    /// The allocation the SLO was derived at: one core per replica, replicas for 60 % CPU
     /// utilisation at mean load, memory twice the working set at peak.
     pub reference: Allocation,
 }
@@ -59,7 +59,7 @@ pub const STREAM_NOISE: u64 = 3;
 pub const MAX_MEAN_CORES: f64 = 12.0;
 
 /// Reference replica utilisation for the SLO rule.
-const REFERENCE_UTILISATION: f64 = 0.5;
+const REFERENCE_UTILISATION: f64 = 0.6;
 
 /// Generates `n` applications; application `i` depends only on `(seed, i)`.
 pub fn generate_apps(n: usize, seed: u64, day_s: f64) -> Vec<AppSpec> {

@@ -1,13 +1,18 @@
 pub mod bench;
+pub mod compare;
 pub mod generate;
 pub mod recommend;
 pub mod simulate;
 pub mod validate;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::Result;
-use aware_sim::{AppSpec, generate_apps};
+use aware_core::Profile;
+use aware_sim::{AppSpec, Scenario, SimConfig, Trace, VerticalUpdate, generate_apps, load_traces};
+
+use crate::runner::Setup;
 
 /// Options every simulator-backed command shares.
 #[derive(clap::Args, Debug, Clone)]
@@ -26,6 +31,78 @@ pub struct AppsArgs {
 impl AppsArgs {
     pub fn generate(&self) -> Vec<AppSpec> {
         generate_apps(self.apps as usize, self.seed, self.day_seconds)
+    }
+}
+
+/// Simulator options shared by `simulate` and `compare`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SimArgs {
+    /// Control intervals to simulate (15 s each).
+    #[arg(long, default_value_t = 240, value_parser = clap::value_parser!(u64).range(1..))]
+    pub steps: u64,
+    /// Inject an instability scenario: NAME or NAME@STEP (default step: half way).
+    #[arg(long)]
+    pub scenario: Option<Scenario>,
+    /// AWARE profile (YAML): SLO override, targets, reward weights, bounds.
+    #[arg(long)]
+    pub profile: Option<PathBuf>,
+    /// Replay load from a trace file (Azure Functions per-minute CSV or timestamp,count CSV).
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// How CPU/memory changes reach running pods.
+    #[arg(long, value_enum, default_value = "in-place")]
+    pub vertical_update: VerticalUpdateArg,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum VerticalUpdateArg {
+    InPlace,
+    Restart,
+}
+
+/// Everything loaded and validated before any simulation starts.
+pub struct Prepared {
+    pub apps: Vec<AppSpec>,
+    pub traces: Vec<Arc<Trace>>,
+    pub sim: SimConfig,
+    pub profile: Profile,
+}
+
+impl SimArgs {
+    pub fn prepare(&self, apps: &AppsArgs) -> Result<Prepared> {
+        let profile = match &self.profile {
+            Some(p) => Profile::load(p)?,
+            None => Profile::default(),
+        };
+        let traces = match &self.trace {
+            Some(p) => load_traces(p)?.into_iter().map(Arc::new).collect(),
+            None => Vec::new(),
+        };
+        let scenario =
+            self.scenario.map(|s| Scenario { kind: s.kind, at_step: Some(s.at_step.unwrap_or(self.steps / 2)) });
+        let sim = SimConfig {
+            scenario,
+            slo_p99_ms: profile.slo.latency_p99_ms,
+            vertical_update: match self.vertical_update {
+                VerticalUpdateArg::InPlace => VerticalUpdate::InPlace,
+                VerticalUpdateArg::Restart => VerticalUpdate::Restart,
+            },
+            ..SimConfig::default()
+        };
+        Ok(Prepared { apps: apps.generate(), traces, sim, profile })
+    }
+}
+
+impl Prepared {
+    pub fn setup(&self, apps: &AppsArgs, steps: u64) -> Setup<'_> {
+        Setup {
+            apps: &self.apps,
+            traces: &self.traces,
+            sim: self.sim.clone(),
+            seed: apps.seed,
+            steps,
+            profile: &self.profile,
+        }
     }
 }
 
