@@ -1,0 +1,132 @@
+//! The store's records.
+
+use serde::Serialize;
+
+/// Store-wide identifier of an episode.
+pub type EpisodeId = i64;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{path}: written by a newer schema (v{found}); this build reads up to v{supported}, and will not touch it")]
+    NewerSchema { path: String, found: i64, supported: i64 },
+    #[error("{path}: read-only ({reason}); nothing was written")]
+    ReadOnly { path: String, reason: String },
+    #[error("{path}: {reason}")]
+    Corrupt { path: String, reason: String },
+    #[error("unknown episode {0}")]
+    UnknownEpisode(EpisodeId),
+    #[error("{0}")]
+    Backend(String),
+}
+
+/// What is known when an episode starts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EpisodeMeta {
+    pub agent: String,
+    pub app: String,
+    /// The agent's own episode counter (the logical timestamp's middle part).
+    pub episode: u64,
+    /// Lifecycle stage it ran in (`offline`, `online`, `serving`, …).
+    pub stage: String,
+    /// Who acted: the fallback recommender's name or the agent's.
+    pub policy: String,
+    pub state_dim: u32,
+    pub action_dim: u32,
+    /// Wall-clock start, seconds since the Unix epoch (retention works on it).
+    pub started_at_s: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Transition {
+    pub step: u32,
+    pub state: Vec<f32>,
+    pub action: Vec<f32>,
+    pub reward: f32,
+    pub next_state: Vec<f32>,
+    pub done: bool,
+}
+
+impl Transition {
+    /// Refuses a transition that does not match the episode's dimensions or is not finite.
+    pub fn check(&self, state_dim: u32, action_dim: u32) -> Result<(), StoreError> {
+        let dims = [
+            ("state", self.state.len(), state_dim),
+            ("next_state", self.next_state.len(), state_dim),
+            ("action", self.action.len(), action_dim),
+        ];
+        for (field, got, want) in dims {
+            if got != want as usize {
+                return Err(StoreError::Invalid(format!(
+                    "transition step {}: {field} has dimension {got}, the episode declared {want}",
+                    self.step
+                )));
+            }
+        }
+        let finite = self.state.iter().chain(&self.action).chain(&self.next_state).all(|v| v.is_finite());
+        if !finite || !self.reward.is_finite() {
+            return Err(StoreError::Invalid(format!("transition step {}: NaN or infinite value", self.step)));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EpisodeRecord {
+    pub id: EpisodeId,
+    pub meta: EpisodeMeta,
+    /// `None` while incomplete (never closed: still running, or its writer died).
+    pub total_reward: Option<f64>,
+    pub length: u32,
+    pub closed_at_s: Option<f64>,
+}
+
+impl EpisodeRecord {
+    pub fn is_complete(&self) -> bool {
+        self.closed_at_s.is_some()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopMode {
+    /// The best `m` (AWARE's meta-learner input).
+    Best,
+    /// The best `m/2` and the worst `m/2` (FLASH's).
+    BestAndWorst,
+}
+
+/// Which transitions a minibatch may come from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TransitionFilter {
+    pub agent: Option<String>,
+    pub app: Option<String>,
+    /// Only episodes this policy acted in (offline bootstrapping trains on the fallback's data).
+    pub policy: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct StoreStats {
+    pub episodes: u64,
+    pub incomplete_episodes: u64,
+    pub transitions: u64,
+    pub agents: Vec<String>,
+    pub apps: u64,
+}
+
+/// Little-endian f32 vector encoding.
+pub fn encode(v: &[f32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(v.len() * 4);
+    for x in v {
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out
+}
+
+/// Decodes a vector, refusing one whose size does not match `dim`.
+pub fn decode(bytes: &[u8], dim: u32, what: &str) -> Result<Vec<f32>, String> {
+    if bytes.len() != dim as usize * 4 {
+        return Err(format!("{what}: {} bytes stored, dimension {dim} needs {}", bytes.len(), dim * 4));
+    }
+    Ok(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+}

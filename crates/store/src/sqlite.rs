@@ -1,0 +1,488 @@
+//! The embedded default: one SQLite file, WAL, one writer, prepared statements, and one
+//! transaction per episode close (the close's `COMMIT` is the acknowledgement).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use rand::{RngExt, SeedableRng};
+use rand_pcg::Pcg64Mcg;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, ToSql, params};
+
+use crate::TrajectoryStore;
+use crate::model::{
+    EpisodeId, EpisodeMeta, EpisodeRecord, StoreError, StoreStats, TopMode, Transition, TransitionFilter, decode,
+    encode,
+};
+
+/// The schema this build writes and the newest it reads.
+pub const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE episodes (
+    id           INTEGER PRIMARY KEY,
+    agent        TEXT    NOT NULL,
+    app          TEXT    NOT NULL,
+    episode      INTEGER NOT NULL,
+    stage        TEXT    NOT NULL,
+    policy       TEXT    NOT NULL,
+    state_dim    INTEGER NOT NULL,
+    action_dim   INTEGER NOT NULL,
+    started_at   REAL    NOT NULL,
+    closed_at    REAL,
+    total_reward REAL,
+    length       INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (agent, episode)
+);
+CREATE INDEX episodes_agent_closed ON episodes (agent, episode) WHERE closed_at IS NOT NULL;
+CREATE INDEX episodes_app_reward ON episodes (app, total_reward) WHERE closed_at IS NOT NULL;
+CREATE INDEX episodes_started ON episodes (started_at);
+CREATE TABLE transitions (
+    episode_id INTEGER NOT NULL REFERENCES episodes (id) ON DELETE CASCADE,
+    step       INTEGER NOT NULL,
+    state      BLOB    NOT NULL,
+    action     BLOB    NOT NULL,
+    reward     REAL    NOT NULL,
+    next_state BLOB    NOT NULL,
+    done       INTEGER NOT NULL,
+    PRIMARY KEY (episode_id, step)
+) WITHOUT ROWID;
+";
+
+/// How hard a close is pushed to disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Sync {
+    /// WAL with `synchronous=NORMAL`: an acknowledged close survives a crash of the process;
+    /// a power loss may lose the last closes but never corrupts the file.
+    #[default]
+    Normal,
+    /// `synchronous=FULL`: acknowledged closes also survive a power loss (an fsync per close).
+    Full,
+}
+
+struct OpenEpisode {
+    state_dim: u32,
+    action_dim: u32,
+    length: u32,
+}
+
+pub struct SqliteStore {
+    conn: Connection,
+    path: String,
+    in_transaction: bool,
+    open: HashMap<EpisodeId, OpenEpisode>,
+}
+
+fn backend(path: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
+    move |e| match &e {
+        rusqlite::Error::SqliteFailure(f, msg) => match f.code {
+            rusqlite::ErrorCode::ReadOnly => {
+                StoreError::ReadOnly { path: path.into(), reason: msg.clone().unwrap_or_else(|| e.to_string()) }
+            }
+            rusqlite::ErrorCode::NotADatabase => {
+                StoreError::Corrupt { path: path.into(), reason: "not an SQLite database".into() }
+            }
+            rusqlite::ErrorCode::DatabaseCorrupt => StoreError::Corrupt { path: path.into(), reason: e.to_string() },
+            _ => StoreError::Backend(format!("{path}: {e}")),
+        },
+        _ => StoreError::Backend(format!("{path}: {e}")),
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) a store for writing. A newer schema, a read-only file or a
+    /// file that is not an `aware` store is refused before anything is written.
+    pub fn open(path: &Path, sync: Sync) -> Result<Self, StoreError> {
+        let p = path.display().to_string();
+        if let Ok(meta) = std::fs::metadata(path)
+            && meta.permissions().readonly()
+        {
+            return Err(StoreError::ReadOnly { path: p, reason: "the file is not writable".into() });
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(backend(&p))?;
+        let store = Self::check_schema(conn, p, true)?;
+        let sync = match sync {
+            Sync::Normal => "NORMAL",
+            Sync::Full => "FULL",
+        };
+        let mode: String =
+            store.conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)).map_err(backend(&store.path))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::Backend(format!("{}: could not enable WAL (journal mode {mode})", store.path)));
+        }
+        store
+            .conn
+            .execute_batch(&format!("PRAGMA synchronous={sync}; PRAGMA foreign_keys=ON; PRAGMA busy_timeout=5000;"))
+            .map_err(backend(&store.path))?;
+        Ok(store)
+    }
+
+    /// Opens an existing store for reading only (operators inspecting a store they may not
+    /// write).
+    pub fn open_read_only(path: &Path) -> Result<Self, StoreError> {
+        let p = path.display().to_string();
+        if !path.exists() {
+            return Err(StoreError::Invalid(format!("{p}: no such store")));
+        }
+        let conn =
+            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+                .map_err(backend(&p))?;
+        Self::check_schema(conn, p, false)
+    }
+
+    fn check_schema(conn: Connection, path: String, create: bool) -> Result<Self, StoreError> {
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(backend(&path))?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::NewerSchema { path, found: version, supported: SCHEMA_VERSION });
+        }
+        if version == 0 {
+            let tables: i64 =
+                conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0)).map_err(backend(&path))?;
+            if tables > 0 {
+                return Err(StoreError::Corrupt {
+                    path,
+                    reason: "not an aware store (tables without a schema version)".into(),
+                });
+            }
+            if !create {
+                return Err(StoreError::Invalid(format!("{path}: empty store")));
+            }
+            conn.execute_batch(&format!("BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"))
+                .map_err(backend(&path))?;
+        }
+        Ok(Self { conn, path, in_transaction: false, open: HashMap::new() })
+    }
+
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// `PRAGMA integrity_check`: "ok" or the problems SQLite found.
+    pub fn integrity_check(&self) -> Result<String, StoreError> {
+        self.conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).map_err(backend(&self.path))
+    }
+
+    fn begin(&mut self) -> Result<(), StoreError> {
+        if !self.in_transaction {
+            self.conn.execute_batch("BEGIN IMMEDIATE").map_err(backend(&self.path))?;
+            self.in_transaction = true;
+        }
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Result<(), StoreError> {
+        if self.in_transaction {
+            self.conn.execute_batch("COMMIT").map_err(backend(&self.path))?;
+            self.in_transaction = false;
+        }
+        Ok(())
+    }
+
+    fn record(row: &rusqlite::Row) -> rusqlite::Result<EpisodeRecord> {
+        Ok(EpisodeRecord {
+            id: row.get(0)?,
+            meta: EpisodeMeta {
+                agent: row.get(1)?,
+                app: row.get(2)?,
+                episode: row.get::<_, i64>(3)? as u64,
+                stage: row.get(4)?,
+                policy: row.get(5)?,
+                state_dim: row.get(6)?,
+                action_dim: row.get(7)?,
+                started_at_s: row.get(8)?,
+            },
+            closed_at_s: row.get(9)?,
+            total_reward: row.get(10)?,
+            length: row.get(11)?,
+        })
+    }
+
+    const COLUMNS: &'static str =
+        "id, agent, app, episode, stage, policy, state_dim, action_dim, started_at, closed_at, total_reward, length";
+
+    fn transition(&self, rec: &EpisodeRecord, row: &rusqlite::Row) -> Result<Transition, StoreError> {
+        let get = |e: rusqlite::Error| backend(&self.path)(e);
+        let step: u32 = row.get(0).map_err(get)?;
+        let blob = |i: usize| -> Result<Vec<u8>, StoreError> { row.get(i).map_err(backend(&self.path)) };
+        let corrupt = |reason: String| StoreError::Corrupt {
+            path: self.path.clone(),
+            reason: format!("episode {} step {step}: {reason}", rec.id),
+        };
+        Ok(Transition {
+            step,
+            state: decode(&blob(1)?, rec.meta.state_dim, "state").map_err(corrupt)?,
+            action: decode(&blob(2)?, rec.meta.action_dim, "action").map_err(corrupt)?,
+            reward: row.get::<_, f64>(3).map_err(get)? as f32,
+            next_state: decode(&blob(4)?, rec.meta.state_dim, "next_state").map_err(corrupt)?,
+            done: row.get(5).map_err(get)?,
+        })
+    }
+
+    fn load_record(&self, id: EpisodeId) -> Result<EpisodeRecord, StoreError> {
+        let sql = format!("SELECT {} FROM episodes WHERE id = ?1", Self::COLUMNS);
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(backend(&self.path))?;
+        stmt.query_row([id], Self::record)
+            .optional()
+            .map_err(backend(&self.path))?
+            .ok_or(StoreError::UnknownEpisode(id))
+    }
+}
+
+impl Drop for SqliteStore {
+    /// Commits what was written: unclosed episodes stay visible as incomplete, never as data.
+    fn drop(&mut self) {
+        let _ = self.commit();
+    }
+}
+
+impl TrajectoryStore for SqliteStore {
+    fn begin_episode(&mut self, meta: &EpisodeMeta) -> Result<EpisodeId, StoreError> {
+        if meta.state_dim == 0 {
+            return Err(StoreError::Invalid("episode: state_dim must be positive".into()));
+        }
+        if !meta.started_at_s.is_finite() {
+            return Err(StoreError::Invalid("episode: started_at_s must be finite".into()));
+        }
+        self.begin()?;
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO episodes (agent, app, episode, stage, policy, state_dim, action_dim, started_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )
+            .map_err(backend(&self.path))?;
+        let inserted = stmt.execute(params![
+            meta.agent,
+            meta.app,
+            meta.episode as i64,
+            meta.stage,
+            meta.policy,
+            meta.state_dim,
+            meta.action_dim,
+            meta.started_at_s
+        ]);
+        match inserted {
+            Err(rusqlite::Error::SqliteFailure(f, _)) if f.code == rusqlite::ErrorCode::ConstraintViolation => {
+                return Err(StoreError::Invalid(format!(
+                    "agent {:?} already has an episode {}",
+                    meta.agent, meta.episode
+                )));
+            }
+            other => other.map_err(backend(&self.path))?,
+        };
+        let id = self.conn.last_insert_rowid();
+        self.open.insert(id, OpenEpisode { state_dim: meta.state_dim, action_dim: meta.action_dim, length: 0 });
+        Ok(id)
+    }
+
+    fn append(&mut self, episode: EpisodeId, transitions: &[Transition]) -> Result<(), StoreError> {
+        let Some(open) = self.open.get(&episode) else {
+            return Err(match self.load_record(episode) {
+                Ok(r) if r.is_complete() => StoreError::Invalid(format!("episode {episode} is closed")),
+                Ok(_) => StoreError::Invalid(format!("episode {episode} was begun by another writer")),
+                Err(e) => e,
+            });
+        };
+        let (state_dim, action_dim, mut length) = (open.state_dim, open.action_dim, open.length);
+        for t in transitions {
+            t.check(state_dim, action_dim)?;
+            if t.step != length {
+                return Err(StoreError::Invalid(format!(
+                    "episode {episode}: transition step {} out of order (expected {length})",
+                    t.step
+                )));
+            }
+            length += 1;
+        }
+        self.begin()?;
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO transitions (episode_id, step, state, action, reward, next_state, done)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
+            .map_err(backend(&self.path))?;
+        for t in transitions {
+            let (s, a, n) = (encode(&t.state), encode(&t.action), encode(&t.next_state));
+            let args: [&dyn ToSql; 7] = [&episode, &t.step, &s, &a, &(t.reward as f64), &n, &t.done];
+            stmt.execute(&args[..]).map_err(backend(&self.path))?;
+        }
+        drop(stmt);
+        if let Some(open) = self.open.get_mut(&episode) {
+            open.length = length;
+        }
+        Ok(())
+    }
+
+    fn close_episode(&mut self, episode: EpisodeId, total_reward: f64) -> Result<(), StoreError> {
+        if !total_reward.is_finite() {
+            return Err(StoreError::Invalid(format!("episode {episode}: total reward {total_reward} is not finite")));
+        }
+        let Some(open) = self.open.remove(&episode) else {
+            return Err(StoreError::Invalid(format!("episode {episode} is not open in this store")));
+        };
+        self.begin()?;
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        let mut stmt = self
+            .conn
+            .prepare_cached("UPDATE episodes SET closed_at = ?1, total_reward = ?2, length = ?3 WHERE id = ?4")
+            .map_err(backend(&self.path))?;
+        stmt.execute(params![now, total_reward, open.length, episode]).map_err(backend(&self.path))?;
+        drop(stmt);
+        self.commit()
+    }
+
+    fn last_rewards(&self, agent: &str, n: usize) -> Result<Vec<f64>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT total_reward FROM episodes WHERE agent = ?1 AND closed_at IS NOT NULL ORDER BY episode DESC LIMIT ?2",
+            )
+            .map_err(backend(&self.path))?;
+        let rows = stmt.query_map(params![agent, n as i64], |r| r.get(0)).map_err(backend(&self.path))?;
+        rows.collect::<Result<_, _>>().map_err(backend(&self.path))
+    }
+
+    fn top_episodes(&self, app: &str, m: usize, mode: TopMode) -> Result<Vec<EpisodeRecord>, StoreError> {
+        let query = |order: &str, limit: usize| -> Result<Vec<EpisodeRecord>, StoreError> {
+            let sql = format!(
+                "SELECT {} FROM episodes WHERE app = ?1 AND closed_at IS NOT NULL ORDER BY total_reward {order}, id LIMIT ?2",
+                Self::COLUMNS
+            );
+            let mut stmt = self.conn.prepare_cached(&sql).map_err(backend(&self.path))?;
+            let rows = stmt.query_map(params![app, limit as i64], Self::record).map_err(backend(&self.path))?;
+            rows.collect::<Result<_, _>>().map_err(backend(&self.path))
+        };
+        match mode {
+            TopMode::Best => query("DESC", m),
+            TopMode::BestAndWorst => {
+                let mut best = query("DESC", m.div_ceil(2))?;
+                let worst = query("ASC", m / 2)?;
+                for w in worst {
+                    if !best.iter().any(|b| b.id == w.id) {
+                        best.push(w);
+                    }
+                }
+                Ok(best)
+            }
+        }
+    }
+
+    fn sample(&self, filter: &TransitionFilter, n: usize, seed: u64) -> Result<Vec<Transition>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {} FROM episodes WHERE closed_at IS NOT NULL AND length > 0
+                   AND (?1 IS NULL OR agent = ?1) AND (?2 IS NULL OR app = ?2) AND (?3 IS NULL OR policy = ?3)
+                 ORDER BY id",
+                Self::COLUMNS
+            ))
+            .map_err(backend(&self.path))?;
+        let episodes: Vec<EpisodeRecord> = stmt
+            .query_map(params![filter.agent, filter.app, filter.policy], Self::record)
+            .map_err(backend(&self.path))?
+            .collect::<Result<_, _>>()
+            .map_err(backend(&self.path))?;
+        let mut cumulative = Vec::with_capacity(episodes.len());
+        let mut total = 0u64;
+        for e in &episodes {
+            total += e.length as u64;
+            cumulative.push(total);
+        }
+        if total == 0 {
+            return Ok(Vec::new());
+        }
+        let mut rng = Pcg64Mcg::seed_from_u64(seed);
+        let mut get = self
+            .conn
+            .prepare_cached(
+                "SELECT step, state, action, reward, next_state, done FROM transitions WHERE episode_id = ?1 AND step = ?2",
+            )
+            .map_err(backend(&self.path))?;
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            let k = rng.random_range(0..total);
+            let i = cumulative.partition_point(|&c| c <= k);
+            let rec = &episodes[i];
+            let step = k - (cumulative[i] - rec.length as u64);
+            let t = get
+                .query_row(params![rec.id, step as i64], |row| Ok(self.transition(rec, row)))
+                .optional()
+                .map_err(backend(&self.path))?
+                .ok_or_else(|| StoreError::Corrupt {
+                    path: self.path.clone(),
+                    reason: format!("episode {} is missing step {step} of {}", rec.id, rec.length),
+                })??;
+            out.push(t);
+        }
+        Ok(out)
+    }
+
+    fn episode(&self, id: EpisodeId) -> Result<(EpisodeRecord, Vec<Transition>), StoreError> {
+        let rec = self.load_record(id)?;
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT step, state, action, reward, next_state, done FROM transitions WHERE episode_id = ?1 ORDER BY step",
+            )
+            .map_err(backend(&self.path))?;
+        let mut rows = stmt.query([id]).map_err(backend(&self.path))?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(backend(&self.path))? {
+            out.push(self.transition(&rec, row)?);
+        }
+        Ok((rec, out))
+    }
+
+    fn episodes(&self, agent: Option<&str>) -> Result<Vec<EpisodeRecord>, StoreError> {
+        let sql = format!("SELECT {} FROM episodes WHERE (?1 IS NULL OR agent = ?1) ORDER BY id", Self::COLUMNS);
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(backend(&self.path))?;
+        let rows = stmt.query_map([agent], Self::record).map_err(backend(&self.path))?;
+        rows.collect::<Result<_, _>>().map_err(backend(&self.path))
+    }
+
+    fn retain(&mut self, cutoff_s: f64) -> Result<u64, StoreError> {
+        self.begin()?;
+        let open: Vec<EpisodeId> = self.open.keys().copied().collect();
+        let mut deleted = 0;
+        let ids: Vec<EpisodeId> = {
+            let mut stmt = self
+                .conn
+                .prepare_cached("SELECT id FROM episodes WHERE started_at < ?1")
+                .map_err(backend(&self.path))?;
+            stmt.query_map([cutoff_s], |r| r.get(0))
+                .map_err(backend(&self.path))?
+                .collect::<Result<_, _>>()
+                .map_err(backend(&self.path))?
+        };
+        for id in ids.into_iter().filter(|id| !open.contains(id)) {
+            self.conn.execute("DELETE FROM transitions WHERE episode_id = ?1", [id]).map_err(backend(&self.path))?;
+            deleted +=
+                self.conn.execute("DELETE FROM episodes WHERE id = ?1", [id]).map_err(backend(&self.path))? as u64;
+        }
+        self.commit()?;
+        Ok(deleted)
+    }
+
+    fn stats(&self) -> Result<StoreStats, StoreError> {
+        let one = |sql: &str| -> Result<i64, StoreError> {
+            self.conn.query_row(sql, [], |r| r.get(0)).map_err(backend(&self.path))
+        };
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT DISTINCT agent FROM episodes ORDER BY agent")
+            .map_err(backend(&self.path))?;
+        let agents = stmt
+            .query_map([], |r| r.get(0))
+            .map_err(backend(&self.path))?
+            .collect::<Result<_, _>>()
+            .map_err(backend(&self.path))?;
+        Ok(StoreStats {
+            episodes: one("SELECT count(*) FROM episodes")? as u64,
+            incomplete_episodes: one("SELECT count(*) FROM episodes WHERE closed_at IS NULL")? as u64,
+            transitions: one("SELECT count(*) FROM transitions")? as u64,
+            agents,
+            apps: one("SELECT count(DISTINCT app) FROM episodes")? as u64,
+        })
+    }
+}

@@ -1,0 +1,65 @@
+//! Store selection by URL, as in the profile and on the command line.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use crate::TrajectoryStore;
+use crate::model::StoreError;
+use crate::sqlite::{SqliteStore, Sync};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreUrl {
+    /// `sqlite:PATH`, optionally `?sync=full`.
+    Sqlite { path: PathBuf, sync: Sync },
+    /// `postgres://…` or `postgresql://…`.
+    Postgres(String),
+    /// `influxdb://…`.
+    Influx(String),
+}
+
+impl FromStr for StoreUrl {
+    type Err = StoreError;
+
+    fn from_str(s: &str) -> Result<Self, StoreError> {
+        if let Some(rest) = s.strip_prefix("sqlite:") {
+            let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+            if path.is_empty() {
+                return Err(StoreError::Invalid(format!("store URL {s:?}: sqlite: needs a file path")));
+            }
+            let sync = match query {
+                "" | "sync=normal" => Sync::Normal,
+                "sync=full" => Sync::Full,
+                other => {
+                    return Err(StoreError::Invalid(format!(
+                        "store URL {s:?}: unknown option {other:?} (expected sync=normal or sync=full)"
+                    )));
+                }
+            };
+            return Ok(StoreUrl::Sqlite { path: PathBuf::from(path), sync });
+        }
+        if s.starts_with("postgres://") || s.starts_with("postgresql://") {
+            return Ok(StoreUrl::Postgres(s.to_string()));
+        }
+        if s.starts_with("influxdb://") {
+            return Ok(StoreUrl::Influx(s.to_string()));
+        }
+        Err(StoreError::Invalid(format!(
+            "store URL {s:?}: unknown scheme (expected sqlite:PATH, postgres://… or influxdb://…)"
+        )))
+    }
+}
+
+/// Opens the store a URL names; `read_only` opens an existing SQLite file without writing.
+pub fn open(url: &StoreUrl, read_only: bool) -> Result<Box<dyn TrajectoryStore>, StoreError> {
+    match url {
+        StoreUrl::Sqlite { path, sync } => {
+            Ok(Box::new(if read_only { SqliteStore::open_read_only(path)? } else { SqliteStore::open(path, *sync)? }))
+        }
+        StoreUrl::Postgres(_) => {
+            Err(StoreError::Backend("postgres:// stores are not available in this build yet; use sqlite:PATH".into()))
+        }
+        StoreUrl::Influx(_) => {
+            Err(StoreError::Backend("influxdb:// stores are not available in this build yet; use sqlite:PATH".into()))
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! SQLite-specific guarantees: refusals that leave the file untouched, and corruption caught
+//! on read.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+
+use aware_store::{SqliteStore, StoreError, Sync, TrajectoryStore, export};
+use common::{meta, write};
+
+fn store_with_data(path: &std::path::Path) {
+    let mut s = SqliteStore::open(path, Sync::Normal).unwrap();
+    write(&mut s, &meta("a", "x", 0, "agent"), 10, 5.0);
+}
+
+#[test]
+fn newer_schema_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    store_with_data(&path);
+    rusqlite::Connection::open(&path).unwrap().execute_batch("PRAGMA user_version = 7").unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let err = SqliteStore::open(&path, Sync::Normal).err().unwrap();
+    assert!(matches!(err, StoreError::NewerSchema { found: 7, .. }), "{err}");
+    assert!(err.to_string().contains("newer schema (v7)"));
+    assert_eq!(std::fs::read(&path).unwrap(), before, "nothing overwritten");
+}
+
+#[test]
+fn read_only_file_is_refused_for_writing_and_readable_for_inspection() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    store_with_data(&path);
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let err = SqliteStore::open(&path, Sync::Normal).err().unwrap();
+    assert!(matches!(err, StoreError::ReadOnly { .. }), "{err}");
+    assert!(err.to_string().contains("read-only"));
+    let ro = SqliteStore::open_read_only(&path).unwrap();
+    assert_eq!(ro.stats().unwrap().episodes, 1);
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+#[test]
+fn a_file_that_is_not_a_store_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notes.db");
+    std::fs::write(&path, b"these are my notes, not a database, and they must survive").unwrap();
+    let err = SqliteStore::open(&path, Sync::Normal).err().unwrap();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), b"these are my notes, not a database, and they must survive");
+    let other = dir.path().join("other.db");
+    rusqlite::Connection::open(&other).unwrap().execute_batch("CREATE TABLE t (x)").unwrap();
+    assert!(SqliteStore::open(&other, Sync::Normal).err().unwrap().to_string().contains("not an aware store"));
+}
+
+#[test]
+fn wrong_vector_dimension_on_disk_is_reported_on_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    store_with_data(&path);
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute("UPDATE transitions SET state = x'00000000' WHERE step = 3", [])
+        .unwrap();
+    let s = SqliteStore::open(&path, Sync::Normal).unwrap();
+    let err = s.episode(1).unwrap_err().to_string();
+    assert!(err.contains("episode 1 step 3") && err.contains("dimension 4"), "{err}");
+}
+
+#[test]
+fn exports_closed_episodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let mut s = SqliteStore::open(&path, Sync::Full).unwrap();
+    write(&mut s, &meta("a", "x,y", 0, "agent"), 3, 5.0);
+    let open = s.begin_episode(&meta("a", "x,y", 1, "agent")).unwrap();
+    s.append(open, &[common::transition(1, 0)]).unwrap();
+    let mut csv = Vec::new();
+    assert_eq!(export::csv(&s, None, &mut csv).unwrap(), 3, "only the closed episode");
+    let csv = String::from_utf8(csv).unwrap();
+    assert!(csv.starts_with("episode_id,agent,app,episode,stage,policy,step,reward,done,state,action,next_state\n"));
+    assert!(csv.contains("\"x,y\""), "quoted field: {csv}");
+    let mut lp = Vec::new();
+    assert_eq!(export::line_protocol(&s, Some("a"), &mut lp).unwrap(), 4);
+    let lp = String::from_utf8(lp).unwrap();
+    assert!(
+        lp.lines()
+            .next()
+            .unwrap()
+            .starts_with("transition,agent=a,app=x\\,y,policy=agent,stage=online episode=0i,step=0i")
+    );
+    assert!(lp.contains("s3=0.5") && lp.contains("episode,agent=a"));
+}
