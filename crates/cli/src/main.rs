@@ -29,6 +29,9 @@ enum Command {
     Recommend(commands::recommend::Args),
     /// Check the fast simulator against its request-level discrete-event mode.
     ValidateSim(commands::validate::Args),
+    /// Inspect and export a trajectory store.
+    #[command(subcommand)]
+    Store(commands::store::Store),
     /// Throughput and latency benchmarks.
     #[command(subcommand)]
     Bench(commands::bench::Bench),
@@ -43,6 +46,7 @@ fn main() -> ExitCode {
         Command::Recommend(a) => commands::recommend::run(a),
         Command::Compare(a) => commands::compare::run(a),
         Command::Bench(b) => commands::bench::run(b),
+        Command::Store(s) => commands::store::run(s),
     };
     match result {
         Ok(code) => code,

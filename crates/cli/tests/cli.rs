@@ -213,3 +213,71 @@ fn compare_draws_a_png() {
     assert_one_line_error(&aware(&["compare", "--plot", "out.jpg"]), &["--plot", ".png"]);
     assert_one_line_error(&aware(&["compare", "--policies", "hpa,hpa"]), &["twice"]);
 }
+
+#[test]
+fn store_commands_inspect_and_export_without_writing() {
+    use aware_store::{EpisodeMeta, SqliteStore, Sync, TrajectoryStore, Transition};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.db");
+    {
+        let mut s = SqliteStore::open(&path, Sync::Normal).unwrap();
+        for e in 0..3u64 {
+            let meta = EpisodeMeta {
+                agent: "ddpg-1".into(),
+                app: "checkout".into(),
+                episode: e,
+                stage: "offline".into(),
+                policy: "mpa".into(),
+                state_dim: 2,
+                action_dim: 1,
+                started_at_s: 1.7e9,
+            };
+            let id = s.begin_episode(&meta).unwrap();
+            let t = |step| Transition {
+                step,
+                state: vec![0.0, 1.0],
+                action: vec![0.5],
+                reward: 1.0,
+                next_state: vec![1.0, 0.0],
+                done: false,
+            };
+            s.append(id, &[t(0), t(1)]).unwrap();
+            if e < 2 {
+                s.close_episode(id, 2.0).unwrap();
+            }
+        }
+    }
+    let url = format!("sqlite:{}", path.display());
+    let before = std::fs::read(&path).unwrap();
+    let o = aware(&["store", "stats", "--store", &url, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (v["episodes"].as_u64(), v["incomplete_episodes"].as_u64(), v["transitions"].as_u64()),
+        (Some(3), Some(1), Some(6))
+    );
+    let o = aware(&["store", "episodes", "--store", &url, "--agent", "ddpg-1", "--json"]);
+    let eps: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(eps.as_array().unwrap().len(), 3);
+    assert!(eps[2]["closed_at_s"].is_null(), "the third is incomplete");
+    let o = aware(&["store", "export", "--store", &url, "--format", "csv"]);
+    assert_eq!(stdout(&o).lines().count(), 1 + 4, "header + the closed episodes' transitions");
+    let out = dir.path().join("e.lp");
+    let o = aware(&["store", "export", "--store", &url, "--format", "line-protocol", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&out).unwrap().lines().count(), 4 + 2);
+    assert_eq!(std::fs::read(&path).unwrap(), before, "inspection wrote nothing");
+    assert_one_line_error(&aware(&["store", "stats", "--store", "sqlite:/nonexistent/x.db"]), &["no such store"]);
+    assert_one_line_error(&aware(&["store", "stats", "--store", "mysql://db"]), &["unknown scheme"]);
+    assert_one_line_error(&aware(&["store", "stats", "--store", "postgres://127.0.0.1/aware"]), &["not available"]);
+}
+
+#[test]
+fn bench_store_reports_json() {
+    let o = aware(&["bench", "store", "--json", "--transitions", "2000", "--repeats", "3"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["transitions"], 2000);
+    assert!(v["append_transitions_per_s"].as_f64().unwrap() > 0.0);
+    assert!(v["median_top_20_episodes_us"].as_f64().unwrap() > 0.0);
+}

@@ -4,6 +4,7 @@ use std::time::Instant;
 use anyhow::Result;
 use aware_core::Cluster;
 use aware_sim::{SimCluster, SimConfig, generate_apps};
+use aware_store::{EpisodeMeta, SqliteStore, Sync, TopMode, TrajectoryStore, Transition, TransitionFilter};
 use serde::Serialize;
 
 use crate::progress;
@@ -12,6 +13,38 @@ use crate::progress;
 pub enum Bench {
     /// Single-thread app-steps per second of the fast simulator at several app counts.
     Sim(SimArgs),
+    /// Trajectory-store append throughput and query latency (SQLite, in a temporary directory).
+    Store(StoreArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct StoreArgs {
+    /// Transitions to append before querying.
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(100..))]
+    transitions: u64,
+    /// State dimension of every transition.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
+    state_dim: u32,
+    /// Timed repetitions of each query (the median is reported).
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..))]
+    repeats: u32,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct StoreBench {
+    benchmark: &'static str,
+    backend: &'static str,
+    release_build: bool,
+    transitions: u64,
+    episodes: u64,
+    state_dim: u32,
+    append_transitions_per_s: f64,
+    median_last_50_rewards_us: f64,
+    median_top_20_episodes_us: f64,
+    median_sample_64_us: f64,
 }
 
 #[derive(clap::Args, Debug)]
@@ -60,7 +93,107 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 pub fn run(bench: Bench) -> Result<ExitCode> {
-    let Bench::Sim(args) = bench;
+    match bench {
+        Bench::Sim(args) => sim(args),
+        Bench::Store(args) => store(args),
+    }
+}
+
+fn time_us(repeats: u32, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    let mut times = Vec::with_capacity(repeats as usize);
+    for _ in 0..repeats {
+        let start = Instant::now();
+        f()?;
+        times.push(start.elapsed().as_secs_f64() * 1e6);
+    }
+    Ok(median(times))
+}
+
+fn store(args: StoreArgs) -> Result<ExitCode> {
+    const STEPS: u64 = 100;
+    let dir = tempfile::tempdir()?;
+    let mut store = SqliteStore::open(&dir.path().join("bench.db"), Sync::Normal)?;
+    let episodes = args.transitions.div_ceil(STEPS);
+    let bar = progress::bar(episodes, "bench store");
+    let dim = args.state_dim as usize;
+    // Prepared outside the timed loop: the benchmark measures the store, not vector building.
+    let steps: Vec<Transition> = (0..STEPS as u32)
+        .map(|s| Transition {
+            step: s,
+            state: (0..dim).map(|i| (s as f32 + i as f32) * 0.01).collect(),
+            action: vec![0.1, -0.2, 0.3],
+            reward: s as f32 * 0.001,
+            next_state: (0..dim).map(|i| (s as f32 + i as f32) * 0.02).collect(),
+            done: s as u64 == STEPS - 1,
+        })
+        .collect();
+    let start = Instant::now();
+    for e in 0..episodes {
+        let meta = EpisodeMeta {
+            agent: format!("agent-{}", e % 10),
+            app: format!("app-{}", e % 50),
+            episode: e / 10,
+            stage: "online".into(),
+            policy: if e % 3 == 0 { "mpa".into() } else { "agent".into() },
+            state_dim: args.state_dim,
+            action_dim: 3,
+            started_at_s: 1_700_000_000.0 + e as f64,
+        };
+        let id = store.begin_episode(&meta)?;
+        store.append(id, &steps)?;
+        store.close_episode(id, ((e * 7919) % 1000) as f64)?;
+        bar.inc(1);
+    }
+    let append_s = start.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    let mut k = 0u64;
+    let last = time_us(args.repeats, || {
+        k += 1;
+        std::hint::black_box(store.last_rewards(&format!("agent-{}", k % 10), 50)?);
+        Ok(())
+    })?;
+    let top = time_us(args.repeats, || {
+        k += 1;
+        std::hint::black_box(store.top_episodes(&format!("app-{}", k % 50), 20, TopMode::Best)?);
+        Ok(())
+    })?;
+    let sample = time_us(args.repeats, || {
+        k += 1;
+        let filter = TransitionFilter { agent: Some(format!("agent-{}", k % 10)), ..Default::default() };
+        std::hint::black_box(store.sample(&filter, 64, k)?);
+        Ok(())
+    })?;
+    let report = StoreBench {
+        benchmark: "store",
+        backend: "sqlite",
+        release_build: !cfg!(debug_assertions),
+        transitions: episodes * STEPS,
+        episodes,
+        state_dim: args.state_dim,
+        append_transitions_per_s: (episodes * STEPS) as f64 / append_s,
+        median_last_50_rewards_us: last,
+        median_top_20_episodes_us: top,
+        median_sample_64_us: sample,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        if !report.release_build {
+            println!("warning: debug build; run with `cargo run --release` for meaningful numbers");
+        }
+        println!(
+            "sqlite, {} transitions (state dimension {}), {} episodes",
+            report.transitions, report.state_dim, report.episodes
+        );
+        println!("append:          {:>12.0} transitions/s", report.append_transitions_per_s);
+        println!("last 50 rewards: {:>12.1} µs median", report.median_last_50_rewards_us);
+        println!("top 20 episodes: {:>12.1} µs median", report.median_top_20_episodes_us);
+        println!("sample 64:       {:>12.1} µs median", report.median_sample_64_us);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn sim(args: SimArgs) -> Result<ExitCode> {
     if let Some(bad) = args.apps.iter().find(|&&a| a == 0) {
         anyhow::bail!("--apps: app counts must be positive (got {bad})");
     }

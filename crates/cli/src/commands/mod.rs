@@ -3,6 +3,7 @@ pub mod compare;
 pub mod generate;
 pub mod recommend;
 pub mod simulate;
+pub mod store;
 pub mod validate;
 
 use std::path::{Path, PathBuf};
