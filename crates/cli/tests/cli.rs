@@ -269,7 +269,10 @@ fn store_commands_inspect_and_export_without_writing() {
     assert_eq!(std::fs::read(&path).unwrap(), before, "inspection wrote nothing");
     assert_one_line_error(&aware(&["store", "stats", "--store", "sqlite:/nonexistent/x.db"]), &["no such store"]);
     assert_one_line_error(&aware(&["store", "stats", "--store", "mysql://db"]), &["unknown scheme"]);
-    assert_one_line_error(&aware(&["store", "stats", "--store", "postgres://127.0.0.1/aware"]), &["not available"]);
+    assert_one_line_error(
+        &aware(&["store", "stats", "--store", "postgres://aware@127.0.0.1:1/aware"]),
+        &["cannot connect"],
+    );
 }
 
 #[test]

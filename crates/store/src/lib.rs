@@ -7,10 +7,12 @@
 
 pub mod export;
 pub mod model;
+pub mod postgres;
 pub mod sqlite;
 pub mod url;
 
 pub use model::{EpisodeId, EpisodeMeta, EpisodeRecord, StoreError, StoreStats, TopMode, Transition, TransitionFilter};
+pub use postgres::PostgresStore;
 pub use sqlite::{SqliteStore, Sync};
 pub use url::{StoreUrl, open};
 

@@ -24,3 +24,49 @@ fn store_urls_select_backends_or_say_why_not() {
     assert!(matches!("postgres://u@127.0.0.1/db".parse::<StoreUrl>().unwrap(), StoreUrl::Postgres(_)));
     assert!(matches!("influxdb://127.0.0.1:8086/aware".parse::<StoreUrl>().unwrap(), StoreUrl::Influx(_)));
 }
+
+/// A server URL from the environment. CI starts real servers (`.ci/services.sh`) and sets
+/// `AWARE_REQUIRE_SERVERS=1`, so a missing server fails there; elsewhere the test says it
+/// skipped.
+fn server(var: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(url) => Some(url),
+        Err(_) if std::env::var("AWARE_REQUIRE_SERVERS").as_deref() == Ok("1") => {
+            panic!("{var} is not set but AWARE_REQUIRE_SERVERS=1")
+        }
+        Err(_) => {
+            eprintln!("skipped: {var} not set (start servers with `eval \"$(bash .ci/services.sh start)\"`)");
+            None
+        }
+    }
+}
+
+#[test]
+fn postgres_backend_passes_the_suite() {
+    let Some(url) = server("AWARE_TEST_POSTGRES_URL") else { return };
+    aware_store::PostgresStore::connect(&url).unwrap().clear().unwrap();
+    run_suite(|| Box::new(aware_store::PostgresStore::connect(&url).unwrap()));
+}
+
+#[test]
+fn postgres_refuses_a_newer_schema() {
+    let Some(url) = server("AWARE_TEST_POSTGRES_URL") else { return };
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    admin.batch_execute("DROP DATABASE IF EXISTS aware_test_schema").unwrap();
+    admin.batch_execute("CREATE DATABASE aware_test_schema").unwrap();
+    let scratch = format!("{}_schema", url);
+    drop(aware_store::PostgresStore::connect(&scratch).unwrap());
+    let mut c = postgres::Client::connect(&scratch, postgres::NoTls).unwrap();
+    c.batch_execute("UPDATE aware_schema SET version = 9").unwrap();
+    let err = aware_store::PostgresStore::connect(&scratch).err().unwrap().to_string();
+    assert!(err.contains("newer schema (v9)"), "{err}");
+    let version: i32 = c.query_one("SELECT max(version) FROM aware_schema", &[]).unwrap().get(0);
+    assert_eq!(version, 9, "untouched");
+}
+
+#[test]
+fn unreachable_postgres_is_a_one_line_error() {
+    let err =
+        aware_store::PostgresStore::connect("postgres://aware:secret@127.0.0.1:1/none").err().unwrap().to_string();
+    assert!(err.contains("cannot connect") && !err.contains('\n') && !err.contains("secret"), "{err}");
+}

@@ -1,0 +1,447 @@
+//! PostgreSQL backend, for several controllers sharing one store. The schema is created (or
+//! migrated) on first connect; a newer schema is refused. Writes mirror the SQLite backend: one
+//! transaction per episode close, which is the acknowledgement.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use postgres::{Client, NoTls, Row};
+use rand::{RngExt, SeedableRng};
+use rand_pcg::Pcg64Mcg;
+
+use crate::TrajectoryStore;
+use crate::model::{
+    EpisodeId, EpisodeMeta, EpisodeRecord, StoreError, StoreStats, TopMode, Transition, TransitionFilter, decode,
+    encode,
+};
+use crate::sqlite::SCHEMA_VERSION;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS aware_schema (version INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS aware_episodes (
+    id           BIGSERIAL PRIMARY KEY,
+    agent        TEXT    NOT NULL,
+    app          TEXT    NOT NULL,
+    episode      BIGINT  NOT NULL,
+    stage        TEXT    NOT NULL,
+    policy       TEXT    NOT NULL,
+    state_dim    INTEGER NOT NULL,
+    action_dim   INTEGER NOT NULL,
+    started_at   DOUBLE PRECISION NOT NULL,
+    closed_at    DOUBLE PRECISION,
+    total_reward DOUBLE PRECISION,
+    length       INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (agent, episode)
+);
+CREATE INDEX IF NOT EXISTS aware_episodes_agent_closed ON aware_episodes (agent, episode) WHERE closed_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS aware_episodes_app_reward ON aware_episodes (app, total_reward) WHERE closed_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS aware_episodes_started ON aware_episodes (started_at);
+CREATE TABLE IF NOT EXISTS aware_transitions (
+    episode_id BIGINT  NOT NULL REFERENCES aware_episodes (id) ON DELETE CASCADE,
+    step       INTEGER NOT NULL,
+    state      BYTEA   NOT NULL,
+    action     BYTEA   NOT NULL,
+    reward     DOUBLE PRECISION NOT NULL,
+    next_state BYTEA   NOT NULL,
+    done       BOOLEAN NOT NULL,
+    PRIMARY KEY (episode_id, step)
+);
+";
+
+const COLUMNS: &str =
+    "id, agent, app, episode, stage, policy, state_dim, action_dim, started_at, closed_at, total_reward, length";
+
+struct OpenEpisode {
+    state_dim: u32,
+    action_dim: u32,
+    length: u32,
+}
+
+pub struct PostgresStore {
+    client: RefCell<Client>,
+    url: String,
+    in_transaction: bool,
+    open: HashMap<EpisodeId, OpenEpisode>,
+}
+
+/// The server's own message when there is one ("db error" alone says nothing), on one line.
+fn describe(e: &postgres::Error) -> String {
+    let text = match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.code().code(), db.message()),
+        None => {
+            let mut s = e.to_string();
+            let mut source = std::error::Error::source(e);
+            while let Some(inner) = source {
+                s.push_str(&format!(": {inner}"));
+                source = inner.source();
+            }
+            s
+        }
+    };
+    text.replace('\n', " ")
+}
+
+/// The URL with any password removed, for error messages.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            let user = creds.split(':').next().unwrap_or("");
+            format!("{}{user}@{}", &url[..s + 3], &url[at + 1..])
+        }
+        _ => url.to_string(),
+    }
+}
+
+fn record(row: &Row) -> EpisodeRecord {
+    EpisodeRecord {
+        id: row.get(0),
+        meta: EpisodeMeta {
+            agent: row.get(1),
+            app: row.get(2),
+            episode: row.get::<_, i64>(3) as u64,
+            stage: row.get(4),
+            policy: row.get(5),
+            state_dim: row.get::<_, i32>(6) as u32,
+            action_dim: row.get::<_, i32>(7) as u32,
+            started_at_s: row.get(8),
+        },
+        closed_at_s: row.get(9),
+        total_reward: row.get(10),
+        length: row.get::<_, i32>(11) as u32,
+    }
+}
+
+impl PostgresStore {
+    /// Connects and creates or checks the schema. An unreachable server is a one-line error.
+    pub fn connect(url: &str) -> Result<Self, StoreError> {
+        let shown = redact(url);
+        let mut client = Client::connect(url, NoTls)
+            .map_err(|e| StoreError::Backend(format!("{shown}: cannot connect: {}", describe(&e))))?;
+        let err = |e: postgres::Error| StoreError::Backend(format!("{shown}: {}", describe(&e)));
+        // Controllers sharing a database may start together: one migrates, the others wait.
+        let mut tx = client.transaction().map_err(err)?;
+        tx.execute("SELECT pg_advisory_xact_lock(7412023)", &[]).map_err(err)?;
+        tx.batch_execute(SCHEMA).map_err(err)?;
+        let version: Option<i32> = tx.query_one("SELECT max(version) FROM aware_schema", &[]).map_err(err)?.get(0);
+        match version {
+            None => {
+                tx.execute("INSERT INTO aware_schema (version) VALUES ($1)", &[&(SCHEMA_VERSION as i32)])
+                    .map_err(err)?;
+            }
+            Some(v) if v as i64 > SCHEMA_VERSION => {
+                return Err(StoreError::NewerSchema { path: shown, found: v as i64, supported: SCHEMA_VERSION });
+            }
+            Some(_) => {}
+        }
+        tx.commit().map_err(err)?;
+        Ok(Self { client: RefCell::new(client), url: shown, in_transaction: false, open: HashMap::new() })
+    }
+
+    fn err(&self) -> impl Fn(postgres::Error) -> StoreError + '_ {
+        move |e| StoreError::Backend(format!("{}: {}", self.url, describe(&e)))
+    }
+
+    fn begin(&mut self) -> Result<(), StoreError> {
+        if !self.in_transaction {
+            self.client
+                .get_mut()
+                .batch_execute("BEGIN")
+                .map_err(|e| StoreError::Backend(format!("{}: {}", self.url, describe(&e))))?;
+            self.in_transaction = true;
+        }
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Result<(), StoreError> {
+        if self.in_transaction {
+            self.client
+                .get_mut()
+                .batch_execute("COMMIT")
+                .map_err(|e| StoreError::Backend(format!("{}: {}", self.url, describe(&e))))?;
+            self.in_transaction = false;
+        }
+        Ok(())
+    }
+
+    fn transition(&self, rec: &EpisodeRecord, row: &Row) -> Result<Transition, StoreError> {
+        let step = row.get::<_, i32>(0) as u32;
+        let corrupt = |reason: String| StoreError::Corrupt {
+            path: self.url.clone(),
+            reason: format!("episode {} step {step}: {reason}", rec.id),
+        };
+        Ok(Transition {
+            step,
+            state: decode(row.get(1), rec.meta.state_dim, "state").map_err(corrupt)?,
+            action: decode(row.get(2), rec.meta.action_dim, "action").map_err(corrupt)?,
+            reward: row.get::<_, f64>(3) as f32,
+            next_state: decode(row.get(4), rec.meta.state_dim, "next_state").map_err(corrupt)?,
+            done: row.get(5),
+        })
+    }
+
+    fn load_record(&self, id: EpisodeId) -> Result<EpisodeRecord, StoreError> {
+        let rows = self
+            .client
+            .borrow_mut()
+            .query(&format!("SELECT {COLUMNS} FROM aware_episodes WHERE id = $1"), &[&id])
+            .map_err(self.err())?;
+        rows.first().map(record).ok_or(StoreError::UnknownEpisode(id))
+    }
+
+    /// Removes every episode (tests and benchmarks use a scratch database).
+    pub fn clear(&mut self) -> Result<(), StoreError> {
+        self.commit()?;
+        self.open.clear();
+        self.client
+            .get_mut()
+            .batch_execute("TRUNCATE aware_transitions, aware_episodes")
+            .map_err(|e| StoreError::Backend(format!("{}: {}", self.url, describe(&e))))
+    }
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        let _ = self.commit();
+    }
+}
+
+impl TrajectoryStore for PostgresStore {
+    fn begin_episode(&mut self, meta: &EpisodeMeta) -> Result<EpisodeId, StoreError> {
+        if meta.state_dim == 0 || !meta.started_at_s.is_finite() {
+            return Err(StoreError::Invalid("episode: state_dim must be positive and started_at_s finite".into()));
+        }
+        self.begin()?;
+        let url = self.url.clone();
+        let rows = self.client.get_mut().query(
+            "INSERT INTO aware_episodes (agent, app, episode, stage, policy, state_dim, action_dim, started_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (agent, episode) DO NOTHING RETURNING id",
+            &[
+                &meta.agent,
+                &meta.app,
+                &(meta.episode as i64),
+                &meta.stage,
+                &meta.policy,
+                &(meta.state_dim as i32),
+                &(meta.action_dim as i32),
+                &meta.started_at_s,
+            ],
+        );
+        let rows = rows.map_err(|e| StoreError::Backend(format!("{url}: {}", describe(&e))))?;
+        let Some(row) = rows.first() else {
+            return Err(StoreError::Invalid(format!("agent {:?} already has an episode {}", meta.agent, meta.episode)));
+        };
+        let id: EpisodeId = row.get(0);
+        self.open.insert(id, OpenEpisode { state_dim: meta.state_dim, action_dim: meta.action_dim, length: 0 });
+        Ok(id)
+    }
+
+    fn append(&mut self, episode: EpisodeId, transitions: &[Transition]) -> Result<(), StoreError> {
+        let Some(open) = self.open.get(&episode) else {
+            return Err(match self.load_record(episode) {
+                Ok(r) if r.is_complete() => StoreError::Invalid(format!("episode {episode} is closed")),
+                Ok(_) => StoreError::Invalid(format!("episode {episode} was begun by another writer")),
+                Err(e) => e,
+            });
+        };
+        let (state_dim, action_dim, mut length) = (open.state_dim, open.action_dim, open.length);
+        for t in transitions {
+            t.check(state_dim, action_dim)?;
+            if t.step != length {
+                return Err(StoreError::Invalid(format!(
+                    "episode {episode}: transition step {} out of order (expected {length})",
+                    t.step
+                )));
+            }
+            length += 1;
+        }
+        self.begin()?;
+        let steps: Vec<i32> = transitions.iter().map(|t| t.step as i32).collect();
+        let states: Vec<Vec<u8>> = transitions.iter().map(|t| encode(&t.state)).collect();
+        let actions: Vec<Vec<u8>> = transitions.iter().map(|t| encode(&t.action)).collect();
+        let rewards: Vec<f64> = transitions.iter().map(|t| t.reward as f64).collect();
+        let nexts: Vec<Vec<u8>> = transitions.iter().map(|t| encode(&t.next_state)).collect();
+        let dones: Vec<bool> = transitions.iter().map(|t| t.done).collect();
+        let url = self.url.clone();
+        self.client
+            .get_mut()
+            .execute(
+                "INSERT INTO aware_transitions (episode_id, step, state, action, reward, next_state, done)
+                 SELECT $1, * FROM UNNEST($2::int4[], $3::bytea[], $4::bytea[], $5::float8[], $6::bytea[], $7::bool[])",
+                &[&episode, &steps, &states, &actions, &rewards, &nexts, &dones],
+            )
+            .map_err(|e| StoreError::Backend(format!("{url}: {}", describe(&e))))?;
+        if let Some(open) = self.open.get_mut(&episode) {
+            open.length = length;
+        }
+        Ok(())
+    }
+
+    fn close_episode(&mut self, episode: EpisodeId, total_reward: f64) -> Result<(), StoreError> {
+        if !total_reward.is_finite() {
+            return Err(StoreError::Invalid(format!("episode {episode}: total reward {total_reward} is not finite")));
+        }
+        let Some(open) = self.open.remove(&episode) else {
+            return Err(StoreError::Invalid(format!("episode {episode} is not open in this store")));
+        };
+        self.begin()?;
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        let url = self.url.clone();
+        self.client
+            .get_mut()
+            .execute(
+                "UPDATE aware_episodes SET closed_at = $1, total_reward = $2, length = $3 WHERE id = $4",
+                &[&now, &total_reward, &(open.length as i32), &episode],
+            )
+            .map_err(|e| StoreError::Backend(format!("{url}: {}", describe(&e))))?;
+        self.commit()
+    }
+
+    fn last_rewards(&self, agent: &str, n: usize) -> Result<Vec<f64>, StoreError> {
+        let rows = self
+            .client
+            .borrow_mut()
+            .query(
+                "SELECT total_reward FROM aware_episodes WHERE agent = $1 AND closed_at IS NOT NULL ORDER BY episode DESC LIMIT $2",
+                &[&agent, &(n as i64)],
+            )
+            .map_err(self.err())?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    fn top_episodes(&self, app: &str, m: usize, mode: TopMode) -> Result<Vec<EpisodeRecord>, StoreError> {
+        let query = |order: &str, limit: usize| -> Result<Vec<EpisodeRecord>, StoreError> {
+            let sql = format!(
+                "SELECT {COLUMNS} FROM aware_episodes WHERE app = $1 AND closed_at IS NOT NULL ORDER BY total_reward {order}, id LIMIT $2"
+            );
+            let rows = self.client.borrow_mut().query(&sql, &[&app, &(limit as i64)]).map_err(self.err())?;
+            Ok(rows.iter().map(record).collect())
+        };
+        match mode {
+            TopMode::Best => query("DESC", m),
+            TopMode::BestAndWorst => {
+                let mut best = query("DESC", m.div_ceil(2))?;
+                for w in query("ASC", m / 2)? {
+                    if !best.iter().any(|b| b.id == w.id) {
+                        best.push(w);
+                    }
+                }
+                Ok(best)
+            }
+        }
+    }
+
+    fn sample(&self, filter: &TransitionFilter, n: usize, seed: u64) -> Result<Vec<Transition>, StoreError> {
+        let rows = self
+            .client
+            .borrow_mut()
+            .query(
+                &format!(
+                    "SELECT {COLUMNS} FROM aware_episodes WHERE closed_at IS NOT NULL AND length > 0
+                       AND ($1::text IS NULL OR agent = $1) AND ($2::text IS NULL OR app = $2) AND ($3::text IS NULL OR policy = $3)
+                     ORDER BY id"
+                ),
+                &[&filter.agent, &filter.app, &filter.policy],
+            )
+            .map_err(self.err())?;
+        let episodes: Vec<EpisodeRecord> = rows.iter().map(record).collect();
+        let mut cumulative = Vec::with_capacity(episodes.len());
+        let mut total = 0u64;
+        for e in &episodes {
+            total += e.length as u64;
+            cumulative.push(total);
+        }
+        if total == 0 {
+            return Ok(Vec::new());
+        }
+        let mut rng = Pcg64Mcg::seed_from_u64(seed);
+        let picks: Vec<(usize, i32)> = (0..n)
+            .map(|_| {
+                let k = rng.random_range(0..total);
+                let i = cumulative.partition_point(|&c| c <= k);
+                (i, (k - (cumulative[i] - episodes[i].length as u64)) as i32)
+            })
+            .collect();
+        // One round trip for the whole minibatch, results in pick order.
+        let ids: Vec<i64> = picks.iter().map(|&(i, _)| episodes[i].id).collect();
+        let steps: Vec<i32> = picks.iter().map(|&(_, s)| s).collect();
+        let rows = self
+            .client
+            .borrow_mut()
+            .query(
+                "SELECT t.step, t.state, t.action, t.reward, t.next_state, t.done, p.ord
+                 FROM UNNEST($1::int8[], $2::int4[]) WITH ORDINALITY AS p(episode_id, step, ord)
+                 JOIN aware_transitions t ON t.episode_id = p.episode_id AND t.step = p.step ORDER BY p.ord",
+                &[&ids, &steps],
+            )
+            .map_err(self.err())?;
+        if rows.len() != n {
+            return Err(StoreError::Corrupt {
+                path: self.url.clone(),
+                reason: format!("{} of {n} sampled transitions are missing", n - rows.len()),
+            });
+        }
+        rows.iter().zip(&picks).map(|(row, &(i, _))| self.transition(&episodes[i], row)).collect()
+    }
+
+    fn episode(&self, id: EpisodeId) -> Result<(EpisodeRecord, Vec<Transition>), StoreError> {
+        let rec = self.load_record(id)?;
+        let rows = self
+            .client
+            .borrow_mut()
+            .query(
+                "SELECT step, state, action, reward, next_state, done FROM aware_transitions WHERE episode_id = $1 ORDER BY step",
+                &[&id],
+            )
+            .map_err(self.err())?;
+        let transitions = rows.iter().map(|r| self.transition(&rec, r)).collect::<Result<_, _>>()?;
+        Ok((rec, transitions))
+    }
+
+    fn episodes(&self, agent: Option<&str>) -> Result<Vec<EpisodeRecord>, StoreError> {
+        let rows = self
+            .client
+            .borrow_mut()
+            .query(
+                &format!("SELECT {COLUMNS} FROM aware_episodes WHERE ($1::text IS NULL OR agent = $1) ORDER BY id"),
+                &[&agent],
+            )
+            .map_err(self.err())?;
+        Ok(rows.iter().map(record).collect())
+    }
+
+    fn retain(&mut self, cutoff_s: f64) -> Result<u64, StoreError> {
+        self.begin()?;
+        let open: Vec<i64> = self.open.keys().copied().collect();
+        let url = self.url.clone();
+        let deleted = self
+            .client
+            .get_mut()
+            .execute("DELETE FROM aware_episodes WHERE started_at < $1 AND NOT (id = ANY($2))", &[&cutoff_s, &open])
+            .map_err(|e| StoreError::Backend(format!("{url}: {}", describe(&e))))?;
+        self.commit()?;
+        Ok(deleted)
+    }
+
+    fn stats(&self) -> Result<StoreStats, StoreError> {
+        let mut c = self.client.borrow_mut();
+        let one = |c: &mut Client, sql: &str| -> Result<i64, StoreError> {
+            c.query_one(sql, &[])
+                .map(|r| r.get(0))
+                .map_err(|e| StoreError::Backend(format!("{}: {}", self.url, describe(&e))))
+        };
+        let agents = c
+            .query("SELECT DISTINCT agent FROM aware_episodes ORDER BY agent", &[])
+            .map_err(|e| StoreError::Backend(format!("{}: {}", self.url, describe(&e))))?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        Ok(StoreStats {
+            episodes: one(&mut c, "SELECT count(*) FROM aware_episodes")? as u64,
+            incomplete_episodes: one(&mut c, "SELECT count(*) FROM aware_episodes WHERE closed_at IS NULL")? as u64,
+            transitions: one(&mut c, "SELECT count(*) FROM aware_transitions")? as u64,
+            agents,
+            apps: one(&mut c, "SELECT count(DISTINCT app) FROM aware_episodes")? as u64,
+        })
+    }
+}
