@@ -55,9 +55,7 @@ pub fn open(url: &StoreUrl, read_only: bool) -> Result<Box<dyn TrajectoryStore>,
         StoreUrl::Sqlite { path, sync } => {
             Ok(Box::new(if read_only { SqliteStore::open_read_only(path)? } else { SqliteStore::open(path, *sync)? }))
         }
-        StoreUrl::Postgres(_) => {
-            Err(StoreError::Backend("postgres:// stores are not available in this build yet; use sqlite:PATH".into()))
-        }
+        StoreUrl::Postgres(url) => Ok(Box::new(crate::postgres::PostgresStore::connect(url)?)),
         StoreUrl::Influx(_) => {
             Err(StoreError::Backend("influxdb:// stores are not available in this build yet; use sqlite:PATH".into()))
         }
