@@ -6,11 +6,13 @@
 //! training read.
 
 pub mod export;
+pub mod influx;
 pub mod model;
 pub mod postgres;
 pub mod sqlite;
 pub mod url;
 
+pub use influx::InfluxStore;
 pub use model::{EpisodeId, EpisodeMeta, EpisodeRecord, StoreError, StoreStats, TopMode, Transition, TransitionFilter};
 pub use postgres::PostgresStore;
 pub use sqlite::{SqliteStore, Sync};

@@ -56,8 +56,6 @@ pub fn open(url: &StoreUrl, read_only: bool) -> Result<Box<dyn TrajectoryStore>,
             Ok(Box::new(if read_only { SqliteStore::open_read_only(path)? } else { SqliteStore::open(path, *sync)? }))
         }
         StoreUrl::Postgres(url) => Ok(Box::new(crate::postgres::PostgresStore::connect(url)?)),
-        StoreUrl::Influx(_) => {
-            Err(StoreError::Backend("influxdb:// stores are not available in this build yet; use sqlite:PATH".into()))
-        }
+        StoreUrl::Influx(url) => Ok(Box::new(crate::influx::InfluxStore::connect(url)?)),
     }
 }

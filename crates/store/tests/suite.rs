@@ -70,3 +70,37 @@ fn unreachable_postgres_is_a_one_line_error() {
         aware_store::PostgresStore::connect("postgres://aware:secret@127.0.0.1:1/none").err().unwrap().to_string();
     assert!(err.contains("cannot connect") && !err.contains('\n') && !err.contains("secret"), "{err}");
 }
+
+#[test]
+fn influxdb_backend_passes_the_suite() {
+    let Some(url) = server("AWARE_TEST_INFLUXDB_URL") else { return };
+    aware_store::InfluxStore::connect(&url).unwrap().clear().unwrap();
+    run_suite(|| Box::new(aware_store::InfluxStore::connect(&url).unwrap()));
+}
+
+#[test]
+fn influxdb_refuses_a_newer_schema() {
+    let Some(url) = server("AWARE_TEST_INFLUXDB_URL") else { return };
+    let scratch = format!("{url}_schema");
+    drop(aware_store::InfluxStore::connect(&scratch).unwrap());
+    let base = url.trim_start_matches("influxdb://").split('/').next().unwrap().to_string();
+    let agent = ureq::Agent::new_with_defaults();
+    agent
+        .post(format!("http://{base}/write"))
+        .query("db", format!("{}_schema", url.rsplit('/').next().unwrap()))
+        .send("aware_schema version=9i 0\n")
+        .unwrap();
+    let err = aware_store::InfluxStore::connect(&scratch).err().unwrap().to_string();
+    assert!(err.contains("newer schema (v9)"), "{err}");
+    agent
+        .post(format!("http://{base}/write"))
+        .query("db", format!("{}_schema", url.rsplit('/').next().unwrap()))
+        .send("aware_schema version=1i 0\n")
+        .unwrap();
+}
+
+#[test]
+fn unreachable_influxdb_is_a_one_line_error() {
+    let err = aware_store::InfluxStore::connect("influxdb://127.0.0.1:1/aware").err().unwrap().to_string();
+    assert!(err.contains("cannot connect") && !err.contains('\n'), "{err}");
+}

@@ -1,0 +1,487 @@
+//! InfluxDB 1.x backend (the store AWARE used): points written with line protocol over HTTP,
+//! reads with InfluxQL. An episode is buffered and written in one request when it closes, so a
+//! writer that dies leaves its unfinished episode absent, never half-present. Points:
+//! `episode` (tags id, agent, app, policy, stage; time = start) and `transition` (tags
+//! episode_id, agent, app, policy, stage; fields step, reward, done, s0…, a0…, n0…;
+//! time = start + step ns).
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use rand::{RngExt, SeedableRng};
+use rand_pcg::Pcg64Mcg;
+use serde_json::Value;
+
+use crate::TrajectoryStore;
+use crate::model::{
+    EpisodeId, EpisodeMeta, EpisodeRecord, StoreError, StoreStats, TopMode, Transition, TransitionFilter,
+};
+use crate::sqlite::SCHEMA_VERSION;
+
+struct Pending {
+    meta: EpisodeMeta,
+    transitions: Vec<Transition>,
+}
+
+pub struct InfluxStore {
+    http: ureq::Agent,
+    base: String,
+    db: String,
+    shown: String,
+    open: HashMap<EpisodeId, Pending>,
+    ids: Pcg64Mcg,
+}
+
+/// Escapes a tag value for line protocol.
+fn tag(v: &str) -> String {
+    v.replace('\\', "\\\\").replace(',', "\\,").replace(' ', "\\ ").replace('=', "\\=")
+}
+
+/// A single-quoted InfluxQL string literal.
+fn lit(v: &str) -> String {
+    format!("'{}'", v.replace('\\', "\\\\").replace('\'', "\\'"))
+}
+
+fn ns(seconds: f64) -> i64 {
+    (seconds * 1e9).round() as i64
+}
+
+/// Rows of one statement's result as column-name → value maps.
+fn rows(result: &Value) -> Vec<BTreeMap<String, Value>> {
+    let mut out = Vec::new();
+    for series in result["series"].as_array().into_iter().flatten() {
+        let columns: Vec<&str> =
+            series["columns"].as_array().into_iter().flatten().filter_map(|c| c.as_str()).collect();
+        for values in series["values"].as_array().into_iter().flatten() {
+            let row =
+                columns.iter().zip(values.as_array().into_iter().flatten()).map(|(c, v)| (c.to_string(), v.clone()));
+            out.push(row.collect());
+        }
+    }
+    out
+}
+
+impl InfluxStore {
+    /// `influxdb://HOST:PORT/DATABASE`: pings the server, creates the database and checks the
+    /// schema version.
+    pub fn connect(url: &str) -> Result<Self, StoreError> {
+        let rest = url
+            .strip_prefix("influxdb://")
+            .ok_or_else(|| StoreError::Invalid(format!("store URL {url:?}: expected influxdb://HOST:PORT/DATABASE")))?;
+        let (host, db) = rest.split_once('/').unwrap_or((rest, "aware"));
+        if host.is_empty() || db.is_empty() || db.contains('"') {
+            return Err(StoreError::Invalid(format!("store URL {url:?}: expected influxdb://HOST:PORT/DATABASE")));
+        }
+        let config = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(30)))
+            .http_status_as_error(false)
+            .build();
+        let seed =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+                ^ ((std::process::id() as u64) << 32);
+        let store = Self {
+            http: config.into(),
+            base: format!("http://{host}"),
+            db: db.to_string(),
+            shown: url.to_string(),
+            open: HashMap::new(),
+            ids: Pcg64Mcg::seed_from_u64(seed),
+        };
+        let ping = store.http.get(format!("{}/ping", store.base)).call();
+        match ping {
+            Ok(r) if r.status().as_u16() == 204 => {}
+            Ok(r) => {
+                return Err(StoreError::Backend(format!(
+                    "{url}: not an InfluxDB 1.x server (ping answered {})",
+                    r.status()
+                )));
+            }
+            Err(e) => return Err(StoreError::Backend(format!("{url}: cannot connect: {e}"))),
+        }
+        store.post_query(&format!("CREATE DATABASE \"{db}\""))?;
+        let version = store.query("SELECT last(version) FROM aware_schema")?;
+        match rows(&version[0]).first().and_then(|r| r.get("last").and_then(Value::as_i64)) {
+            None => store.write(&format!("aware_schema version={SCHEMA_VERSION}i 0\n"))?,
+            Some(v) if v > SCHEMA_VERSION => {
+                return Err(StoreError::NewerSchema { path: url.to_string(), found: v, supported: SCHEMA_VERSION });
+            }
+            Some(_) => {}
+        }
+        Ok(store)
+    }
+
+    fn fail(&self, what: impl std::fmt::Display) -> StoreError {
+        StoreError::Backend(format!("{}: {what}", self.shown))
+    }
+
+    fn write(&self, lines: &str) -> Result<(), StoreError> {
+        let mut r = self
+            .http
+            .post(format!("{}/write", self.base))
+            .query("db", &self.db)
+            .query("precision", "ns")
+            .send(lines)
+            .map_err(|e| self.fail(e))?;
+        if r.status().as_u16() != 204 {
+            let body = r.body_mut().read_to_string().unwrap_or_default();
+            return Err(self.fail(format!("write failed ({}): {}", r.status(), body.trim())));
+        }
+        Ok(())
+    }
+
+    fn request(&self, post: bool, q: &str) -> Result<Vec<Value>, StoreError> {
+        let url = format!("{}/query", self.base);
+        let req =
+            if post { self.http.post(url).query("q", q) } else { self.http.get(url).query("q", q).force_send_body() };
+        let mut r = req.query("db", &self.db).query("epoch", "ns").send("").map_err(|e| self.fail(e))?;
+        let body = r.body_mut().read_to_string().map_err(|e| self.fail(e))?;
+        let v: Value = serde_json::from_str(&body).map_err(|e| self.fail(format!("unreadable answer: {e}")))?;
+        if let Some(e) = v["error"].as_str() {
+            return Err(self.fail(e));
+        }
+        let results = v["results"].as_array().cloned().unwrap_or_default();
+        if let Some(e) = results.iter().find_map(|r| r["error"].as_str()) {
+            return Err(self.fail(e));
+        }
+        Ok(results)
+    }
+
+    fn query(&self, q: &str) -> Result<Vec<Value>, StoreError> {
+        self.request(false, q)
+    }
+
+    fn post_query(&self, q: &str) -> Result<Vec<Value>, StoreError> {
+        self.request(true, q)
+    }
+
+    fn record(&self, row: &BTreeMap<String, Value>) -> Result<EpisodeRecord, StoreError> {
+        let s = |k: &str| {
+            row.get(k)
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .ok_or_else(|| self.fail(format!("episode point lacks {k}")))
+        };
+        let f =
+            |k: &str| row.get(k).and_then(Value::as_f64).ok_or_else(|| self.fail(format!("episode point lacks {k}")));
+        Ok(EpisodeRecord {
+            id: s("id")?.parse().map_err(|_| self.fail("episode id is not a number"))?,
+            meta: EpisodeMeta {
+                agent: s("agent")?,
+                app: s("app")?,
+                episode: f("episode")? as u64,
+                stage: s("stage")?,
+                policy: s("policy")?,
+                state_dim: f("state_dim")? as u32,
+                action_dim: f("action_dim")? as u32,
+                started_at_s: f("started_at")?,
+            },
+            total_reward: Some(f("total_reward")?),
+            length: f("length")? as u32,
+            closed_at_s: Some(f("closed_at")?),
+        })
+    }
+
+    fn transition(&self, rec: &EpisodeRecord, row: &BTreeMap<String, Value>) -> Result<Transition, StoreError> {
+        let step = row.get("step").and_then(Value::as_u64).unwrap_or(u64::MAX) as u32;
+        let corrupt = |reason: String| StoreError::Corrupt {
+            path: self.shown.clone(),
+            reason: format!("episode {} step {step}: {reason}", rec.id),
+        };
+        let vector = |prefix: &str, dim: u32| -> Result<Vec<f32>, StoreError> {
+            let v: Vec<f32> = (0..dim)
+                .map(|i| row.get(&format!("{prefix}{i}")).and_then(Value::as_f64).map(|x| x as f32))
+                .collect::<Option<_>>()
+                .ok_or_else(|| corrupt(format!("{prefix}: fewer than the {dim} components declared")))?;
+            if row.get(&format!("{prefix}{dim}")).is_some_and(|x| !x.is_null()) {
+                return Err(corrupt(format!("{prefix}: more than the {dim} components declared")));
+            }
+            Ok(v)
+        };
+        Ok(Transition {
+            step,
+            state: vector("s", rec.meta.state_dim)?,
+            action: vector("a", rec.meta.action_dim)?,
+            reward: row.get("reward").and_then(Value::as_f64).ok_or_else(|| corrupt("no reward".into()))? as f32,
+            next_state: vector("n", rec.meta.state_dim)?,
+            done: row.get("done").and_then(Value::as_bool).unwrap_or(false),
+        })
+    }
+
+    fn closed_episodes(&self, condition: &str) -> Result<Vec<EpisodeRecord>, StoreError> {
+        let q = format!("SELECT * FROM episode{condition}");
+        let mut out: Vec<EpisodeRecord> =
+            rows(&self.query(&q)?[0]).iter().map(|r| self.record(r)).collect::<Result<_, _>>()?;
+        out.sort_by(|a, b| a.meta.started_at_s.total_cmp(&b.meta.started_at_s).then(a.id.cmp(&b.id)));
+        Ok(out)
+    }
+
+    fn pending_record(&self, id: EpisodeId, p: &Pending) -> EpisodeRecord {
+        EpisodeRecord {
+            id,
+            meta: p.meta.clone(),
+            total_reward: None,
+            length: p.transitions.len() as u32,
+            closed_at_s: None,
+        }
+    }
+
+    /// Drops the database (tests and benchmarks use a scratch one).
+    pub fn clear(&mut self) -> Result<(), StoreError> {
+        self.open.clear();
+        self.post_query("DROP SERIES FROM episode; DROP SERIES FROM transition")?;
+        Ok(())
+    }
+}
+
+impl TrajectoryStore for InfluxStore {
+    fn begin_episode(&mut self, meta: &EpisodeMeta) -> Result<EpisodeId, StoreError> {
+        if meta.state_dim == 0 || !meta.started_at_s.is_finite() {
+            return Err(StoreError::Invalid("episode: state_dim must be positive and started_at_s finite".into()));
+        }
+        let duplicate = self.open.values().any(|p| p.meta.agent == meta.agent && p.meta.episode == meta.episode)
+            || !rows(
+                &self.query(&format!(
+                    "SELECT \"length\" FROM episode WHERE \"agent\" = {} AND \"episode\" = {}",
+                    lit(&meta.agent),
+                    meta.episode
+                ))?[0],
+            )
+            .is_empty();
+        if duplicate {
+            return Err(StoreError::Invalid(format!("agent {:?} already has an episode {}", meta.agent, meta.episode)));
+        }
+        let id = self.ids.random_range(1..i64::MAX);
+        self.open.insert(id, Pending { meta: meta.clone(), transitions: Vec::new() });
+        Ok(id)
+    }
+
+    fn append(&mut self, episode: EpisodeId, transitions: &[Transition]) -> Result<(), StoreError> {
+        let Some(p) = self.open.get_mut(&episode) else {
+            return Err(
+                match self.closed_episodes(&format!(" WHERE \"id\" = {}", lit(&episode.to_string())))?.first() {
+                    Some(_) => StoreError::Invalid(format!("episode {episode} is closed")),
+                    None => StoreError::UnknownEpisode(episode),
+                },
+            );
+        };
+        let mut length = p.transitions.len() as u32;
+        for t in transitions {
+            t.check(p.meta.state_dim, p.meta.action_dim)?;
+            if t.step != length {
+                return Err(StoreError::Invalid(format!(
+                    "episode {episode}: transition step {} out of order (expected {length})",
+                    t.step
+                )));
+            }
+            length += 1;
+        }
+        p.transitions.extend_from_slice(transitions);
+        Ok(())
+    }
+
+    fn close_episode(&mut self, episode: EpisodeId, total_reward: f64) -> Result<(), StoreError> {
+        if !total_reward.is_finite() {
+            return Err(StoreError::Invalid(format!("episode {episode}: total reward {total_reward} is not finite")));
+        }
+        let Some(p) = self.open.get(&episode) else {
+            return Err(StoreError::Invalid(format!("episode {episode} is not open in this store")));
+        };
+        let m = &p.meta;
+        let tags =
+            format!("agent={},app={},policy={},stage={}", tag(&m.agent), tag(&m.app), tag(&m.policy), tag(&m.stage));
+        let start = ns(m.started_at_s);
+        let mut lines = String::with_capacity(p.transitions.len() * 256);
+        for t in &p.transitions {
+            lines.push_str(&format!(
+                "transition,episode_id={episode},{tags} step={}i,reward={},done={}",
+                t.step, t.reward, t.done
+            ));
+            for (prefix, v) in [("s", &t.state), ("a", &t.action), ("n", &t.next_state)] {
+                for (i, x) in v.iter().enumerate() {
+                    lines.push_str(&format!(",{prefix}{i}={x}"));
+                }
+            }
+            lines.push_str(&format!(" {}\n", start + t.step as i64));
+        }
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        lines.push_str(&format!(
+            "episode,id={episode},{tags} episode={}i,state_dim={}i,action_dim={}i,started_at={},closed_at={now},total_reward={total_reward},length={}i {start}\n",
+            m.episode, m.state_dim, m.action_dim, m.started_at_s, p.transitions.len()
+        ));
+        self.write(&lines)?;
+        self.open.remove(&episode);
+        Ok(())
+    }
+
+    fn last_rewards(&self, agent: &str, n: usize) -> Result<Vec<f64>, StoreError> {
+        let q = format!(
+            "SELECT \"total_reward\" FROM episode WHERE \"agent\" = {} ORDER BY time DESC LIMIT {n}",
+            lit(agent)
+        );
+        Ok(rows(&self.query(&q)?[0]).iter().filter_map(|r| r.get("total_reward").and_then(Value::as_f64)).collect())
+    }
+
+    fn top_episodes(&self, app: &str, m: usize, mode: TopMode) -> Result<Vec<EpisodeRecord>, StoreError> {
+        let pick = |func: &str, k: usize| -> Result<Vec<String>, StoreError> {
+            if k == 0 {
+                return Ok(Vec::new());
+            }
+            let q = format!("SELECT {func}(\"total_reward\", \"id\", {k}) FROM episode WHERE \"app\" = {}", lit(app));
+            let mut r: Vec<(f64, String)> = rows(&self.query(&q)?[0])
+                .iter()
+                .filter_map(|r| {
+                    Some((r.get(func.to_lowercase().as_str())?.as_f64()?, r.get("id")?.as_str()?.to_string()))
+                })
+                .collect();
+            r.sort_by(|a, b| if func == "TOP" { b.0.total_cmp(&a.0) } else { a.0.total_cmp(&b.0) }.then(a.1.cmp(&b.1)));
+            Ok(r.into_iter().map(|x| x.1).collect())
+        };
+        let ids: Vec<String> = match mode {
+            TopMode::Best => pick("TOP", m)?,
+            TopMode::BestAndWorst => {
+                let mut ids = pick("TOP", m.div_ceil(2))?;
+                for w in pick("BOTTOM", m / 2)? {
+                    if !ids.contains(&w) {
+                        ids.push(w);
+                    }
+                }
+                ids
+            }
+        };
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let cond = ids.iter().map(|id| format!("\"id\" = {}", lit(id))).collect::<Vec<_>>().join(" OR ");
+        let by_id: HashMap<String, EpisodeRecord> =
+            self.closed_episodes(&format!(" WHERE {cond}"))?.into_iter().map(|r| (r.id.to_string(), r)).collect();
+        Ok(ids.iter().filter_map(|id| by_id.get(id).cloned()).collect())
+    }
+
+    fn sample(&self, filter: &TransitionFilter, n: usize, seed: u64) -> Result<Vec<Transition>, StoreError> {
+        let mut cond = vec!["\"length\" > 0".to_string()];
+        for (k, v) in [("agent", &filter.agent), ("app", &filter.app), ("policy", &filter.policy)] {
+            if let Some(v) = v {
+                cond.push(format!("\"{k}\" = {}", lit(v)));
+            }
+        }
+        let mut episodes = self.closed_episodes(&format!(" WHERE {}", cond.join(" AND ")))?;
+        episodes.sort_by_key(|e| e.id);
+        let mut cumulative = Vec::with_capacity(episodes.len());
+        let mut total = 0u64;
+        for e in &episodes {
+            total += e.length as u64;
+            cumulative.push(total);
+        }
+        if total == 0 {
+            return Ok(Vec::new());
+        }
+        let mut rng = Pcg64Mcg::seed_from_u64(seed);
+        let picks: Vec<(usize, u64)> = (0..n)
+            .map(|_| {
+                let k = rng.random_range(0..total);
+                let i = cumulative.partition_point(|&c| c <= k);
+                (i, k - (cumulative[i] - episodes[i].length as u64))
+            })
+            .collect();
+        // One request with a statement per pick; results come back in statement order.
+        let statements: Vec<String> = picks
+            .iter()
+            .map(|&(i, step)| {
+                let e = &episodes[i];
+                format!(
+                    "SELECT * FROM transition WHERE \"episode_id\" = {} AND time = {}",
+                    lit(&e.id.to_string()),
+                    ns(e.meta.started_at_s) + step as i64
+                )
+            })
+            .collect();
+        let mut out = Vec::with_capacity(n);
+        for chunk in statements.chunks(256).zip(picks.chunks(256)) {
+            let results = self.query(&chunk.0.join("; "))?;
+            for (result, &(i, step)) in results.iter().zip(chunk.1) {
+                let row = rows(result).into_iter().next().ok_or_else(|| StoreError::Corrupt {
+                    path: self.shown.clone(),
+                    reason: format!("episode {} is missing step {step}", episodes[i].id),
+                })?;
+                out.push(self.transition(&episodes[i], &row)?);
+            }
+        }
+        Ok(out)
+    }
+
+    fn episode(&self, id: EpisodeId) -> Result<(EpisodeRecord, Vec<Transition>), StoreError> {
+        if let Some(p) = self.open.get(&id) {
+            return Ok((self.pending_record(id, p), p.transitions.clone()));
+        }
+        let rec = self
+            .closed_episodes(&format!(" WHERE \"id\" = {}", lit(&id.to_string())))?
+            .into_iter()
+            .next()
+            .ok_or(StoreError::UnknownEpisode(id))?;
+        let q = format!("SELECT * FROM transition WHERE \"episode_id\" = {}", lit(&id.to_string()));
+        let transitions =
+            rows(&self.query(&q)?[0]).iter().map(|r| self.transition(&rec, r)).collect::<Result<_, _>>()?;
+        Ok((rec, transitions))
+    }
+
+    fn episodes(&self, agent: Option<&str>) -> Result<Vec<EpisodeRecord>, StoreError> {
+        let cond = agent.map(|a| format!(" WHERE \"agent\" = {}", lit(a))).unwrap_or_default();
+        let mut all = self.closed_episodes(&cond)?;
+        let mut pending: Vec<EpisodeRecord> = self
+            .open
+            .iter()
+            .filter(|(_, p)| agent.is_none_or(|a| p.meta.agent == a))
+            .map(|(&id, p)| self.pending_record(id, p))
+            .collect();
+        pending.sort_by_key(|r| r.id);
+        all.extend(pending);
+        Ok(all)
+    }
+
+    fn retain(&mut self, cutoff_s: f64) -> Result<u64, StoreError> {
+        let old = self.closed_episodes(&format!(" WHERE time < {}", ns(cutoff_s)))?;
+        for chunk in old.chunks(100) {
+            let statements: Vec<String> = chunk
+                .iter()
+                .flat_map(|e| {
+                    let id = lit(&e.id.to_string());
+                    [
+                        format!("DELETE FROM transition WHERE \"episode_id\" = {id}"),
+                        format!("DELETE FROM episode WHERE \"id\" = {id}"),
+                    ]
+                })
+                .collect();
+            self.post_query(&statements.join("; "))?;
+        }
+        Ok(old.len() as u64)
+    }
+
+    fn stats(&self) -> Result<StoreStats, StoreError> {
+        let r = self.query(
+            "SELECT count(\"length\") FROM episode; SELECT count(\"reward\") FROM transition; \
+             SHOW TAG VALUES FROM episode WITH KEY = \"agent\"; SHOW TAG VALUES FROM episode WITH KEY = \"app\"",
+        )?;
+        let count = |v: &Value, k: &str| rows(v).first().and_then(|r| r.get(k).and_then(Value::as_u64)).unwrap_or(0);
+        let values = |v: &Value| -> Vec<String> {
+            rows(v).iter().filter_map(|r| r.get("value").and_then(Value::as_str).map(str::to_string)).collect()
+        };
+        let mut agents = values(&r[2]);
+        let mut apps = values(&r[3]);
+        for p in self.open.values() {
+            agents.push(p.meta.agent.clone());
+            apps.push(p.meta.app.clone());
+        }
+        agents.sort();
+        agents.dedup();
+        apps.sort();
+        apps.dedup();
+        let pending_transitions: u64 = self.open.values().map(|p| p.transitions.len() as u64).sum();
+        Ok(StoreStats {
+            episodes: count(&r[0], "count") + self.open.len() as u64,
+            incomplete_episodes: self.open.len() as u64,
+            transitions: count(&r[1], "count") + pending_transitions,
+            agents,
+            apps: apps.len() as u64,
+        })
+    }
+}
