@@ -264,16 +264,14 @@ impl TrajectoryStore for InfluxStore {
                 },
             );
         };
-        let mut length = p.transitions.len() as u32;
-        for t in transitions {
+        for (expected, t) in (p.transitions.len() as u32..).zip(transitions) {
             t.check(p.meta.state_dim, p.meta.action_dim)?;
-            if t.step != length {
+            if t.step != expected {
                 return Err(StoreError::Invalid(format!(
-                    "episode {episode}: transition step {} out of order (expected {length})",
+                    "episode {episode}: transition step {} out of order (expected {expected})",
                     t.step
                 )));
             }
-            length += 1;
         }
         p.transitions.extend_from_slice(transitions);
         Ok(())
