@@ -4,7 +4,7 @@ use std::time::Instant;
 use anyhow::Result;
 use aware_core::Cluster;
 use aware_sim::{SimCluster, SimConfig, generate_apps};
-use aware_store::{EpisodeMeta, SqliteStore, Sync, TopMode, TrajectoryStore, Transition, TransitionFilter};
+use aware_store::{EpisodeMeta, SqliteStore, StoreUrl, Sync, TopMode, TrajectoryStore, Transition, TransitionFilter};
 use serde::Serialize;
 
 use crate::progress;
@@ -28,6 +28,10 @@ pub struct StoreArgs {
     /// Timed repetitions of each query (the median is reported).
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..))]
     repeats: u32,
+    /// An empty store to benchmark (postgres://…, influxdb://…, sqlite:PATH); by default a
+    /// fresh SQLite file in a temporary directory. A store that holds episodes is refused.
+    #[arg(long)]
+    store: Option<String>,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -36,7 +40,7 @@ pub struct StoreArgs {
 #[derive(Debug, Serialize)]
 struct StoreBench {
     benchmark: &'static str,
-    backend: &'static str,
+    backend: String,
     release_build: bool,
     transitions: u64,
     episodes: u64,
@@ -112,7 +116,23 @@ fn time_us(repeats: u32, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
 fn store(args: StoreArgs) -> Result<ExitCode> {
     const STEPS: u64 = 100;
     let dir = tempfile::tempdir()?;
-    let mut store = SqliteStore::open(&dir.path().join("bench.db"), Sync::Normal)?;
+    let (backend, mut store): (String, Box<dyn TrajectoryStore>) = match &args.store {
+        None => ("sqlite".into(), Box::new(SqliteStore::open(&dir.path().join("bench.db"), Sync::Normal)?)),
+        Some(url) => {
+            let parsed: StoreUrl = url.parse()?;
+            let name = match parsed {
+                StoreUrl::Sqlite { .. } => "sqlite",
+                StoreUrl::Postgres(_) => "postgres",
+                StoreUrl::Influx(_) => "influxdb",
+            };
+            let store = aware_store::open(&parsed, false)?;
+            let held = store.stats()?.episodes;
+            if held > 0 {
+                anyhow::bail!("--store: {url} holds {held} episodes; benchmark an empty scratch store");
+            }
+            (name.into(), store)
+        }
+    };
     let episodes = args.transitions.div_ceil(STEPS);
     let bar = progress::bar(episodes, "bench store");
     let dim = args.state_dim as usize;
@@ -165,7 +185,7 @@ fn store(args: StoreArgs) -> Result<ExitCode> {
     })?;
     let report = StoreBench {
         benchmark: "store",
-        backend: "sqlite",
+        backend,
         release_build: !cfg!(debug_assertions),
         transitions: episodes * STEPS,
         episodes,
@@ -182,8 +202,8 @@ fn store(args: StoreArgs) -> Result<ExitCode> {
             println!("warning: debug build; run with `cargo run --release` for meaningful numbers");
         }
         println!(
-            "sqlite, {} transitions (state dimension {}), {} episodes",
-            report.transitions, report.state_dim, report.episodes
+            "{}, {} transitions (state dimension {}), {} episodes",
+            report.backend, report.transitions, report.state_dim, report.episodes
         );
         println!("append:          {:>12.0} transitions/s", report.append_transitions_per_s);
         println!("last 50 rewards: {:>12.1} µs median", report.median_last_50_rewards_us);
