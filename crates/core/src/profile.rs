@@ -76,7 +76,12 @@ pub struct Profile {
     pub lifecycle: LifecycleThresholds,
     /// Whether the fallback recommender acts while the agent learns offline first.
     pub bootstrapping: bool,
+    /// Where trajectories go: `sqlite:PATH`, `postgres://…` or `influxdb://HOST:PORT/DB`.
+    pub store: String,
 }
+
+/// The URL schemes a store may have (the store crate opens them; the profile only checks form).
+pub const STORE_SCHEMES: [&str; 4] = ["sqlite:", "postgres://", "postgresql://", "influxdb://"];
 
 impl Default for Profile {
     fn default() -> Self {
@@ -97,6 +102,7 @@ impl Default for Profile {
             },
             lifecycle: LifecycleThresholds { t_online: 0.95, t_serving: 0.05, t_var: 0.1, reward_window: 20 },
             bootstrapping: true,
+            store: "sqlite:aware.db".into(),
         }
     }
 }
@@ -129,6 +135,7 @@ struct RawProfile {
     bounds: RawBounds,
     lifecycle: RawLifecycle,
     bootstrapping: Option<bool>,
+    store: Option<Spanned<String>>,
 }
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
@@ -302,6 +309,23 @@ impl Profile {
         let (t_serving, _) = c.take("lifecycle.t_serving", raw.lifecycle.t_serving, l.t_serving, finite_in(0.0, 10.0));
         let (t_var, _) = c.take("lifecycle.t_var", raw.lifecycle.t_var, l.t_var, finite_in(0.0, 1.0));
         let (window, _) = c.take("lifecycle.reward_window", raw.lifecycle.reward_window, l.reward_window, at_least(1));
+        let store = match raw.store {
+            Some(s) => {
+                let ok = STORE_SCHEMES.iter().any(|p| s.value.starts_with(p) && s.value.len() > p.len());
+                if !ok {
+                    c.fail(
+                        "store",
+                        Some(s.referenced),
+                        format!(
+                            "{:?} is not a store URL (expected sqlite:PATH, postgres://… or influxdb://HOST:PORT/DB)",
+                            s.value
+                        ),
+                    );
+                }
+                s.value
+            }
+            None => d.store.clone(),
+        };
         if let Some(e) = c.error {
             return Err(e);
         }
@@ -322,6 +346,7 @@ impl Profile {
             },
             lifecycle: LifecycleThresholds { t_online, t_serving, t_var, reward_window: window },
             bootstrapping: raw.bootstrapping.unwrap_or(d.bootstrapping),
+            store,
         })
     }
 }
@@ -382,7 +407,7 @@ mod tests {
 
     #[test]
     fn full_profile_round_trips_its_values() {
-        let text = "app: checkout\nslo:\n  latency_p99_ms: 250\n  throughput_rps: 40\ntargets:\n  cpu_utilisation: 0.6\nreward:\n  alpha: 0.5\nbounds:\n  min_replicas: 2\n  max_replicas: 8\nlifecycle:\n  reward_window: 30\nbootstrapping: false\n";
+        let text = "app: checkout\nslo:\n  latency_p99_ms: 250\n  throughput_rps: 40\ntargets:\n  cpu_utilisation: 0.6\nreward:\n  alpha: 0.5\nbounds:\n  min_replicas: 2\n  max_replicas: 8\nlifecycle:\n  reward_window: 30\nbootstrapping: false\nstore: postgres://aware@db/aware\n";
         let p = Profile::parse(text, "p.yaml").unwrap();
         assert_eq!(p.app.as_deref(), Some("checkout"));
         assert_eq!(p.slo.latency_p99_ms, Some(250.0));
@@ -393,6 +418,7 @@ mod tests {
         assert_eq!((p.bounds.min_replicas, p.bounds.max_replicas), (2, 8));
         assert_eq!(p.lifecycle.reward_window, 30);
         assert!(!p.bootstrapping);
+        assert_eq!(p.store, "postgres://aware@db/aware");
     }
 
     /// Table: (yaml, substrings the one-line error must contain).
@@ -408,6 +434,8 @@ mod tests {
             ("bounds:\n  min_cpu_millicores: 0\n", &["bounds.min_cpu_millicores", "at least 1"]),
             ("bounds: [1, 2\n", &["p.yaml"]),
             ("lifecycle:\n  t_var: 2\n", &["lifecycle.t_var"]),
+            ("store: mysql://db\n", &["p.yaml:1:", "store", "not a store URL"]),
+            ("store: \"sqlite:\"\n", &["store", "not a store URL"]),
         ];
         for (yaml, wants) in cases {
             let err = Profile::parse(yaml, "p.yaml").unwrap_err().to_string();
