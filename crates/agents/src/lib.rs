@@ -1,0 +1,37 @@
+//! Reinforcement-learning agents on burn: the base learners of `aware`. Each algorithm is
+//! readable top to bottom in its own module, in the spirit of CleanRL; they share only the
+//! replay buffer, the MLP and the checkpoint format.
+
+pub mod net;
+pub mod replay;
+pub use replay::{Batch, ReplayBuffer};
+
+/// One experience, as agents consume it (actions as floats: a discrete action is its index).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Experience {
+    pub state: Vec<f32>,
+    pub action: Vec<f32>,
+    pub reward: f32,
+    pub next_state: Vec<f32>,
+    /// The episode ended in a terminal state (no bootstrapping from `next_state`). Truncation
+    /// at a step limit is *not* terminal.
+    pub terminal: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// A NaN or infinite observation: never fed to a network.
+    #[error("observation {0}")]
+    BadObservation(String),
+}
+
+/// Refuses observations a network must not see.
+pub fn check_observation(obs: &[f32], dim: usize) -> Result<(), AgentError> {
+    if obs.len() != dim {
+        return Err(AgentError::BadObservation(format!("has dimension {}, the agent expects {dim}", obs.len())));
+    }
+    if let Some(i) = obs.iter().position(|v| !v.is_finite()) {
+        return Err(AgentError::BadObservation(format!("component {i} is {}", obs[i])));
+    }
+    Ok(())
+}
