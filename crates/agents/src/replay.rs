@@ -129,7 +129,7 @@ mod tests {
             action: vec![i as f32],
             reward: i as f32,
             next_state: vec![i as f32 + 1.0; 3],
-            terminal: i % 2 == 0,
+            terminal: i.is_multiple_of(2),
         }
     }
 
@@ -152,7 +152,7 @@ mod tests {
             assert_eq!(b.states[k * 3], b.rewards[k]);
             assert_eq!(b.actions[k], b.rewards[k]);
             assert_eq!(b.next_states[k * 3], b.rewards[k] + 1.0);
-            assert_eq!(b.terminals[k], ((b.rewards[k] as usize) % 2 == 0) as u8 as f32);
+            assert_eq!(b.terminals[k], (b.rewards[k] as usize).is_multiple_of(2) as u8 as f32);
         }
     }
 
