@@ -2,8 +2,10 @@
 //! readable top to bottom in its own module, in the spirit of CleanRL; they share only the
 //! replay buffer, the MLP and the checkpoint format.
 
+pub mod dqn;
 pub mod net;
 pub mod replay;
+pub mod tabular;
 pub use replay::{Batch, ReplayBuffer};
 
 /// One experience, as agents consume it (actions as floats: a discrete action is its index).

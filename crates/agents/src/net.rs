@@ -42,23 +42,23 @@ pub fn values(t: Tensor<2>) -> Vec<f32> {
     t.into_data().try_to_vec::<f32>().expect("f32 tensor")
 }
 
+/// One linear layer averaged toward `online` (detached: targets take no gradients).
+pub fn mix_linear(t: Linear, o: &Linear, tau: f32) -> Linear {
+    let mix2 = |t: Tensor<2>, o: Tensor<2>| (t.mul_scalar(1.0 - tau) + o.mul_scalar(tau)).detach();
+    let mix1 = |t: Tensor<1>, o: Tensor<1>| (t.mul_scalar(1.0 - tau) + o.mul_scalar(tau)).detach();
+    Linear {
+        weight: Param::from_tensor(mix2(t.weight.val(), o.weight.val())),
+        bias: match (t.bias, &o.bias) {
+            (Some(tb), Some(ob)) => Some(Param::from_tensor(mix1(tb.val(), ob.val()))),
+            _ => None,
+        },
+    }
+}
+
 /// Polyak averaging toward `online`: `target ← τ·online + (1 − τ)·target`, layer by layer.
 /// Target networks take no gradients, so the result's parameters are detached.
 pub fn soft_update(target: Mlp, online: &Mlp, tau: f32) -> Mlp {
-    let mix2 = |t: Tensor<2>, o: Tensor<2>| (t.mul_scalar(1.0 - tau) + o.mul_scalar(tau)).detach();
-    let mix1 = |t: Tensor<1>, o: Tensor<1>| (t.mul_scalar(1.0 - tau) + o.mul_scalar(tau)).detach();
-    let layers = target
-        .layers
-        .into_iter()
-        .zip(&online.layers)
-        .map(|(t, o)| Linear {
-            weight: Param::from_tensor(mix2(t.weight.val(), o.weight.val())),
-            bias: match (t.bias, &o.bias) {
-                (Some(tb), Some(ob)) => Some(Param::from_tensor(mix1(tb.val(), ob.val()))),
-                _ => None,
-            },
-        })
-        .collect();
+    let layers = target.layers.into_iter().zip(&online.layers).map(|(t, o)| mix_linear(t, o, tau)).collect();
     Mlp { layers, activation: Relu::new() }
 }
 

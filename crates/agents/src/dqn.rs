@@ -1,0 +1,220 @@
+//! DQN with the Double (van Hasselt et al.) and Dueling (Wang et al.) variants, as the
+//! cloud-provisioning paper's D3QN uses: an online and a soft-updated target network, ε-greedy
+//! exploration with linear decay, uniform replay, and a Huber TD loss.
+
+use burn::module::Module;
+use burn::nn::{Linear, LinearConfig};
+use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use rand::{RngExt, SeedableRng};
+use rand_pcg::Pcg64Mcg;
+use serde::{Deserialize, Serialize};
+
+use crate::net::{Mlp, matrix, values};
+use crate::replay::ReplayBuffer;
+use crate::tabular::argmax;
+use crate::{AgentError, Experience, check_observation};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DqnConfig {
+    pub hidden: Vec<usize>,
+    pub learning_rate: f64,
+    pub gamma: f32,
+    /// Soft target update rate per learning step.
+    pub tau: f32,
+    pub batch_size: usize,
+    pub replay_capacity: usize,
+    /// Experiences collected before learning starts.
+    pub warmup: usize,
+    pub epsilon_start: f32,
+    pub epsilon_end: f32,
+    pub epsilon_decay_steps: u64,
+    /// Choose the next action with the online network, value it with the target (Double DQN).
+    pub double: bool,
+    /// Separate state-value and advantage streams (Dueling DQN).
+    pub dueling: bool,
+}
+
+impl DqnConfig {
+    /// Plain DQN.
+    pub fn dqn() -> Self {
+        Self {
+            hidden: vec![64, 64],
+            learning_rate: 1e-3,
+            gamma: 0.99,
+            tau: 0.01,
+            batch_size: 64,
+            replay_capacity: 100_000,
+            warmup: 500,
+            epsilon_start: 1.0,
+            epsilon_end: 0.05,
+            epsilon_decay_steps: 10_000,
+            double: false,
+            dueling: false,
+        }
+    }
+
+    /// Dueling Double DQN.
+    pub fn d3qn() -> Self {
+        Self { double: true, dueling: true, ..Self::dqn() }
+    }
+}
+
+/// The Q-network: an MLP trunk, then either one linear head (Q) or the dueling pair
+/// (V and A, combined as `Q = V + A − mean(A)`).
+#[derive(Module, Debug)]
+pub struct QNetwork {
+    trunk: Mlp,
+    value: Option<Linear>,
+    advantage: Linear,
+}
+
+impl QNetwork {
+    pub fn new(state_dim: usize, actions: usize, hidden: &[usize], dueling: bool, device: &Device) -> Self {
+        let mut sizes = vec![state_dim];
+        sizes.extend_from_slice(hidden);
+        let width = *sizes.last().expect("non-empty");
+        // The trunk ends in a hidden layer; its output goes through ReLU into the heads.
+        sizes.push(width);
+        Self {
+            trunk: Mlp::new(&sizes, device),
+            value: dueling.then(|| LinearConfig::new(width, 1).init(device)),
+            advantage: LinearConfig::new(width, actions).init(device),
+        }
+    }
+
+    pub fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        let h = burn::tensor::activation::relu(self.trunk.forward(x));
+        let a = self.advantage.forward(h.clone());
+        match &self.value {
+            None => a,
+            Some(v) => {
+                let mean = a.clone().mean_dim(1);
+                v.forward(h) + a - mean
+            }
+        }
+    }
+
+    /// Polyak averaging toward `online`, layer by layer.
+    pub fn soft_update(self, online: &QNetwork, tau: f32) -> QNetwork {
+        let mix = |t: Linear, o: &Linear| crate::net::mix_linear(t, o, tau);
+        QNetwork {
+            trunk: crate::net::soft_update(self.trunk, &online.trunk, tau),
+            value: match (self.value, &online.value) {
+                (Some(t), Some(o)) => Some(mix(t, o)),
+                _ => None,
+            },
+            advantage: mix(self.advantage, &online.advantage),
+        }
+    }
+}
+
+pub struct Dqn {
+    pub config: DqnConfig,
+    state_dim: usize,
+    actions: usize,
+    device: Device,
+    online: QNetwork,
+    target: QNetwork,
+    /// A gradient-free copy of `online` for acting, refreshed after every update.
+    policy: QNetwork,
+    optimizer: ModuleOptimizer,
+    replay: ReplayBuffer,
+    rng: Pcg64Mcg,
+    steps: u64,
+    updates: u64,
+}
+
+impl Dqn {
+    pub fn new(state_dim: usize, actions: usize, config: DqnConfig, seed: u64) -> Self {
+        burn::tensor::Device::default().seed(seed);
+        let device = Device::default().autodiff();
+        let online = QNetwork::new(state_dim, actions, &config.hidden, config.dueling, &device);
+        let target = online.clone();
+        let policy = online.valid();
+        Self {
+            optimizer: AdamConfig::new().init(),
+            replay: ReplayBuffer::new(config.replay_capacity, state_dim, 1, seed ^ 0x5eed),
+            rng: Pcg64Mcg::seed_from_u64(seed),
+            config,
+            state_dim,
+            actions,
+            device,
+            online,
+            target,
+            policy,
+            steps: 0,
+            updates: 0,
+        }
+    }
+
+    pub fn epsilon(&self) -> f32 {
+        let c = &self.config;
+        let frac = (self.steps as f32 / c.epsilon_decay_steps.max(1) as f32).min(1.0);
+        c.epsilon_start + frac * (c.epsilon_end - c.epsilon_start)
+    }
+
+    /// Q-values for one observation (greedy network, no gradient).
+    pub fn q_values(&self, obs: &[f32]) -> Result<Vec<f32>, AgentError> {
+        check_observation(obs, self.state_dim)?;
+        let plain = Device::default();
+        Ok(values(self.policy.forward(matrix(obs, 1, self.state_dim, &plain))))
+    }
+
+    pub fn act(&mut self, obs: &[f32], explore: bool) -> Result<usize, AgentError> {
+        check_observation(obs, self.state_dim)?;
+        if explore && self.rng.random::<f32>() < self.epsilon() {
+            return Ok(self.rng.random_range(0..self.actions));
+        }
+        Ok(argmax(&self.q_values(obs)?))
+    }
+
+    /// Stores an experience and, once past warm-up, takes one gradient step.
+    pub fn observe(&mut self, e: &Experience) -> Result<Option<f32>, AgentError> {
+        check_observation(&e.state, self.state_dim)?;
+        check_observation(&e.next_state, self.state_dim)?;
+        self.replay.push(e);
+        self.steps += 1;
+        if self.replay.len() < self.config.warmup.max(self.config.batch_size) {
+            return Ok(None);
+        }
+        Ok(Some(self.update()))
+    }
+
+    fn update(&mut self) -> f32 {
+        let c = self.config.clone();
+        let b = self.replay.sample(c.batch_size);
+        let n = b.size;
+        let d = &self.device;
+        let next = matrix(&b.next_states, n, self.state_dim, d);
+        let target_q = values(self.target.forward(next.clone()).detach());
+        let next_action: Vec<usize> = if c.double {
+            values(self.online.forward(next).detach()).chunks(self.actions).map(argmax).collect()
+        } else {
+            target_q.chunks(self.actions).map(argmax).collect()
+        };
+        let y: Vec<f32> = (0..n)
+            .map(|i| b.rewards[i] + c.gamma * (1.0 - b.terminals[i]) * target_q[i * self.actions + next_action[i]])
+            .collect();
+        let actions: Vec<i64> = b.actions.iter().map(|a| *a as i64).collect();
+        let index = Tensor::<2, Int>::from_data(TensorData::new(actions, [n, 1]), d);
+        let q = self.online.forward(matrix(&b.states, n, self.state_dim, d)).gather(1, index);
+        let loss = burn::nn::loss::HuberLossConfig::new(1.0).init().forward(
+            q,
+            matrix(&y, n, 1, d),
+            burn::nn::loss::Reduction::Mean,
+        );
+        let loss_value = values(loss.clone().reshape([1, 1]).detach())[0];
+        let grads = GradientsParams::from_grads(loss.backward(), &self.online);
+        // Modules are moved through the optimiser; their tensors are shared, so clones are cheap.
+        self.online = self.optimizer.step(c.learning_rate, self.online.clone(), grads);
+        self.target = self.target.clone().soft_update(&self.online, c.tau);
+        self.policy = self.online.valid();
+        self.updates += 1;
+        loss_value
+    }
+
+    pub fn updates(&self) -> u64 {
+        self.updates
+    }
+}

@@ -1,0 +1,115 @@
+//! Tabular Q-learning with non-linear state binning: the simplest learner that can run an
+//! autoscaler, and a sanity baseline for the deep ones. α 0.1, γ 0.99 by default.
+
+use std::collections::HashMap;
+
+use rand::{RngExt, SeedableRng};
+use rand_pcg::Pcg64Mcg;
+use serde::{Deserialize, Serialize};
+
+use crate::{AgentError, check_observation};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QTableConfig {
+    pub alpha: f32,
+    pub gamma: f32,
+    pub epsilon_start: f32,
+    pub epsilon_end: f32,
+    /// Steps over which ε decays linearly.
+    pub epsilon_decay_steps: u64,
+    /// Bin edges per feature, shared by all features: denser near the middle of [0, 1] where
+    /// autoscaling decisions change, sparser at the ends.
+    pub edges: Vec<f32>,
+}
+
+impl Default for QTableConfig {
+    fn default() -> Self {
+        Self {
+            alpha: 0.1,
+            gamma: 0.99,
+            epsilon_start: 1.0,
+            epsilon_end: 0.05,
+            epsilon_decay_steps: 10_000,
+            edges: vec![-0.5, 0.1, 0.3, 0.45, 0.55, 0.7, 0.9],
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct QTable {
+    pub config: QTableConfig,
+    state_dim: usize,
+    actions: usize,
+    table: HashMap<Vec<u8>, Vec<f32>>,
+    steps: u64,
+    rng: Pcg64Mcg,
+}
+
+impl QTable {
+    pub fn new(state_dim: usize, actions: usize, config: QTableConfig, seed: u64) -> Self {
+        Self { config, state_dim, actions, table: HashMap::new(), steps: 0, rng: Pcg64Mcg::seed_from_u64(seed) }
+    }
+
+    /// The bin index of each feature.
+    pub fn bin(&self, obs: &[f32]) -> Vec<u8> {
+        obs.iter().map(|v| self.config.edges.partition_point(|e| e <= v) as u8).collect()
+    }
+
+    pub fn epsilon(&self) -> f32 {
+        let c = &self.config;
+        let frac = (self.steps as f32 / c.epsilon_decay_steps.max(1) as f32).min(1.0);
+        c.epsilon_start + frac * (c.epsilon_end - c.epsilon_start)
+    }
+
+    fn q(&self, key: &[u8]) -> Option<&Vec<f32>> {
+        self.table.get(key)
+    }
+
+    /// ε-greedy when `explore`, greedy otherwise (ties to the lowest index).
+    pub fn act(&mut self, obs: &[f32], explore: bool) -> Result<usize, AgentError> {
+        check_observation(obs, self.state_dim)?;
+        if explore && self.rng.random::<f32>() < self.epsilon() {
+            return Ok(self.rng.random_range(0..self.actions));
+        }
+        let key = self.bin(obs);
+        Ok(self.q(&key).map_or(0, |q| argmax(q)))
+    }
+
+    /// One Q-learning update: `Q(s,a) += α (r + γ max Q(s′) − Q(s,a))`.
+    pub fn learn(
+        &mut self,
+        state: &[f32],
+        action: usize,
+        reward: f32,
+        next: &[f32],
+        terminal: bool,
+    ) -> Result<(), AgentError> {
+        check_observation(state, self.state_dim)?;
+        check_observation(next, self.state_dim)?;
+        let bootstrap = if terminal {
+            0.0
+        } else {
+            self.q(&self.bin(next)).map_or(0.0, |q| q.iter().cloned().fold(f32::MIN, f32::max))
+        };
+        let (alpha, gamma, n) = (self.config.alpha, self.config.gamma, self.actions);
+        let key = self.bin(state);
+        let q = self.table.entry(key).or_insert_with(|| vec![0.0; n]);
+        q[action] += alpha * (reward + gamma * bootstrap - q[action]);
+        self.steps += 1;
+        Ok(())
+    }
+
+    pub fn states_visited(&self) -> usize {
+        self.table.len()
+    }
+}
+
+pub fn argmax(v: &[f32]) -> usize {
+    let mut best = 0;
+    for (i, x) in v.iter().enumerate() {
+        if *x > v[best] {
+            best = i;
+        }
+    }
+    best
+}
