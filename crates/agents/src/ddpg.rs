@@ -1,0 +1,224 @@
+//! DDPG as FIRM and AWARE use it: a deterministic actor (ReLU hidden layers, tanh output)
+//! and a critic on state ⊕ action, both with soft-updated targets, trained from uniform replay;
+//! exploration adds Gaussian or Ornstein–Uhlenbeck noise scaled by an ε that decays per step.
+//! Defaults are AWARE's Table 2: actor lr 3e-4, critic lr 3e-3, γ 0.99, τ 3e-3, minibatch 64,
+//! replay 1e6, noise σ 0.2, ε 1.0 decaying by 1e-6 per step; hidden layers 256 × 256.
+
+use burn::module::Module;
+use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
+use burn::tensor::{Device, Tensor};
+use rand::SeedableRng;
+use rand_distr::{Distribution, StandardNormal};
+use rand_pcg::Pcg64Mcg;
+use serde::{Deserialize, Serialize};
+
+use crate::net::{Mlp, matrix, soft_update, values};
+use crate::replay::ReplayBuffer;
+use crate::{AgentError, Experience, check_observation};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Noise {
+    Gaussian,
+    /// Temporally correlated (θ 0.15), as the original DDPG paper used for physical control.
+    OrnsteinUhlenbeck,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DdpgConfig {
+    pub hidden: Vec<usize>,
+    pub actor_learning_rate: f64,
+    pub critic_learning_rate: f64,
+    pub gamma: f32,
+    pub tau: f32,
+    pub batch_size: usize,
+    pub replay_capacity: usize,
+    pub warmup: usize,
+    pub noise: Noise,
+    pub noise_sigma: f32,
+    pub epsilon_start: f32,
+    pub epsilon_decay: f32,
+    pub epsilon_min: f32,
+}
+
+impl Default for DdpgConfig {
+    fn default() -> Self {
+        Self {
+            hidden: vec![256, 256],
+            actor_learning_rate: 3e-4,
+            critic_learning_rate: 3e-3,
+            gamma: 0.99,
+            tau: 3e-3,
+            batch_size: 64,
+            replay_capacity: 1_000_000,
+            warmup: 1_000,
+            noise: Noise::Gaussian,
+            noise_sigma: 0.2,
+            epsilon_start: 1.0,
+            epsilon_decay: 1e-6,
+            epsilon_min: 0.0,
+        }
+    }
+}
+
+#[derive(Module, Debug)]
+pub struct Actor {
+    net: Mlp,
+}
+
+impl Actor {
+    pub fn new(state_dim: usize, action_dim: usize, hidden: &[usize], device: &Device) -> Self {
+        let mut sizes = vec![state_dim];
+        sizes.extend_from_slice(hidden);
+        sizes.push(action_dim);
+        Self { net: Mlp::new(&sizes, device) }
+    }
+
+    pub fn forward(&self, state: Tensor<2>) -> Tensor<2> {
+        self.net.forward(state).tanh()
+    }
+}
+
+#[derive(Module, Debug)]
+pub struct Critic {
+    net: Mlp,
+}
+
+impl Critic {
+    pub fn new(state_dim: usize, action_dim: usize, hidden: &[usize], device: &Device) -> Self {
+        let mut sizes = vec![state_dim + action_dim];
+        sizes.extend_from_slice(hidden);
+        sizes.push(1);
+        Self { net: Mlp::new(&sizes, device) }
+    }
+
+    pub fn forward(&self, state: Tensor<2>, action: Tensor<2>) -> Tensor<2> {
+        self.net.forward(Tensor::cat(vec![state, action], 1))
+    }
+}
+
+pub struct Ddpg {
+    pub config: DdpgConfig,
+    state_dim: usize,
+    action_dim: usize,
+    device: Device,
+    actor: Actor,
+    critic: Critic,
+    actor_target: Actor,
+    critic_target: Critic,
+    /// A gradient-free copy of the actor for acting, refreshed after every update.
+    policy: Actor,
+    actor_optimizer: ModuleOptimizer,
+    critic_optimizer: ModuleOptimizer,
+    replay: ReplayBuffer,
+    rng: Pcg64Mcg,
+    epsilon: f32,
+    ou_state: Vec<f32>,
+    updates: u64,
+}
+
+impl Ddpg {
+    pub fn new(state_dim: usize, action_dim: usize, config: DdpgConfig, seed: u64) -> Self {
+        Device::default().seed(seed);
+        let device = Device::default().autodiff();
+        let actor = Actor::new(state_dim, action_dim, &config.hidden, &device);
+        let critic = Critic::new(state_dim, action_dim, &config.hidden, &device);
+        Self {
+            actor_target: actor.clone(),
+            critic_target: critic.clone(),
+            policy: actor.valid(),
+            actor,
+            critic,
+            actor_optimizer: AdamConfig::new().init(),
+            critic_optimizer: AdamConfig::new().init(),
+            replay: ReplayBuffer::new(config.replay_capacity, state_dim, action_dim, seed ^ 0x5eed),
+            rng: Pcg64Mcg::seed_from_u64(seed),
+            epsilon: config.epsilon_start,
+            ou_state: vec![0.0; action_dim],
+            config,
+            state_dim,
+            action_dim,
+            device,
+            updates: 0,
+        }
+    }
+
+    pub fn epsilon(&self) -> f32 {
+        self.epsilon
+    }
+
+    /// The deterministic action for an observation, in [−1, 1]^action_dim.
+    pub fn greedy(&self, obs: &[f32]) -> Result<Vec<f32>, AgentError> {
+        check_observation(obs, self.state_dim)?;
+        Ok(values(self.policy.forward(matrix(obs, 1, self.state_dim, &Device::default()))))
+    }
+
+    /// Greedy plus ε-scaled exploration noise when `explore`, clipped to [−1, 1].
+    pub fn act(&mut self, obs: &[f32], explore: bool) -> Result<Vec<f32>, AgentError> {
+        let mut a = self.greedy(obs)?;
+        if explore {
+            let sigma = self.config.noise_sigma * self.epsilon;
+            for (i, x) in a.iter_mut().enumerate() {
+                let z: f32 = StandardNormal.sample(&mut self.rng);
+                let n = match self.config.noise {
+                    Noise::Gaussian => sigma * z,
+                    Noise::OrnsteinUhlenbeck => {
+                        self.ou_state[i] += 0.15 * -self.ou_state[i] + sigma * z;
+                        self.ou_state[i]
+                    }
+                };
+                *x = (*x + n).clamp(-1.0, 1.0);
+            }
+            self.epsilon = (self.epsilon - self.config.epsilon_decay).max(self.config.epsilon_min);
+        }
+        Ok(a)
+    }
+
+    /// Stores an experience and, once past warm-up, takes one critic and one actor step.
+    /// Returns (critic loss, actor loss).
+    pub fn observe(&mut self, e: &Experience) -> Result<Option<(f32, f32)>, AgentError> {
+        check_observation(&e.state, self.state_dim)?;
+        check_observation(&e.next_state, self.state_dim)?;
+        if e.action.len() != self.action_dim || e.action.iter().any(|a| !a.is_finite()) {
+            return Err(AgentError::BadObservation(format!(
+                "action {:?} does not fit dimension {}",
+                e.action, self.action_dim
+            )));
+        }
+        self.replay.push(e);
+        if self.replay.len() < self.config.warmup.max(self.config.batch_size) {
+            return Ok(None);
+        }
+        Ok(Some(self.update()))
+    }
+
+    fn update(&mut self) -> (f32, f32) {
+        let c = self.config.clone();
+        let b = self.replay.sample(c.batch_size);
+        let (n, d) = (b.size, &self.device);
+        let states = matrix(&b.states, n, self.state_dim, d);
+        let actions = matrix(&b.actions, n, self.action_dim, d);
+        let next = matrix(&b.next_states, n, self.state_dim, d);
+        // Critic: regress Q(s, a) on r + γ (1 − terminal) Q′(s′, μ′(s′)).
+        let next_q = values(self.critic_target.forward(next.clone(), self.actor_target.forward(next)).detach());
+        let y: Vec<f32> = (0..n).map(|i| b.rewards[i] + c.gamma * (1.0 - b.terminals[i]) * next_q[i]).collect();
+        let q = self.critic.forward(states.clone(), actions);
+        let critic_loss = (q - matrix(&y, n, 1, d)).powf_scalar(2.0).mean();
+        let critic_value = values(critic_loss.clone().reshape([1, 1]).detach())[0];
+        let grads = GradientsParams::from_grads(critic_loss.backward(), &self.critic);
+        self.critic = self.critic_optimizer.step(c.critic_learning_rate, self.critic.clone(), grads);
+        // Actor: ascend Q(s, μ(s)); only the actor's parameters are stepped.
+        let actor_loss = self.critic.forward(states.clone(), self.actor.forward(states)).mean().neg();
+        let actor_value = values(actor_loss.clone().reshape([1, 1]).detach())[0];
+        let grads = GradientsParams::from_grads(actor_loss.backward(), &self.actor);
+        self.actor = self.actor_optimizer.step(c.actor_learning_rate, self.actor.clone(), grads);
+        self.actor_target = Actor { net: soft_update(self.actor_target.net.clone(), &self.actor.net, c.tau) };
+        self.critic_target = Critic { net: soft_update(self.critic_target.net.clone(), &self.critic.net, c.tau) };
+        self.policy = self.actor.valid();
+        self.updates += 1;
+        (critic_value, actor_value)
+    }
+
+    pub fn updates(&self) -> u64 {
+        self.updates
+    }
+}
