@@ -10,6 +10,7 @@ use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 
+use crate::checkpoint::{Checkpoint, CheckpointError, load_module, module_bytes};
 use crate::net::{Mlp, matrix, values};
 use crate::replay::ReplayBuffer;
 use crate::tabular::argmax;
@@ -216,5 +217,52 @@ impl Dqn {
 
     pub fn updates(&self) -> u64 {
         self.updates
+    }
+
+    /// `d3qn` with both variants, `dqn` otherwise (the flags are in the hyper-parameters).
+    pub fn algorithm(&self) -> &'static str {
+        if self.config.double && self.config.dueling { "d3qn" } else { "dqn" }
+    }
+
+    pub fn save(&self, dir: &std::path::Path, observation_space: &aware_core::Space) -> Result<(), AgentError> {
+        let weights = module_bytes(&self.policy)
+            .map_err(|reason| CheckpointError::Format { path: dir.display().to_string(), reason })?;
+        Checkpoint {
+            format: 0,
+            algorithm: self.algorithm().into(),
+            hyperparameters: serde_json::to_value(&self.config).expect("serialisable"),
+            observation_space: observation_space.clone(),
+            action_space: aware_core::Space::Discrete { n: self.actions },
+            training_step: self.steps,
+            files: Default::default(),
+        }
+        .write(dir, &[("q_network.safetensors", weights)])?;
+        Ok(())
+    }
+
+    /// Loads a DQN or D3QN checkpoint for an environment with these spaces; it can act at once
+    /// and keep learning (with a fresh optimiser and replay buffer).
+    pub fn load(
+        dir: &std::path::Path,
+        observation_space: &aware_core::Space,
+        actions: usize,
+        seed: u64,
+    ) -> Result<Self, AgentError> {
+        let action_space = aware_core::Space::Discrete { n: actions };
+        let (c, mut files) = Checkpoint::read(dir, &["dqn", "d3qn"], observation_space, &action_space)?;
+        let shown = dir.display().to_string();
+        let config: DqnConfig = serde_json::from_value(c.hyperparameters.clone())
+            .map_err(|e| CheckpointError::Format { path: shown.clone(), reason: format!("hyperparameters: {e}") })?;
+        let mut agent = Dqn::new(observation_space.dim(), actions, config, seed);
+        let bytes = files.remove("q_network.safetensors").ok_or_else(|| CheckpointError::Format {
+            path: shown.clone(),
+            reason: "no q_network.safetensors".into(),
+        })?;
+        agent.online = load_module(agent.online.clone(), bytes, "q_network.safetensors")
+            .map_err(|reason| CheckpointError::Format { path: shown, reason })?;
+        agent.target = agent.online.clone();
+        agent.policy = agent.online.valid();
+        agent.steps = c.training_step;
+        Ok(agent)
     }
 }

@@ -2,11 +2,13 @@
 //! readable top to bottom in its own module, in the spirit of CleanRL; they share only the
 //! replay buffer, the MLP and the checkpoint format.
 
+pub mod checkpoint;
 pub mod ddpg;
 pub mod dqn;
 pub mod net;
 pub mod replay;
 pub mod tabular;
+pub use checkpoint::{Checkpoint, CheckpointError};
 pub use replay::{Batch, ReplayBuffer};
 
 /// One experience, as agents consume it (actions as floats: a discrete action is its index).
@@ -26,6 +28,8 @@ pub enum AgentError {
     /// A NaN or infinite observation: never fed to a network.
     #[error("observation {0}")]
     BadObservation(String),
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
 }
 
 /// Refuses observations a network must not see.

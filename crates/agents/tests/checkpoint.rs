@@ -1,0 +1,93 @@
+//! Checkpoints reproduce actions bit for bit; corrupted or mismatched ones are refused with
+//! the reason.
+
+use aware_agents::Experience;
+use aware_agents::ddpg::{Ddpg, DdpgConfig};
+use aware_agents::dqn::{Dqn, DqnConfig};
+use aware_core::Space;
+
+fn obs_space() -> Space {
+    Space::Box { low: vec![0.0; 3], high: vec![1.0; 3] }
+}
+
+fn probes() -> Vec<Vec<f32>> {
+    (0..100).map(|i| vec![(i as f32 * 0.37) % 1.0, (i as f32 * 0.11) % 1.0, (i as f32 * 0.73) % 1.0]).collect()
+}
+
+fn trained_dqn() -> Dqn {
+    let mut agent = Dqn::new(3, 4, DqnConfig { warmup: 64, ..DqnConfig::d3qn() }, 9);
+    for i in 0..200 {
+        let s = probes()[i % 100].clone();
+        let e = Experience {
+            state: s.clone(),
+            action: vec![(i % 4) as f32],
+            reward: s[0] - 0.5,
+            next_state: s,
+            terminal: false,
+        };
+        agent.observe(&e).unwrap();
+    }
+    agent
+}
+
+#[test]
+fn dqn_round_trip_reproduces_q_values_bit_for_bit() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = trained_dqn();
+    assert!(agent.updates() > 0);
+    agent.save(dir.path(), &obs_space()).unwrap();
+    let loaded = Dqn::load(dir.path(), &obs_space(), 4, 0).unwrap();
+    for p in probes() {
+        assert_eq!(agent.q_values(&p).unwrap(), loaded.q_values(&p).unwrap());
+    }
+    assert_eq!(loaded.algorithm(), "d3qn");
+}
+
+#[test]
+fn ddpg_round_trip_reproduces_actions_bit_for_bit() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut agent = Ddpg::new(3, 2, DdpgConfig { hidden: vec![32, 32], warmup: 64, ..DdpgConfig::default() }, 4);
+    for (i, s) in probes().into_iter().cycle().take(150).enumerate() {
+        let a = agent.act(&s, true).unwrap();
+        agent
+            .observe(&Experience {
+                state: s.clone(),
+                action: a,
+                reward: (i % 3) as f32,
+                next_state: s,
+                terminal: false,
+            })
+            .unwrap();
+    }
+    agent.save(dir.path(), &obs_space(), 150).unwrap();
+    let loaded = Ddpg::load(dir.path(), &obs_space(), 2, 0).unwrap();
+    for p in probes() {
+        assert_eq!(agent.greedy(&p).unwrap(), loaded.greedy(&p).unwrap());
+    }
+}
+
+#[test]
+fn corrupted_or_mismatched_checkpoints_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    trained_dqn().save(dir.path(), &obs_space()).unwrap();
+    // Wrong spaces.
+    let other = Space::Box { low: vec![0.0; 4], high: vec![1.0; 4] };
+    let err = Dqn::load(dir.path(), &other, 4, 0).err().unwrap().to_string();
+    assert!(err.contains("observation space") && err.contains("does not match"), "{err}");
+    let err = Dqn::load(dir.path(), &obs_space(), 7, 0).err().unwrap().to_string();
+    assert!(err.contains("action space"), "{err}");
+    // Wrong algorithm.
+    let err = Ddpg::load(dir.path(), &obs_space(), 2, 0).err().unwrap().to_string();
+    assert!(err.contains("d3qn checkpoint cannot be loaded as ddpg"), "{err}");
+    // A flipped byte in the weights.
+    let weights = dir.path().join("q_network.safetensors");
+    let mut bytes = std::fs::read(&weights).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x01;
+    std::fs::write(&weights, bytes).unwrap();
+    let err = Dqn::load(dir.path(), &obs_space(), 4, 0).err().unwrap().to_string();
+    assert!(err.contains("checksum mismatch for q_network.safetensors"), "{err}");
+    // Missing metadata.
+    let empty = tempfile::tempdir().unwrap();
+    assert!(Dqn::load(empty.path(), &obs_space(), 4, 0).err().unwrap().to_string().contains("checkpoint.json"));
+}
