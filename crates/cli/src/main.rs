@@ -1,6 +1,7 @@
 //! `aware`: reinforcement-learning workload autoscaling that is safe to run in production.
 
 mod commands;
+mod learner;
 mod plot;
 mod policy;
 mod progress;
@@ -29,6 +30,8 @@ enum Command {
     Recommend(commands::recommend::Args),
     /// Check the fast simulator against its request-level discrete-event mode.
     ValidateSim(commands::validate::Args),
+    /// Train an RL agent on the simulator; writes a checkpoint and a learning curve.
+    Train(commands::train::Args),
     /// Inspect and export a trajectory store.
     #[command(subcommand)]
     Store(commands::store::Store),
@@ -47,6 +50,7 @@ fn main() -> ExitCode {
         Command::Compare(a) => commands::compare::run(a),
         Command::Bench(b) => commands::bench::run(b),
         Command::Store(s) => commands::store::run(s),
+        Command::Train(a) => commands::train::run(a),
     };
     match result {
         Ok(code) => code,

@@ -78,7 +78,7 @@ pub fn comparison(path: &Path, runs: &[Run], interval_s: f64) -> Result<()> {
             chart
                 .draw_series(LineSeries::new(points, color.stroke_width(2)))
                 .map_err(|e| err(&e))?
-                .label(run.policy.as_str())
+                .label(run.policy.to_string())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3)));
         }
         chart
@@ -89,6 +89,34 @@ pub fn comparison(path: &Path, runs: &[Run], interval_s: f64) -> Result<()> {
             .draw()
             .map_err(|e| err(&e))?;
     }
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}
+
+/// Episode reward over episodes for `train`.
+pub fn learning_curve(path: &Path, label: &str, points: &[(f64, f64)]) -> Result<()> {
+    register_font()?;
+    let err = |e: &dyn std::fmt::Display| anyhow!("{}: cannot draw the plot: {e}", path.display());
+    let root = BitMapBackend::new(path, (900, 520)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let x_max = points.iter().map(|p| p.0).fold(1.0, f64::max);
+    let (lo, hi) = points.iter().fold((f64::MAX, f64::MIN), |(l, h), p| (l.min(p.1), h.max(p.1)));
+    let pad = ((hi - lo).abs() * 0.05).max(1e-6);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(format!("Learning curve: {label}"), ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..x_max, (lo - pad)..(hi + pad))
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc("episode")
+        .y_desc("mean episode reward")
+        .label_style(("sans-serif", 14))
+        .draw()
+        .map_err(|e| err(&e))?;
+    chart.draw_series(LineSeries::new(points.iter().cloned(), COLORS[0].stroke_width(2))).map_err(|e| err(&e))?;
     root.present().map_err(|e| err(&e))?;
     Ok(())
 }

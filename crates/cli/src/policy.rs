@@ -11,7 +11,7 @@ use aware_baselines::{
 use aware_core::{ContainerResources, FixedRecommender, Profile, Recommendation, Recommender, Resources};
 use aware_sim::{AppSpec, CONTAINER};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum PolicyName {
     Hpa,
     Vpa,
@@ -22,6 +22,8 @@ pub enum PolicyName {
     Static,
     /// A fixed allocation sized for the peak of the daily cycle.
     StaticPeak,
+    /// A trained agent's checkpoint directory (`rl:DIR`).
+    Rl(std::path::PathBuf),
 }
 
 impl PolicyName {
@@ -35,7 +37,7 @@ impl PolicyName {
         PolicyName::StaticPeak,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    pub fn as_str(&self) -> &str {
         match self {
             PolicyName::Hpa => "hpa",
             PolicyName::Vpa => "vpa",
@@ -44,22 +46,32 @@ impl PolicyName {
             PolicyName::Aimd => "aimd",
             PolicyName::Static => "static",
             PolicyName::StaticPeak => "static-peak",
+            PolicyName::Rl(_) => "rl",
         }
     }
 }
 
 impl fmt::Display for PolicyName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        match self {
+            PolicyName::Rl(dir) => write!(f, "rl:{}", dir.display()),
+            other => f.write_str(other.as_str()),
+        }
     }
 }
 
 impl FromStr for PolicyName {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
+        if let Some(dir) = s.strip_prefix("rl:") {
+            if dir.is_empty() {
+                return Err("rl: needs a checkpoint directory (rl:DIR)".into());
+            }
+            return Ok(PolicyName::Rl(dir.into()));
+        }
         PolicyName::ALL.into_iter().find(|p| p.as_str() == s).ok_or_else(|| {
             let names: Vec<_> = PolicyName::ALL.iter().map(|p| p.as_str()).collect();
-            format!("unknown policy {s:?} (expected one of {})", names.join(", "))
+            format!("unknown policy {s:?} (expected one of {}, or rl:DIR)", names.join(", "))
         })
     }
 }
@@ -72,6 +84,7 @@ pub enum Policy {
     Threshold(ThresholdStepScaling),
     Aimd(AdditiveIncreaseMultiplicativeDecrease),
     Fixed(FixedRecommender),
+    Rl(Box<crate::learner::RlRecommender>),
 }
 
 /// Fixed allocation at one core per replica and the app's reference memory, with replicas for
@@ -98,7 +111,7 @@ fn fixed(name: &str, app: &AppSpec, rps: f64, profile: &Profile) -> FixedRecomme
 impl Policy {
     /// `slo_p99_ms` is the workload's objective when the profile has none (AIMD needs one).
     pub fn build(
-        name: PolicyName,
+        name: &PolicyName,
         profile: &Profile,
         app: Option<&AppSpec>,
         slo_p99_ms: Option<f64>,
@@ -118,9 +131,10 @@ impl Policy {
                 let Some(app) = app else {
                     bail!("{name} is sized from a simulated app's load and only runs on the simulator")
                 };
-                let rps = if name == PolicyName::Static { app.load.mean_rps } else { app.load.peak_rps() };
+                let rps = if *name == PolicyName::Static { app.load.mean_rps } else { app.load.peak_rps() };
                 Policy::Fixed(fixed(name.as_str(), app, rps, profile))
             }
+            PolicyName::Rl(dir) => Policy::Rl(Box::new(crate::learner::RlRecommender::new(dir, profile, slo_p99_ms)?)),
         })
     }
 
@@ -132,6 +146,7 @@ impl Policy {
             Policy::Threshold(r) => r,
             Policy::Aimd(r) => r,
             Policy::Fixed(r) => r,
+            Policy::Rl(r) => r.as_mut(),
         }
     }
 
@@ -147,6 +162,7 @@ impl Policy {
             }
             Policy::Aimd(a) => serde_json::json!({ "slo_p99_ms": a.slo_p99_ms }),
             Policy::Fixed(f) => serde_json::json!({ "fixed": f.recommendation }),
+            Policy::Rl(r) => serde_json::json!({ "fallbacks_to_mpa": r.fallbacks }),
         }
     }
 }

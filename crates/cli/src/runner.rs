@@ -75,7 +75,7 @@ fn direction(obs: &aware_core::Observation, rec: &Recommendation) -> [i8; 3] {
     ]
 }
 
-pub fn run(setup: &Setup, name: PolicyName, bar: &ProgressBar) -> Result<Run> {
+pub fn run(setup: &Setup, name: &PolicyName, bar: &ProgressBar) -> Result<Run> {
     let mut cluster = SimCluster::new(setup.apps.to_vec(), setup.traces.to_vec(), setup.sim.clone(), setup.seed);
     let n = setup.apps.len();
     let mut policies: Vec<Policy> = (0..n)
@@ -159,7 +159,7 @@ pub fn run(setup: &Setup, name: PolicyName, bar: &ProgressBar) -> Result<Run> {
         s.memory_utilisation /= mem_n[i].max(1) as f64;
         s.mean_reward /= setup.steps as f64;
     }
-    Ok(Run { policy: name, per_app, series })
+    Ok(Run { policy: name.clone(), per_app, series })
 }
 
 /// Means of rates, sums of amounts, over apps.

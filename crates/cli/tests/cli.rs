@@ -284,3 +284,56 @@ fn bench_store_reports_json() {
     assert!(v["append_transitions_per_s"].as_f64().unwrap() > 0.0);
     assert!(v["median_top_20_episodes_us"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn train_writes_a_checkpoint_that_compare_can_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("agent");
+    let o = aware(&[
+        "train",
+        "--algo",
+        "qtable",
+        "--apps",
+        "3",
+        "--steps",
+        "30",
+        "--episodes",
+        "4",
+        "--seed",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["algorithm"], "qtable");
+    for f in ["checkpoint.json", "q_table.json", "learning_curve.csv", "learning_curve.png", "train.json"] {
+        assert!(out.join(f).exists(), "{f}");
+    }
+    assert_eq!(std::fs::read_to_string(out.join("learning_curve.csv")).unwrap().lines().count(), 1 + 4);
+    let policy = format!("rl:{}", out.display());
+    let o = aware(&["compare", "--apps", "3", "--steps", "40", "--policies", &format!("mpa,{policy}"), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["policies"][1]["policy"], policy);
+    // A second run into the same directory would overwrite a checkpoint: refused.
+    let again = aware(&[
+        "train",
+        "--algo",
+        "qtable",
+        "--apps",
+        "1",
+        "--steps",
+        "5",
+        "--episodes",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_one_line_error(&again, &["already holds a checkpoint"]);
+    assert_one_line_error(
+        &aware(&["compare", "--policies", "rl:/nonexistent/agent", "--steps", "5"]),
+        &["/nonexistent/agent", "cannot read"],
+    );
+}

@@ -55,7 +55,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         bail!("--policies: name at least one policy");
     }
     let mut seen = std::collections::HashSet::new();
-    if let Some(dup) = args.policies.iter().find(|p| !seen.insert(**p)) {
+    if let Some(dup) = args.policies.iter().find(|p| !seen.insert((*p).clone())) {
         bail!("--policies: {dup} is listed twice");
     }
     if let Some(path) = &args.plot
@@ -67,7 +67,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let setup = prepared.setup(&args.apps, args.sim.steps);
     let bar = progress::bar(args.sim.steps * args.policies.len() as u64, "comparing");
     let mut runs = Vec::new();
-    for &p in &args.policies {
+    for p in &args.policies {
         bar.set_message(p.to_string());
         runs.push(runner::run(&setup, p, &bar)?);
     }
@@ -83,7 +83,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         policies: runs
             .iter()
             .map(|r| {
-                let summary = runner::aggregate(r.policy.as_str(), &r.per_app);
+                let summary = runner::aggregate(&r.policy.to_string(), &r.per_app);
                 PolicyReport {
                     policy: r.policy.to_string(),
                     episodes,

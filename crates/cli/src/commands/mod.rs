@@ -4,6 +4,7 @@ pub mod generate;
 pub mod recommend;
 pub mod simulate;
 pub mod store;
+pub mod train;
 pub mod validate;
 
 use std::path::{Path, PathBuf};

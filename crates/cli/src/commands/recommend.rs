@@ -92,7 +92,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let source = args.input.display().to_string();
     let text = std::fs::read_to_string(&args.input).with_context(|| format!("{source}: cannot read"))?;
     let input = parse_input(&text, &source)?;
-    let mut policy = Policy::build(args.policy, &profile, None, input.slo_p99_ms)?;
+    let mut policy = Policy::build(&args.policy, &profile, None, input.slo_p99_ms)?;
     let rec = policy.recommender();
     rec.warm_up(&input.history).map_err(|e| anyhow::anyhow!("{source}: history: {e}"))?;
     let recommendation =

@@ -37,7 +37,7 @@ struct Report {
 pub fn run(args: Args) -> Result<ExitCode> {
     let prepared = args.sim.prepare(&args.apps)?;
     let bar = progress::bar(args.sim.steps, "simulating");
-    let run = runner::run(&prepared.setup(&args.apps, args.sim.steps), args.policy, &bar)?;
+    let run = runner::run(&prepared.setup(&args.apps, args.sim.steps), &args.policy, &bar)?;
     bar.finish_and_clear();
     let report = Report {
         policy: args.policy.to_string(),

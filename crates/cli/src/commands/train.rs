@@ -1,0 +1,141 @@
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use aware_core::VecEnv;
+use aware_env::{AppSlo, ClusterVecEnv, EnvConfig};
+use aware_sim::{CONTAINER, SimCluster};
+use serde::Serialize;
+
+use super::{AppsArgs, SimArgs, write_atomically};
+use crate::learner::{Algorithm, Learner};
+use crate::{plot, progress};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The learner.
+    #[arg(long, value_enum)]
+    algo: Algorithm,
+    #[command(flatten)]
+    apps: AppsArgs,
+    #[command(flatten)]
+    sim: SimArgs,
+    /// Training episodes; each resets the simulator with a new trace realisation.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..))]
+    episodes: u64,
+    /// Directory for the checkpoint, the learning curve (CSV and PNG) and a summary.
+    #[arg(long)]
+    out: PathBuf,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct Episode {
+    episode: u64,
+    mean_reward: f64,
+    slo_violations: u64,
+    epsilon: f32,
+}
+
+#[derive(Debug, Serialize)]
+struct Summary {
+    algorithm: String,
+    apps: u32,
+    episodes: u64,
+    steps_per_episode: u64,
+    seed: u64,
+    first_mean_reward: f64,
+    last_10_mean_reward: f64,
+    checkpoint: String,
+    learning_curve_csv: String,
+    learning_curve_png: String,
+}
+
+/// Steps per episode come from `--steps` (AWARE's DDPG uses 100).
+pub fn run(args: Args) -> Result<ExitCode> {
+    if args.out.exists() && args.out.join(aware_agents::checkpoint::METADATA).exists() {
+        bail!("--out: {} already holds a checkpoint; choose another directory", args.out.display());
+    }
+    let prepared = args.sim.prepare(&args.apps)?;
+    let steps = args.sim.steps;
+    let seed = args.apps.seed;
+    let mut learner = Learner::new(args.algo, seed);
+    let cluster = SimCluster::new(prepared.apps.clone(), prepared.traces.clone(), prepared.sim.clone(), seed);
+    let slos: Vec<(usize, AppSlo)> = (0..prepared.apps.len())
+        .map(|i| (i, AppSlo { latency_p99_ms: Some(cluster.slo_p99_ms(i)), throughput_rps: None }))
+        .collect();
+    let config = EnvConfig {
+        profile: prepared.profile.clone(),
+        action: learner.action_kind(),
+        episode_steps: steps as u32,
+        container: CONTAINER.into(),
+    };
+    let mut env = ClusterVecEnv::new(cluster, &slos, config);
+    let bar = progress::bar(args.episodes, "training");
+    let mut curve = Vec::new();
+    let mut total_steps = 0u64;
+    for episode in 0..args.episodes {
+        let mut states: Vec<Vec<f32>> =
+            env.reset(Some(seed.wrapping_add(episode)))?.into_iter().map(|(s, _)| s).collect();
+        let (mut reward, mut violations) = (0.0, 0u64);
+        for _ in 0..steps {
+            let actions = states.iter().map(|s| learner.act(s, true)).collect::<Result<Vec<_>, _>>()?;
+            let out = env.step(&actions)?;
+            for ((s, a), step) in states.iter().zip(&actions).zip(&out.steps) {
+                learner.learn(s, a, step.reward as f32, &step.observation, step.terminated)?;
+                reward += step.reward;
+                violations += step.info.slo_violated as u64;
+            }
+            states = out.steps.into_iter().map(|s| s.observation).collect();
+            total_steps += 1;
+        }
+        let mean_reward = reward / states.len() as f64;
+        curve.push(Episode { episode, mean_reward, slo_violations: violations, epsilon: learner.epsilon() });
+        bar.set_message(format!("ep {episode} r {mean_reward:.1} viol {violations}"));
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    std::fs::create_dir_all(&args.out).with_context(|| format!("{}: cannot create", args.out.display()))?;
+    learner.save(&args.out, total_steps)?;
+    let mut csv = String::from("episode,mean_reward,slo_violations,epsilon\n");
+    for e in &curve {
+        csv.push_str(&format!("{},{},{},{}\n", e.episode, e.mean_reward, e.slo_violations, e.epsilon));
+    }
+    let csv_path = args.out.join("learning_curve.csv");
+    write_atomically(&csv_path, &csv)?;
+    let png_path = args.out.join("learning_curve.png");
+    let points: Vec<(f64, f64)> = curve.iter().map(|e| (e.episode as f64, e.mean_reward)).collect();
+    plot::learning_curve(&png_path, &format!("{:?}", args.algo).to_lowercase(), &points)?;
+    let last: Vec<f64> = curve.iter().rev().take(10).map(|e| e.mean_reward).collect();
+    let summary = Summary {
+        algorithm: format!("{:?}", args.algo).to_lowercase(),
+        apps: args.apps.apps,
+        episodes: args.episodes,
+        steps_per_episode: steps,
+        seed,
+        first_mean_reward: curve[0].mean_reward,
+        last_10_mean_reward: last.iter().sum::<f64>() / last.len() as f64,
+        checkpoint: args.out.display().to_string(),
+        learning_curve_csv: csv_path.display().to_string(),
+        learning_curve_png: png_path.display().to_string(),
+    };
+    let text = serde_json::to_string_pretty(&summary)?;
+    write_atomically(&args.out.join("train.json"), &(text.clone() + "\n"))?;
+    if args.json {
+        println!("{text}");
+    } else {
+        println!(
+            "{} on {} apps, {} episodes × {} steps: episode reward {:.2} → {:.2} (last 10)",
+            summary.algorithm,
+            summary.apps,
+            summary.episodes,
+            steps,
+            summary.first_mean_reward,
+            summary.last_10_mean_reward
+        );
+        println!("checkpoint and learning curve in {}", summary.checkpoint);
+    }
+    Ok(ExitCode::SUCCESS)
+}
