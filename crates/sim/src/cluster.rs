@@ -555,6 +555,9 @@ impl SimCluster {
             let same =
                 components.iter().all(|c| (c.1 - m0).abs() <= 1e-9 * m0 && (c.2 - v0).abs() <= 1e-9 * v0.max(1e-30));
             let p99 = if same { gamma_p99(m0, v0) } else { mixture_quantile(components, 0.99) };
+            // Served requests answered within their client's timeout; later ones were abandoned
+            // and counted as dropped, so no served latency exceeds it.
+            let (mean, p99) = (mean.min(timeout), p99.min(timeout));
             st.latency_mean_ms = Some(mean * 1000.0);
             st.latency_p99_ms = Some(p99 * 1000.0);
             let rng = &mut dep.noise_rng;

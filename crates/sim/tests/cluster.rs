@@ -35,7 +35,7 @@ fn web_app() -> AppSpec {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(ProptestConfig::with_cases(512))]
 
     /// More CPU never makes latency worse for a replica in isolation, loaded or overloaded.
     #[test]
@@ -47,9 +47,10 @@ proptest! {
         let hi = step_replica(rps * 15.0, backlog, 15.0, &cost, c1 + extra, 30.0);
         prop_assert!(hi.latency_mean_s <= lo.latency_mean_s * (1.0 + 1e-9), "mean {lo:?} → {hi:?}");
         prop_assert!(hi.served + 1e-9 >= lo.served);
-        // Compared at a thousandth of a request: the steady-state branch assigns a vanishing
-        // gamma tail past the timeout that the fluid overload branch does not.
-        prop_assert!(hi.dropped <= lo.dropped + 1e-3, "dropped {} → {}", lo.dropped, hi.dropped);
+        // At the boundary between the steady-state and overload paths the two model the
+        // timeout tail differently (README, known limits): a sliver of demand, never more.
+        let demand = rps * 15.0 + backlog;
+        prop_assert!(hi.dropped <= lo.dropped + 1e-4 * demand, "dropped {} → {} of {demand}", lo.dropped, hi.dropped);
     }
 
     /// The same through the whole cluster: a CPU limit raised in place never raises p99.
