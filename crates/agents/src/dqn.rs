@@ -162,6 +162,26 @@ impl Dqn {
         Ok(values(self.policy.forward(matrix(obs, 1, self.state_dim, &plain))))
     }
 
+    /// Q-values for `n` observations at once (row-major), for batched serving.
+    pub fn q_values_batch(&self, obs: &[f32], n: usize) -> Result<Vec<f32>, AgentError> {
+        if obs.len() != n * self.state_dim {
+            return Err(AgentError::BadObservation(format!(
+                "batch holds {} values, {n} × {} expected",
+                obs.len(),
+                self.state_dim
+            )));
+        }
+        if let Some(i) = obs.iter().position(|v| !v.is_finite()) {
+            return Err(AgentError::BadObservation(format!(
+                "row {} component {} is {}",
+                i / self.state_dim,
+                i % self.state_dim,
+                obs[i]
+            )));
+        }
+        Ok(values(self.policy.forward(matrix(obs, n, self.state_dim, &Device::default()))))
+    }
+
     pub fn act(&mut self, obs: &[f32], explore: bool) -> Result<usize, AgentError> {
         check_observation(obs, self.state_dim)?;
         if explore && self.rng.random::<f32>() < self.epsilon() {

@@ -15,6 +15,41 @@ pub enum Bench {
     Sim(SimArgs),
     /// Trajectory-store append throughput and query latency (SQLite, in a temporary directory).
     Store(StoreArgs),
+    /// Median update step (batch 64) and single / batched inference of each agent.
+    Agents(AgentsArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct AgentsArgs {
+    /// Timed repetitions (the median is reported).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    repeats: u32,
+    /// Observations in the batched-inference measurement.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+    batch: u32,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct AgentBench {
+    algorithm: &'static str,
+    hidden: Vec<usize>,
+    state_dim: usize,
+    median_update_us: f64,
+    median_single_inference_us: f64,
+    median_batched_inference_us: f64,
+    batch: u32,
+}
+
+#[derive(Debug, Serialize)]
+struct AgentsReport {
+    benchmark: &'static str,
+    release_build: bool,
+    /// RAYON_NUM_THREADS as the benchmark ran (1 unless set: threads slow tiny networks).
+    threads: String,
+    results: Vec<AgentBench>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -100,7 +135,123 @@ pub fn run(bench: Bench) -> Result<ExitCode> {
     match bench {
         Bench::Sim(args) => sim(args),
         Bench::Store(args) => store(args),
+        Bench::Agents(args) => agents(args),
     }
+}
+
+fn agents(args: AgentsArgs) -> Result<ExitCode> {
+    use aware_agents::Experience;
+    use aware_agents::ddpg::{Ddpg, DdpgConfig};
+    use aware_agents::dqn::{Dqn, DqnConfig};
+    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
+        // SAFETY: set before any thread pool exists; nothing else reads the environment here.
+        unsafe { std::env::set_var("RAYON_NUM_THREADS", "1") };
+    }
+    const DIM: usize = aware_env::STATE_DIM;
+    let obs = |i: usize| -> Vec<f32> { (0..DIM).map(|k| ((i * 31 + k * 7) % 100) as f32 / 100.0).collect() };
+    let batch: Vec<f32> = (0..args.batch as usize).flat_map(obs).collect();
+    let bar = progress::bar(3, "bench agents");
+    let mut results = Vec::new();
+    // DDPG at AWARE's size: warm-up filled, then each observe is one critic + one actor step.
+    let config = DdpgConfig { warmup: 64, ..DdpgConfig::default() };
+    let hidden = config.hidden.clone();
+    let mut ddpg = Ddpg::new(DIM, 3, config, 1);
+    let mut i = 0;
+    let exp = |i: usize, a: Vec<f32>| Experience {
+        state: obs(i),
+        action: a,
+        reward: 0.5,
+        next_state: obs(i + 1),
+        terminal: false,
+    };
+    for _ in 0..64 {
+        i += 1;
+        ddpg.observe(&exp(i, vec![0.1, -0.2, 0.3]))?;
+    }
+    let update = time_us(args.repeats, || {
+        i += 1;
+        ddpg.observe(&exp(i, vec![0.1, -0.2, 0.3]))?;
+        Ok(())
+    })?;
+    let single = time_us(args.repeats, || {
+        std::hint::black_box(ddpg.greedy(&obs(7))?);
+        Ok(())
+    })?;
+    let batched = time_us(args.repeats, || {
+        std::hint::black_box(ddpg.greedy_batch(&batch, args.batch as usize)?);
+        Ok(())
+    })?;
+    results.push(AgentBench {
+        algorithm: "ddpg",
+        hidden,
+        state_dim: DIM,
+        median_update_us: update,
+        median_single_inference_us: single,
+        median_batched_inference_us: batched,
+        batch: args.batch,
+    });
+    bar.inc(1);
+    for (name, config) in [("dqn", DqnConfig::dqn()), ("d3qn", DqnConfig::d3qn())] {
+        let config = DqnConfig { warmup: 64, ..config };
+        let hidden = config.hidden.clone();
+        let mut dqn = Dqn::new(DIM, aware_env::action::DISCRETE_ACTIONS, config, 1);
+        for _ in 0..64 {
+            i += 1;
+            dqn.observe(&exp(i, vec![(i % 7) as f32]))?;
+        }
+        let update = time_us(args.repeats, || {
+            i += 1;
+            dqn.observe(&exp(i, vec![(i % 7) as f32]))?;
+            Ok(())
+        })?;
+        let single = time_us(args.repeats, || {
+            std::hint::black_box(dqn.q_values(&obs(7))?);
+            Ok(())
+        })?;
+        let batched = time_us(args.repeats, || {
+            std::hint::black_box(dqn.q_values_batch(&batch, args.batch as usize)?);
+            Ok(())
+        })?;
+        results.push(AgentBench {
+            algorithm: name,
+            hidden,
+            state_dim: DIM,
+            median_update_us: update,
+            median_single_inference_us: single,
+            median_batched_inference_us: batched,
+            batch: args.batch,
+        });
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let report = AgentsReport {
+        benchmark: "agents",
+        release_build: !cfg!(debug_assertions),
+        threads: std::env::var("RAYON_NUM_THREADS").unwrap_or_default(),
+        results,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        if !report.release_build {
+            println!("warning: debug build; run with `cargo run --release` for meaningful numbers");
+        }
+        println!(
+            "{:<6} {:>12} {:>14} {:>16} {:>22}",
+            "agent", "hidden", "update µs", "single inf. µs", "batched inf. µs"
+        );
+        for r in &report.results {
+            println!(
+                "{:<6} {:>12} {:>14.1} {:>16.1} {:>22.1}",
+                r.algorithm,
+                format!("{:?}", r.hidden),
+                r.median_update_us,
+                r.median_single_inference_us,
+                r.median_batched_inference_us
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn time_us(repeats: u32, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
