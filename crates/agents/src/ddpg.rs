@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::checkpoint::{Checkpoint, CheckpointError, load_module, module_bytes};
 use crate::net::{Mlp, matrix, soft_update, values};
 use crate::replay::ReplayBuffer;
-use crate::{AgentError, Experience, check_observation};
+use crate::{AgentError, Experience, check_batch, check_observation};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Noise {
@@ -155,21 +155,7 @@ impl Ddpg {
 
     /// Deterministic actions for `n` observations at once (row-major), for batched serving.
     pub fn greedy_batch(&self, obs: &[f32], n: usize) -> Result<Vec<f32>, AgentError> {
-        if obs.len() != n * self.state_dim {
-            return Err(AgentError::BadObservation(format!(
-                "batch holds {} values, {n} × {} expected",
-                obs.len(),
-                self.state_dim
-            )));
-        }
-        if let Some(i) = obs.iter().position(|v| !v.is_finite()) {
-            return Err(AgentError::BadObservation(format!(
-                "row {} component {} is {}",
-                i / self.state_dim,
-                i % self.state_dim,
-                obs[i]
-            )));
-        }
+        check_batch(obs, n, self.state_dim)?;
         Ok(values(self.policy.forward(matrix(obs, n, self.state_dim, &Device::default()))))
     }
 

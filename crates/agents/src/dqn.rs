@@ -14,7 +14,7 @@ use crate::checkpoint::{Checkpoint, CheckpointError, load_module, module_bytes};
 use crate::net::{Mlp, matrix, values};
 use crate::replay::ReplayBuffer;
 use crate::tabular::argmax;
-use crate::{AgentError, Experience, check_observation};
+use crate::{AgentError, Experience, check_batch, check_observation};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DqnConfig {
@@ -164,21 +164,7 @@ impl Dqn {
 
     /// Q-values for `n` observations at once (row-major), for batched serving.
     pub fn q_values_batch(&self, obs: &[f32], n: usize) -> Result<Vec<f32>, AgentError> {
-        if obs.len() != n * self.state_dim {
-            return Err(AgentError::BadObservation(format!(
-                "batch holds {} values, {n} × {} expected",
-                obs.len(),
-                self.state_dim
-            )));
-        }
-        if let Some(i) = obs.iter().position(|v| !v.is_finite()) {
-            return Err(AgentError::BadObservation(format!(
-                "row {} component {} is {}",
-                i / self.state_dim,
-                i % self.state_dim,
-                obs[i]
-            )));
-        }
+        check_batch(obs, n, self.state_dim)?;
         Ok(values(self.policy.forward(matrix(obs, n, self.state_dim, &Device::default()))))
     }
 

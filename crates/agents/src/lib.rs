@@ -32,6 +32,17 @@ pub enum AgentError {
     Checkpoint(#[from] CheckpointError),
 }
 
+/// Refuses a row-major batch of `n` observations a network must not see.
+pub fn check_batch(obs: &[f32], n: usize, dim: usize) -> Result<(), AgentError> {
+    if obs.len() != n * dim {
+        return Err(AgentError::BadObservation(format!("batch holds {} values, {n} × {dim} expected", obs.len())));
+    }
+    if let Some(i) = obs.iter().position(|v| !v.is_finite()) {
+        return Err(AgentError::BadObservation(format!("row {} component {} is {}", i / dim, i % dim, obs[i])));
+    }
+    Ok(())
+}
+
 /// Refuses observations a network must not see.
 pub fn check_observation(obs: &[f32], dim: usize) -> Result<(), AgentError> {
     if obs.len() != dim {

@@ -334,18 +334,13 @@ impl TrajectoryStore for InfluxStore {
             r.sort_by(|a, b| if func == "TOP" { b.0.total_cmp(&a.0) } else { a.0.total_cmp(&b.0) }.then(a.1.cmp(&b.1)));
             Ok(r.into_iter().map(|x| x.1).collect())
         };
-        let ids: Vec<String> = match mode {
-            TopMode::Best => pick("TOP", m)?,
-            TopMode::BestAndWorst => {
-                let mut ids = pick("TOP", m.div_ceil(2))?;
-                for w in pick("BOTTOM", m / 2)? {
-                    if !ids.contains(&w) {
-                        ids.push(w);
-                    }
-                }
-                ids
+        let (best, worst) = mode.split(m);
+        let mut ids = pick("TOP", best)?;
+        for w in pick("BOTTOM", worst)? {
+            if !ids.contains(&w) {
+                ids.push(w);
             }
-        };
+        }
         if ids.is_empty() {
             return Ok(Vec::new());
         }

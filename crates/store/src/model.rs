@@ -96,6 +96,26 @@ pub enum TopMode {
     BestAndWorst,
 }
 
+impl TopMode {
+    /// How many of the best and of the worst episodes `m` asks for.
+    pub fn split(self, m: usize) -> (usize, usize) {
+        match self {
+            TopMode::Best => (m, 0),
+            TopMode::BestAndWorst => (m.div_ceil(2), m / 2),
+        }
+    }
+}
+
+/// The best episodes followed by the worst ones not already among them.
+pub fn best_then_worst(mut best: Vec<EpisodeRecord>, worst: Vec<EpisodeRecord>) -> Vec<EpisodeRecord> {
+    for w in worst {
+        if !best.iter().any(|b| b.id == w.id) {
+            best.push(w);
+        }
+    }
+    best
+}
+
 /// Which transitions a minibatch may come from.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TransitionFilter {

@@ -317,18 +317,9 @@ impl TrajectoryStore for PostgresStore {
             let rows = self.client.borrow_mut().query(&sql, &[&app, &(limit as i64)]).map_err(self.err())?;
             Ok(rows.iter().map(record).collect())
         };
-        match mode {
-            TopMode::Best => query("DESC", m),
-            TopMode::BestAndWorst => {
-                let mut best = query("DESC", m.div_ceil(2))?;
-                for w in query("ASC", m / 2)? {
-                    if !best.iter().any(|b| b.id == w.id) {
-                        best.push(w);
-                    }
-                }
-                Ok(best)
-            }
-        }
+        let (best, worst) = mode.split(m);
+        let worst = if worst > 0 { query("ASC", worst)? } else { Vec::new() };
+        Ok(crate::model::best_then_worst(query("DESC", best)?, worst))
     }
 
     fn sample(&self, filter: &TransitionFilter, n: usize, seed: u64) -> Result<Vec<Transition>, StoreError> {

@@ -353,19 +353,9 @@ impl TrajectoryStore for SqliteStore {
             let rows = stmt.query_map(params![app, limit as i64], Self::record).map_err(backend(&self.path))?;
             rows.collect::<Result<_, _>>().map_err(backend(&self.path))
         };
-        match mode {
-            TopMode::Best => query("DESC", m),
-            TopMode::BestAndWorst => {
-                let mut best = query("DESC", m.div_ceil(2))?;
-                let worst = query("ASC", m / 2)?;
-                for w in worst {
-                    if !best.iter().any(|b| b.id == w.id) {
-                        best.push(w);
-                    }
-                }
-                Ok(best)
-            }
-        }
+        let (best, worst) = mode.split(m);
+        let worst = if worst > 0 { query("ASC", worst)? } else { Vec::new() };
+        Ok(crate::model::best_then_worst(query("DESC", best)?, worst))
     }
 
     fn sample(&self, filter: &TransitionFilter, n: usize, seed: u64) -> Result<Vec<Transition>, StoreError> {
