@@ -15,6 +15,7 @@ use serde_json::Value;
 use crate::TrajectoryStore;
 use crate::model::{
     EpisodeId, EpisodeMeta, EpisodeRecord, StoreError, StoreStats, TopMode, Transition, TransitionFilter,
+    check_appended, pick_steps,
 };
 use crate::sqlite::SCHEMA_VERSION;
 
@@ -264,15 +265,7 @@ impl TrajectoryStore for InfluxStore {
                 },
             );
         };
-        for (expected, t) in (p.transitions.len() as u32..).zip(transitions) {
-            t.check(p.meta.state_dim, p.meta.action_dim)?;
-            if t.step != expected {
-                return Err(StoreError::Invalid(format!(
-                    "episode {episode}: transition step {} out of order (expected {expected})",
-                    t.step
-                )));
-            }
-        }
+        check_appended(episode, transitions, p.meta.state_dim, p.meta.action_dim, p.transitions.len() as u32)?;
         p.transitions.extend_from_slice(transitions);
         Ok(())
     }
@@ -359,23 +352,10 @@ impl TrajectoryStore for InfluxStore {
         }
         let mut episodes = self.closed_episodes(&format!(" WHERE {}", cond.join(" AND ")))?;
         episodes.sort_by_key(|e| e.id);
-        let mut cumulative = Vec::with_capacity(episodes.len());
-        let mut total = 0u64;
-        for e in &episodes {
-            total += e.length as u64;
-            cumulative.push(total);
-        }
-        if total == 0 {
+        let picks = pick_steps(&episodes, n, seed);
+        if picks.is_empty() {
             return Ok(Vec::new());
         }
-        let mut rng = Pcg64Mcg::seed_from_u64(seed);
-        let picks: Vec<(usize, u64)> = (0..n)
-            .map(|_| {
-                let k = rng.random_range(0..total);
-                let i = cumulative.partition_point(|&c| c <= k);
-                (i, k - (cumulative[i] - episodes[i].length as u64))
-            })
-            .collect();
         // One request with a statement per pick; results come back in statement order.
         let statements: Vec<String> = picks
             .iter()

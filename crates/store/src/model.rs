@@ -116,6 +116,52 @@ pub fn best_then_worst(mut best: Vec<EpisodeRecord>, worst: Vec<EpisodeRecord>) 
     best
 }
 
+/// Checks transitions about to be appended to an episode of `length` steps: dimensions, finite
+/// values and gap-free step order. Returns the episode's length after them.
+pub fn check_appended(
+    episode: EpisodeId,
+    transitions: &[Transition],
+    state_dim: u32,
+    action_dim: u32,
+    length: u32,
+) -> Result<u32, StoreError> {
+    let mut length = length;
+    for t in transitions {
+        t.check(state_dim, action_dim)?;
+        if t.step != length {
+            return Err(StoreError::Invalid(format!(
+                "episode {episode}: transition step {} out of order (expected {length})",
+                t.step
+            )));
+        }
+        length += 1;
+    }
+    Ok(length)
+}
+
+/// `n` (episode index, step) pairs drawn uniformly, with replacement, over all transitions of
+/// `episodes`; deterministic for a seed. Empty when the episodes hold no transition.
+pub fn pick_steps(episodes: &[EpisodeRecord], n: usize, seed: u64) -> Vec<(usize, u64)> {
+    use rand::{RngExt, SeedableRng};
+    let mut cumulative = Vec::with_capacity(episodes.len());
+    let mut total = 0u64;
+    for e in episodes {
+        total += e.length as u64;
+        cumulative.push(total);
+    }
+    if total == 0 {
+        return Vec::new();
+    }
+    let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
+    (0..n)
+        .map(|_| {
+            let k = rng.random_range(0..total);
+            let i = cumulative.partition_point(|&c| c <= k);
+            (i, k - (cumulative[i] - episodes[i].length as u64))
+        })
+        .collect()
+}
+
 /// Which transitions a minibatch may come from.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TransitionFilter {

@@ -6,13 +6,11 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use postgres::{Client, NoTls, Row};
-use rand::{RngExt, SeedableRng};
-use rand_pcg::Pcg64Mcg;
 
 use crate::TrajectoryStore;
 use crate::model::{
-    EpisodeId, EpisodeMeta, EpisodeRecord, StoreError, StoreStats, TopMode, Transition, TransitionFilter, decode,
-    encode,
+    EpisodeId, EpisodeMeta, EpisodeRecord, StoreError, StoreStats, TopMode, Transition, TransitionFilter,
+    check_appended, decode, encode, pick_steps,
 };
 use crate::sqlite::SCHEMA_VERSION;
 
@@ -244,17 +242,7 @@ impl TrajectoryStore for PostgresStore {
                 Err(e) => e,
             });
         };
-        let (state_dim, action_dim, mut length) = (open.state_dim, open.action_dim, open.length);
-        for t in transitions {
-            t.check(state_dim, action_dim)?;
-            if t.step != length {
-                return Err(StoreError::Invalid(format!(
-                    "episode {episode}: transition step {} out of order (expected {length})",
-                    t.step
-                )));
-            }
-            length += 1;
-        }
+        let length = check_appended(episode, transitions, open.state_dim, open.action_dim, open.length)?;
         self.begin()?;
         let steps: Vec<i32> = transitions.iter().map(|t| t.step as i32).collect();
         let states: Vec<Vec<u8>> = transitions.iter().map(|t| encode(&t.state)).collect();
@@ -336,23 +324,10 @@ impl TrajectoryStore for PostgresStore {
             )
             .map_err(self.err())?;
         let episodes: Vec<EpisodeRecord> = rows.iter().map(record).collect();
-        let mut cumulative = Vec::with_capacity(episodes.len());
-        let mut total = 0u64;
-        for e in &episodes {
-            total += e.length as u64;
-            cumulative.push(total);
-        }
-        if total == 0 {
+        let picks: Vec<(usize, i32)> = pick_steps(&episodes, n, seed).into_iter().map(|(i, s)| (i, s as i32)).collect();
+        if picks.is_empty() {
             return Ok(Vec::new());
         }
-        let mut rng = Pcg64Mcg::seed_from_u64(seed);
-        let picks: Vec<(usize, i32)> = (0..n)
-            .map(|_| {
-                let k = rng.random_range(0..total);
-                let i = cumulative.partition_point(|&c| c <= k);
-                (i, (k - (cumulative[i] - episodes[i].length as u64)) as i32)
-            })
-            .collect();
         // One round trip for the whole minibatch, results in pick order.
         let ids: Vec<i64> = picks.iter().map(|&(i, _)| episodes[i].id).collect();
         let steps: Vec<i32> = picks.iter().map(|&(_, s)| s).collect();

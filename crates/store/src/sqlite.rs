@@ -4,14 +4,12 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use rand::{RngExt, SeedableRng};
-use rand_pcg::Pcg64Mcg;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, ToSql, params};
 
 use crate::TrajectoryStore;
 use crate::model::{
-    EpisodeId, EpisodeMeta, EpisodeRecord, StoreError, StoreStats, TopMode, Transition, TransitionFilter, decode,
-    encode,
+    EpisodeId, EpisodeMeta, EpisodeRecord, StoreError, StoreStats, TopMode, Transition, TransitionFilter,
+    check_appended, decode, encode, pick_steps,
 };
 
 /// The schema this build writes and the newest it reads.
@@ -283,17 +281,7 @@ impl TrajectoryStore for SqliteStore {
                 Err(e) => e,
             });
         };
-        let (state_dim, action_dim, mut length) = (open.state_dim, open.action_dim, open.length);
-        for t in transitions {
-            t.check(state_dim, action_dim)?;
-            if t.step != length {
-                return Err(StoreError::Invalid(format!(
-                    "episode {episode}: transition step {} out of order (expected {length})",
-                    t.step
-                )));
-            }
-            length += 1;
-        }
+        let length = check_appended(episode, transitions, open.state_dim, open.action_dim, open.length)?;
         self.begin()?;
         let mut stmt = self
             .conn
@@ -373,16 +361,10 @@ impl TrajectoryStore for SqliteStore {
             .map_err(backend(&self.path))?
             .collect::<Result<_, _>>()
             .map_err(backend(&self.path))?;
-        let mut cumulative = Vec::with_capacity(episodes.len());
-        let mut total = 0u64;
-        for e in &episodes {
-            total += e.length as u64;
-            cumulative.push(total);
-        }
-        if total == 0 {
+        let picks = pick_steps(&episodes, n, seed);
+        if picks.is_empty() {
             return Ok(Vec::new());
         }
-        let mut rng = Pcg64Mcg::seed_from_u64(seed);
         let mut get = self
             .conn
             .prepare_cached(
@@ -390,11 +372,8 @@ impl TrajectoryStore for SqliteStore {
             )
             .map_err(backend(&self.path))?;
         let mut out = Vec::with_capacity(n);
-        for _ in 0..n {
-            let k = rng.random_range(0..total);
-            let i = cumulative.partition_point(|&c| c <= k);
+        for (i, step) in picks {
             let rec = &episodes[i];
-            let step = k - (cumulative[i] - rec.length as u64);
             let t = get
                 .query_row(params![rec.id, step as i64], |row| Ok(self.transition(rec, row)))
                 .optional()
