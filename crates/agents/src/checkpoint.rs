@@ -49,11 +49,52 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> CheckpointError + '_ {
     move |e| CheckpointError::Io { path: path.display().to_string(), reason: e.to_string() }
 }
 
-/// A module's weights as safetensors bytes.
+/// A module's weights as safetensors bytes, in canonical form (see [`canonical_safetensors`]).
 pub fn module_bytes<M: Module>(module: &M) -> Result<Vec<u8>, String> {
     let mut store = SafetensorsStore::from_bytes(None);
     module.save_into(&mut store).map_err(|e| e.to_string())?;
-    store.get_bytes().map_err(|e| e.to_string())
+    canonical_safetensors(&store.get_bytes().map_err(|e| e.to_string())?)
+}
+
+/// Rewrites safetensors bytes with header keys sorted and tensor data laid out in that order.
+/// The writer's header order follows a hash map, so equal weights gave different files (and
+/// checksums); canonical bytes make "same seed, same checkpoint" checkable with `cmp`.
+pub fn canonical_safetensors(bytes: &[u8]) -> Result<Vec<u8>, String> {
+    let bad = |why: &str| format!("safetensors: {why}");
+    let n =
+        u64::from_le_bytes(bytes.get(..8).ok_or_else(|| bad("shorter than its header length"))?.try_into().unwrap());
+    let header_end =
+        8usize.checked_add(n as usize).filter(|&e| e <= bytes.len()).ok_or_else(|| bad("header length"))?;
+    // serde_json's map is ordered by key (no `preserve_order`), so iteration is sorted.
+    let header: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&bytes[8..header_end]).map_err(|e| bad(&e.to_string()))?;
+    let data = &bytes[header_end..];
+    let mut out_header = serde_json::Map::new();
+    let mut out_data = Vec::with_capacity(data.len());
+    for (name, entry) in header {
+        if name == "__metadata__" {
+            out_header.insert(name, entry);
+            continue;
+        }
+        let offsets = entry["data_offsets"].as_array().ok_or_else(|| bad("data_offsets"))?;
+        let range = match (offsets.first().and_then(|v| v.as_u64()), offsets.get(1).and_then(|v| v.as_u64())) {
+            (Some(a), Some(b)) if a <= b && b as usize <= data.len() => a as usize..b as usize,
+            _ => return Err(bad(&format!("{name}: data_offsets out of range"))),
+        };
+        let start = out_data.len();
+        out_data.extend_from_slice(&data[range]);
+        let mut entry = entry.clone();
+        entry["data_offsets"] = serde_json::json!([start, out_data.len()]);
+        out_header.insert(name, entry);
+    }
+    let mut text = serde_json::to_vec(&out_header).map_err(|e| bad(&e.to_string()))?;
+    while text.len() % 8 != 0 {
+        text.push(b' ');
+    }
+    let mut out = (text.len() as u64).to_le_bytes().to_vec();
+    out.extend_from_slice(&text);
+    out.extend_from_slice(&out_data);
+    Ok(out)
 }
 
 /// Loads weights into `module` (whose architecture must match), all tensors or an error.
@@ -90,6 +131,25 @@ impl Checkpoint {
         std::fs::rename(&tmp, &meta).map_err(io(&meta))
     }
 
+    /// The metadata alone (no weights read, nothing verified beyond the format), so a caller
+    /// can see which algorithm and spaces a checkpoint holds before loading it.
+    pub fn read_metadata(dir: &Path) -> Result<Checkpoint, CheckpointError> {
+        let meta_path: PathBuf = dir.join(METADATA);
+        let text = std::fs::read_to_string(&meta_path).map_err(|e| CheckpointError::Io {
+            path: meta_path.display().to_string(),
+            reason: format!("cannot read the checkpoint: {e}"),
+        })?;
+        let c: Checkpoint = serde_json::from_str(&text)
+            .map_err(|e| CheckpointError::Format { path: meta_path.display().to_string(), reason: e.to_string() })?;
+        if c.format > FORMAT {
+            return Err(CheckpointError::Format {
+                path: dir.display().to_string(),
+                reason: format!("format {} is newer than this build's {FORMAT}", c.format),
+            });
+        }
+        Ok(c)
+    }
+
     /// Reads and verifies a checkpoint of one of `algorithms` on an environment with these spaces;
     /// returns the metadata and every file's bytes.
     pub fn read(
@@ -98,17 +158,8 @@ impl Checkpoint {
         observation_space: &Space,
         action_space: &Space,
     ) -> Result<(Checkpoint, BTreeMap<String, Vec<u8>>), CheckpointError> {
-        let meta_path: PathBuf = dir.join(METADATA);
         let shown = dir.display().to_string();
-        let text = std::fs::read_to_string(&meta_path).map_err(io(&meta_path))?;
-        let c: Checkpoint = serde_json::from_str(&text)
-            .map_err(|e| CheckpointError::Format { path: meta_path.display().to_string(), reason: e.to_string() })?;
-        if c.format > FORMAT {
-            return Err(CheckpointError::Format {
-                path: shown,
-                reason: format!("format {} is newer than this build's {FORMAT}", c.format),
-            });
-        }
+        let c = Checkpoint::read_metadata(dir)?;
         if !algorithms.contains(&c.algorithm.as_str()) {
             return Err(CheckpointError::Algorithm {
                 path: shown,

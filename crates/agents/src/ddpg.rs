@@ -143,6 +143,10 @@ impl Ddpg {
         }
     }
 
+    pub fn action_dim(&self) -> usize {
+        self.action_dim
+    }
+
     pub fn epsilon(&self) -> f32 {
         self.epsilon
     }

@@ -149,6 +149,10 @@ impl Dqn {
         }
     }
 
+    pub fn actions(&self) -> usize {
+        self.actions
+    }
+
     pub fn epsilon(&self) -> f32 {
         let c = &self.config;
         let frac = (self.steps as f32 / c.epsilon_decay_steps.max(1) as f32).min(1.0);

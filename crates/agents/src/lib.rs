@@ -2,12 +2,15 @@
 //! readable top to bottom in its own module, in the spirit of CleanRL; they share only the
 //! replay buffer, the MLP and the checkpoint format.
 
+pub mod agent;
 pub mod checkpoint;
 pub mod ddpg;
 pub mod dqn;
 pub mod net;
+pub mod ppo;
 pub mod replay;
 pub mod tabular;
+pub use agent::Agent;
 pub use checkpoint::{Checkpoint, CheckpointError};
 pub use replay::{Batch, ReplayBuffer};
 

@@ -56,6 +56,10 @@ impl QTable {
         obs.iter().map(|v| self.config.edges.partition_point(|e| e <= v) as u8).collect()
     }
 
+    pub fn actions(&self) -> usize {
+        self.actions
+    }
+
     pub fn epsilon(&self) -> f32 {
         let c = &self.config;
         let frac = (self.steps as f32 / c.epsilon_decay_steps.max(1) as f32).min(1.0);

@@ -91,3 +91,42 @@ fn corrupted_or_mismatched_checkpoints_are_refused() {
     let empty = tempfile::tempdir().unwrap();
     assert!(Dqn::load(empty.path(), &obs_space(), 4, 0).err().unwrap().to_string().contains("checkpoint.json"));
 }
+
+#[test]
+fn ppo_round_trip_through_the_agent_loader_reproduces_actions_bit_for_bit() {
+    use aware_agents::ppo::{Ppo, PpoActions, PpoConfig};
+    for actions in [PpoActions::Discrete(5), PpoActions::Continuous(3)] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = PpoConfig { rollout_steps: 20, ..PpoConfig::default() };
+        let mut agent = Ppo::new(3, actions, config, 8);
+        for (i, s) in probes().into_iter().cycle().take(60).enumerate() {
+            let a = agent.act(std::slice::from_ref(&s), true).unwrap().remove(0);
+            let e = Experience { state: s.clone(), action: a, reward: (i % 3) as f32, next_state: s, terminal: false };
+            agent.observe(0, &e, false).unwrap();
+        }
+        assert_eq!(agent.updates(), 3);
+        agent.save(dir.path(), &obs_space(), 60).unwrap();
+        let mut loaded = aware_agents::agent::load(dir.path(), &obs_space(), &actions.space()).unwrap();
+        assert_eq!(loaded.algorithm(), "ppo");
+        let mut original: Box<dyn aware_agents::Agent> = Box::new(agent);
+        assert_eq!(original.act(&probes(), false).unwrap(), loaded.act(&probes(), false).unwrap());
+        // The other kind of action space is refused, naming both.
+        let other = match actions {
+            PpoActions::Discrete(_) => PpoActions::Continuous(3).space(),
+            PpoActions::Continuous(_) => PpoActions::Discrete(5).space(),
+        };
+        let err = aware_agents::agent::load(dir.path(), &obs_space(), &other).err().unwrap().to_string();
+        assert!(err.contains("action space") && err.contains("does not match"), "{err}");
+    }
+}
+
+#[test]
+fn the_agent_loader_refuses_unknown_algorithms() {
+    let dir = tempfile::tempdir().unwrap();
+    trained_dqn().save(dir.path(), &obs_space()).unwrap();
+    let meta = dir.path().join("checkpoint.json");
+    let text = std::fs::read_to_string(&meta).unwrap().replace("\"d3qn\"", "\"bcq\"");
+    std::fs::write(&meta, text).unwrap();
+    let err = aware_agents::agent::load(dir.path(), &obs_space(), &Space::Discrete { n: 4 }).err().unwrap();
+    assert!(err.to_string().contains("a bcq checkpoint cannot be loaded as ddpg, ppo"), "{err}");
+}

@@ -334,6 +334,64 @@ fn train_writes_a_checkpoint_that_compare_can_serve() {
     assert_one_line_error(&again, &["already holds a checkpoint"]);
     assert_one_line_error(
         &aware(&["compare", "--policies", "rl:/nonexistent/agent", "--steps", "5"]),
-        &["/nonexistent/agent", "cannot read"],
+        &["/nonexistent/agent", "cannot read the checkpoint"],
+    );
+}
+
+#[test]
+fn ppo_trains_in_either_action_space_deterministically_and_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let train = |name: &str, space: &str| {
+        let out = dir.path().join(name);
+        let o = aware(&[
+            "train",
+            "--algo",
+            "ppo",
+            "--action-space",
+            space,
+            "--apps",
+            "2",
+            "--steps",
+            "50",
+            "--episodes",
+            "2",
+            "--seed",
+            "5",
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!((v["algorithm"].as_str(), v["action_space"].as_str()), (Some("ppo"), Some(space)));
+        out
+    };
+    let a = train("a", "continuous");
+    let b = train("b", "continuous");
+    let curve = |d: &std::path::Path| std::fs::read_to_string(d.join("learning_curve.csv")).unwrap();
+    assert_eq!(curve(&a), curve(&b), "same seed, same learning curve");
+    let weights = |d: &std::path::Path| std::fs::read(d.join("policy_value.safetensors")).unwrap();
+    assert!(weights(&a) == weights(&b), "same seed, same weights");
+    let discrete = train("d", "discrete");
+    for out in [a, discrete] {
+        let policy = format!("rl:{}", out.display());
+        let o = aware(&["simulate", "--apps", "2", "--steps", "20", "--policy", &policy, "--json"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    assert_one_line_error(
+        &aware(&[
+            "train",
+            "--algo",
+            "dqn",
+            "--action-space",
+            "continuous",
+            "--steps",
+            "5",
+            "--episodes",
+            "1",
+            "--out",
+            dir.path().join("x").to_str().unwrap(),
+        ]),
+        &["--action-space", "Dqn cannot act in a Continuous action space"],
     );
 }

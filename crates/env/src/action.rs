@@ -34,12 +34,18 @@ pub struct ActionDecoder {
     pub container: String,
 }
 
-impl ActionDecoder {
-    pub fn space(&self) -> Space {
-        match self.kind {
+impl ActionKind {
+    pub fn space(self) -> Space {
+        match self {
             ActionKind::Continuous => Space::Box { low: vec![-1.0; 3], high: vec![1.0; 3] },
             ActionKind::Discrete => Space::Discrete { n: DISCRETE_ACTIONS },
         }
+    }
+}
+
+impl ActionDecoder {
+    pub fn space(&self) -> Space {
+        self.kind.space()
     }
 
     /// Decodes `action` against the current replica count and container resources.

@@ -2,13 +2,16 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
+use aware_agents::Experience;
+use aware_agents::agent::action_values;
 use aware_core::VecEnv;
+use aware_env::action::ActionKind;
 use aware_env::{AppSlo, ClusterVecEnv, EnvConfig};
 use aware_sim::{CONTAINER, SimCluster};
 use serde::Serialize;
 
 use super::{AppsArgs, SimArgs, write_atomically};
-use crate::learner::{Algorithm, Learner};
+use crate::learner::{Algorithm, new_agent};
 use crate::{plot, progress};
 
 #[derive(clap::Args, Debug)]
@@ -16,6 +19,10 @@ pub struct Args {
     /// The learner.
     #[arg(long, value_enum)]
     algo: Algorithm,
+    /// The action space: continuous [cpu, memory, replicas] or the seven discrete deltas.
+    /// Defaults to continuous for DDPG and discrete otherwise; only PPO can use both.
+    #[arg(long, value_enum)]
+    action_space: Option<ActionSpace>,
     #[command(flatten)]
     apps: AppsArgs,
     #[command(flatten)]
@@ -31,17 +38,24 @@ pub struct Args {
     json: bool,
 }
 
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum ActionSpace {
+    Discrete,
+    Continuous,
+}
+
 #[derive(Debug, Serialize)]
 struct Episode {
     episode: u64,
     mean_reward: f64,
     slo_violations: u64,
-    epsilon: f32,
+    exploration: f32,
 }
 
 #[derive(Debug, Serialize)]
 struct Summary {
     algorithm: String,
+    action_space: String,
     apps: u32,
     episodes: u64,
     steps_per_episode: u64,
@@ -61,14 +75,19 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let prepared = args.sim.prepare(&args.apps)?;
     let steps = args.sim.steps;
     let seed = args.apps.seed;
-    let mut learner = Learner::new(args.algo, seed);
+    let kind = match args.action_space {
+        None => args.algo.default_actions(),
+        Some(ActionSpace::Discrete) => ActionKind::Discrete,
+        Some(ActionSpace::Continuous) => ActionKind::Continuous,
+    };
+    let mut agent = new_agent(args.algo, kind, seed)?;
     let cluster = SimCluster::new(prepared.apps.clone(), prepared.traces.clone(), prepared.sim.clone(), seed);
     let slos: Vec<(usize, AppSlo)> = (0..prepared.apps.len())
         .map(|i| (i, AppSlo { latency_p99_ms: Some(cluster.slo_p99_ms(i)), throughput_rps: None }))
         .collect();
     let config = EnvConfig {
         profile: prepared.profile.clone(),
-        action: learner.action_kind(),
+        action: kind,
         episode_steps: steps as u32,
         container: CONTAINER.into(),
     };
@@ -81,10 +100,17 @@ pub fn run(args: Args) -> Result<ExitCode> {
             env.reset(Some(seed.wrapping_add(episode)))?.into_iter().map(|(s, _)| s).collect();
         let (mut reward, mut violations) = (0.0, 0u64);
         for _ in 0..steps {
-            let actions = states.iter().map(|s| learner.act(s, true)).collect::<Result<Vec<_>, _>>()?;
+            let actions = agent.act(&states, true)?;
             let out = env.step(&actions)?;
-            for ((s, a), step) in states.iter().zip(&actions).zip(&out.steps) {
-                learner.learn(s, a, step.reward as f32, &step.observation, step.terminated)?;
+            for (i, ((s, a), step)) in states.iter().zip(&actions).zip(&out.steps).enumerate() {
+                let e = Experience {
+                    state: s.clone(),
+                    action: action_values(a),
+                    reward: step.reward as f32,
+                    next_state: step.observation.clone(),
+                    terminal: step.terminated,
+                };
+                agent.observe(i, &e, step.truncated)?;
                 reward += step.reward;
                 violations += step.info.slo_violated as u64;
             }
@@ -92,25 +118,26 @@ pub fn run(args: Args) -> Result<ExitCode> {
             total_steps += 1;
         }
         let mean_reward = reward / states.len() as f64;
-        curve.push(Episode { episode, mean_reward, slo_violations: violations, epsilon: learner.epsilon() });
+        curve.push(Episode { episode, mean_reward, slo_violations: violations, exploration: agent.exploration() });
         bar.set_message(format!("ep {episode} r {mean_reward:.1} viol {violations}"));
         bar.inc(1);
     }
     bar.finish_and_clear();
     std::fs::create_dir_all(&args.out).with_context(|| format!("{}: cannot create", args.out.display()))?;
-    learner.save(&args.out, total_steps)?;
-    let mut csv = String::from("episode,mean_reward,slo_violations,epsilon\n");
+    agent.save(&args.out, &aware_env::StateEncoder::space(), total_steps)?;
+    let mut csv = String::from("episode,mean_reward,slo_violations,exploration\n");
     for e in &curve {
-        csv.push_str(&format!("{},{},{},{}\n", e.episode, e.mean_reward, e.slo_violations, e.epsilon));
+        csv.push_str(&format!("{},{},{},{}\n", e.episode, e.mean_reward, e.slo_violations, e.exploration));
     }
     let csv_path = args.out.join("learning_curve.csv");
     write_atomically(&csv_path, &csv)?;
     let png_path = args.out.join("learning_curve.png");
     let points: Vec<(f64, f64)> = curve.iter().map(|e| (e.episode as f64, e.mean_reward)).collect();
-    plot::learning_curve(&png_path, &format!("{:?}", args.algo).to_lowercase(), &points)?;
+    plot::learning_curve(&png_path, agent.algorithm(), &points)?;
     let last: Vec<f64> = curve.iter().rev().take(10).map(|e| e.mean_reward).collect();
     let summary = Summary {
-        algorithm: format!("{:?}", args.algo).to_lowercase(),
+        algorithm: agent.algorithm().to_string(),
+        action_space: format!("{kind:?}").to_lowercase(),
         apps: args.apps.apps,
         episodes: args.episodes,
         steps_per_episode: steps,

@@ -1,0 +1,588 @@
+//! PPO (Schulman et al. 2017) as SIMPPO uses it: a stochastic policy and a state-value critic
+//! trained on-policy from short rollouts with the clipped surrogate objective, GAE(λ)
+//! advantages, a weighted value loss and an entropy bonus, over several epochs of shuffled
+//! minibatches. Discrete actions use a categorical policy over logits; continuous actions a
+//! diagonal Gaussian with a tanh-squashed mean and a learned, state-independent log σ.
+//! Defaults are SIMPPO's Table 4.2: lr 3e-4, γ 0.99, 2 × 64 hidden, minibatch 10, 5 epochs,
+//! clip 0.2, entropy 0.01, value-loss weight 0.05, 50 steps per rollout.
+//!
+//! Rollouts are kept per environment (a vectorised trainer steps many applications at once),
+//! so advantages never leak across applications; an update runs once every environment that
+//! has acted holds `rollout_steps` transitions.
+
+use burn::module::{Module, Param};
+use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
+use burn::tensor::activation::{log_softmax, softmax};
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use rand::seq::SliceRandom;
+use rand::{RngExt, SeedableRng};
+use rand_distr::{Distribution, StandardNormal};
+use rand_pcg::Pcg64Mcg;
+use serde::{Deserialize, Serialize};
+
+use crate::checkpoint::{Checkpoint, CheckpointError, load_module, module_bytes};
+use crate::net::{Mlp, matrix, values};
+use crate::tabular::argmax;
+use crate::{AgentError, Experience, check_batch, check_observation};
+
+const LN_2PI: f32 = 1.837_877_1;
+
+/// The action space a PPO policy acts in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PpoActions {
+    /// `n` actions, chosen from a categorical distribution.
+    Discrete(usize),
+    /// `d` dimensions in [−1, 1], drawn from a diagonal Gaussian (the environment clips).
+    Continuous(usize),
+}
+
+impl PpoActions {
+    pub fn space(self) -> aware_core::Space {
+        match self {
+            PpoActions::Discrete(n) => aware_core::Space::Discrete { n },
+            PpoActions::Continuous(d) => aware_core::Space::Box { low: vec![-1.0; d], high: vec![1.0; d] },
+        }
+    }
+
+    fn width(self) -> usize {
+        match self {
+            PpoActions::Discrete(n) | PpoActions::Continuous(n) => n,
+        }
+    }
+
+    /// Floats per stored action: the index for discrete actions, the vector otherwise.
+    fn stored(self) -> usize {
+        match self {
+            PpoActions::Discrete(_) => 1,
+            PpoActions::Continuous(d) => d,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PpoConfig {
+    pub hidden: Vec<usize>,
+    pub learning_rate: f64,
+    pub gamma: f32,
+    pub gae_lambda: f32,
+    /// Transitions each environment collects before an update.
+    pub rollout_steps: usize,
+    pub minibatch_size: usize,
+    pub epochs: usize,
+    pub clip: f32,
+    pub entropy_coef: f32,
+    pub value_coef: f32,
+    /// Per-tensor gradient norm limit.
+    pub max_grad_norm: f32,
+    /// Initial log σ of the Gaussian policy (continuous actions only).
+    pub initial_log_std: f32,
+}
+
+impl Default for PpoConfig {
+    fn default() -> Self {
+        Self {
+            hidden: vec![64, 64],
+            learning_rate: 3e-4,
+            gamma: 0.99,
+            gae_lambda: 0.95,
+            rollout_steps: 50,
+            minibatch_size: 10,
+            epochs: 5,
+            clip: 0.2,
+            entropy_coef: 0.01,
+            value_coef: 0.05,
+            max_grad_norm: 0.5,
+            initial_log_std: -0.5,
+        }
+    }
+}
+
+/// Policy and critic as one module so one optimiser steps both through the combined loss.
+#[derive(Module, Debug)]
+pub struct PolicyValue {
+    policy: Mlp,
+    value: Mlp,
+    log_std: Option<Param<Tensor<1>>>,
+}
+
+impl PolicyValue {
+    pub fn new(state_dim: usize, actions: PpoActions, config: &PpoConfig, device: &Device) -> Self {
+        let sizes = |out: usize| {
+            let mut s = vec![state_dim];
+            s.extend_from_slice(&config.hidden);
+            s.push(out);
+            s
+        };
+        let log_std = match actions {
+            PpoActions::Discrete(_) => None,
+            PpoActions::Continuous(d) => {
+                Some(Param::from_tensor(Tensor::<1>::full([d], config.initial_log_std, device)))
+            }
+        };
+        Self { policy: Mlp::new(&sizes(actions.width()), device), value: Mlp::new(&sizes(1), device), log_std }
+    }
+
+    /// Logits (discrete) or the Gaussian mean in [−1, 1] (continuous).
+    pub fn head(&self, states: Tensor<2>) -> Tensor<2> {
+        let out = self.policy.forward(states);
+        if self.log_std.is_some() { out.tanh() } else { out }
+    }
+
+    pub fn value(&self, states: Tensor<2>) -> Tensor<2> {
+        self.value.forward(states)
+    }
+
+    fn log_std_values(&self) -> Vec<f32> {
+        self.log_std.as_ref().map(|p| p.val().into_data().try_to_vec::<f32>().expect("f32")).unwrap_or_default()
+    }
+
+    /// Log-probability of `actions` and the policy entropy, each `[n, 1]`.
+    fn evaluate(&self, states: Tensor<2>, actions: &[f32], kind: PpoActions) -> (Tensor<2>, Tensor<2>) {
+        let n = states.dims()[0];
+        let device = states.device();
+        let head = self.head(states);
+        match kind {
+            PpoActions::Discrete(_) => {
+                let log_p = log_softmax(head, 1);
+                let index: Vec<i64> = actions.iter().map(|&a| a as i64).collect();
+                let index = Tensor::<2, Int>::from_data(TensorData::new(index, [n, 1]), &device);
+                let entropy = (softmax(log_p.clone(), 1) * log_p.clone()).sum_dim(1).neg();
+                (log_p.gather(1, index), entropy)
+            }
+            PpoActions::Continuous(d) => {
+                let log_std = self.log_std.as_ref().expect("continuous policy has log σ").val().reshape([1, d]);
+                let a = matrix(actions, n, d, &device);
+                let z = (a - head) / log_std.clone().exp();
+                let log_p = (z.powf_scalar(2.0).mul_scalar(-0.5) - log_std.clone())
+                    .sum_dim(1)
+                    .sub_scalar(0.5 * LN_2PI * d as f32);
+                let entropy = log_std.add_scalar(0.5 + 0.5 * LN_2PI).sum_dim(1).repeat_dim(0, n);
+                (log_p, entropy)
+            }
+        }
+    }
+}
+
+/// One step of one environment's rollout.
+struct Step {
+    state: Vec<f32>,
+    action: Vec<f32>,
+    log_prob: f32,
+    value: f32,
+    reward: f32,
+    next_state: Vec<f32>,
+    terminal: bool,
+    truncated: bool,
+}
+
+/// What the last `act` with exploration decided for one environment, awaiting its outcome.
+#[derive(Clone)]
+struct Pending {
+    action: Vec<f32>,
+    log_prob: f32,
+    value: f32,
+}
+
+/// Losses of the last update, averaged over its minibatches.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct PpoStats {
+    pub policy_loss: f32,
+    pub value_loss: f32,
+    pub entropy: f32,
+    /// Fraction of samples whose probability ratio left [1 − clip, 1 + clip].
+    pub clip_fraction: f32,
+}
+
+pub struct Ppo {
+    pub config: PpoConfig,
+    state_dim: usize,
+    actions: PpoActions,
+    device: Device,
+    net: PolicyValue,
+    /// A gradient-free copy for acting, refreshed after every update.
+    acting: PolicyValue,
+    optimizer: ModuleOptimizer,
+    rng: Pcg64Mcg,
+    pending: Vec<Option<Pending>>,
+    rollouts: Vec<Vec<Step>>,
+    steps: u64,
+    updates: u64,
+    last: Option<PpoStats>,
+}
+
+impl Ppo {
+    pub fn new(state_dim: usize, actions: PpoActions, config: PpoConfig, seed: u64) -> Self {
+        Device::default().seed(seed);
+        let device = Device::default().autodiff();
+        let net = PolicyValue::new(state_dim, actions, &config, &device);
+        let optimizer = AdamConfig::new()
+            .with_epsilon(1e-5)
+            .with_grad_clipping(Some(burn::optim::grad_clipping::GradientClippingConfig::Norm(config.max_grad_norm)))
+            .init();
+        Self {
+            acting: net.valid(),
+            net,
+            optimizer,
+            rng: Pcg64Mcg::seed_from_u64(seed),
+            pending: Vec::new(),
+            rollouts: Vec::new(),
+            config,
+            state_dim,
+            actions,
+            device,
+            steps: 0,
+            updates: 0,
+            last: None,
+        }
+    }
+
+    pub fn action_space(&self) -> aware_core::Space {
+        self.actions.space()
+    }
+
+    pub fn updates(&self) -> u64 {
+        self.updates
+    }
+
+    pub fn last_update(&self) -> Option<PpoStats> {
+        self.last
+    }
+
+    /// Exploration left in the policy: σ averaged over dimensions (continuous), or the last
+    /// update's entropy as a fraction of the uniform policy's (discrete; 1 before any update).
+    pub fn exploration(&self) -> f32 {
+        match self.actions {
+            PpoActions::Continuous(d) => self.acting.log_std_values().iter().map(|l| l.exp()).sum::<f32>() / d as f32,
+            PpoActions::Discrete(n) => self.last.map_or(1.0, |s| s.entropy / (n as f32).ln()),
+        }
+    }
+
+    fn heads(&self, obs: &[f32], n: usize) -> Vec<f32> {
+        values(self.acting.head(matrix(obs, n, self.state_dim, &Device::default())))
+    }
+
+    /// The most likely action for each of `n` observations (row-major): the argmax index as
+    /// a float (discrete) or the Gaussian mean (continuous), `stored()` floats per row.
+    pub fn greedy_batch(&self, obs: &[f32], n: usize) -> Result<Vec<f32>, AgentError> {
+        check_batch(obs, n, self.state_dim)?;
+        let heads = self.heads(obs, n);
+        Ok(match self.actions {
+            PpoActions::Discrete(a) => heads.chunks(a).map(|row| argmax(row) as f32).collect(),
+            PpoActions::Continuous(_) => heads,
+        })
+    }
+
+    pub fn greedy(&self, obs: &[f32]) -> Result<Vec<f32>, AgentError> {
+        check_observation(obs, self.state_dim)?;
+        self.greedy_batch(obs, 1)
+    }
+
+    /// One action per environment (row `i` of `states` acts for environment `i`). With
+    /// `explore` the action is sampled and remembered until [`Ppo::observe`] brings its
+    /// outcome; without, it is the greedy action and nothing is recorded.
+    pub fn act(&mut self, states: &[Vec<f32>], explore: bool) -> Result<Vec<Vec<f32>>, AgentError> {
+        let n = states.len();
+        let flat: Vec<f32> = states.iter().flat_map(|s| s.iter().copied()).collect();
+        if let Some(bad) = states.iter().position(|s| s.len() != self.state_dim) {
+            return Err(AgentError::BadObservation(format!(
+                "row {bad} has dimension {}, the agent expects {}",
+                states[bad].len(),
+                self.state_dim
+            )));
+        }
+        if !explore {
+            let greedy = self.greedy_batch(&flat, n)?;
+            return Ok(greedy.chunks(self.actions.stored()).map(<[f32]>::to_vec).collect());
+        }
+        check_batch(&flat, n, self.state_dim)?;
+        let heads = self.heads(&flat, n);
+        let state_values = values(self.acting.value(matrix(&flat, n, self.state_dim, &Device::default())));
+        let log_std = self.acting.log_std_values();
+        if self.pending.len() < n {
+            self.pending.resize(n, None);
+        }
+        let mut out = Vec::with_capacity(n);
+        for (i, head) in heads.chunks(self.actions.width()).enumerate() {
+            let (action, log_prob) = match self.actions {
+                PpoActions::Discrete(_) => {
+                    let max = head.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                    let total: f32 = head.iter().map(|l| (l - max).exp()).sum();
+                    let mut u = self.rng.random::<f32>() * total;
+                    let mut pick = head.len() - 1;
+                    for (k, l) in head.iter().enumerate() {
+                        u -= (l - max).exp();
+                        if u <= 0.0 {
+                            pick = k;
+                            break;
+                        }
+                    }
+                    (vec![pick as f32], head[pick] - max - total.ln())
+                }
+                PpoActions::Continuous(d) => {
+                    let mut a = Vec::with_capacity(d);
+                    let mut log_prob = -0.5 * LN_2PI * d as f32;
+                    for (mean, ls) in head.iter().zip(&log_std) {
+                        let z: f32 = StandardNormal.sample(&mut self.rng);
+                        a.push(mean + ls.exp() * z);
+                        log_prob += -0.5 * z * z - ls;
+                    }
+                    (a, log_prob)
+                }
+            };
+            self.pending[i] = Some(Pending { action: action.clone(), log_prob, value: state_values[i] });
+            out.push(action);
+        }
+        Ok(out)
+    }
+
+    /// The outcome of the last explored action in environment `env`: `e.action` must be the
+    /// action `act` returned (it is checked). `truncated` marks a step limit, where the return
+    /// bootstraps from the next state's value; `e.terminal` a true end, where it does not.
+    /// Runs an update when every environment holds a full rollout; returns its statistics.
+    pub fn observe(&mut self, env: usize, e: &Experience, truncated: bool) -> Result<Option<PpoStats>, AgentError> {
+        check_observation(&e.state, self.state_dim)?;
+        check_observation(&e.next_state, self.state_dim)?;
+        if !e.reward.is_finite() {
+            return Err(AgentError::BadObservation(format!("reward {} is not finite", e.reward)));
+        }
+        let pending = self.pending.get_mut(env).and_then(Option::take).ok_or_else(|| {
+            AgentError::BadObservation(format!("environment {env} has no explored action awaiting an outcome"))
+        })?;
+        if pending.action != e.action {
+            return Err(AgentError::BadObservation(format!(
+                "environment {env}: action {:?} is not the one sampled ({:?})",
+                e.action, pending.action
+            )));
+        }
+        if self.rollouts.len() <= env {
+            self.rollouts.resize_with(env + 1, Vec::new);
+        }
+        self.rollouts[env].push(Step {
+            state: e.state.clone(),
+            action: pending.action,
+            log_prob: pending.log_prob,
+            value: pending.value,
+            reward: e.reward,
+            next_state: e.next_state.clone(),
+            terminal: e.terminal,
+            truncated,
+        });
+        self.steps += 1;
+        let full = self.config.rollout_steps.max(1);
+        if self.rollouts.iter().filter(|r| !r.is_empty()).all(|r| r.len() >= full) {
+            return Ok(Some(self.update()));
+        }
+        Ok(None)
+    }
+
+    /// GAE(λ) advantages and returns for one environment's rollout. The chain is cut at every
+    /// episode end; a truncated or unfinished end bootstraps from the critic's value of the
+    /// next state, a terminal end from zero.
+    fn advantages(&self, steps: &[Step], bootstrap: &[f32]) -> (Vec<f32>, Vec<f32>) {
+        let (g, l) = (self.config.gamma, self.config.gae_lambda);
+        let mut adv = vec![0.0; steps.len()];
+        let mut next_adv = 0.0;
+        for t in (0..steps.len()).rev() {
+            let s = &steps[t];
+            let last = t + 1 == steps.len();
+            let cut = s.terminal || s.truncated || last;
+            let next_value = if s.terminal {
+                0.0
+            } else if cut {
+                bootstrap[t]
+            } else {
+                steps[t + 1].value
+            };
+            let delta = s.reward + g * next_value - s.value;
+            next_adv = delta + if cut { 0.0 } else { g * l * next_adv };
+            adv[t] = next_adv;
+        }
+        let returns = adv.iter().zip(steps).map(|(a, s)| a + s.value).collect();
+        (adv, returns)
+    }
+
+    fn update(&mut self) -> PpoStats {
+        let rollouts = std::mem::take(&mut self.rollouts);
+        let c = self.config.clone();
+        let plain = Device::default();
+        let (mut states, mut actions, mut old_log_p, mut advantages, mut returns) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for steps in &rollouts {
+            // Values of next states, needed only where an episode was cut.
+            let next: Vec<f32> = steps.iter().flat_map(|s| s.next_state.iter().copied()).collect();
+            let bootstrap = values(self.acting.value(matrix(&next, steps.len(), self.state_dim, &plain)));
+            let (adv, ret) = self.advantages(steps, &bootstrap);
+            for (s, (a, r)) in steps.iter().zip(adv.into_iter().zip(ret)) {
+                states.extend_from_slice(&s.state);
+                actions.extend_from_slice(&s.action);
+                old_log_p.push(s.log_prob);
+                advantages.push(a);
+                returns.push(r);
+            }
+        }
+        // Normalised over the whole rollout: minibatches of 10 are too small to normalise alone.
+        let n = advantages.len();
+        let mean = advantages.iter().sum::<f32>() / n as f32;
+        let std = (advantages.iter().map(|a| (a - mean).powi(2)).sum::<f32>() / n as f32).sqrt();
+        for a in &mut advantages {
+            *a = (*a - mean) / (std + 1e-8);
+        }
+        let width = self.actions.stored();
+        let mut order: Vec<usize> = (0..n).collect();
+        let mut totals = PpoStats::default();
+        let mut minibatches = 0;
+        let d = &self.device;
+        for _ in 0..c.epochs {
+            order.shuffle(&mut self.rng);
+            for chunk in order.chunks(c.minibatch_size.max(1)) {
+                let m = chunk.len();
+                let gather = |src: &[f32], w: usize| -> Vec<f32> {
+                    chunk.iter().flat_map(|&i| src[i * w..(i + 1) * w].iter().copied()).collect()
+                };
+                let s = matrix(&gather(&states, self.state_dim), m, self.state_dim, d);
+                let (log_p, entropy) = self.net.evaluate(s.clone(), &gather(&actions, width), self.actions);
+                let old = matrix(&gather(&old_log_p, 1), m, 1, d);
+                let adv = matrix(&gather(&advantages, 1), m, 1, d);
+                let ratio = (log_p - old).exp();
+                let clipped = ratio.clone().clamp(1.0 - c.clip, 1.0 + c.clip);
+                let ratios = values(ratio.clone().detach());
+                let policy_loss = (ratio * adv.clone()).min_pair(clipped * adv).mean().neg();
+                let value_loss = (self.net.value(s) - matrix(&gather(&returns, 1), m, 1, d)).powf_scalar(2.0).mean();
+                let entropy = entropy.mean();
+                let loss = policy_loss.clone() + value_loss.clone().mul_scalar(c.value_coef)
+                    - entropy.clone().mul_scalar(c.entropy_coef);
+                let scalar = |t: Tensor<1>| values(t.reshape([1, 1]).detach())[0];
+                totals.policy_loss += scalar(policy_loss);
+                totals.value_loss += scalar(value_loss);
+                totals.entropy += scalar(entropy);
+                totals.clip_fraction += ratios.iter().filter(|r| (**r - 1.0).abs() > c.clip).count() as f32 / m as f32;
+                minibatches += 1;
+                let grads = GradientsParams::from_grads(loss.backward(), &self.net);
+                self.net = self.optimizer.step(c.learning_rate, self.net.clone(), grads);
+            }
+        }
+        let k = minibatches.max(1) as f32;
+        let stats = PpoStats {
+            policy_loss: totals.policy_loss / k,
+            value_loss: totals.value_loss / k,
+            entropy: totals.entropy / k,
+            clip_fraction: totals.clip_fraction / k,
+        };
+        self.acting = self.net.valid();
+        self.updates += 1;
+        self.last = Some(stats);
+        stats
+    }
+
+    pub fn save(
+        &self,
+        dir: &std::path::Path,
+        observation_space: &aware_core::Space,
+        training_step: u64,
+    ) -> Result<(), AgentError> {
+        let weights = module_bytes(&self.acting)
+            .map_err(|reason| CheckpointError::Format { path: dir.display().to_string(), reason })?;
+        Checkpoint {
+            format: 0,
+            algorithm: "ppo".into(),
+            hyperparameters: serde_json::to_value(&self.config).expect("serialisable"),
+            observation_space: observation_space.clone(),
+            action_space: self.actions.space(),
+            training_step: training_step.max(self.steps),
+            files: Default::default(),
+        }
+        .write(dir, &[("policy_value.safetensors", weights)])?;
+        Ok(())
+    }
+
+    /// Loads a PPO checkpoint for an environment with these spaces (fresh optimiser state).
+    pub fn load(
+        dir: &std::path::Path,
+        observation_space: &aware_core::Space,
+        actions: PpoActions,
+        seed: u64,
+    ) -> Result<Self, AgentError> {
+        let (c, mut files) = Checkpoint::read(dir, &["ppo"], observation_space, &actions.space())?;
+        let shown = dir.display().to_string();
+        let fail = |reason: String| CheckpointError::Format { path: shown.clone(), reason };
+        let config: PpoConfig =
+            serde_json::from_value(c.hyperparameters.clone()).map_err(|e| fail(format!("hyperparameters: {e}")))?;
+        let mut agent = Ppo::new(observation_space.dim(), actions, config, seed);
+        let bytes =
+            files.remove("policy_value.safetensors").ok_or_else(|| fail("no policy_value.safetensors".into()))?;
+        agent.net = load_module(agent.net.clone(), bytes, "policy_value.safetensors").map_err(fail)?;
+        agent.acting = agent.net.valid();
+        agent.steps = c.training_step;
+        Ok(agent)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(reward: f32, value: f32, terminal: bool, truncated: bool) -> Step {
+        Step {
+            state: vec![0.0],
+            action: vec![0.0],
+            log_prob: 0.0,
+            value,
+            reward,
+            next_state: vec![0.0],
+            terminal,
+            truncated,
+        }
+    }
+
+    /// Hand-computed GAE: γ = 0.5, λ = 0.5, three steps with V = 1, 2, 3 and rewards 1, 1, 1.
+    #[test]
+    fn gae_table() {
+        let config = PpoConfig { gamma: 0.5, gae_lambda: 0.5, ..PpoConfig::default() };
+        let ppo = Ppo::new(1, PpoActions::Discrete(2), config, 1);
+        // (name, terminal flags, truncated flags, bootstrap value, expected advantages)
+        type Case = (&'static str, [bool; 3], [bool; 3], f32, [f32; 3]);
+        let cases: [Case; 3] = [
+            // Unfinished: the last step bootstraps from V(s′) = 4.
+            // δ3 = 1 + 0.5·4 − 3 = 0; δ2 = 1 + 0.5·3 − 2 = 0.5; δ1 = 1 + 0.5·2 − 1 = 1.
+            // A3 = 0; A2 = 0.5 + 0.25·0 = 0.5; A1 = 1 + 0.25·0.5 = 1.125.
+            ("unfinished", [false; 3], [false; 3], 4.0, [1.125, 0.5, 0.0]),
+            // Terminal at the end: δ3 = 1 − 3 = −2; A2 = 0.5 − 0.5 = 0; A1 = 1 + 0 = 1.
+            ("terminal", [false, false, true], [false; 3], 4.0, [1.0, 0.0, -2.0]),
+            // Truncated after step 1: δ1 = 1 + 0.5·V(s′ = bootstrap 4) − 1 = 2, chain cut.
+            ("truncated", [false; 3], [true, false, false], 4.0, [2.0, 0.5, 0.0]),
+        ];
+        for (name, terminal, truncated, boot, want) in cases {
+            let steps: Vec<Step> = (0..3).map(|t| step(1.0, (t + 1) as f32, terminal[t], truncated[t])).collect();
+            let (adv, ret) = ppo.advantages(&steps, &[boot; 3]);
+            for t in 0..3 {
+                assert!((adv[t] - want[t]).abs() < 1e-6, "{name}: A{t} = {}, want {}", adv[t], want[t]);
+                assert!((ret[t] - (want[t] + (t + 1) as f32)).abs() < 1e-6, "{name}: return {t}");
+            }
+        }
+    }
+
+    #[test]
+    fn sampled_log_probability_matches_the_network() {
+        for actions in [PpoActions::Discrete(4), PpoActions::Continuous(3)] {
+            let mut ppo = Ppo::new(2, actions, PpoConfig::default(), 7);
+            let states = vec![vec![0.3, -0.4], vec![0.9, 0.1]];
+            let sampled = ppo.act(&states, true).unwrap();
+            let flat: Vec<f32> = states.concat();
+            let (log_p, _) = ppo.acting.evaluate(matrix(&flat, 2, 2, &Device::default()), &sampled.concat(), actions);
+            for (i, theirs) in values(log_p).into_iter().enumerate() {
+                let mine = ppo.pending[i].as_ref().unwrap().log_prob;
+                assert!((mine - theirs).abs() < 1e-4, "{actions:?} row {i}: {mine} vs {theirs}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_outcome_must_follow_its_sampled_action() {
+        let mut ppo = Ppo::new(1, PpoActions::Discrete(3), PpoConfig::default(), 1);
+        let e = Experience { state: vec![0.0], action: vec![0.0], reward: 0.0, next_state: vec![0.0], terminal: false };
+        assert!(ppo.observe(0, &e, false).unwrap_err().to_string().contains("no explored action"));
+        let a = ppo.act(&[vec![0.0]], true).unwrap()[0].clone();
+        let wrong = Experience { action: vec![a[0] + 1.0], ..e.clone() };
+        assert!(ppo.observe(0, &wrong, false).unwrap_err().to_string().contains("not the one sampled"));
+    }
+}
