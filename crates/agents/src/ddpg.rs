@@ -13,7 +13,7 @@ use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::{Checkpoint, CheckpointError, load_module, module_bytes};
-use crate::net::{Mlp, matrix, soft_update, values};
+use crate::net::{FrozenMlp, Mlp, matrix, soft_update, values};
 use crate::replay::ReplayBuffer;
 use crate::{AgentError, Experience, check_batch, check_observation};
 
@@ -108,6 +108,9 @@ pub struct Ddpg {
     critic_target: Critic,
     /// A gradient-free copy of the actor for acting, refreshed after every update.
     policy: Actor,
+    /// The policy's weights as plain floats for batched serving, built on first use after an
+    /// update (training acts one observation at a time and never pays for the copy).
+    frozen: std::sync::OnceLock<FrozenMlp>,
     actor_optimizer: ModuleOptimizer,
     critic_optimizer: ModuleOptimizer,
     replay: ReplayBuffer,
@@ -127,6 +130,7 @@ impl Ddpg {
             actor_target: actor.clone(),
             critic_target: critic.clone(),
             policy: actor.valid(),
+            frozen: std::sync::OnceLock::new(),
             actor,
             critic,
             actor_optimizer: AdamConfig::new().init(),
@@ -157,10 +161,16 @@ impl Ddpg {
         Ok(values(self.policy.forward(matrix(obs, 1, self.state_dim, &Device::default()))))
     }
 
-    /// Deterministic actions for `n` observations at once (row-major), for batched serving.
+    /// Deterministic actions for `n` observations at once (row-major), for batched serving,
+    /// through the fused inference path (equal to [`Ddpg::greedy`] up to float rounding).
     pub fn greedy_batch(&self, obs: &[f32], n: usize) -> Result<Vec<f32>, AgentError> {
         check_batch(obs, n, self.state_dim)?;
-        Ok(values(self.policy.forward(matrix(obs, n, self.state_dim, &Device::default()))))
+        let frozen = self.frozen.get_or_init(|| self.policy.net.frozen());
+        let mut out = frozen.forward(obs, n);
+        for v in &mut out {
+            *v = v.tanh();
+        }
+        Ok(out)
     }
 
     /// Greedy plus ε-scaled exploration noise when `explore`, clipped to [−1, 1].
@@ -225,6 +235,7 @@ impl Ddpg {
         self.actor_target = Actor { net: soft_update(self.actor_target.net.clone(), &self.actor.net, c.tau) };
         self.critic_target = Critic { net: soft_update(self.critic_target.net.clone(), &self.critic.net, c.tau) };
         self.policy = self.actor.valid();
+        self.frozen = std::sync::OnceLock::new();
         self.updates += 1;
         (critic_value, actor_value)
     }
@@ -276,6 +287,7 @@ impl Ddpg {
         agent.actor_target = agent.actor.clone();
         agent.critic_target = agent.critic.clone();
         agent.policy = agent.actor.valid();
+        agent.frozen = std::sync::OnceLock::new();
         Ok(agent)
     }
 }

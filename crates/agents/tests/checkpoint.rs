@@ -130,3 +130,26 @@ fn the_agent_loader_refuses_unknown_algorithms() {
     let err = aware_agents::agent::load(dir.path(), &obs_space(), &Space::Discrete { n: 4 }).err().unwrap();
     assert!(err.to_string().contains("a bcq checkpoint cannot be loaded as ddpg, ppo"), "{err}");
 }
+
+#[test]
+fn ddpg_batched_serving_agrees_with_single_observations() {
+    let mut agent = Ddpg::new(3, 2, DdpgConfig { hidden: vec![32, 32], warmup: 64, ..DdpgConfig::default() }, 6);
+    let check = |agent: &Ddpg| {
+        let flat: Vec<f32> = probes().concat();
+        let batched = agent.greedy_batch(&flat, 100).unwrap();
+        for (i, p) in probes().iter().enumerate() {
+            for (a, b) in agent.greedy(p).unwrap().iter().zip(&batched[i * 2..i * 2 + 2]) {
+                assert!((a - b).abs() < 1e-5, "row {i}: {a} vs {b}");
+            }
+        }
+    };
+    check(&agent);
+    // After updates the cached serving weights must follow the new policy.
+    for (i, s) in probes().into_iter().cycle().take(100).enumerate() {
+        let a = agent.act(&s, true).unwrap();
+        let e = Experience { state: s.clone(), action: a, reward: i as f32 / 50.0, next_state: s, terminal: false };
+        agent.observe(&e).unwrap();
+    }
+    assert!(agent.updates() > 0);
+    check(&agent);
+}

@@ -150,7 +150,7 @@ fn agents(args: AgentsArgs) -> Result<ExitCode> {
     const DIM: usize = aware_env::STATE_DIM;
     let obs = |i: usize| -> Vec<f32> { (0..DIM).map(|k| ((i * 31 + k * 7) % 100) as f32 / 100.0).collect() };
     let batch: Vec<f32> = (0..args.batch as usize).flat_map(obs).collect();
-    let bar = progress::bar(3, "bench agents");
+    let bar = progress::bar(4, "bench agents");
     let mut results = Vec::new();
     // DDPG at AWARE's size: warm-up filled, then each observe is one critic + one actor step.
     let config = DdpgConfig { warmup: 64, ..DdpgConfig::default() };
@@ -223,6 +223,8 @@ fn agents(args: AgentsArgs) -> Result<ExitCode> {
         });
         bar.inc(1);
     }
+    results.push(ppo_bench(&args, &obs, &batch)?);
+    bar.inc(1);
     bar.finish_and_clear();
     let report = AgentsReport {
         benchmark: "agents",
@@ -252,6 +254,55 @@ fn agents(args: AgentsArgs) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// PPO at SIMPPO's size (2 × 64, discrete actions). Its unit of learning is a rollout, so the
+/// update timed here is a 64-step rollout learned in one epoch of one 64-sample minibatch:
+/// GAE, the value bootstrap and one gradient step, comparable with the off-policy updates.
+fn ppo_bench(args: &AgentsArgs, obs: &dyn Fn(usize) -> Vec<f32>, batch: &[f32]) -> Result<AgentBench> {
+    use aware_agents::Experience;
+    use aware_agents::ppo::{Ppo, PpoActions, PpoConfig};
+    const DIM: usize = aware_env::STATE_DIM;
+    let config = PpoConfig { rollout_steps: 64, minibatch_size: 64, epochs: 1, ..PpoConfig::default() };
+    let hidden = config.hidden.clone();
+    let mut ppo = Ppo::new(DIM, PpoActions::Discrete(aware_env::action::DISCRETE_ACTIONS), config, 1);
+    // Acts on observation i and returns the experience its outcome completes.
+    let explored = |i: usize, ppo: &mut Ppo| -> Result<Experience> {
+        let action = ppo.act(&[obs(i)], true)?.remove(0);
+        Ok(Experience { state: obs(i), action, reward: 0.5, next_state: obs(i + 1), terminal: false })
+    };
+    let mut times = Vec::with_capacity(args.repeats as usize);
+    let mut i = 0;
+    for _ in 0..args.repeats {
+        for _ in 0..63 {
+            i += 1;
+            let e = explored(i, &mut ppo)?;
+            ppo.observe(0, &e, false)?;
+        }
+        i += 1;
+        let e = explored(i, &mut ppo)?;
+        let start = Instant::now();
+        let updated = ppo.observe(0, &e, false)?.is_some();
+        times.push(start.elapsed().as_secs_f64() * 1e6);
+        anyhow::ensure!(updated, "the 64th step should complete a rollout");
+    }
+    let single = time_us(args.repeats, || {
+        std::hint::black_box(ppo.greedy(&obs(7))?);
+        Ok(())
+    })?;
+    let batched = time_us(args.repeats, || {
+        std::hint::black_box(ppo.greedy_batch(batch, args.batch as usize)?);
+        Ok(())
+    })?;
+    Ok(AgentBench {
+        algorithm: "ppo",
+        hidden,
+        state_dim: DIM,
+        median_update_us: median(times),
+        median_single_inference_us: single,
+        median_batched_inference_us: batched,
+        batch: args.batch,
+    })
 }
 
 fn time_us(repeats: u32, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
