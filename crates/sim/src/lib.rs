@@ -6,6 +6,7 @@ pub mod app;
 pub mod cluster;
 pub mod des;
 pub mod load;
+pub mod provisioning;
 pub mod queueing;
 pub mod replica;
 pub mod scenario;
