@@ -3,6 +3,8 @@
 //! exploration with linear decay, uniform replay, and a Huber TD loss.
 
 use burn::module::Module;
+use burn::module::Param;
+use burn::nn::conv::{Conv1d, Conv1dConfig};
 use burn::nn::{Linear, LinearConfig};
 use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::{Device, Int, Tensor, TensorData};
@@ -34,6 +36,38 @@ pub struct DqnConfig {
     pub double: bool,
     /// Separate state-value and advantage streams (Dueling DQN).
     pub dueling: bool,
+    /// Read the observation as a window of recent steps through a 1-D convolution over time
+    /// (the provisioning paper's D3QN); `None` feeds it to the MLP as it is.
+    #[serde(default)]
+    pub window: Option<TimeWindow>,
+}
+
+/// A sliding window of `steps` observations of `features` metrics each, flattened oldest first.
+/// One set of convolution kernels slides along time (weights tied across positions), mixing
+/// the metrics into `channels` feature maps before the dense layers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimeWindow {
+    pub steps: usize,
+    pub features: usize,
+    pub channels: usize,
+    pub kernel: usize,
+}
+
+impl TimeWindow {
+    /// Positions the kernel takes along the window.
+    pub fn positions(&self) -> usize {
+        self.steps + 1 - self.kernel
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if self.steps == 0 || self.features == 0 || self.channels == 0 || self.kernel == 0 {
+            return Err(format!("window {self:?}: every size must be positive"));
+        }
+        if self.kernel > self.steps {
+            return Err(format!("window: kernel {} is longer than the {} steps", self.kernel, self.steps));
+        }
+        Ok(())
+    }
 }
 
 impl DqnConfig {
@@ -52,6 +86,7 @@ impl DqnConfig {
             epsilon_decay_steps: 10_000,
             double: false,
             dueling: false,
+            window: None,
         }
     }
 
@@ -65,19 +100,36 @@ impl DqnConfig {
 /// (V and A, combined as `Q = V + A − mean(A)`).
 #[derive(Module, Debug)]
 pub struct QNetwork {
+    conv: Option<Conv1d>,
+    #[module(skip)]
+    window: Option<TimeWindow>,
     trunk: Mlp,
     value: Option<Linear>,
     advantage: Linear,
 }
 
 impl QNetwork {
-    pub fn new(state_dim: usize, actions: usize, hidden: &[usize], dueling: bool, device: &Device) -> Self {
-        let mut sizes = vec![state_dim];
+    pub fn new(
+        state_dim: usize,
+        actions: usize,
+        hidden: &[usize],
+        dueling: bool,
+        window: Option<TimeWindow>,
+        device: &Device,
+    ) -> Self {
+        if let Some(w) = window {
+            assert_eq!(w.steps * w.features, state_dim, "the window must cover the observation exactly");
+        }
+        let conv = window.map(|w| Conv1dConfig::new(w.features, w.channels, w.kernel).init(device));
+        let trunk_input = window.map_or(state_dim, |w| w.channels * w.positions());
+        let mut sizes = vec![trunk_input];
         sizes.extend_from_slice(hidden);
         let width = *sizes.last().expect("non-empty");
         // The trunk ends in a hidden layer; its output goes through ReLU into the heads.
         sizes.push(width);
         Self {
+            conv,
+            window,
             trunk: Mlp::new(&sizes, device),
             value: dueling.then(|| LinearConfig::new(width, 1).init(device)),
             advantage: LinearConfig::new(width, actions).init(device),
@@ -85,6 +137,16 @@ impl QNetwork {
     }
 
     pub fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        let x = match (&self.conv, self.window) {
+            (Some(conv), Some(w)) => {
+                let n = x.dims()[0];
+                // [n, steps·features] → [n, features, steps]: metrics are channels, time the axis.
+                let series = x.reshape([n, w.steps, w.features]).swap_dims(1, 2);
+                let maps = burn::tensor::activation::relu(conv.forward(series));
+                maps.reshape([n, w.channels * w.positions()])
+            }
+            _ => x,
+        };
         let h = burn::tensor::activation::relu(self.trunk.forward(x));
         let a = self.advantage.forward(h.clone());
         match &self.value {
@@ -100,6 +162,11 @@ impl QNetwork {
     pub fn soft_update(self, online: &QNetwork, tau: f32) -> QNetwork {
         let mix = |t: Linear, o: &Linear| crate::net::mix_linear(t, o, tau);
         QNetwork {
+            conv: match (self.conv, &online.conv) {
+                (Some(t), Some(o)) => Some(mix_conv(t, o, tau)),
+                _ => None,
+            },
+            window: self.window,
             trunk: crate::net::soft_update(self.trunk, &online.trunk, tau),
             value: match (self.value, &online.value) {
                 (Some(t), Some(o)) => Some(mix(t, o)),
@@ -108,6 +175,18 @@ impl QNetwork {
             advantage: mix(self.advantage, &online.advantage),
         }
     }
+}
+
+/// A convolution averaged toward `online` (detached: targets take no gradients).
+fn mix_conv(t: Conv1d, o: &Conv1d, tau: f32) -> Conv1d {
+    let weight = (t.weight.val().mul_scalar(1.0 - tau) + o.weight.val().mul_scalar(tau)).detach();
+    let bias = match (&t.bias, &o.bias) {
+        (Some(tb), Some(ob)) => {
+            Some(Param::from_tensor((tb.val().mul_scalar(1.0 - tau) + ob.val().mul_scalar(tau)).detach()))
+        }
+        _ => None,
+    };
+    Conv1d { weight: Param::from_tensor(weight), bias, ..t }
 }
 
 pub struct Dqn {
@@ -130,7 +209,7 @@ impl Dqn {
     pub fn new(state_dim: usize, actions: usize, config: DqnConfig, seed: u64) -> Self {
         burn::tensor::Device::default().seed(seed);
         let device = Device::default().autodiff();
-        let online = QNetwork::new(state_dim, actions, &config.hidden, config.dueling, &device);
+        let online = QNetwork::new(state_dim, actions, &config.hidden, config.dueling, config.window, &device);
         let target = online.clone();
         let policy = online.valid();
         Self {

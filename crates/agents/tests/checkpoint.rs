@@ -153,3 +153,22 @@ fn ddpg_batched_serving_agrees_with_single_observations() {
     assert!(agent.updates() > 0);
     check(&agent);
 }
+
+#[test]
+fn windowed_d3qn_round_trip_reproduces_q_values_bit_for_bit() {
+    use aware_agents::dqn::TimeWindow;
+    let window = TimeWindow { steps: 3, features: 1, channels: 4, kernel: 2 };
+    let mut agent = Dqn::new(3, 5, DqnConfig { warmup: 64, window: Some(window), ..DqnConfig::d3qn() }, 2);
+    for (i, s) in probes().into_iter().cycle().take(120).enumerate() {
+        let e =
+            Experience { state: s.clone(), action: vec![(i % 5) as f32], reward: s[1], next_state: s, terminal: false };
+        agent.observe(&e).unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    agent.save(dir.path(), &obs_space()).unwrap();
+    let loaded = Dqn::load(dir.path(), &obs_space(), 5, 0).unwrap();
+    assert_eq!(loaded.config.window, Some(window));
+    for p in probes() {
+        assert_eq!(agent.q_values(&p).unwrap(), loaded.q_values(&p).unwrap());
+    }
+}
