@@ -17,8 +17,14 @@ impl ThresholdStepScaling {
         Self {
             min_replicas: profile.bounds.min_replicas,
             max_replicas: profile.bounds.max_replicas,
-            steps: vec![(0.9, 2), (0.7, 1), (0.5, 0), (0.3, -1), (f64::NEG_INFINITY, -2)],
+            steps: Self::default_steps(),
         }
+    }
+
+    /// +2 at ≥ 90 % CPU, +1 at ≥ 70 %, hold at ≥ 50 %, −1 at ≥ 30 %, −2 below: CloudWatch
+    /// step scaling as the provisioning paper's baseline configures it.
+    pub fn default_steps() -> Vec<(f64, i64)> {
+        vec![(0.9, 2), (0.7, 1), (0.5, 0), (0.3, -1), (f64::NEG_INFINITY, -2)]
     }
 
     /// The change for a utilisation in [0, 1].

@@ -32,6 +32,9 @@ enum Command {
     ValidateSim(commands::validate::Args),
     /// Train an RL agent on the simulator; writes a checkpoint and a learning curve.
     Train(commands::train::Args),
+    /// The cloud-provisioning problem: an auto-scaling group billed by the instance-hour.
+    #[command(subcommand)]
+    Provision(commands::provision::Provision),
     /// Inspect and export a trajectory store.
     #[command(subcommand)]
     Store(commands::store::Store),
@@ -51,6 +54,7 @@ fn main() -> ExitCode {
         Command::Bench(b) => commands::bench::run(b),
         Command::Store(s) => commands::store::run(s),
         Command::Train(a) => commands::train::run(a),
+        Command::Provision(p) => commands::provision::run(p),
     };
     match result {
         Ok(code) => code,

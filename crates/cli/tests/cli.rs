@@ -395,3 +395,58 @@ fn ppo_trains_in_either_action_space_deterministically_and_serves() {
         &["--action-space", "Dqn cannot act in a Continuous action space"],
     );
 }
+
+/// The provisioning bar: a D3QN over a 6-step window, trained for 40 one-day episodes on five
+/// synthetic days, earns more reward (lower bill + penalties) than CloudWatch step scaling on
+/// the two held-out days, with fewer penalised steps.
+#[test]
+fn provisioning_d3qn_beats_step_scaling_on_held_out_days() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("d3qn");
+    let load = ["--days", "7", "--test-days", "2", "--seed", "2"];
+    let mut train = vec!["provision", "train", "--algo", "d3qn", "--episodes", "40", "--out", out.to_str().unwrap()];
+    train.extend(load);
+    let o = aware(&train);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for f in ["checkpoint.json", "q_network.safetensors", "learning_curve.csv", "learning_curve.png", "train.json"] {
+        assert!(out.join(f).exists(), "{f}");
+    }
+    let policy = format!("rl:{}", out.display());
+    let policies = format!("threshold,{policy}");
+    let mut compare = vec!["provision", "compare", "--policies", &policies, "--json"];
+    compare.extend(load);
+    let o = aware(&compare);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let (threshold, d3qn) = (&v["policies"][0], &v["policies"][1]);
+    let reward = |p: &serde_json::Value| p["reward"].as_f64().unwrap();
+    let penalised = |p: &serde_json::Value| p["penalised_steps"].as_u64().unwrap();
+    assert_eq!(threshold["steps"], 576);
+    assert!(reward(d3qn) > reward(threshold) * 0.9, "d3qn {d3qn} vs threshold {threshold}");
+    assert!(penalised(d3qn) < penalised(threshold), "d3qn {d3qn} vs threshold {threshold}");
+    // Bad input: one line naming the option.
+    assert_one_line_error(
+        &aware(&["provision", "compare", "--days", "3", "--test-days", "3"]),
+        &["--test-days", "less than one training day"],
+    );
+    assert_one_line_error(&aware(&["provision", "compare", "--policies", "hpa"]), &["--policies", "\"hpa\""]);
+    let dqn_dir = dir.path().join("cluster");
+    let o = aware(&[
+        "train",
+        "--algo",
+        "dqn",
+        "--apps",
+        "1",
+        "--steps",
+        "5",
+        "--episodes",
+        "1",
+        "--out",
+        dqn_dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_one_line_error(
+        &aware(&["provision", "compare", "--policies", &format!("rl:{}", dqn_dir.display())]),
+        &["observation dimension 11 is not a window of 5 provisioning metrics"],
+    );
+}

@@ -6,8 +6,10 @@ pub mod action;
 pub mod cluster_env;
 pub mod reward;
 pub mod state;
+pub mod window;
 
 pub use action::{ActionDecoder, ActionKind, Decoded};
 pub use cluster_env::{AppSlo, ClusterEnv, ClusterVecEnv, EnvConfig};
 pub use reward::{RewardFunction, slo_preservation};
 pub use state::{STATE_DIM, StateEncoder};
+pub use window::ObservationWindow;

@@ -1,6 +1,7 @@
 pub mod bench;
 pub mod compare;
 pub mod generate;
+pub mod provision;
 pub mod recommend;
 pub mod simulate;
 pub mod store;
@@ -117,6 +118,30 @@ pub fn positive_f64(s: &str) -> Result<f64, String> {
 
 /// Writes `text` to `path` atomically (temp file then rename), so an interrupted run never leaves
 /// a half-written result where a good one was.
+/// The outputs every training run leaves beside its checkpoint: `learning_curve.csv` (as
+/// given), `learning_curve.png` (episode → reward) and `train.json` (the summary), which is
+/// also printed with `--json`; otherwise `human` prints the summary.
+pub fn write_training_outputs(
+    out: &Path,
+    algorithm: &str,
+    csv: &str,
+    points: &[(f64, f64)],
+    summary: &impl serde::Serialize,
+    json: bool,
+    human: impl FnOnce(),
+) -> Result<()> {
+    write_atomically(&out.join("learning_curve.csv"), csv)?;
+    crate::plot::learning_curve(&out.join("learning_curve.png"), algorithm, points)?;
+    let text = serde_json::to_string_pretty(summary)?;
+    write_atomically(&out.join("train.json"), &(text.clone() + "\n"))?;
+    if json {
+        println!("{text}");
+    } else {
+        human();
+    }
+    Ok(())
+}
+
 pub fn write_atomically(path: &Path, text: &str) -> Result<()> {
     use anyhow::Context;
     let tmp: PathBuf = {

@@ -10,9 +10,9 @@ use aware_env::{AppSlo, ClusterVecEnv, EnvConfig};
 use aware_sim::{CONTAINER, SimCluster};
 use serde::Serialize;
 
-use super::{AppsArgs, SimArgs, write_atomically};
+use super::{AppsArgs, SimArgs, write_training_outputs};
 use crate::learner::{Algorithm, new_agent};
-use crate::{plot, progress};
+use crate::progress;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -129,11 +129,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     for e in &curve {
         csv.push_str(&format!("{},{},{},{}\n", e.episode, e.mean_reward, e.slo_violations, e.exploration));
     }
-    let csv_path = args.out.join("learning_curve.csv");
-    write_atomically(&csv_path, &csv)?;
-    let png_path = args.out.join("learning_curve.png");
     let points: Vec<(f64, f64)> = curve.iter().map(|e| (e.episode as f64, e.mean_reward)).collect();
-    plot::learning_curve(&png_path, agent.algorithm(), &points)?;
     let last: Vec<f64> = curve.iter().rev().take(10).map(|e| e.mean_reward).collect();
     let summary = Summary {
         algorithm: agent.algorithm().to_string(),
@@ -145,14 +141,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
         first_mean_reward: curve[0].mean_reward,
         last_10_mean_reward: last.iter().sum::<f64>() / last.len() as f64,
         checkpoint: args.out.display().to_string(),
-        learning_curve_csv: csv_path.display().to_string(),
-        learning_curve_png: png_path.display().to_string(),
+        learning_curve_csv: args.out.join("learning_curve.csv").display().to_string(),
+        learning_curve_png: args.out.join("learning_curve.png").display().to_string(),
     };
-    let text = serde_json::to_string_pretty(&summary)?;
-    write_atomically(&args.out.join("train.json"), &(text.clone() + "\n"))?;
-    if args.json {
-        println!("{text}");
-    } else {
+    write_training_outputs(&args.out, agent.algorithm(), &csv, &points, &summary, args.json, || {
         println!(
             "{} on {} apps, {} episodes × {} steps: episode reward {:.2} → {:.2} (last 10)",
             summary.algorithm,
@@ -163,6 +155,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
             summary.last_10_mean_reward
         );
         println!("checkpoint and learning curve in {}", summary.checkpoint);
-    }
+    })?;
     Ok(ExitCode::SUCCESS)
 }
