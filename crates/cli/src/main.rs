@@ -35,6 +35,9 @@ enum Command {
     /// The cloud-provisioning problem: an auto-scaling group billed by the instance-hour.
     #[command(subcommand)]
     Provision(commands::provision::Provision),
+    /// End-to-end checks of the project's claims (exit 1 when a bar is not met).
+    #[command(subcommand)]
+    Experiment(commands::experiment::Experiment),
     /// Inspect and export a trajectory store.
     #[command(subcommand)]
     Store(commands::store::Store),
@@ -55,6 +58,7 @@ fn main() -> ExitCode {
         Command::Store(s) => commands::store::run(s),
         Command::Train(a) => commands::train::run(a),
         Command::Provision(p) => commands::provision::run(p),
+        Command::Experiment(e) => commands::experiment::run(e),
     };
     match result {
         Ok(code) => code,

@@ -1,5 +1,6 @@
 pub mod bench;
 pub mod compare;
+pub mod experiment;
 pub mod generate;
 pub mod provision;
 pub mod recommend;
@@ -26,12 +27,21 @@ pub struct AppsArgs {
     /// Seed for applications, load traces and measurement noise.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Seed for load realisations and measurement noise only (default: --seed): the same apps
+    /// under other traffic. `train` uses trace seeds S, S+1, … (one per episode), so a seed
+    /// outside that range gives held-out traces.
+    #[arg(long)]
+    pub trace_seed: Option<u64>,
     /// Length of a simulated day in seconds (86400 = real time; smaller compresses the daily cycle).
     #[arg(long, default_value_t = 86_400.0, value_parser = positive_f64)]
     pub day_seconds: f64,
 }
 
 impl AppsArgs {
+    pub fn trace_seed(&self) -> u64 {
+        self.trace_seed.unwrap_or(self.seed)
+    }
+
     pub fn generate(&self) -> Vec<AppSpec> {
         generate_apps(self.apps as usize, self.seed, self.day_seconds)
     }
@@ -102,7 +112,7 @@ impl Prepared {
             apps: &self.apps,
             traces: &self.traces,
             sim: self.sim.clone(),
-            seed: apps.seed,
+            seed: apps.trace_seed(),
             steps,
             profile: &self.profile,
         }

@@ -2,15 +2,16 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
-use aware_agents::Experience;
 use aware_agents::agent::action_values;
+use aware_agents::{Agent, Experience};
 use aware_core::VecEnv;
 use aware_env::action::ActionKind;
 use aware_env::{AppSlo, ClusterVecEnv, EnvConfig};
 use aware_sim::{CONTAINER, SimCluster};
+use indicatif::ProgressBar;
 use serde::Serialize;
 
-use super::{AppsArgs, SimArgs, write_training_outputs};
+use super::{AppsArgs, Prepared, SimArgs, write_training_outputs};
 use crate::learner::{Algorithm, new_agent};
 use crate::progress;
 
@@ -45,11 +46,11 @@ enum ActionSpace {
 }
 
 #[derive(Debug, Serialize)]
-struct Episode {
-    episode: u64,
-    mean_reward: f64,
-    slo_violations: u64,
-    exploration: f32,
+pub struct Episode {
+    pub episode: u64,
+    pub mean_reward: f64,
+    pub slo_violations: u64,
+    pub exploration: f32,
 }
 
 #[derive(Debug, Serialize)]
@@ -60,6 +61,8 @@ struct Summary {
     episodes: u64,
     steps_per_episode: u64,
     seed: u64,
+    /// Episodes used trace seeds first_trace_seed, +1, … (compare elsewhere for held-out traces).
+    first_trace_seed: u64,
     first_mean_reward: f64,
     last_10_mean_reward: f64,
     checkpoint: String,
@@ -80,8 +83,69 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Some(ActionSpace::Discrete) => ActionKind::Discrete,
         Some(ActionSpace::Continuous) => ActionKind::Continuous,
     };
-    let mut agent = new_agent(args.algo, kind, seed)?;
-    let cluster = SimCluster::new(prepared.apps.clone(), prepared.traces.clone(), prepared.sim.clone(), seed);
+    let bar = progress::bar(args.episodes, "training");
+    let Trained { agent, curve, total_steps } =
+        train_agent(&prepared, &args.apps, steps, args.episodes, new_agent(args.algo, kind, seed)?, kind, &bar)?;
+    let trace_seed = args.apps.trace_seed();
+    bar.finish_and_clear();
+    std::fs::create_dir_all(&args.out).with_context(|| format!("{}: cannot create", args.out.display()))?;
+    agent.save(&args.out, &aware_env::StateEncoder::space(), total_steps)?;
+    let mut csv = String::from("episode,mean_reward,slo_violations,exploration\n");
+    for e in &curve {
+        csv.push_str(&format!("{},{},{},{}\n", e.episode, e.mean_reward, e.slo_violations, e.exploration));
+    }
+    let points: Vec<(f64, f64)> = curve.iter().map(|e| (e.episode as f64, e.mean_reward)).collect();
+    let last: Vec<f64> = curve.iter().rev().take(10).map(|e| e.mean_reward).collect();
+    let summary = Summary {
+        algorithm: agent.algorithm().to_string(),
+        action_space: format!("{kind:?}").to_lowercase(),
+        apps: args.apps.apps,
+        episodes: args.episodes,
+        steps_per_episode: steps,
+        seed,
+        first_trace_seed: trace_seed,
+        first_mean_reward: curve[0].mean_reward,
+        last_10_mean_reward: last.iter().sum::<f64>() / last.len() as f64,
+        checkpoint: args.out.display().to_string(),
+        learning_curve_csv: args.out.join("learning_curve.csv").display().to_string(),
+        learning_curve_png: args.out.join("learning_curve.png").display().to_string(),
+    };
+    write_training_outputs(&args.out, agent.algorithm(), &csv, &points, &summary, args.json, || {
+        println!(
+            "{} on {} apps, {} episodes × {} steps: episode reward {:.2} → {:.2} (last 10)",
+            summary.algorithm,
+            summary.apps,
+            summary.episodes,
+            steps,
+            summary.first_mean_reward,
+            summary.last_10_mean_reward
+        );
+        println!("checkpoint and learning curve in {}", summary.checkpoint);
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A trained agent with its learning curve.
+pub struct Trained {
+    pub agent: Box<dyn Agent>,
+    pub curve: Vec<Episode>,
+    /// Environment steps taken (each steps every app once).
+    pub total_steps: u64,
+}
+
+/// Trains `agent` for `episodes` of `steps` on the prepared apps; episode `k` replays trace
+/// seed `apps.trace_seed() + k`, so runs with equal arguments are equal.
+pub fn train_agent(
+    prepared: &Prepared,
+    apps: &AppsArgs,
+    steps: u64,
+    episodes: u64,
+    mut agent: Box<dyn Agent>,
+    kind: ActionKind,
+    bar: &ProgressBar,
+) -> Result<Trained> {
+    let trace_seed = apps.trace_seed();
+    let cluster = SimCluster::new(prepared.apps.clone(), prepared.traces.clone(), prepared.sim.clone(), trace_seed);
     let slos: Vec<(usize, AppSlo)> = (0..prepared.apps.len())
         .map(|i| (i, AppSlo { latency_p99_ms: Some(cluster.slo_p99_ms(i)), throughput_rps: None }))
         .collect();
@@ -92,12 +156,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
         container: CONTAINER.into(),
     };
     let mut env = ClusterVecEnv::new(cluster, &slos, config);
-    let bar = progress::bar(args.episodes, "training");
     let mut curve = Vec::new();
     let mut total_steps = 0u64;
-    for episode in 0..args.episodes {
+    for episode in 0..episodes {
         let mut states: Vec<Vec<f32>> =
-            env.reset(Some(seed.wrapping_add(episode)))?.into_iter().map(|(s, _)| s).collect();
+            env.reset(Some(trace_seed.wrapping_add(episode)))?.into_iter().map(|(s, _)| s).collect();
         let (mut reward, mut violations) = (0.0, 0u64);
         for _ in 0..steps {
             let actions = agent.act(&states, true)?;
@@ -122,39 +185,5 @@ pub fn run(args: Args) -> Result<ExitCode> {
         bar.set_message(format!("ep {episode} r {mean_reward:.1} viol {violations}"));
         bar.inc(1);
     }
-    bar.finish_and_clear();
-    std::fs::create_dir_all(&args.out).with_context(|| format!("{}: cannot create", args.out.display()))?;
-    agent.save(&args.out, &aware_env::StateEncoder::space(), total_steps)?;
-    let mut csv = String::from("episode,mean_reward,slo_violations,exploration\n");
-    for e in &curve {
-        csv.push_str(&format!("{},{},{},{}\n", e.episode, e.mean_reward, e.slo_violations, e.exploration));
-    }
-    let points: Vec<(f64, f64)> = curve.iter().map(|e| (e.episode as f64, e.mean_reward)).collect();
-    let last: Vec<f64> = curve.iter().rev().take(10).map(|e| e.mean_reward).collect();
-    let summary = Summary {
-        algorithm: agent.algorithm().to_string(),
-        action_space: format!("{kind:?}").to_lowercase(),
-        apps: args.apps.apps,
-        episodes: args.episodes,
-        steps_per_episode: steps,
-        seed,
-        first_mean_reward: curve[0].mean_reward,
-        last_10_mean_reward: last.iter().sum::<f64>() / last.len() as f64,
-        checkpoint: args.out.display().to_string(),
-        learning_curve_csv: args.out.join("learning_curve.csv").display().to_string(),
-        learning_curve_png: args.out.join("learning_curve.png").display().to_string(),
-    };
-    write_training_outputs(&args.out, agent.algorithm(), &csv, &points, &summary, args.json, || {
-        println!(
-            "{} on {} apps, {} episodes × {} steps: episode reward {:.2} → {:.2} (last 10)",
-            summary.algorithm,
-            summary.apps,
-            summary.episodes,
-            steps,
-            summary.first_mean_reward,
-            summary.last_10_mean_reward
-        );
-        println!("checkpoint and learning curve in {}", summary.checkpoint);
-    })?;
-    Ok(ExitCode::SUCCESS)
+    Ok(Trained { agent, curve, total_steps })
 }
