@@ -104,6 +104,7 @@ pub struct Ddpg {
     device: Device,
     actor: Actor,
     critic: Critic,
+    /// Targets live outside autodiff: they are only ever evaluated and averaged.
     actor_target: Actor,
     critic_target: Critic,
     /// A gradient-free copy of the actor for acting, refreshed after every update.
@@ -127,8 +128,8 @@ impl Ddpg {
         let actor = Actor::new(state_dim, action_dim, &config.hidden, &device);
         let critic = Critic::new(state_dim, action_dim, &config.hidden, &device);
         Self {
-            actor_target: actor.clone(),
-            critic_target: critic.clone(),
+            actor_target: actor.valid(),
+            critic_target: critic.valid(),
             policy: actor.valid(),
             frozen: std::sync::OnceLock::new(),
             actor,
@@ -218,23 +219,27 @@ impl Ddpg {
         let (n, d) = (b.size, &self.device);
         let states = matrix(&b.states, n, self.state_dim, d);
         let actions = matrix(&b.actions, n, self.action_dim, d);
-        let next = matrix(&b.next_states, n, self.state_dim, d);
-        // Critic: regress Q(s, a) on r + γ (1 − terminal) Q′(s′, μ′(s′)).
-        let next_q = values(self.critic_target.forward(next.clone(), self.actor_target.forward(next)).detach());
+        // Critic: regress Q(s, a) on r + γ (1 − terminal) Q′(s′, μ′(s′)); the targets run
+        // without autodiff bookkeeping.
+        let next = matrix(&b.next_states, n, self.state_dim, &Device::default());
+        let next_q = values(self.critic_target.forward(next.clone(), self.actor_target.forward(next)));
         let y: Vec<f32> = (0..n).map(|i| b.rewards[i] + c.gamma * (1.0 - b.terminals[i]) * next_q[i]).collect();
         let q = self.critic.forward(states.clone(), actions);
         let critic_loss = (q - matrix(&y, n, 1, d)).powf_scalar(2.0).mean();
         let critic_value = values(critic_loss.clone().reshape([1, 1]).detach())[0];
         let grads = GradientsParams::from_grads(critic_loss.backward(), &self.critic);
         self.critic = self.critic_optimizer.step(c.critic_learning_rate, self.critic.clone(), grads);
-        // Actor: ascend Q(s, μ(s)); only the actor's parameters are stepped.
-        let actor_loss = self.critic.forward(states.clone(), self.actor.forward(states)).mean().neg();
+        // Actor: ascend Q(s, μ(s)); only the actor's parameters are stepped, so the critic is
+        // used without parameter gradients (backward skips its weight products).
+        let frozen_critic = self.critic.clone().no_grad();
+        let actor_loss = frozen_critic.forward(states.clone(), self.actor.forward(states)).mean().neg();
         let actor_value = values(actor_loss.clone().reshape([1, 1]).detach())[0];
         let grads = GradientsParams::from_grads(actor_loss.backward(), &self.actor);
         self.actor = self.actor_optimizer.step(c.actor_learning_rate, self.actor.clone(), grads);
-        self.actor_target = Actor { net: soft_update(self.actor_target.net.clone(), &self.actor.net, c.tau) };
-        self.critic_target = Critic { net: soft_update(self.critic_target.net.clone(), &self.critic.net, c.tau) };
         self.policy = self.actor.valid();
+        let critic = self.critic.valid();
+        self.actor_target = Actor { net: soft_update(self.actor_target.net.clone(), &self.policy.net, c.tau) };
+        self.critic_target = Critic { net: soft_update(self.critic_target.net.clone(), &critic.net, c.tau) };
         self.frozen = std::sync::OnceLock::new();
         self.updates += 1;
         (critic_value, actor_value)
@@ -284,8 +289,8 @@ impl Ddpg {
         let (actor, critic) = (take("actor.safetensors")?, take("critic.safetensors")?);
         agent.actor = load_module(agent.actor.clone(), actor, "actor.safetensors").map_err(fail)?;
         agent.critic = load_module(agent.critic.clone(), critic, "critic.safetensors").map_err(fail)?;
-        agent.actor_target = agent.actor.clone();
-        agent.critic_target = agent.critic.clone();
+        agent.actor_target = agent.actor.valid();
+        agent.critic_target = agent.critic.valid();
         agent.policy = agent.actor.valid();
         agent.frozen = std::sync::OnceLock::new();
         Ok(agent)
