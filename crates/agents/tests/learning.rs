@@ -169,6 +169,11 @@ fn nan_observations_never_reach_a_network() {
     assert!(agent.observe(&e).is_err());
     let mut q = QTable::new(2, 3, QTableConfig::default(), 1);
     assert!(q.act(&[f32::NAN, 0.0], true).is_err());
+    use aware_agents::ppo::{Ppo, PpoActions, PpoConfig};
+    let mut ppo = Ppo::new(2, PpoActions::Continuous(1), PpoConfig::default(), 1);
+    let err = ppo.act(&[vec![0.5, 0.5], vec![0.1, f32::NEG_INFINITY]], true).unwrap_err();
+    assert!(err.to_string().contains("row 1 component 1"), "{err}");
+    assert!(ppo.act(&[vec![0.5]], false).unwrap_err().to_string().contains("row 0 has dimension 1"));
 }
 
 /// The continuous version: the action in [−1, 1] sets replicas = 1 + 9·(a + 1)/2 directly.
