@@ -13,7 +13,7 @@ use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::{Checkpoint, CheckpointError, load_module, module_bytes};
-use crate::net::{Mlp, matrix, values};
+use crate::net::{FrozenMlp, Mlp, frozen_linear, matrix, side_by_side, values};
 use crate::replay::ReplayBuffer;
 use crate::tabular::argmax;
 use crate::{AgentError, Experience, check_batch, check_observation};
@@ -158,6 +158,21 @@ impl QNetwork {
         }
     }
 
+    /// The network as plain floats for serving, when it has no convolution: trunk and head(s)
+    /// as one dense chain whose last layer emits [V, A…] (dueling) or Q.
+    pub fn frozen(&self) -> Option<FrozenMlp> {
+        if self.conv.is_some() {
+            return None;
+        }
+        let mut layers = self.trunk.frozen_layers();
+        let advantage = frozen_linear(&self.advantage);
+        layers.push(match &self.value {
+            Some(v) => side_by_side(frozen_linear(v), advantage),
+            None => advantage,
+        });
+        Some(FrozenMlp::from_layers(layers))
+    }
+
     /// Polyak averaging toward `online`, layer by layer.
     pub fn soft_update(self, online: &QNetwork, tau: f32) -> QNetwork {
         let mix = |t: Linear, o: &Linear| crate::net::mix_linear(t, o, tau);
@@ -198,6 +213,9 @@ pub struct Dqn {
     target: QNetwork,
     /// A gradient-free copy of `online` for acting, refreshed after every update.
     policy: QNetwork,
+    /// `policy` as plain floats (built on first use after an update; convolutional networks
+    /// stay on burn).
+    frozen: std::sync::OnceLock<Option<FrozenMlp>>,
     optimizer: ModuleOptimizer,
     replay: ReplayBuffer,
     rng: Pcg64Mcg,
@@ -223,6 +241,7 @@ impl Dqn {
             online,
             target,
             policy,
+            frozen: std::sync::OnceLock::new(),
             steps: 0,
             updates: 0,
         }
@@ -241,14 +260,31 @@ impl Dqn {
     /// Q-values for one observation (greedy network, no gradient).
     pub fn q_values(&self, obs: &[f32]) -> Result<Vec<f32>, AgentError> {
         check_observation(obs, self.state_dim)?;
-        let plain = Device::default();
-        Ok(values(self.policy.forward(matrix(obs, 1, self.state_dim, &plain))))
+        Ok(self.forward_policy(obs, 1))
     }
 
     /// Q-values for `n` observations at once (row-major), for batched serving.
     pub fn q_values_batch(&self, obs: &[f32], n: usize) -> Result<Vec<f32>, AgentError> {
         check_batch(obs, n, self.state_dim)?;
-        Ok(values(self.policy.forward(matrix(obs, n, self.state_dim, &Device::default()))))
+        Ok(self.forward_policy(obs, n))
+    }
+
+    /// The greedy network's Q-values through the fused path when it has one.
+    fn forward_policy(&self, obs: &[f32], n: usize) -> Vec<f32> {
+        match self.frozen.get_or_init(|| self.policy.frozen()) {
+            None => values(self.policy.forward(matrix(obs, n, self.state_dim, &Device::default()))),
+            Some(net) if self.config.dueling => {
+                // Rows of [V, A…]: Q = V + A − mean(A).
+                let a = self.actions;
+                let mut q = Vec::with_capacity(n * a);
+                for row in net.forward(obs, n).chunks(a + 1) {
+                    let mean = row[1..].iter().sum::<f32>() / a as f32;
+                    q.extend(row[1..].iter().map(|adv| row[0] + adv - mean));
+                }
+                q
+            }
+            Some(net) => net.forward(obs, n),
+        }
     }
 
     pub fn act(&mut self, obs: &[f32], explore: bool) -> Result<usize, AgentError> {
@@ -300,6 +336,7 @@ impl Dqn {
         self.online = self.optimizer.step(c.learning_rate, self.online.clone(), grads);
         self.target = self.target.clone().soft_update(&self.online, c.tau);
         self.policy = self.online.valid();
+        self.frozen = std::sync::OnceLock::new();
         self.updates += 1;
         loss_value
     }
@@ -351,7 +388,33 @@ impl Dqn {
             .map_err(|reason| CheckpointError::Format { path: shown, reason })?;
         agent.target = agent.online.clone();
         agent.policy = agent.online.valid();
+        agent.frozen = std::sync::OnceLock::new();
         agent.steps = c.training_step;
         Ok(agent)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fused serving path gives the burn network's Q-values (to float rounding), with and
+    /// without the dueling head; convolutional networks keep burn's path.
+    #[test]
+    fn fused_q_values_match_the_network() {
+        let obs: Vec<f32> = (0..9 * 4).map(|i| ((i * 13) % 17) as f32 / 17.0).collect();
+        for config in [DqnConfig::dqn(), DqnConfig::d3qn()] {
+            let dqn = Dqn::new(4, 5, config, 3);
+            assert!(dqn.policy.frozen().is_some());
+            let burn = values(dqn.policy.forward(matrix(&obs, 9, 4, &Device::default())));
+            let fused = dqn.q_values_batch(&obs, 9).unwrap();
+            for (a, b) in fused.iter().zip(&burn) {
+                assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+            }
+        }
+        let window = TimeWindow { steps: 2, features: 2, channels: 3, kernel: 2 };
+        let conv = Dqn::new(4, 5, DqnConfig { window: Some(window), ..DqnConfig::d3qn() }, 3);
+        assert!(conv.policy.frozen().is_none());
+        assert_eq!(conv.q_values_batch(&obs, 9).unwrap().len(), 45);
     }
 }

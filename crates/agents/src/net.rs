@@ -39,8 +39,7 @@ impl Mlp {
 /// Results agree with [`Mlp::forward`] to float rounding, not bit for bit.
 #[derive(Debug)]
 pub struct FrozenMlp {
-    /// (weights `[inputs, outputs]` row-major, bias, inputs, outputs) per layer.
-    layers: Vec<(Vec<f32>, Vec<f32>, usize, usize)>,
+    layers: Vec<FrozenLinear>,
     /// Activation buffers kept between calls: a fresh megabyte per layer per call costs page
     /// faults comparable to the multiplication itself.
     scratch: std::sync::Mutex<[Vec<f32>; 2]>,
@@ -104,19 +103,46 @@ impl FrozenMlp {
     }
 }
 
+/// One dense layer as plain floats: (weights `[inputs, outputs]` row-major, bias, inputs, outputs).
+pub type FrozenLinear = (Vec<f32>, Vec<f32>, usize, usize);
+
+/// A plain-f32 copy of one linear layer.
+pub fn frozen_linear(l: &Linear) -> FrozenLinear {
+    let [k, m] = l.weight.val().dims();
+    let bias = l.bias.as_ref().map(|b| b.val().into_data().try_to_vec::<f32>().expect("f32"));
+    (values(l.weight.val()), bias.unwrap_or_else(|| vec![0.0; m]), k, m)
+}
+
+/// Two layers reading the same input as one, outputs side by side (`a`'s first).
+pub fn side_by_side(a: FrozenLinear, b: FrozenLinear) -> FrozenLinear {
+    assert_eq!(a.2, b.2, "both layers must read the same input");
+    let (k, ma, mb) = (a.2, a.3, b.3);
+    let mut w = Vec::with_capacity(k * (ma + mb));
+    for r in 0..k {
+        w.extend_from_slice(&a.0[r * ma..(r + 1) * ma]);
+        w.extend_from_slice(&b.0[r * mb..(r + 1) * mb]);
+    }
+    (w, [a.1, b.1].concat(), k, ma + mb)
+}
+
+impl FrozenMlp {
+    /// A chain of dense layers with ReLU between them (none after the last).
+    pub fn from_layers(layers: Vec<FrozenLinear>) -> Self {
+        assert!(!layers.is_empty(), "at least one layer");
+        assert!(layers.windows(2).all(|w| w[0].3 == w[1].2), "layer sizes must chain");
+        FrozenMlp { layers, scratch: Default::default() }
+    }
+}
+
 impl Mlp {
+    /// The layers as plain floats, for chaining into a [`FrozenMlp`].
+    pub fn frozen_layers(&self) -> Vec<FrozenLinear> {
+        self.layers.iter().map(frozen_linear).collect()
+    }
+
     /// A plain-f32 copy of the weights for fast batched inference.
     pub fn frozen(&self) -> FrozenMlp {
-        let layers = self
-            .layers
-            .iter()
-            .map(|l| {
-                let [k, m] = l.weight.val().dims();
-                let bias = l.bias.as_ref().map(|b| b.val().into_data().try_to_vec::<f32>().expect("f32"));
-                (values(l.weight.val()), bias.unwrap_or_else(|| vec![0.0; m]), k, m)
-            })
-            .collect();
-        FrozenMlp { layers, scratch: Default::default() }
+        FrozenMlp::from_layers(self.frozen_layers())
     }
 }
 

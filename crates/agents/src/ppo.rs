@@ -21,7 +21,7 @@ use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::{Checkpoint, CheckpointError, load_module, module_bytes};
-use crate::net::{Mlp, matrix, values};
+use crate::net::{FrozenMlp, Mlp, matrix, values};
 use crate::tabular::argmax;
 use crate::{AgentError, Experience, check_batch, check_observation};
 
@@ -201,6 +201,8 @@ pub struct Ppo {
     net: PolicyValue,
     /// A gradient-free copy for acting, refreshed after every update.
     acting: PolicyValue,
+    /// The acting policy's MLP as plain floats for greedy serving, built on first use.
+    frozen: std::sync::OnceLock<FrozenMlp>,
     optimizer: ModuleOptimizer,
     rng: Pcg64Mcg,
     pending: Vec<Option<Pending>>,
@@ -221,6 +223,7 @@ impl Ppo {
             .init();
         Self {
             acting: net.valid(),
+            frozen: std::sync::OnceLock::new(),
             net,
             optimizer,
             rng: Pcg64Mcg::seed_from_u64(seed),
@@ -262,13 +265,14 @@ impl Ppo {
     }
 
     /// The most likely action for each of `n` observations (row-major): the argmax index as
-    /// a float (discrete) or the Gaussian mean (continuous), `stored()` floats per row.
+    /// a float (discrete) or the Gaussian mean (continuous), `stored()` floats per row; through
+    /// the fused inference path (equal to the burn forward up to float rounding).
     pub fn greedy_batch(&self, obs: &[f32], n: usize) -> Result<Vec<f32>, AgentError> {
         check_batch(obs, n, self.state_dim)?;
-        let heads = self.heads(obs, n);
+        let out = self.frozen.get_or_init(|| self.acting.policy.frozen()).forward(obs, n);
         Ok(match self.actions {
-            PpoActions::Discrete(a) => heads.chunks(a).map(|row| argmax(row) as f32).collect(),
-            PpoActions::Continuous(_) => heads,
+            PpoActions::Discrete(a) => out.chunks(a).map(|row| argmax(row) as f32).collect(),
+            PpoActions::Continuous(_) => out.into_iter().map(f32::tanh).collect(),
         })
     }
 
@@ -469,6 +473,7 @@ impl Ppo {
             clip_fraction: totals.clip_fraction / k,
         };
         self.acting = self.net.valid();
+        self.frozen = std::sync::OnceLock::new();
         self.updates += 1;
         self.last = Some(stats);
         stats
@@ -512,6 +517,7 @@ impl Ppo {
             files.remove("policy_value.safetensors").ok_or_else(|| fail("no policy_value.safetensors".into()))?;
         agent.net = load_module(agent.net.clone(), bytes, "policy_value.safetensors").map_err(fail)?;
         agent.acting = agent.net.valid();
+        agent.frozen = std::sync::OnceLock::new();
         agent.steps = c.training_step;
         Ok(agent)
     }
@@ -572,6 +578,27 @@ mod tests {
             for (i, theirs) in values(log_p).into_iter().enumerate() {
                 let mine = ppo.pending[i].as_ref().unwrap().log_prob;
                 assert!((mine - theirs).abs() < 1e-4, "{actions:?} row {i}: {mine} vs {theirs}");
+            }
+        }
+    }
+
+    #[test]
+    fn fused_greedy_actions_match_the_network() {
+        let obs: Vec<f32> = (0..6 * 3).map(|i| ((i * 7) % 11) as f32 / 11.0 - 0.5).collect();
+        for actions in [PpoActions::Discrete(4), PpoActions::Continuous(2)] {
+            let ppo = Ppo::new(3, actions, PpoConfig::default(), 5);
+            let heads = values(ppo.acting.head(matrix(&obs, 6, 3, &Device::default())));
+            let greedy = ppo.greedy_batch(&obs, 6).unwrap();
+            match actions {
+                PpoActions::Discrete(a) => {
+                    let want: Vec<f32> = heads.chunks(a).map(|r| argmax(r) as f32).collect();
+                    assert_eq!(greedy, want);
+                }
+                PpoActions::Continuous(_) => {
+                    for (g, h) in greedy.iter().zip(&heads) {
+                        assert!((g - h).abs() < 1e-5, "{g} vs {h}");
+                    }
+                }
             }
         }
     }
