@@ -450,3 +450,37 @@ fn provisioning_d3qn_beats_step_scaling_on_held_out_days() {
         &["observation dimension 11 is not a window of 5 provisioning metrics"],
     );
 }
+
+#[test]
+fn training_resumes_from_a_checkpoint_into_a_new_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("first");
+    let second = dir.path().join("second");
+    let common = ["--apps", "2", "--steps", "20", "--episodes", "2", "--seed", "4", "--json"];
+    let mut args = vec!["train", "--algo", "d3qn", "--out", first.to_str().unwrap()];
+    args.extend(common);
+    let o = aware(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let before = std::fs::read(first.join("checkpoint.json")).unwrap();
+    let mut args = vec!["train", "--resume", first.to_str().unwrap(), "--out", second.to_str().unwrap()];
+    args.extend(common);
+    let o = aware(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["algorithm"], "d3qn");
+    assert_eq!(v["resumed_from"], first.to_str().unwrap());
+    let meta = |d: &std::path::Path| -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(d.join("checkpoint.json")).unwrap()).unwrap()
+    };
+    // 2 apps × 20 steps × 2 episodes per run: the step count carries on.
+    assert_eq!(meta(&first)["training_step"], 80);
+    assert_eq!(meta(&second)["training_step"], 160);
+    assert_eq!(std::fs::read(first.join("checkpoint.json")).unwrap(), before, "the source is left as it is");
+    let wrong = ["train", "--resume", first.to_str().unwrap(), "--algo", "ddpg", "--out", "/tmp/never-written"];
+    assert_one_line_error(&aware(&wrong), &["--algo", "Ddpg does not match", "d3qn agent"]);
+    assert!(!std::path::Path::new("/tmp/never-written").exists());
+    // A usage error (clap's, exit 2) when neither --algo nor --resume is given.
+    let o = aware(&["train", "--out", "/tmp/never-written"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--algo"), "{}", stderr(&o));
+}

@@ -3,6 +3,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use aware_agents::agent::action_values;
+use aware_agents::checkpoint::Checkpoint;
 use aware_agents::{Agent, Experience};
 use aware_core::VecEnv;
 use aware_env::action::ActionKind;
@@ -12,14 +13,18 @@ use indicatif::ProgressBar;
 use serde::Serialize;
 
 use super::{AppsArgs, Prepared, SimArgs, write_training_outputs};
-use crate::learner::{Algorithm, new_agent};
+use crate::learner::{Algorithm, load_agent, new_agent};
 use crate::progress;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The learner.
-    #[arg(long, value_enum)]
-    algo: Algorithm,
+    /// The learner (with --resume: optional, and must match the checkpoint's).
+    #[arg(long, value_enum, required_unless_present = "resume")]
+    algo: Option<Algorithm>,
+    /// Continue from this checkpoint's weights (with a fresh optimiser and replay buffer; a
+    /// DDPG's exploration noise restarts at full scale). The checkpoint itself is left as it is.
+    #[arg(long)]
+    resume: Option<PathBuf>,
     /// The action space: continuous [cpu, memory, replicas] or the seven discrete deltas.
     /// Defaults to continuous for DDPG and discrete otherwise; only PPO can use both.
     #[arg(long, value_enum)]
@@ -57,6 +62,8 @@ pub struct Episode {
 struct Summary {
     algorithm: String,
     action_space: String,
+    /// The checkpoint this run continued from.
+    resumed_from: Option<String>,
     apps: u32,
     episodes: u64,
     steps_per_episode: u64,
@@ -78,14 +85,35 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let prepared = args.sim.prepare(&args.apps)?;
     let steps = args.sim.steps;
     let seed = args.apps.seed;
-    let kind = match args.action_space {
-        None => args.algo.default_actions(),
-        Some(ActionSpace::Discrete) => ActionKind::Discrete,
-        Some(ActionSpace::Continuous) => ActionKind::Continuous,
+    let asked = args.action_space.map(|a| match a {
+        ActionSpace::Discrete => ActionKind::Discrete,
+        ActionSpace::Continuous => ActionKind::Continuous,
+    });
+    let (agent, kind, steps_before) = match &args.resume {
+        None => {
+            let algo = args.algo.expect("clap requires --algo without --resume");
+            let kind = asked.unwrap_or(algo.default_actions());
+            (new_agent(algo, kind, seed)?, kind, 0)
+        }
+        Some(dir) => {
+            let (agent, kind) = load_agent(dir)?;
+            if let Some(algo) = args.algo
+                && format!("{algo:?}").to_lowercase() != agent.algorithm()
+            {
+                bail!("--algo: {algo:?} does not match {}, which holds a {} agent", dir.display(), agent.algorithm());
+            }
+            if let Some(k) = asked
+                && k != kind
+            {
+                bail!("--action-space: {}'s agent acts in a {kind:?} space", dir.display());
+            }
+            (agent, kind, Checkpoint::read_metadata(dir)?.training_step)
+        }
     };
     let bar = progress::bar(args.episodes, "training");
     let Trained { agent, curve, total_steps } =
-        train_agent(&prepared, &args.apps, steps, args.episodes, new_agent(args.algo, kind, seed)?, kind, &bar)?;
+        train_agent(&prepared, &args.apps, steps, args.episodes, agent, kind, &bar)?;
+    let total_steps = steps_before + total_steps;
     let trace_seed = args.apps.trace_seed();
     bar.finish_and_clear();
     std::fs::create_dir_all(&args.out).with_context(|| format!("{}: cannot create", args.out.display()))?;
@@ -99,6 +127,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let summary = Summary {
         algorithm: agent.algorithm().to_string(),
         action_space: format!("{kind:?}").to_lowercase(),
+        resumed_from: args.resume.as_ref().map(|d| d.display().to_string()),
         apps: args.apps.apps,
         episodes: args.episodes,
         steps_per_episode: steps,
@@ -129,7 +158,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
 pub struct Trained {
     pub agent: Box<dyn Agent>,
     pub curve: Vec<Episode>,
-    /// Environment steps taken (each steps every app once).
+    /// Transitions learned from (environment steps × apps): a checkpoint's training step.
     pub total_steps: u64,
 }
 
@@ -176,9 +205,9 @@ pub fn train_agent(
                 agent.observe(i, &e, step.truncated)?;
                 reward += step.reward;
                 violations += step.info.slo_violated as u64;
+                total_steps += 1;
             }
             states = out.steps.into_iter().map(|s| s.observation).collect();
-            total_steps += 1;
         }
         let mean_reward = reward / states.len() as f64;
         curve.push(Episode { episode, mean_reward, slo_violations: violations, exploration: agent.exploration() });
