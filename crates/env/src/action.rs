@@ -63,8 +63,13 @@ impl ActionDecoder {
                 illegal = v.iter().any(|x| x.abs() > 1.0);
                 let unit = |x: f32| ((x.clamp(-1.0, 1.0) as f64) + 1.0) / 2.0;
                 let lerp = |x: f32, lo: u64, hi: u64| (lo as f64 + unit(x) * (hi - lo) as f64).round() as i64;
-                cpu = lerp(v[0], b.min_cpu_millicores, b.max_cpu_millicores);
-                mem = lerp(v[1], b.min_memory_mib, b.max_memory_mib) * MIB as i64;
+                // A dead band of half a discrete step: a continuous policy's output is never
+                // exactly equal twice, and without one every interval resizes every pod.
+                let hold = |target: i64, now: i64, step: u64| {
+                    if (target - now).abs() * 2 < step as i64 { now } else { target }
+                };
+                cpu = hold(lerp(v[0], b.min_cpu_millicores, b.max_cpu_millicores), cpu, b.cpu_step_millicores);
+                mem = hold(lerp(v[1], b.min_memory_mib, b.max_memory_mib) * MIB as i64, mem, b.memory_step_bytes());
                 reps = lerp(v[2], b.min_replicas as u64, b.max_replicas as u64);
             }
             (ActionKind::Discrete, Action::Discrete(a)) if *a < DISCRETE_ACTIONS => {
@@ -171,6 +176,30 @@ mod tests {
         assert_eq!(out.recommendation.containers[0].limits.cpu_millicores, b.max_cpu_millicores);
         assert!(d.decode(&Action::Continuous(vec![f32::NAN, 0.0, 0.0]), 3, &current()).is_err());
         assert!(d.decode(&Action::Discrete(1), 3, &current()).is_err());
+    }
+
+    /// Continuous targets within half a step (125 m CPU, 64 MiB) of the current limits keep
+    /// them; replicas are whole numbers already.
+    #[test]
+    fn continuous_dead_band_table() {
+        let d = decoder(ActionKind::Continuous);
+        let b = Profile::default().bounds;
+        let cur = current().limits;
+        // The action that maps exactly onto a CPU target, memory held at the current value.
+        let unit = |x: f64, lo: u64, hi: u64| ((x - lo as f64) / (hi - lo) as f64 * 2.0 - 1.0) as f32;
+        let mem_now = unit((cur.memory_bytes / MIB) as f64, b.min_memory_mib, b.max_memory_mib);
+        for (cpu_target, want) in [
+            (cur.cpu_millicores as f64 + 100.0, cur.cpu_millicores),
+            (cur.cpu_millicores as f64 - 120.0, cur.cpu_millicores),
+            (cur.cpu_millicores as f64 + 130.0, cur.cpu_millicores + 130),
+            (cur.cpu_millicores as f64 - 400.0, cur.cpu_millicores - 400),
+        ] {
+            let a = unit(cpu_target, b.min_cpu_millicores, b.max_cpu_millicores);
+            let got = d.decode(&Action::Continuous(vec![a, mem_now, 0.0]), 3, &current()).unwrap();
+            let limits = got.recommendation.containers[0].limits;
+            assert!((limits.cpu_millicores as i64 - want as i64).abs() <= 1, "{cpu_target} → {limits:?}, want {want}");
+            assert_eq!(limits.memory_bytes, cur.memory_bytes, "memory within the band is held");
+        }
     }
 
     #[test]
