@@ -484,3 +484,21 @@ fn training_resumes_from_a_checkpoint_into_a_new_directory() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--algo"), "{}", stderr(&o));
 }
+
+#[test]
+fn bench_agents_reports_every_algorithm() {
+    let o = aware(&["bench", "agents", "--repeats", "2", "--batch", "10", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let names: Vec<&str> = v["results"].as_array().unwrap().iter().map(|r| r["algorithm"].as_str().unwrap()).collect();
+    assert_eq!(names, ["ddpg", "dqn", "d3qn", "ppo"]);
+    for r in v["results"].as_array().unwrap() {
+        for field in ["median_update_us", "median_single_inference_us", "median_batched_inference_us"] {
+            assert!(r[field].as_f64().unwrap() > 0.0, "{field} in {r}");
+        }
+        assert_eq!(r["batch"], 10);
+    }
+    // One thread unless the caller chose otherwise.
+    let want = std::env::var("RAYON_NUM_THREADS").unwrap_or_else(|_| "1".into());
+    assert_eq!(v["threads"], want.as_str());
+}
