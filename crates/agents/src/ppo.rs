@@ -76,6 +76,15 @@ pub struct PpoConfig {
     pub max_grad_norm: f32,
     /// Initial log σ of the Gaussian policy (continuous actions only).
     pub initial_log_std: f32,
+    /// Learn from rewards divided by the running standard deviation of the discounted return
+    /// (per environment), as Gymnasium's `NormalizeReward` does for PPO: returns of a
+    /// continuing task with γ 0.99 reach ~100 rewards, a scale the critic is slow to fit.
+    #[serde(default = "enabled")]
+    pub normalize_rewards: bool,
+}
+
+fn enabled() -> bool {
+    true
 }
 
 impl Default for PpoConfig {
@@ -93,6 +102,7 @@ impl Default for PpoConfig {
             value_coef: 0.05,
             max_grad_norm: 0.5,
             initial_log_std: -0.5,
+            normalize_rewards: true,
         }
     }
 }
@@ -210,6 +220,30 @@ pub struct Ppo {
     steps: u64,
     updates: u64,
     last: Option<PpoStats>,
+    /// Discounted return so far per environment, and the running variance of all of them.
+    returns: Vec<f64>,
+    return_stats: RunningVariance,
+}
+
+/// Welford's running mean and variance.
+#[derive(Debug, Clone, Copy, Default)]
+struct RunningVariance {
+    count: f64,
+    mean: f64,
+    m2: f64,
+}
+
+impl RunningVariance {
+    fn push(&mut self, x: f64) {
+        self.count += 1.0;
+        let d = x - self.mean;
+        self.mean += d / self.count;
+        self.m2 += d * (x - self.mean);
+    }
+
+    fn std(&self) -> f64 {
+        if self.count < 2.0 { 1.0 } else { (self.m2 / self.count).sqrt() }
+    }
 }
 
 impl Ppo {
@@ -236,6 +270,8 @@ impl Ppo {
             steps: 0,
             updates: 0,
             last: None,
+            returns: Vec::new(),
+            return_stats: RunningVariance::default(),
         }
     }
 
@@ -361,12 +397,25 @@ impl Ppo {
         if self.rollouts.len() <= env {
             self.rollouts.resize_with(env + 1, Vec::new);
         }
+        let reward = if self.config.normalize_rewards {
+            if self.returns.len() <= env {
+                self.returns.resize(env + 1, 0.0);
+            }
+            self.returns[env] = self.returns[env] * self.config.gamma as f64 + e.reward as f64;
+            self.return_stats.push(self.returns[env]);
+            if e.terminal || truncated {
+                self.returns[env] = 0.0;
+            }
+            (e.reward as f64 / (self.return_stats.std() + 1e-8)) as f32
+        } else {
+            e.reward
+        };
         self.rollouts[env].push(Step {
             state: e.state.clone(),
             action: pending.action,
             log_prob: pending.log_prob,
             value: pending.value,
-            reward: e.reward,
+            reward,
             next_state: e.next_state.clone(),
             terminal: e.terminal,
             truncated,
@@ -580,6 +629,28 @@ mod tests {
                 assert!((mine - theirs).abs() < 1e-4, "{actions:?} row {i}: {mine} vs {theirs}");
             }
         }
+    }
+
+    #[test]
+    fn rewards_are_scaled_by_the_running_return_spread() {
+        let mut v = RunningVariance::default();
+        assert_eq!(v.std(), 1.0, "no scaling before two returns");
+        for x in [1.0, 2.0, 3.0, 4.0] {
+            v.push(x);
+        }
+        assert!((v.mean - 2.5).abs() < 1e-12 && (v.std() - 1.25f64.sqrt()).abs() < 1e-12);
+        // Rewards 1, 1, 1 with γ = 0.5: returns 1, 1.5, 1.75; the third reward is stored as
+        // 1 / std(1, 1.5, 1.75).
+        let config = PpoConfig { gamma: 0.5, rollout_steps: 100, ..PpoConfig::default() };
+        let mut ppo = Ppo::new(1, PpoActions::Discrete(2), config, 1);
+        for _ in 0..3 {
+            let a = ppo.act(&[vec![0.0]], true).unwrap().remove(0);
+            let e = Experience { state: vec![0.0], action: a, reward: 1.0, next_state: vec![0.0], terminal: false };
+            ppo.observe(0, &e, false).unwrap();
+        }
+        let mean = (1.0 + 1.5 + 1.75) / 3.0;
+        let std = ([1.0f64, 1.5, 1.75].iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / 3.0).sqrt();
+        assert!((ppo.rollouts[0][2].reward as f64 - 1.0 / std).abs() < 1e-5, "{}", ppo.rollouts[0][2].reward);
     }
 
     #[test]
