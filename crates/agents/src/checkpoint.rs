@@ -110,7 +110,76 @@ pub fn load_module<M: Module>(mut module: M, bytes: Vec<u8>, name: &str) -> Resu
     Ok(module)
 }
 
+/// A module's canonical safetensors bytes, or a format error naming `dir`.
+pub fn module_file<M: Module>(dir: &Path, module: &M) -> Result<Vec<u8>, CheckpointError> {
+    module_bytes(module).map_err(|reason| CheckpointError::Format { path: dir.display().to_string(), reason })
+}
+
+/// A verified checkpoint being loaded: its metadata and files, with errors naming its directory.
+pub struct OpenCheckpoint {
+    pub meta: Checkpoint,
+    files: BTreeMap<String, Vec<u8>>,
+    path: String,
+}
+
+impl OpenCheckpoint {
+    pub fn error(&self, reason: String) -> CheckpointError {
+        CheckpointError::Format { path: self.path.clone(), reason }
+    }
+
+    /// The hyper-parameters as the algorithm's configuration type.
+    pub fn config<T: serde::de::DeserializeOwned>(&self) -> Result<T, CheckpointError> {
+        serde_json::from_value(self.meta.hyperparameters.clone())
+            .map_err(|e| self.error(format!("hyperparameters: {e}")))
+    }
+
+    /// One file's bytes (verified against its checksum when the checkpoint was opened).
+    pub fn file(&mut self, name: &str) -> Result<Vec<u8>, CheckpointError> {
+        self.files.remove(name).ok_or_else(|| self.error(format!("no {name}")))
+    }
+
+    /// Weights from file `name` into `module`, whose architecture must match.
+    pub fn module<M: Module>(&mut self, module: M, name: &str) -> Result<M, CheckpointError> {
+        let bytes = self.file(name)?;
+        load_module(module, bytes, name).map_err(|reason| self.error(reason))
+    }
+}
+
 impl Checkpoint {
+    /// Writes a checkpoint of `algorithm`: `files`, then metadata recording the
+    /// hyper-parameters, spaces, training step and each file's checksum.
+    pub fn save(
+        dir: &Path,
+        algorithm: &str,
+        hyperparameters: &impl Serialize,
+        observation_space: &Space,
+        action_space: Space,
+        training_step: u64,
+        files: &[(&str, Vec<u8>)],
+    ) -> Result<(), CheckpointError> {
+        Checkpoint {
+            format: FORMAT,
+            algorithm: algorithm.into(),
+            hyperparameters: serde_json::to_value(hyperparameters).expect("serialisable"),
+            observation_space: observation_space.clone(),
+            action_space,
+            training_step,
+            files: Default::default(),
+        }
+        .write(dir, files)
+    }
+
+    /// [`Checkpoint::read`] for loading: the metadata and files behind one handle.
+    pub fn open(
+        dir: &Path,
+        algorithms: &[&str],
+        observation_space: &Space,
+        action_space: &Space,
+    ) -> Result<OpenCheckpoint, CheckpointError> {
+        let (meta, files) = Checkpoint::read(dir, algorithms, observation_space, action_space)?;
+        Ok(OpenCheckpoint { meta, files, path: dir.display().to_string() })
+    }
+
     /// Writes `files` and then the metadata (each via a temporary file and a rename), so a
     /// crash never leaves metadata pointing at missing or partial weights.
     pub fn write(mut self, dir: &Path, files: &[(&str, Vec<u8>)]) -> Result<(), CheckpointError> {

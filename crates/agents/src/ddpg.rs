@@ -12,7 +12,7 @@ use rand_distr::{Distribution, StandardNormal};
 use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint::{Checkpoint, CheckpointError, load_module, module_bytes};
+use crate::checkpoint::{Checkpoint, module_file};
 use crate::net::{FrozenMlp, Mlp, matrix, soft_update, values};
 use crate::replay::ReplayBuffer;
 use crate::{AgentError, Experience, check_batch, check_observation};
@@ -255,19 +255,11 @@ impl Ddpg {
         observation_space: &aware_core::Space,
         training_step: u64,
     ) -> Result<(), AgentError> {
-        let fail = |reason| CheckpointError::Format { path: dir.display().to_string(), reason };
-        let actor = module_bytes(&self.policy).map_err(fail)?;
-        let critic = module_bytes(&self.critic.valid()).map_err(fail)?;
-        Checkpoint {
-            format: 0,
-            algorithm: "ddpg".into(),
-            hyperparameters: serde_json::to_value(&self.config).expect("serialisable"),
-            observation_space: observation_space.clone(),
-            action_space: aware_core::Space::Box { low: vec![-1.0; self.action_dim], high: vec![1.0; self.action_dim] },
-            training_step,
-            files: Default::default(),
-        }
-        .write(dir, &[("actor.safetensors", actor), ("critic.safetensors", critic)])?;
+        let actor = module_file(dir, &self.policy)?;
+        let critic = module_file(dir, &self.critic.valid())?;
+        let space = aware_core::Space::Box { low: vec![-1.0; self.action_dim], high: vec![1.0; self.action_dim] };
+        let files = [("actor.safetensors", actor), ("critic.safetensors", critic)];
+        Checkpoint::save(dir, "ddpg", &self.config, observation_space, space, training_step, &files)?;
         Ok(())
     }
 
@@ -279,16 +271,10 @@ impl Ddpg {
         seed: u64,
     ) -> Result<Self, AgentError> {
         let action_space = aware_core::Space::Box { low: vec![-1.0; action_dim], high: vec![1.0; action_dim] };
-        let (c, mut files) = Checkpoint::read(dir, &["ddpg"], observation_space, &action_space)?;
-        let shown = dir.display().to_string();
-        let fail = |reason: String| CheckpointError::Format { path: shown.clone(), reason };
-        let config: DdpgConfig =
-            serde_json::from_value(c.hyperparameters.clone()).map_err(|e| fail(format!("hyperparameters: {e}")))?;
-        let mut agent = Ddpg::new(observation_space.dim(), action_dim, config, seed);
-        let mut take = |name: &str| files.remove(name).ok_or_else(|| fail(format!("no {name}")));
-        let (actor, critic) = (take("actor.safetensors")?, take("critic.safetensors")?);
-        agent.actor = load_module(agent.actor.clone(), actor, "actor.safetensors").map_err(fail)?;
-        agent.critic = load_module(agent.critic.clone(), critic, "critic.safetensors").map_err(fail)?;
+        let mut c = Checkpoint::open(dir, &["ddpg"], observation_space, &action_space)?;
+        let mut agent = Ddpg::new(observation_space.dim(), action_dim, c.config()?, seed);
+        agent.actor = c.module(agent.actor.clone(), "actor.safetensors")?;
+        agent.critic = c.module(agent.critic.clone(), "critic.safetensors")?;
         agent.actor_target = agent.actor.valid();
         agent.critic_target = agent.critic.valid();
         agent.policy = agent.actor.valid();

@@ -12,7 +12,7 @@ use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint::{Checkpoint, CheckpointError, load_module, module_bytes};
+use crate::checkpoint::{Checkpoint, module_file};
 use crate::net::{FrozenMlp, Mlp, frozen_linear, matrix, side_by_side, values};
 use crate::replay::ReplayBuffer;
 use crate::tabular::argmax;
@@ -351,18 +351,10 @@ impl Dqn {
     }
 
     pub fn save(&self, dir: &std::path::Path, observation_space: &aware_core::Space) -> Result<(), AgentError> {
-        let weights = module_bytes(&self.policy)
-            .map_err(|reason| CheckpointError::Format { path: dir.display().to_string(), reason })?;
-        Checkpoint {
-            format: 0,
-            algorithm: self.algorithm().into(),
-            hyperparameters: serde_json::to_value(&self.config).expect("serialisable"),
-            observation_space: observation_space.clone(),
-            action_space: aware_core::Space::Discrete { n: self.actions },
-            training_step: self.steps,
-            files: Default::default(),
-        }
-        .write(dir, &[("q_network.safetensors", weights)])?;
+        let weights = module_file(dir, &self.policy)?;
+        let space = aware_core::Space::Discrete { n: self.actions };
+        let files = [("q_network.safetensors", weights)];
+        Checkpoint::save(dir, self.algorithm(), &self.config, observation_space, space, self.steps, &files)?;
         Ok(())
     }
 
@@ -375,21 +367,13 @@ impl Dqn {
         seed: u64,
     ) -> Result<Self, AgentError> {
         let action_space = aware_core::Space::Discrete { n: actions };
-        let (c, mut files) = Checkpoint::read(dir, &["dqn", "d3qn"], observation_space, &action_space)?;
-        let shown = dir.display().to_string();
-        let config: DqnConfig = serde_json::from_value(c.hyperparameters.clone())
-            .map_err(|e| CheckpointError::Format { path: shown.clone(), reason: format!("hyperparameters: {e}") })?;
-        let mut agent = Dqn::new(observation_space.dim(), actions, config, seed);
-        let bytes = files.remove("q_network.safetensors").ok_or_else(|| CheckpointError::Format {
-            path: shown.clone(),
-            reason: "no q_network.safetensors".into(),
-        })?;
-        agent.online = load_module(agent.online.clone(), bytes, "q_network.safetensors")
-            .map_err(|reason| CheckpointError::Format { path: shown, reason })?;
+        let mut c = Checkpoint::open(dir, &["dqn", "d3qn"], observation_space, &action_space)?;
+        let mut agent = Dqn::new(observation_space.dim(), actions, c.config()?, seed);
+        agent.online = c.module(agent.online.clone(), "q_network.safetensors")?;
         agent.target = agent.online.clone();
         agent.policy = agent.online.valid();
         agent.frozen = std::sync::OnceLock::new();
-        agent.steps = c.training_step;
+        agent.steps = c.meta.training_step;
         Ok(agent)
     }
 }

@@ -20,7 +20,7 @@ use rand_distr::{Distribution, StandardNormal};
 use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint::{Checkpoint, CheckpointError, load_module, module_bytes};
+use crate::checkpoint::{Checkpoint, module_file};
 use crate::net::{FrozenMlp, Mlp, matrix, values};
 use crate::tabular::argmax;
 use crate::{AgentError, Experience, check_batch, check_observation};
@@ -534,18 +534,10 @@ impl Ppo {
         observation_space: &aware_core::Space,
         training_step: u64,
     ) -> Result<(), AgentError> {
-        let weights = module_bytes(&self.acting)
-            .map_err(|reason| CheckpointError::Format { path: dir.display().to_string(), reason })?;
-        Checkpoint {
-            format: 0,
-            algorithm: "ppo".into(),
-            hyperparameters: serde_json::to_value(&self.config).expect("serialisable"),
-            observation_space: observation_space.clone(),
-            action_space: self.actions.space(),
-            training_step: training_step.max(self.steps),
-            files: Default::default(),
-        }
-        .write(dir, &[("policy_value.safetensors", weights)])?;
+        let weights = module_file(dir, &self.acting)?;
+        let step = training_step.max(self.steps);
+        let files = [("policy_value.safetensors", weights)];
+        Checkpoint::save(dir, "ppo", &self.config, observation_space, self.actions.space(), step, &files)?;
         Ok(())
     }
 
@@ -556,18 +548,12 @@ impl Ppo {
         actions: PpoActions,
         seed: u64,
     ) -> Result<Self, AgentError> {
-        let (c, mut files) = Checkpoint::read(dir, &["ppo"], observation_space, &actions.space())?;
-        let shown = dir.display().to_string();
-        let fail = |reason: String| CheckpointError::Format { path: shown.clone(), reason };
-        let config: PpoConfig =
-            serde_json::from_value(c.hyperparameters.clone()).map_err(|e| fail(format!("hyperparameters: {e}")))?;
-        let mut agent = Ppo::new(observation_space.dim(), actions, config, seed);
-        let bytes =
-            files.remove("policy_value.safetensors").ok_or_else(|| fail("no policy_value.safetensors".into()))?;
-        agent.net = load_module(agent.net.clone(), bytes, "policy_value.safetensors").map_err(fail)?;
+        let mut c = Checkpoint::open(dir, &["ppo"], observation_space, &actions.space())?;
+        let mut agent = Ppo::new(observation_space.dim(), actions, c.config()?, seed);
+        agent.net = c.module(agent.net.clone(), "policy_value.safetensors")?;
         agent.acting = agent.net.valid();
         agent.frozen = std::sync::OnceLock::new();
-        agent.steps = c.training_step;
+        agent.steps = c.meta.training_step;
         Ok(agent)
     }
 }

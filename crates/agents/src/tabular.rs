@@ -7,7 +7,7 @@ use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint::{Checkpoint, CheckpointError};
+use crate::checkpoint::Checkpoint;
 use crate::{AgentError, check_observation};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -113,16 +113,9 @@ impl QTable {
         let mut rows: Vec<(&Vec<u8>, &Vec<f32>)> = self.table.iter().collect();
         rows.sort_by(|a, b| a.0.cmp(b.0));
         let bytes = serde_json::to_vec(&rows).expect("serialisable");
-        Checkpoint {
-            format: 0,
-            algorithm: "qtable".into(),
-            hyperparameters: serde_json::to_value(&self.config).expect("serialisable"),
-            observation_space: observation_space.clone(),
-            action_space: aware_core::Space::Discrete { n: self.actions },
-            training_step: self.steps,
-            files: Default::default(),
-        }
-        .write(dir, &[("q_table.json", bytes)])?;
+        let space = aware_core::Space::Discrete { n: self.actions };
+        let files = [("q_table.json", bytes)];
+        Checkpoint::save(dir, "qtable", &self.config, observation_space, space, self.steps, &files)?;
         Ok(())
     }
 
@@ -133,21 +126,18 @@ impl QTable {
         seed: u64,
     ) -> Result<Self, AgentError> {
         let action_space = aware_core::Space::Discrete { n: actions };
-        let (c, files) = Checkpoint::read(dir, &["qtable"], observation_space, &action_space)?;
-        let fail = |reason: String| CheckpointError::Format { path: dir.display().to_string(), reason };
-        let config: QTableConfig =
-            serde_json::from_value(c.hyperparameters.clone()).map_err(|e| fail(format!("hyperparameters: {e}")))?;
+        let mut c = Checkpoint::open(dir, &["qtable"], observation_space, &action_space)?;
+        let bytes = c.file("q_table.json")?;
         let rows: Vec<(Vec<u8>, Vec<f32>)> =
-            serde_json::from_slice(files.get("q_table.json").ok_or_else(|| fail("no q_table.json".into()))?)
-                .map_err(|e| fail(format!("q_table.json: {e}")))?;
-        let mut q = QTable::new(observation_space.dim(), actions, config, seed);
+            serde_json::from_slice(&bytes).map_err(|e| c.error(format!("q_table.json: {e}")))?;
+        let mut q = QTable::new(observation_space.dim(), actions, c.config()?, seed);
         for (key, values) in rows {
             if key.len() != q.state_dim || values.len() != actions || values.iter().any(|v| !v.is_finite()) {
-                return Err(fail("q_table.json: a row does not fit the spaces".into()).into());
+                return Err(c.error("q_table.json: a row does not fit the spaces".into()).into());
             }
             q.table.insert(key, values);
         }
-        q.steps = c.training_step;
+        q.steps = c.meta.training_step;
         Ok(q)
     }
 }
