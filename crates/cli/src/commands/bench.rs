@@ -173,23 +173,14 @@ fn agents(args: AgentsArgs) -> Result<ExitCode> {
         ddpg.observe(&exp(i, vec![0.1, -0.2, 0.3]))?;
         Ok(())
     })?;
-    let single = time_us(args.repeats, || {
-        std::hint::black_box(ddpg.greedy(&obs(7))?);
-        Ok(())
-    })?;
-    let batched = time_us(args.repeats, || {
-        std::hint::black_box(ddpg.greedy_batch(&batch, args.batch as usize)?);
-        Ok(())
-    })?;
-    results.push(AgentBench {
-        algorithm: "ddpg",
+    results.push(agent_row(
+        &args,
+        "ddpg",
         hidden,
-        state_dim: DIM,
-        median_update_us: update,
-        median_single_inference_us: single,
-        median_batched_inference_us: batched,
-        batch: args.batch,
-    });
+        update,
+        || ddpg.greedy(&obs(7)),
+        || ddpg.greedy_batch(&batch, args.batch as usize),
+    )?);
     bar.inc(1);
     for (name, config) in [("dqn", DqnConfig::dqn()), ("d3qn", DqnConfig::d3qn())] {
         let config = DqnConfig { warmup: 64, ..config };
@@ -204,23 +195,14 @@ fn agents(args: AgentsArgs) -> Result<ExitCode> {
             dqn.observe(&exp(i, vec![(i % 7) as f32]))?;
             Ok(())
         })?;
-        let single = time_us(args.repeats, || {
-            std::hint::black_box(dqn.q_values(&obs(7))?);
-            Ok(())
-        })?;
-        let batched = time_us(args.repeats, || {
-            std::hint::black_box(dqn.q_values_batch(&batch, args.batch as usize)?);
-            Ok(())
-        })?;
-        results.push(AgentBench {
-            algorithm: name,
+        results.push(agent_row(
+            &args,
+            name,
             hidden,
-            state_dim: DIM,
-            median_update_us: update,
-            median_single_inference_us: single,
-            median_batched_inference_us: batched,
-            batch: args.batch,
-        });
+            update,
+            || dqn.q_values(&obs(7)),
+            || dqn.q_values_batch(&batch, args.batch as usize),
+        )?);
         bar.inc(1);
     }
     results.push(ppo_bench(&args, &obs, &batch)?);
@@ -286,21 +268,39 @@ fn ppo_bench(args: &AgentsArgs, obs: &dyn Fn(usize) -> Vec<f32>, batch: &[f32]) 
         times.push(start.elapsed().as_secs_f64() * 1e6);
         anyhow::ensure!(updated, "the 64th step should complete a rollout");
     }
-    let single = time_us(args.repeats, || {
-        std::hint::black_box(ppo.greedy(&obs(7))?);
-        Ok(())
-    })?;
-    let batched = time_us(args.repeats, || {
-        std::hint::black_box(ppo.greedy_batch(batch, args.batch as usize)?);
-        Ok(())
-    })?;
-    Ok(AgentBench {
-        algorithm: "ppo",
+    agent_row(
+        args,
+        "ppo",
         hidden,
-        state_dim: DIM,
-        median_update_us: median(times),
-        median_single_inference_us: single,
-        median_batched_inference_us: batched,
+        median(times),
+        || ppo.greedy(&obs(7)),
+        || ppo.greedy_batch(batch, args.batch as usize),
+    )
+}
+
+/// One agent's row: the update time measured by the caller, then median single-observation
+/// and batched greedy inference.
+fn agent_row<T>(
+    args: &AgentsArgs,
+    algorithm: &'static str,
+    hidden: Vec<usize>,
+    median_update_us: f64,
+    mut single: impl FnMut() -> Result<T, aware_agents::AgentError>,
+    mut batched: impl FnMut() -> Result<T, aware_agents::AgentError>,
+) -> Result<AgentBench> {
+    let timed = |f: &mut dyn FnMut() -> Result<T, aware_agents::AgentError>| {
+        time_us(args.repeats, || {
+            std::hint::black_box(f()?);
+            Ok(())
+        })
+    };
+    Ok(AgentBench {
+        algorithm,
+        hidden,
+        state_dim: aware_env::STATE_DIM,
+        median_update_us,
+        median_single_inference_us: timed(&mut single)?,
+        median_batched_inference_us: timed(&mut batched)?,
         batch: args.batch,
     })
 }
