@@ -1,11 +1,20 @@
 //! `aware`: reinforcement-learning workload autoscaling that is safe to run in production.
+//!
+//! The binary parses arguments, calls one library function per command and prints; the work
+//! lives in the library crates (`aware-lab`, `aware-experiments`, …).
+
+/// `println!` for results: a closed stdout (`aware … --json | head`) ends the command quietly
+/// with exit code 0 instead of a panic.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::stdout::line(format_args!($($arg)*))
+    };
+}
 
 mod commands;
-mod learner;
-mod plot;
 mod policy;
 mod progress;
-mod runner;
+mod stdout;
 
 use std::process::ExitCode;
 
@@ -22,7 +31,7 @@ struct Cli {
 enum Command {
     /// Generate applications (segment chains with synthetic load) from a seed.
     Generate(commands::generate::Args),
-    /// Run a fixed-allocation recommender over generated apps on the embedded simulator.
+    /// Run one recommender over generated apps on the embedded simulator.
     Simulate(commands::simulate::Args),
     /// A/B: several recommenders over identical apps and traces.
     Compare(commands::compare::Args),
@@ -35,7 +44,7 @@ enum Command {
     /// The cloud-provisioning problem: an auto-scaling group billed by the instance-hour.
     #[command(subcommand)]
     Provision(commands::provision::Provision),
-    /// End-to-end checks of the project's claims (exit 1 when a bar is not met).
+    /// End-to-end checks of the project's claims.
     #[command(subcommand)]
     Experiment(commands::experiment::Experiment),
     /// Inspect and export a trajectory store.

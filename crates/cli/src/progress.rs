@@ -2,13 +2,45 @@
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-pub fn bar(len: u64, what: &str) -> ProgressBar {
-    let bar = ProgressBar::new(len);
-    bar.set_style(
-        ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len} {per_sec} eta {eta}")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
-    bar.set_message(what.to_string());
-    bar
+/// The lab's progress sink drawn as one indicatif bar; each `start` begins a new phase.
+pub struct Bar(ProgressBar);
+
+impl Bar {
+    pub fn new() -> Self {
+        let bar = ProgressBar::hidden();
+        bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        bar.set_style(
+            ProgressStyle::with_template("{msg:>12} [{bar:40}] {pos}/{len} {per_sec} eta {eta}")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        Bar(bar)
+    }
+}
+
+impl aware_lab::progress::Progress for Bar {
+    fn start(&self, len: u64, label: &str) {
+        self.0.reset();
+        self.0.set_length(len);
+        self.0.set_position(0);
+        self.0.set_message(label.to_string());
+    }
+
+    fn inc(&self, units: u64) {
+        self.0.inc(units);
+    }
+
+    fn message(&self, message: &str) {
+        self.0.set_message(message.to_string());
+    }
+
+    fn finish(&self) {
+        self.0.finish_and_clear();
+    }
+}
+
+impl Drop for Bar {
+    fn drop(&mut self) {
+        self.0.finish_and_clear();
+    }
 }

@@ -1,6 +1,39 @@
 //! The shared vocabulary of `aware`: what a cluster reports, what an autoscaler proposes, and the
-//! traits that let the simulator, Kubernetes, rule-based recommenders and RL agents be swapped
-//! for one another without the layers above noticing.
+//! traits that let the simulator, rule-based recommenders and RL agents (and, as it lands, a
+//! Kubernetes backend) be swapped for one another without the layers above noticing.
+//!
+//! # One name per concept
+//!
+//! Every crate uses these names, with these meanings; names users and scripts read (JSON fields,
+//! flags) are fixed by the project's interface list.
+//!
+//! - **application** (`app`): one managed workload (a Kubernetes Deployment, a function), the unit
+//!   a policy acts on; [`AppId`] indexes it within a backend.
+//! - **interval** (also *step*): one control period (15 s, the HPA sync period); an
+//!   **app-interval** is one application during one interval, the unit SLO violations count.
+//! - **episode**: a run of intervals an agent learns from (100 for DDPG, 50 for PPO).
+//! - **observation** ([`Observation`]): what a backend reports about an application — possibly
+//!   noisy, late or missing. **state**: an observation encoded for a learner (a fixed-length
+//!   vector). **truth**: what really happened (only the simulator knows it; reports score it).
+//! - **allocation**: replicas × per-container CPU and memory; a **recommendation**
+//!   ([`Recommendation`]) is a proposed allocation; **action**: a learner's output in its action
+//!   space, decoded into a recommendation. A **policy** is anything that decides: a rule-based
+//!   **recommender** ([`Recommender`]), an **agent** (a learner) or a fixed allocation; the
+//!   **fallback** is the rule-based recommender that acts when a learned policy may not.
+//! - **SLO target** (`slo_p99_ms`): the p99 latency, in milliseconds, an application must stay
+//!   under. It is resolved in one place per run: the profile's `slo.latency_p99_ms` when set,
+//!   otherwise the application's own (the simulator derives one per app). An app-interval
+//!   **violates** its SLO when its p99 exceeds the target, it dropped ≥ 1 % of its requests, or it
+//!   served nothing while requests arrived.
+//! - **utilisation**: usage / *request* as a fraction (above 1 when usage exceeds the request),
+//!   spelt `utilisation` everywhere in Rust; a name that means usage / *limit* says `limit`
+//!   (`cpu_limit_utilisation`). Kubernetes' own fields keep Kubernetes' spelling
+//!   (`averageUtilization`). Pods without a request are left out of utilisation means.
+//! - **core-seconds**: CPU cores *reserved* (requests of scheduled pods) × seconds — what the
+//!   operator pays for. **dropped requests**: rejected, timed out, or lost on scale-down/restart.
+//! - **reward**: the per-interval scalar a learner is paid (see `aware-env`); a policy is judged
+//!   as an operator pays, on SLO violations, dropped requests and core-seconds beside it.
+//! - **profile** ([`Profile`]): the operator's promises and limits for a set of applications.
 
 pub mod cluster;
 pub mod env;

@@ -27,6 +27,16 @@ pub struct Decoded {
     pub direction: [i8; 3],
 }
 
+/// An action no clipping can make sense of: the wrong type for the space, or not a number.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    #[error("continuous action {0:?} is not finite")]
+    NotFinite(Vec<f32>),
+    #[error("action {action:?} does not fit the {kind:?} action space")]
+    WrongSpace { action: Action, kind: ActionKind },
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ActionDecoder {
     pub kind: ActionKind,
@@ -50,7 +60,7 @@ impl ActionDecoder {
 
     /// Decodes `action` against the current replica count and container resources.
     /// Err only for actions of the wrong type or NaN, which no clipping can make sense of.
-    pub fn decode(&self, action: &Action, replicas: u32, current: &ContainerResources) -> Result<Decoded, String> {
+    pub fn decode(&self, action: &Action, replicas: u32, current: &ContainerResources) -> Result<Decoded, DecodeError> {
         let b = &self.bounds;
         let cur = current.limits;
         let (mut cpu, mut mem, mut reps) = (cur.cpu_millicores as i64, cur.memory_bytes as i64, replicas as i64);
@@ -58,7 +68,7 @@ impl ActionDecoder {
         match (self.kind, action) {
             (ActionKind::Continuous, Action::Continuous(v)) if v.len() == 3 => {
                 if v.iter().any(|x| !x.is_finite()) {
-                    return Err(format!("continuous action {v:?} is not finite"));
+                    return Err(DecodeError::NotFinite(v.clone()));
                 }
                 illegal = v.iter().any(|x| x.abs() > 1.0);
                 let unit = |x: f32| ((x.clamp(-1.0, 1.0) as f64) + 1.0) / 2.0;
@@ -92,7 +102,7 @@ impl ActionDecoder {
                     illegal = true;
                 }
             }
-            _ => return Err(format!("action {action:?} does not fit the {:?} action space", self.kind)),
+            _ => return Err(DecodeError::WrongSpace { action: action.clone(), kind: self.kind }),
         }
         let sign = |new: i64, old: i64| (new - old).signum() as i8;
         let direction =

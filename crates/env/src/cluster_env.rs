@@ -1,10 +1,38 @@
 //! `ClusterVecEnv` steps several applications of one backend with one `advance`, so a policy
 //! acts on all of them in a batch; `ClusterEnv` is the single-application case.
 
-use aware_core::{Action, AppId, Cluster, Env, EnvError, Profile, Space, Step, StepInfo, VecEnv, VecStep};
+use aware_core::profile::Bounds;
+use aware_core::{
+    Action, AppId, Cluster, Env, EnvError, Observation, Profile, Recommendation, Space, Step, StepInfo, VecEnv, VecStep,
+};
 
 use crate::action::{ActionDecoder, ActionKind, reverses};
-use crate::reward::{RewardFunction, slo_preservation};
+use crate::reward::{RewardFunction, served_preservation, slo_preservation};
+
+/// What acts on one application in one interval: an agent's action (decoded against the current
+/// allocation), a recommender's proposal applied as it is, or nothing (the allocation is held).
+/// One batched step may mix them, as when a fallback acts for some applications and an agent for
+/// the others.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Control {
+    Action(Action),
+    Recommendation(Recommendation),
+    Hold,
+}
+
+/// Direction of change per dimension (CPU limit, memory limit, replicas) from the current
+/// allocation to a recommendation, in the decoder's order.
+pub fn direction(obs: &Observation, rec: &Recommendation) -> [i8; 3] {
+    let sign = |a: u64, b: u64| (a.cmp(&b) as i8).signum();
+    let cur = &obs.template.limits;
+    let new = rec.containers.first().map(|c| c.limits).unwrap_or(*cur);
+    [
+        sign(new.cpu_millicores, cur.cpu_millicores),
+        sign(new.memory_bytes, cur.memory_bytes),
+        sign(rec.replicas as u64, obs.desired_replicas as u64),
+    ]
+}
 use crate::state::StateEncoder;
 
 /// An application's objectives as the backend knows them (the simulator derives a latency SLO
@@ -29,12 +57,14 @@ pub struct EnvConfig {
 struct Member {
     app: AppId,
     encoder: StateEncoder,
+    decoder: ActionDecoder,
     previous_direction: [i8; 3],
     previous_arrival: Option<f64>,
 }
 
 pub struct ClusterVecEnv<C: Cluster> {
     cluster: C,
+    /// The action space every member decodes in (members differ only in their bounds).
     decoder: ActionDecoder,
     reward: RewardFunction,
     members: Vec<Member>,
@@ -44,16 +74,30 @@ pub struct ClusterVecEnv<C: Cluster> {
 }
 
 impl<C: Cluster> ClusterVecEnv<C> {
+    /// Every app under the profile's bounds.
     pub fn new(cluster: C, apps: &[(AppId, AppSlo)], config: EnvConfig) -> Self {
+        let bounds = config.profile.bounds.clone();
+        let apps: Vec<(AppId, AppSlo, Bounds)> = apps.iter().map(|&(a, s)| (a, s, bounds.clone())).collect();
+        Self::with_bounds(cluster, &apps, config)
+    }
+
+    /// Each app under its own bounds (an app's effective bounds: its own with the profile's
+    /// overrides), which scale its state features and its actions.
+    pub fn with_bounds(cluster: C, apps: &[(AppId, AppSlo, Bounds)], config: EnvConfig) -> Self {
         let p = &config.profile;
         let members = apps
             .iter()
-            .map(|&(app, slo)| Member {
-                app,
+            .map(|(app, slo, bounds)| Member {
+                app: *app,
                 encoder: StateEncoder {
-                    bounds: p.bounds.clone(),
+                    bounds: bounds.clone(),
                     latency_slo_ms: p.slo.latency_p99_ms.or(slo.latency_p99_ms),
                     throughput_slo_rps: p.slo.throughput_rps.or(slo.throughput_rps),
+                },
+                decoder: ActionDecoder {
+                    kind: config.action,
+                    bounds: bounds.clone(),
+                    container: config.container.clone(),
                 },
                 previous_direction: [0; 3],
                 previous_arrival: None,
@@ -89,7 +133,8 @@ impl<C: Cluster> ClusterVecEnv<C> {
             obs.latency_p99_ms,
             obs.throughput,
             obs.arrival_rate,
-        );
+        )
+        .min(served_preservation(obs.dropped_requests as f64, obs.arrival_rate * obs.interval_s));
         let cpu = obs.cpu_utilisation().unwrap_or(0.0);
         let memory = obs.memory_utilisation().unwrap_or(0.0);
         let reward = self.reward.reward(sp, cpu, memory, illegal, oscillation);
@@ -138,25 +183,49 @@ impl<C: Cluster> VecEnv for ClusterVecEnv<C> {
     }
 
     fn step(&mut self, actions: &[Action]) -> Result<VecStep, EnvError> {
+        let controls: Vec<Control> = actions.iter().cloned().map(Control::Action).collect();
+        self.step_controls(&controls)
+    }
+}
+
+impl<C: Cluster> ClusterVecEnv<C> {
+    /// Steps every application once under its control; actions are decoded, recommendations
+    /// applied as proposed (an oscillation is a change that reverses the previous one either way;
+    /// a recommender's proposal is never illegal), `Hold` keeps the allocation. The reward and
+    /// every outcome are computed the same way whatever acted.
+    pub fn step_controls(&mut self, controls: &[Control]) -> Result<VecStep, EnvError> {
         if self.needs_reset {
             return Err(EnvError::NeedsReset);
         }
-        if actions.len() != self.members.len() {
-            return Err(EnvError::WrongActionCount { expected: self.members.len(), got: actions.len() });
+        if controls.len() != self.members.len() {
+            return Err(EnvError::WrongActionCount { expected: self.members.len(), got: controls.len() });
         }
-        let mut flags = Vec::with_capacity(actions.len());
-        for (m, action) in self.members.iter_mut().zip(actions) {
-            let obs = self.cluster.observe(m.app)?;
-            let decoded = self
-                .decoder
-                .decode(action, obs.desired_replicas, &obs.template)
-                .map_err(|_| EnvError::ActionOutOfSpace { action: action.clone(), space: self.decoder.space() })?;
-            let oscillation = reverses(m.previous_direction, decoded.direction);
-            if decoded.direction != [0; 3] {
-                m.previous_direction = decoded.direction;
+        let mut flags = Vec::with_capacity(controls.len());
+        for (m, control) in self.members.iter_mut().zip(controls) {
+            let (recommendation, illegal, direction) = match control {
+                Control::Hold => {
+                    flags.push((false, false));
+                    continue;
+                }
+                Control::Action(action) => {
+                    let obs = self.cluster.observe(m.app)?;
+                    let decoded = m
+                        .decoder
+                        .decode(action, obs.desired_replicas, &obs.template)
+                        .map_err(|_| EnvError::ActionOutOfSpace { action: action.clone(), space: m.decoder.space() })?;
+                    (decoded.recommendation, decoded.illegal, decoded.direction)
+                }
+                Control::Recommendation(rec) => {
+                    let obs = self.cluster.observe(m.app)?;
+                    (rec.clone(), false, direction(&obs, rec))
+                }
+            };
+            let oscillation = reverses(m.previous_direction, direction);
+            if direction != [0; 3] {
+                m.previous_direction = direction;
             }
-            self.cluster.apply(m.app, &decoded.recommendation)?;
-            flags.push((decoded.illegal, oscillation));
+            self.cluster.apply(m.app, &recommendation)?;
+            flags.push((illegal, oscillation));
         }
         self.cluster.advance()?;
         self.steps += 1;
@@ -169,6 +238,11 @@ impl<C: Cluster> VecEnv for ClusterVecEnv<C> {
             self.needs_reset = true;
         }
         Ok(VecStep { steps })
+    }
+
+    /// The application each sub-environment steps, in sub-environment order.
+    pub fn app(&self, index: usize) -> AppId {
+        self.members[index].app
     }
 }
 

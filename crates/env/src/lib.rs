@@ -9,7 +9,7 @@ pub mod state;
 pub mod window;
 
 pub use action::{ActionDecoder, ActionKind, Decoded};
-pub use cluster_env::{AppSlo, ClusterEnv, ClusterVecEnv, EnvConfig};
-pub use reward::{RewardFunction, slo_preservation};
+pub use cluster_env::{AppSlo, ClusterEnv, ClusterVecEnv, Control, EnvConfig, direction};
+pub use reward::{DROP_TOLERANCE, RewardFunction, served_preservation, slo_preservation};
 pub use state::{STATE_DIM, StateEncoder};
 pub use window::ObservationWindow;

@@ -24,16 +24,22 @@ pub fn run(args: Args) -> Result<ExitCode> {
         write_atomically(path, &(json.clone() + "\n"))?;
     }
     if args.json {
-        println!("{json}");
+        outln!("{json}");
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    outln!(
         "{:<48} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9}",
-        "app", "mean rps", "peak rps", "cpu ms", "slo ms", "replicas", "mem MiB"
+        "app",
+        "mean rps",
+        "peak rps",
+        "cpu ms",
+        "slo ms",
+        "replicas",
+        "mem MiB"
     );
     for app in &apps {
         let cost = app.cost();
-        println!(
+        outln!(
             "{:<48} {:>9.2} {:>9.2} {:>9.1} {:>8.1} {:>8} {:>9}",
             app.name,
             app.load.mean_rps,

@@ -9,14 +9,13 @@ pub mod store;
 pub mod train;
 pub mod validate;
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
 
 use anyhow::Result;
-use aware_core::Profile;
-use aware_sim::{AppSpec, Scenario, SimConfig, Trace, VerticalUpdate, generate_apps, load_traces};
+use aware_lab::workload::{Workload, WorkloadSpec};
+use aware_sim::{AppSpec, Scenario, VerticalUpdate, generate_apps};
 
-use crate::runner::Setup;
+pub use aware_lab::output::write_atomically;
 
 /// Options every simulator-backed command shares.
 #[derive(clap::Args, Debug, Clone)]
@@ -38,16 +37,12 @@ pub struct AppsArgs {
 }
 
 impl AppsArgs {
-    pub fn trace_seed(&self) -> u64 {
-        self.trace_seed.unwrap_or(self.seed)
-    }
-
     pub fn generate(&self) -> Vec<AppSpec> {
         generate_apps(self.apps as usize, self.seed, self.day_seconds)
     }
 }
 
-/// Simulator options shared by `simulate` and `compare`.
+/// Simulator options shared by `simulate`, `compare` and `train`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct SimArgs {
     /// Control intervals to simulate (15 s each).
@@ -73,49 +68,23 @@ pub enum VerticalUpdateArg {
     Restart,
 }
 
-/// Everything loaded and validated before any simulation starts.
-pub struct Prepared {
-    pub apps: Vec<AppSpec>,
-    pub traces: Vec<Arc<Trace>>,
-    pub sim: SimConfig,
-    pub profile: Profile,
-}
-
 impl SimArgs {
-    pub fn prepare(&self, apps: &AppsArgs) -> Result<Prepared> {
-        let profile = match &self.profile {
-            Some(p) => Profile::load(p)?,
-            None => Profile::default(),
-        };
-        let traces = match &self.trace {
-            Some(p) => load_traces(p)?.into_iter().map(Arc::new).collect(),
-            None => Vec::new(),
-        };
-        let scenario =
-            self.scenario.map(|s| Scenario { kind: s.kind, at_step: Some(s.at_step.unwrap_or(self.steps / 2)) });
-        let sim = SimConfig {
-            scenario,
-            slo_p99_ms: profile.slo.latency_p99_ms,
+    /// The workload these options and `apps` describe, loaded and validated.
+    pub fn workload(&self, apps: &AppsArgs) -> Result<Workload> {
+        Ok(Workload::load(&WorkloadSpec {
+            apps: apps.apps as usize,
+            seed: apps.seed,
+            trace_seed: apps.trace_seed,
+            day_seconds: apps.day_seconds,
+            profile: self.profile.clone(),
+            trace: self.trace.clone(),
+            scenario: self.scenario,
             vertical_update: match self.vertical_update {
                 VerticalUpdateArg::InPlace => VerticalUpdate::InPlace,
                 VerticalUpdateArg::Restart => VerticalUpdate::Restart,
             },
-            ..SimConfig::default()
-        };
-        Ok(Prepared { apps: apps.generate(), traces, sim, profile })
-    }
-}
-
-impl Prepared {
-    pub fn setup(&self, apps: &AppsArgs, steps: u64) -> Setup<'_> {
-        Setup {
-            apps: &self.apps,
-            traces: &self.traces,
-            sim: self.sim.clone(),
-            seed: apps.trace_seed(),
-            steps,
-            profile: &self.profile,
-        }
+            steps: self.steps,
+        })?)
     }
 }
 
@@ -126,40 +95,17 @@ pub fn positive_f64(s: &str) -> Result<f64, String> {
     }
 }
 
-/// Writes `text` to `path` atomically (temp file then rename), so an interrupted run never leaves
-/// a half-written result where a good one was.
-/// The outputs every training run leaves beside its checkpoint: `learning_curve.csv` (as
-/// given), `learning_curve.png` (episode → reward) and `train.json` (the summary), which is
-/// also printed with `--json`; otherwise `human` prints the summary.
-pub fn write_training_outputs(
-    out: &Path,
-    algorithm: &str,
-    csv: &str,
-    points: &[(f64, f64)],
-    summary: &impl serde::Serialize,
-    json: bool,
-    human: impl FnOnce(),
-) -> Result<()> {
-    write_atomically(&out.join("learning_curve.csv"), csv)?;
-    crate::plot::learning_curve(&out.join("learning_curve.png"), algorithm, points)?;
-    let text = serde_json::to_string_pretty(summary)?;
-    write_atomically(&out.join("train.json"), &(text.clone() + "\n"))?;
-    if json {
-        println!("{text}");
-    } else {
-        human();
-    }
+/// Prints `value` as one pretty JSON document on stdout.
+pub fn print_json(value: &impl serde::Serialize) -> Result<()> {
+    outln!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
 }
 
-pub fn write_atomically(path: &Path, text: &str) -> Result<()> {
-    use anyhow::Context;
-    let tmp: PathBuf = {
-        let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-        name.push(".tmp");
-        path.with_file_name(name)
-    };
-    std::fs::write(&tmp, text).with_context(|| format!("{}: cannot write", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("{}: cannot write", path.display()))?;
-    Ok(())
+/// The store a run records into: `--store URL`, or with `--record` the profile's `store`.
+pub fn recording_store<'a>(store: &'a Option<String>, record: bool, workload: &'a Workload) -> Option<&'a str> {
+    match store {
+        Some(url) => Some(url),
+        None if record => Some(&workload.profile.store),
+        None => None,
+    }
 }

@@ -107,7 +107,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         details: policy.details(),
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         let show = |replicas: u32, c: &aware_core::ContainerResources| {
             format!(
@@ -119,12 +119,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 c.limits.memory_bytes >> 20
             )
         };
-        println!("{} for {} at t={} s", out.policy, out.app, out.time_s);
-        println!("  now:         {}", show(out.current.replicas, &out.current.resources));
+        outln!("{} for {} at t={} s", out.policy, out.app, out.time_s);
+        outln!("  now:         {}", show(out.current.replicas, &out.current.resources));
         for c in &out.recommendation.containers {
-            println!("  recommended: {}", show(out.recommendation.replicas, c));
+            outln!("  recommended: {}", show(out.recommendation.replicas, c));
         }
-        println!("  details:     {}", serde_json::to_string(&out.details)?);
+        outln!("  details:     {}", serde_json::to_string(&out.details)?);
     }
     Ok(ExitCode::SUCCESS)
 }

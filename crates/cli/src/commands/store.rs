@@ -69,27 +69,34 @@ pub fn run(cmd: Store) -> Result<ExitCode> {
                     eps.iter().map(|e| e.meta.app.as_str()).collect::<std::collections::BTreeSet<_>>().len() as u64;
             }
             if t.json {
-                println!("{}", serde_json::to_string_pretty(&stats)?);
+                outln!("{}", serde_json::to_string_pretty(&stats)?);
             } else {
-                println!("episodes:    {} ({} incomplete)", stats.episodes, stats.incomplete_episodes);
-                println!("transitions: {}", stats.transitions);
-                println!("agents:      {}", stats.agents.join(", "));
-                println!("apps:        {}", stats.apps);
+                outln!("episodes:    {} ({} incomplete)", stats.episodes, stats.incomplete_episodes);
+                outln!("transitions: {}", stats.transitions);
+                outln!("agents:      {}", stats.agents.join(", "));
+                outln!("apps:        {}", stats.apps);
             }
         }
         Store::Episodes(t) => {
             let store = open(&t.store)?;
             let episodes = store.episodes(t.agent.as_deref())?;
             if t.json {
-                println!("{}", serde_json::to_string_pretty(&episodes)?);
+                outln!("{}", serde_json::to_string_pretty(&episodes)?);
             } else {
-                println!(
+                outln!(
                     "{:>8} {:<16} {:<40} {:>8} {:<8} {:<10} {:>6} {:>12} complete",
-                    "id", "agent", "app", "episode", "stage", "policy", "steps", "reward"
+                    "id",
+                    "agent",
+                    "app",
+                    "episode",
+                    "stage",
+                    "policy",
+                    "steps",
+                    "reward"
                 );
                 for e in &episodes {
                     let m = &e.meta;
-                    println!(
+                    outln!(
                         "{:>8} {:<16} {:<40} {:>8} {:<8} {:<10} {:>6} {:>12} {}",
                         e.id,
                         m.agent,
@@ -116,10 +123,7 @@ pub fn run(cmd: Store) -> Result<ExitCode> {
                     write_atomically(path, &String::from_utf8(buf)?)?;
                     eprintln!("{written} records written to {}", path.display());
                 }
-                None => {
-                    use std::io::Write;
-                    std::io::stdout().lock().write_all(&buf)?;
-                }
+                None => crate::stdout::bytes(&buf),
             }
         }
     }

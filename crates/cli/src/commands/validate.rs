@@ -17,11 +17,11 @@ pub struct Args {
 pub fn run(args: Args) -> Result<ExitCode> {
     let report = validate::run(args.seed);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         let pct = |e: Option<f64>| e.map(|e| format!("{:.1}%", e * 100.0)).unwrap_or_else(|| "-".into());
         let ms = |v: Option<f64>| v.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into());
-        println!(
+        outln!(
             "{:<17} {:>7} {:>5} {:>6} | {:>7} {:>7} {:>7} | {:>7} {:>7} {:>7} | {:>6} {:>6} {:>6} | {:>10} ok",
             "case",
             "rps",
@@ -38,9 +38,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
             "e thr",
             "overloaded",
         );
-        println!("{:<38} | {:^23} | {:^23} |", "", "fast mode (ms, rps)", "discrete-event");
+        outln!("{:<38} | {:^23} | {:^23} |", "", "fast mode (ms, rps)", "discrete-event");
         for c in &report.cases {
-            println!(
+            outln!(
                 "{:<17} {:>7.1} {:>5} {:>6} | {:>7} {:>7} {:>7.2} | {:>7} {:>7} {:>7.2} | {:>6} {:>6} {:>6} | {:>4}/{:<5} {}",
                 c.name,
                 c.arrival_rps,
@@ -60,7 +60,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 if c.pass { "ok" } else { "FAIL" }
             );
         }
-        println!(
+        outln!(
             "bounds: mean ±{:.0}%, p99 ±{:.0}%, throughput ±{:.0}% when not overloaded; overload verdicts must agree",
             report.mean_tolerance * 100.0,
             report.p99_tolerance * 100.0,

@@ -1,9 +1,11 @@
-//! Building and loading agents for this project's environment for `train`, and the RL `Recommender` that serves
-//! a checkpoint through the same loop as the rule-based policies.
+//! The agent factory (a fresh learner for this project's autoscaling environment, or one loaded
+//! from a checkpoint) and the RL policy that serves a checkpoint through the same loop as the
+//! rule-based recommenders.
 
+use std::fmt;
 use std::path::Path;
+use std::str::FromStr;
 
-use anyhow::{Result, bail};
 use aware_agents::Agent;
 use aware_agents::checkpoint::Checkpoint;
 use aware_agents::ddpg::{Ddpg, DdpgConfig};
@@ -16,7 +18,10 @@ use aware_env::action::{ActionDecoder, ActionKind, DISCRETE_ACTIONS};
 use aware_env::{STATE_DIM, StateEncoder};
 use aware_sim::CONTAINER;
 
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+use crate::{LabError, ParseError};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Algorithm {
     Ddpg,
     Ppo,
@@ -26,6 +31,20 @@ pub enum Algorithm {
 }
 
 impl Algorithm {
+    pub const ALL: [Algorithm; 5] =
+        [Algorithm::Ddpg, Algorithm::Ppo, Algorithm::Dqn, Algorithm::D3qn, Algorithm::Qtable];
+
+    /// The name checkpoints and reports use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Ddpg => "ddpg",
+            Algorithm::Ppo => "ppo",
+            Algorithm::Dqn => "dqn",
+            Algorithm::D3qn => "d3qn",
+            Algorithm::Qtable => "qtable",
+        }
+    }
+
     /// The action space an algorithm trains in unless told otherwise: DDPG is continuous,
     /// PPO discrete as in SIMPPO, the value-based learners can only be discrete.
     pub fn default_actions(self) -> ActionKind {
@@ -44,10 +63,26 @@ impl Algorithm {
     }
 }
 
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Algorithm {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Self, ParseError> {
+        Algorithm::ALL.into_iter().find(|a| a.name() == s).ok_or_else(|| {
+            let names: Vec<_> = Algorithm::ALL.iter().map(|a| a.name()).collect();
+            ParseError::new(s, format!("unknown algorithm (expected one of {})", names.join(", ")))
+        })
+    }
+}
+
 /// A fresh agent for this project's environment (state [`STATE_DIM`], actions per `kind`).
-pub fn new_agent(algorithm: Algorithm, kind: ActionKind, seed: u64) -> Result<Box<dyn Agent>> {
+pub fn new_agent(algorithm: Algorithm, kind: ActionKind, seed: u64) -> Result<Box<dyn Agent>, LabError> {
     if !algorithm.supports(kind) {
-        bail!("--action-space: {algorithm:?} cannot act in a {kind:?} action space");
+        return Err(LabError::input("--action-space", format!("{algorithm} cannot act in a {kind:?} action space")));
     }
     Ok(match algorithm {
         Algorithm::Ddpg => Box::new(Ddpg::new(STATE_DIM, 3, DdpgConfig::default(), seed)),
@@ -72,16 +107,25 @@ pub fn action_kind(space: &Space) -> ActionKind {
     }
 }
 
+/// An agent loaded from a checkpoint, with what it was trained for.
+pub struct Loaded {
+    pub agent: Box<dyn Agent>,
+    pub kind: ActionKind,
+    /// Transitions it has learned from so far.
+    pub training_step: u64,
+}
+
 /// Loads whichever agent the checkpoint holds, checked against this project's spaces.
-pub fn load_agent(dir: &Path) -> Result<(Box<dyn Agent>, ActionKind)> {
-    let meta = Checkpoint::read_metadata(dir)?;
+pub fn load_agent(dir: &Path) -> Result<Loaded, LabError> {
+    let meta = Checkpoint::read_metadata(dir).map_err(aware_agents::AgentError::from)?;
     let kind = action_kind(&meta.action_space);
-    Ok((aware_agents::agent::load(dir, &StateEncoder::space(), &kind.space())?, kind))
+    let agent = aware_agents::agent::load(dir, &StateEncoder::space(), &kind.space())?;
+    Ok(Loaded { agent, kind, training_step: meta.training_step })
 }
 
 /// A trained agent as a `Recommender`: it encodes the observation, acts greedily and decodes
 /// the action. An observation the encoder refuses (NaN, missing samples) never reaches the
-/// network: the MPA default answers instead, and the fallback is counted.
+/// network: the MPA default answers instead, and the fallback is counted with its reason.
 pub struct RlRecommender {
     name: String,
     agent: Box<dyn Agent>,
@@ -89,12 +133,13 @@ pub struct RlRecommender {
     decoder: ActionDecoder,
     previous_arrival: Option<f64>,
     fallback: MultidimPodAutoscaler,
-    pub fallbacks: u64,
+    fallbacks: u64,
+    last_fallback_reason: Option<String>,
 }
 
 impl RlRecommender {
-    pub fn new(dir: &Path, profile: &Profile, slo_p99_ms: Option<f64>) -> Result<Self> {
-        let (agent, kind) = load_agent(dir)?;
+    pub fn new(dir: &Path, profile: &Profile, slo_p99_ms: Option<f64>) -> Result<Self, LabError> {
+        let Loaded { agent, kind, .. } = load_agent(dir)?;
         Ok(Self {
             name: format!("rl:{}", dir.display()),
             encoder: StateEncoder {
@@ -107,7 +152,17 @@ impl RlRecommender {
             previous_arrival: None,
             fallback: MultidimPodAutoscaler::from_profile(profile, false),
             fallbacks: 0,
+            last_fallback_reason: None,
         })
+    }
+
+    /// Intervals in which the MPA default answered because the observation was refused.
+    pub fn fallbacks(&self) -> u64 {
+        self.fallbacks
+    }
+
+    pub fn last_fallback_reason(&self) -> Option<&str> {
+        self.last_fallback_reason.as_deref()
     }
 }
 
@@ -121,7 +176,7 @@ impl Recommender for RlRecommender {
             Ok(s) => s,
             Err(reason) => {
                 self.fallbacks += 1;
-                eprintln!("{}: falling back to mpa: {reason}", self.name);
+                self.last_fallback_reason = Some(reason);
                 return self.fallback.recommend(obs);
             }
         };
@@ -133,8 +188,10 @@ impl Recommender for RlRecommender {
             .act(std::slice::from_ref(&state), false)
             .map_err(|e| RecommenderError::BadObservation(e.to_string()))?
             .remove(0);
-        let decoded =
-            self.decoder.decode(&action, obs.desired_replicas, &obs.template).map_err(RecommenderError::Other)?;
+        let decoded = self
+            .decoder
+            .decode(&action, obs.desired_replicas, &obs.template)
+            .map_err(|e| RecommenderError::Other(e.to_string()))?;
         Ok(decoded.recommendation)
     }
 }

@@ -4,18 +4,24 @@
 
 use std::path::Path;
 
-use anyhow::{Result, anyhow};
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 
-use crate::runner::Run;
+use crate::LabError;
+use crate::evaluate::Evaluation;
+
+type Result<T> = std::result::Result<T, LabError>;
 
 static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 
 fn register_font() -> Result<()> {
     static ONCE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let ok = *ONCE.get_or_init(|| plotters::style::register_font("sans-serif", FontStyle::Normal, FONT).is_ok());
-    if ok { Ok(()) } else { Err(anyhow!("embedded font could not be loaded")) }
+    if ok {
+        Ok(())
+    } else {
+        Err(LabError::Plot { path: "DejaVuSans.ttf".into(), reason: "the embedded font could not be loaded".into() })
+    }
 }
 
 const COLORS: [RGBColor; 8] = [
@@ -30,15 +36,15 @@ const COLORS: [RGBColor; 8] = [
 ];
 
 /// Writes a PNG with three panels; `interval_s` converts steps to hours on the x axis.
-pub fn comparison(path: &Path, runs: &[Run], interval_s: f64) -> Result<()> {
+pub fn comparison(path: &Path, runs: &[Evaluation], interval_s: f64) -> Result<()> {
     register_font()?;
-    let err = |e: &dyn std::fmt::Display| anyhow!("{}: cannot draw the plot: {e}", path.display());
+    let err = |e: &dyn std::fmt::Display| LabError::Plot { path: path.to_path_buf(), reason: e.to_string() };
     let root = BitMapBackend::new(path, (1800, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let panels = root.split_evenly((1, 3));
     let steps = runs.first().map_or(0, |r| r.series.cpu_utilisation.len());
     let hours = steps as f64 * interval_s / 3600.0;
-    type Extract = fn(&Run) -> Vec<f64>;
+    type Extract = fn(&Evaluation) -> Vec<f64>;
     let specs: [(&str, &str, Extract); 3] = [
         ("Mean CPU utilisation", "utilisation", |r| r.series.cpu_utilisation.clone()),
         ("Cumulative SLO violations", "app-intervals over SLO", |r| {
@@ -96,7 +102,7 @@ pub fn comparison(path: &Path, runs: &[Run], interval_s: f64) -> Result<()> {
 /// Episode reward over episodes for `train`.
 pub fn learning_curve(path: &Path, label: &str, points: &[(f64, f64)]) -> Result<()> {
     register_font()?;
-    let err = |e: &dyn std::fmt::Display| anyhow!("{}: cannot draw the plot: {e}", path.display());
+    let err = |e: &dyn std::fmt::Display| LabError::Plot { path: path.to_path_buf(), reason: e.to_string() };
     let root = BitMapBackend::new(path, (900, 520)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let x_max = points.iter().map(|p| p.0).fold(1.0, f64::max);

@@ -1,0 +1,167 @@
+//! `aware experiment agents`: DDPG and PPO trained on one simulated application with diurnal
+//! load, against the MPA default on held-out traces of the same application.
+
+use std::path::PathBuf;
+
+use aware_env::StateEncoder;
+use aware_env::action::ActionKind;
+use aware_lab::agent::{Algorithm, new_agent};
+use aware_lab::evaluate::{PolicyRow, aggregate, evaluate};
+use aware_lab::output::{create_dir, refuse_checkpoint};
+use aware_lab::policy::PolicyName;
+use aware_lab::progress::Progress;
+use aware_lab::score::LatencyHistogram;
+use aware_lab::train::{Trained, train_agent};
+use aware_lab::workload::{Workload, WorkloadSpec};
+use serde::Serialize;
+
+use crate::ExperimentError;
+
+/// The fixed problem: application 0 of seed 7 (a single-segment service whose compressed day
+/// of 1,500 s is exactly one 100-step episode), the default profile.
+const APP_SEED: u64 = 7;
+const DAY_S: f64 = 1_500.0;
+const EPISODE_STEPS: u64 = 100;
+const FIRST_TRAINING_TRACE: u64 = 1_000;
+const FIRST_HELD_OUT_TRACE: u64 = 5_000;
+
+/// How big a run: the full experiment, `--quick` for CI, or a smoke run for tests (it checks the
+/// plumbing end to end, not the learning bar).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Size {
+    Full,
+    Quick,
+    Smoke,
+}
+
+#[derive(Debug, Clone)]
+pub struct AgentsConfig {
+    pub size: Size,
+    /// Where the trained checkpoints go (default: a new directory under the system temp dir).
+    pub out: Option<PathBuf>,
+}
+
+struct Plan {
+    ddpg_episodes: u64,
+    ppo_episodes: u64,
+    held_out_traces: u64,
+    /// Steps per held-out trace (10 episodes).
+    evaluation_steps: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct AgentRow {
+    #[serde(flatten)]
+    pub row: PolicyRow,
+    pub checkpoint: Option<String>,
+    pub training_episodes: Option<u64>,
+    /// Reward above MPA's and no more SLO violations (`None` for MPA itself).
+    pub beats_mpa: Option<bool>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct AgentsReport {
+    pub experiment: &'static str,
+    pub quick: bool,
+    pub app_seed: u64,
+    pub day_seconds: f64,
+    pub episode_steps: u64,
+    pub alpha: f64,
+    pub training_trace_seeds: String,
+    pub held_out_trace_seeds: String,
+    pub evaluation_steps_per_trace: u64,
+    pub policies: Vec<AgentRow>,
+    pub out: String,
+    pub passed: bool,
+}
+
+pub fn run(config: &AgentsConfig, progress: &dyn Progress) -> Result<AgentsReport, ExperimentError> {
+    let plan = match config.size {
+        Size::Full => Plan { ddpg_episodes: 200, ppo_episodes: 2_000, held_out_traces: 10, evaluation_steps: 1_000 },
+        Size::Quick => Plan { ddpg_episodes: 100, ppo_episodes: 1_000, held_out_traces: 3, evaluation_steps: 1_000 },
+        Size::Smoke => Plan { ddpg_episodes: 2, ppo_episodes: 4, held_out_traces: 1, evaluation_steps: 100 },
+    };
+    let out = config.out.clone().unwrap_or_else(|| {
+        let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
+        std::env::temp_dir().join(format!("aware-experiment-agents-{}-{stamp}", std::process::id()))
+    });
+    let workload = Workload::load(&WorkloadSpec {
+        apps: 1,
+        seed: APP_SEED,
+        trace_seed: Some(FIRST_TRAINING_TRACE),
+        day_seconds: DAY_S,
+        steps: EPISODE_STEPS,
+        ..WorkloadSpec::default()
+    })?;
+
+    let learners = [
+        ("ddpg", Algorithm::Ddpg, ActionKind::Continuous, plan.ddpg_episodes),
+        ("ppo", Algorithm::Ppo, ActionKind::Continuous, plan.ppo_episodes),
+    ];
+    let mut policies = vec![("mpa", PolicyName::Mpa, None)];
+    for (name, algorithm, kind, episodes) in learners {
+        let dir = out.join(name);
+        refuse_checkpoint("--out", &dir)?;
+        progress.start(episodes, &format!("train {name}"));
+        let agent = new_agent(algorithm, kind, APP_SEED)?;
+        let mut env = workload.env(kind, EPISODE_STEPS, FIRST_TRAINING_TRACE);
+        let Trained { agent, total_steps, .. } =
+            train_agent(&mut env, agent, episodes, EPISODE_STEPS, FIRST_TRAINING_TRACE, progress)?;
+        progress.finish();
+        create_dir(&dir)?;
+        agent.save(&dir, &StateEncoder::space(), total_steps)?;
+        policies.push((name, PolicyName::Rl(dir), Some(episodes)));
+    }
+
+    progress.start(plan.held_out_traces * policies.len() as u64 * plan.evaluation_steps, "held-out traces");
+    let mut rows: Vec<AgentRow> = Vec::new();
+    for (name, policy, episodes) in &policies {
+        let mut per_app = Vec::new();
+        let mut latencies = LatencyHistogram::default();
+        for k in 0..plan.held_out_traces {
+            let run = evaluate(
+                &workload,
+                policy,
+                plan.evaluation_steps,
+                FIRST_HELD_OUT_TRACE + k,
+                &mut Default::default(),
+                progress,
+            )?;
+            latencies.merge(&run.latencies);
+            per_app.extend(run.per_app);
+        }
+        let mut summary = aggregate(name, &per_app, &latencies);
+        // One app over several traces: rates are means over traces, amounts sums.
+        summary.app = name.to_string();
+        rows.push(AgentRow {
+            row: PolicyRow::new(name, summary, EPISODE_STEPS),
+            checkpoint: match policy {
+                PolicyName::Rl(dir) => Some(dir.display().to_string()),
+                _ => None,
+            },
+            training_episodes: *episodes,
+            beats_mpa: None,
+        });
+    }
+    progress.finish();
+    let (mpa_reward, mpa_violations) = (rows[0].row.mean_episode_reward, rows[0].row.summary.slo_violations);
+    for r in rows.iter_mut().skip(1) {
+        r.beats_mpa = Some(r.row.mean_episode_reward > mpa_reward && r.row.summary.slo_violations <= mpa_violations);
+    }
+    let passed = rows.iter().all(|r| r.beats_mpa != Some(false));
+    Ok(AgentsReport {
+        experiment: "agents",
+        quick: config.size != Size::Full,
+        app_seed: APP_SEED,
+        day_seconds: DAY_S,
+        episode_steps: EPISODE_STEPS,
+        alpha: workload.profile.reward.alpha,
+        training_trace_seeds: format!("{FIRST_TRAINING_TRACE}…"),
+        held_out_trace_seeds: format!("{FIRST_HELD_OUT_TRACE}–{}", FIRST_HELD_OUT_TRACE + plan.held_out_traces - 1),
+        evaluation_steps_per_trace: plan.evaluation_steps,
+        policies: rows,
+        out: out.display().to_string(),
+        passed,
+    })
+}

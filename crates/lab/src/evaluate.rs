@@ -1,0 +1,302 @@
+//! Running recommenders over a workload and reporting them as an operator judges them:
+//! `simulate` (one policy, per app) and `compare` (several policies on identical apps and
+//! traffic).
+
+use aware_env::action::ActionKind;
+use aware_store::TrajectoryStore;
+use serde::Serialize;
+
+use crate::LabError;
+use crate::policy::{Policy, PolicyName};
+use crate::progress::Progress;
+use crate::record::Recorder;
+use crate::rollout::{Arena, Observer, Recommenders, rollout};
+use crate::score::{LatencyHistogram, Scorer, Series, Summary};
+use crate::workload::Workload;
+
+/// One policy's run over every app of a workload.
+pub struct Evaluation {
+    pub policy: PolicyName,
+    pub per_app: Vec<Summary>,
+    pub series: Series,
+    /// Latencies over all apps and intervals (for the aggregate p99).
+    pub latencies: LatencyHistogram,
+}
+
+impl Evaluation {
+    /// The policy's row: means of rates and sums of amounts over apps.
+    pub fn aggregate(&self, label: &str) -> Summary {
+        aggregate(label, &self.per_app, &self.latencies)
+    }
+}
+
+/// Means of rates, sums of amounts, over apps; the p99 from the merged latencies.
+pub fn aggregate(label: &str, per_app: &[Summary], latencies: &LatencyHistogram) -> Summary {
+    let n = per_app.len().max(1) as f64;
+    let mean = |f: fn(&Summary) -> f64| per_app.iter().map(f).sum::<f64>() / n;
+    let sum = |f: fn(&Summary) -> f64| per_app.iter().map(f).sum::<f64>();
+    let count = |f: fn(&Summary) -> u64| per_app.iter().map(f).sum::<u64>();
+    let intervals = count(|s| s.intervals);
+    let slo_violations = count(|s| s.slo_violations);
+    Summary {
+        app: label.into(),
+        slo_p99_ms: mean(|s| s.slo_p99_ms),
+        cpu_utilisation: mean(|s| s.cpu_utilisation),
+        memory_utilisation: mean(|s| s.memory_utilisation),
+        slo_violations,
+        slo_violation_fraction: slo_violations as f64 / intervals.max(1) as f64,
+        p99_latency_ms: latencies.quantile(0.99),
+        dropped_requests: sum(|s| s.dropped_requests),
+        arrivals: sum(|s| s.arrivals),
+        oom_events: count(|s| s.oom_events),
+        core_seconds: sum(|s| s.core_seconds),
+        replica_seconds: sum(|s| s.replica_seconds),
+        scaling_actions: count(|s| s.scaling_actions),
+        direction_reversals: count(|s| s.direction_reversals),
+        mean_reward: mean(|s| s.mean_reward),
+        fallbacks: count(|s| s.fallbacks),
+        intervals,
+    }
+}
+
+/// Where a run's intervals go besides the scorer.
+#[derive(Default)]
+pub struct Sinks<'a> {
+    /// Records every app's trajectory (one episode per app, agent = the policy's name).
+    pub store: Option<&'a mut dyn TrajectoryStore>,
+    /// Sees every interval (exporters, plots).
+    pub observers: Vec<&'a mut dyn Observer>,
+}
+
+/// Shows each interval to the scorer, the recorder and the caller's observers, in that order.
+struct Fanout<'a, 'r, 's> {
+    scorer: &'a mut Scorer,
+    recorder: Option<&'a mut Recorder<'r>>,
+    rest: &'a mut [&'s mut dyn Observer],
+}
+
+impl Observer for Fanout<'_, '_, '_> {
+    fn record(&mut self, arena: &dyn Arena, interval: &crate::rollout::Interval) -> Result<(), LabError> {
+        self.scorer.record(arena, interval)?;
+        if let Some(r) = self.recorder.as_mut() {
+            r.record(arena, interval)?;
+        }
+        for o in self.rest.iter_mut() {
+            o.record(arena, interval)?;
+        }
+        Ok(())
+    }
+}
+
+/// Opens the store a URL names for recording (created if missing).
+pub fn open_store(url: &str) -> Result<Box<dyn TrajectoryStore>, LabError> {
+    let parsed: aware_store::StoreUrl = url.parse()?;
+    Ok(aware_store::open(&parsed, false)?)
+}
+
+/// Runs `policy` on every app of `workload` for `steps` intervals of traffic `trace_seed`,
+/// showing each interval to the `sinks` too.
+pub fn evaluate(
+    workload: &Workload,
+    policy: &PolicyName,
+    steps: u64,
+    trace_seed: u64,
+    sinks: &mut Sinks,
+    progress: &dyn Progress,
+) -> Result<Evaluation, LabError> {
+    // The action space is irrelevant here: recommenders act through recommendations.
+    let mut env = workload.env(ActionKind::Continuous, steps, trace_seed);
+    let policies = (0..workload.apps.len())
+        .map(|i| Policy::build(policy, workload.app_profile(i), Some(&workload.apps[i]), env.slo_p99_ms(i)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let names: Vec<String> = workload.apps.iter().map(|a| a.name.clone()).collect();
+    let mut scorer = Scorer::new(&env, &names);
+    let mut driver = Recommenders::new(policies);
+    let mut recorder = sinks.store.as_mut().map(|store| {
+        let bounds = (0..workload.apps.len()).map(|i| workload.app_profile(i).bounds.clone()).collect();
+        Recorder::new(&mut **store, &policy.to_string(), "evaluation", names.clone(), bounds, 0)
+    });
+    {
+        let mut fanout = Fanout { scorer: &mut scorer, recorder: recorder.as_mut(), rest: &mut sinks.observers };
+        rollout(&mut env, &mut driver, trace_seed, steps, &mut [&mut fanout], progress)?;
+    }
+    if let Some(r) = recorder {
+        r.finish()?;
+    }
+    let mut latencies = LatencyHistogram::default();
+    for h in scorer.latencies() {
+        latencies.merge(h);
+    }
+    let fallbacks: Vec<u64> =
+        driver.policies.iter().zip(&driver.refusals).map(|(p, refused)| p.fallbacks() + refused).collect();
+    let (per_app, series) = scorer.finish(&fallbacks);
+    Ok(Evaluation { policy: policy.clone(), per_app, series, latencies })
+}
+
+/// `simulate --json`: one policy, its aggregate row and one row per app.
+#[derive(Debug, Serialize)]
+pub struct SimulateReport {
+    pub policy: String,
+    pub apps: usize,
+    pub steps: u64,
+    pub seed: u64,
+    pub interval_s: f64,
+    pub scenario: Option<String>,
+    pub aggregate: Summary,
+    pub per_app: Vec<Summary>,
+}
+
+/// `store`: a store URL to record the run's trajectories into.
+pub fn simulate(
+    workload: &Workload,
+    policy: &PolicyName,
+    steps: u64,
+    store: Option<&str>,
+    progress: &dyn Progress,
+) -> Result<SimulateReport, LabError> {
+    let mut opened = store.map(open_store).transpose()?;
+    let mut sinks =
+        Sinks { store: opened.as_mut().map(|b| b.as_mut() as &mut dyn TrajectoryStore), observers: Vec::new() };
+    simulate_into(workload, policy, steps, &mut sinks, progress)
+}
+
+/// [`simulate`] with the run's intervals shown to `sinks`.
+pub fn simulate_into(
+    workload: &Workload,
+    policy: &PolicyName,
+    steps: u64,
+    sinks: &mut Sinks,
+    progress: &dyn Progress,
+) -> Result<SimulateReport, LabError> {
+    progress.start(steps, "simulating");
+    let run = evaluate(workload, policy, steps, workload.trace_seed, sinks, progress)?;
+    progress.finish();
+    Ok(SimulateReport {
+        policy: policy.to_string(),
+        apps: workload.apps.len(),
+        steps,
+        seed: workload.seed,
+        interval_s: workload.sim.interval_s,
+        scenario: workload.sim.scenario.map(|s| s.to_string()),
+        aggregate: run.aggregate("all"),
+        per_app: run.per_app,
+    })
+}
+
+/// A row of `compare --json` (and of every experiment's `policies`): the policy's aggregate
+/// summary plus per-episode figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct PolicyRow {
+    pub policy: String,
+    #[serde(flatten)]
+    pub summary: Summary,
+    pub episodes: f64,
+    pub slo_violations_per_100_episodes: f64,
+    pub mean_episode_reward: f64,
+}
+
+impl PolicyRow {
+    /// `episode_steps` sets what an episode is for the per-episode figures.
+    pub fn new(policy: &str, summary: Summary, episode_steps: u64) -> Self {
+        let episodes = summary.intervals as f64 / episode_steps.max(1) as f64;
+        PolicyRow {
+            policy: policy.to_string(),
+            episodes,
+            slo_violations_per_100_episodes: if episodes > 0.0 {
+                summary.slo_violations as f64 / episodes * 100.0
+            } else {
+                0.0
+            },
+            mean_episode_reward: summary.mean_reward * episode_steps as f64,
+            summary,
+        }
+    }
+
+    /// The operator's judgement: this row beats `other` when it reserved fewer core-seconds with
+    /// no more SLO violations, or had fewer violations with no more core-seconds.
+    pub fn beats(&self, other: &PolicyRow) -> bool {
+        let (a, b) = (&self.summary, &other.summary);
+        (a.core_seconds < b.core_seconds && a.slo_violations <= b.slo_violations)
+            || (a.slo_violations < b.slo_violations && a.core_seconds <= b.core_seconds)
+    }
+}
+
+/// `compare --json`.
+#[derive(Debug, Serialize)]
+pub struct CompareReport {
+    pub apps: usize,
+    pub steps: u64,
+    pub seed: u64,
+    pub trace_seed: u64,
+    pub interval_s: f64,
+    pub episode_steps: u64,
+    pub scenario: Option<String>,
+    pub policies: Vec<PolicyRow>,
+}
+
+/// Every policy on identical apps and identical traffic; `store`: a store URL to record every
+/// run's trajectories into; `plot`: a PNG of utilisation, SLO violations and reserved cores over
+/// time.
+pub fn compare(
+    workload: &Workload,
+    policies: &[PolicyName],
+    steps: u64,
+    episode_steps: u64,
+    store: Option<&str>,
+    plot: Option<&std::path::Path>,
+    progress: &dyn Progress,
+) -> Result<CompareReport, LabError> {
+    if let Some(path) = plot
+        && path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() != Some("png")
+    {
+        return Err(LabError::input("--plot", format!("{} must end in .png", path.display())));
+    }
+    let mut opened = store.map(open_store).transpose()?;
+    let mut sinks =
+        Sinks { store: opened.as_mut().map(|b| b.as_mut() as &mut dyn TrajectoryStore), observers: Vec::new() };
+    let (report, runs) = compare_runs(workload, policies, steps, episode_steps, &mut sinks, progress)?;
+    if let Some(path) = plot {
+        crate::plot::comparison(path, &runs, workload.sim.interval_s)?;
+    }
+    Ok(report)
+}
+
+/// [`compare`] returning every run (per-app summaries and series) too.
+pub fn compare_runs(
+    workload: &Workload,
+    policies: &[PolicyName],
+    steps: u64,
+    episode_steps: u64,
+    sinks: &mut Sinks,
+    progress: &dyn Progress,
+) -> Result<(CompareReport, Vec<Evaluation>), LabError> {
+    if policies.is_empty() {
+        return Err(LabError::input("--policies", "name at least one policy"));
+    }
+    for (i, p) in policies.iter().enumerate() {
+        if policies[..i].contains(p) {
+            return Err(LabError::input("--policies", format!("{p} is listed twice")));
+        }
+    }
+    progress.start(steps * policies.len() as u64, "comparing");
+    let mut runs = Vec::new();
+    for p in policies {
+        progress.message(&p.to_string());
+        runs.push(evaluate(workload, p, steps, workload.trace_seed, sinks, progress)?);
+    }
+    progress.finish();
+    let report = CompareReport {
+        apps: workload.apps.len(),
+        steps,
+        seed: workload.seed,
+        trace_seed: workload.trace_seed,
+        interval_s: workload.sim.interval_s,
+        episode_steps,
+        scenario: workload.sim.scenario.map(|s| s.to_string()),
+        policies: runs
+            .iter()
+            .map(|r| PolicyRow::new(&r.policy.to_string(), r.aggregate(&r.policy.to_string()), episode_steps))
+            .collect(),
+    };
+    Ok((report, runs))
+}

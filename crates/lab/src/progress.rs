@@ -1,0 +1,22 @@
+//! How long-running lab work reports progress without knowing where it is shown: the CLI draws
+//! a terminal bar, tests and services pass [`Silent`].
+
+/// A progress sink. Calls are cheap and may come from the hot loop (once per interval).
+pub trait Progress: Sync {
+    /// A new phase of `len` units, labelled for the user.
+    fn start(&self, len: u64, label: &str);
+    fn inc(&self, units: u64);
+    /// A short status line (the current policy, the last episode's reward).
+    fn message(&self, message: &str);
+    fn finish(&self);
+}
+
+/// Reports nothing.
+pub struct Silent;
+
+impl Progress for Silent {
+    fn start(&self, _len: u64, _label: &str) {}
+    fn inc(&self, _units: u64) {}
+    fn message(&self, _message: &str) {}
+    fn finish(&self) {}
+}

@@ -1,0 +1,139 @@
+//! A workload: the applications, their traffic (synthetic or replayed traces), the simulator's
+//! settings and the operator's profile — everything a run needs before its first interval, loaded
+//! and validated in one place.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use aware_core::{AppId, Profile};
+use aware_env::action::ActionKind;
+use aware_env::{AppSlo, ClusterVecEnv, EnvConfig};
+use aware_sim::{
+    AppSpec, CONTAINER, Scenario, SimCluster, SimConfig, Trace, VerticalUpdate, generate_apps, load_traces,
+};
+
+use crate::LabError;
+
+/// What to load. Every field has the command line's default.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkloadSpec {
+    /// Number of applications.
+    pub apps: usize,
+    /// Seed for applications, traffic and measurement noise.
+    pub seed: u64,
+    /// Seed for traffic and measurement noise only (default: `seed`): the same apps under other
+    /// traffic, which is how held-out traces are drawn.
+    pub trace_seed: Option<u64>,
+    /// Length of a simulated day in seconds (86,400 = real time).
+    pub day_seconds: f64,
+    /// The operator's profile (YAML); the default profile when absent.
+    pub profile: Option<PathBuf>,
+    /// Traffic replayed from a trace file instead of the synthetic load.
+    pub trace: Option<PathBuf>,
+    /// An instability scenario; its step defaults to half of `steps`.
+    pub scenario: Option<Scenario>,
+    pub vertical_update: VerticalUpdate,
+    /// Control intervals the run will last (to place and check the scenario).
+    pub steps: u64,
+}
+
+impl Default for WorkloadSpec {
+    fn default() -> Self {
+        Self {
+            apps: 10,
+            seed: 1,
+            trace_seed: None,
+            day_seconds: 86_400.0,
+            profile: None,
+            trace: None,
+            scenario: None,
+            vertical_update: VerticalUpdate::InPlace,
+            steps: 240,
+        }
+    }
+}
+
+/// Everything loaded and validated before any simulation starts.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    pub apps: Vec<AppSpec>,
+    pub traces: Vec<Arc<Trace>>,
+    pub sim: SimConfig,
+    pub profile: Profile,
+    pub seed: u64,
+    /// The trace seed a run starts from.
+    pub trace_seed: u64,
+}
+
+impl Workload {
+    pub fn load(spec: &WorkloadSpec) -> Result<Workload, LabError> {
+        if spec.apps == 0 {
+            return Err(LabError::input("--apps", "must be at least 1"));
+        }
+        if !(spec.day_seconds.is_finite() && spec.day_seconds > 0.0) {
+            return Err(LabError::input("--day-seconds", format!("{} is not a positive number", spec.day_seconds)));
+        }
+        let profile = match &spec.profile {
+            Some(p) => Profile::load(p)?,
+            None => Profile::default(),
+        };
+        let traces = match &spec.trace {
+            Some(p) => load_traces(p)?.into_iter().map(Arc::new).collect(),
+            None => Vec::new(),
+        };
+        let scenario = match spec.scenario {
+            None => None,
+            Some(s) => {
+                let at = s.at_step.unwrap_or(spec.steps / 2);
+                if at >= spec.steps {
+                    return Err(LabError::input(
+                        "--scenario",
+                        format!("{s}: step {at} is not within the run's {} steps", spec.steps),
+                    ));
+                }
+                Some(Scenario { kind: s.kind, at_step: Some(at) })
+            }
+        };
+        let sim = SimConfig {
+            scenario,
+            slo_p99_ms: profile.slo.latency_p99_ms,
+            vertical_update: spec.vertical_update,
+            ..SimConfig::default()
+        };
+        Ok(Workload {
+            apps: generate_apps(spec.apps, spec.seed, spec.day_seconds),
+            traces,
+            sim,
+            profile,
+            seed: spec.seed,
+            trace_seed: spec.trace_seed.unwrap_or(spec.seed),
+        })
+    }
+
+    /// A fresh simulated cluster running every app, its traffic drawn from `trace_seed`.
+    pub fn cluster(&self, trace_seed: u64) -> SimCluster {
+        SimCluster::new(self.apps.clone(), self.traces.clone(), self.sim.clone(), trace_seed)
+    }
+
+    /// The profile that governs app `app`: the workload's profile, which is where per-app
+    /// settings are resolved.
+    pub fn app_profile(&self, _app: AppId) -> &Profile {
+        &self.profile
+    }
+
+    /// The vectorised environment over every app (one sub-environment per app) in `action`
+    /// space, truncating episodes after `episode_steps`.
+    pub fn env(&self, action: ActionKind, episode_steps: u64, trace_seed: u64) -> ClusterVecEnv<SimCluster> {
+        let cluster = self.cluster(trace_seed);
+        let slos: Vec<(AppId, AppSlo)> = (0..self.apps.len())
+            .map(|i| (i, AppSlo { latency_p99_ms: Some(cluster.slo_p99_ms(i)), throughput_rps: None }))
+            .collect();
+        let config = EnvConfig {
+            profile: self.profile.clone(),
+            action,
+            episode_steps: episode_steps.min(u32::MAX as u64) as u32,
+            container: CONTAINER.into(),
+        };
+        ClusterVecEnv::new(cluster, &slos, config)
+    }
+}

@@ -1,0 +1,94 @@
+//! The one rollout loop and scoring path, through the library.
+
+use aware_lab::evaluate::{Sinks, compare_runs, evaluate};
+use aware_lab::policy::PolicyName;
+use aware_lab::progress::Silent;
+use aware_lab::workload::{Workload, WorkloadSpec};
+
+fn workload(apps: usize, seed: u64, steps: u64) -> Workload {
+    Workload::load(&WorkloadSpec { apps, seed, steps, ..WorkloadSpec::default() }).unwrap()
+}
+
+#[test]
+fn same_seed_same_scores_and_other_seeds_differ() {
+    let w = workload(4, 3, 120);
+    let a = evaluate(&w, &PolicyName::Mpa, 120, 3, &mut Sinks::default(), &Silent).unwrap();
+    let b = evaluate(&w, &PolicyName::Mpa, 120, 3, &mut Sinks::default(), &Silent).unwrap();
+    let json = |e: &aware_lab::evaluate::Evaluation| serde_json::to_string(&e.per_app).unwrap();
+    assert_eq!(json(&a), json(&b));
+    let c = evaluate(&w, &PolicyName::Mpa, 120, 4, &mut Sinks::default(), &Silent).unwrap();
+    assert_ne!(json(&a), json(&c));
+}
+
+#[test]
+fn every_interval_is_scored_with_the_operator_figures() {
+    let w = workload(3, 5, 80);
+    let run = evaluate(&w, &PolicyName::Hpa, 80, 5, &mut Sinks::default(), &Silent).unwrap();
+    let row = run.aggregate("hpa");
+    assert_eq!(row.intervals, 3 * 80);
+    assert!(row.core_seconds > 0.0);
+    assert!((0.0..=1.0).contains(&row.slo_violation_fraction));
+    assert_eq!(row.slo_violation_fraction, row.slo_violations as f64 / 240.0);
+    assert!(row.p99_latency_ms.is_some_and(|p| p > 0.0));
+    assert_eq!(run.series.reserved_cores.len(), 80);
+}
+
+/// A starved manual allocation can never out-earn the MPA default: the reward pays utilisation
+/// only while the SLO is met, and the operator's judgement (violations, core-seconds) agrees.
+#[test]
+fn starving_never_pays() {
+    for seed in [1, 2] {
+        let w = workload(6, seed, 160);
+        let policies: Vec<PolicyName> = vec![PolicyName::Mpa, "fixed:1x0.1x64".parse().unwrap()];
+        let (report, _) = compare_runs(&w, &policies, 160, 100, &mut Sinks::default(), &Silent).unwrap();
+        let (mpa, starved) = (&report.policies[0], &report.policies[1]);
+        assert_eq!(starved.policy, "fixed:1x0.1x64");
+        assert!(starved.summary.slo_violations > mpa.summary.slo_violations, "seed {seed}: {report:#?}");
+        assert!(starved.summary.mean_reward < mpa.summary.mean_reward, "seed {seed}: {report:#?}");
+    }
+}
+
+#[test]
+fn a_policy_listed_twice_or_none_is_refused() {
+    let w = workload(1, 1, 10);
+    let err = compare_runs(&w, &[PolicyName::Hpa, PolicyName::Hpa], 10, 10, &mut Sinks::default(), &Silent)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("--policies") && err.contains("twice"), "{err}");
+    assert!(compare_runs(&w, &[], 10, 10, &mut Sinks::default(), &Silent).is_err());
+}
+
+#[test]
+fn a_scenario_beyond_the_run_is_refused() {
+    let spec = WorkloadSpec {
+        apps: 1,
+        steps: 10,
+        scenario: Some("payload-up@50".parse().unwrap()),
+        ..WorkloadSpec::default()
+    };
+    let err = Workload::load(&spec).unwrap_err().to_string();
+    assert!(err.starts_with("--scenario") && err.contains("50"), "{err}");
+}
+
+#[test]
+fn recorded_runs_land_in_the_store_one_episode_per_app() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("runs.db").display());
+    let w = workload(3, 2, 50);
+    let mut store = aware_lab::evaluate::open_store(&url).unwrap();
+    let mut sinks = Sinks { store: Some(store.as_mut()), observers: Vec::new() };
+    let run = evaluate(&w, &PolicyName::Mpa, 50, 2, &mut sinks, &Silent).unwrap();
+    let stats = store.stats().unwrap();
+    assert_eq!(stats.episodes, 3);
+    assert_eq!(stats.transitions, 150);
+    // The stored rewards are the rewards the scorer reported; each app's policy is an agent.
+    let total: f64 =
+        w.apps.iter().map(|a| store.last_rewards(&format!("mpa@{}", a.name), 10).unwrap().iter().sum::<f64>()).sum();
+    let scored: f64 = run.per_app.iter().map(|s| s.mean_reward * 50.0).sum();
+    assert!((total - scored).abs() < 1e-3 * scored.abs().max(1.0), "{total} vs {scored}");
+    // A second run into the same store adds episodes.
+    let mut sinks = Sinks { store: Some(store.as_mut()), observers: Vec::new() };
+    evaluate(&w, &PolicyName::Mpa, 50, 2, &mut sinks, &Silent).unwrap();
+    assert_eq!(store.stats().unwrap().episodes, 6);
+}
