@@ -33,6 +33,9 @@ fn observation(usages: &[f64], replicas: u32, cpu_m: u64, mem: u64, p99: Option<
                 resources: template.clone(),
                 restarts: 0,
                 oom_killed_at_bytes: None,
+                deleting: false,
+                custom_metrics: Default::default(),
+                containers: Vec::new(),
             })
             .collect(),
         arrival_rate: 10.0,
