@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use aware_baselines::hpa::{MetricSample, Phase, PodState, ReadyCondition, ReplicaCalculator, ResourceName};
+use aware_baselines::hpa::{MetricSample, PodState, ReplicaCalculator, ResourceName};
 use aware_baselines::vpa::estimator::PodResourceRecommender;
 use aware_baselines::vpa::model::AggregateContainerState;
 use aware_baselines::{
@@ -100,13 +100,10 @@ proptest! {
         let utilization = levels.iter().sum::<i64>() * 100 / (1000 * n as i64);
         let ratio = utilization as f64 / target as f64;
         prop_assume!((0.9..=1.1).contains(&ratio));
-        let pods: Vec<PodState> = (0..n).map(|i| PodState {
-            name: format!("p{i}"), phase: Phase::Running, deleting: false, start_time_s: Some(0.0),
-            ready: Some(ReadyCondition { ready: true, last_transition_s: 0.0 }), request_milli: Some(1000),
-        }).collect();
+        let pods: Vec<PodState> = (0..n).map(|i| PodState::single(format!("p{i}"), Some(1000))).collect();
         let samples: BTreeMap<String, MetricSample> = levels.iter().enumerate()
             .map(|(i, &v)| (format!("p{i}"), MetricSample { value_milli: v, timestamp_s: 1000.0, window_s: 15.0 })).collect();
-        let r = ReplicaCalculator::default().resource_replicas(10_000.0, current, target, ResourceName::Cpu, &pods, &samples).unwrap();
+        let r = ReplicaCalculator::default().resource_replicas(10_000.0, current, target, ResourceName::Cpu, None, &pods, &samples).unwrap();
         prop_assert_eq!(r.replicas, current);
     }
 
