@@ -124,3 +124,52 @@ proptest! {
         prop_assert!(lo.lower_bound.cpu_millicores <= lo.target.cpu_millicores && lo.target.cpu_millicores <= lo.upper_bound.cpu_millicores);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// AIMD never cuts memory below the largest working set (unless the profile's maximum is
+    /// lower), whatever the usage, limits and targets.
+    #[test]
+    fn aimd_never_cuts_memory_below_the_working_set(
+        ws_fraction in prop::collection::vec(0.0f64..1.0, 1..8), mem_mib in 64u64..8192, target in 0.05f64..1.0,
+    ) {
+        let mem = mem_mib << 20;
+        let mut obs = observation(&vec![0.2; ws_fraction.len()], ws_fraction.len() as u32, 1000, mem, None, 100.0);
+        for (p, f) in obs.pods.iter_mut().zip(&ws_fraction) {
+            p.memory_working_set_bytes = Some(f * mem as f64);
+        }
+        let mut prof = Profile::default();
+        prof.targets.memory_utilisation = target;
+        prof.bounds.max_memory_mib = 1 << 20;
+        let rec = AdditiveIncreaseMultiplicativeDecrease::from_profile(&prof, Some(100.0)).recommend(&obs).unwrap();
+        let ws = ws_fraction.iter().fold(0.0f64, |a, f| a.max(f * mem as f64));
+        prop_assert!(rec.containers[0].limits.memory_bytes as f64 >= ws, "{} < {ws}", rec.containers[0].limits.memory_bytes);
+    }
+}
+
+/// Issue 19 "Input bugs": a MiB bound near `u64::MAX` made AIMD's MiB → bytes conversion
+/// overflow and panic; it now saturates and clamps.
+#[test]
+fn aimd_mib_arithmetic_never_overflows() {
+    let mut prof = Profile::default();
+    prof.bounds.max_memory_mib = u64::MAX / 2;
+    prof.bounds.memory_step_mib = u64::MAX / 3;
+    let mut obs = observation(&[0.95], 1, 1000, 1 << 30, Some(10.0), 100.0);
+    obs.oom_events = 1;
+    let rec = AdditiveIncreaseMultiplicativeDecrease::from_profile(&prof, Some(100.0)).recommend(&obs).unwrap();
+    assert!(rec.containers[0].limits.memory_bytes > 1 << 30, "grew after an OOM kill");
+}
+
+/// A working set of 500 MiB under a 600 MiB limit at an 0.9 target: a plain ×0.9 cut would give
+/// 540 MiB, right at the edge; AIMD stops at 500 / 0.9 ≈ 555.6 MiB.
+#[test]
+fn aimd_memory_decrease_stops_above_the_working_set() {
+    let mut obs = observation(&[0.2], 1, 1000, 600 << 20, None, 100.0);
+    obs.pods[0].memory_working_set_bytes = Some((500u64 << 20) as f64);
+    let mut prof = Profile::default();
+    prof.targets.memory_utilisation = 0.9;
+    let rec = AdditiveIncreaseMultiplicativeDecrease::from_profile(&prof, Some(100.0)).recommend(&obs).unwrap();
+    let got = rec.containers[0].limits.memory_bytes;
+    assert_eq!(got, ((500u64 << 20) as f64 / 0.9).round() as u64);
+}

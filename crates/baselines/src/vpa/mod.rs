@@ -106,12 +106,12 @@ impl VpaSpec {
             control_cpu: true,
             control_memory: true,
             min_allowed: Amounts {
-                cpu_millicores: b.min_cpu_millicores as i64,
-                memory_bytes: b.min_memory_bytes() as i64,
+                cpu_millicores: b.min_cpu_millicores.min(i64::MAX as u64) as i64,
+                memory_bytes: b.min_memory_mib.saturating_mul(1 << 20).min(i64::MAX as u64) as i64,
             },
             max_allowed: Amounts {
-                cpu_millicores: b.max_cpu_millicores as i64,
-                memory_bytes: b.max_memory_bytes() as i64,
+                cpu_millicores: b.max_cpu_millicores.min(i64::MAX as u64) as i64,
+                memory_bytes: b.max_memory_mib.saturating_mul(1 << 20).min(i64::MAX as u64) as i64,
             },
             min_replicas: UPDATER_MIN_REPLICAS,
             eviction_tolerance: UPDATER_EVICTION_TOLERANCE,
