@@ -3,13 +3,17 @@
 //! constants and rounding; threshold step scaling and AIMD are the classic alternatives.
 
 pub mod aimd;
+pub mod dry_run;
 pub mod hpa;
 pub mod mpa;
+pub mod quantity;
+pub mod registry;
 pub mod threshold;
 pub mod vpa;
 
 pub use aimd::AdditiveIncreaseMultiplicativeDecrease;
 pub use hpa::HorizontalPodAutoscaler;
 pub use mpa::MultidimPodAutoscaler;
+pub use registry::{Baseline, BaselineError, BaselineKind};
 pub use threshold::ThresholdStepScaling;
 pub use vpa::VerticalPodAutoscaler;

@@ -107,10 +107,25 @@ pub struct Decision {
     pub error: Option<String>,
 }
 
+/// Samples the metrics API returned for a pod the HPA's selector did not list (INTERFACES
+/// `unlisted_pod_metrics`): upstream ignores them for resource metrics (no request to divide
+/// by) and averages them in for `Pods` metrics.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnlistedPodMetrics {
+    pub pod: String,
+    #[serde(default)]
+    pub cpu_usage_cores: Option<f64>,
+    #[serde(default)]
+    pub custom_metrics: BTreeMap<String, f64>,
+}
+
 #[derive(Debug, Clone)]
 pub struct HorizontalPodAutoscaler {
     pub spec: HpaSpec,
     pub flags: ControllerFlags,
+    /// Extra samples for pods that are not in the observation, used by `recommend`.
+    pub unlisted_pod_metrics: Vec<UnlistedPodMetrics>,
     behavior: Option<Behavior>,
     recommendations: Vec<TimestampedRecommendation>,
     scale_up_events: Vec<ScaleEvent>,
@@ -142,6 +157,7 @@ impl HorizontalPodAutoscaler {
         Self {
             spec,
             flags,
+            unlisted_pod_metrics: Vec::new(),
             behavior,
             recommendations: Vec::new(),
             scale_up_events: Vec::new(),
@@ -354,6 +370,11 @@ pub fn pod_states(obs: &Observation, resource: ResourceName) -> Vec<PodState> {
 /// What the HPA sees of a workload for one metric: the pods with their phase, start time and
 /// Ready condition, and the metrics API's samples (a pod without one is "missing").
 pub fn pod_view(obs: &Observation, metric: &MetricSpec) -> PodView {
+    pod_view_with(obs, metric, &[])
+}
+
+/// [`pod_view`] plus samples for pods the observation does not list.
+pub fn pod_view_with(obs: &Observation, metric: &MetricSpec, unlisted: &[UnlistedPodMetrics]) -> PodView {
     let resource = match metric {
         MetricSpec::Resource { resource, .. } | MetricSpec::ContainerResource { resource, .. } => *resource,
         MetricSpec::Pods { .. } => ResourceName::Cpu,
@@ -370,13 +391,22 @@ pub fn pod_view(obs: &Observation, metric: &MetricSpec) -> PodView {
                     );
                 }
             }
+            for u in unlisted {
+                if let Some(v) = u.custom_metrics.get(name) {
+                    let value_milli = (v * 1000.0).round() as i64;
+                    view.samples.insert(
+                        u.pod.clone(),
+                        MetricSample { value_milli, timestamp_s: obs.time_s, window_s: obs.interval_s },
+                    );
+                }
+            }
         }
         MetricSpec::Resource { .. } | MetricSpec::ContainerResource { .. } => {
             let container = match metric {
                 MetricSpec::ContainerResource { container, .. } => Some(container.as_str()),
                 _ => None,
             };
-            let raw: BTreeMap<String, PodMetrics> = obs
+            let mut raw: BTreeMap<String, PodMetrics> = obs
                 .pods
                 .iter()
                 .filter(|p| p.phase != PodPhase::Pending)
@@ -395,6 +425,12 @@ pub fn pod_view(obs: &Observation, metric: &MetricSpec) -> PodView {
                     (p.name.clone(), PodMetrics { timestamp_s: obs.time_s, window_s: obs.interval_s, containers })
                 })
                 .collect();
+            if resource == ResourceName::Cpu {
+                for u in unlisted {
+                    let containers = vec![(obs.template.name.clone(), usage_milli(resource, u.cpu_usage_cores, None))];
+                    raw.insert(u.pod.clone(), PodMetrics { timestamp_s: obs.time_s, window_s: obs.interval_s, containers });
+                }
+            }
             view.samples = replica_calculator::resource_metric_info(&raw, container);
         }
     }
@@ -408,7 +444,8 @@ impl Recommender for HorizontalPodAutoscaler {
 
     fn recommend(&mut self, obs: &Observation) -> Result<Recommendation, RecommenderError> {
         obs.validate().map_err(RecommenderError::BadObservation)?;
-        let views: Vec<PodView> = self.spec.metrics.iter().map(|m| pod_view(obs, m)).collect();
+        let views: Vec<PodView> =
+            self.spec.metrics.iter().map(|m| pod_view_with(obs, m, &self.unlisted_pod_metrics)).collect();
         let decision = self.reconcile(obs.time_s, obs.desired_replicas as i32, &views);
         Ok(Recommendation { replicas: decision.desired_replicas.max(0) as u32, containers: vec![obs.template.clone()] })
     }
