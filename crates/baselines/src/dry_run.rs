@@ -297,7 +297,8 @@ pub fn parse_input(text: &str, file: &str) -> Result<Checked, DryRunError> {
 /// Reads, parses and checks `path`.
 pub fn read_input(path: &Path) -> Result<Checked, DryRunError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| DryRunError::Read { file: file.clone(), reason: e.to_string() })?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| DryRunError::Read { file: file.clone(), reason: e.to_string() })?;
     parse_input(&text, &file)
 }
 
@@ -372,8 +373,7 @@ fn check_observation(file: &str, at: &str, o: &mut Observation) -> Result<(), Dr
             let total = |f: &dyn Fn(&aware_core::ContainerObservation) -> u64| {
                 p.containers.iter().map(f).fold(0u64, u64::saturating_add)
             };
-            let requests =
-                Resources::new(total(&|c| c.requests.cpu_millicores), total(&|c| c.requests.memory_bytes));
+            let requests = Resources::new(total(&|c| c.requests.cpu_millicores), total(&|c| c.requests.memory_bytes));
             let limits = Resources::new(total(&|c| c.limits.cpu_millicores), total(&|c| c.limits.memory_bytes));
             // A container without a sample makes the pod's sum unknown, as the metrics API has it.
             let cpu = p.containers.iter().try_fold(0.0, |a, c| c.cpu_usage_cores.map(|v| a + v));
@@ -451,7 +451,9 @@ fn rules(file: &str, at: &str, r: &RulesJson) -> Result<(ScalingRulesSpec, Optio
                 let kind = match p.kind.as_str() {
                     "Pods" => PolicyKind::Pods,
                     "Percent" => PolicyKind::Percent,
-                    other => return Err(invalid(file, format!("{pat}.type"), format!("{other:?} is not Pods or Percent"))),
+                    other => {
+                        return Err(invalid(file, format!("{pat}.type"), format!("{other:?} is not Pods or Percent")));
+                    }
                 };
                 if !(1..=i32::MAX as i64).contains(&p.value) {
                     return Err(invalid(file, format!("{pat}.value"), format!("{} must be above 0", p.value)));
@@ -526,7 +528,9 @@ pub fn hpa_spec(file: &str, h: &HpaSpecJson) -> Result<HpaSpec, DryRunError> {
                 return Err(invalid(
                     file,
                     format!("{at}.type"),
-                    format!("{other} metrics need the object's or external series' value, which the input cannot carry"),
+                    format!(
+                        "{other} metrics need the object's or external series' value, which the input cannot carry"
+                    ),
                 ));
             }
             other => return Err(invalid(file, format!("{at}.type"), format!("unknown metric type {other:?}"))),
@@ -570,7 +574,11 @@ fn histogram_checkpoint(file: &str, at: &str, h: &HistogramCheckpointJson) -> Re
         buckets.insert(b, w);
     }
     if !(h.total_weight.is_finite() && h.total_weight >= 0.0) {
-        return Err(invalid(file, format!("{at}.totalWeight"), format!("{} must be a non-negative number", h.total_weight)));
+        return Err(invalid(
+            file,
+            format!("{at}.totalWeight"),
+            format!("{} must be a non-negative number", h.total_weight),
+        ));
     }
     Ok(HistogramCheckpoint {
         reference_timestamp_s: timestamp(file, &format!("{at}.referenceTimestamp"), &h.reference_timestamp)?,
@@ -621,7 +629,11 @@ fn check(input: DryRunInput, file: &str) -> Result<Checked, DryRunError> {
             ));
         }
         if h.time_s <= previous || h.time_s >= observation.time_s {
-            return Err(invalid(file, format!("{at}.time_s"), "history must be oldest first and before the observation"));
+            return Err(invalid(
+                file,
+                format!("{at}.time_s"),
+                "history must be oldest first and before the observation",
+            ));
         }
         previous = h.time_s;
     }
@@ -648,8 +660,8 @@ fn check(input: DryRunInput, file: &str) -> Result<Checked, DryRunError> {
 /// replica bounds), starts the VPA from the checkpoints, replays the history and answers for the
 /// observation.
 pub fn run(kind: BaselineKind, profile: &Profile, input: &Checked, file: &str) -> Result<DryRunOutput, DryRunError> {
-    let mut baseline =
-        Baseline::build(kind, profile, input.slo_p99_ms).map_err(|source| DryRunError::Baseline { file: file.into(), source })?;
+    let mut baseline = Baseline::build(kind, profile, input.slo_p99_ms)
+        .map_err(|source| DryRunError::Baseline { file: file.into(), source })?;
     if let Some(h) = baseline.hpa_mut() {
         if let Some(spec) = &input.hpa {
             *h = HorizontalPodAutoscaler::new(spec.clone(), ControllerFlags::default());
@@ -673,10 +685,8 @@ pub fn run(kind: BaselineKind, profile: &Profile, input: &Checked, file: &str) -
     if let Some(h) = baseline.hpa_mut() {
         h.unlisted_pod_metrics = input.unlisted_pod_metrics.clone();
     }
-    let recommendation = baseline.recommender().recommend(&input.observation).map_err(|e| DryRunError::Recommender {
-        file: file.into(),
-        field: "observation".into(),
-        reason: e.to_string(),
+    let recommendation = baseline.recommender().recommend(&input.observation).map_err(|e| {
+        DryRunError::Recommender { file: file.into(), field: "observation".into(), reason: e.to_string() }
     })?;
     let obs = &input.observation;
     Ok(DryRunOutput {

@@ -569,7 +569,11 @@ fn ready_pods(n: usize, usage_m: i64) -> PodView {
             deleting: false,
             start_time_s: Some(0.0),
             ready: Some(ReadyCondition { ready: true, last_transition_s: 0.0 }),
-            containers: vec![ContainerRequest { name: "main".into(), kind: ContainerKind::Regular, request_milli: Some(1000) }],
+            containers: vec![ContainerRequest {
+                name: "main".into(),
+                kind: ContainerKind::Regular,
+                request_milli: Some(1000),
+            }],
             pod_request_milli: None,
         });
         view.samples.insert(name, MetricSample { value_milli: usage_m, timestamp_s: 0.0, window_s: 15.0 });
@@ -579,12 +583,7 @@ fn ready_pods(n: usize, usage_m: i64) -> PodView {
 
 fn cpu_hpa(behavior: Option<BehaviorSpec>) -> HorizontalPodAutoscaler {
     HorizontalPodAutoscaler::new(
-        HpaSpec {
-            min_replicas: 1,
-            max_replicas: 20,
-            metrics: vec![MetricSpec::cpu_utilization(50)],
-            behavior,
-        },
+        HpaSpec { min_replicas: 1, max_replicas: 20, metrics: vec![MetricSpec::cpu_utilization(50)], behavior },
         ControllerFlags::default(),
     )
 }

@@ -83,7 +83,11 @@ impl Tc {
                         last_transition_s: ZERO,
                     }),
                     containers: ["container1", "container2"]
-                        .map(|n| ContainerRequest { name: n.into(), kind: ContainerKind::Regular, request_milli: request })
+                        .map(|n| ContainerRequest {
+                            name: n.into(),
+                            kind: ContainerKind::Regular,
+                            request_milli: request,
+                        })
                         .to_vec(),
                     pod_request_milli: None,
                 }
@@ -115,7 +119,9 @@ impl Tc {
         self.metric
             .iter()
             .enumerate()
-            .map(|(i, &v)| (format!("test-pod-{i}"), MetricSample { value_milli: v, timestamp_s: ZERO, window_s: 60.0 }))
+            .map(|(i, &v)| {
+                (format!("test-pod-{i}"), MetricSample { value_milli: v, timestamp_s: ZERO, window_s: 60.0 })
+            })
             .collect()
     }
 
@@ -143,7 +149,10 @@ impl Tc {
 
     /// `GetMetricReplicas` (a `Pods` metric): (replicas, usage).
     fn pods_metric(&self, target: i64, want: (i32, i64)) {
-        let r = self.calc().metric_replicas(NOW, self.current, target, "qps", &self.pods(), &self.metric_samples()).unwrap();
+        let r = self
+            .calc()
+            .metric_replicas(NOW, self.current, target, "qps", &self.pods(), &self.metric_samples())
+            .unwrap();
         assert_eq!((r.replicas, r.usage), want);
     }
 
@@ -476,8 +485,14 @@ fn resource_scale_down_still_running_pods_being_deleted_are_ignored() {
 // upstream: TestReplicaCalcDisjointResourcesMetrics
 #[test]
 fn disjoint_resources_metrics() {
-    Tc { current: 1, requests: vec![1000], levels: levels(&[100]), pod_names: vec!["an-older-pod-name"], ..Default::default() }
-        .resource(100, Err("no metrics returned matched known pods"));
+    Tc {
+        current: 1,
+        requests: vec![1000],
+        levels: levels(&[100]),
+        pod_names: vec!["an-older-pod-name"],
+        ..Default::default()
+    }
+    .resource(100, Err("no metrics returned matched known pods"));
 }
 
 // upstream: TestReplicaCalcScaleUpOverflow
@@ -709,8 +724,13 @@ fn configurable_tolerance_per_pod_cm_external() {
 // upstream: TestReplicaCalcSuperfluousMetrics
 #[test]
 fn superfluous_metrics() {
-    Tc { current: 4, requests: cores(4, 1000), levels: levels(&[4000, 9500, 3000, 7000, 3200, 2000]), ..Default::default() }
-        .resource(100, Ok((24, 587, N * 5875)));
+    Tc {
+        current: 4,
+        requests: cores(4, 1000),
+        levels: levels(&[4000, 9500, 3000, 7000, 3200, 2000]),
+        ..Default::default()
+    }
+    .resource(100, Ok((24, 587, N * 5875)));
 }
 
 // upstream: TestReplicaCalcMissingMetrics
@@ -821,8 +841,14 @@ fn missing_metrics_scale_down_target_over_100() {
 // upstream: TestReplicaCalcDuringRollingUpdateWithMaxSurge
 #[test]
 fn during_rolling_update_with_max_surge() {
-    Tc { current: 2, phase: vec![Running; 3], requests: cores(3, 1000), levels: levels(&[100, 100]), ..Default::default() }
-        .resource(50, Ok((2, 10, N * 100)));
+    Tc {
+        current: 2,
+        phase: vec![Running; 3],
+        requests: cores(3, 1000),
+        levels: levels(&[100, 100]),
+        ..Default::default()
+    }
+    .resource(50, Ok((2, 10, N * 100)));
 }
 
 // upstream: TestReplicaCalcDuringRollingUpdateWithMaxSurgeCM
@@ -911,7 +937,15 @@ use Phase::Succeeded;
 // case: "void"
 #[test]
 fn group_pods_void() {
-    group(GroupCase { pods: vec![], metrics: vec![], resource: CPU, ready: 0, unready: vec![], missing: vec![], ignored: vec![] });
+    group(GroupCase {
+        pods: vec![],
+        metrics: vec![],
+        resource: CPU,
+        ready: 0,
+        unready: vec![],
+        missing: vec![],
+        ignored: vec![],
+    });
 }
 
 // upstream: TestGroupPods
@@ -1131,7 +1165,10 @@ fn request_pod(containers: Vec<ContainerRequest>, pod_request: Option<i64>) -> P
 }
 
 fn two_containers() -> Vec<ContainerRequest> {
-    vec![container("container1", ContainerKind::Regular, Some(100)), container("container2", ContainerKind::Regular, Some(50))]
+    vec![
+        container("container1", ContainerKind::Regular, Some(100)),
+        container("container2", ContainerKind::Regular, Some(50)),
+    ]
 }
 
 fn requests(pods: &[PodState], c: Option<&str>, pod_level: bool) -> Result<BTreeMap<String, i64>, HpaError> {
@@ -1175,7 +1212,10 @@ fn calculate_requests_pod_level_overrides() {
 #[test]
 fn calculate_requests_missing_container_request_fails() {
     let pod = request_pod(
-        vec![container("container1", ContainerKind::Regular, None), container("container2", ContainerKind::Regular, Some(50))],
+        vec![
+            container("container1", ContainerKind::Regular, None),
+            container("container2", ContainerKind::Regular, Some(50)),
+        ],
         None,
     );
     let err = requests(&[pod], None, false).unwrap_err();
@@ -1187,7 +1227,10 @@ fn calculate_requests_missing_container_request_fails() {
 #[test]
 fn calculate_requests_pod_level_overrides_missing_container_request() {
     let pod = request_pod(
-        vec![container("container1", ContainerKind::Regular, None), container("container2", ContainerKind::Regular, Some(50))],
+        vec![
+            container("container1", ContainerKind::Regular, None),
+            container("container2", ContainerKind::Regular, Some(50)),
+        ],
         Some(800),
     );
     assert_eq!(requests(&[pod], None, true), one(800));

@@ -13,7 +13,9 @@ use aware_baselines::vpa::estimator::{
 use aware_baselines::vpa::histogram::{
     DecayingHistogram, Histogram, HistogramCheckpoint, HistogramOptions, MAX_CHECKPOINT_WEIGHT,
 };
-use aware_baselines::vpa::model::{AggregateContainerState, ContainerState, cpu_histogram_options, memory_histogram_options};
+use aware_baselines::vpa::model::{
+    AggregateContainerState, ContainerState, cpu_histogram_options, memory_histogram_options,
+};
 use aware_baselines::vpa::{ControlledValues, UpdateMode, VpaSpec, evictable_pods, update_decision};
 
 const T0: f64 = 1_234_567_890.0;
@@ -181,7 +183,11 @@ fn histogram_save_to_checkpoint_for_multiple_values() {
 }
 
 fn checkpoint(total: f64, buckets: &[(i64, u32)]) -> HistogramCheckpoint {
-    HistogramCheckpoint { reference_timestamp_s: None, bucket_weights: buckets.iter().copied().collect(), total_weight: total }
+    HistogramCheckpoint {
+        reference_timestamp_s: None,
+        bucket_weights: buckets.iter().copied().collect(),
+        total_weight: total,
+    }
 }
 
 // upstream: TestHistogramLoadFromCheckpoint
@@ -495,7 +501,10 @@ fn recommend(
 fn min_resources_applied() {
     let s = AggregateContainerState::new(ANY_TIME);
     let r = recommend(&tiny_constant_recommender(25.0, 250.0), &[("container-1", &s)]);
-    assert_eq!(r["container-1"].target, ControlledAmounts { cpu_millicores: Some(25), memory_bytes: Some(262_144_000) });
+    assert_eq!(
+        r["container-1"].target,
+        ControlledAmounts { cpu_millicores: Some(25), memory_bytes: Some(262_144_000) }
+    );
 }
 
 // upstream: TestMinResourcesSplitAcrossContainers
@@ -535,16 +544,23 @@ fn controlled_resources_filtered_default() {
 
 fn target_only(name: &str, cores: i64) -> (String, ContainerRecommendation) {
     let t = ControlledAmounts { cpu_millicores: Some(cores * 1000), memory_bytes: Some(cores * 1_000_000) };
-    (name.to_string(), ContainerRecommendation { container_name: name.into(), target: t, lower_bound: t, upper_bound: t })
+    (
+        name.to_string(),
+        ContainerRecommendation { container_name: name.into(), target: t, lower_bound: t, upper_bound: t },
+    )
 }
 
 // upstream: TestMapToListOfRecommendedContainerResources
 // case: "All recommendations sorted"
 #[test]
 fn map_to_list_sorted() {
-    let m: BTreeMap<_, _> =
-        [target_only("a-container", 1), target_only("b-container", 2), target_only("c-container", 3), target_only("d-container", 4)]
-            .into();
+    let m: BTreeMap<_, _> = [
+        target_only("a-container", 1),
+        target_only("b-container", 2),
+        target_only("c-container", 3),
+        target_only("d-container", 4),
+    ]
+    .into();
     let list = map_to_list(&m);
     let names: Vec<&str> = list.iter().map(|r| r.container_name.as_str()).collect();
     assert_eq!(names, ["a-container", "b-container", "c-container", "d-container"]);
@@ -557,9 +573,13 @@ fn map_to_list_sorted() {
 // case: "All recommendations unsorted"
 #[test]
 fn map_to_list_unsorted() {
-    let m: BTreeMap<_, _> =
-        [target_only("b-container", 1), target_only("a-container", 2), target_only("d-container", 3), target_only("c-container", 4)]
-            .into();
+    let m: BTreeMap<_, _> = [
+        target_only("b-container", 1),
+        target_only("a-container", 2),
+        target_only("d-container", 3),
+        target_only("c-container", 4),
+    ]
+    .into();
     let list = map_to_list(&m);
     let names: Vec<&str> = list.iter().map(|r| r.container_name.as_str()).collect();
     assert_eq!(names, ["a-container", "b-container", "c-container", "d-container"]);
@@ -679,13 +699,13 @@ fn updater_decision_table() {
 fn eviction_restriction_table() {
     // (configured, live, running, min replicas, tolerance, evictable)
     for (configured, live, running, min, tol, want) in [
-        (1, 1, 1, 2, 0.5, 0),  // a single replica: the default --min-replicas 2 forbids it
-        (1, 1, 1, 1, 0.5, 1),  // allowed with --min-replicas 1: tolerance 0, nothing evicted yet
-        (2, 2, 2, 2, 0.5, 1),  // floor(2 × 0.5) = 1
+        (1, 1, 1, 2, 0.5, 0), // a single replica: the default --min-replicas 2 forbids it
+        (1, 1, 1, 1, 0.5, 1), // allowed with --min-replicas 1: tolerance 0, nothing evicted yet
+        (2, 2, 2, 2, 0.5, 1), // floor(2 × 0.5) = 1
         (10, 10, 10, 2, 0.5, 5),
         (10, 10, 8, 2, 0.5, 3), // two already down count against the budget
-        (3, 3, 3, 2, 0.1, 1),  // tolerance rounds to 0: still one
-        (4, 1, 1, 2, 0.5, 0),  // below min replicas live
+        (3, 3, 3, 2, 0.1, 1),   // tolerance rounds to 0: still one
+        (4, 1, 1, 2, 0.5, 0),   // below min replicas live
     ] {
         assert_eq!(evictable_pods(configured, live, running, min, tol), want, "{configured}/{live}/{running}");
     }

@@ -14,8 +14,8 @@ use serde::{Deserialize, Serialize};
 
 pub use behavior::{Behavior, Limit, PolicyKind, ScalingPolicy, ScalingRules, ScalingRulesSpec, SelectPolicy};
 pub use replica_calculator::{
-    ContainerKind, ContainerRequest, HpaError, MetricReplicas, MetricSample, Phase, PodMetrics, PodState, ReadyCondition,
-    ReplicaCalculator, ResourceName, ResourceReplicas, Tolerances,
+    ContainerKind, ContainerRequest, HpaError, MetricReplicas, MetricSample, Phase, PodMetrics, PodState,
+    ReadyCondition, ReplicaCalculator, ResourceName, ResourceReplicas, Tolerances,
 };
 
 use behavior::{Normalization, ScaleEvent, TimestampedRecommendation};
@@ -211,7 +211,8 @@ impl HorizontalPodAutoscaler {
                 let calc = &self.flags.calculator;
                 let (pods, samples) = (&view.pods, &view.samples);
                 let result = match metric {
-                    MetricSpec::Resource { resource, target } | MetricSpec::ContainerResource { resource, target, .. } => {
+                    MetricSpec::Resource { resource, target }
+                    | MetricSpec::ContainerResource { resource, target, .. } => {
                         let container = match metric {
                             MetricSpec::ContainerResource { container, .. } => Some(container.as_str()),
                             _ => None,
@@ -306,7 +307,9 @@ fn phase_and_ready(obs: &Observation, p: &PodObservation) -> (Phase, Option<Read
             (Phase::Running, Some(ReadyCondition { ready: false, last_transition_s: obs.time_s - obs.interval_s }))
         }
         // A starting container: Running with Ready=False since creation.
-        PodPhase::Starting => (Phase::Running, Some(ReadyCondition { ready: false, last_transition_s: p.created_at_s })),
+        PodPhase::Starting => {
+            (Phase::Running, Some(ReadyCondition { ready: false, last_transition_s: p.created_at_s }))
+        }
         PodPhase::Ready => (
             Phase::Running,
             Some(ReadyCondition { ready: true, last_transition_s: p.ready_since_s.unwrap_or(p.created_at_s) }),
@@ -419,7 +422,9 @@ pub fn pod_view_with(obs: &Observation, metric: &MetricSpec, unlisted: &[Unliste
                     } else {
                         p.containers
                             .iter()
-                            .map(|c| (c.name.clone(), usage_milli(resource, c.cpu_usage_cores, c.memory_working_set_bytes)))
+                            .map(|c| {
+                                (c.name.clone(), usage_milli(resource, c.cpu_usage_cores, c.memory_working_set_bytes))
+                            })
                             .collect()
                     };
                     (p.name.clone(), PodMetrics { timestamp_s: obs.time_s, window_s: obs.interval_s, containers })
@@ -428,7 +433,10 @@ pub fn pod_view_with(obs: &Observation, metric: &MetricSpec, unlisted: &[Unliste
             if resource == ResourceName::Cpu {
                 for u in unlisted {
                     let containers = vec![(obs.template.name.clone(), usage_milli(resource, u.cpu_usage_cores, None))];
-                    raw.insert(u.pod.clone(), PodMetrics { timestamp_s: obs.time_s, window_s: obs.interval_s, containers });
+                    raw.insert(
+                        u.pod.clone(),
+                        PodMetrics { timestamp_s: obs.time_s, window_s: obs.interval_s, containers },
+                    );
                 }
             }
             view.samples = replica_calculator::resource_metric_info(&raw, container);

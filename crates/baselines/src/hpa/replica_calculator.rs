@@ -98,7 +98,10 @@ pub struct PodMetrics {
 /// Upstream's metrics client (`getPodMetrics` / `getContainerMetrics`): the pod's sum over its
 /// containers (no sample if any container lacks one), or one container's value (no sample if the
 /// pod has no such container or it has no value).
-pub fn resource_metric_info(raw: &BTreeMap<String, PodMetrics>, container: Option<&str>) -> BTreeMap<String, MetricSample> {
+pub fn resource_metric_info(
+    raw: &BTreeMap<String, PodMetrics>,
+    container: Option<&str>,
+) -> BTreeMap<String, MetricSample> {
     let mut out = BTreeMap::new();
     for (pod, m) in raw {
         let value = match container {
@@ -319,7 +322,11 @@ pub fn group_pods(
 
 /// Upstream `calculatePodRequestsFromContainers`: the sum over regular containers and sidecars,
 /// or one named container's request.
-pub fn pod_request_from_containers(pod: &PodState, container: Option<&str>, resource: ResourceName) -> Result<i64, HpaError> {
+pub fn pod_request_from_containers(
+    pod: &PodState,
+    container: Option<&str>,
+    resource: ResourceName,
+) -> Result<i64, HpaError> {
     let mut request = 0i64;
     let mut found = false;
     for c in pod.containers.iter().filter(|c| c.kind != ContainerKind::Init) {
@@ -560,7 +567,12 @@ impl ReplicaCalculator {
     }
 
     /// Upstream `getUsageRatioReplicaCount`: ready pods × ratio, or `ceil(ratio)` from zero.
-    fn usage_ratio_replica_count(&self, current_replicas: i32, usage_ratio: f64, pods: &[PodState]) -> Result<i32, HpaError> {
+    fn usage_ratio_replica_count(
+        &self,
+        current_replicas: i32,
+        usage_ratio: f64,
+        pods: &[PodState],
+    ) -> Result<i32, HpaError> {
         if current_replicas != 0 {
             if self.tolerances.is_within(usage_ratio) {
                 return Ok(current_replicas);
@@ -586,7 +598,12 @@ impl ReplicaCalculator {
     }
 
     /// Upstream `GetObjectPerPodMetricReplicas`: an `Object` metric with an `averageValue` target.
-    pub fn object_per_pod_metric_replicas(&self, status_replicas: i32, target_average: i64, usage: i64) -> MetricReplicas {
+    pub fn object_per_pod_metric_replicas(
+        &self,
+        status_replicas: i32,
+        target_average: i64,
+        usage: i64,
+    ) -> MetricReplicas {
         self.per_pod_replicas(status_replicas, target_average, usage)
     }
 
@@ -607,7 +624,12 @@ impl ReplicaCalculator {
 
     /// Upstream `GetExternalPerPodMetricReplicas`: an `External` metric with an `averageValue`
     /// target.
-    pub fn external_per_pod_metric_replicas(&self, status_replicas: i32, target_per_pod: i64, values: &[i64]) -> MetricReplicas {
+    pub fn external_per_pod_metric_replicas(
+        &self,
+        status_replicas: i32,
+        target_per_pod: i64,
+        values: &[i64],
+    ) -> MetricReplicas {
         self.per_pod_replicas(status_replicas, target_per_pod, saturating_sum(values))
     }
 

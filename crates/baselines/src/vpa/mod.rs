@@ -13,7 +13,9 @@ use aware_core::{
 };
 use serde::{Deserialize, Serialize};
 
-pub use estimator::{Amounts, ContainerRecommendation, ControlledAmounts, PodResourceRecommender, RecommendedResources};
+pub use estimator::{
+    Amounts, ContainerRecommendation, ControlledAmounts, PodResourceRecommender, RecommendedResources,
+};
 pub use histogram::{HistogramCheckpoint, HistogramError};
 pub use model::AggregateCheckpoint;
 use model::{AggregateContainerState, ContainerState};
@@ -212,7 +214,12 @@ impl VerticalPodAutoscaler {
 
     /// Starts a container's history from a `VerticalPodAutoscalerCheckpoint`, as the
     /// recommender does on start-up, before any observation.
-    pub fn load_checkpoint(&mut self, container: &str, c: &AggregateCheckpoint, now_s: f64) -> Result<(), HistogramError> {
+    pub fn load_checkpoint(
+        &mut self,
+        container: &str,
+        c: &AggregateCheckpoint,
+        now_s: f64,
+    ) -> Result<(), HistogramError> {
         let agg = self.aggregates.entry(container.to_string()).or_insert_with(|| AggregateContainerState::new(now_s));
         agg.load_from_checkpoint(c)
     }
@@ -287,7 +294,9 @@ impl VerticalPodAutoscaler {
             .collect();
         let (min, max) = (self.spec.min_allowed, self.spec.max_allowed);
         let clamp = |c: ControlledAmounts| ControlledAmounts {
-            cpu_millicores: c.cpu_millicores.map(|v| v.clamp(min.cpu_millicores, max.cpu_millicores.max(min.cpu_millicores))),
+            cpu_millicores: c
+                .cpu_millicores
+                .map(|v| v.clamp(min.cpu_millicores, max.cpu_millicores.max(min.cpu_millicores))),
             memory_bytes: c.memory_bytes.map(|v| v.clamp(min.memory_bytes, max.memory_bytes.max(min.memory_bytes))),
         };
         self.containers_latest = estimator::map_to_list(&self.recommender.recommend_pod(&active))
@@ -305,7 +314,8 @@ impl VerticalPodAutoscaler {
         let first = names.iter().position(|n| **n == template).or((!names.is_empty()).then_some(0));
         self.latest = first.map(|i| cap(recs[i], self.spec.min_allowed, self.spec.max_allowed));
         let live_pods = obs.pods.iter().filter(|p| p.phase != PodPhase::Failed).count() as u32;
-        let running = obs.pods.iter().filter(|p| matches!(p.phase, PodPhase::Starting | PodPhase::Ready)).count() as u32;
+        let running =
+            obs.pods.iter().filter(|p| matches!(p.phase, PodPhase::Starting | PodPhase::Ready)).count() as u32;
         let mut budget = evictable_pods(
             obs.desired_replicas,
             live_pods,
