@@ -115,3 +115,25 @@ fn parse_errors_name_file_line_and_field() {
     assert!(err.starts_with("x.json:1:"), "{err}");
     assert!(err.contains("observation.app"), "{err}");
 }
+
+/// `docs/examples/recommend-hpa-v2.json` uses every optional field of the interface; the
+/// failed and terminating pods are ignored, the HPA takes the larger of its two metrics, and the
+/// VPA starts from the checkpoint.
+#[test]
+fn full_example_runs() {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/examples/recommend-hpa-v2.json"))
+            .unwrap();
+    let input = parse_input(&text, "recommend-hpa-v2.json").unwrap();
+    let out = run(BaselineKind::Mpa, &Profile::default(), &input, "recommend-hpa-v2.json").unwrap();
+    let hpa = &out.details["hpa"];
+    assert_eq!(hpa["error"], Value::Null, "{hpa}");
+    // web container: (0.45 + 0.52 + 0.40) / 1.5 cores = 91 % of requests at a 70 % target.
+    assert_eq!(hpa["utilizations"][0], 91, "{hpa}");
+    // qps: (18 + 21.5 + 17 + 30 unlisted) / 4 = 21.625 against 15 → ratio 1.44 × 3 ready pods.
+    assert_eq!(hpa["average_values"][1], 21.625, "{hpa}");
+    assert_eq!(hpa["metric_replicas"], 5, "{hpa}");
+    let list = out.details["vpa"]["container_recommendations"].as_array().unwrap();
+    let names: Vec<&str> = list.iter().map(|c| c["container_name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["envoy", "web"]);
+}
