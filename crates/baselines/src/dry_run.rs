@@ -662,10 +662,10 @@ fn check(input: DryRunInput, file: &str) -> Result<Checked, DryRunError> {
 pub fn run(kind: BaselineKind, profile: &Profile, input: &Checked, file: &str) -> Result<DryRunOutput, DryRunError> {
     let mut baseline = Baseline::build(kind, profile, input.slo_p99_ms)
         .map_err(|source| DryRunError::Baseline { file: file.into(), source })?;
-    if let Some(h) = baseline.hpa_mut() {
-        if let Some(spec) = &input.hpa {
-            *h = HorizontalPodAutoscaler::new(spec.clone(), ControllerFlags::default());
-        }
+    if let Some(h) = baseline.hpa_mut()
+        && let Some(spec) = &input.hpa
+    {
+        *h = HorizontalPodAutoscaler::new(spec.clone(), ControllerFlags::default());
     }
     let start = input.history.first().unwrap_or(&input.observation).time_s;
     if let Some(v) = baseline.vpa_mut() {
