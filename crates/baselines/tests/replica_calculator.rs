@@ -882,7 +882,7 @@ fn computed_tolerance_case(delta: f64) -> (Tc, i32, i32) {
 // upstream: TestReplicaCalcComputedToleranceAlgImplementation
 #[test]
 fn computed_tolerance_alg_implementation() {
-    let expected_utilization = (1500 * 100 / 3000) as i32;
+    let expected_utilization: i32 = 1500 * 100 / 3000;
     let (tc, percent, final_pods) = computed_tolerance_case(0.01);
     assert_eq!(final_pods, 9, "upstream's derivation");
     tc.resource(percent, Ok((final_pods, expected_utilization, N * 150)));
@@ -891,10 +891,14 @@ fn computed_tolerance_alg_implementation() {
     tc.resource(percent, Ok((10, expected_utilization, N * 150)));
 }
 
-/// One `TestGroupPods` row: (phase, start, Ready condition (ready, transition), deleting) per
-/// pod, metric (timestamp, window) per pod name, resource; expected ready count and sets.
+/// One pod of a `TestGroupPods` row: name, phase, start, Ready condition (ready, transition),
+/// deleting.
+type GroupPod = (&'static str, Phase, Option<f64>, Option<(bool, f64)>, bool);
+
+/// One `TestGroupPods` row: pods, metric (timestamp, window) per pod name, resource; expected
+/// ready count and sets.
 struct GroupCase {
-    pods: Vec<(&'static str, Phase, Option<f64>, Option<(bool, f64)>, bool)>,
+    pods: Vec<GroupPod>,
     metrics: Vec<(&'static str, f64, f64)>,
     resource: Option<ResourceName>,
     ready: usize,
