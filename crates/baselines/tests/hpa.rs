@@ -684,3 +684,76 @@ fn scale_limits_round_like_upstream() {
     let up = rules(0, 0, 50, 60, 0);
     assert_eq!(behavior::scale_up_limit(NOW, 3, &[], &[], &up), 5);
 }
+
+fn pod(name: &str, phase: aware_core::PodPhase, restarts: u32, cpu: Option<f64>) -> aware_core::PodObservation {
+    let r = aware_core::Resources::new(1000, 512 << 20);
+    aware_core::PodObservation {
+        name: name.into(),
+        phase,
+        node: Some("n".into()),
+        created_at_s: 0.0,
+        ready_since_s: (phase == aware_core::PodPhase::Ready).then_some(30.0),
+        cpu_usage_cores: cpu,
+        memory_working_set_bytes: Some(100e6),
+        resources: aware_core::ContainerResources::guaranteed("app", r),
+        restarts,
+        oom_killed_at_bytes: None,
+        deleting: false,
+        custom_metrics: Default::default(),
+        containers: Vec::new(),
+    }
+}
+
+fn observation(pods: Vec<aware_core::PodObservation>) -> aware_core::Observation {
+    aware_core::Observation {
+        app: "a".into(),
+        time_s: 3600.0,
+        interval_s: 15.0,
+        desired_replicas: pods.len() as u32,
+        template: aware_core::ContainerResources::guaranteed("app", aware_core::Resources::new(1000, 512 << 20)),
+        pods,
+        arrival_rate: 1.0,
+        throughput: 1.0,
+        latency_mean_ms: None,
+        latency_p99_ms: None,
+        dropped_requests: 0,
+        oom_events: 0,
+        io_utilisation: 0.0,
+        network_utilisation: 0.0,
+    }
+}
+
+/// Upstream's readiness rules on what the simulator reports: a crash-looping (or OOM-killed)
+/// container that was ready before counts with its sample after the CPU initialisation period,
+/// as upstream counts a pod that "was ready" once; a container that never became ready is set
+/// aside; failed and terminating pods are ignored.
+#[test]
+fn crash_looping_failed_and_terminating_pods_as_upstream() {
+    use aware_baselines::hpa::pod_view;
+    use aware_core::PodPhase::{Failed, Ready, Starting};
+    let mut terminating = pod("p4", Ready, 0, Some(0.9));
+    terminating.deleting = true;
+    let obs = observation(vec![
+        pod("p0", Ready, 0, Some(0.9)),
+        pod("p1", Starting, 3, Some(0.0)),
+        pod("p2", Starting, 0, Some(0.5)),
+        pod("p3", Failed, 0, None),
+        terminating,
+    ]);
+    let view = pod_view(&obs, &MetricSpec::cpu_utilization(50));
+    let calc = ControllerFlags::default().calculator;
+    let groups = aware_baselines::hpa::replica_calculator::group_pods(
+        obs.time_s,
+        &view.pods,
+        &view.samples,
+        Some(ResourceName::Cpu),
+        calc.cpu_initialization_period_s,
+        calc.delay_of_initial_readiness_status_s,
+    );
+    assert_eq!(groups.ready_count, 2, "p0 and the crash-looping p1: {groups:?}");
+    assert_eq!(groups.unready.iter().map(String::as_str).collect::<Vec<_>>(), ["p2"]);
+    assert_eq!(groups.ignored.iter().map(String::as_str).collect::<Vec<_>>(), ["p3", "p4"]);
+    // (0.9 + 0.0) / 2 cores = 45 % against 50 %: within tolerance, 5 replicas stay 5.
+    let r = calc.resource_replicas(obs.time_s, 5, 50, ResourceName::Cpu, None, &view.pods, &view.samples).unwrap();
+    assert_eq!((r.replicas, r.utilization), (5, 45));
+}
