@@ -1,6 +1,10 @@
 //! The rule-based autoscalers: the baselines every result is measured against and the fallback
 //! that keeps production safe while an RL agent learns. HPA and VPA follow upstream Kubernetes
 //! constants and rounding; threshold step scaling and AIMD are the classic alternatives.
+//!
+//! [`Baseline`] / [`BaselineKind`] name and build them from a profile; [`dry_run`] answers
+//! `aware recommend` from a JSON snapshot (the input model, its checks and the replay);
+//! [`quantity`] parses Kubernetes quantity strings.
 
 pub mod aimd;
 pub mod dry_run;
