@@ -6,12 +6,23 @@
 //! decrease factor is 0.9 per control interval (15 s), memory counts as "nearly full" above
 //! 90 % of its limit. The decrease only applies below the utilisation target so that AIMD
 //! settles near the target instead of sawing into violations every few intervals.
+//!
+//! Memory is never cut below the working set: a decrease stops at the largest working set any
+//! pod reports divided by the pressure threshold, so the next interval does not read as memory
+//! trouble either (cutting below the working set is an OOM kill in waiting). MiB bounds are
+//! converted with saturating arithmetic, so absurd profile values clamp instead of panicking.
 
 use aware_core::profile::Bounds;
 use aware_core::{Observation, Profile, Recommendation, Recommender, RecommenderError};
 
 pub const DECREASE_FACTOR: f64 = 0.9;
 pub const MEMORY_PRESSURE: f64 = 0.9;
+
+const MIB: u64 = 1 << 20;
+
+fn mib_to_bytes(mib: u64) -> u64 {
+    mib.saturating_mul(MIB)
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct AdditiveIncreaseMultiplicativeDecrease {
@@ -57,15 +68,27 @@ impl Recommender for AdditiveIncreaseMultiplicativeDecrease {
         } else {
             cpu
         };
+        // The largest working set any pod (or container) reports.
+        let working_set = obs
+            .pods
+            .iter()
+            .flat_map(|p| {
+                let containers = p.containers.iter().filter_map(|c| c.memory_working_set_bytes);
+                p.memory_working_set_bytes.into_iter().chain(containers)
+            })
+            .fold(0.0f64, f64::max);
         let new_mem = if memory_trouble {
-            mem + b.memory_step_bytes() as f64
+            mem + mib_to_bytes(b.memory_step_mib) as f64
         } else if memory.is_some_and(|m| m < self.memory_target) {
-            mem * DECREASE_FACTOR
+            (mem * DECREASE_FACTOR).max((working_set / MEMORY_PRESSURE).min(mem))
         } else {
             mem
         };
-        let cpu_m = (new_cpu.round() as u64).clamp(b.min_cpu_millicores, b.max_cpu_millicores);
-        let mem_b = (new_mem.round() as u64).clamp(b.min_memory_bytes(), b.max_memory_bytes());
+        let (min_cpu, max_cpu) = (b.min_cpu_millicores, b.max_cpu_millicores.max(b.min_cpu_millicores));
+        let (min_mem, max_mem) = (mib_to_bytes(b.min_memory_mib), mib_to_bytes(b.max_memory_mib));
+        // `as` saturates: a huge or infinite value becomes u64::MAX and then the bound.
+        let cpu_m = (new_cpu.round() as u64).clamp(min_cpu, max_cpu);
+        let mem_b = (new_mem.round() as u64).clamp(min_mem, max_mem.max(min_mem));
         c.limits.cpu_millicores = cpu_m;
         c.limits.memory_bytes = mem_b;
         c.requests.cpu_millicores = cpu_m;

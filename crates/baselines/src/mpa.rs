@@ -1,6 +1,17 @@
 //! The MultidimPodAutoscaler default recommender, AWARE's fallback controller: HPA on CPU
 //! utilisation decides replicas, VPA decides memory (and optionally CPU), in one
 //! `Recommendation`, so the two never fight over the same knob.
+//!
+//! Checked against upstream's MPA (kubernetes/autoscaler `multidimensional-pod-autoscaler`,
+//! AEP): upstream's default recommender reuses the VPA libraries for vertical actions on CPU
+//! *and* memory and the HPA algorithm (CPU utilisation or a custom metric) for replicas, and
+//! alternates the two in its feedback cycle, vertical first; its updater evicts under the VPA
+//! updater's rules (`--min-replicas`, eviction tolerance). Here the vertical side is the same
+//! VPA (decaying histograms, confidence bounds, the same updater rules, so a single-replica
+//! workload is not resized unless `vpa.spec.min_replicas` is lowered), but (1) both actions are
+//! proposed in the same interval rather than alternately, and (2) by default it sets memory
+//! only, leaving CPU to the HPA as AWARE's MPA-default does; `vertical_cpu = true` gives
+//! upstream's CPU-and-memory vertical scope.
 
 use aware_core::{Observation, Profile, Recommendation, Recommender, RecommenderError};
 

@@ -68,6 +68,15 @@ fn vpa_raises_memory_after_oom_kills() {
     resize(&mut c, 1, 1000, base + 8 * MIB);
     let mut spec = VpaSpec::from_profile(&Profile::default());
     spec.update_mode = UpdateMode::InPlaceOrRecreate;
+    // With upstream's default `--min-replicas 2` the updater never touches a single replica.
+    let mut blocked = VerticalPodAutoscaler::new(spec.clone());
+    let mut c2 = cluster(vec![rate(0.5)]);
+    resize(&mut c2, 1, 1000, base + 8 * MIB);
+    drive(&mut c2, &mut blocked, 60);
+    assert_eq!(c2.observe(0).unwrap().template.limits.memory_bytes, base + 8 * MIB, "min replicas 2: untouched");
+    assert!(blocked.decisions().iter().any(|d| d.update && !d.evictable), "{:?}", blocked.decisions());
+    // An operator running single replicas sets `--min-replicas=1`.
+    spec.min_replicas = 1;
     let mut vpa = VerticalPodAutoscaler::new(spec);
     drive(&mut c, &mut vpa, 60);
     let after = c.observe(0).unwrap().template.limits.memory_bytes;
@@ -89,6 +98,7 @@ fn vpa_shrinks_over_provisioned_memory_once_history_is_long_enough() {
     resize(&mut c, 1, 1000, 4096 * MIB);
     let mut spec = VpaSpec::from_profile(&Profile::default());
     spec.update_mode = UpdateMode::InPlaceOrRecreate;
+    spec.min_replicas = 1;
     let mut vpa = VerticalPodAutoscaler::new(spec);
     drive(&mut c, &mut vpa, 120);
     assert_eq!(c.observe(0).unwrap().template.limits.memory_bytes, 4096 * MIB, "30 minutes of history: untouched");
@@ -124,6 +134,8 @@ fn mpa_scales_out_and_fixes_memory() {
     let base = app().cost().mem_base_bytes as u64;
     resize(&mut c, 1, 1000, base + 8 * MIB);
     let mut mpa = MultidimPodAutoscaler::from_profile(&Profile::default(), false);
+    // One replica: the updater needs `--min-replicas=1` to resize it.
+    mpa.vpa.spec.min_replicas = 1;
     drive(&mut c, &mut mpa, 60);
     let obs = c.observe(0).unwrap();
     assert!(obs.template.limits.memory_bytes >= base + 100 * MIB);

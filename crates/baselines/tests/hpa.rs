@@ -1,411 +1,21 @@
-//! HPA tables ported from upstream `replica_calculator_test.go` and `horizontal_test.go`
-//! (`TestReplicaCalc*`, `TestScalingWithRules`, `TestNormalizeDesiredReplicas`,
-//! `TestStoreScaleEvents`), each case with upstream's expected number. Upstream's test pods have
-//! two containers; ours have one, so upstream's raw per-pod values are halved here.
-
-use std::collections::BTreeMap;
+//! HPA controller tables ported from upstream `horizontal_test.go` (`TestScalingWithRules`,
+//! `TestNormalizeDesiredReplicas`, `TestStoreScaleEvents`), each case with upstream's expected
+//! number, and the controller over time. The replica calculator's upstream cases are in
+//! `replica_calculator.rs`, one test each.
 
 use aware_baselines::hpa::behavior::{
     self, Behavior, Limit, Normalization, PolicyKind, ScaleEvent, ScalingPolicy, ScalingRules, SelectPolicy,
     TimestampedRecommendation,
 };
 use aware_baselines::hpa::{
-    BehaviorSpec, ControllerFlags, HorizontalPodAutoscaler, HpaError, HpaSpec, MetricSample, Phase, PodState, PodView,
-    ReadyCondition, ReplicaCalculator, ResourceName, ResourceTarget, Tolerances,
+    BehaviorSpec, ContainerKind, ContainerRequest, ControllerFlags, HorizontalPodAutoscaler, HpaError, HpaSpec,
+    MetricSample, MetricSpec, MetricTarget, Phase, PodState, PodView, ReadyCondition, ResourceName,
 };
 
 const NOW: f64 = 10_000.0;
 
 /// (recommendation or change, seconds ago) entries of a controller's history.
 type Log = Vec<(i32, f64)>;
-const COOL: f64 = 0.0;
-const HOT: f64 = NOW - 30.0;
-
-/// Upstream's test flags: 2-minute CPU initialisation period, 10 s readiness delay.
-fn calculator() -> ReplicaCalculator {
-    ReplicaCalculator {
-        tolerances: Tolerances::default(),
-        cpu_initialization_period_s: 120.0,
-        delay_of_initial_readiness_status_s: 10.0,
-    }
-}
-
-struct Case {
-    name: &'static str,
-    current: i32,
-    requests_milli: Vec<i64>,
-    levels: Vec<i64>,
-    pod_names: Vec<&'static str>,
-    target: i32,
-    readiness: Vec<bool>,
-    start: Vec<f64>,
-    phase: Vec<Phase>,
-    deleting: Vec<bool>,
-    expected: Result<(i32, i32, i64), &'static str>,
-}
-
-impl Default for Case {
-    fn default() -> Self {
-        Case {
-            name: "",
-            current: 0,
-            requests_milli: vec![],
-            levels: vec![],
-            pod_names: vec![],
-            target: 100,
-            readiness: vec![],
-            start: vec![],
-            phase: vec![],
-            deleting: vec![],
-            expected: Err("unset"),
-        }
-    }
-}
-
-fn run(c: &Case) {
-    let count = (c.current as usize).max(c.phase.len());
-    let pods: Vec<PodState> = (0..count)
-        .map(|i| PodState {
-            name: format!("test-pod-{i}"),
-            phase: c.phase.get(i).copied().unwrap_or(Phase::Running),
-            deleting: c.deleting.get(i).copied().unwrap_or(false),
-            start_time_s: Some(c.start.get(i).copied().unwrap_or(COOL)),
-            ready: Some(ReadyCondition { ready: c.readiness.get(i).copied().unwrap_or(true), last_transition_s: 0.0 }),
-            request_milli: c.requests_milli.get(i).copied(),
-        })
-        .collect();
-    let samples: BTreeMap<String, MetricSample> = c
-        .levels
-        .iter()
-        .enumerate()
-        .map(|(i, &v)| {
-            let name = c.pod_names.get(i).map(|s| s.to_string()).unwrap_or(format!("test-pod-{i}"));
-            (name, MetricSample { value_milli: v, timestamp_s: 0.0, window_s: 60.0 })
-        })
-        .collect();
-    let got = calculator().resource_replicas(NOW, c.current, c.target, ResourceName::Cpu, &pods, &samples);
-    match (&c.expected, got) {
-        (Ok((replicas, utilization, raw)), Ok(r)) => {
-            assert_eq!((r.replicas, r.utilization, r.raw_average), (*replicas, *utilization, *raw), "{}", c.name)
-        }
-        (Err(want), Err(e)) => assert!(e.to_string().contains(want), "{}: {e}", c.name),
-        (want, got) => panic!("{}: expected {want:?}, got {got:?}", c.name),
-    }
-}
-
-fn ones(n: usize) -> Vec<i64> {
-    vec![1000; n]
-}
-
-#[test]
-fn replica_calculator_table() {
-    use Phase::*;
-    let cases = vec![
-        Case {
-            name: "ScaleUp",
-            current: 3,
-            requests_milli: ones(3),
-            levels: vec![300, 500, 700],
-            target: 30,
-            expected: Ok((5, 50, 500)),
-            ..Default::default()
-        },
-        Case {
-            name: "ScaleUpUnreadyLessScale",
-            current: 3,
-            requests_milli: ones(3),
-            levels: vec![300, 500, 700],
-            target: 30,
-            readiness: vec![false, true, true],
-            expected: Ok((4, 60, 600)),
-            ..Default::default()
-        },
-        Case {
-            name: "ScaleUpHotCpuLessScale",
-            current: 3,
-            requests_milli: ones(3),
-            levels: vec![300, 500, 700],
-            target: 30,
-            start: vec![HOT, COOL, COOL],
-            expected: Ok((4, 60, 600)),
-            ..Default::default()
-        },
-        Case {
-            name: "ScaleUpUnreadyNoScale",
-            current: 3,
-            requests_milli: ones(3),
-            levels: vec![400, 500, 700],
-            target: 30,
-            readiness: vec![true, false, false],
-            expected: Ok((3, 40, 400)),
-            ..Default::default()
-        },
-        Case {
-            name: "ScaleHotCpuNoScale",
-            current: 3,
-            requests_milli: ones(3),
-            levels: vec![400, 500, 700],
-            target: 30,
-            readiness: vec![true, false, false],
-            start: vec![COOL, HOT, HOT],
-            expected: Ok((3, 40, 400)),
-            ..Default::default()
-        },
-        Case {
-            name: "ScaleUpIgnoresFailedPods",
-            current: 2,
-            requests_milli: ones(4),
-            levels: vec![500, 700],
-            target: 30,
-            readiness: vec![true, true, false, false],
-            phase: vec![Running, Running, Failed, Failed],
-            expected: Ok((4, 60, 600)),
-            ..Default::default()
-        },
-        Case {
-            name: "ScaleUpIgnoresDeletionPods",
-            current: 2,
-            requests_milli: ones(4),
-            levels: vec![500, 700],
-            target: 30,
-            readiness: vec![true, true, false, false],
-            phase: vec![Running; 4],
-            deleting: vec![false, false, true, true],
-            expected: Ok((4, 60, 600)),
-            ..Default::default()
-        },
-        Case {
-            name: "ScaleDown",
-            current: 5,
-            requests_milli: ones(5),
-            levels: vec![100, 300, 500, 250, 250],
-            target: 50,
-            expected: Ok((3, 28, 280)),
-            ..Default::default()
-        },
-        Case {
-            name: "ScaleDownExcludeUnreadyPods",
-            current: 5,
-            requests_milli: ones(5),
-            levels: vec![100, 300, 500, 250, 250],
-            target: 50,
-            readiness: vec![true, true, true, false, false],
-            expected: Ok((2, 30, 300)),
-            ..Default::default()
-        },
-        Case {
-            name: "ScaleDownExcludeUnscheduledPods",
-            current: 5,
-            requests_milli: ones(5),
-            levels: vec![100],
-            target: 50,
-            readiness: vec![true, false, false, false, false],
-            phase: vec![Running, Pending, Pending, Pending, Pending],
-            expected: Ok((1, 10, 100)),
-            ..Default::default()
-        },
-        Case {
-            name: "ScaleDownIgnoreHotCpuPods",
-            current: 5,
-            requests_milli: ones(5),
-            levels: vec![100, 300, 500, 250, 250],
-            target: 50,
-            start: vec![COOL, COOL, COOL, HOT, HOT],
-            expected: Ok((2, 30, 300)),
-            ..Default::default()
-        },
-        Case {
-            name: "ScaleDownIgnoresFailedPods",
-            current: 5,
-            requests_milli: ones(7),
-            levels: vec![100, 300, 500, 250, 250],
-            target: 50,
-            readiness: vec![true, true, true, true, true, false, false],
-            phase: vec![Running, Running, Running, Running, Running, Failed, Failed],
-            expected: Ok((3, 28, 280)),
-            ..Default::default()
-        },
-        Case {
-            name: "ScaleDownIgnoresDeletionPods",
-            current: 5,
-            requests_milli: ones(7),
-            levels: vec![100, 300, 500, 250, 250],
-            target: 50,
-            readiness: vec![true, true, true, true, true, false, false],
-            phase: vec![Running; 7],
-            deleting: vec![false, false, false, false, false, true, true],
-            expected: Ok((3, 28, 280)),
-            ..Default::default()
-        },
-        Case {
-            name: "Tolerance",
-            current: 3,
-            requests_milli: vec![900, 1000, 1100],
-            levels: vec![1010, 1030, 1020],
-            target: 100,
-            expected: Ok((3, 102, 1020)),
-            ..Default::default()
-        },
-        Case {
-            name: "SuperfluousMetrics",
-            current: 4,
-            requests_milli: ones(4),
-            levels: vec![4000, 9500, 3000, 7000, 3200, 2000],
-            target: 100,
-            expected: Ok((24, 587, 5875)),
-            ..Default::default()
-        },
-        Case {
-            name: "MissingMetrics",
-            current: 4,
-            requests_milli: ones(4),
-            levels: vec![400, 95],
-            target: 100,
-            expected: Ok((3, 24, 247)),
-            ..Default::default()
-        },
-        Case {
-            name: "EmptyMetrics",
-            current: 4,
-            requests_milli: ones(3),
-            levels: vec![],
-            target: 100,
-            expected: Err("unable to get metrics for resource cpu: no metrics returned from resource metrics API"),
-            ..Default::default()
-        },
-        Case {
-            name: "EmptyCPURequest",
-            current: 1,
-            requests_milli: vec![],
-            levels: vec![200],
-            target: 100,
-            expected: Err("missing request for"),
-            ..Default::default()
-        },
-        Case {
-            name: "DisjointResourcesMetrics",
-            current: 1,
-            requests_milli: ones(1),
-            levels: vec![100],
-            pod_names: vec!["an-older-pod-name"],
-            target: 100,
-            expected: Err("no metrics returned matched known pods"),
-            ..Default::default()
-        },
-        Case {
-            name: "MissingMetricsNoChangeEq",
-            current: 2,
-            requests_milli: ones(2),
-            levels: vec![1000],
-            target: 100,
-            expected: Ok((2, 100, 1000)),
-            ..Default::default()
-        },
-        Case {
-            name: "MissingMetricsNoChangeGt",
-            current: 2,
-            requests_milli: ones(2),
-            levels: vec![1900],
-            target: 100,
-            expected: Ok((2, 190, 1900)),
-            ..Default::default()
-        },
-        Case {
-            name: "MissingMetricsNoChangeLt",
-            current: 2,
-            requests_milli: ones(2),
-            levels: vec![600],
-            target: 100,
-            expected: Ok((2, 60, 600)),
-            ..Default::default()
-        },
-        Case {
-            name: "MissingMetricsUnreadyChange",
-            current: 3,
-            requests_milli: ones(3),
-            levels: vec![100, 450],
-            target: 50,
-            readiness: vec![false, true, true],
-            expected: Ok((3, 45, 450)),
-            ..Default::default()
-        },
-        Case {
-            name: "MissingMetricsHotCpuNoChange",
-            current: 3,
-            requests_milli: ones(3),
-            levels: vec![100, 450],
-            target: 50,
-            start: vec![HOT, COOL, COOL],
-            expected: Ok((3, 45, 450)),
-            ..Default::default()
-        },
-        Case {
-            name: "MissingMetricsUnreadyScaleUp",
-            current: 3,
-            requests_milli: ones(3),
-            levels: vec![100, 2000],
-            target: 50,
-            readiness: vec![false, true, true],
-            expected: Ok((4, 200, 2000)),
-            ..Default::default()
-        },
-        Case {
-            name: "MissingMetricsHotCpuScaleUp",
-            current: 3,
-            requests_milli: ones(3),
-            levels: vec![100, 2000],
-            target: 50,
-            readiness: vec![false, true, true],
-            start: vec![HOT, COOL, COOL],
-            expected: Ok((4, 200, 2000)),
-            ..Default::default()
-        },
-        Case {
-            name: "MissingMetricsUnreadyScaleDown",
-            current: 4,
-            requests_milli: ones(4),
-            levels: vec![100, 100, 100],
-            target: 50,
-            readiness: vec![false, true, true, true],
-            expected: Ok((3, 10, 100)),
-            ..Default::default()
-        },
-        Case {
-            name: "DuringRollingUpdateWithMaxSurge",
-            current: 2,
-            requests_milli: ones(3),
-            levels: vec![100, 100],
-            target: 50,
-            phase: vec![Running; 3],
-            expected: Ok((2, 10, 100)),
-            ..Default::default()
-        },
-    ];
-    assert!(cases.len() >= 28);
-    for c in &cases {
-        run(c);
-    }
-}
-
-/// `TestReplicaCalcComputedToleranceAlgImplementation`: a target just outside the tolerance
-/// scales 10 → 9; just inside it does not scale.
-#[test]
-fn computed_tolerance_regression() {
-    let per_pod_requested = 300;
-    let requests = [100, -100, 10, -10, 2, -2, 1, -1, 0, 0].map(|d| per_pod_requested + d).to_vec();
-    let mk = |target| Case {
-        name: "ComputedTolerance",
-        current: 10,
-        requests_milli: requests.clone(),
-        levels: vec![150; 10],
-        target,
-        ..Default::default()
-    };
-    // target = 1 / (2 × (1 − 0.1)) + 0.01 → 56 %; resources used / requested at it → 9 pods.
-    run(&Case { expected: Ok((9, 50, 150)), ..mk(56) });
-    // + 0.004 instead → 55 %, inside the tolerance.
-    run(&Case { expected: Ok((10, 50, 150)), ..mk(55) });
-}
 
 /// `generateScalingRules(pods, podsPeriod, percent, percentPeriod, window)`.
 fn rules(pods: i32, pods_period: i32, percent: i32, percent_period: i32, window: i32) -> ScalingRules {
@@ -959,7 +569,12 @@ fn ready_pods(n: usize, usage_m: i64) -> PodView {
             deleting: false,
             start_time_s: Some(0.0),
             ready: Some(ReadyCondition { ready: true, last_transition_s: 0.0 }),
-            request_milli: Some(1000),
+            containers: vec![ContainerRequest {
+                name: "main".into(),
+                kind: ContainerKind::Regular,
+                request_milli: Some(1000),
+            }],
+            pod_request_milli: None,
         });
         view.samples.insert(name, MetricSample { value_milli: usage_m, timestamp_s: 0.0, window_s: 15.0 });
     }
@@ -968,12 +583,7 @@ fn ready_pods(n: usize, usage_m: i64) -> PodView {
 
 fn cpu_hpa(behavior: Option<BehaviorSpec>) -> HorizontalPodAutoscaler {
     HorizontalPodAutoscaler::new(
-        HpaSpec {
-            min_replicas: 1,
-            max_replicas: 20,
-            metrics: vec![ResourceTarget { resource: ResourceName::Cpu, target_utilization: 50 }],
-            behavior,
-        },
+        HpaSpec { min_replicas: 1, max_replicas: 20, metrics: vec![MetricSpec::cpu_utilization(50)], behavior },
         ControllerFlags::default(),
     )
 }
@@ -1015,8 +625,8 @@ fn invalid_metrics_keep_the_current_count() {
             min_replicas: 1,
             max_replicas: 20,
             metrics: vec![
-                ResourceTarget { resource: ResourceName::Cpu, target_utilization: 50 },
-                ResourceTarget { resource: ResourceName::Memory, target_utilization: 50 },
+                MetricSpec::cpu_utilization(50),
+                MetricSpec::Resource { resource: ResourceName::Memory, target: MetricTarget::Utilization(50) },
             ],
             behavior: Some(BehaviorSpec::default()),
         },
@@ -1037,8 +647,8 @@ fn max_over_metrics_and_spec_bounds() {
             min_replicas: 2,
             max_replicas: 6,
             metrics: vec![
-                ResourceTarget { resource: ResourceName::Cpu, target_utilization: 50 },
-                ResourceTarget { resource: ResourceName::Memory, target_utilization: 50 },
+                MetricSpec::cpu_utilization(50),
+                MetricSpec::Resource { resource: ResourceName::Memory, target: MetricTarget::Utilization(50) },
             ],
             behavior: Some(BehaviorSpec::default()),
         },
@@ -1073,4 +683,77 @@ fn scale_limits_round_like_upstream() {
     // Scale-up percentages round up: 3 × 1.5 = 4.5 → 5.
     let up = rules(0, 0, 50, 60, 0);
     assert_eq!(behavior::scale_up_limit(NOW, 3, &[], &[], &up), 5);
+}
+
+fn pod(name: &str, phase: aware_core::PodPhase, restarts: u32, cpu: Option<f64>) -> aware_core::PodObservation {
+    let r = aware_core::Resources::new(1000, 512 << 20);
+    aware_core::PodObservation {
+        name: name.into(),
+        phase,
+        node: Some("n".into()),
+        created_at_s: 0.0,
+        ready_since_s: (phase == aware_core::PodPhase::Ready).then_some(30.0),
+        cpu_usage_cores: cpu,
+        memory_working_set_bytes: Some(100e6),
+        resources: aware_core::ContainerResources::guaranteed("app", r),
+        restarts,
+        oom_killed_at_bytes: None,
+        deleting: false,
+        custom_metrics: Default::default(),
+        containers: Vec::new(),
+    }
+}
+
+fn observation(pods: Vec<aware_core::PodObservation>) -> aware_core::Observation {
+    aware_core::Observation {
+        app: "a".into(),
+        time_s: 3600.0,
+        interval_s: 15.0,
+        desired_replicas: pods.len() as u32,
+        template: aware_core::ContainerResources::guaranteed("app", aware_core::Resources::new(1000, 512 << 20)),
+        pods,
+        arrival_rate: 1.0,
+        throughput: 1.0,
+        latency_mean_ms: None,
+        latency_p99_ms: None,
+        dropped_requests: 0,
+        oom_events: 0,
+        io_utilisation: 0.0,
+        network_utilisation: 0.0,
+    }
+}
+
+/// Upstream's readiness rules on what the simulator reports: a crash-looping (or OOM-killed)
+/// container that was ready before counts with its sample after the CPU initialisation period,
+/// as upstream counts a pod that "was ready" once; a container that never became ready is set
+/// aside; failed and terminating pods are ignored.
+#[test]
+fn crash_looping_failed_and_terminating_pods_as_upstream() {
+    use aware_baselines::hpa::pod_view;
+    use aware_core::PodPhase::{Failed, Ready, Starting};
+    let mut terminating = pod("p4", Ready, 0, Some(0.9));
+    terminating.deleting = true;
+    let obs = observation(vec![
+        pod("p0", Ready, 0, Some(0.9)),
+        pod("p1", Starting, 3, Some(0.0)),
+        pod("p2", Starting, 0, Some(0.5)),
+        pod("p3", Failed, 0, None),
+        terminating,
+    ]);
+    let view = pod_view(&obs, &MetricSpec::cpu_utilization(50));
+    let calc = ControllerFlags::default().calculator;
+    let groups = aware_baselines::hpa::replica_calculator::group_pods(
+        obs.time_s,
+        &view.pods,
+        &view.samples,
+        Some(ResourceName::Cpu),
+        calc.cpu_initialization_period_s,
+        calc.delay_of_initial_readiness_status_s,
+    );
+    assert_eq!(groups.ready_count, 2, "p0 and the crash-looping p1: {groups:?}");
+    assert_eq!(groups.unready.iter().map(String::as_str).collect::<Vec<_>>(), ["p2"]);
+    assert_eq!(groups.ignored.iter().map(String::as_str).collect::<Vec<_>>(), ["p3", "p4"]);
+    // (0.9 + 0.0) / 2 cores = 45 % against 50 %: within tolerance, 5 replicas stay 5.
+    let r = calc.resource_replicas(obs.time_s, 5, 50, ResourceName::Cpu, None, &view.pods, &view.samples).unwrap();
+    assert_eq!((r.replicas, r.utilization), (5, 45));
 }

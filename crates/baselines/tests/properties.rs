@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use aware_baselines::hpa::{MetricSample, Phase, PodState, ReadyCondition, ReplicaCalculator, ResourceName};
+use aware_baselines::hpa::{MetricSample, PodState, ReplicaCalculator, ResourceName};
 use aware_baselines::vpa::estimator::PodResourceRecommender;
 use aware_baselines::vpa::model::AggregateContainerState;
 use aware_baselines::{
@@ -33,6 +33,9 @@ fn observation(usages: &[f64], replicas: u32, cpu_m: u64, mem: u64, p99: Option<
                 resources: template.clone(),
                 restarts: 0,
                 oom_killed_at_bytes: None,
+                deleting: false,
+                custom_metrics: Default::default(),
+                containers: Vec::new(),
             })
             .collect(),
         arrival_rate: 10.0,
@@ -97,13 +100,10 @@ proptest! {
         let utilization = levels.iter().sum::<i64>() * 100 / (1000 * n as i64);
         let ratio = utilization as f64 / target as f64;
         prop_assume!((0.9..=1.1).contains(&ratio));
-        let pods: Vec<PodState> = (0..n).map(|i| PodState {
-            name: format!("p{i}"), phase: Phase::Running, deleting: false, start_time_s: Some(0.0),
-            ready: Some(ReadyCondition { ready: true, last_transition_s: 0.0 }), request_milli: Some(1000),
-        }).collect();
+        let pods: Vec<PodState> = (0..n).map(|i| PodState::single(format!("p{i}"), Some(1000))).collect();
         let samples: BTreeMap<String, MetricSample> = levels.iter().enumerate()
             .map(|(i, &v)| (format!("p{i}"), MetricSample { value_milli: v, timestamp_s: 1000.0, window_s: 15.0 })).collect();
-        let r = ReplicaCalculator::default().resource_replicas(10_000.0, current, target, ResourceName::Cpu, &pods, &samples).unwrap();
+        let r = ReplicaCalculator::default().resource_replicas(10_000.0, current, target, ResourceName::Cpu, None, &pods, &samples).unwrap();
         prop_assert_eq!(r.replicas, current);
     }
 
@@ -123,4 +123,53 @@ proptest! {
         prop_assert!(hi.target.memory_bytes >= lo.target.memory_bytes);
         prop_assert!(lo.lower_bound.cpu_millicores <= lo.target.cpu_millicores && lo.target.cpu_millicores <= lo.upper_bound.cpu_millicores);
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// AIMD never cuts memory below the largest working set (unless the profile's maximum is
+    /// lower), whatever the usage, limits and targets.
+    #[test]
+    fn aimd_never_cuts_memory_below_the_working_set(
+        ws_fraction in prop::collection::vec(0.0f64..1.0, 1..8), mem_mib in 64u64..8192, target in 0.05f64..1.0,
+    ) {
+        let mem = mem_mib << 20;
+        let mut obs = observation(&vec![0.2; ws_fraction.len()], ws_fraction.len() as u32, 1000, mem, None, 100.0);
+        for (p, f) in obs.pods.iter_mut().zip(&ws_fraction) {
+            p.memory_working_set_bytes = Some(f * mem as f64);
+        }
+        let mut prof = Profile::default();
+        prof.targets.memory_utilisation = target;
+        prof.bounds.max_memory_mib = 1 << 20;
+        let rec = AdditiveIncreaseMultiplicativeDecrease::from_profile(&prof, Some(100.0)).recommend(&obs).unwrap();
+        let ws = ws_fraction.iter().fold(0.0f64, |a, f| a.max(f * mem as f64));
+        prop_assert!(rec.containers[0].limits.memory_bytes as f64 >= ws, "{} < {ws}", rec.containers[0].limits.memory_bytes);
+    }
+}
+
+/// Issue 19 "Input bugs": a MiB bound near `u64::MAX` made AIMD's MiB → bytes conversion
+/// overflow and panic; it now saturates and clamps.
+#[test]
+fn aimd_mib_arithmetic_never_overflows() {
+    let mut prof = Profile::default();
+    prof.bounds.max_memory_mib = u64::MAX / 2;
+    prof.bounds.memory_step_mib = u64::MAX / 3;
+    let mut obs = observation(&[0.95], 1, 1000, 1 << 30, Some(10.0), 100.0);
+    obs.oom_events = 1;
+    let rec = AdditiveIncreaseMultiplicativeDecrease::from_profile(&prof, Some(100.0)).recommend(&obs).unwrap();
+    assert!(rec.containers[0].limits.memory_bytes > 1 << 30, "grew after an OOM kill");
+}
+
+/// A working set of 500 MiB under a 600 MiB limit at an 0.9 target: a plain ×0.9 cut would give
+/// 540 MiB, right at the edge; AIMD stops at 500 / 0.9 ≈ 555.6 MiB.
+#[test]
+fn aimd_memory_decrease_stops_above_the_working_set() {
+    let mut obs = observation(&[0.2], 1, 1000, 600 << 20, None, 100.0);
+    obs.pods[0].memory_working_set_bytes = Some((500u64 << 20) as f64);
+    let mut prof = Profile::default();
+    prof.targets.memory_utilisation = 0.9;
+    let rec = AdditiveIncreaseMultiplicativeDecrease::from_profile(&prof, Some(100.0)).recommend(&obs).unwrap();
+    let got = rec.containers[0].limits.memory_bytes;
+    assert_eq!(got, ((500u64 << 20) as f64 / 0.9).round() as u64);
 }

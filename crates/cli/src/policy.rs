@@ -1,3 +1,3 @@
-//! The policy names and built policies the commands use (they live in `aware-lab`).
+//! The policy names the commands parse (they live in `aware-lab`).
 
-pub use aware_lab::policy::{Policy, PolicyName};
+pub use aware_lab::policy::PolicyName;

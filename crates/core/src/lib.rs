@@ -44,7 +44,7 @@ pub mod space;
 
 pub use cluster::{AppId, Cluster, ClusterError};
 pub use env::{Env, EnvError, Step, StepInfo, VecEnv, VecStep};
-pub use observation::{Observation, PodObservation, PodPhase, ReplicaCounts};
+pub use observation::{ContainerObservation, Observation, PodObservation, PodPhase, ReplicaCounts};
 pub use profile::{Profile, ProfileError};
 pub use recommendation::{
     ContainerResources, FixedRecommender, Recommendation, Recommender, RecommenderError, Resources,

@@ -1,8 +1,10 @@
 //! What a backend reports about one workload after a control interval.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
-use crate::recommendation::ContainerResources;
+use crate::recommendation::{ContainerResources, Resources};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -13,6 +15,8 @@ pub enum PodPhase {
     Starting,
     /// Passing readiness; receives traffic.
     Ready,
+    /// Terminated with a failure (Kubernetes phase `Failed`); no longer counted as a replica.
+    Failed,
 }
 
 /// One pod as the metrics pipeline sees it. Usage is `None` when no metric sample exists
@@ -33,6 +37,31 @@ pub struct PodObservation {
     pub restarts: u32,
     /// The memory usage at the last OOM kill in this interval, for VPA's OOM bump.
     pub oom_killed_at_bytes: Option<f64>,
+    /// The pod has a deletion timestamp (it is terminating); HPA ignores it.
+    #[serde(default)]
+    pub deleting: bool,
+    /// Samples of `Pods` metrics (custom metrics API) in the metric's unit, by metric name; a
+    /// name not present means no sample.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub custom_metrics: BTreeMap<String, f64>,
+    /// Per-container resources and usage for pods with several containers; when present,
+    /// `resources` and the pod's usage are their sums.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub containers: Vec<ContainerObservation>,
+}
+
+/// One container of a pod, for pods with several containers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContainerObservation {
+    pub name: String,
+    pub requests: Resources,
+    pub limits: Resources,
+    /// `None`: the metrics API has no sample for this container.
+    #[serde(default)]
+    pub cpu_usage_cores: Option<f64>,
+    #[serde(default)]
+    pub memory_working_set_bytes: Option<f64>,
 }
 
 /// Counts derived from the pod list, the way `kubectl get deploy` shows them.
@@ -81,6 +110,7 @@ impl Observation {
                 PodPhase::Pending => counts.pending += 1,
                 PodPhase::Starting => counts.starting += 1,
                 PodPhase::Ready => counts.ready += 1,
+                PodPhase::Failed => {}
             }
         }
         counts

@@ -5,10 +5,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::str::FromStr;
 
-use aware_baselines::vpa::{VerticalPodAutoscaler, VpaSpec};
-use aware_baselines::{
-    AdditiveIncreaseMultiplicativeDecrease, HorizontalPodAutoscaler, MultidimPodAutoscaler, ThresholdStepScaling,
-};
+use aware_baselines::{Baseline, BaselineKind};
 use aware_core::profile::MIB;
 use aware_core::{ContainerResources, FixedRecommender, Profile, Recommendation, Recommender, Resources};
 use aware_sim::{AppSpec, CONTAINER};
@@ -149,11 +146,8 @@ impl FromStr for PolicyName {
 /// A built recommender, kept concrete so a dry run can show its reasoning.
 #[non_exhaustive]
 pub enum Policy {
-    Hpa(HorizontalPodAutoscaler),
-    Vpa(VerticalPodAutoscaler),
-    Mpa(Box<MultidimPodAutoscaler>),
-    Threshold(ThresholdStepScaling),
-    Aimd(AdditiveIncreaseMultiplicativeDecrease),
+    /// HPA, VPA, the MPA default, threshold step scaling or AIMD.
+    Baseline(Box<Baseline>),
     Fixed(FixedRecommender),
     Rl(Box<RlRecommender>),
 }
@@ -195,19 +189,17 @@ impl Policy {
         slo_p99_ms: Option<f64>,
     ) -> Result<Policy, LabError> {
         let refuse = |reason: &str| LabError::Policy { policy: name.to_string(), reason: reason.into() };
+        let baseline = |kind: BaselineKind| -> Result<Policy, LabError> {
+            Baseline::build(kind, profile, slo_p99_ms)
+                .map(|b| Policy::Baseline(Box::new(b)))
+                .map_err(|e| refuse(&e.to_string()))
+        };
         Ok(match name {
-            PolicyName::Hpa => Policy::Hpa(HorizontalPodAutoscaler::from_profile(profile)),
-            PolicyName::Vpa => Policy::Vpa(VerticalPodAutoscaler::new(VpaSpec::from_profile(profile))),
-            PolicyName::Mpa => Policy::Mpa(Box::new(MultidimPodAutoscaler::from_profile(profile, false))),
-            PolicyName::Threshold => Policy::Threshold(ThresholdStepScaling::from_profile(profile)),
-            PolicyName::Aimd => {
-                if profile.slo.latency_p99_ms.or(slo_p99_ms).is_none() {
-                    return Err(refuse(
-                        "needs a latency SLO: set slo.latency_p99_ms in the profile or slo_p99_ms in the input",
-                    ));
-                }
-                Policy::Aimd(AdditiveIncreaseMultiplicativeDecrease::from_profile(profile, slo_p99_ms))
-            }
+            PolicyName::Hpa => baseline(BaselineKind::Hpa)?,
+            PolicyName::Vpa => baseline(BaselineKind::Vpa)?,
+            PolicyName::Mpa => baseline(BaselineKind::Mpa)?,
+            PolicyName::Threshold => baseline(BaselineKind::Threshold)?,
+            PolicyName::Aimd => baseline(BaselineKind::Aimd)?,
             PolicyName::Static | PolicyName::StaticPeak => {
                 let Some(app) = app else {
                     return Err(refuse("is sized from a simulated app's load and only runs on the simulator"));
@@ -224,11 +216,7 @@ impl Policy {
 
     pub fn recommender(&mut self) -> &mut dyn Recommender {
         match self {
-            Policy::Hpa(r) => r,
-            Policy::Vpa(r) => r,
-            Policy::Mpa(r) => r.as_mut(),
-            Policy::Threshold(r) => r,
-            Policy::Aimd(r) => r,
+            Policy::Baseline(b) => b.recommender(),
             Policy::Fixed(r) => r,
             Policy::Rl(r) => r.as_mut(),
         }
@@ -236,19 +224,10 @@ impl Policy {
 
     /// The controller's own reasoning for the last recommendation, for dry runs.
     pub fn details(&self) -> serde_json::Value {
-        let vpa = |v: &VerticalPodAutoscaler| serde_json::json!({ "recommendation": v.recommendation(), "updater": v.decisions() });
         match self {
-            Policy::Hpa(h) => serde_json::json!({ "hpa": h.last_decision() }),
-            Policy::Vpa(v) => serde_json::json!({ "vpa": vpa(v) }),
-            Policy::Mpa(m) => serde_json::json!({ "hpa": m.hpa.last_decision(), "vpa": vpa(&m.vpa) }),
-            Policy::Threshold(t) => {
-                serde_json::json!({ "steps": t.steps.iter().map(|(l, c)| serde_json::json!({"from_utilisation": if l.is_finite() { Some(*l) } else { None }, "change": c})).collect::<Vec<_>>() })
-            }
-            Policy::Aimd(a) => serde_json::json!({ "slo_p99_ms": a.slo_p99_ms }),
+            Policy::Baseline(b) => b.details(),
             Policy::Fixed(f) => serde_json::json!({ "fixed": f.recommendation }),
-            Policy::Rl(r) => {
-                serde_json::json!({ "fallbacks_to_mpa": r.fallbacks(), "last_fallback_reason": r.last_fallback_reason() })
-            }
+            Policy::Rl(r) => serde_json::json!({ "fallbacks_to_mpa": r.fallbacks(), "last_fallback_reason": r.last_fallback_reason() }),
         }
     }
 

@@ -370,6 +370,8 @@ impl SimCluster {
             PodPhase::Pending => 0,
             PodPhase::Starting => 1,
             PodPhase::Ready => 2,
+            // The simulator never produces failed pods; delete them first if it ever does.
+            PodPhase::Failed => -1,
         };
         self.deployments[d]
             .pods
@@ -614,6 +616,9 @@ impl Cluster for SimCluster {
                     resources: p.resources.clone(),
                     restarts: p.restarts,
                     oom_killed_at_bytes: p.oom_at_bytes,
+                    deleting: false,
+                    custom_metrics: Default::default(),
+                    containers: Vec::new(),
                 })
                 .collect(),
             arrival_rate: st.arrivals / dt,

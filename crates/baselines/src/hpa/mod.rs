@@ -7,35 +7,68 @@ pub mod replica_calculator;
 
 use std::collections::BTreeMap;
 
-use aware_core::{Observation, PodPhase, Profile, Recommendation, Recommender, RecommenderError};
+use aware_core::{
+    Observation, PodObservation, PodPhase, Profile, Recommendation, Recommender, RecommenderError, Resources,
+};
 use serde::{Deserialize, Serialize};
 
 pub use behavior::{Behavior, Limit, PolicyKind, ScalingPolicy, ScalingRules, ScalingRulesSpec, SelectPolicy};
 pub use replica_calculator::{
-    HpaError, MetricSample, Phase, PodState, ReadyCondition, ReplicaCalculator, ResourceName, Tolerances,
+    ContainerKind, ContainerRequest, HpaError, MetricReplicas, MetricSample, Phase, PodMetrics, PodState,
+    ReadyCondition, ReplicaCalculator, ResourceName, ResourceReplicas, Tolerances,
 };
 
 use behavior::{Normalization, ScaleEvent, TimestampedRecommendation};
 
-/// One `type: Resource` metric with an `averageUtilization` target (percent of requests).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ResourceTarget {
-    pub resource: ResourceName,
-    pub target_utilization: i32,
+/// A metric's target, as `autoscaling/v2` `MetricTarget` has it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum MetricTarget {
+    /// `averageUtilization`: percent of the pods' requests (any value > 0, above 100 too).
+    Utilization(i32),
+    /// `averageValue`, milli-units of the metric per pod.
+    AverageValueMilli(i64),
+}
+
+/// One entry of `spec.metrics` the controller computes from pods.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum MetricSpec {
+    /// `type: Resource`: the pods' total for CPU or memory.
+    Resource { resource: ResourceName, target: MetricTarget },
+    /// `type: ContainerResource`: one container's CPU or memory.
+    ContainerResource { resource: ResourceName, container: String, target: MetricTarget },
+    /// `type: Pods`: a per-pod custom metric with an `averageValue` target (milli-units).
+    Pods { name: String, target_average_milli: i64 },
+}
+
+impl MetricSpec {
+    /// CPU utilisation at `percent` of requests: the classic HPA.
+    pub fn cpu_utilization(percent: i32) -> Self {
+        MetricSpec::Resource { resource: ResourceName::Cpu, target: MetricTarget::Utilization(percent) }
+    }
 }
 
 /// `behavior` as a user writes it; either direction may be left to the defaults.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct BehaviorSpec {
     pub scale_up: Option<ScalingRulesSpec>,
     pub scale_down: Option<ScalingRulesSpec>,
+    /// `scaleUp.tolerance` (feature `HPAConfigurableTolerance`); `None`: the controller flag.
+    #[serde(default)]
+    pub scale_up_tolerance: Option<f64>,
+    /// `scaleDown.tolerance`.
+    #[serde(default)]
+    pub scale_down_tolerance: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HpaSpec {
     pub min_replicas: i32,
     pub max_replicas: i32,
-    pub metrics: Vec<ResourceTarget>,
+    pub metrics: Vec<MetricSpec>,
     /// `None` selects the legacy path (5-minute max-based downscale stabilisation, scale-up to
     /// at most `max(2 × current, 4)`); the API server defaults `behavior` on `autoscaling/v2`
     /// objects, so `Some` is what a current cluster runs.
@@ -65,15 +98,34 @@ pub struct Decision {
     pub metric_replicas: Option<i32>,
     /// Per metric: utilisation (percent of request) when it could be computed.
     pub utilizations: Vec<Option<i32>>,
+    /// Per metric: the current average per pod in the metric's unit (cores, bytes, the custom
+    /// metric's unit), truncated to whole milli-units as upstream's quantities are; `None` where
+    /// it could not be computed.
+    pub average_values: Vec<Option<f64>>,
     pub limit: Option<Limit>,
     /// Why the HPA kept the current count without computing one (invalid metrics).
     pub error: Option<String>,
+}
+
+/// Samples the metrics API returned for a pod the HPA's selector did not list (INTERFACES
+/// `unlisted_pod_metrics`): upstream ignores them for resource metrics (no request to divide
+/// by) and averages them in for `Pods` metrics.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnlistedPodMetrics {
+    pub pod: String,
+    #[serde(default)]
+    pub cpu_usage_cores: Option<f64>,
+    #[serde(default)]
+    pub custom_metrics: BTreeMap<String, f64>,
 }
 
 #[derive(Debug, Clone)]
 pub struct HorizontalPodAutoscaler {
     pub spec: HpaSpec,
     pub flags: ControllerFlags,
+    /// Extra samples for pods that are not in the observation, used by `recommend`.
+    pub unlisted_pod_metrics: Vec<UnlistedPodMetrics>,
     behavior: Option<Behavior>,
     recommendations: Vec<TimestampedRecommendation>,
     scale_up_events: Vec<ScaleEvent>,
@@ -89,7 +141,12 @@ pub struct PodView {
 }
 
 impl HorizontalPodAutoscaler {
-    pub fn new(spec: HpaSpec, flags: ControllerFlags) -> Self {
+    pub fn new(spec: HpaSpec, mut flags: ControllerFlags) -> Self {
+        if let Some(b) = &spec.behavior {
+            let t = &mut flags.calculator.tolerances;
+            t.scale_up = b.scale_up_tolerance.unwrap_or(t.scale_up);
+            t.scale_down = b.scale_down_tolerance.unwrap_or(t.scale_down);
+        }
         let behavior = spec.behavior.as_ref().map(|b| Behavior {
             scale_up: ScalingRules::from_spec(b.scale_up.as_ref(), ScalingRules::default_scale_up()),
             scale_down: ScalingRules::from_spec(
@@ -100,6 +157,7 @@ impl HorizontalPodAutoscaler {
         Self {
             spec,
             flags,
+            unlisted_pod_metrics: Vec::new(),
             behavior,
             recommendations: Vec::new(),
             scale_up_events: Vec::new(),
@@ -113,10 +171,7 @@ impl HorizontalPodAutoscaler {
         let spec = HpaSpec {
             min_replicas: profile.bounds.min_replicas as i32,
             max_replicas: profile.bounds.max_replicas as i32,
-            metrics: vec![ResourceTarget {
-                resource: ResourceName::Cpu,
-                target_utilization: (profile.targets.cpu_utilisation * 100.0).round() as i32,
-            }],
+            metrics: vec![MetricSpec::cpu_utilization((profile.targets.cpu_utilisation * 100.0).round() as i32)],
             behavior: Some(BehaviorSpec::default()),
         };
         Self::new(spec, ControllerFlags::default())
@@ -135,6 +190,7 @@ impl HorizontalPodAutoscaler {
             desired_replicas: current,
             metric_replicas: None,
             utilizations: vec![None; spec.metrics.len()],
+            average_values: vec![None; spec.metrics.len()],
             limit: None,
             error: None,
         };
@@ -150,19 +206,35 @@ impl HorizontalPodAutoscaler {
         } else {
             let mut proposal = 0;
             let mut invalid: Vec<HpaError> = Vec::new();
-            for (i, target) in spec.metrics.iter().enumerate() {
+            for (i, metric) in spec.metrics.iter().enumerate() {
                 let view = views.get(i).cloned().unwrap_or_default();
-                match self.flags.calculator.resource_replicas(
-                    now_s,
-                    current,
-                    target.target_utilization,
-                    target.resource,
-                    &view.pods,
-                    &view.samples,
-                ) {
-                    Ok(r) => {
-                        decision.utilizations[i] = Some(r.utilization);
-                        proposal = proposal.max(r.replicas);
+                let calc = &self.flags.calculator;
+                let (pods, samples) = (&view.pods, &view.samples);
+                let result = match metric {
+                    MetricSpec::Resource { resource, target }
+                    | MetricSpec::ContainerResource { resource, target, .. } => {
+                        let container = match metric {
+                            MetricSpec::ContainerResource { container, .. } => Some(container.as_str()),
+                            _ => None,
+                        };
+                        match *target {
+                            MetricTarget::Utilization(u) => calc
+                                .resource_replicas(now_s, current, u, *resource, container, pods, samples)
+                                .map(|r| (r.replicas, Some(r.utilization), r.raw_average)),
+                            MetricTarget::AverageValueMilli(v) => calc
+                                .raw_resource_replicas(now_s, current, v, *resource, pods, samples)
+                                .map(|r| (r.replicas, None, r.usage)),
+                        }
+                    }
+                    MetricSpec::Pods { name, target_average_milli } => calc
+                        .metric_replicas(now_s, current, *target_average_milli, name, pods, samples)
+                        .map(|r| (r.replicas, None, r.usage)),
+                };
+                match result {
+                    Ok((replicas, utilization, average)) => {
+                        decision.utilizations[i] = utilization;
+                        decision.average_values[i] = Some(average as f64 / 1000.0);
+                        proposal = proposal.max(replicas);
                     }
                     Err(e) => invalid.push(e),
                 }
@@ -223,42 +295,151 @@ impl HorizontalPodAutoscaler {
     }
 }
 
-/// What the HPA sees of a workload: pods with their phase, start time and Ready condition, and
-/// a metrics-server sample per pod with usage (a pod without one is "missing").
-pub fn pod_view(obs: &Observation, resource: ResourceName) -> PodView {
-    let mut view = PodView::default();
-    for p in &obs.pods {
-        let (phase, ready) = match p.phase {
-            PodPhase::Pending => (Phase::Pending, None),
-            // A starting (or restarting) container: Running with Ready=False since creation.
-            PodPhase::Starting => {
-                (Phase::Running, Some(ReadyCondition { ready: false, last_transition_s: p.created_at_s }))
+/// The pod's phase and Ready condition as the HPA sees them. A restarted container (crash
+/// loop, OOM kill) is Running with Ready=False since its last crash, which the observation
+/// places in the current interval; upstream then counts its sample once the CPU initialisation
+/// period is over, because the pod has been ready before.
+fn phase_and_ready(obs: &Observation, p: &PodObservation) -> (Phase, Option<ReadyCondition>) {
+    match p.phase {
+        PodPhase::Pending => (Phase::Pending, None),
+        PodPhase::Failed => (Phase::Failed, None),
+        PodPhase::Starting if p.restarts > 0 => {
+            (Phase::Running, Some(ReadyCondition { ready: false, last_transition_s: obs.time_s - obs.interval_s }))
+        }
+        // A starting container: Running with Ready=False since creation.
+        PodPhase::Starting => {
+            (Phase::Running, Some(ReadyCondition { ready: false, last_transition_s: p.created_at_s }))
+        }
+        PodPhase::Ready => (
+            Phase::Running,
+            Some(ReadyCondition { ready: true, last_transition_s: p.ready_since_s.unwrap_or(p.created_at_s) }),
+        ),
+    }
+}
+
+fn milli(resource: ResourceName, r: &Resources) -> i64 {
+    match resource {
+        ResourceName::Cpu => r.cpu_millicores as i64,
+        ResourceName::Memory => (r.memory_bytes as i64).saturating_mul(1000),
+    }
+}
+
+fn usage_milli(resource: ResourceName, cpu_cores: Option<f64>, memory_bytes: Option<f64>) -> Option<i64> {
+    let v = match resource {
+        ResourceName::Cpu => cpu_cores? * 1000.0,
+        ResourceName::Memory => memory_bytes? * 1000.0,
+    };
+    // `as` saturates; the observation was validated finite.
+    Some(v.round() as i64)
+}
+
+/// The pods as the HPA's pod lister returns them, for `resource` (a zero request means none, as
+/// a Kubernetes container without one).
+pub fn pod_states(obs: &Observation, resource: ResourceName) -> Vec<PodState> {
+    obs.pods
+        .iter()
+        .map(|p| {
+            let (phase, ready) = phase_and_ready(obs, p);
+            let request = |r: &Resources| Some(milli(resource, r)).filter(|&v| v > 0);
+            let containers = if p.containers.is_empty() {
+                vec![ContainerRequest {
+                    name: obs.template.name.clone(),
+                    kind: ContainerKind::Regular,
+                    request_milli: request(&p.resources.requests),
+                }]
+            } else {
+                p.containers
+                    .iter()
+                    .map(|c| ContainerRequest {
+                        name: c.name.clone(),
+                        kind: ContainerKind::Regular,
+                        request_milli: request(&c.requests),
+                    })
+                    .collect()
+            };
+            PodState {
+                name: p.name.clone(),
+                phase,
+                deleting: p.deleting,
+                start_time_s: (p.phase != PodPhase::Pending).then_some(p.created_at_s),
+                ready,
+                containers,
+                pod_request_milli: None,
             }
-            PodPhase::Ready => (
-                Phase::Running,
-                Some(ReadyCondition { ready: true, last_transition_s: p.ready_since_s.unwrap_or(p.created_at_s) }),
-            ),
-        };
-        let r = p.resources.requests;
-        let (request, usage) = match resource {
-            ResourceName::Cpu => (r.cpu_millicores as i64, p.cpu_usage_cores.map(|c| (c * 1000.0).round() as i64)),
-            ResourceName::Memory => {
-                (r.memory_bytes as i64 * 1000, p.memory_working_set_bytes.map(|m| (m * 1000.0).round() as i64))
+        })
+        .collect()
+}
+
+/// What the HPA sees of a workload for one metric: the pods with their phase, start time and
+/// Ready condition, and the metrics API's samples (a pod without one is "missing").
+pub fn pod_view(obs: &Observation, metric: &MetricSpec) -> PodView {
+    pod_view_with(obs, metric, &[])
+}
+
+/// [`pod_view`] plus samples for pods the observation does not list.
+pub fn pod_view_with(obs: &Observation, metric: &MetricSpec, unlisted: &[UnlistedPodMetrics]) -> PodView {
+    let resource = match metric {
+        MetricSpec::Resource { resource, .. } | MetricSpec::ContainerResource { resource, .. } => *resource,
+        MetricSpec::Pods { .. } => ResourceName::Cpu,
+    };
+    let mut view = PodView { pods: pod_states(obs, resource), samples: BTreeMap::new() };
+    match metric {
+        MetricSpec::Pods { name, .. } => {
+            for p in obs.pods.iter() {
+                if let Some(v) = p.custom_metrics.get(name) {
+                    let value_milli = (v * 1000.0).round() as i64;
+                    view.samples.insert(
+                        p.name.clone(),
+                        MetricSample { value_milli, timestamp_s: obs.time_s, window_s: obs.interval_s },
+                    );
+                }
             }
-        };
-        view.pods.push(PodState {
-            name: p.name.clone(),
-            phase,
-            deleting: false,
-            start_time_s: (p.phase != PodPhase::Pending).then_some(p.created_at_s),
-            ready,
-            request_milli: (request > 0).then_some(request),
-        });
-        if let Some(value_milli) = usage {
-            view.samples.insert(
-                p.name.clone(),
-                MetricSample { value_milli, timestamp_s: obs.time_s, window_s: obs.interval_s },
-            );
+            for u in unlisted {
+                if let Some(v) = u.custom_metrics.get(name) {
+                    let value_milli = (v * 1000.0).round() as i64;
+                    view.samples.insert(
+                        u.pod.clone(),
+                        MetricSample { value_milli, timestamp_s: obs.time_s, window_s: obs.interval_s },
+                    );
+                }
+            }
+        }
+        MetricSpec::Resource { .. } | MetricSpec::ContainerResource { .. } => {
+            let container = match metric {
+                MetricSpec::ContainerResource { container, .. } => Some(container.as_str()),
+                _ => None,
+            };
+            let mut raw: BTreeMap<String, PodMetrics> = obs
+                .pods
+                .iter()
+                .filter(|p| p.phase != PodPhase::Pending)
+                .map(|p| {
+                    let containers = if p.containers.is_empty() {
+                        vec![(
+                            obs.template.name.clone(),
+                            usage_milli(resource, p.cpu_usage_cores, p.memory_working_set_bytes),
+                        )]
+                    } else {
+                        p.containers
+                            .iter()
+                            .map(|c| {
+                                (c.name.clone(), usage_milli(resource, c.cpu_usage_cores, c.memory_working_set_bytes))
+                            })
+                            .collect()
+                    };
+                    (p.name.clone(), PodMetrics { timestamp_s: obs.time_s, window_s: obs.interval_s, containers })
+                })
+                .collect();
+            if resource == ResourceName::Cpu {
+                for u in unlisted {
+                    let containers = vec![(obs.template.name.clone(), usage_milli(resource, u.cpu_usage_cores, None))];
+                    raw.insert(
+                        u.pod.clone(),
+                        PodMetrics { timestamp_s: obs.time_s, window_s: obs.interval_s, containers },
+                    );
+                }
+            }
+            view.samples = replica_calculator::resource_metric_info(&raw, container);
         }
     }
     view
@@ -271,7 +452,8 @@ impl Recommender for HorizontalPodAutoscaler {
 
     fn recommend(&mut self, obs: &Observation) -> Result<Recommendation, RecommenderError> {
         obs.validate().map_err(RecommenderError::BadObservation)?;
-        let views: Vec<PodView> = self.spec.metrics.iter().map(|m| pod_view(obs, m.resource)).collect();
+        let views: Vec<PodView> =
+            self.spec.metrics.iter().map(|m| pod_view_with(obs, m, &self.unlisted_pod_metrics)).collect();
         let decision = self.reconcile(obs.time_s, obs.desired_replicas as i32, &views);
         Ok(Recommendation { replicas: decision.desired_replicas.max(0) as u32, containers: vec![obs.template.clone()] })
     }

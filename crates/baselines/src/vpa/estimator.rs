@@ -3,7 +3,11 @@
 //! minimum resources. Amounts are upstream's integer `ResourceAmount`s: millicores and bytes,
 //! truncated, capped at 1e14.
 
-use super::model::AggregateContainerState;
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::model::{AggregateContainerState, CONFIDENCE_INTERVAL_S};
 
 /// Upstream's `MaxResourceAmount`.
 pub const MAX_RESOURCE_AMOUNT: i64 = 100_000_000_000_000;
@@ -45,8 +49,9 @@ pub enum Estimator {
     Percentile { cpu: f64, memory: f64 },
     /// Adds `fraction` of the base estimate.
     Margin { fraction: f64, base: Box<Estimator> },
-    /// Multiplies by `(1 + multiplier / confidence) ^ exponent`: wide bounds on short history.
-    Confidence { multiplier: f64, exponent: f64, base: Box<Estimator> },
+    /// Multiplies by `(1 + multiplier / confidence) ^ exponent`: wide bounds on short history;
+    /// confidence is measured in `interval_s` (`--confidence-interval`, 24 h by default).
+    Confidence { multiplier: f64, exponent: f64, interval_s: f64, base: Box<Estimator> },
     /// Raises each resource to at least `min`.
     MinResources { min: Amounts, base: Box<Estimator> },
 }
@@ -60,8 +65,8 @@ impl Estimator {
                 memory_bytes: amount_from_float(s.memory_peaks.percentile(*memory)),
             },
             Estimator::Margin { fraction, base } => base.estimate(s).map(|a| a + scale_amount(a, *fraction)),
-            Estimator::Confidence { multiplier, exponent, base } => {
-                let factor = (1.0 + multiplier / s.confidence()).powf(*exponent);
+            Estimator::Confidence { multiplier, exponent, interval_s, base } => {
+                let factor = (1.0 + multiplier / s.confidence_over(*interval_s)).powf(*exponent);
                 base.estimate(s).map(|a| scale_amount(a, factor))
             }
             Estimator::MinResources { min, base } => {
@@ -97,6 +102,44 @@ pub struct PodResourceRecommender {
     pub target: Estimator,
     pub lower_bound: Estimator,
     pub upper_bound: Estimator,
+    /// Pod-level minimum CPU, millicores (`--pod-recommendation-min-cpu-millicores`).
+    pub min_cpu_millicores: f64,
+    /// Pod-level minimum memory, MiB (`--pod-recommendation-min-memory-mb`).
+    pub min_memory_mb: f64,
+}
+
+/// Amounts of the resources a container's VPA controls; the others are left out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct ControlledAmounts {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_millicores: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<i64>,
+}
+
+impl ControlledAmounts {
+    fn of(a: Amounts, s: &AggregateContainerState) -> Self {
+        ControlledAmounts {
+            cpu_millicores: s.controls_cpu.then_some(a.cpu_millicores),
+            memory_bytes: s.controls_memory.then_some(a.memory_bytes),
+        }
+    }
+}
+
+/// One entry of a VPA's `status.recommendation.containerRecommendations`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ContainerRecommendation {
+    pub container_name: String,
+    pub target: ControlledAmounts,
+    pub lower_bound: ControlledAmounts,
+    pub upper_bound: ControlledAmounts,
+}
+
+/// Upstream `MapToListOfRecommendedContainerResources`: the recommendations as a list sorted by
+/// container name.
+pub fn map_to_list(recommendations: &BTreeMap<String, ContainerRecommendation>) -> Vec<ContainerRecommendation> {
+    // A BTreeMap iterates in name order already.
+    recommendations.values().cloned().collect()
 }
 
 impl Default for PodResourceRecommender {
@@ -107,8 +150,20 @@ impl Default for PodResourceRecommender {
         };
         Self {
             target: margin(0.9, 0.9),
-            lower_bound: Estimator::Confidence { multiplier: 0.001, exponent: -2.0, base: Box::new(margin(0.5, 0.5)) },
-            upper_bound: Estimator::Confidence { multiplier: 1.0, exponent: 1.0, base: Box::new(margin(0.95, 0.95)) },
+            lower_bound: Estimator::Confidence {
+                multiplier: 0.001,
+                exponent: -2.0,
+                interval_s: CONFIDENCE_INTERVAL_S,
+                base: Box::new(margin(0.5, 0.5)),
+            },
+            upper_bound: Estimator::Confidence {
+                multiplier: 1.0,
+                exponent: 1.0,
+                interval_s: CONFIDENCE_INTERVAL_S,
+                base: Box::new(margin(0.95, 0.95)),
+            },
+            min_cpu_millicores: POD_MIN_CPU_MILLICORES,
+            min_memory_mb: POD_MIN_MEMORY_MB,
         }
     }
 }
@@ -122,8 +177,8 @@ impl PodResourceRecommender {
         }
         let fraction = 1.0 / containers.len() as f64;
         let min = Amounts {
-            cpu_millicores: scale_amount(amount_from_float(POD_MIN_CPU_MILLICORES * 0.001 * 1000.0), fraction),
-            memory_bytes: scale_amount(amount_from_float(POD_MIN_MEMORY_MB * 1024.0 * 1024.0), fraction),
+            cpu_millicores: scale_amount(amount_from_float(self.min_cpu_millicores * 0.001 * 1000.0), fraction),
+            memory_bytes: scale_amount(amount_from_float(self.min_memory_mb * 1024.0 * 1024.0), fraction),
         };
         let with_min = |e: &Estimator| Estimator::MinResources { min, base: Box::new(e.clone()) };
         let (t, l, u) = (with_min(&self.target), with_min(&self.lower_bound), with_min(&self.upper_bound));
@@ -133,6 +188,28 @@ impl PodResourceRecommender {
                 target: t.estimate(s),
                 lower_bound: l.estimate(s),
                 upper_bound: u.estimate(s),
+            })
+            .collect()
+    }
+
+    /// Upstream `GetRecommendedPodResources`: per container name, target and bounds of the
+    /// resources that container's VPA controls.
+    pub fn recommend_pod(
+        &self,
+        containers: &BTreeMap<String, &AggregateContainerState>,
+    ) -> BTreeMap<String, ContainerRecommendation> {
+        let states: Vec<&AggregateContainerState> = containers.values().copied().collect();
+        containers
+            .iter()
+            .zip(self.recommend(&states))
+            .map(|((name, s), r)| {
+                let rec = ContainerRecommendation {
+                    container_name: name.clone(),
+                    target: ControlledAmounts::of(r.target, s),
+                    lower_bound: ControlledAmounts::of(r.lower_bound, s),
+                    upper_bound: ControlledAmounts::of(r.upper_bound, s),
+                };
+                (name.clone(), rec)
             })
             .collect()
     }

@@ -13,7 +13,11 @@ use aware_core::{
 };
 use serde::{Deserialize, Serialize};
 
-pub use estimator::{Amounts, PodResourceRecommender, RecommendedResources};
+pub use estimator::{
+    Amounts, ContainerRecommendation, ControlledAmounts, PodResourceRecommender, RecommendedResources,
+};
+pub use histogram::{HistogramCheckpoint, HistogramError};
+pub use model::AggregateCheckpoint;
 use model::{AggregateContainerState, ContainerState};
 
 /// `updatePolicy.updateMode`.
@@ -51,6 +55,48 @@ pub struct VpaSpec {
     /// `minAllowed` / `maxAllowed` of the container policy.
     pub min_allowed: Amounts,
     pub max_allowed: Amounts,
+    /// The updater's `--min-replicas` (per VPA `updatePolicy.minReplicas`): with fewer live
+    /// pods it evicts none. Upstream default 2.
+    #[serde(default = "default_min_replicas")]
+    pub min_replicas: u32,
+    /// The updater's `--eviction-tolerance`: the fraction of the configured replicas that may be
+    /// down for updates at once (truncated). Upstream default 0.5.
+    #[serde(default = "default_eviction_tolerance")]
+    pub eviction_tolerance: f64,
+}
+
+fn default_min_replicas() -> u32 {
+    UPDATER_MIN_REPLICAS
+}
+
+fn default_eviction_tolerance() -> f64 {
+    UPDATER_EVICTION_TOLERANCE
+}
+
+/// `--min-replicas` of the VPA (and MPA) updater.
+pub const UPDATER_MIN_REPLICAS: u32 = 2;
+/// `--eviction-tolerance` of the VPA (and MPA) updater.
+pub const UPDATER_EVICTION_TOLERANCE: f64 = 0.5;
+
+/// Upstream `singleGroupStats.isPodDisruptable` applied pod after pod: how many of `running`
+/// live pods (of `configured` replicas) the updater may evict in one pass; none below
+/// `min_replicas` live pods.
+pub fn evictable_pods(configured: u32, live: u32, running: u32, min_replicas: u32, tolerance_fraction: f64) -> u32 {
+    if live < min_replicas {
+        return 0;
+    }
+    let configured = configured as i64;
+    let tolerance = (configured as f64 * tolerance_fraction) as i64;
+    let should_be_alive = configured - tolerance;
+    let mut evicted = 0i64;
+    loop {
+        let alive = running as i64 - evicted;
+        let ok = alive > should_be_alive || (configured == running as i64 && tolerance == 0 && evicted == 0);
+        if !ok || evicted >= running as i64 {
+            return evicted as u32;
+        }
+        evicted += 1;
+    }
 }
 
 impl VpaSpec {
@@ -62,13 +108,15 @@ impl VpaSpec {
             control_cpu: true,
             control_memory: true,
             min_allowed: Amounts {
-                cpu_millicores: b.min_cpu_millicores as i64,
-                memory_bytes: b.min_memory_bytes() as i64,
+                cpu_millicores: b.min_cpu_millicores.min(i64::MAX as u64) as i64,
+                memory_bytes: b.min_memory_mib.saturating_mul(1 << 20).min(i64::MAX as u64) as i64,
             },
             max_allowed: Amounts {
-                cpu_millicores: b.max_cpu_millicores as i64,
-                memory_bytes: b.max_memory_bytes() as i64,
+                cpu_millicores: b.max_cpu_millicores.min(i64::MAX as u64) as i64,
+                memory_bytes: b.max_memory_mib.saturating_mul(1 << 20).min(i64::MAX as u64) as i64,
             },
+            min_replicas: UPDATER_MIN_REPLICAS,
+            eviction_tolerance: UPDATER_EVICTION_TOLERANCE,
         }
     }
 }
@@ -88,7 +136,11 @@ pub struct UpdateDecision {
     pub quick_oom: bool,
     /// Σ|recommended − requested| / Σ requested over controlled resources.
     pub resource_diff: f64,
+    /// Whether the priority rules want the pod updated.
     pub update: bool,
+    /// Whether the eviction restriction (min replicas, eviction tolerance) lets the updater
+    /// evict it in this pass; filled by the autoscaler, `true` from [`update_decision`].
+    pub evictable: bool,
 }
 
 /// The updater's rule: outside [lower, upper], or an OOM within 10 minutes of start, or a pod
@@ -115,7 +167,14 @@ pub fn update_decision(
     let diff: f64 =
         resources.iter().map(|&(req, target, _, _)| (target - req).abs() as f64 / (req as f64).max(1.0)).sum();
     let update = outside || quick_oom || (age_s >= POD_LIFETIME_UPDATE_THRESHOLD_S && diff >= MIN_CHANGE_PRIORITY);
-    UpdateDecision { pod: pod.to_string(), outside_recommended_range: outside, quick_oom, resource_diff: diff, update }
+    UpdateDecision {
+        pod: pod.to_string(),
+        outside_recommended_range: outside,
+        quick_oom,
+        resource_diff: diff,
+        update,
+        evictable: true,
+    }
 }
 
 /// Clamps every amount of a recommendation into `[min_allowed, max_allowed]`.
@@ -135,6 +194,7 @@ pub struct VerticalPodAutoscaler {
     containers: BTreeMap<String, ContainerState>,
     last_run_s: Option<f64>,
     latest: Option<RecommendedResources>,
+    containers_latest: Vec<ContainerRecommendation>,
     decisions: Vec<UpdateDecision>,
 }
 
@@ -147,8 +207,27 @@ impl VerticalPodAutoscaler {
             containers: BTreeMap::new(),
             last_run_s: None,
             latest: None,
+            containers_latest: Vec::new(),
             decisions: Vec::new(),
         }
+    }
+
+    /// Starts a container's history from a `VerticalPodAutoscalerCheckpoint`, as the
+    /// recommender does on start-up, before any observation.
+    pub fn load_checkpoint(
+        &mut self,
+        container: &str,
+        c: &AggregateCheckpoint,
+        now_s: f64,
+    ) -> Result<(), HistogramError> {
+        let agg = self.aggregates.entry(container.to_string()).or_insert_with(|| AggregateContainerState::new(now_s));
+        agg.load_from_checkpoint(c)
+    }
+
+    /// Every container's target and bounds at the last observation, sorted by name (after
+    /// `minAllowed`/`maxAllowed`).
+    pub fn container_recommendations(&self) -> &[ContainerRecommendation] {
+        &self.containers_latest
     }
 
     /// The latest target and bounds (after capping), once any history exists.
@@ -164,44 +243,92 @@ impl VerticalPodAutoscaler {
     /// Feeds one observation: OOM kills always, usage samples once per recommender interval;
     /// then recomputes the recommendation and the updater's decisions.
     pub fn observe(&mut self, obs: &Observation) {
-        let container = obs.template.name.clone();
-        let agg = self.aggregates.entry(container.clone()).or_insert_with(|| AggregateContainerState::new(obs.time_s));
+        let template = obs.template.name.clone();
         let run = self.last_run_s.is_none_or(|t| obs.time_s - t >= RECOMMENDER_INTERVAL_S);
         let measure_start = obs.time_s - obs.interval_s;
-        for pod in obs.pods.iter().filter(|p| p.phase != PodPhase::Pending) {
-            let state = self.containers.entry(pod.name.clone()).or_default();
-            let req = pod.resources.requests;
-            if run {
-                if let Some(cpu) = pod.cpu_usage_cores {
-                    state.add_cpu_sample(agg, cpu, req.cpu_cores(), measure_start);
+        for pod in obs.pods.iter().filter(|p| !matches!(p.phase, PodPhase::Pending | PodPhase::Failed)) {
+            // (container, usage, request) of each container of the pod.
+            let containers: Vec<(String, Option<f64>, Option<f64>, Resources)> = if pod.containers.is_empty() {
+                vec![(template.clone(), pod.cpu_usage_cores, pod.memory_working_set_bytes, pod.resources.requests)]
+            } else {
+                pod.containers
+                    .iter()
+                    .map(|c| (c.name.clone(), c.cpu_usage_cores, c.memory_working_set_bytes, c.requests))
+                    .collect()
+            };
+            for (i, (name, cpu, mem, req)) in containers.into_iter().enumerate() {
+                let (cpu_on, mem_on) = (self.spec.control_cpu, self.spec.control_memory);
+                let agg = self.aggregates.entry(name.clone()).or_insert_with(|| {
+                    let mut a = AggregateContainerState::new(obs.time_s);
+                    a.controls_cpu = cpu_on;
+                    a.controls_memory = mem_on;
+                    a
+                });
+                let state = self.containers.entry(format!("{}/{name}", pod.name)).or_default();
+                if run {
+                    if let Some(cpu) = cpu {
+                        state.add_cpu_sample(agg, cpu, req.cpu_cores(), measure_start);
+                    }
+                    if let Some(mem) = mem {
+                        state.add_memory_sample(agg, mem, measure_start, false);
+                    }
                 }
-                if let Some(mem) = pod.memory_working_set_bytes {
-                    state.add_memory_sample(agg, mem, measure_start, false);
+                // The pod-level OOM record is attributed to its first container.
+                if i == 0 && pod.oom_killed_at_bytes.is_some() {
+                    // A discarded (too old) OOM changes nothing; there is nothing else to do with it.
+                    let _ = state.record_oom(agg, obs.time_s, req.memory_bytes as f64);
                 }
-            }
-            if pod.oom_killed_at_bytes.is_some() {
-                // A discarded (too old) OOM changes nothing; there is nothing else to do with it.
-                let _ = state.record_oom(agg, obs.time_s, req.memory_bytes as f64);
             }
         }
         let live: Vec<&str> = obs.pods.iter().map(|p| p.name.as_str()).collect();
-        self.containers.retain(|name, _| live.contains(&name.as_str()));
+        self.containers.retain(|key, _| live.iter().any(|p| key.split_once('/').is_some_and(|(k, _)| k == *p)));
         if run {
             self.last_run_s = Some(obs.time_s);
         }
-        if agg.is_expired(obs.time_s) {
-            self.aggregates.remove(&container);
-            self.latest = None;
-        } else if !agg.cpu.is_empty() || !agg.memory_peaks.is_empty() {
-            let rec = self.recommender.recommend(&[agg])[0];
-            self.latest = Some(cap(rec, self.spec.min_allowed, self.spec.max_allowed));
-        }
+        self.aggregates.retain(|_, agg| !agg.is_expired(obs.time_s));
+        let active: BTreeMap<String, &AggregateContainerState> = self
+            .aggregates
+            .iter()
+            .filter(|(_, a)| !a.cpu.is_empty() || !a.memory_peaks.is_empty())
+            .map(|(k, a)| (k.clone(), a))
+            .collect();
+        let (min, max) = (self.spec.min_allowed, self.spec.max_allowed);
+        let clamp = |c: ControlledAmounts| ControlledAmounts {
+            cpu_millicores: c
+                .cpu_millicores
+                .map(|v| v.clamp(min.cpu_millicores, max.cpu_millicores.max(min.cpu_millicores))),
+            memory_bytes: c.memory_bytes.map(|v| v.clamp(min.memory_bytes, max.memory_bytes.max(min.memory_bytes))),
+        };
+        self.containers_latest = estimator::map_to_list(&self.recommender.recommend_pod(&active))
+            .into_iter()
+            .map(|r| ContainerRecommendation {
+                target: clamp(r.target),
+                lower_bound: clamp(r.lower_bound),
+                upper_bound: clamp(r.upper_bound),
+                ..r
+            })
+            .collect();
+        let states: Vec<&AggregateContainerState> = active.values().copied().collect();
+        let names: Vec<&String> = active.keys().collect();
+        let recs = self.recommender.recommend(&states);
+        let first = names.iter().position(|n| **n == template).or((!names.is_empty()).then_some(0));
+        self.latest = first.map(|i| cap(recs[i], self.spec.min_allowed, self.spec.max_allowed));
+        let live_pods = obs.pods.iter().filter(|p| p.phase != PodPhase::Failed).count() as u32;
+        let running =
+            obs.pods.iter().filter(|p| matches!(p.phase, PodPhase::Starting | PodPhase::Ready)).count() as u32;
+        let mut budget = evictable_pods(
+            obs.desired_replicas,
+            live_pods,
+            running,
+            self.spec.min_replicas,
+            self.spec.eviction_tolerance,
+        );
         self.decisions = match &self.latest {
             None => Vec::new(),
             Some(rec) => obs
                 .pods
                 .iter()
-                .filter(|p| p.phase != PodPhase::Pending)
+                .filter(|p| !matches!(p.phase, PodPhase::Pending | PodPhase::Failed))
                 .map(|p| {
                     let started = p.ready_since_s.unwrap_or(p.created_at_s);
                     let quick_oom =
@@ -209,7 +336,13 @@ impl VerticalPodAutoscaler {
                     let r = p.resources.requests;
                     let request =
                         Amounts { cpu_millicores: r.cpu_millicores as i64, memory_bytes: r.memory_bytes as i64 };
-                    update_decision(&self.spec, rec, &p.name, request, obs.time_s - p.created_at_s, quick_oom)
+                    let mut d =
+                        update_decision(&self.spec, rec, &p.name, request, obs.time_s - p.created_at_s, quick_oom);
+                    d.evictable = d.update && budget > 0;
+                    if d.evictable {
+                        budget -= 1;
+                    }
+                    d
                 })
                 .collect(),
         };
@@ -257,7 +390,8 @@ impl Recommender for VerticalPodAutoscaler {
             ));
         }
         self.observe(obs);
-        let act = self.spec.update_mode != UpdateMode::Off && self.decisions.iter().any(|d| d.update);
+        // The updater acts only on pods its eviction restriction lets it evict.
+        let act = self.spec.update_mode != UpdateMode::Off && self.decisions.iter().any(|d| d.update && d.evictable);
         let template = if act { self.resources_for(&obs.template) } else { obs.template.clone() };
         Ok(Recommendation { replicas: obs.desired_replicas, containers: vec![template] })
     }

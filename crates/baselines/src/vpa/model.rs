@@ -2,7 +2,7 @@
 //! by the request, one memory peak per 24-hour interval per container, OOM kills turned into
 //! bumped memory samples, and an 8-day window after which a silent aggregate expires.
 
-use super::histogram::{DecayingHistogram, HistogramOptions};
+use super::histogram::{DecayingHistogram, HistogramCheckpoint, HistogramError, HistogramOptions};
 
 /// The smallest weight a CPU sample can have (`minSampleWeight`).
 pub const MIN_SAMPLE_WEIGHT: f64 = 0.1;
@@ -18,6 +18,29 @@ pub const MEMORY_AGGREGATION_INTERVAL_S: f64 = 24.0 * 3600.0;
 pub const MEMORY_AGGREGATION_INTERVAL_COUNT: f64 = 8.0;
 pub const OOM_BUMP_UP_RATIO: f64 = 1.2;
 pub const OOM_MIN_BUMP_UP_BYTES: f64 = 100.0 * 1024.0 * 1024.0;
+/// `--confidence-interval` (cpu and memory): the span a full confidence of 1 stands for.
+pub const CONFIDENCE_INTERVAL_S: f64 = 24.0 * 3600.0;
+
+/// A VPA checkpoint's aggregate state (upstream `VerticalPodAutoscalerCheckpointStatus`),
+/// times in seconds since the Unix epoch.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct AggregateCheckpoint {
+    pub cpu_histogram: HistogramCheckpoint,
+    pub memory_histogram: HistogramCheckpoint,
+    pub first_sample_start_s: Option<f64>,
+    pub last_sample_start_s: Option<f64>,
+    pub total_samples_count: u64,
+}
+
+/// An OOM kill the model could not use.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OomError {
+    #[error("OOM event will be discarded - it is too old ({0})")]
+    TooOld(f64),
+    #[error("adding OOM sample failed")]
+    Rejected,
+}
 
 pub fn cpu_histogram_options() -> HistogramOptions {
     // 0.01 core first bucket, up to 1000 cores.
@@ -42,6 +65,9 @@ pub struct AggregateContainerState {
     pub last_sample_s: f64,
     pub total_samples: u64,
     pub created_s: f64,
+    /// Which resources the recommendation covers (`controlledResources`); both by default.
+    pub controls_cpu: bool,
+    pub controls_memory: bool,
 }
 
 impl AggregateContainerState {
@@ -53,7 +79,20 @@ impl AggregateContainerState {
             last_sample_s: 0.0,
             total_samples: 0,
             created_s,
+            controls_cpu: true,
+            controls_memory: true,
         }
+    }
+
+    /// Upstream `LoadFromCheckpoint`: the histograms and sample counters a running recommender
+    /// saved, as the state before any new sample.
+    pub fn load_from_checkpoint(&mut self, c: &AggregateCheckpoint) -> Result<(), HistogramError> {
+        self.total_samples = c.total_samples_count;
+        self.first_sample_s = c.first_sample_start_s;
+        self.last_sample_s = c.last_sample_start_s.unwrap_or(self.last_sample_s);
+        self.memory_peaks.load_from_checkpoint(&c.memory_histogram)?;
+        self.cpu.load_from_checkpoint(&c.cpu_histogram)?;
+        Ok(())
     }
 
     /// Samples are weighted by the request, so raising the request makes old history decay
@@ -69,11 +108,18 @@ impl AggregateContainerState {
         self.total_samples += 1;
     }
 
-    /// Heuristic confidence: for one sample a minute over N days, N.
+    /// Heuristic confidence: for one sample a minute over N days, N (upstream `getConfidence`
+    /// with the default 24-hour interval).
     pub fn confidence(&self) -> f64 {
-        let lifespan_days = self.first_sample_s.map_or(0.0, |f| (self.last_sample_s - f) / 86_400.0);
-        let samples = self.total_samples as f64 / (60.0 * 24.0);
-        lifespan_days.min(samples)
+        self.confidence_over(CONFIDENCE_INTERVAL_S)
+    }
+
+    /// `getConfidence` for another confidence interval: the smaller of the history's length and
+    /// the number of one-minute samples, both in intervals.
+    pub fn confidence_over(&self, interval_s: f64) -> f64 {
+        let lifespan = self.first_sample_s.map_or(0.0, |f| (self.last_sample_s - f) / interval_s);
+        let samples = self.total_samples as f64 / (interval_s / 60.0);
+        lifespan.min(samples)
     }
 
     pub fn is_expired(&self, now_s: f64) -> bool {
@@ -164,14 +210,14 @@ impl ContainerState {
         agg: &mut AggregateContainerState,
         at_s: f64,
         requested_bytes: f64,
-    ) -> Result<(), String> {
+    ) -> Result<(), OomError> {
         if let Some(end) = self.window_end_s
             && at_s < end - MEMORY_AGGREGATION_INTERVAL_S
         {
-            return Err(format!("OOM event will be discarded - it is too old ({at_s})"));
+            return Err(OomError::TooOld(at_s));
         }
         let used = requested_bytes.max(self.memory_peak);
         let needed = (used + OOM_MIN_BUMP_UP_BYTES).max(used * OOM_BUMP_UP_RATIO);
-        if self.add_memory_sample(agg, needed, at_s, true) { Ok(()) } else { Err("adding OOM sample failed".into()) }
+        if self.add_memory_sample(agg, needed, at_s, true) { Ok(()) } else { Err(OomError::Rejected) }
     }
 }

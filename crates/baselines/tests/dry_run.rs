@@ -1,0 +1,139 @@
+//! The `recommend` input parser and the policy registry: arbitrary input never panics, quantity
+//! strings parse as Kubernetes writes them, names round-trip.
+
+use aware_baselines::dry_run::{parse_input, run};
+use aware_baselines::quantity;
+use aware_baselines::{Baseline, BaselineError, BaselineKind};
+use aware_core::Profile;
+use proptest::prelude::*;
+use serde_json::Value;
+
+fn example() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/examples/recommend-input.json")).unwrap()
+}
+
+/// Replaces the value at a random place in the JSON tree with `v`.
+fn mutate(doc: &mut Value, mut pick: usize, v: Value) {
+    fn walk(node: &mut Value, pick: &mut usize, v: &Value) -> bool {
+        if *pick == 0 {
+            *node = v.clone();
+            return true;
+        }
+        *pick -= 1;
+        match node {
+            Value::Array(a) => a.iter_mut().any(|c| walk(c, pick, v)),
+            Value::Object(o) => o.values_mut().any(|c| walk(c, pick, v)),
+            _ => false,
+        }
+    }
+    pick %= 400;
+    walk(doc, &mut pick, &v);
+}
+
+fn arbitrary_value() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        prop::num::f64::ANY.prop_filter("JSON numbers are finite", |f| f.is_finite()).prop_map(Value::from),
+        ".{0,12}".prop_map(Value::from),
+        Just(serde_json::json!({"maxReplicas": 3, "metrics": [{"type": "Pods"}]})),
+        Just(
+            serde_json::json!([{"spec": {"containerName": "app"}, "status": {"cpuHistogram": {"bucketWeights": {"-7": 3}}}}])
+        ),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Arbitrary text: an error or an input, never a panic.
+    #[test]
+    fn arbitrary_text_never_panics(text in ".{0,400}") {
+        let _ = parse_input(&text, "in.json");
+    }
+
+    /// The example with one value anywhere replaced by an arbitrary one (or an optional field
+    /// added): parsing and, when it parses, running every policy never panics.
+    #[test]
+    fn mutated_example_never_panics(pick in 0usize..400, v in arbitrary_value(), field in 0usize..4) {
+        let mut doc: Value = serde_json::from_str(&example()).unwrap();
+        match field {
+            0 => mutate(&mut doc, pick, v),
+            1 => { doc["hpa"] = v; }
+            2 => { doc["vpa_checkpoints"] = v; }
+            _ => { doc["unlisted_pod_metrics"] = v; }
+        }
+        if let Ok(input) = parse_input(&doc.to_string(), "in.json") {
+            for kind in BaselineKind::ALL {
+                let _ = run(kind, &Profile::default(), &input, "in.json");
+            }
+        }
+    }
+
+    /// Quantities: arbitrary text never panics; plain decimals and suffixes scale exactly.
+    #[test]
+    fn quantities(text in ".{0,20}", whole in 0u32..1_000_000, frac in 0u32..1000) {
+        let _ = quantity::parse(&text);
+        let s = format!("{whole}.{frac:03}");
+        prop_assert_eq!(quantity::parse_milli(&s).unwrap(), whole as i64 * 1000 + frac as i64);
+        prop_assert_eq!(quantity::parse_milli(&format!("{whole}m")).unwrap(), whole as i64);
+        prop_assert_eq!(quantity::parse(&format!("{whole}Ki")).unwrap(), whole as f64 * 1024.0);
+    }
+}
+
+#[test]
+fn quantity_table() {
+    for (s, want) in
+        [("15", 15000), ("15500m", 15500), ("0.05", 50), ("1k", 1_000_000), ("2e3", 2_000_000), ("+1", 1000)]
+    {
+        assert_eq!(quantity::parse_milli(s).unwrap(), want, "{s}");
+    }
+    for bad in ["", "m", "1.2.3", "12q", "1e", "--1", "Mi"] {
+        assert!(quantity::parse(bad).is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn baseline_kinds_round_trip_and_build() {
+    for kind in BaselineKind::ALL {
+        assert_eq!(kind.to_string().parse::<BaselineKind>().unwrap(), kind);
+    }
+    assert!(matches!("static".parse::<BaselineKind>(), Err(BaselineError::UnknownKind(_))));
+    let p = Profile::default();
+    assert!(matches!(Baseline::build(BaselineKind::Aimd, &p, None), Err(BaselineError::MissingSlo)));
+    let mut b = Baseline::build(BaselineKind::Mpa, &p, None).unwrap();
+    assert_eq!(b.kind(), BaselineKind::Mpa);
+    assert_eq!(b.recommender().name(), "mpa");
+    assert!(b.details().get("hpa").is_some() && b.details().get("vpa").is_some());
+}
+
+#[test]
+fn parse_errors_name_file_line_and_field() {
+    let err = parse_input(r#"{"observation": {"app": 3}}"#, "x.json").unwrap_err().to_string();
+    assert!(err.starts_with("x.json:1:"), "{err}");
+    assert!(err.contains("observation.app"), "{err}");
+}
+
+/// `docs/examples/recommend-hpa-v2.json` uses every optional field of the interface; the
+/// failed and terminating pods are ignored, the HPA takes the larger of its two metrics, and the
+/// VPA starts from the checkpoint.
+#[test]
+fn full_example_runs() {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/examples/recommend-hpa-v2.json"))
+            .unwrap();
+    let input = parse_input(&text, "recommend-hpa-v2.json").unwrap();
+    let out = run(BaselineKind::Mpa, &Profile::default(), &input, "recommend-hpa-v2.json").unwrap();
+    let hpa = &out.details["hpa"];
+    assert_eq!(hpa["error"], Value::Null, "{hpa}");
+    // web container: (0.45 + 0.52 + 0.40) / 1.5 cores = 91 % of requests at a 70 % target.
+    assert_eq!(hpa["utilizations"][0], 91, "{hpa}");
+    // qps: (18 + 21.5 + 17 + 30 unlisted) / 4 = 21.625 against 15 → ratio 1.44 × 3 ready pods.
+    assert_eq!(hpa["average_values"][1], 21.625, "{hpa}");
+    assert_eq!(hpa["metric_replicas"], 5, "{hpa}");
+    let list = out.details["vpa"]["container_recommendations"].as_array().unwrap();
+    let names: Vec<&str> = list.iter().map(|c| c["container_name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["envoy", "web"]);
+}
