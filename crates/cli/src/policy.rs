@@ -88,10 +88,10 @@ pub enum Policy {
 }
 
 /// Fixed allocation at one core per replica and the app's reference memory, with replicas for
-/// 50 % CPU utilisation at `rps`, clamped to the profile bounds.
+/// the profile's target CPU utilisation at `rps`, clamped to the profile bounds.
 fn fixed(name: &str, app: &AppSpec, rps: f64, profile: &Profile) -> FixedRecommender {
     let b = &profile.bounds;
-    let replicas = ((rps * app.cost().cpu_s / 0.5).ceil() as u32).clamp(b.min_replicas, b.max_replicas);
+    let replicas = app.replicas_for(rps, profile.targets.cpu_utilisation).clamp(b.min_replicas, b.max_replicas);
     let r = app.reference;
     FixedRecommender {
         name: name.into(),
@@ -131,7 +131,7 @@ impl Policy {
                 let Some(app) = app else {
                     bail!("{name} is sized from a simulated app's load and only runs on the simulator")
                 };
-                let rps = if *name == PolicyName::Static { app.load.mean_rps } else { app.load.peak_rps() };
+                let rps = if *name == PolicyName::Static { app.mean_rps } else { app.peak_rps };
                 Policy::Fixed(fixed(name.as_str(), app, rps, profile))
             }
             PolicyName::Rl(dir) => Policy::Rl(Box::new(crate::learner::RlRecommender::new(dir, profile, slo_p99_ms)?)),

@@ -79,7 +79,11 @@ pub fn run(setup: &Setup, name: &PolicyName, bar: &ProgressBar) -> Result<Run> {
     let mut cluster = SimCluster::new(setup.apps.to_vec(), setup.traces.to_vec(), setup.sim.clone(), setup.seed);
     let n = setup.apps.len();
     let mut policies: Vec<Policy> = (0..n)
-        .map(|i| Policy::build(name, setup.profile, Some(&setup.apps[i]), Some(cluster.slo_p99_ms(i))))
+        // Each app's recommender sees its own bounds (with the profile's overrides).
+        .map(|i| {
+            let profile = setup.profile.for_app(&setup.apps[i].bounds);
+            Policy::build(name, &profile, Some(&setup.apps[i]), Some(cluster.slo_p99_ms(i)))
+        })
         .collect::<Result<_>>()?;
     let reward = RewardFunction { weights: setup.profile.reward.clone() };
     let mut per_app: Vec<Summary> = (0..n)

@@ -592,12 +592,105 @@ mod tests {
             ("lifecycle:\n  t_var: 2\n", &["lifecycle.t_var"]),
             ("store: mysql://db\n", &["p.yaml:1:", "store", "not a store URL"]),
             ("store: \"sqlite:\"\n", &["store", "not a store URL"]),
+            // Issue 19: a count beyond 2³¹ (or 2³²) is a range error at its position, never a wrap.
+            ("bounds:\n  max_replicas: 3000000000\n", &["p.yaml:2:17", "bounds.max_replicas", "1–100000", "3000000000"]),
+            ("bounds:\n  max_replicas: 2147483649\n", &["p.yaml:2:17", "bounds.max_replicas", "1–100000"]),
+            ("bounds:\n  max_replicas: 100001\n", &["p.yaml:2:", "bounds.max_replicas", "1–100000"]),
+            ("bounds:\n  min_replicas: 0\n", &["p.yaml:2:", "bounds.min_replicas", "1–100000"]),
+            ("bounds:\n  max_replicas: -1\n", &["p.yaml:2:", "max_replicas"]),
+            ("bounds:\n  max_replicas: 99999999999999999999999\n", &["p.yaml:2:", "max_replicas"]),
+            ("bounds:\n  max_cpu_millicores: 1000001\n", &["p.yaml:2:", "bounds.max_cpu_millicores", "1,000 cores"]),
+            ("bounds:\n  max_memory_mib: 16777217\n", &["p.yaml:2:", "bounds.max_memory_mib", "16 TiB"]),
+            ("bounds:\n  memory_step_mib: 0\n", &["p.yaml:2:", "bounds.memory_step_mib"]),
+            ("population: mainframe\n", &["p.yaml:1:", "population", "microservices"]),
         ];
         for (yaml, wants) in cases {
             let err = Profile::parse(yaml, "p.yaml").unwrap_err().to_string();
             assert!(!err.contains('\n'), "error must be one line: {err:?}");
             for want in *wants {
                 assert!(err.contains(want), "{yaml:?}: error {err:?} lacks {want:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn valid_range_edges_are_accepted() {
+        let text = "bounds:\n  min_replicas: 1\n  max_replicas: 100000\n  min_cpu_millicores: 1\n  max_cpu_millicores: 1000000\n  min_memory_mib: 1\n  max_memory_mib: 16777216\n";
+        let p = Profile::parse(text, "p.yaml").unwrap();
+        assert_eq!((p.bounds.min_replicas, p.bounds.max_replicas), (1, 100_000));
+        assert_eq!(p.bounds.max_memory_mib, 16 * 1024 * 1024);
+        assert_eq!(p.bound_overrides.max_cpu_millicores, Some(1_000_000));
+    }
+
+    fn app_bounds() -> Bounds {
+        Bounds { min_replicas: 2, max_replicas: 300, max_memory_mib: 16_384, ..Profile::default().bounds }
+    }
+
+    #[test]
+    fn profile_bounds_override_only_the_keys_the_file_sets() {
+        let p = Profile::parse("bounds:\n  max_replicas: 40\n", "p.yaml").unwrap();
+        assert_eq!(p.bound_overrides, BoundsOverrides { max_replicas: Some(40), ..Default::default() });
+        let b = p.bounds_for(&app_bounds());
+        assert_eq!((b.min_replicas, b.max_replicas), (2, 40));
+        assert_eq!(b.max_memory_mib, 16_384, "keys the file did not set stay the app's");
+        assert_eq!(p.for_app(&app_bounds()).bounds, b);
+        // No overrides: the app's own bounds, untouched.
+        assert_eq!(Profile::default().bounds_for(&app_bounds()), app_bounds());
+        assert!(Profile::default().bound_overrides.is_empty());
+    }
+
+    #[test]
+    fn an_override_crossing_the_apps_other_side_moves_it() {
+        let o = BoundsOverrides { min_replicas: Some(500), ..Default::default() };
+        let b = resolve_bounds(&app_bounds(), &o);
+        assert_eq!((b.min_replicas, b.max_replicas), (500, 500));
+        let o = BoundsOverrides { max_replicas: Some(1), ..Default::default() };
+        let b = resolve_bounds(&app_bounds(), &o);
+        assert_eq!((b.min_replicas, b.max_replicas), (1, 1));
+        let o = BoundsOverrides { min_memory_mib: Some(20_000), ..Default::default() };
+        let b = resolve_bounds(&app_bounds(), &o);
+        assert_eq!((b.min_memory_mib, b.max_memory_mib), (20_000, 20_000));
+        // A lone min_replicas above the fleet default max is no longer an error: it moves it.
+        let p = Profile::parse("bounds:\n  min_replicas: 30\n", "p.yaml").unwrap();
+        assert_eq!((p.bounds.min_replicas, p.bounds.max_replicas), (30, 30));
+    }
+
+    #[test]
+    fn population_is_read_from_the_profile() {
+        assert_eq!(Profile::default().population, Population::Microservices);
+        let p = Profile::parse("population: serverless\n", "p.yaml").unwrap();
+        assert_eq!(p.population, Population::Serverless);
+        for pop in Population::ALL {
+            assert_eq!(pop.name().parse::<Population>(), Ok(pop));
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// Arbitrary text never panics the parser; an error is one line naming the file.
+        #[test]
+        fn arbitrary_text_never_panics(text in "\\PC{0,200}") {
+            if let Err(e) = Profile::parse(&text, "p.yaml") {
+                let e = e.to_string();
+                proptest::prop_assert!(e.starts_with("p.yaml"), "{e}");
+                proptest::prop_assert!(!e.contains('\n'), "{e}");
+            }
+        }
+
+        /// Text shaped like a profile (known keys, arbitrary values) never panics either.
+        #[test]
+        fn profile_shaped_text_never_panics(
+            section in proptest::sample::select(vec!["bounds", "slo", "targets", "reward", "lifecycle"]),
+            key in proptest::sample::select(vec![
+                "max_replicas", "min_replicas", "max_cpu_millicores", "min_memory_mib", "latency_p99_ms",
+                "cpu_utilisation", "alpha", "t_var", "reward_window", "memory_step_mib",
+            ]),
+            value in "[-0-9.eE+a-z\\[\\]{}:\"']{0,30}",
+        ) {
+            let text = format!("{section}:\n  {key}: {value}\n");
+            if let Err(e) = Profile::parse(&text, "p.yaml") {
+                proptest::prop_assert!(!e.to_string().contains('\n'));
             }
         }
     }

@@ -400,4 +400,93 @@ mod tests {
             }
         }
     }
+
+    /// Issue 19: 1e300, non-finite values and rates above 10⁹/s are rejected at their line.
+    #[test]
+    fn absurd_rates_are_rejected_with_file_and_line() {
+        let cases: &[(&str, &[&str])] = &[
+            ("timestamp,count\n0,5\n60,1e300\n", &["t.csv:3", "count", "1e9"]),
+            ("timestamp,count\n0,5\n60,inf\n", &["t.csv:3", "count", "not finite"]),
+            ("timestamp,count\n0,5\n60,NaN\n", &["t.csv:3", "count", "not finite"]),
+            // 6.1e10 per minute is ~1.02e9/s.
+            ("timestamp,count\n0,5\n60,61000000000\n", &["t.csv:3", "count", "1e9"]),
+            ("0,5\n1e-300,5\n", &["t.csv:1", "count", "1e9"]),
+            ("HashOwner,HashApp,HashFunction,Trigger,1,2\no,a,f,http,1,1e300\n", &["t.csv:2", "minute 2", "1e9"]),
+            ("HashOwner,HashApp,HashFunction,Trigger,1,2\no,a,f,http,1,-inf\n", &["t.csv:2", "minute 2"]),
+            ("0,5\ninf,5\n", &["t.csv:2", "timestamp"]),
+        ];
+        for (text, wants) in cases {
+            let err = parse_traces(text, "t.csv").unwrap_err();
+            let msg = err.to_string();
+            assert!(!msg.contains('\n'));
+            assert_eq!(err.file, "t.csv");
+            for want in *wants {
+                assert!(msg.contains(want), "{text:?}: {msg:?} lacks {want:?}");
+            }
+        }
+        // Exactly at the limit is fine: 6e10 a minute is 1e9/s.
+        assert!(parse_traces("0,0\n60,60000000000\n", "t.csv").is_ok());
+    }
+
+    #[test]
+    fn trace_errors_carry_file_line_field_and_reason() {
+        let err = parse_traces("timestamp,count\n0,5\n60,-3\n", "t.csv").unwrap_err();
+        assert_eq!(
+            (err.file.as_str(), err.line, err.field.as_deref(), err.reason.as_str()),
+            ("t.csv", Some(3), Some("count"), "negative count (-3)")
+        );
+        assert_eq!(err.to_string(), "t.csv:3: count: negative count (-3)");
+    }
+
+    /// Issue 19: a UTF-8 byte-order mark (as Excel writes) no longer hides the Azure header.
+    #[test]
+    fn a_byte_order_mark_does_not_break_format_detection() {
+        let text = "\u{feff}HashOwner,HashApp,HashFunction,Trigger,1,2\no,a,f,http,60,120\n";
+        let t = parse_traces(text, "az.csv").unwrap();
+        assert_eq!(t[0].rates, vec![1.0, 2.0]);
+        let t = parse_traces("\u{feff}timestamp,count\n0,60\n60,120\n", "t.csv").unwrap();
+        assert_eq!(t[0].rates, vec![1.0, 2.0]);
+    }
+
+    /// Replayed traces get Poisson arrival noise: the count varies by seed around rate × dt.
+    #[test]
+    fn replayed_traces_get_poisson_noise() {
+        use rand::SeedableRng;
+        let trace = Arc::new(Trace { name: "c".into(), interval_s: 60.0, rates: vec![10.0] });
+        let draws = |seed| {
+            let mut s = LoadState::new(LoadSource::Trace(trace.clone()), Pcg64Mcg::seed_from_u64(seed));
+            (0..4000).map(|i| s.arrivals(i as f64 * 15.0, 15.0)).collect::<Vec<_>>()
+        };
+        let a = draws(1);
+        assert_ne!(a, draws(2), "another trace seed is other traffic");
+        let mean = a.iter().sum::<f64>() / a.len() as f64;
+        let var = a.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / a.len() as f64;
+        assert!((mean - 150.0).abs() < 1.5, "mean {mean}");
+        assert!((var / 150.0 - 1.0).abs() < 0.1, "Poisson: variance {var} ≈ mean");
+    }
+
+    #[test]
+    fn weekly_cycle_and_trend_shape_the_rate_and_the_peak_bounds_it() {
+        let load = SyntheticLoad {
+            mean_rps: 10.0,
+            diurnal_amplitude: 0.5,
+            diurnal_phase: 1.0,
+            weekly_amplitude: 0.2,
+            weekly_phase: 2.0,
+            trend_per_day: 0.01,
+            ..SyntheticLoad::default()
+        };
+        let week = 7.0 * 86_400.0;
+        let rates: Vec<f64> = (0..2016).map(|i| load.diurnal_rate(i as f64 * week / 2016.0)).collect();
+        let max = rates.iter().copied().fold(0.0, f64::max);
+        let min = rates.iter().copied().fold(f64::INFINITY, f64::min);
+        assert!(max <= load.peak_rps() + 1e-9, "{max} > {}", load.peak_rps());
+        assert!(max > 0.9 * load.peak_rps(), "peak bound tight: {max} vs {}", load.peak_rps());
+        assert!(min < 10.0 * 0.5 * 0.85, "troughs: {min}");
+        // Weekly: the mean of one day differs from another's by the weekly cycle.
+        let day_mean = |d: usize| rates[d * 288..(d + 1) * 288].iter().sum::<f64>() / 288.0;
+        let days: Vec<f64> = (0..7).map(day_mean).collect();
+        let spread = days.iter().copied().fold(0.0, f64::max) / days.iter().copied().fold(f64::INFINITY, f64::min);
+        assert!(spread > 1.2, "weekly cycle visible in daily means: {days:?}");
+    }
 }
