@@ -587,7 +587,7 @@ mod tests {
             ("targets:\n  cpu_utilisation: 0\n", &["targets.cpu_utilisation", "(0, 1]"]),
             ("rewrd:\n  alpha: 0.3\n", &["p.yaml:1:", "rewrd"]),
             ("bounds:\n  max_replicas: many\n", &["p.yaml:2:", "max_replicas"]),
-            ("bounds:\n  min_cpu_millicores: 0\n", &["bounds.min_cpu_millicores", "at least 1"]),
+            ("bounds:\n  min_cpu_millicores: 0\n", &["bounds.min_cpu_millicores", "1–1000000"]),
             ("bounds: [1, 2\n", &["p.yaml"]),
             ("lifecycle:\n  t_var: 2\n", &["lifecycle.t_var"]),
             ("store: mysql://db\n", &["p.yaml:1:", "store", "not a store URL"]),
