@@ -262,16 +262,79 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(generate_apps(5, 7, 86_400.0)[..], a[..5], "app i does not depend on n");
         assert_ne!(generate_apps(20, 8, 86_400.0), a);
+        let s = generate_population(20, 7, 86_400.0, Population::Serverless);
+        assert_eq!(generate_population(5, 7, 86_400.0, Population::Serverless)[..], s[..5]);
+        assert_eq!(s[3], generate_app_in(3, 7, 86_400.0, Population::Serverless));
+        assert_ne!(s[3].load, a[3].load, "the population changes the app");
     }
 
     #[test]
     fn generated_apps_are_within_documented_ranges() {
-        for app in generate_apps(500, 3, 86_400.0) {
-            assert!((1..=3).contains(&app.segments.len()));
-            assert!(app.load.mean_rps >= 1.0 || app.load.mean_rps * app.cost().cpu_s >= MAX_MEAN_CORES - 1e-9);
-            assert!(app.load.mean_rps * app.cost().cpu_s <= MAX_MEAN_CORES + 1e-9);
-            assert!(app.slo_p99_ms > 0.0 && app.slo_p99_ms.is_finite());
-            assert!(app.reference.memory_bytes as f64 > app.cost().mem_base_bytes);
+        for population in Population::ALL {
+            for app in generate_population(500, 3, 86_400.0, population) {
+                assert!((1..=3).contains(&app.segments.len()));
+                assert_eq!(app.population, population);
+                assert!(app.mean_rps > 0.0 && app.peak_rps >= app.mean_rps, "{app:?}");
+                assert!(app.slo_p99_ms > 0.0 && app.slo_p99_ms.is_finite());
+                assert!(app.reference.memory_bytes as f64 > app.cost().mem_base_bytes);
+                assert!((1..=1000).contains(&app.peak_replicas), "{}", app.peak_replicas);
+                assert!(app.mean_replicas <= app.peak_replicas);
+                let b = &app.bounds;
+                assert!(b.min_replicas == 1 && b.max_replicas >= 4 * app.peak_replicas.min(25_000));
+                assert!(b.min_memory_mib <= b.max_memory_mib && b.min_cpu_millicores <= b.max_cpu_millicores);
+                assert!(app.reference.memory_bytes <= b.max_memory_mib * MIB);
+                assert!(b.min_memory_mib as f64 * MIB as f64 >= app.cost().mem_base_bytes, "idle pods fit");
+            }
         }
+    }
+
+    /// `peak_replicas` is what serves the peak at the target: one replica fewer would not.
+    #[test]
+    fn peak_replicas_serve_the_peak_at_the_target_utilisation() {
+        for app in generate_apps(300, 9, 86_400.0) {
+            let cores = app.peak_rps * app.cost().cpu_s;
+            assert!(cores / app.peak_replicas as f64 <= REFERENCE_UTILISATION * (1.0 + 1e-9));
+            if app.peak_replicas > 1 {
+                assert!(cores / (app.peak_replicas - 1) as f64 > REFERENCE_UTILISATION);
+            }
+            assert_eq!(app.peak_replicas, app.replicas_for(app.peak_rps, REFERENCE_UTILISATION));
+        }
+    }
+
+    /// The SLO rule: a replica at 50 % CPU meets it with headroom, one at 95 % does not.
+    #[test]
+    fn slo_is_met_at_the_hpa_target_and_missed_near_saturation() {
+        for app in generate_apps(200, 4, 86_400.0) {
+            let cost = app.cost();
+            let p99 = |u: f64| {
+                let s = step_replica(u / cost.cpu_s * 15.0, 0.0, 15.0, &cost, 1.0, f64::INFINITY);
+                gamma_p99(s.latency_mean_s, s.latency_var_s2) * 1000.0
+            };
+            assert!(p99(0.5) < app.slo_p99_ms, "{}: {} vs {}", app.name, p99(0.5), app.slo_p99_ms);
+            assert!((p99(SLO_UTILISATION) - app.slo_p99_ms).abs() <= 1e-9 * app.slo_p99_ms);
+            // CPU-light chains are dominated by I/O waits; the rest lose the SLO near saturation.
+            if cost.cpu_s > cost.io_s {
+                assert!(p99(0.95) > app.slo_p99_ms, "{}", app.name);
+            }
+        }
+    }
+
+    #[test]
+    fn trace_aware_sizing_uses_the_trace() {
+        let mut app = generate_app(0, 1, 86_400.0);
+        let per_core = 1.0 / app.cost().cpu_s;
+        // A trace averaging 10 cores' worth, peaking at 40.
+        let rates = vec![5.0 * per_core, 5.0 * per_core, 5.0 * per_core, 10.0 * per_core, 40.0 * per_core, 5.0 * per_core];
+        let trace = Trace { name: "t".into(), interval_s: 60.0, rates };
+        app.size_for_trace(&trace, 0.5);
+        assert!((app.mean_rps - trace.mean_rps()).abs() < 1e-9);
+        assert_eq!(app.peak_replicas, 80);
+        assert_eq!(app.mean_replicas, 24);
+        assert_eq!(app.reference.replicas, 24);
+        assert!(app.bounds.max_replicas >= 320);
+        let mut apps = generate_apps(3, 1, 86_400.0);
+        size_for_traces(&mut apps, &[std::sync::Arc::new(trace)], 0.5);
+        let sized = |a: &AppSpec| (a.peak_rps - 40.0 * per_core).abs() < 1e-9 && (a.mean_rps - 70.0 / 6.0 * per_core).abs() < 1e-9;
+        assert!(apps.iter().all(sized), "every app replays and is sized from the one trace");
     }
 }
