@@ -19,12 +19,12 @@
 //!
 //! | figure | value |
 //! | --- | --- |
-//! | median `peak_replicas` | 8 |
-//! | apps with `peak_replicas` ≥ 10 | ≈ 45 % |
-//! | apps with `peak_replicas` ≥ 50 | ≈ 17 % |
-//! | largest `peak_replicas` | 1,000 (clamp) |
-//! | mean `peak_replicas` / mean `mean_replicas` | ≈ 43 / ≈ 28 (Alibaba: ~28–69 instances per service) |
-//! | apps needing 1 replica at peak | ≈ 14 % |
+//! | median `peak_replicas` | 9 |
+//! | apps with `peak_replicas` ≥ 10 | 48 % |
+//! | apps with `peak_replicas` ≥ 50 | 17.5 % |
+//! | largest `peak_replicas` | 1,000 (the clamp) |
+//! | mean `peak_replicas` / mean `mean_replicas` | 42.8 / 27.7 (Alibaba: ~28–69 instances per service) |
+//! | apps needing 1 replica at peak | 13 % |
 //!
 //! Load shape: a daily cycle of relative amplitude 0.2–0.6 whose phase is shared by the fleet
 //! (one user base) with a 2-hour spread, a weekly cycle of amplitude 0–0.15, a trend of −1 % to
@@ -38,9 +38,10 @@
 //! magnitude). The mean rate is log-normal, fitted through those two points:
 //! `ln r ~ N(`[`SERVERLESS_LN_MEDIAN`]`, `[`SERVERLESS_SIGMA`]`²)` (r in requests/s), clamped to
 //! [10⁻⁶, 10⁴]/s and to at most [`MICRO_MAX_PEAK_REPLICAS`] replicas at peak. Reproduced
-//! (20,000 apps): ≈ 45 % of apps ≤ 1/hour, ≈ 81 % ≤ 1/minute, ≈ 3 % ≥ 1/s, median
-//! `peak_replicas` 1. Load shape: daily amplitude 0–0.8 (timer-triggered functions are flat),
-//! 0–2 bursts an hour adding 0.2–2× the load, decaying over 30 s–5 minutes.
+//! (20,000 apps, seed 11): 44.8 % of apps ≤ 1/hour, 80.8 % ≤ 1/minute, 3.0 % ≥ 1/s, rates from
+//! 10⁻⁶ to 2.6·10³/s (nine orders of magnitude), median `peak_replicas` 1, largest 589.
+//! Load shape: daily amplitude 0–0.8 (timer-triggered functions are flat), 0–2 bursts an hour
+//! adding up to 0.2–2× the load, decaying over 30 s–5 minutes.
 //!
 //! Poisson arrival noise is added on top of every rate, synthetic or replayed
 //! ([`crate::load::LoadState::arrivals`]).
