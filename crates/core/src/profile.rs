@@ -429,8 +429,10 @@ impl Profile {
         let cpu = || within(CPU_MILLICORES_RANGE, "millicores (1 m to 1,000 cores)");
         let mem = || within(MEMORY_MIB_RANGE, "MiB (1 MiB to 16 TiB)");
         let (min_r, _) = c.take("bounds.min_replicas", rb.min_replicas.clone(), b.min_replicas as u64, replicas());
-        let (max_r, max_r_at) = c.take("bounds.max_replicas", rb.max_replicas.clone(), b.max_replicas as u64, replicas());
-        let (min_cpu, _) = c.take("bounds.min_cpu_millicores", rb.min_cpu_millicores.clone(), b.min_cpu_millicores, cpu());
+        let (max_r, max_r_at) =
+            c.take("bounds.max_replicas", rb.max_replicas.clone(), b.max_replicas as u64, replicas());
+        let (min_cpu, _) =
+            c.take("bounds.min_cpu_millicores", rb.min_cpu_millicores.clone(), b.min_cpu_millicores, cpu());
         let (max_cpu, max_cpu_at) =
             c.take("bounds.max_cpu_millicores", rb.max_cpu_millicores.clone(), b.max_cpu_millicores, cpu());
         let (min_mem, _) = c.take("bounds.min_memory_mib", rb.min_memory_mib.clone(), b.min_memory_mib, mem());
@@ -593,7 +595,10 @@ mod tests {
             ("store: mysql://db\n", &["p.yaml:1:", "store", "not a store URL"]),
             ("store: \"sqlite:\"\n", &["store", "not a store URL"]),
             // Issue 19: a count beyond 2³¹ (or 2³²) is a range error at its position, never a wrap.
-            ("bounds:\n  max_replicas: 3000000000\n", &["p.yaml:2:17", "bounds.max_replicas", "1–100000", "3000000000"]),
+            (
+                "bounds:\n  max_replicas: 3000000000\n",
+                &["p.yaml:2:17", "bounds.max_replicas", "1–100000", "3000000000"],
+            ),
             ("bounds:\n  max_replicas: 2147483649\n", &["p.yaml:2:17", "bounds.max_replicas", "1–100000"]),
             ("bounds:\n  max_replicas: 100001\n", &["p.yaml:2:", "bounds.max_replicas", "1–100000"]),
             ("bounds:\n  min_replicas: 0\n", &["p.yaml:2:", "bounds.min_replicas", "1–100000"]),

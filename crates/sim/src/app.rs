@@ -329,7 +329,8 @@ mod tests {
         let mut app = generate_app(0, 1, 86_400.0);
         let per_core = 1.0 / app.cost().cpu_s;
         // A trace averaging 10 cores' worth, peaking at 40.
-        let rates = vec![5.0 * per_core, 5.0 * per_core, 5.0 * per_core, 10.0 * per_core, 40.0 * per_core, 5.0 * per_core];
+        let rates =
+            vec![5.0 * per_core, 5.0 * per_core, 5.0 * per_core, 10.0 * per_core, 40.0 * per_core, 5.0 * per_core];
         let trace = Trace { name: "t".into(), interval_s: 60.0, rates };
         app.size_for_trace(&trace, 0.5);
         assert!((app.mean_rps - trace.mean_rps()).abs() < 1e-9);
@@ -339,7 +340,9 @@ mod tests {
         assert!(app.bounds.max_replicas >= 320);
         let mut apps = generate_apps(3, 1, 86_400.0);
         size_for_traces(&mut apps, &[std::sync::Arc::new(trace)], 0.5);
-        let sized = |a: &AppSpec| (a.peak_rps - 40.0 * per_core).abs() < 1e-9 && (a.mean_rps - 70.0 / 6.0 * per_core).abs() < 1e-9;
+        let sized = |a: &AppSpec| {
+            (a.peak_rps - 40.0 * per_core).abs() < 1e-9 && (a.mean_rps - 70.0 / 6.0 * per_core).abs() < 1e-9
+        };
         assert!(apps.iter().all(sized), "every app replays and is sized from the one trace");
     }
 }

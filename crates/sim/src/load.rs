@@ -195,7 +195,8 @@ impl TraceError {
 /// `timestamp,count` (one trace).
 pub fn load_traces(path: &Path) -> Result<Vec<Trace>, TraceError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| TraceError::new(&file, None, None, format!("cannot read: {e}")))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| TraceError::new(&file, None, None, format!("cannot read: {e}")))?;
     parse_traces(&text, &file)
 }
 

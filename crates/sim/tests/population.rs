@@ -94,7 +94,8 @@ fn serverless_reproduces_the_azure_invocation_rate_distribution() {
 #[test]
 fn a_fleet_peaks_together() {
     let apps = generate_population(2000, 3, 86_400.0, Population::Microservices);
-    let (s, c) = apps.iter().fold((0.0, 0.0), |(s, c), a| (s + a.load.diurnal_phase.sin(), c + a.load.diurnal_phase.cos()));
+    let (s, c) =
+        apps.iter().fold((0.0, 0.0), |(s, c), a| (s + a.load.diurnal_phase.sin(), c + a.load.diurnal_phase.cos()));
     let resultant = (s * s + c * c).sqrt() / apps.len() as f64;
     // A 2-hour spread on a 24-hour circle: mean resultant length exp(−σ²/2) ≈ 0.87 (uniform phases: ≈ 0).
     assert!(resultant > 0.8, "phases concentrated: {resultant}");
