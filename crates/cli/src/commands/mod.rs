@@ -102,7 +102,13 @@ impl SimArgs {
             },
             ..SimConfig::default()
         };
-        Ok(Prepared { apps: apps.generate(), traces, sim, profile })
+        // Apps are sized at the profile's CPU target and, when replaying traces, from their trace.
+        let mut generated = apps.generate();
+        for app in &mut generated {
+            app.size(profile.targets.cpu_utilisation);
+        }
+        aware_sim::size_for_traces(&mut generated, &traces, profile.targets.cpu_utilisation);
+        Ok(Prepared { apps: generated, traces, sim, profile })
     }
 }
 
