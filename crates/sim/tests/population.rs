@@ -114,3 +114,15 @@ fn generation_is_fast_and_index_stable() {
         assert_eq!(apps[777], generate_app_in(777, 5, 86_400.0, population));
     }
 }
+
+/// 1,000,000 apps are feasible (`cargo test --release -- --ignored million`).
+#[test]
+#[ignore = "slow in debug builds; run with --release"]
+fn a_million_apps_generate_in_seconds() {
+    let t = Instant::now();
+    let apps = generate_population(1_000_000, 1, 86_400.0, Population::Microservices);
+    let took = t.elapsed().as_secs_f64();
+    eprintln!("1,000,000 apps in {took:.2} s");
+    assert_eq!(apps.len(), 1_000_000);
+    assert!(took < 60.0, "{took} s");
+}
