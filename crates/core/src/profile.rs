@@ -39,6 +39,9 @@ pub struct RewardWeights {
     pub oscillation_penalty: f64,
 }
 
+/// Replica and per-container resource bounds. Every simulated app carries its own (sized from its
+/// load, as an HPA's `maxReplicas` is set per Deployment); the profile's `bounds:` section only
+/// overrides them ([`BoundsOverrides`], resolved by [`resolve_bounds`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Bounds {
     pub min_replicas: u32,
@@ -51,6 +54,113 @@ pub struct Bounds {
     pub cpu_step_millicores: u64,
     /// Size of one discrete vertical memory step.
     pub memory_step_mib: u64,
+}
+
+/// The keys of the profile's `bounds:` section that the file actually set: each replaces the
+/// corresponding value of an app's own bounds (see [`resolve_bounds`]). `None` = keep the app's.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BoundsOverrides {
+    pub min_replicas: Option<u32>,
+    pub max_replicas: Option<u32>,
+    pub min_cpu_millicores: Option<u64>,
+    pub max_cpu_millicores: Option<u64>,
+    pub min_memory_mib: Option<u64>,
+    pub max_memory_mib: Option<u64>,
+    pub cpu_step_millicores: Option<u64>,
+    pub memory_step_mib: Option<u64>,
+}
+
+impl BoundsOverrides {
+    pub fn is_empty(&self) -> bool {
+        *self == BoundsOverrides::default()
+    }
+}
+
+/// Valid replica counts (issue 19: 1–100,000).
+pub const REPLICAS_RANGE: (u64, u64) = (1, 100_000);
+/// Valid CPU per container, millicores: 1 m to 1,000 cores.
+pub const CPU_MILLICORES_RANGE: (u64, u64) = (1, 1_000_000);
+/// Valid memory per container, MiB: 1 MiB to 16 TiB.
+pub const MEMORY_MIB_RANGE: (u64, u64) = (1, 16 * 1024 * 1024);
+
+/// An app's effective bounds: its own, with each key the profile set replacing the app's value.
+/// When an override of one side crosses the app's other side (profile `min_replicas: 50` on an
+/// app whose own maximum is 30), the other side moves with it, so the result is always a valid
+/// range. This is the one place effective bounds come from: the policy registry builds every
+/// per-app recommender (HPA `minReplicas`/`maxReplicas`, VPA/MPA resource policy, threshold,
+/// AIMD, the RL action decoder and state encoder) from `Profile::for_app(&app.bounds)`, which calls it.
+pub fn resolve_bounds(app: &Bounds, overrides: &BoundsOverrides) -> Bounds {
+    let o = overrides;
+    let mut b = Bounds {
+        min_replicas: o.min_replicas.unwrap_or(app.min_replicas),
+        max_replicas: o.max_replicas.unwrap_or(app.max_replicas),
+        min_cpu_millicores: o.min_cpu_millicores.unwrap_or(app.min_cpu_millicores),
+        max_cpu_millicores: o.max_cpu_millicores.unwrap_or(app.max_cpu_millicores),
+        min_memory_mib: o.min_memory_mib.unwrap_or(app.min_memory_mib),
+        max_memory_mib: o.max_memory_mib.unwrap_or(app.max_memory_mib),
+        cpu_step_millicores: o.cpu_step_millicores.unwrap_or(app.cpu_step_millicores),
+        memory_step_mib: o.memory_step_mib.unwrap_or(app.memory_step_mib),
+    };
+    fn fix<T: Ord + Copy>(min: &mut T, max: &mut T, min_set: bool) {
+        if *min > *max {
+            if min_set {
+                *max = *min;
+            } else {
+                *min = *max;
+            }
+        }
+    }
+    fix(&mut b.min_replicas, &mut b.max_replicas, o.min_replicas.is_some() && o.max_replicas.is_none());
+    fix(
+        &mut b.min_cpu_millicores,
+        &mut b.max_cpu_millicores,
+        o.min_cpu_millicores.is_some() && o.max_cpu_millicores.is_none(),
+    );
+    fix(&mut b.min_memory_mib, &mut b.max_memory_mib, o.min_memory_mib.is_some() && o.max_memory_mib.is_none());
+    b
+}
+
+/// Which synthetic application population `generate` draws from (see `aware_sim::population`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Population {
+    /// Long-running services sized like Alibaba's 2021 microservices trace: tens of instances
+    /// per service on average, 1 to several hundred at peak, heavy-tailed.
+    #[default]
+    Microservices,
+    /// Functions with the Azure Functions 2019 invocation-rate distribution: 45 % of apps at most
+    /// one invocation per hour, 81 % at most one per minute, a long tail of busy ones.
+    Serverless,
+}
+
+impl Population {
+    pub const ALL: [Population; 2] = [Population::Microservices, Population::Serverless];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Population::Microservices => "microservices",
+            Population::Serverless => "serverless",
+        }
+    }
+}
+
+impl std::fmt::Display for Population {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An unknown population name; the message lists the known ones.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown population {0:?} (expected microservices or serverless)")]
+pub struct UnknownPopulation(pub String);
+
+impl std::str::FromStr for Population {
+    type Err = UnknownPopulation;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Population::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| UnknownPopulation(s.into()))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -72,7 +182,14 @@ pub struct Profile {
     pub slo: Slo,
     pub targets: Targets,
     pub reward: RewardWeights,
+    /// Fleet-wide bounds: the defaults below with the file's `bounds:` keys applied. Used where
+    /// no app is known (`recommend` on a bare observation); simulated apps use
+    /// [`Profile::bounds_for`] instead.
     pub bounds: Bounds,
+    /// The `bounds:` keys the file set, which override every app's own bounds.
+    pub bound_overrides: BoundsOverrides,
+    /// Application population to generate (`population:`; default `microservices`).
+    pub population: Population,
     pub lifecycle: LifecycleThresholds,
     /// Whether the fallback recommender acts while the agent learns offline first.
     pub bootstrapping: bool,
@@ -100,6 +217,8 @@ impl Default for Profile {
                 cpu_step_millicores: 250,
                 memory_step_mib: 128,
             },
+            bound_overrides: BoundsOverrides::default(),
+            population: Population::Microservices,
             lifecycle: LifecycleThresholds { t_online: 0.95, t_serving: 0.05, t_var: 0.1, reward_window: 20 },
             bootstrapping: true,
             store: "sqlite:aware.db".into(),
@@ -121,6 +240,19 @@ impl Bounds {
 
 pub const MIB: u64 = 1024 * 1024;
 
+impl Profile {
+    /// An app's effective bounds: its own with this profile's overrides ([`resolve_bounds`]).
+    pub fn bounds_for(&self, app: &Bounds) -> Bounds {
+        resolve_bounds(app, &self.bound_overrides)
+    }
+
+    /// This profile as seen by one app: `bounds` replaced by [`Profile::bounds_for`], so every
+    /// recommender built `from_profile` gets the app's own replica and resource bounds.
+    pub fn for_app(&self, app: &Bounds) -> Profile {
+        Profile { bounds: self.bounds_for(app), ..self.clone() }
+    }
+}
+
 // The raw, span-carrying mirror of the file: used only while loading so that a semantic error
 // (min above max, α outside [0, 1]) can point at its line like a syntax error does.
 type S<T> = Option<Spanned<T>>;
@@ -134,6 +266,7 @@ struct RawProfile {
     reward: RawReward,
     bounds: RawBounds,
     lifecycle: RawLifecycle,
+    population: Option<Spanned<String>>,
     bootstrapping: Option<bool>,
     store: Option<Spanned<String>>,
 }
@@ -159,8 +292,9 @@ struct RawReward {
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 struct RawBounds {
-    min_replicas: S<u32>,
-    max_replicas: S<u32>,
+    // Read as u64 so that a count beyond u32 is a range error at its line, never a wrap.
+    min_replicas: S<u64>,
+    max_replicas: S<u64>,
     min_cpu_millicores: S<u64>,
     max_cpu_millicores: S<u64>,
     min_memory_mib: S<u64>,
@@ -274,36 +408,67 @@ impl Profile {
             finite_in(0.0, 10.0),
         );
         let b = &d.bounds;
-        let (min_r, _) = c.take("bounds.min_replicas", raw.bounds.min_replicas, b.min_replicas, at_least(1));
-        let (max_r, max_r_at) = c.take("bounds.max_replicas", raw.bounds.max_replicas, b.max_replicas, at_least(1));
+        let within = |(lo, hi): (u64, u64), unit: &'static str| {
+            move |v: u64| {
+                if (lo..=hi).contains(&v) { Ok(()) } else { Err(format!("must be in {lo}–{hi} {unit}")) }
+            }
+        };
+        let set = |r: &S<u64>| r.as_ref().map(|s| s.value);
+        let rb = &raw.bounds;
+        let o = BoundsOverrides {
+            min_replicas: set(&rb.min_replicas).map(|v| v.min(u32::MAX as u64) as u32),
+            max_replicas: set(&rb.max_replicas).map(|v| v.min(u32::MAX as u64) as u32),
+            min_cpu_millicores: set(&rb.min_cpu_millicores),
+            max_cpu_millicores: set(&rb.max_cpu_millicores),
+            min_memory_mib: set(&rb.min_memory_mib),
+            max_memory_mib: set(&rb.max_memory_mib),
+            cpu_step_millicores: set(&rb.cpu_step_millicores),
+            memory_step_mib: set(&rb.memory_step_mib),
+        };
+        let replicas = || within(REPLICAS_RANGE, "replicas");
+        let cpu = || within(CPU_MILLICORES_RANGE, "millicores (1 m to 1,000 cores)");
+        let mem = || within(MEMORY_MIB_RANGE, "MiB (1 MiB to 16 TiB)");
+        let (min_r, _) = c.take("bounds.min_replicas", rb.min_replicas.clone(), b.min_replicas as u64, replicas());
+        let (max_r, max_r_at) =
+            c.take("bounds.max_replicas", rb.max_replicas.clone(), b.max_replicas as u64, replicas());
         let (min_cpu, _) =
-            c.take("bounds.min_cpu_millicores", raw.bounds.min_cpu_millicores, b.min_cpu_millicores, at_least(1));
+            c.take("bounds.min_cpu_millicores", rb.min_cpu_millicores.clone(), b.min_cpu_millicores, cpu());
         let (max_cpu, max_cpu_at) =
-            c.take("bounds.max_cpu_millicores", raw.bounds.max_cpu_millicores, b.max_cpu_millicores, at_least(1));
-        let (min_mem, _) = c.take("bounds.min_memory_mib", raw.bounds.min_memory_mib, b.min_memory_mib, at_least(1));
-        let (max_mem, max_mem_at) =
-            c.take("bounds.max_memory_mib", raw.bounds.max_memory_mib, b.max_memory_mib, at_least(1));
-        let (cpu_step, _) =
-            c.take("bounds.cpu_step_millicores", raw.bounds.cpu_step_millicores, b.cpu_step_millicores, at_least(1));
-        let (mem_step, _) =
-            c.take("bounds.memory_step_mib", raw.bounds.memory_step_mib, b.memory_step_mib, at_least(1));
-        if max_r < min_r {
+            c.take("bounds.max_cpu_millicores", rb.max_cpu_millicores.clone(), b.max_cpu_millicores, cpu());
+        let (min_mem, _) = c.take("bounds.min_memory_mib", rb.min_memory_mib.clone(), b.min_memory_mib, mem());
+        let (max_mem, max_mem_at) = c.take("bounds.max_memory_mib", rb.max_memory_mib.clone(), b.max_memory_mib, mem());
+        c.take("bounds.cpu_step_millicores", rb.cpu_step_millicores.clone(), b.cpu_step_millicores, cpu());
+        c.take("bounds.memory_step_mib", rb.memory_step_mib.clone(), b.memory_step_mib, mem());
+        // Only a pair the file set both sides of can contradict itself; one side crossing the
+        // default (or an app's own) other side moves it (resolve_bounds).
+        let both = |a: &S<u64>, b: &S<u64>| a.is_some() && b.is_some();
+        if both(&rb.min_replicas, &rb.max_replicas) && max_r < min_r {
             c.fail("bounds.max_replicas", max_r_at, format!("must be ≥ bounds.min_replicas ({max_r} < {min_r})"));
         }
-        if max_cpu < min_cpu {
+        if both(&rb.min_cpu_millicores, &rb.max_cpu_millicores) && max_cpu < min_cpu {
             c.fail(
                 "bounds.max_cpu_millicores",
                 max_cpu_at,
                 format!("must be ≥ bounds.min_cpu_millicores ({max_cpu} < {min_cpu})"),
             );
         }
-        if max_mem < min_mem {
+        if both(&rb.min_memory_mib, &rb.max_memory_mib) && max_mem < min_mem {
             c.fail(
                 "bounds.max_memory_mib",
                 max_mem_at,
                 format!("must be ≥ bounds.min_memory_mib ({max_mem} < {min_mem})"),
             );
         }
+        let population = match raw.population {
+            Some(s) => match s.value.parse::<Population>() {
+                Ok(p) => p,
+                Err(e) => {
+                    c.fail("population", Some(s.referenced), e.to_string());
+                    Population::default()
+                }
+            },
+            None => d.population,
+        };
         let l = &d.lifecycle;
         let (t_online, _) = c.take("lifecycle.t_online", raw.lifecycle.t_online, l.t_online, finite_in(0.0, 10.0));
         let (t_serving, _) = c.take("lifecycle.t_serving", raw.lifecycle.t_serving, l.t_serving, finite_in(0.0, 10.0));
@@ -334,16 +499,9 @@ impl Profile {
             slo,
             targets: Targets { cpu_utilisation: cpu_t, memory_utilisation: mem_t },
             reward: RewardWeights { alpha, illegal_action_penalty: illegal, oscillation_penalty: osc },
-            bounds: Bounds {
-                min_replicas: min_r,
-                max_replicas: max_r,
-                min_cpu_millicores: min_cpu,
-                max_cpu_millicores: max_cpu,
-                min_memory_mib: min_mem,
-                max_memory_mib: max_mem,
-                cpu_step_millicores: cpu_step,
-                memory_step_mib: mem_step,
-            },
+            bounds: resolve_bounds(&d.bounds, &o),
+            bound_overrides: o,
+            population,
             lifecycle: LifecycleThresholds { t_online, t_serving, t_var, reward_window: window },
             bootstrapping: raw.bootstrapping.unwrap_or(d.bootstrapping),
             store,
@@ -431,17 +589,113 @@ mod tests {
             ("targets:\n  cpu_utilisation: 0\n", &["targets.cpu_utilisation", "(0, 1]"]),
             ("rewrd:\n  alpha: 0.3\n", &["p.yaml:1:", "rewrd"]),
             ("bounds:\n  max_replicas: many\n", &["p.yaml:2:", "max_replicas"]),
-            ("bounds:\n  min_cpu_millicores: 0\n", &["bounds.min_cpu_millicores", "at least 1"]),
+            ("bounds:\n  min_cpu_millicores: 0\n", &["bounds.min_cpu_millicores", "1–1000000"]),
             ("bounds: [1, 2\n", &["p.yaml"]),
             ("lifecycle:\n  t_var: 2\n", &["lifecycle.t_var"]),
             ("store: mysql://db\n", &["p.yaml:1:", "store", "not a store URL"]),
             ("store: \"sqlite:\"\n", &["store", "not a store URL"]),
+            // Issue 19: a count beyond 2³¹ (or 2³²) is a range error at its position, never a wrap.
+            (
+                "bounds:\n  max_replicas: 3000000000\n",
+                &["p.yaml:2:17", "bounds.max_replicas", "1–100000", "3000000000"],
+            ),
+            ("bounds:\n  max_replicas: 2147483649\n", &["p.yaml:2:17", "bounds.max_replicas", "1–100000"]),
+            ("bounds:\n  max_replicas: 100001\n", &["p.yaml:2:", "bounds.max_replicas", "1–100000"]),
+            ("bounds:\n  min_replicas: 0\n", &["p.yaml:2:", "bounds.min_replicas", "1–100000"]),
+            ("bounds:\n  max_replicas: -1\n", &["p.yaml:2:", "max_replicas"]),
+            ("bounds:\n  max_replicas: 99999999999999999999999\n", &["p.yaml:2:", "max_replicas"]),
+            ("bounds:\n  max_cpu_millicores: 1000001\n", &["p.yaml:2:", "bounds.max_cpu_millicores", "1,000 cores"]),
+            ("bounds:\n  max_memory_mib: 16777217\n", &["p.yaml:2:", "bounds.max_memory_mib", "16 TiB"]),
+            ("bounds:\n  memory_step_mib: 0\n", &["p.yaml:2:", "bounds.memory_step_mib"]),
+            ("population: mainframe\n", &["p.yaml:1:", "population", "microservices"]),
         ];
         for (yaml, wants) in cases {
             let err = Profile::parse(yaml, "p.yaml").unwrap_err().to_string();
             assert!(!err.contains('\n'), "error must be one line: {err:?}");
             for want in *wants {
                 assert!(err.contains(want), "{yaml:?}: error {err:?} lacks {want:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn valid_range_edges_are_accepted() {
+        let text = "bounds:\n  min_replicas: 1\n  max_replicas: 100000\n  min_cpu_millicores: 1\n  max_cpu_millicores: 1000000\n  min_memory_mib: 1\n  max_memory_mib: 16777216\n";
+        let p = Profile::parse(text, "p.yaml").unwrap();
+        assert_eq!((p.bounds.min_replicas, p.bounds.max_replicas), (1, 100_000));
+        assert_eq!(p.bounds.max_memory_mib, 16 * 1024 * 1024);
+        assert_eq!(p.bound_overrides.max_cpu_millicores, Some(1_000_000));
+    }
+
+    fn app_bounds() -> Bounds {
+        Bounds { min_replicas: 2, max_replicas: 300, max_memory_mib: 16_384, ..Profile::default().bounds }
+    }
+
+    #[test]
+    fn profile_bounds_override_only_the_keys_the_file_sets() {
+        let p = Profile::parse("bounds:\n  max_replicas: 40\n", "p.yaml").unwrap();
+        assert_eq!(p.bound_overrides, BoundsOverrides { max_replicas: Some(40), ..Default::default() });
+        let b = p.bounds_for(&app_bounds());
+        assert_eq!((b.min_replicas, b.max_replicas), (2, 40));
+        assert_eq!(b.max_memory_mib, 16_384, "keys the file did not set stay the app's");
+        assert_eq!(p.for_app(&app_bounds()).bounds, b);
+        // No overrides: the app's own bounds, untouched.
+        assert_eq!(Profile::default().bounds_for(&app_bounds()), app_bounds());
+        assert!(Profile::default().bound_overrides.is_empty());
+    }
+
+    #[test]
+    fn an_override_crossing_the_apps_other_side_moves_it() {
+        let o = BoundsOverrides { min_replicas: Some(500), ..Default::default() };
+        let b = resolve_bounds(&app_bounds(), &o);
+        assert_eq!((b.min_replicas, b.max_replicas), (500, 500));
+        let o = BoundsOverrides { max_replicas: Some(1), ..Default::default() };
+        let b = resolve_bounds(&app_bounds(), &o);
+        assert_eq!((b.min_replicas, b.max_replicas), (1, 1));
+        let o = BoundsOverrides { min_memory_mib: Some(20_000), ..Default::default() };
+        let b = resolve_bounds(&app_bounds(), &o);
+        assert_eq!((b.min_memory_mib, b.max_memory_mib), (20_000, 20_000));
+        // A lone min_replicas above the fleet default max is no longer an error: it moves it.
+        let p = Profile::parse("bounds:\n  min_replicas: 30\n", "p.yaml").unwrap();
+        assert_eq!((p.bounds.min_replicas, p.bounds.max_replicas), (30, 30));
+    }
+
+    #[test]
+    fn population_is_read_from_the_profile() {
+        assert_eq!(Profile::default().population, Population::Microservices);
+        let p = Profile::parse("population: serverless\n", "p.yaml").unwrap();
+        assert_eq!(p.population, Population::Serverless);
+        for pop in Population::ALL {
+            assert_eq!(pop.name().parse::<Population>(), Ok(pop));
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// Arbitrary text never panics the parser; an error is one line naming the file.
+        #[test]
+        fn arbitrary_text_never_panics(text in "\\PC{0,200}") {
+            if let Err(e) = Profile::parse(&text, "p.yaml") {
+                let e = e.to_string();
+                proptest::prop_assert!(e.starts_with("p.yaml"), "{e}");
+                proptest::prop_assert!(!e.contains('\n'), "{e}");
+            }
+        }
+
+        /// Text shaped like a profile (known keys, arbitrary values) never panics either.
+        #[test]
+        fn profile_shaped_text_never_panics(
+            section in proptest::sample::select(vec!["bounds", "slo", "targets", "reward", "lifecycle"]),
+            key in proptest::sample::select(vec![
+                "max_replicas", "min_replicas", "max_cpu_millicores", "min_memory_mib", "latency_p99_ms",
+                "cpu_utilisation", "alpha", "t_var", "reward_window", "memory_step_mib",
+            ]),
+            value in "[-0-9.eE+a-z\\[\\]{}:\"']{0,30}",
+        ) {
+            let text = format!("{section}:\n  {key}: {value}\n");
+            if let Err(e) = Profile::parse(&text, "p.yaml") {
+                proptest::prop_assert!(!e.to_string().contains('\n'));
             }
         }
     }

@@ -107,7 +107,7 @@ pub fn evaluate(
     // The action space is irrelevant here: recommenders act through recommendations.
     let mut env = workload.env(ActionKind::Continuous, steps, trace_seed);
     let policies = (0..workload.apps.len())
-        .map(|i| Policy::build(policy, workload.app_profile(i), Some(&workload.apps[i]), env.slo_p99_ms(i)))
+        .map(|i| Policy::build(policy, &workload.app_profile(i), Some(&workload.apps[i]), env.slo_p99_ms(i)))
         .collect::<Result<Vec<_>, _>>()?;
     let names: Vec<String> = workload.apps.iter().map(|a| a.name.clone()).collect();
     let mut scorer = Scorer::new(&env, &names);

@@ -204,7 +204,7 @@ impl Policy {
                 let Some(app) = app else {
                     return Err(refuse("is sized from a simulated app's load and only runs on the simulator"));
                 };
-                let rps = if *name == PolicyName::Static { app.load.mean_rps } else { app.load.peak_rps() };
+                let rps = if *name == PolicyName::Static { app.mean_rps } else { app.peak_rps };
                 Policy::Fixed(sized(name.kind(), app, rps, profile))
             }
             PolicyName::Fixed(a) => {
@@ -227,7 +227,9 @@ impl Policy {
         match self {
             Policy::Baseline(b) => b.details(),
             Policy::Fixed(f) => serde_json::json!({ "fixed": f.recommendation }),
-            Policy::Rl(r) => serde_json::json!({ "fallbacks_to_mpa": r.fallbacks(), "last_fallback_reason": r.last_fallback_reason() }),
+            Policy::Rl(r) => {
+                serde_json::json!({ "fallbacks_to_mpa": r.fallbacks(), "last_fallback_reason": r.last_fallback_reason() })
+            }
         }
     }
 

@@ -5,11 +5,13 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use aware_core::profile::{Bounds, Population};
 use aware_core::{AppId, Profile};
 use aware_env::action::ActionKind;
 use aware_env::{AppSlo, ClusterVecEnv, EnvConfig};
 use aware_sim::{
-    AppSpec, CONTAINER, Scenario, SimCluster, SimConfig, Trace, VerticalUpdate, generate_apps, load_traces,
+    AppSpec, CONTAINER, Scenario, SimCluster, SimConfig, Trace, VerticalUpdate, generate_population, load_traces,
+    size_for_traces,
 };
 
 use crate::LabError;
@@ -35,6 +37,8 @@ pub struct WorkloadSpec {
     pub vertical_update: VerticalUpdate,
     /// Control intervals the run will last (to place and check the scenario).
     pub steps: u64,
+    /// The application population; the profile's `population` when absent.
+    pub population: Option<Population>,
 }
 
 impl Default for WorkloadSpec {
@@ -49,6 +53,7 @@ impl Default for WorkloadSpec {
             scenario: None,
             vertical_update: VerticalUpdate::InPlace,
             steps: 240,
+            population: None,
         }
     }
 }
@@ -100,14 +105,15 @@ impl Workload {
             vertical_update: spec.vertical_update,
             ..SimConfig::default()
         };
-        Ok(Workload {
-            apps: generate_apps(spec.apps, spec.seed, spec.day_seconds),
-            traces,
-            sim,
-            profile,
-            seed: spec.seed,
-            trace_seed: spec.trace_seed.unwrap_or(spec.seed),
-        })
+        // Apps are sized at the profile's CPU target and, when replaying traces, from their trace.
+        let target = profile.targets.cpu_utilisation;
+        let mut apps =
+            generate_population(spec.apps, spec.seed, spec.day_seconds, spec.population.unwrap_or(profile.population));
+        for app in &mut apps {
+            app.size(target);
+        }
+        size_for_traces(&mut apps, &traces, target);
+        Ok(Workload { apps, traces, sim, profile, seed: spec.seed, trace_seed: spec.trace_seed.unwrap_or(spec.seed) })
     }
 
     /// A fresh simulated cluster running every app, its traffic drawn from `trace_seed`.
@@ -115,18 +121,21 @@ impl Workload {
         SimCluster::new(self.apps.clone(), self.traces.clone(), self.sim.clone(), trace_seed)
     }
 
-    /// The profile that governs app `app`: the workload's profile, which is where per-app
-    /// settings are resolved.
-    pub fn app_profile(&self, _app: AppId) -> &Profile {
-        &self.profile
+    /// The profile that governs app `app`: the workload's profile with the app's own bounds
+    /// (the profile's `bounds:` keys override them). The one place per-app settings resolve.
+    pub fn app_profile(&self, app: AppId) -> Profile {
+        self.profile.for_app(&self.apps[app].bounds)
     }
 
     /// The vectorised environment over every app (one sub-environment per app) in `action`
     /// space, truncating episodes after `episode_steps`.
     pub fn env(&self, action: ActionKind, episode_steps: u64, trace_seed: u64) -> ClusterVecEnv<SimCluster> {
         let cluster = self.cluster(trace_seed);
-        let slos: Vec<(AppId, AppSlo)> = (0..self.apps.len())
-            .map(|i| (i, AppSlo { latency_p99_ms: Some(cluster.slo_p99_ms(i)), throughput_rps: None }))
+        let members: Vec<(AppId, AppSlo, Bounds)> = (0..self.apps.len())
+            .map(|i| {
+                let slo = AppSlo { latency_p99_ms: Some(cluster.slo_p99_ms(i)), throughput_rps: None };
+                (i, slo, self.profile.bounds_for(&self.apps[i].bounds))
+            })
             .collect();
         let config = EnvConfig {
             profile: self.profile.clone(),
@@ -134,6 +143,6 @@ impl Workload {
             episode_steps: episode_steps.min(u32::MAX as u64) as u32,
             container: CONTAINER.into(),
         };
-        ClusterVecEnv::new(cluster, &slos, config)
+        ClusterVecEnv::with_bounds(cluster, &members, config)
     }
 }

@@ -6,6 +6,7 @@ pub mod app;
 pub mod cluster;
 pub mod des;
 pub mod load;
+pub mod population;
 pub mod provisioning;
 pub mod queueing;
 pub mod replica;
@@ -13,7 +14,10 @@ pub mod scenario;
 pub mod segments;
 pub mod validate;
 
-pub use app::{Allocation, AppSpec, generate_app, generate_apps};
+pub use app::{
+    Allocation, AppSpec, generate_app, generate_app_in, generate_apps, generate_population, size_for_traces,
+};
+pub use aware_core::profile::Population;
 pub use cluster::{AppStepStats, CONTAINER, SimCluster, SimConfig, VerticalUpdate};
 pub use load::{LoadSource, SyntheticLoad, Trace, TraceError, load_traces, parse_traces};
 pub use scenario::{Scenario, ScenarioKind};

@@ -9,7 +9,8 @@ use rand_distr::{Distribution, Poisson};
 use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 
-/// Parameters of one application's synthetic load.
+/// Parameters of one application's synthetic load: a daily and a weekly cycle, a linear trend,
+/// bursts, and Poisson arrival noise.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SyntheticLoad {
     /// Long-run mean arrival rate, requests/s (drawn heavy-tailed across applications).
@@ -26,20 +27,64 @@ pub struct SyntheticLoad {
     pub burst_peak: f64,
     /// Time constant of a burst's exponential decay, seconds.
     pub burst_decay_s: f64,
+    /// Relative amplitude of the weekly cycle (a week is 7 `day_s`), in [0, 1).
+    #[serde(default)]
+    pub weekly_amplitude: f64,
+    /// Phase of the weekly cycle, radians.
+    #[serde(default)]
+    pub weekly_phase: f64,
+    /// Linear trend: relative change of the rate per day (0.01 = +1 % a day).
+    #[serde(default)]
+    pub trend_per_day: f64,
+}
+
+/// Days over which [`SyntheticLoad::peak_rps`] looks for the busiest daily peak: one week, the
+/// longest cycle of the model.
+pub const PEAK_HORIZON_DAYS: f64 = 7.0;
+
+/// The trend never takes the rate below this fraction of the mean.
+const TREND_FLOOR: f64 = 0.1;
+
+impl Default for SyntheticLoad {
+    /// A constant 1 request/s: no cycles, trend or bursts.
+    fn default() -> Self {
+        Self {
+            mean_rps: 1.0,
+            diurnal_amplitude: 0.0,
+            diurnal_phase: 0.0,
+            day_s: 86_400.0,
+            bursts_per_hour: 0.0,
+            burst_peak: 0.0,
+            burst_decay_s: 60.0,
+            weekly_amplitude: 0.0,
+            weekly_phase: 0.0,
+            trend_per_day: 0.0,
+        }
+    }
 }
 
 impl SyntheticLoad {
-    /// Expected rate at time `t` without bursts or noise.
+    /// Expected rate at time `t` without bursts or noise: the daily and weekly cycles and the trend.
     pub fn diurnal_rate(&self, t_s: f64) -> f64 {
-        let angle = std::f64::consts::TAU * t_s / self.day_s + self.diurnal_phase;
-        self.mean_rps * (1.0 + self.diurnal_amplitude * angle.sin())
+        let tau = std::f64::consts::TAU;
+        let days = t_s / self.day_s;
+        let daily = 1.0 + self.diurnal_amplitude * (tau * days + self.diurnal_phase).sin();
+        let weekly = 1.0 + self.weekly_amplitude * (tau * days / 7.0 + self.weekly_phase).sin();
+        let trend = (1.0 + self.trend_per_day * days).max(TREND_FLOOR);
+        self.mean_rps * daily * weekly * trend
     }
 
-    /// Highest rate of the daily cycle (bursts excluded).
+    /// The busiest daily peak of the first week (bursts excluded): the rate a deployment sized
+    /// for peak must serve. An upper bound — both cycles at their crests, the trend at its
+    /// highest over the week — tight to within the weekly cycle's curvature over a day.
     pub fn peak_rps(&self) -> f64 {
-        self.mean_rps * (1.0 + self.diurnal_amplitude)
+        let trend = (1.0 + self.trend_per_day * PEAK_HORIZON_DAYS).max(1.0);
+        self.mean_rps * (1.0 + self.diurnal_amplitude) * (1.0 + self.weekly_amplitude) * trend
     }
 }
+
+/// Largest arrival rate a trace may hold, requests/s (issue 19: rates are finite and ≤ 10⁹/s).
+pub const MAX_TRACE_RATE_PER_S: f64 = 1e9;
 
 /// A replayed rate series: one value per `interval_s`, looping at its end.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -58,6 +103,11 @@ impl Trace {
 
     pub fn mean_rps(&self) -> f64 {
         self.rates.iter().sum::<f64>() / self.rates.len() as f64
+    }
+
+    /// The highest rate of the series: the peak an app replaying it is sized for.
+    pub fn peak_rps(&self) -> f64 {
+        self.rates.iter().copied().fold(0.0, f64::max)
     }
 }
 
@@ -88,12 +138,19 @@ pub struct LoadState {
     pub scale: f64,
 }
 
+/// A Poisson count with mean `mean` (0 when the mean is not positive).
+fn poisson(rng: &mut Pcg64Mcg, mean: f64) -> f64 {
+    if mean <= 0.0 { 0.0 } else { Poisson::new(mean).map(|d| d.sample(rng)).unwrap_or(mean) }
+}
+
 impl LoadState {
     pub fn new(source: LoadSource, rng: Pcg64Mcg) -> Self {
         Self { source, rng, burst_excess: 0.0, scale: 1.0 }
     }
 
-    /// Number of requests arriving in `[t, t + dt)`.
+    /// Number of requests arriving in `[t, t + dt)`: a Poisson count around the expected rate,
+    /// for replayed traces too (a trace gives the rate per interval; the requests within it are
+    /// a fresh realisation per seed, so held-out trace seeds are held-out traffic).
     pub fn arrivals(&mut self, t_s: f64, dt: f64) -> f64 {
         match &self.source {
             LoadSource::Synthetic(s) => {
@@ -103,28 +160,49 @@ impl LoadState {
                     self.burst_excess += self.rng.random_range(0.25..=1.0) * s.burst_peak;
                 }
                 let mean = s.diurnal_rate(t_s) * (1.0 + self.burst_excess) * self.scale * dt;
-                if mean <= 0.0 { 0.0 } else { Poisson::new(mean).map(|d| d.sample(&mut self.rng)).unwrap_or(mean) }
+                poisson(&mut self.rng, mean)
             }
-            LoadSource::Trace(t) => t.rate_at(t_s) * self.scale * dt,
+            LoadSource::Trace(t) => {
+                let mean = t.rate_at(t_s) * self.scale * dt;
+                poisson(&mut self.rng, mean)
+            }
         }
     }
 }
 
-/// One line naming file, line, field and reason.
+/// A trace file that cannot be used: one line naming the file, the line (when known), the field
+/// (when one is at fault) and the reason.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{0}")]
-pub struct TraceError(pub String);
+#[error("{file}{}{}: {reason}", line.map(|l| format!(":{l}")).unwrap_or_default(), field.as_ref().map(|f| format!(": {f}")).unwrap_or_default())]
+#[non_exhaustive]
+pub struct TraceError {
+    pub file: String,
+    /// 1-based line of the file.
+    pub line: Option<u64>,
+    /// The column or field at fault (`count`, `minute 12`, `timestamp`).
+    pub field: Option<String>,
+    pub reason: String,
+}
+
+impl TraceError {
+    fn new(file: &str, line: Option<u64>, field: Option<&str>, reason: impl Into<String>) -> Self {
+        TraceError { file: file.into(), line, field: field.map(str::to_string), reason: reason.into() }
+    }
+}
 
 /// Reads a trace file, recognising the format by its header: Azure Functions per-minute
 /// invocations (`HashOwner,HashApp,HashFunction,Trigger,1..1440`, one trace per function) or
 /// `timestamp,count` (one trace).
 pub fn load_traces(path: &Path) -> Result<Vec<Trace>, TraceError> {
+    let file = path.display().to_string();
     let text =
-        std::fs::read_to_string(path).map_err(|e| TraceError(format!("{}: cannot read: {e}", path.display())))?;
-    parse_traces(&text, &path.display().to_string())
+        std::fs::read_to_string(path).map_err(|e| TraceError::new(&file, None, None, format!("cannot read: {e}")))?;
+    parse_traces(&text, &file)
 }
 
+/// Parses trace text; `source` names it in errors. A leading UTF-8 byte-order mark is ignored.
 pub fn parse_traces(text: &str, source: &str) -> Result<Vec<Trace>, TraceError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let first = text.lines().next().unwrap_or("").trim();
     if first.to_ascii_lowercase().starts_with("hashowner") {
         parse_azure(text, source)
@@ -137,18 +215,42 @@ fn reader(text: &str) -> csv::Reader<&[u8]> {
     csv::ReaderBuilder::new().has_headers(false).flexible(true).trim(csv::Trim::All).from_reader(text.as_bytes())
 }
 
+fn csv_error(source: &str, e: csv::Error) -> TraceError {
+    let line = e.position().map(|p| p.line());
+    let reason = match e.kind() {
+        csv::ErrorKind::Utf8 { .. } => "not UTF-8 text".to_string(),
+        _ => e.to_string().split_whitespace().collect::<Vec<_>>().join(" "),
+    };
+    TraceError::new(source, line, None, reason)
+}
+
 fn parse_count(source: &str, line: u64, field: &str, raw: &str) -> Result<f64, TraceError> {
+    let fail = |reason: String| TraceError::new(source, Some(line), Some(field), reason);
     if raw.is_empty() {
-        return Err(TraceError(format!("{source}:{line}: {field}: missing value (gap in the series)")));
+        return Err(fail("missing value (gap in the series)".into()));
     }
-    let v: f64 = raw.parse().map_err(|_| TraceError(format!("{source}:{line}: {field}: not a number ({raw:?})")))?;
+    let v: f64 = raw.parse().map_err(|_| fail(format!("not a number ({raw:?})")))?;
     if !v.is_finite() {
-        return Err(TraceError(format!("{source}:{line}: {field}: not finite ({raw})")));
+        return Err(fail(format!("not finite ({raw})")));
     }
     if v < 0.0 {
-        return Err(TraceError(format!("{source}:{line}: {field}: negative count ({raw})")));
+        return Err(fail(format!("negative count ({raw})")));
     }
     Ok(v)
+}
+
+/// Checks a rate against [`MAX_TRACE_RATE_PER_S`].
+fn check_rate(source: &str, line: u64, field: &str, rate: f64, raw: &str) -> Result<f64, TraceError> {
+    if rate.is_finite() && rate <= MAX_TRACE_RATE_PER_S {
+        Ok(rate)
+    } else {
+        Err(TraceError::new(
+            source,
+            Some(line),
+            Some(field),
+            format!("{raw} is {rate:e} requests/s, above the limit of 1e9/s"),
+        ))
+    }
 }
 
 fn parse_azure(text: &str, source: &str) -> Result<Vec<Trace>, TraceError> {
@@ -156,40 +258,44 @@ fn parse_azure(text: &str, source: &str) -> Result<Vec<Trace>, TraceError> {
     let header = rows
         .next()
         .transpose()
-        .map_err(|e| TraceError(format!("{source}:1: {e}")))?
-        .ok_or_else(|| TraceError(format!("{source}: empty file")))?;
+        .map_err(|e| csv_error(source, e))?
+        .ok_or_else(|| TraceError::new(source, None, None, "empty file"))?;
     let minutes = header.len().saturating_sub(4);
     for (i, h) in header.iter().skip(4).enumerate() {
         if h != (i + 1).to_string() {
-            return Err(TraceError(format!(
-                "{source}:1: column {}: expected minute {} in the Azure header, found {h:?}",
-                i + 5,
-                i + 1
-            )));
+            return Err(TraceError::new(
+                source,
+                Some(1),
+                Some(&format!("column {}", i + 5)),
+                format!("expected minute {} in the Azure header, found {h:?}", i + 1),
+            ));
         }
     }
     if minutes == 0 {
-        return Err(TraceError(format!("{source}:1: Azure header has no minute columns")));
+        return Err(TraceError::new(source, Some(1), None, "Azure header has no minute columns"));
     }
     let mut traces = Vec::new();
     for row in rows {
-        let row = row.map_err(|e| TraceError(format!("{source}: {e}")))?;
+        let row = row.map_err(|e| csv_error(source, e))?;
         let line = row.position().map(|p| p.line()).unwrap_or(0);
         if row.len() != minutes + 4 {
-            return Err(TraceError(format!(
-                "{source}:{line}: expected {} fields, found {} (gap in the series)",
-                minutes + 4,
-                row.len()
-            )));
+            return Err(TraceError::new(
+                source,
+                Some(line),
+                None,
+                format!("expected {} fields, found {} (gap in the series)", minutes + 4, row.len()),
+            ));
         }
         let mut rates = Vec::with_capacity(minutes);
         for (i, raw) in row.iter().skip(4).enumerate() {
-            rates.push(parse_count(source, line, &format!("minute {}", i + 1), raw)? / 60.0);
+            let field = format!("minute {}", i + 1);
+            let count = parse_count(source, line, &field, raw)?;
+            rates.push(check_rate(source, line, &field, count / 60.0, raw)?);
         }
         traces.push(Trace { name: format!("{}/{}", &row[1], &row[2]), interval_s: 60.0, rates });
     }
     if traces.is_empty() {
-        return Err(TraceError(format!("{source}: no function rows after the header")));
+        return Err(TraceError::new(source, None, None, "no function rows after the header"));
     }
     Ok(traces)
 }
@@ -197,7 +303,7 @@ fn parse_azure(text: &str, source: &str) -> Result<Vec<Trace>, TraceError> {
 fn parse_timestamp_count(text: &str, source: &str) -> Result<Trace, TraceError> {
     let mut points: Vec<(u64, f64, f64)> = Vec::new();
     for row in reader(text).into_records() {
-        let row = row.map_err(|e| TraceError(format!("{source}: {e}")))?;
+        let row = row.map_err(|e| csv_error(source, e))?;
         let line = row.position().map(|p| p.line()).unwrap_or(0);
         if row.iter().all(str::is_empty) {
             continue;
@@ -206,42 +312,48 @@ fn parse_timestamp_count(text: &str, source: &str) -> Result<Trace, TraceError> 
             continue;
         }
         if row.len() != 2 {
-            return Err(TraceError(format!(
-                "{source}:{line}: expected 2 fields (timestamp,count), found {}",
-                row.len()
-            )));
+            return Err(TraceError::new(
+                source,
+                Some(line),
+                None,
+                format!("expected 2 fields (timestamp,count), found {}", row.len()),
+            ));
         }
         let ts: f64 = row[0].parse().ok().filter(|t: &f64| t.is_finite()).ok_or_else(|| {
-            TraceError(format!("{source}:{line}: timestamp: not a number of seconds ({:?})", &row[0]))
+            TraceError::new(source, Some(line), Some("timestamp"), format!("not a number of seconds ({:?})", &row[0]))
         })?;
         let count = parse_count(source, line, "count", &row[1])?;
         points.push((line, ts, count));
     }
     if points.len() < 2 {
-        return Err(TraceError(format!("{source}: need at least two timestamp,count rows")));
+        return Err(TraceError::new(source, None, None, "need at least two timestamp,count rows"));
     }
     let interval = points[1].1 - points[0].1;
-    if interval <= 0.0 {
-        return Err(TraceError(format!(
-            "{source}:{}: timestamp: must increase ({} after {})",
-            points[1].0, points[1].1, points[0].1
-        )));
+    if !(interval > 0.0 && interval.is_finite()) {
+        return Err(TraceError::new(
+            source,
+            Some(points[1].0),
+            Some("timestamp"),
+            format!("must increase ({} after {})", points[1].1, points[0].1),
+        ));
     }
     for w in points.windows(2) {
         let step = w[1].1 - w[0].1;
         if (step - interval).abs() > 1e-6 * interval.max(1.0) {
             let what = if step > interval { "gap" } else { "irregular step" };
-            return Err(TraceError(format!(
-                "{source}:{}: timestamp: {what}: {} follows {} but the interval is {interval} s",
-                w[1].0, w[1].1, w[0].1
-            )));
+            return Err(TraceError::new(
+                source,
+                Some(w[1].0),
+                Some("timestamp"),
+                format!("{what}: {} follows {} but the interval is {interval} s", w[1].1, w[0].1),
+            ));
         }
     }
-    Ok(Trace {
-        name: source.rsplit('/').next().unwrap_or(source).to_string(),
-        interval_s: interval,
-        rates: points.iter().map(|p| p.2 / interval).collect(),
-    })
+    let mut rates = Vec::with_capacity(points.len());
+    for &(line, _, count) in &points {
+        rates.push(check_rate(source, line, "count", count / interval, &count.to_string())?);
+    }
+    Ok(Trace { name: source.rsplit('/').next().unwrap_or(source).to_string(), interval_s: interval, rates })
 }
 
 #[cfg(test)]
@@ -288,5 +400,94 @@ mod tests {
                 assert!(err.contains(want), "{text:?}: {err:?} lacks {want:?}");
             }
         }
+    }
+
+    /// Issue 19: 1e300, non-finite values and rates above 10⁹/s are rejected at their line.
+    #[test]
+    fn absurd_rates_are_rejected_with_file_and_line() {
+        let cases: &[(&str, &[&str])] = &[
+            ("timestamp,count\n0,5\n60,1e300\n", &["t.csv:3", "count", "1e9"]),
+            ("timestamp,count\n0,5\n60,inf\n", &["t.csv:3", "count", "not finite"]),
+            ("timestamp,count\n0,5\n60,NaN\n", &["t.csv:3", "count", "not finite"]),
+            // 6.1e10 per minute is ~1.02e9/s.
+            ("timestamp,count\n0,5\n60,61000000000\n", &["t.csv:3", "count", "1e9"]),
+            ("0,5\n1e-300,5\n", &["t.csv:1", "count", "1e9"]),
+            ("HashOwner,HashApp,HashFunction,Trigger,1,2\no,a,f,http,1,1e300\n", &["t.csv:2", "minute 2", "1e9"]),
+            ("HashOwner,HashApp,HashFunction,Trigger,1,2\no,a,f,http,1,-inf\n", &["t.csv:2", "minute 2"]),
+            ("0,5\ninf,5\n", &["t.csv:2", "timestamp"]),
+        ];
+        for (text, wants) in cases {
+            let err = parse_traces(text, "t.csv").unwrap_err();
+            let msg = err.to_string();
+            assert!(!msg.contains('\n'));
+            assert_eq!(err.file, "t.csv");
+            for want in *wants {
+                assert!(msg.contains(want), "{text:?}: {msg:?} lacks {want:?}");
+            }
+        }
+        // Exactly at the limit is fine: 6e10 a minute is 1e9/s.
+        assert!(parse_traces("0,0\n60,60000000000\n", "t.csv").is_ok());
+    }
+
+    #[test]
+    fn trace_errors_carry_file_line_field_and_reason() {
+        let err = parse_traces("timestamp,count\n0,5\n60,-3\n", "t.csv").unwrap_err();
+        assert_eq!(
+            (err.file.as_str(), err.line, err.field.as_deref(), err.reason.as_str()),
+            ("t.csv", Some(3), Some("count"), "negative count (-3)")
+        );
+        assert_eq!(err.to_string(), "t.csv:3: count: negative count (-3)");
+    }
+
+    /// Issue 19: a UTF-8 byte-order mark (as Excel writes) no longer hides the Azure header.
+    #[test]
+    fn a_byte_order_mark_does_not_break_format_detection() {
+        let text = "\u{feff}HashOwner,HashApp,HashFunction,Trigger,1,2\no,a,f,http,60,120\n";
+        let t = parse_traces(text, "az.csv").unwrap();
+        assert_eq!(t[0].rates, vec![1.0, 2.0]);
+        let t = parse_traces("\u{feff}timestamp,count\n0,60\n60,120\n", "t.csv").unwrap();
+        assert_eq!(t[0].rates, vec![1.0, 2.0]);
+    }
+
+    /// Replayed traces get Poisson arrival noise: the count varies by seed around rate × dt.
+    #[test]
+    fn replayed_traces_get_poisson_noise() {
+        use rand::SeedableRng;
+        let trace = Arc::new(Trace { name: "c".into(), interval_s: 60.0, rates: vec![10.0] });
+        let draws = |seed| {
+            let mut s = LoadState::new(LoadSource::Trace(trace.clone()), Pcg64Mcg::seed_from_u64(seed));
+            (0..4000).map(|i| s.arrivals(i as f64 * 15.0, 15.0)).collect::<Vec<_>>()
+        };
+        let a = draws(1);
+        assert_ne!(a, draws(2), "another trace seed is other traffic");
+        let mean = a.iter().sum::<f64>() / a.len() as f64;
+        let var = a.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / a.len() as f64;
+        assert!((mean - 150.0).abs() < 1.5, "mean {mean}");
+        assert!((var / 150.0 - 1.0).abs() < 0.1, "Poisson: variance {var} ≈ mean");
+    }
+
+    #[test]
+    fn weekly_cycle_and_trend_shape_the_rate_and_the_peak_bounds_it() {
+        let load = SyntheticLoad {
+            mean_rps: 10.0,
+            diurnal_amplitude: 0.5,
+            diurnal_phase: 1.0,
+            weekly_amplitude: 0.2,
+            weekly_phase: 2.0,
+            trend_per_day: 0.01,
+            ..SyntheticLoad::default()
+        };
+        let week = 7.0 * 86_400.0;
+        let rates: Vec<f64> = (0..2016).map(|i| load.diurnal_rate(i as f64 * week / 2016.0)).collect();
+        let max = rates.iter().copied().fold(0.0, f64::max);
+        let min = rates.iter().copied().fold(f64::INFINITY, f64::min);
+        assert!(max <= load.peak_rps() + 1e-9, "{max} > {}", load.peak_rps());
+        assert!(max > 0.9 * load.peak_rps(), "peak bound tight: {max} vs {}", load.peak_rps());
+        assert!(min < 10.0 * 0.5 * 0.85, "troughs: {min}");
+        // Weekly: the mean of one day differs from another's by the weekly cycle.
+        let day_mean = |d: usize| rates[d * 288..(d + 1) * 288].iter().sum::<f64>() / 288.0;
+        let days: Vec<f64> = (0..7).map(day_mean).collect();
+        let spread = days.iter().copied().fold(0.0, f64::max) / days.iter().copied().fold(f64::INFINITY, f64::min);
+        assert!(spread > 1.2, "weekly cycle visible in daily means: {days:?}");
     }
 }

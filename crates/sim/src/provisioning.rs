@@ -108,6 +108,7 @@ pub fn synthetic_bins(days: usize, mean_count: f64, seed: u64) -> Vec<f64> {
         bursts_per_hour: 0.1,
         burst_peak: 0.8,
         burst_decay_s: 1_800.0,
+        ..SyntheticLoad::default()
     };
     let mut state = LoadState::new(LoadSource::Synthetic(load), rng);
     (0..days * 288).map(|i| state.arrivals(i as f64 * STEP_S, STEP_S)).collect()

@@ -193,9 +193,17 @@ fn run_fast(case: &ValidationCase, arrival_rps: f64, cpu_m: u64, mem: u64, seed:
             bursts_per_hour: 0.0,
             burst_peak: 0.0,
             burst_decay_s: 60.0,
+            ..SyntheticLoad::default()
         },
         slo_p99_ms: f64::INFINITY,
         reference: Allocation { replicas: case.replicas, cpu_millicores: cpu_m, memory_bytes: mem },
+        // Sizing fields (issue 19, workload side): unused by validation.
+        population: Default::default(),
+        mean_rps: arrival_rps,
+        peak_rps: arrival_rps,
+        peak_replicas: case.replicas,
+        mean_replicas: case.replicas,
+        bounds: aware_core::Profile::default().bounds,
     };
     let trace = Arc::new(Trace { name: "constant".into(), interval_s: INTERVAL_S, rates: vec![arrival_rps] });
     let config = SimConfig { noise: 0.0, nodes: Some(4), node_cores: 64.0, ..SimConfig::default() };

@@ -257,7 +257,9 @@ fn scenarios_change_the_workload_at_their_step() {
     let base = arrivals(None);
     let up = arrivals(Some(Scenario { kind: ScenarioKind::LoadLowToHigh, at_step: Some(10) }));
     assert_eq!(base[..10], up[..10]);
-    assert!((up[15].0 / base[15].0 - 5.0).abs() < 1e-9);
+    // Arrivals are Poisson counts around the (×5) rate, trace replay included: compare totals.
+    let total = |v: &[(f64, f64)]| v[10..].iter().map(|x| x.0).sum::<f64>();
+    assert!((total(&up) / total(&base) - 5.0).abs() < 0.75, "{} vs {}", total(&up), total(&base));
     let heavy = arrivals(Some(Scenario { kind: ScenarioKind::PayloadUp, at_step: Some(10) }));
     assert_eq!(base[..10], heavy[..10]);
     assert!(heavy[12].1 > 2.0 * base[12].1, "bigger payloads are slower: {:?} vs {:?}", base[12], heavy[12]);

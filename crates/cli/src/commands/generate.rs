@@ -18,7 +18,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    let apps = args.apps.generate();
+    let apps = args.apps.workload(None)?.apps;
     let json = serde_json::to_string_pretty(&apps)?;
     if let Some(path) = &args.out {
         write_atomically(path, &(json.clone() + "\n"))?;
@@ -28,25 +28,28 @@ pub fn run(args: Args) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     outln!(
-        "{:<48} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9}",
+        "{:<48} {:>10} {:>10} {:>8} {:>9} {:>6} {:>6} {:>6} {:>8}",
         "app",
         "mean rps",
         "peak rps",
         "cpu ms",
         "slo ms",
-        "replicas",
+        "mean r",
+        "peak r",
+        "max r",
         "mem MiB"
     );
     for app in &apps {
-        let cost = app.cost();
         outln!(
-            "{:<48} {:>9.2} {:>9.2} {:>9.1} {:>8.1} {:>8} {:>9}",
+            "{:<48} {:>10.3} {:>10.3} {:>8.1} {:>9.1} {:>6} {:>6} {:>6} {:>8}",
             app.name,
-            app.load.mean_rps,
-            app.load.peak_rps(),
-            cost.cpu_s * 1000.0,
+            app.mean_rps,
+            app.peak_rps,
+            app.cost().cpu_s * 1000.0,
             app.slo_p99_ms,
-            app.reference.replicas,
+            app.mean_replicas,
+            app.peak_replicas,
+            app.bounds.max_replicas,
             app.reference.memory_bytes >> 20
         );
     }

@@ -12,8 +12,9 @@ pub mod validate;
 use std::path::PathBuf;
 
 use anyhow::Result;
+use aware_core::profile::Population;
 use aware_lab::workload::{Workload, WorkloadSpec};
-use aware_sim::{AppSpec, Scenario, VerticalUpdate, generate_apps};
+use aware_sim::{Scenario, VerticalUpdate};
 
 pub use aware_lab::output::write_atomically;
 
@@ -34,11 +35,24 @@ pub struct AppsArgs {
     /// Length of a simulated day in seconds (86400 = real time; smaller compresses the daily cycle).
     #[arg(long, default_value_t = 86_400.0, value_parser = positive_f64)]
     pub day_seconds: f64,
+    /// Application population: microservices (Alibaba-2021-like replica needs) or serverless
+    /// (Azure-Functions-2019-like invocation rates). Default: the profile's `population`.
+    #[arg(long)]
+    pub population: Option<Population>,
 }
 
 impl AppsArgs {
-    pub fn generate(&self) -> Vec<AppSpec> {
-        generate_apps(self.apps as usize, self.seed, self.day_seconds)
+    /// The applications alone (default profile unless `profile` is given), as `generate` prints them.
+    pub fn workload(&self, profile: Option<PathBuf>) -> Result<Workload> {
+        Ok(Workload::load(&WorkloadSpec {
+            apps: self.apps as usize,
+            seed: self.seed,
+            trace_seed: self.trace_seed,
+            day_seconds: self.day_seconds,
+            population: self.population,
+            profile,
+            ..WorkloadSpec::default()
+        })?)
     }
 }
 
@@ -76,6 +90,7 @@ impl SimArgs {
             seed: apps.seed,
             trace_seed: apps.trace_seed,
             day_seconds: apps.day_seconds,
+            population: apps.population,
             profile: self.profile.clone(),
             trace: self.trace.clone(),
             scenario: self.scenario,
