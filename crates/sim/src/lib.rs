@@ -4,17 +4,20 @@
 
 pub mod app;
 pub mod cluster;
+pub mod contention;
 pub mod des;
+pub mod fluid;
 pub mod load;
 pub mod provisioning;
 pub mod queueing;
 pub mod replica;
 pub mod scenario;
+pub mod schedule;
 pub mod segments;
 pub mod validate;
 
 pub use app::{Allocation, AppSpec, generate_app, generate_apps};
-pub use cluster::{AppStepStats, CONTAINER, SimCluster, SimConfig, VerticalUpdate};
+pub use cluster::{AppStepStats, CONTAINER, Dispatch, SimCluster, SimConfig, VerticalUpdate};
 pub use load::{LoadSource, SyntheticLoad, Trace, TraceError, load_traces, parse_traces};
 pub use scenario::{Scenario, ScenarioKind};
 pub use segments::{RequestCost, Segment, SegmentKind};
