@@ -491,8 +491,15 @@ fn run_random_fast(case: &RandomCase, seed: u64) -> RandomModeResult {
         reference: Allocation { replicas: case.replicas, cpu_millicores: case.cpu_millicores, memory_bytes: case.memory_bytes },
     };
     let trace = Arc::new(Trace { name: "drawn".into(), interval_s: INTERVAL_S, rates: case.rates.clone() });
-    let config =
-        SimConfig { noise: 0.0, nodes: Some(8), node_cores: 64.0, random_start: false, ..SimConfig::default() };
+    // Nodes large enough for every pod: the discrete-event mode has no scheduler.
+    let config = SimConfig {
+        noise: 0.0,
+        nodes: Some(16),
+        node_cores: 64.0,
+        node_memory_bytes: 1 << 50,
+        random_start: false,
+        ..SimConfig::default()
+    };
     let mut cluster = SimCluster::new(vec![cost_app], vec![trace], config, seed);
     let shape = ContainerResources::guaranteed(CONTAINER, Resources::new(case.cpu_millicores, case.memory_bytes));
     let (mut arrivals, mut served, mut dropped, mut ooms) = (0.0, 0.0, 0.0, 0u64);
