@@ -14,7 +14,7 @@ fn main() {
         "fixed" => {
             let r = validate::run_fixed(seed);
             for c in &r.cases {
-                println!("{:<18} fast {:?}/{:?} thr {:.2} drop {:.3} | des {:?}/{:?} thr {:.2} drop {:.3} {}", c.name, c.fast.latency_mean_ms.map(|v| v as i64), c.fast.latency_p99_ms.map(|v| v as i64), c.fast.throughput_rps, c.fast.dropped_fraction, c.discrete_event.latency_mean_ms.map(|v| v as i64), c.discrete_event.latency_p99_ms.map(|v| v as i64), c.discrete_event.throughput_rps, c.discrete_event.dropped_fraction, c.pass);
+                println!("{:<18} oom {}/{} fast {:?}/{:?} thr {:.2} drop {:.3} | des {:?}/{:?} thr {:.2} drop {:.3} {}", c.name, c.fast.oom_kills, c.discrete_event.oom_kills, c.fast.latency_mean_ms.map(|v| v as i64), c.fast.latency_p99_ms.map(|v| v as i64), c.fast.throughput_rps, c.fast.dropped_fraction, c.discrete_event.latency_mean_ms.map(|v| v as i64), c.discrete_event.latency_p99_ms.map(|v| v as i64), c.discrete_event.throughput_rps, c.discrete_event.dropped_fraction, c.pass);
             }
         }
         _ => {

@@ -631,7 +631,12 @@ impl SimCluster {
             // waits while the working set is above the new limit (the kubelet defers it).
             if pod.resize_at.is_some_and(|t| t <= now) {
                 let shrinks_memory = pod.resources.limits.memory_bytes < pod.running.limits.memory_bytes;
-                if !(shrinks_memory && pod.memory_ws > pod.resources.limits.memory_bytes as f64) {
+                if shrinks_memory && pod.memory_ws > pod.resources.limits.memory_bytes as f64 {
+                    // CPU changes now; memory keeps its old value until the working set fits.
+                    let memory = (pod.running.requests.memory_bytes, pod.running.limits.memory_bytes);
+                    pod.running = pod.resources.clone();
+                    (pod.running.requests.memory_bytes, pod.running.limits.memory_bytes) = memory;
+                } else {
                     pod.running = pod.resources.clone();
                     pod.resize_at = None;
                 }

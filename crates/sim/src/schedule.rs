@@ -116,7 +116,7 @@ mod tests {
             let want = nodes
                 .iter()
                 .enumerate()
-                .filter(|(_, &(c, m))| c >= rc && m >= rm)
+                .filter(|(_, (c, m))| *c >= rc && *m >= rm)
                 .fold(None::<(i64, usize)>, |b, (j, &(c, m))| match b {
                     Some((s, _)) if s >= c + m => b,
                     _ => Some((c + m, j)),

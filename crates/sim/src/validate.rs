@@ -776,3 +776,44 @@ mod tests {
         }
     }
 }
+
+/// Which check `validate-sim` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Check {
+    /// A fresh random overload set drawn from the seed (the default).
+    Random,
+    /// M/M/c against Erlang C.
+    Mmc,
+    /// The fixed set the fast mode's constants were fitted on.
+    Fixed,
+}
+
+/// The report of one check.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+#[non_exhaustive]
+pub enum Report {
+    Random(RandomReport),
+    Mmc(MmcReport),
+    Fixed(ValidationReport),
+}
+
+impl Report {
+    pub fn pass(&self) -> bool {
+        match self {
+            Report::Random(r) => r.pass,
+            Report::Mmc(r) => r.pass,
+            Report::Fixed(r) => r.pass,
+        }
+    }
+}
+
+/// Runs one check with `seed`.
+pub fn run(check: Check, seed: u64) -> Report {
+    match check {
+        Check::Random => Report::Random(run_random(seed)),
+        Check::Mmc => Report::Mmc(run_mmc(seed)),
+        Check::Fixed => Report::Fixed(run_fixed(seed)),
+    }
+}

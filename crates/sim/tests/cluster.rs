@@ -91,13 +91,20 @@ proptest! {
                     prop_assert!((0.0..=1.0).contains(&u), "true utilisation {u}");
                 }
                 prop_assert!((0.0..=1.0).contains(&st.io_utilisation) && (0.0..=1.0).contains(&st.network_utilisation));
+                // Right after a resize the (lagged) metrics describe the old limits.
+                if (2..6).contains(&step) {
+                    continue;
+                }
                 let obs = c.observe(a).unwrap();
                 for p in &obs.pods {
                     if let Some(cpu) = p.cpu_usage_cores {
                         prop_assert!(cpu >= 0.0 && cpu <= p.resources.limits.cpu_cores() + 1e-9);
                     }
                     if let Some(m) = p.memory_working_set_bytes {
-                        prop_assert!(m >= 0.0 && m <= p.resources.limits.memory_bytes as f64);
+                        // A memory decrease below the working set is deferred: the container
+                        // keeps its old limit (the reference) until it fits.
+                        let limit = p.resources.limits.memory_bytes.max(c.apps()[a].reference.memory_bytes);
+                        prop_assert!(m >= 0.0 && m <= limit as f64);
                     }
                 }
             }
@@ -109,7 +116,9 @@ proptest! {
 fn memory_limit_under_the_working_set_is_oom_killed() {
     let app = web_app();
     let base = app.cost().mem_base_bytes as u64;
-    let mut c = isolated(app, 10.0, SimConfig::default());
+    // New pods get the small limit (an in-place decrease below the working set is deferred by
+    // the kubelet: see `in_place_memory_decrease_waits_for_the_working_set`).
+    let mut c = isolated(app, 10.0, SimConfig { vertical_update: VerticalUpdate::Restart, ..SimConfig::default() });
     c.apply(0, &rec(1, 1000, base + 4 * MIB)).unwrap();
     let (mut ooms, mut dropped) = (0, 0.0);
     for _ in 0..40 {
@@ -120,7 +129,7 @@ fn memory_limit_under_the_working_set_is_oom_killed() {
     assert!(ooms >= 2, "expected repeated OOM kills, got {ooms}");
     assert!(dropped > 0.0);
     let obs = c.observe(0).unwrap();
-    assert!(obs.pods[0].restarts >= 2);
+    assert!(obs.pods.iter().map(|p| p.restarts).sum::<u32>() >= 2);
     // CrashLoopBackOff: the kills get further apart, so fewer than one per start-up cycle.
     assert!(ooms < 40 / 3);
 
