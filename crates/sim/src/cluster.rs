@@ -92,8 +92,9 @@ pub struct SimConfig {
     pub request_timeout_s: f64,
     /// Multiplier on measurement noise (0 disables it; 1 is the documented default).
     pub noise: f64,
-    /// Start every episode (construction and `reset`) at a time drawn from the seed, uniform over
-    /// a week, so that policies see every hour of the day and every day of the week.
+    /// Start every episode begun by `reset` at a time drawn from the seed, uniform over a week,
+    /// so that policies see every hour of the day and every day of the week (a newly built
+    /// cluster starts at t = 0, where a replayed trace starts).
     pub random_start: bool,
     pub dispatch: Dispatch,
     /// Coefficient of variation of per-request CPU work (gamma distributed).
@@ -353,7 +354,7 @@ impl SimCluster {
             scenario_active: None,
             latency_components: Vec::new(),
         };
-        c.rebuild();
+        c.rebuild(false);
         c
     }
 
@@ -412,7 +413,8 @@ impl SimCluster {
         self.capacity_freed = true;
     }
 
-    fn rebuild(&mut self) {
+    /// Builds the episode from scratch; `draw_start` draws its start time (on `reset`).
+    fn rebuild(&mut self, draw_start: bool) {
         let node_count = self.config.nodes.unwrap_or_else(|| {
             let cores: f64 = self
                 .apps
@@ -440,7 +442,7 @@ impl SimCluster {
         let cpu_m = (self.config.node_cores * 1000.0) as i64;
         let memory = self.config.node_memory_bytes.min(i64::MAX as u64) as i64;
         self.node_index = NodeIndex::new(node_count, cpu_m, memory);
-        self.start_s = if self.config.random_start {
+        self.start_s = if draw_start && self.config.random_start {
             let u = (stream_seed(self.seed, u64::MAX, STREAM_START) >> 11) as f64 / (1u64 << 53) as f64;
             (u * WEEK_S / self.config.interval_s).floor() * self.config.interval_s
         } else {
@@ -629,7 +631,8 @@ impl SimCluster {
         for pod in &mut self.deployments[d].pods {
             // An in-place resize reaches the container after its latency; a memory decrease
             // waits while the working set is above the new limit (the kubelet defers it).
-            if pod.resize_at.is_some_and(|t| t <= now) {
+            // Intervals are the clock's resolution: a resize lands at the nearest boundary.
+            if pod.resize_at.is_some_and(|t| t <= now + 0.5 * self.config.interval_s) {
                 let shrinks_memory = pod.resources.limits.memory_bytes < pod.running.limits.memory_bytes;
                 if shrinks_memory && pod.memory_ws > pod.resources.limits.memory_bytes as f64 {
                     // CPU changes now; memory keeps its old value until the working set fits.
@@ -1115,7 +1118,7 @@ impl Cluster for SimCluster {
         if let Some(s) = seed {
             self.seed = s;
         }
-        self.rebuild();
+        self.rebuild(true);
         Ok(())
     }
 }
