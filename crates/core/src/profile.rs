@@ -551,7 +551,8 @@ mod tests {
 
     #[test]
     fn simulation_section_overrides_defaults() {
-        let p = Profile::parse("simulation:\n  metrics_lag_s: 30\n  nodes: 4\n  random_start: false\n", "p.yaml").unwrap();
+        let p =
+            Profile::parse("simulation:\n  metrics_lag_s: 30\n  nodes: 4\n  random_start: false\n", "p.yaml").unwrap();
         assert_eq!(p.simulation.metrics_lag_s, 30.0);
         assert_eq!(p.simulation.nodes, Some(4));
         assert!(!p.simulation.random_start);

@@ -157,7 +157,7 @@ impl SimConfig {
 }
 
 /// Stream of the episode start time (distinct from the app, load and noise streams).
-const STREAM_START: u64 = 0x5354_4152_54;
+const STREAM_START: u64 = 0x0053_5441_5254;
 /// A week, seconds: the span episode start times are drawn from.
 const WEEK_S: f64 = 7.0 * 86_400.0;
 
@@ -523,10 +523,9 @@ impl SimCluster {
     /// Places a pending pod on the least-allocated node with room; it stays pending otherwise.
     fn schedule(&mut self, d: usize, p: usize) {
         let req = self.deployments[d].pods[p].resources.requests;
-        let best = self.node_index.best_fit(
-            req.cpu_millicores.min(i64::MAX as u64) as i64,
-            req.memory_bytes.min(i64::MAX as u64) as i64,
-        );
+        let best = self
+            .node_index
+            .best_fit(req.cpu_millicores.min(i64::MAX as u64) as i64, req.memory_bytes.min(i64::MAX as u64) as i64);
         if let Some(n) = best {
             debug_assert!(self.nodes[n].fits(&req));
             let node = &mut self.nodes[n];
@@ -865,7 +864,8 @@ impl SimCluster {
         let dt = self.config.interval_s;
         let end = self.time_s + dt;
         let dep = &mut self.deployments[d];
-        let mut m = if dep.history.len() >= keep { dep.history.pop_front().unwrap_or_default() } else { Metrics::default() };
+        let mut m =
+            if dep.history.len() >= keep { dep.history.pop_front().unwrap_or_default() } else { Metrics::default() };
         let st = &dep.stats;
         m.window_end_s = end;
         m.pods.clear();

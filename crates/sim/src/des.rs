@@ -156,11 +156,15 @@ impl Replica {
     /// Drops stale heap and queue heads (jobs that already left).
     fn clean(&mut self, jobs: &[Job]) {
         while let Some(Reverse((_, j))) = self.cpu.peek() {
-            if jobs[*j].state == State::Cpu { break }
+            if jobs[*j].state == State::Cpu {
+                break;
+            }
             self.cpu.pop();
         }
         while let Some(&j) = self.fifo.front() {
-            if jobs[j].state == State::Cpu { break }
+            if jobs[j].state == State::Cpu {
+                break;
+            }
             self.fifo.pop_front();
         }
     }
@@ -217,13 +221,7 @@ pub fn simulate(cfg: &DesConfig, seed: u64) -> DesResult {
         }
     };
     // Shared queue: start the next queued job on replica i if it is free.
-    fn start_next(
-        i: usize,
-        replicas: &mut [Replica],
-        queue: &mut VecDeque<usize>,
-        jobs: &mut [Job],
-        now: f64,
-    ) {
+    fn start_next(i: usize, replicas: &mut [Replica], queue: &mut VecDeque<usize>, jobs: &mut [Job], now: f64) {
         let r = &mut replicas[i];
         if !r.accepts(now) || r.in_flight > 0 {
             return;
@@ -324,7 +322,9 @@ pub fn simulate(cfg: &DesConfig, seed: u64) -> DesResult {
                         continue;
                     }
                     queue.push_back(j);
-                    if let Some(i) = (0..replicas.len()).find(|&i| replicas[i].accepts(now) && replicas[i].in_flight == 0) {
+                    if let Some(i) =
+                        (0..replicas.len()).find(|&i| replicas[i].accepts(now) && replicas[i].in_flight == 0)
+                    {
                         start_next(i, &mut replicas, &mut queue, &mut jobs, now);
                     }
                     continue;
@@ -371,8 +371,9 @@ pub fn simulate(cfg: &DesConfig, seed: u64) -> DesResult {
             }
             Ev::Scale => {
                 let (_, target) = scale.pop_front().expect("peeked");
-                let active: Vec<usize> =
-                    (0..replicas.len()).filter(|&i| !replicas[i].removed && replicas[i].drain_until.is_none()).collect();
+                let active: Vec<usize> = (0..replicas.len())
+                    .filter(|&i| !replicas[i].removed && replicas[i].drain_until.is_none())
+                    .collect();
                 if (target as usize) > active.len() {
                     for _ in active.len()..target as usize {
                         replicas.push(Replica {

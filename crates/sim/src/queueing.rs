@@ -144,7 +144,6 @@ pub fn mixture_quantile(components: &[(f64, f64, f64)], q: f64) -> f64 {
     0.5 * (lo + hi)
 }
 
-
 /// Erlang's C formula: the probability that an arrival waits in an M/M/c queue with offered
 /// load `a = λ/μ < c`, computed through the stable Erlang-B recursion.
 pub fn erlang_c(servers: u32, a: f64) -> f64 {
@@ -194,11 +193,8 @@ pub fn shared_queue(lambda: f64, servers: u32, service_s: f64, cv2: f64) -> Opti
     let var_wait = 2.0 * pw / (theta * theta) - mean_wait * mean_wait;
     let mean_s = mean_wait + service_s;
     let var_s2 = var_wait + cv2 * service_s * service_s;
-    let p99_s = if (cv2 - 1.0).abs() < 1e-12 {
-        mmc_response_quantile(pw, theta, mu, 0.99)
-    } else {
-        gamma_p99(mean_s, var_s2)
-    };
+    let p99_s =
+        if (cv2 - 1.0).abs() < 1e-12 { mmc_response_quantile(pw, theta, mu, 0.99) } else { gamma_p99(mean_s, var_s2) };
     Some(SharedQueue { rho, wait_probability: pw, mean_s, var_s2, p99_s })
 }
 

@@ -337,7 +337,7 @@ pub fn draw_random_cases(seed: u64, n: usize) -> Vec<RandomCase> {
 }
 
 fn draw_random_case(seed: u64, index: usize) -> RandomCase {
-    let mut rng = Pcg64Mcg::seed_from_u64(crate::app::stream_seed(seed, index as u64, 0x7641_4c49_44));
+    let mut rng = Pcg64Mcg::seed_from_u64(crate::app::stream_seed(seed, index as u64, 0x0076_414c_4944));
     let len = rng.random_range(1..=3);
     let segments: Vec<Segment> = (0..len)
         .map(|_| Segment {
@@ -478,7 +478,17 @@ pub fn run_random_case(case: &RandomCase, seed: u64) -> RandomCaseReport {
     let hours = case.measure_steps as f64 * INTERVAL_S / 3600.0;
     let oom_ok = (fast.oom_kills as f64 - discrete_event.oom_kills as f64).abs() <= OOM_PER_APP_HOUR * hours;
     let pass = served_ok && dropped_ok && p99_ok && oom_ok;
-    RandomCaseReport { case: case.clone(), fast, discrete_event, served_ok, dropped_ok, p99_error, p99_ok, oom_ok, pass }
+    RandomCaseReport {
+        case: case.clone(),
+        fast,
+        discrete_event,
+        served_ok,
+        dropped_ok,
+        p99_error,
+        p99_ok,
+        oom_ok,
+        pass,
+    }
 }
 
 fn run_random_fast(case: &RandomCase, seed: u64) -> RandomModeResult {
@@ -488,7 +498,11 @@ fn run_random_fast(case: &RandomCase, seed: u64) -> RandomModeResult {
         segments: case.segments.clone(),
         load: constant_load(case.rates[0]),
         slo_p99_ms: f64::INFINITY,
-        reference: Allocation { replicas: case.replicas, cpu_millicores: case.cpu_millicores, memory_bytes: case.memory_bytes },
+        reference: Allocation {
+            replicas: case.replicas,
+            cpu_millicores: case.cpu_millicores,
+            memory_bytes: case.memory_bytes,
+        },
     };
     let trace = Arc::new(Trace { name: "drawn".into(), interval_s: INTERVAL_S, rates: case.rates.clone() });
     // Nodes large enough for every pod: the discrete-event mode has no scheduler.
@@ -641,7 +655,7 @@ pub fn mmc_analytic(servers: u32, lambda: f64, mu: f64) -> (f64, f64) {
 /// The M/M/c cases of `seed`: every server count in [`MMC_SERVERS`] at one utilisation drawn
 /// from 0.3–0.6 and one from 0.6–0.95, service rates drawn from 8–60 requests/s.
 pub fn draw_mmc_cases(seed: u64) -> Vec<(u32, f64, f64)> {
-    let mut rng = Pcg64Mcg::seed_from_u64(crate::app::stream_seed(seed, 0, 0x6d6d_63));
+    let mut rng = Pcg64Mcg::seed_from_u64(crate::app::stream_seed(seed, 0, 0x006d_6d63));
     let mut out = Vec::new();
     for &c in &MMC_SERVERS {
         for (lo, hi) in [(0.3, 0.6), (0.6, 0.95)] {

@@ -127,7 +127,20 @@ fn print_fixed(report: &ValidationReport) {
     let pct = |e: Option<f64>| e.map(|e| format!("{:.1}%", e * 100.0)).unwrap_or_else(|| "-".into());
     println!(
         "{:<17} {:>7} {:>5} {:>6} | {:>7} {:>7} {:>7} | {:>7} {:>7} {:>7} | {:>6} {:>6} {:>6} | {:>10} ok",
-        "case", "rps", "pods", "cpu m", "mean", "p99", "thr", "mean", "p99", "thr", "e mean", "e p99", "e thr", "overloaded",
+        "case",
+        "rps",
+        "pods",
+        "cpu m",
+        "mean",
+        "p99",
+        "thr",
+        "mean",
+        "p99",
+        "thr",
+        "e mean",
+        "e p99",
+        "e thr",
+        "overloaded",
     );
     println!("{:<38} | {:^23} | {:^23} |", "", "fast mode (ms, rps)", "discrete-event");
     for c in &report.cases {
