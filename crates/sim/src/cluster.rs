@@ -490,7 +490,51 @@ impl SimCluster {
                     pod.ready_since = Some(self.start_s);
                 }
             }
+            self.warm_metrics(d);
         }
+    }
+
+    /// The metrics history of a warm start: one scrape, as old as the metrics lag, of the pods
+    /// serving the load's expected rate at the start time in steady state (no random draw, so
+    /// the arrival streams are untouched).
+    fn warm_metrics(&mut self, d: usize) {
+        let dt = self.config.interval_s;
+        let lag = self.config.steps_of(self.config.metrics_lag_s) as f64 * dt;
+        let cv2 = self.config.work_cv * self.config.work_cv;
+        let start = self.start_s;
+        let timeout = self.config.request_timeout_s;
+        let dep = &mut self.deployments[d];
+        let rate = match &dep.load.source {
+            LoadSource::Synthetic(s) => s.diurnal_rate(start).max(0.0),
+            LoadSource::Trace(t) => t.rate_at(start).max(0.0),
+        };
+        let serving: Vec<usize> =
+            (0..dep.pods.len()).filter(|&i| dep.pods[i].phase == PodPhase::Ready).collect();
+        let mut m = Metrics { window_end_s: start - lag, arrival_rate: rate, ..Metrics::default() };
+        if !serving.is_empty() {
+            let per_pod = rate * dt / serving.len() as f64;
+            let (mut served, mut mean, mut p99) = (0.0, 0.0, 0.0);
+            for &i in &serving {
+                let pod = &mut dep.pods[i];
+                let limit = pod.running.limits.cpu_cores();
+                let mut q = ReplicaQueue::default();
+                let r = step_queue(&mut q, per_pod, per_pod, dt, &dep.cost, cv2, limit, timeout);
+                pod.cpu_usage = r.cpu_usage_cores.min(limit);
+                pod.memory_ws = (dep.cost.mem_base_bytes + dep.cost.mem_per_request_bytes * r.mean_in_flight)
+                    .min(pod.running.limits.memory_bytes as f64);
+                served += r.served;
+                mean += r.served * r.latency_mean_s;
+                p99 += r.served * gamma_p99(r.latency_mean_s, r.latency_var_s2);
+            }
+            m.throughput = served / dt;
+            if served > 0.0 {
+                m.latency_mean_ms = Some(mean / served * 1000.0);
+                m.latency_p99_ms = Some(p99 / served * 1000.0);
+            }
+        }
+        m.pods.extend(dep.pods.iter().map(|p| (p.id, p.node.map(|_| p.cpu_usage), p.node.map(|_| p.memory_ws))));
+        dep.history.clear();
+        dep.history.push_back(m);
     }
 
     fn new_pod(&mut self, d: usize) -> Pod {

@@ -215,7 +215,7 @@ mod tests {
         for k in [1.0, 2.0, 4.0, 9.0] {
             for z in [0.01, 0.5, 1.0, 3.7, 12.0, 80.0] {
                 let (a, b) = (regularized_gamma(k, z), gammp(k, z));
-                assert!((a - b).abs() < 1e-12, "P({k}, {z}): {a} vs {b}");
+                assert!((a - b).abs() < 1e-9, "P({k}, {z}): {a} vs {b}");
             }
         }
     }
