@@ -8,7 +8,9 @@
 //! work (insensitivity) — which is why the mean here is exact for the discrete-event model.
 //! I/O waits are pure delays added on top. Percentiles have no closed form: the response time
 //! is fitted with a gamma distribution by its first two moments, whose variance term is
-//! calibrated against the discrete-event mode (see `validate`).
+//! calibrated against the discrete-event mode on the fixed fitting set (`validate::cases`).
+//! At and above saturation the steady state does not exist and `fluid` takes over; a shared
+//! FCFS queue (`Dispatch::SharedQueue`) is M/G/c, exact Erlang C for exponential work.
 
 /// Steady-state moments of the CPU phase at one replica.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -25,9 +27,10 @@ pub struct CpuPhase {
 
 /// Extra variance of the processor-sharing sojourn time caused by queue fluctuations, as a
 /// multiple of `s·(s − 1) · E[x]²`, where `s` is the slowdown (mean sojourn over unloaded
-/// service time). Form and constant were fitted on the `validate-sim` configurations (light to
-/// heavy load, fractional to multi-core, one to four replicas): one constant keeps every p99
-/// within ±8 % of the discrete-event mode there.
+/// service time). Form and constant were fitted on the fixed fitting set `validate::cases`
+/// (light to heavy load, fractional to multi-core, one to four replicas; `validate-sim --fixed`)
+/// and on nothing else: one constant keeps every p99 within ±8 % of the discrete-event mode
+/// there. `validate-sim --seed S` checks it on configurations drawn fresh from the seed.
 pub const PS_VARIANCE_FACTOR: f64 = 1.3;
 
 /// Highest utilisation evaluated in steady state. A queue at ρ ≥ 0.98 relaxes over
