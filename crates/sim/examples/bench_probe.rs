@@ -1,3 +1,5 @@
+//! `aware bench sim` without the CLI's dependencies: `cargo run --release -p aware-sim --example
+//! bench_probe -- APPS STEPS` prints the median app-steps/s of five repeats (and with `observe`).
 use aware_core::Cluster;
 use aware_sim::{SimCluster, SimConfig, generate_apps};
 use std::time::Instant;
@@ -33,5 +35,3 @@ fn main() {
     }
     println!("with observe {:.0} app-steps/s", (n * steps) as f64 / t.elapsed().as_secs_f64());
 }
-#[allow(dead_code)]
-fn _unused() {}

@@ -1,3 +1,5 @@
+//! `aware validate-sim` without the CLI's dependencies, one line per case:
+//! `cargo run --release -p aware-sim --example validate_probe -- [random|mmc|fixed] SEED`.
 use aware_sim::validate;
 fn main() {
     let which = std::env::args().nth(1).unwrap_or_default();
