@@ -508,8 +508,7 @@ impl SimCluster {
             LoadSource::Synthetic(s) => s.diurnal_rate(start).max(0.0),
             LoadSource::Trace(t) => t.rate_at(start).max(0.0),
         };
-        let serving: Vec<usize> =
-            (0..dep.pods.len()).filter(|&i| dep.pods[i].phase == PodPhase::Ready).collect();
+        let serving: Vec<usize> = (0..dep.pods.len()).filter(|&i| dep.pods[i].phase == PodPhase::Ready).collect();
         let mut m = Metrics { window_end_s: start - lag, arrival_rate: rate, ..Metrics::default() };
         if !serving.is_empty() {
             let per_pod = rate * dt / serving.len() as f64;

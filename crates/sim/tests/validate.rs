@@ -10,7 +10,9 @@ fn mmc_cases_agree_with_erlang_c_in_both_modes() {
         let case = run_mmc_case(c, lambda, mu, 3);
         let (mean, p99) = mmc_analytic(c, lambda, mu);
         assert!(case.checked && case.pass, "{case:?}");
-        assert!((case.analytic_mean_ms - mean * 1000.0).abs() < 1e-9 && (case.analytic_p99_ms - p99 * 1000.0).abs() < 1e-9);
+        assert!(
+            (case.analytic_mean_ms - mean * 1000.0).abs() < 1e-9 && (case.analytic_p99_ms - p99 * 1000.0).abs() < 1e-9
+        );
     }
 }
 
