@@ -176,6 +176,57 @@ pub struct LifecycleThresholds {
     pub reward_window: u32,
 }
 
+/// The `simulation:` section: control-loop realism of the embedded simulator. Defaults are the
+/// Kubernetes defaults or typical production values, as named on each field; the simulator's
+/// `SimConfig::with_profile` applies them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Simulation {
+    /// Control interval, seconds (HPA's sync period, 15 s).
+    pub interval_s: f64,
+    /// Metrics scrape interval, seconds (metrics-server `--metric-resolution`, 15 s).
+    pub scrape_interval_s: f64,
+    /// Age of the newest metrics a policy sees, seconds (15 s: the previous window).
+    pub metrics_lag_s: f64,
+    /// From scheduling to ready, seconds (image pull, start, readiness probe: 30 s).
+    pub startup_delay_s: f64,
+    /// CPU a starting container burns, as a fraction of its limit (0.3).
+    pub startup_cpu_fraction: f64,
+    /// In-place resize: from the request to the container running with new limits (5 s).
+    pub resize_latency_s: f64,
+    /// `terminationGracePeriodSeconds` (30 s): a deleted pod drains this long, the rest is dropped.
+    pub termination_grace_s: f64,
+    /// Client timeout, seconds (30 s): requests waiting longer are abandoned and dropped.
+    pub request_timeout_s: f64,
+    /// Fixed node count; absent: sized by `node_headroom`.
+    pub nodes: Option<u32>,
+    pub node_cores: f64,
+    pub node_memory_mib: u64,
+    /// Node capacity over the apps' reference reservation when `nodes` is absent (1.5).
+    pub node_headroom: f64,
+    /// Episodes start at a seed-drawn time of the week (true) or at t = 0.
+    pub random_start: bool,
+}
+
+impl Default for Simulation {
+    fn default() -> Self {
+        Self {
+            interval_s: 15.0,
+            scrape_interval_s: 15.0,
+            metrics_lag_s: 15.0,
+            startup_delay_s: 30.0,
+            startup_cpu_fraction: 0.3,
+            resize_latency_s: 5.0,
+            termination_grace_s: 30.0,
+            request_timeout_s: 30.0,
+            nodes: None,
+            node_cores: 16.0,
+            node_memory_mib: 64 * 1024,
+            node_headroom: 1.5,
+            random_start: true,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Profile {
     pub app: Option<String>,
@@ -191,6 +242,9 @@ pub struct Profile {
     /// Application population to generate (`population:`; default `microservices`).
     pub population: Population,
     pub lifecycle: LifecycleThresholds,
+    /// Control-loop realism of the embedded simulator.
+    #[serde(default)]
+    pub simulation: Simulation,
     /// Whether the fallback recommender acts while the agent learns offline first.
     pub bootstrapping: bool,
     /// Where trajectories go: `sqlite:PATH`, `postgres://…` or `influxdb://HOST:PORT/DB`.
@@ -220,6 +274,7 @@ impl Default for Profile {
             bound_overrides: BoundsOverrides::default(),
             population: Population::Microservices,
             lifecycle: LifecycleThresholds { t_online: 0.95, t_serving: 0.05, t_var: 0.1, reward_window: 20 },
+            simulation: Simulation::default(),
             bootstrapping: true,
             store: "sqlite:aware.db".into(),
         }
@@ -267,6 +322,7 @@ struct RawProfile {
     bounds: RawBounds,
     lifecycle: RawLifecycle,
     population: Option<Spanned<String>>,
+    simulation: RawSimulation,
     bootstrapping: Option<bool>,
     store: Option<Spanned<String>>,
 }
@@ -309,6 +365,24 @@ struct RawLifecycle {
     t_serving: S<f64>,
     t_var: S<f64>,
     reward_window: S<u32>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+struct RawSimulation {
+    interval_s: S<f64>,
+    scrape_interval_s: S<f64>,
+    metrics_lag_s: S<f64>,
+    startup_delay_s: S<f64>,
+    startup_cpu_fraction: S<f64>,
+    resize_latency_s: S<f64>,
+    termination_grace_s: S<f64>,
+    request_timeout_s: S<f64>,
+    nodes: S<u32>,
+    node_cores: S<f64>,
+    node_memory_mib: S<u64>,
+    node_headroom: S<f64>,
+    random_start: Option<bool>,
 }
 
 /// Collects values with their positions and the first rule they break.
@@ -474,6 +548,7 @@ impl Profile {
         let (t_serving, _) = c.take("lifecycle.t_serving", raw.lifecycle.t_serving, l.t_serving, finite_in(0.0, 10.0));
         let (t_var, _) = c.take("lifecycle.t_var", raw.lifecycle.t_var, l.t_var, finite_in(0.0, 1.0));
         let (window, _) = c.take("lifecycle.reward_window", raw.lifecycle.reward_window, l.reward_window, at_least(1));
+        let simulation = parse_simulation(&mut c, raw.simulation);
         let store = match raw.store {
             Some(s) => {
                 let ok = STORE_SCHEMES.iter().any(|p| s.value.starts_with(p) && s.value.len() > p.len());
@@ -503,9 +578,62 @@ impl Profile {
             bound_overrides: o,
             population,
             lifecycle: LifecycleThresholds { t_online, t_serving, t_var, reward_window: window },
+            simulation,
             bootstrapping: raw.bootstrapping.unwrap_or(d.bootstrapping),
             store,
         })
+    }
+}
+
+/// Checks the `simulation:` section: durations within a day (the interval at least a second),
+/// fractions in [0, 1], node sizes within what a real node has.
+fn parse_simulation(c: &mut Checker, raw: RawSimulation) -> Simulation {
+    let d = Simulation::default();
+    let day = 86_400.0;
+    let (interval_s, _) = c.take("simulation.interval_s", raw.interval_s, d.interval_s, finite_in(1.0, day));
+    let dur = |c: &mut Checker, field: &str, v: S<f64>, default: f64| c.take(field, v, default, finite_in(0.0, day)).0;
+    let scrape_interval_s = dur(c, "simulation.scrape_interval_s", raw.scrape_interval_s, d.scrape_interval_s);
+    let metrics_lag_s = dur(c, "simulation.metrics_lag_s", raw.metrics_lag_s, d.metrics_lag_s);
+    let startup_delay_s = dur(c, "simulation.startup_delay_s", raw.startup_delay_s, d.startup_delay_s);
+    let resize_latency_s = dur(c, "simulation.resize_latency_s", raw.resize_latency_s, d.resize_latency_s);
+    let termination_grace_s = dur(c, "simulation.termination_grace_s", raw.termination_grace_s, d.termination_grace_s);
+    let (request_timeout_s, _) =
+        c.take("simulation.request_timeout_s", raw.request_timeout_s, d.request_timeout_s, |v: f64| {
+            if v.is_finite() && v > 0.0 && v <= day { Ok(()) } else { Err(format!("must be in (0, {day}]")) }
+        });
+    let (startup_cpu_fraction, _) = c.take(
+        "simulation.startup_cpu_fraction",
+        raw.startup_cpu_fraction,
+        d.startup_cpu_fraction,
+        finite_in(0.0, 1.0),
+    );
+    let nodes = raw.nodes.map(|n| {
+        if n.value == 0 || n.value > 1_000_000 {
+            c.fail("simulation.nodes", Some(n.referenced), format!("must be in [1, 1000000] (got {})", n.value));
+        }
+        n.value
+    });
+    let (node_cores, _) = c.take("simulation.node_cores", raw.node_cores, d.node_cores, finite_in(0.001, 1000.0));
+    let (node_memory_mib, _) =
+        c.take("simulation.node_memory_mib", raw.node_memory_mib, d.node_memory_mib, |v: u64| {
+            if (1..=16 * 1024 * 1024).contains(&v) { Ok(()) } else { Err("must be in [1, 16777216] MiB".into()) }
+        });
+    let (node_headroom, _) =
+        c.take("simulation.node_headroom", raw.node_headroom, d.node_headroom, finite_in(1.0, 100.0));
+    Simulation {
+        interval_s,
+        scrape_interval_s,
+        metrics_lag_s,
+        startup_delay_s,
+        startup_cpu_fraction,
+        resize_latency_s,
+        termination_grace_s,
+        request_timeout_s,
+        nodes,
+        node_cores,
+        node_memory_mib,
+        node_headroom,
+        random_start: raw.random_start.unwrap_or(d.random_start),
     }
 }
 
@@ -579,6 +707,16 @@ mod tests {
         assert_eq!(p.store, "postgres://aware@db/aware");
     }
 
+    #[test]
+    fn simulation_section_overrides_defaults() {
+        let p =
+            Profile::parse("simulation:\n  metrics_lag_s: 30\n  nodes: 4\n  random_start: false\n", "p.yaml").unwrap();
+        assert_eq!(p.simulation.metrics_lag_s, 30.0);
+        assert_eq!(p.simulation.nodes, Some(4));
+        assert!(!p.simulation.random_start);
+        assert_eq!(p.simulation.startup_delay_s, Simulation::default().startup_delay_s);
+    }
+
     /// Table: (yaml, substrings the one-line error must contain).
     #[test]
     fn bad_profiles_name_file_field_position_and_reason() {
@@ -608,6 +746,10 @@ mod tests {
             ("bounds:\n  max_memory_mib: 16777217\n", &["p.yaml:2:", "bounds.max_memory_mib", "16 TiB"]),
             ("bounds:\n  memory_step_mib: 0\n", &["p.yaml:2:", "bounds.memory_step_mib"]),
             ("population: mainframe\n", &["p.yaml:1:", "population", "microservices"]),
+            ("simulation:\n  metrics_lag_s: -1\n", &["p.yaml:2:", "simulation.metrics_lag_s", "-1"]),
+            ("simulation:\n  startup_cpu_fraction: 2\n", &["simulation.startup_cpu_fraction", "[0, 1]"]),
+            ("simulation:\n  nodes: 0\n", &["p.yaml:2:", "simulation.nodes"]),
+            ("simulation:\n  scrape_lag: 3\n", &["p.yaml:2:", "scrape_lag"]),
         ];
         for (yaml, wants) in cases {
             let err = Profile::parse(yaml, "p.yaml").unwrap_err().to_string();

@@ -103,7 +103,7 @@ impl Workload {
             scenario,
             slo_p99_ms: profile.slo.latency_p99_ms,
             vertical_update: spec.vertical_update,
-            ..SimConfig::default()
+            ..SimConfig::default().with_profile(&profile.simulation)
         };
         // Apps are sized at the profile's CPU target and, when replaying traces, from their trace.
         let target = profile.targets.cpu_utilisation;

@@ -11,12 +11,16 @@ use rand_distr::{Distribution, StandardNormal};
 use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 
+use std::collections::VecDeque;
+
 use crate::app::{AppSpec, STREAM_LOAD, STREAM_NOISE, stream_seed};
+use crate::contention::cpu_share;
 use crate::load::{LoadSource, LoadState, Trace};
-use crate::queueing::{Z99, gamma_p99, mixture_quantile};
-use crate::replica::step_replica;
+use crate::queueing::{RHO_STEADY_CAP, Z99, gamma_p99, mixture_quantile, shared_queue};
+use crate::replica::{ReplicaQueue, step_queue};
 use crate::scenario::{Scenario, ScenarioKind};
-use crate::segments::RequestCost;
+use crate::schedule::NodeIndex;
+use crate::segments::{REQUEST_SIZE_CV, RequestCost};
 
 /// The simulator's one container name.
 pub const CONTAINER: &str = "app";
@@ -33,21 +37,68 @@ pub enum VerticalUpdate {
     Restart,
 }
 
+/// How a Deployment's requests reach its ready pods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum Dispatch {
+    /// kube-proxy's random endpoint choice; every pod serves its requests by processor sharing
+    /// over its cores (a request uses at most one core).
+    #[default]
+    Random,
+    /// One first-come-first-served queue in front of pods that serve one request at a time
+    /// (Knative's activator with `containerConcurrency: 1`, a work queue with consumers): the
+    /// M/G/c queue that `validate-sim --mmc` checks against Erlang C.
+    SharedQueue,
+}
+
+/// The simulator's knobs. Each default is the Kubernetes default or a typical production value,
+/// named in its comment; `simulation:` in the profile overrides them (`SimConfig::with_profile`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct SimConfig {
-    /// Control interval, seconds (the HPA sync period).
+    /// Control interval, seconds (the HPA sync period, `--horizontal-pod-autoscaler-sync-period`
+    /// 15 s).
     pub interval_s: f64,
-    /// Number of nodes; `None` sizes the cluster to three times the apps' reference allocation.
+    /// Number of nodes; `None` sizes the cluster to `node_headroom` times the apps' reference
+    /// allocation.
     pub nodes: Option<usize>,
     pub node_cores: f64,
     pub node_memory_bytes: u64,
+    /// Node capacity over the apps' reference reservation when `nodes` is `None`. 1.5: a cluster
+    /// run at two thirds of its allocatable resources at the reference allocation, so peaks can
+    /// leave pods pending (no cluster autoscaler).
+    pub node_headroom: f64,
     /// From scheduling to ready: image pull, container start, readiness probe.
     pub startup_delay_s: f64,
+    /// CPU a starting container burns (JIT, cache warm-up) as a fraction of its limit: the
+    /// reason HPA ignores CPU samples during `--horizontal-pod-autoscaler-cpu-initialization-period`.
+    pub startup_cpu_fraction: f64,
+    /// How often metrics are scraped (metrics-server `--metric-resolution`, 15 s); rounded to a
+    /// whole number of control intervals, at least one.
+    pub scrape_interval_s: f64,
+    /// Age of the newest metrics a policy sees, seconds, rounded to whole intervals: with the
+    /// default 15 s a policy deciding at the end of interval k sees the metrics of interval
+    /// k − 1 (the scrape, the metrics API and the controller's sync are not simultaneous).
+    pub metrics_lag_s: f64,
     pub vertical_update: VerticalUpdate,
+    /// In-place resize: from the request to the container running with its new limits (the
+    /// kubelet's resize loop and the runtime's cgroup update), seconds.
+    pub resize_latency_s: f64,
+    /// A terminated pod stops receiving requests and finishes what it holds for this long
+    /// (`terminationGracePeriodSeconds`, 30 s); what is left then is dropped.
+    pub termination_grace_s: f64,
     /// Requests waiting longer than this are abandoned (and counted as dropped).
     pub request_timeout_s: f64,
     /// Multiplier on measurement noise (0 disables it; 1 is the documented default).
     pub noise: f64,
+    /// Start every episode begun by `reset` at a time drawn from the seed, uniform over a week,
+    /// so that policies see every hour of the day and every day of the week (a newly built
+    /// cluster starts at t = 0, where a replayed trace starts).
+    pub random_start: bool,
+    pub dispatch: Dispatch,
+    /// Coefficient of variation of per-request CPU work (gamma distributed).
+    pub work_cv: f64,
     pub scenario: Option<Scenario>,
     /// Overrides every app's derived p99 SLO, milliseconds.
     pub slo_p99_ms: Option<f64>,
@@ -60,24 +111,61 @@ impl Default for SimConfig {
             nodes: None,
             node_cores: 16.0,
             node_memory_bytes: 64 << 30,
+            node_headroom: 1.5,
             startup_delay_s: 30.0,
+            startup_cpu_fraction: 0.3,
+            scrape_interval_s: 15.0,
+            metrics_lag_s: 15.0,
             vertical_update: VerticalUpdate::InPlace,
+            resize_latency_s: 5.0,
+            termination_grace_s: 30.0,
             request_timeout_s: 30.0,
             noise: 1.0,
+            random_start: true,
+            dispatch: Dispatch::Random,
+            work_cv: REQUEST_SIZE_CV,
             scenario: None,
             slo_p99_ms: None,
         }
     }
 }
 
+impl SimConfig {
+    /// This configuration with the profile's `simulation:` settings applied.
+    pub fn with_profile(self, p: &aware_core::profile::Simulation) -> Self {
+        SimConfig {
+            interval_s: p.interval_s,
+            nodes: p.nodes.map(|n| n as usize),
+            node_cores: p.node_cores,
+            node_memory_bytes: p.node_memory_mib.saturating_mul(aware_core::profile::MIB),
+            node_headroom: p.node_headroom,
+            startup_delay_s: p.startup_delay_s,
+            startup_cpu_fraction: p.startup_cpu_fraction,
+            scrape_interval_s: p.scrape_interval_s,
+            metrics_lag_s: p.metrics_lag_s,
+            resize_latency_s: p.resize_latency_s,
+            termination_grace_s: p.termination_grace_s,
+            request_timeout_s: p.request_timeout_s,
+            random_start: p.random_start,
+            ..self
+        }
+    }
+
+    fn steps_of(&self, seconds: f64) -> u64 {
+        (seconds / self.interval_s).round().max(0.0) as u64
+    }
+}
+
+/// Stream of the episode start time (distinct from the app, load and noise streams).
+const STREAM_START: u64 = 0x0053_5441_5254;
+/// A week, seconds: the span episode start times are drawn from.
+const WEEK_S: f64 = 7.0 * 86_400.0;
+
 /// Relative standard deviations of measurement noise (metrics-server samples and latency
 /// histograms are estimates, not truths).
 const CPU_NOISE: f64 = 0.03;
 const MEMORY_NOISE: f64 = 0.01;
 const LATENCY_NOISE: f64 = 0.05;
-/// CPU a starting container burns (JIT, cache warm-up), as a fraction of its limit; the reason
-/// HPA ignores CPU samples during its initialisation period.
-const STARTUP_CPU_FRACTION: f64 = 0.3;
 /// CrashLoopBackOff: first delay, cap, and how long a pod must run to reset it.
 const BACKOFF_INITIAL_S: f64 = 10.0;
 const BACKOFF_MAX_S: f64 = 300.0;
@@ -106,20 +194,35 @@ impl Node {
             && self.allocated_memory + r.memory_bytes <= self.memory_bytes
     }
 
-    /// kube-scheduler's LeastAllocated score: mean free fraction after placing.
-    fn free_score(&self, r: &Resources) -> f64 {
-        let cpu = 1.0 - (self.allocated_cpu_m + r.cpu_millicores) as f64 / (self.cores * 1000.0);
-        let mem = 1.0 - (self.allocated_memory + r.memory_bytes) as f64 / self.memory_bytes as f64;
+    fn free_cpu_m(&self) -> i64 {
+        (self.cores * 1000.0) as i64 - self.allocated_cpu_m as i64
+    }
+
+    fn free_memory(&self) -> i64 {
+        self.memory_bytes.min(i64::MAX as u64) as i64 - self.allocated_memory.min(i64::MAX as u64) as i64
+    }
+
+    /// kube-scheduler's LeastAllocated score before placing (the same order as after placing,
+    /// nodes being identical): the free fractions of CPU and memory, summed.
+    fn free_score(&self) -> f64 {
+        let cpu = 1.0 - self.allocated_cpu_m as f64 / (self.cores * 1000.0);
+        let mem = 1.0 - self.allocated_memory as f64 / self.memory_bytes as f64;
         cpu + mem
     }
 }
 
 #[derive(Debug, Clone)]
 struct Pod {
+    id: u64,
     name: String,
     node: Option<usize>,
     phase: PodPhase,
+    /// The pod's spec: what its node reserves and what a policy sees.
     resources: ContainerResources,
+    /// What the container runs with now; differs from the spec while an in-place resize is
+    /// on its way (`resize_at`) or a memory decrease is deferred.
+    running: ContainerResources,
+    resize_at: Option<f64>,
     generation: u64,
     created_at: f64,
     ready_at: f64,
@@ -127,7 +230,9 @@ struct Pod {
     restarts: u32,
     /// Consecutive crashes since the pod last ran for `BACKOFF_RESET_S`.
     crash_streak: u32,
-    backlog: f64,
+    queue: ReplicaQueue,
+    /// Set once the pod was deleted: it drains until then and holds its node meanwhile.
+    drain_until: Option<f64>,
     cpu_usage: f64,
     memory_ws: f64,
     measured_cpu: Option<f64>,
@@ -155,6 +260,13 @@ pub struct AppStepStats {
     /// Pods holding a node reservation (what the operator pays for).
     pub scheduled_replicas: u32,
     pub pending_replicas: u32,
+    /// Pending pods × interval: how long pods waited for a node.
+    pub pending_seconds: f64,
+    /// Deleted pods still draining (they hold their node and are paid for).
+    pub draining_replicas: u32,
+    /// Requests lost when pods were deleted with work left after their grace period (part of
+    /// `dropped`).
+    pub dropped_on_termination: f64,
     /// Σ CPU requests of scheduled pods × interval.
     pub core_seconds: f64,
     pub replica_seconds: f64,
@@ -168,6 +280,12 @@ struct Deployment {
     template: ContainerResources,
     generation: u64,
     pods: Vec<Pod>,
+    /// Deleted pods finishing their in-flight work.
+    draining: Vec<Pod>,
+    /// Requests waiting in the shared queue (`Dispatch::SharedQueue`).
+    shared_backlog: f64,
+    /// Metrics as scraped, newest last; a policy sees the newest one old enough.
+    history: VecDeque<Metrics>,
     load: LoadState,
     noise_rng: Pcg64Mcg,
     cost: RequestCost,
@@ -175,6 +293,23 @@ struct Deployment {
     stats: AppStepStats,
     measured_latency_mean_ms: Option<f64>,
     measured_latency_p99_ms: Option<f64>,
+}
+
+/// One scrape: what the metrics pipeline reports for an interval.
+#[derive(Debug, Clone, Default)]
+struct Metrics {
+    /// End of the interval the metrics describe.
+    window_end_s: f64,
+    /// (pod id, CPU cores, memory bytes), by pod id.
+    pods: Vec<(u64, Option<f64>, Option<f64>)>,
+    arrival_rate: f64,
+    throughput: f64,
+    latency_mean_ms: Option<f64>,
+    latency_p99_ms: Option<f64>,
+    dropped: f64,
+    oom_events: u32,
+    io_utilisation: f64,
+    network_utilisation: f64,
 }
 
 /// The embedded simulator backend.
@@ -185,7 +320,10 @@ pub struct SimCluster {
     traces: Vec<Arc<Trace>>,
     seed: u64,
     nodes: Vec<Node>,
+    node_index: NodeIndex,
     deployments: Vec<Deployment>,
+    /// Clock at the start of the episode (drawn from the seed when `random_start`).
+    start_s: f64,
     step: u64,
     time_s: f64,
     next_pod_id: u64,
@@ -206,7 +344,9 @@ impl SimCluster {
             traces,
             seed,
             nodes: Vec::new(),
+            node_index: NodeIndex::default(),
             deployments: Vec::new(),
+            start_s: 0.0,
             step: 0,
             time_s: 0.0,
             next_pod_id: 0,
@@ -214,7 +354,7 @@ impl SimCluster {
             scenario_active: None,
             latency_components: Vec::new(),
         };
-        c.rebuild();
+        c.rebuild(false);
         c
     }
 
@@ -243,7 +383,38 @@ impl SimCluster {
         self.deployments[app].slo_p99_ms
     }
 
-    fn rebuild(&mut self) {
+    /// Clock at the start of the episode, seconds.
+    pub fn start_time_s(&self) -> f64 {
+        self.start_s
+    }
+
+    /// Age of the metrics `observe(app)` reports, seconds (`None` before the first scrape old
+    /// enough to be visible).
+    pub fn metrics_age_s(&self, app: AppId) -> Option<f64> {
+        self.visible_metrics(app).map(|m| self.time_s - m.window_end_s)
+    }
+
+    fn visible_metrics(&self, app: AppId) -> Option<&Metrics> {
+        let lag = self.config.steps_of(self.config.metrics_lag_s) as f64 * self.config.interval_s;
+        let cutoff = self.time_s - lag + 1e-6 * self.config.interval_s;
+        self.deployments.get(app)?.history.iter().rev().find(|m| m.window_end_s <= cutoff)
+    }
+
+    fn index_node(&mut self, n: usize) {
+        let node = &self.nodes[n];
+        self.node_index.set(n, node.free_cpu_m(), node.free_memory(), node.free_score());
+    }
+
+    fn release(&mut self, node: usize, requests: Resources) {
+        let n = &mut self.nodes[node];
+        n.allocated_cpu_m -= requests.cpu_millicores;
+        n.allocated_memory -= requests.memory_bytes;
+        self.index_node(node);
+        self.capacity_freed = true;
+    }
+
+    /// Builds the episode from scratch; `draw_start` draws its start time (on `reset`).
+    fn rebuild(&mut self, draw_start: bool) {
         let node_count = self.config.nodes.unwrap_or_else(|| {
             let cores: f64 = self
                 .apps
@@ -252,8 +423,9 @@ impl SimCluster {
                 .sum();
             let memory: f64 =
                 self.apps.iter().map(|a| a.reference.replicas as f64 * a.reference.memory_bytes as f64).sum();
-            let by_cpu = (3.0 * cores / self.config.node_cores).ceil() as usize;
-            let by_memory = (3.0 * memory / self.config.node_memory_bytes as f64).ceil() as usize;
+            let h = self.config.node_headroom;
+            let by_cpu = (h * cores / self.config.node_cores).ceil() as usize;
+            let by_memory = (h * memory / self.config.node_memory_bytes as f64).ceil() as usize;
             by_cpu.max(by_memory).max(2)
         });
         self.nodes = (0..node_count)
@@ -267,8 +439,17 @@ impl SimCluster {
                 contention: 1.0,
             })
             .collect();
+        let cpu_m = (self.config.node_cores * 1000.0) as i64;
+        let memory = self.config.node_memory_bytes.min(i64::MAX as u64) as i64;
+        self.node_index = NodeIndex::new(node_count, cpu_m, memory);
+        self.start_s = if draw_start && self.config.random_start {
+            let u = (stream_seed(self.seed, u64::MAX, STREAM_START) >> 11) as f64 / (1u64 << 53) as f64;
+            (u * WEEK_S / self.config.interval_s).floor() * self.config.interval_s
+        } else {
+            0.0
+        };
         self.step = 0;
-        self.time_s = 0.0;
+        self.time_s = self.start_s;
         self.next_pod_id = 0;
         self.scenario_active = None;
         self.deployments = Vec::with_capacity(self.apps.len());
@@ -287,6 +468,9 @@ impl SimCluster {
                 template,
                 generation: 0,
                 pods: Vec::new(),
+                draining: Vec::new(),
+                shared_backlog: 0.0,
+                history: VecDeque::new(),
                 load: LoadState::new(source, load_rng),
                 noise_rng,
                 cost: app.cost(),
@@ -302,28 +486,75 @@ impl SimCluster {
             for pod in &mut self.deployments[d].pods {
                 if pod.node.is_some() {
                     pod.phase = PodPhase::Ready;
-                    pod.ready_at = 0.0;
-                    pod.ready_since = Some(0.0);
+                    pod.ready_at = self.start_s;
+                    pod.ready_since = Some(self.start_s);
                 }
             }
+            self.warm_metrics(d);
         }
+    }
+
+    /// The metrics history of a warm start: one scrape, as old as the metrics lag, of the pods
+    /// serving the load's expected rate at the start time in steady state (no random draw, so
+    /// the arrival streams are untouched).
+    fn warm_metrics(&mut self, d: usize) {
+        let dt = self.config.interval_s;
+        let lag = self.config.steps_of(self.config.metrics_lag_s) as f64 * dt;
+        let cv2 = self.config.work_cv * self.config.work_cv;
+        let start = self.start_s;
+        let timeout = self.config.request_timeout_s;
+        let dep = &mut self.deployments[d];
+        let rate = match &dep.load.source {
+            LoadSource::Synthetic(s) => s.diurnal_rate(start).max(0.0),
+            LoadSource::Trace(t) => t.rate_at(start).max(0.0),
+        };
+        let serving: Vec<usize> = (0..dep.pods.len()).filter(|&i| dep.pods[i].phase == PodPhase::Ready).collect();
+        let mut m = Metrics { window_end_s: start - lag, arrival_rate: rate, ..Metrics::default() };
+        if !serving.is_empty() {
+            let per_pod = rate * dt / serving.len() as f64;
+            let (mut served, mut mean, mut p99) = (0.0, 0.0, 0.0);
+            for &i in &serving {
+                let pod = &mut dep.pods[i];
+                let limit = pod.running.limits.cpu_cores();
+                let mut q = ReplicaQueue::default();
+                let r = step_queue(&mut q, per_pod, per_pod, dt, &dep.cost, cv2, limit, timeout);
+                pod.cpu_usage = r.cpu_usage_cores.min(limit);
+                pod.memory_ws = (dep.cost.mem_base_bytes + dep.cost.mem_per_request_bytes * r.mean_in_flight)
+                    .min(pod.running.limits.memory_bytes as f64);
+                served += r.served;
+                mean += r.served * r.latency_mean_s;
+                p99 += r.served * gamma_p99(r.latency_mean_s, r.latency_var_s2);
+            }
+            m.throughput = served / dt;
+            if served > 0.0 {
+                m.latency_mean_ms = Some(mean / served * 1000.0);
+                m.latency_p99_ms = Some(p99 / served * 1000.0);
+            }
+        }
+        m.pods.extend(dep.pods.iter().map(|p| (p.id, p.node.map(|_| p.cpu_usage), p.node.map(|_| p.memory_ws))));
+        dep.history.clear();
+        dep.history.push_back(m);
     }
 
     fn new_pod(&mut self, d: usize) -> Pod {
         self.next_pod_id += 1;
         let dep = &self.deployments[d];
         Pod {
+            id: self.next_pod_id,
             name: format!("{}-{:05x}", self.apps[d].name, self.next_pod_id),
             node: None,
             phase: PodPhase::Pending,
             resources: dep.template.clone(),
+            running: dep.template.clone(),
+            resize_at: None,
             generation: dep.generation,
             created_at: self.time_s,
             ready_at: f64::INFINITY,
             ready_since: None,
             restarts: 0,
             crash_streak: 0,
-            backlog: 0.0,
+            queue: ReplicaQueue::default(),
+            drain_until: None,
             cpu_usage: 0.0,
             memory_ws: 0.0,
             measured_cpu: None,
@@ -336,16 +567,14 @@ impl SimCluster {
     fn schedule(&mut self, d: usize, p: usize) {
         let req = self.deployments[d].pods[p].resources.requests;
         let best = self
-            .nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| n.fits(&req))
-            .max_by(|a, b| a.1.free_score(&req).total_cmp(&b.1.free_score(&req)))
-            .map(|(i, _)| i);
+            .node_index
+            .best_fit(req.cpu_millicores.min(i64::MAX as u64) as i64, req.memory_bytes.min(i64::MAX as u64) as i64);
         if let Some(n) = best {
+            debug_assert!(self.nodes[n].fits(&req));
             let node = &mut self.nodes[n];
             node.allocated_cpu_m += req.cpu_millicores;
             node.allocated_memory += req.memory_bytes;
+            self.index_node(n);
             let pod = &mut self.deployments[d].pods[p];
             pod.node = Some(n);
             pod.phase = PodPhase::Starting;
@@ -353,13 +582,17 @@ impl SimCluster {
         }
     }
 
+    /// Deletes a pod. A serving pod drains: it gets no new requests, finishes what it holds for
+    /// the grace period and keeps its node meanwhile; any other pod goes at once.
     fn remove_pod(&mut self, d: usize, p: usize) {
-        let pod = self.deployments[d].pods.remove(p);
+        let mut pod = self.deployments[d].pods.remove(p);
+        if pod.phase == PodPhase::Ready && pod.node.is_some() && self.config.termination_grace_s > 0.0 {
+            pod.drain_until = Some(self.time_s + self.config.termination_grace_s);
+            self.deployments[d].draining.push(pod);
+            return;
+        }
         if let Some(n) = pod.node {
-            let node = &mut self.nodes[n];
-            node.allocated_cpu_m -= pod.resources.requests.cpu_millicores;
-            node.allocated_memory -= pod.resources.requests.memory_bytes;
-            self.capacity_freed = true;
+            self.release(n, pod.resources.requests);
         }
     }
 
@@ -440,6 +673,21 @@ impl SimCluster {
         }
         let now = self.time_s;
         for pod in &mut self.deployments[d].pods {
+            // An in-place resize reaches the container after its latency; a memory decrease
+            // waits while the working set is above the new limit (the kubelet defers it).
+            // Intervals are the clock's resolution: a resize lands at the nearest boundary.
+            if pod.resize_at.is_some_and(|t| t <= now + 0.5 * self.config.interval_s) {
+                let shrinks_memory = pod.resources.limits.memory_bytes < pod.running.limits.memory_bytes;
+                if shrinks_memory && pod.memory_ws > pod.resources.limits.memory_bytes as f64 {
+                    // CPU changes now; memory keeps its old value until the working set fits.
+                    let memory = (pod.running.requests.memory_bytes, pod.running.limits.memory_bytes);
+                    pod.running = pod.resources.clone();
+                    (pod.running.requests.memory_bytes, pod.running.limits.memory_bytes) = memory;
+                } else {
+                    pod.running = pod.resources.clone();
+                    pod.resize_at = None;
+                }
+            }
             if pod.phase == PodPhase::Starting && pod.ready_at <= now {
                 pod.phase = PodPhase::Ready;
                 pod.ready_since = Some(now);
@@ -470,56 +718,93 @@ impl SimCluster {
         let dt = self.config.interval_s;
         let timeout = self.config.request_timeout_s;
         let noise = self.config.noise;
+        let cv2 = self.config.work_cv * self.config.work_cv;
+        let startup_cpu = self.config.startup_cpu_fraction;
+        let dispatch = self.config.dispatch;
+        let startup_delay = self.config.startup_delay_s;
         let now = self.time_s;
+        let nodes = &mut self.nodes;
         let dep = &mut self.deployments[d];
         let arrivals = dep.load.arrivals(now, dt);
+        let expected = dep.load.expected_arrivals();
         let cost = dep.cost;
         let ready = dep.pods.iter().filter(|p| p.phase == PodPhase::Ready).count();
         let mut st = AppStepStats { arrivals, slo_p99_ms: dep.slo_p99_ms, ..Default::default() };
-        let per_pod = if ready > 0 { arrivals / ready as f64 } else { 0.0 };
+        let (per_pod, per_pod_expected) =
+            if ready > 0 { (arrivals / ready as f64, expected / ready as f64) } else { (0.0, 0.0) };
         if ready == 0 {
-            st.dropped = arrivals;
+            st.dropped = arrivals + dep.shared_backlog;
+            dep.shared_backlog = 0.0;
         }
+        // The shared queue (if any) in front of the ready pods, solved for the whole Deployment.
+        let shared = if dispatch == Dispatch::SharedQueue && ready > 0 {
+            Some(step_shared_queue(dep, arrivals, expected, ready, dt, cv2, timeout, nodes))
+        } else {
+            None
+        };
+        let mut p99_override = None;
         // (weight, mean, var) of each serving pod's response time, seconds; reused across steps.
         let components = &mut self.latency_components;
         components.clear();
+        if let Some(sq) = shared {
+            st.served += sq.served;
+            st.dropped += sq.dropped;
+            st.overloaded |= sq.overloaded;
+            if sq.served > 0.0 {
+                components.push((sq.served, sq.mean_s, sq.var_s2));
+                p99_override = Some(sq.p99_s);
+            }
+        }
         let (mut cpu_util, mut mem_util, mut n_util) = (0.0, 0.0, 0usize);
         for pod in dep.pods.iter_mut() {
             pod.oom_at_bytes = None;
             let Some(n) = pod.node else {
                 pod.measured_cpu = None;
                 pod.measured_memory = None;
+                st.pending_replicas += 1;
                 continue;
             };
-            let limit_cores = pod.resources.limits.cpu_cores();
-            let limit_mem = pod.resources.limits.memory_bytes as f64;
+            let limit_cores = pod.running.limits.cpu_cores();
+            let limit_mem = pod.running.limits.memory_bytes as f64;
             st.scheduled_replicas += 1;
             st.core_seconds += pod.resources.requests.cpu_cores() * dt;
             if pod.phase != PodPhase::Ready {
-                pod.cpu_usage = STARTUP_CPU_FRACTION * limit_cores;
+                pod.cpu_usage = startup_cpu * limit_cores;
                 pod.memory_ws = cost.mem_base_bytes.min(limit_mem);
-                self.nodes[n].demand_cores += pod.cpu_usage;
+                nodes[n].demand_cores += pod.cpu_usage;
             } else {
-                let cores = limit_cores * self.nodes[n].contention;
-                let r = step_replica(per_pod, pod.backlog, dt, &cost, cores, timeout);
-                pod.backlog = r.backlog;
+                let cores = limit_cores * nodes[n].contention;
+                let (r, demand_cores) = if let Some(sq) = shared {
+                    // Every pod of a shared queue is busy the same fraction of the time.
+                    let busy = sq.busy_fraction;
+                    let r = crate::replica::ReplicaStep {
+                        cpu_usage_cores: busy * cores.min(1.0),
+                        mean_in_flight: busy,
+                        var_in_flight: busy * (1.0 - busy),
+                        ..Default::default()
+                    };
+                    (r, busy * cores.min(1.0))
+                } else {
+                    let r = step_queue(&mut pod.queue, per_pod, per_pod_expected, dt, &cost, cv2, cores, timeout);
+                    st.served += r.served;
+                    st.dropped += r.dropped;
+                    st.overloaded |= r.overloaded;
+                    if r.served > 0.0 {
+                        components.push((r.served, r.latency_mean_s, r.latency_var_s2));
+                    }
+                    // What the pod would use without contention, for next interval's contention.
+                    let want = ((per_pod + pod.queue.queued()) / dt * cost.cpu_s).min(limit_cores);
+                    (r, want)
+                };
                 pod.cpu_usage = r.cpu_usage_cores.min(limit_cores);
-                // What the pod would use without contention, for next interval's contention.
-                self.nodes[n].demand_cores += ((per_pod + pod.backlog) / dt * cost.cpu_s).min(limit_cores);
-                st.served += r.served;
-                st.dropped += r.dropped;
-                st.overloaded |= r.overloaded;
+                nodes[n].demand_cores += demand_cores;
                 let peak = r.mean_in_flight + Z99 * r.var_in_flight.sqrt();
                 pod.memory_ws = cost.mem_base_bytes + cost.mem_per_request_bytes * r.mean_in_flight;
-                if r.served > 0.0 {
-                    components.push((r.served, r.latency_mean_s, r.latency_var_s2));
-                }
                 if cost.mem_base_bytes + cost.mem_per_request_bytes * peak > limit_mem {
                     // OOM kill at the peak: in-flight and queued requests are lost, the container
                     // restarts after CrashLoopBackOff.
                     st.oom_events += 1;
-                    st.dropped += r.mean_in_flight.min(r.served) + pod.backlog;
-                    pod.backlog = 0.0;
+                    st.dropped += r.mean_in_flight.min(r.served) + pod.queue.clear();
                     pod.oom_at_bytes = Some(limit_mem);
                     pod.memory_ws = limit_mem;
                     pod.restarts += 1;
@@ -531,7 +816,7 @@ impl SimCluster {
                     pod.crash_streak += 1;
                     pod.phase = PodPhase::Starting;
                     pod.ready_since = None;
-                    pod.ready_at = now + dt + backoff + self.config.startup_delay_s;
+                    pod.ready_at = now + dt + backoff + startup_delay;
                 } else {
                     cpu_util += pod.cpu_usage / limit_cores;
                     mem_util += (pod.memory_ws / limit_mem).min(1.0);
@@ -544,8 +829,32 @@ impl SimCluster {
             pod.measured_cpu = Some((pod.cpu_usage * jitter(CPU_NOISE)).clamp(0.0, limit_cores));
             pod.measured_memory = Some((pod.memory_ws * jitter(MEMORY_NOISE)).clamp(0.0, limit_mem));
         }
-        st.pending_replicas = dep.pods.len() as u32 - st.scheduled_replicas;
-        st.replica_seconds = st.scheduled_replicas as f64 * dt;
+        // Deleted pods drain what they hold, then release their node; the rest is dropped.
+        let mut released = Vec::new();
+        dep.draining.retain_mut(|pod| {
+            let n = pod.node.expect("only scheduled pods drain");
+            let cores = pod.running.limits.cpu_cores() * nodes[n].contention;
+            let r = step_queue(&mut pod.queue, 0.0, 0.0, dt, &cost, cv2, cores, timeout);
+            st.served += r.served;
+            st.dropped += r.dropped;
+            if r.served > 0.0 {
+                components.push((r.served, r.latency_mean_s, r.latency_var_s2));
+            }
+            st.core_seconds += pod.resources.requests.cpu_cores() * dt;
+            st.draining_replicas += 1;
+            nodes[n].demand_cores += r.cpu_usage_cores;
+            if pod.drain_until.is_some_and(|t| t <= now + dt) || pod.queue.queued() <= 0.0 {
+                let lost = pod.queue.clear();
+                st.dropped += lost;
+                st.dropped_on_termination += lost;
+                released.push((n, pod.resources.requests));
+                false
+            } else {
+                true
+            }
+        });
+        st.pending_seconds = st.pending_replicas as f64 * dt;
+        st.replica_seconds = (st.scheduled_replicas + st.draining_replicas) as f64 * dt;
         if n_util > 0 {
             st.cpu_utilisation = Some(cpu_util / n_util as f64);
             st.memory_utilisation = Some(mem_util / n_util as f64);
@@ -556,7 +865,11 @@ impl SimCluster {
             // Identical replicas (the common case) need no mixture search.
             let same =
                 components.iter().all(|c| (c.1 - m0).abs() <= 1e-9 * m0 && (c.2 - v0).abs() <= 1e-9 * v0.max(1e-30));
-            let p99 = if same { gamma_p99(m0, v0) } else { mixture_quantile(components, 0.99) };
+            let p99 = match p99_override {
+                Some(p) if components.len() == 1 => p,
+                _ if same => gamma_p99(m0, v0),
+                _ => mixture_quantile(components, 0.99),
+            };
             // Served requests answered within their client's timeout; later ones were abandoned
             // and counted as dropped, so no served latency exceeds it.
             let (mean, p99) = (mean.min(timeout), p99.min(timeout));
@@ -580,6 +893,108 @@ impl SimCluster {
             None => st.arrivals > 0.0,
         } || st.dropped >= 0.01 * st.arrivals.max(1.0);
         dep.stats = st;
+        for (n, req) in released {
+            self.release(n, req);
+        }
+    }
+
+    /// Records a scrape of deployment `d`'s last interval when one is due, keeping only as many
+    /// as the metrics lag needs.
+    fn scrape(&mut self, d: usize) {
+        let every = self.config.steps_of(self.config.scrape_interval_s).max(1);
+        if !(self.step + 1).is_multiple_of(every) {
+            return;
+        }
+        let keep = (self.config.steps_of(self.config.metrics_lag_s) / every + 2) as usize;
+        let dt = self.config.interval_s;
+        let end = self.time_s + dt;
+        let dep = &mut self.deployments[d];
+        let mut m =
+            if dep.history.len() >= keep { dep.history.pop_front().unwrap_or_default() } else { Metrics::default() };
+        let st = &dep.stats;
+        m.window_end_s = end;
+        m.pods.clear();
+        m.pods.extend(dep.pods.iter().map(|p| (p.id, p.measured_cpu, p.measured_memory)));
+        m.arrival_rate = st.arrivals / dt;
+        m.throughput = st.served / dt;
+        m.latency_mean_ms = dep.measured_latency_mean_ms;
+        m.latency_p99_ms = dep.measured_latency_p99_ms;
+        m.dropped = st.dropped;
+        m.oom_events = st.oom_events;
+        m.io_utilisation = st.io_utilisation;
+        m.network_utilisation = st.network_utilisation;
+        dep.history.push_back(m);
+    }
+}
+
+/// The shared queue's outcome for one interval.
+#[derive(Debug, Clone, Copy)]
+struct SharedStep {
+    served: f64,
+    dropped: f64,
+    mean_s: f64,
+    var_s2: f64,
+    p99_s: f64,
+    busy_fraction: f64,
+    overloaded: bool,
+}
+
+/// One interval of a shared FCFS queue in front of `ready` single-request pods: Erlang C below
+/// saturation, a fluid FCFS queue with abandonment at the timeout above it (first come, first
+/// served keeps serving at capacity in overload; only the requests that waited too long leave).
+#[allow(clippy::too_many_arguments)]
+fn step_shared_queue(
+    dep: &mut Deployment,
+    arrivals: f64,
+    expected: f64,
+    ready: usize,
+    dt: f64,
+    cv2: f64,
+    timeout: f64,
+    nodes: &[Node],
+) -> SharedStep {
+    let cost = dep.cost;
+    // Mean speed of a pod's one request: its cores (after contention), at most one.
+    let speed = dep
+        .pods
+        .iter()
+        .filter(|p| p.phase == PodPhase::Ready)
+        .map(|p| (p.running.limits.cpu_cores() * p.node.map_or(1.0, |n| nodes[n].contention)).min(1.0))
+        .sum::<f64>()
+        / ready as f64;
+    let service = cost.cpu_s / speed.max(1e-9) + cost.io_s;
+    let capacity = ready as f64 / service;
+    let demand = arrivals + dep.shared_backlog;
+    let lambda = (expected + dep.shared_backlog) / dt;
+    if let Some(q) = shared_queue(lambda, ready as u32, service, cv2).filter(|q| q.rho < RHO_STEADY_CAP) {
+        dep.shared_backlog = 0.0;
+        let late = 1.0 - crate::queueing::gamma_cdf(q.mean_s, q.var_s2, timeout);
+        return SharedStep {
+            served: demand * (1.0 - late),
+            dropped: demand * late,
+            mean_s: q.mean_s,
+            var_s2: q.var_s2,
+            p99_s: q.p99_s,
+            busy_fraction: q.rho,
+            overloaded: false,
+        };
+    }
+    let served = (capacity * dt).min(demand);
+    let queued = demand - served;
+    let dropped = (queued - capacity * timeout).max(0.0);
+    let end = queued - dropped;
+    let wait = 0.5 * (dep.shared_backlog + end) / capacity;
+    dep.shared_backlog = end;
+    let mean = wait + service;
+    let var = cv2 * service * service + (end / capacity).powi(2) / 12.0;
+    SharedStep {
+        served,
+        dropped,
+        mean_s: mean,
+        var_s2: var,
+        p99_s: gamma_p99(mean, var),
+        busy_fraction: (served / dt / capacity).min(1.0),
+        overloaded: true,
     }
 }
 
@@ -595,7 +1010,16 @@ impl Cluster for SimCluster {
     fn observe(&self, app: AppId) -> Result<Observation, ClusterError> {
         let dep = self.deployments.get(app).ok_or(ClusterError::UnknownApp(app))?;
         let dt = self.config.interval_s;
-        let st = &dep.stats;
+        // The pod list is the API server's (current); usage, latency and load are the metrics
+        // pipeline's, as old as the metrics lag.
+        let m = self.visible_metrics(app);
+        let usage = |id: u64| -> (Option<f64>, Option<f64>) {
+            let Some(m) = m else { return (None, None) };
+            match m.pods.binary_search_by_key(&id, |e| e.0) {
+                Ok(i) => (m.pods[i].1, m.pods[i].2),
+                Err(_) => (None, None),
+            }
+        };
         Ok(Observation {
             app: self.apps[app].name.clone(),
             time_s: self.time_s,
@@ -605,30 +1029,33 @@ impl Cluster for SimCluster {
             pods: dep
                 .pods
                 .iter()
-                .map(|p| PodObservation {
-                    name: p.name.clone(),
-                    phase: p.phase,
-                    node: p.node.map(|n| format!("node-{n:04}")),
-                    created_at_s: p.created_at,
-                    ready_since_s: p.ready_since,
-                    cpu_usage_cores: p.measured_cpu,
-                    memory_working_set_bytes: p.measured_memory,
-                    resources: p.resources.clone(),
-                    restarts: p.restarts,
-                    oom_killed_at_bytes: p.oom_at_bytes,
-                    deleting: false,
-                    custom_metrics: Default::default(),
-                    containers: Vec::new(),
+                .map(|p| {
+                    let (cpu, memory) = usage(p.id);
+                    PodObservation {
+                        name: p.name.clone(),
+                        phase: p.phase,
+                        node: p.node.map(|n| format!("node-{n:04}")),
+                        created_at_s: p.created_at,
+                        ready_since_s: p.ready_since,
+                        cpu_usage_cores: cpu,
+                        memory_working_set_bytes: memory,
+                        resources: p.resources.clone(),
+                        restarts: p.restarts,
+                        oom_killed_at_bytes: p.oom_at_bytes,
+                        deleting: false,
+                        custom_metrics: Default::default(),
+                        containers: Vec::new(),
+                    }
                 })
                 .collect(),
-            arrival_rate: st.arrivals / dt,
-            throughput: st.served / dt,
-            latency_mean_ms: dep.measured_latency_mean_ms,
-            latency_p99_ms: dep.measured_latency_p99_ms,
-            dropped_requests: st.dropped.round() as u64,
-            oom_events: st.oom_events,
-            io_utilisation: st.io_utilisation,
-            network_utilisation: st.network_utilisation,
+            arrival_rate: m.map_or(0.0, |m| m.arrival_rate),
+            throughput: m.map_or(0.0, |m| m.throughput),
+            latency_mean_ms: m.and_then(|m| m.latency_mean_ms),
+            latency_p99_ms: m.and_then(|m| m.latency_p99_ms),
+            dropped_requests: m.map_or(0, |m| m.dropped.round() as u64),
+            oom_events: m.map_or(0, |m| m.oom_events),
+            io_utilisation: m.map_or(0.0, |m| m.io_utilisation),
+            network_utilisation: m.map_or(0.0, |m| m.network_utilisation),
         })
     }
 
@@ -668,12 +1095,14 @@ impl Cluster for SimCluster {
         dep.generation += 1;
         if self.config.vertical_update == VerticalUpdate::InPlace {
             let generation = dep.generation;
+            let resize_at = self.time_s + self.config.resize_latency_s;
             for p in 0..self.deployments[app].pods.len() {
                 let pod = &self.deployments[app].pods[p];
                 let Some(n) = pod.node else {
                     // Not placed yet: just take the new shape.
                     let pod = &mut self.deployments[app].pods[p];
                     pod.resources = c.clone();
+                    pod.running = c.clone();
                     pod.generation = generation;
                     continue;
                 };
@@ -683,14 +1112,22 @@ impl Cluster for SimCluster {
                 let cpu_after = node.allocated_cpu_m - old.cpu_millicores + new.cpu_millicores;
                 let mem_after = node.allocated_memory - old.memory_bytes + new.memory_bytes;
                 if cpu_after <= (node.cores * 1000.0) as u64 && mem_after <= node.memory_bytes {
+                    // Admitted: the node reserves the new requests now; the container runs with
+                    // them once the resize has gone through (`reconcile`).
                     node.allocated_cpu_m = cpu_after;
                     node.allocated_memory = mem_after;
                     if new.cpu_millicores < old.cpu_millicores || new.memory_bytes < old.memory_bytes {
                         self.capacity_freed = true;
                     }
+                    self.index_node(n);
                     let pod = &mut self.deployments[app].pods[p];
                     pod.resources = c.clone();
                     pod.generation = generation;
+                    if pod.phase == PodPhase::Ready {
+                        pod.resize_at = Some(resize_at);
+                    } else {
+                        pod.running = c.clone();
+                    }
                 }
                 // Otherwise the resize is infeasible on this node: the pod keeps its old
                 // generation and the rolling logic in `reconcile` replaces it.
@@ -715,10 +1152,10 @@ impl Cluster for SimCluster {
         }
         for d in 0..self.deployments.len() {
             self.step_traffic(d);
+            self.scrape(d);
         }
         for node in &mut self.nodes {
-            let available = node.cores;
-            node.contention = if node.demand_cores > available { available / node.demand_cores } else { 1.0 };
+            node.contention = cpu_share(node.cores, node.demand_cores);
         }
         self.step += 1;
         self.time_s += self.config.interval_s;
@@ -729,7 +1166,7 @@ impl Cluster for SimCluster {
         if let Some(s) = seed {
             self.seed = s;
         }
-        self.rebuild();
+        self.rebuild(true);
         Ok(())
     }
 }

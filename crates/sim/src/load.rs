@@ -136,6 +136,8 @@ pub struct LoadState {
     burst_excess: f64,
     /// Multiplier injected by load scenarios (1 = none).
     pub scale: f64,
+    /// The expectation of the last `arrivals` draw (its Poisson mean, before noise).
+    last_expected: f64,
 }
 
 /// A Poisson count with mean `mean` (0 when the mean is not positive).
@@ -145,13 +147,26 @@ fn poisson(rng: &mut Pcg64Mcg, mean: f64) -> f64 {
 
 impl LoadState {
     pub fn new(source: LoadSource, rng: Pcg64Mcg) -> Self {
-        Self { source, rng, burst_excess: 0.0, scale: 1.0 }
+        Self { source, rng, burst_excess: 0.0, scale: 1.0, last_expected: 0.0 }
+    }
+
+    /// The expected number of the last `arrivals` call (no Poisson noise): the rate the
+    /// steady-state queueing formulas describe.
+    pub fn expected_arrivals(&self) -> f64 {
+        self.last_expected
     }
 
     /// Number of requests arriving in `[t, t + dt)`: a Poisson count around the expected rate,
     /// for replayed traces too (a trace gives the rate per interval; the requests within it are
     /// a fresh realisation per seed, so held-out trace seeds are held-out traffic).
     pub fn arrivals(&mut self, t_s: f64, dt: f64) -> f64 {
+        let (count, expected) = self.draw(t_s, dt);
+        self.last_expected = expected;
+        count
+    }
+
+    /// (count, expected count) for `[t, t + dt)`.
+    fn draw(&mut self, t_s: f64, dt: f64) -> (f64, f64) {
         match &self.source {
             LoadSource::Synthetic(s) => {
                 let p_burst = 1.0 - (-s.bursts_per_hour * dt / 3600.0).exp();
@@ -160,11 +175,11 @@ impl LoadState {
                     self.burst_excess += self.rng.random_range(0.25..=1.0) * s.burst_peak;
                 }
                 let mean = s.diurnal_rate(t_s) * (1.0 + self.burst_excess) * self.scale * dt;
-                poisson(&mut self.rng, mean)
+                (poisson(&mut self.rng, mean), mean.max(0.0))
             }
             LoadSource::Trace(t) => {
                 let mean = t.rate_at(t_s) * self.scale * dt;
-                poisson(&mut self.rng, mean)
+                (poisson(&mut self.rng, mean), mean.max(0.0))
             }
         }
     }
