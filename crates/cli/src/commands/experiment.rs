@@ -20,6 +20,21 @@ pub enum Experiment {
     /// DDPG and PPO, trained on one simulated application with diurnal load, against the MPA
     /// default on held-out traces of the same application.
     Agents(AgentsArgs),
+    /// DDPG on Pendulum-v1, DQN and PPO on CartPole-v1 (Gymnasium's dynamics) with
+    /// rl-baselines3-zoo's hyper-parameters: the agents where every practitioner knows the answer.
+    Classic(ClassicArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ClassicArgs {
+    /// Every seed of the run derives from this one.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// A CI smoke size: fewer steps and smaller networks (need not reach the levels).
+    #[arg(long)]
+    quick: bool,
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -37,7 +52,46 @@ pub struct AgentsArgs {
 pub fn run(experiment: Experiment) -> Result<ExitCode> {
     match experiment {
         Experiment::Agents(a) => agents(a),
+        Experiment::Classic(a) => classic(a),
     }
+}
+
+/// Exit 0 whenever training completes: the levels are judged from `results`.
+fn classic(args: ClassicArgs) -> Result<ExitCode> {
+    use aware_experiments::classic::{self, ClassicConfig, ClassicProgress};
+    let config = if args.quick { ClassicConfig::quick(args.seed) } else { ClassicConfig::full(args.seed) };
+    let bar = std::cell::RefCell::new(None::<(String, indicatif::ProgressBar)>);
+    let report = classic::run(&config, &|p| {
+        if let ClassicProgress::Episode { algorithm, task, step, total, .. } = p {
+            let name = format!("{algorithm} {task}");
+            let mut bar = bar.borrow_mut();
+            if bar.as_ref().is_none_or(|(n, _)| *n != name) {
+                if let Some((_, old)) = bar.take() {
+                    old.finish_and_clear();
+                }
+                *bar = Some((name.clone(), progress::bar(*total, &name)));
+            }
+            if let Some((_, b)) = bar.as_ref() {
+                b.set_position(*step);
+            }
+        }
+    })?;
+    if let Some((_, b)) = bar.borrow_mut().take() {
+        b.finish_and_clear();
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!("{:<6} {:<9} {:>7} {:>12} {:>10} {:>10} {:>8}", "algo", "task", "steps", "mean_return", "untrained", "level", "wall_s");
+        for (row, d) in report.results.iter().zip(&report.details) {
+            println!(
+                "{:<6} {:<9} {:>7} {:>12.1} {:>10.1} {:>10.1} {:>8.1}",
+                row.algorithm, row.task, row.steps, row.mean_return, d.untrained_return, d.level, d.wall_s
+            );
+        }
+        println!("seed {}, {:.0} s in all", report.seed, report.wall_s);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The fixed problem: application 0 of seed 7 (a single-segment service whose compressed day
