@@ -228,14 +228,41 @@ pub enum ClassicProgress {
     Done { row: ClassicRow },
 }
 
+/// One (algorithm, task) pair of the experiment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ClassicPair {
+    DdpgPendulum,
+    DqnCartpole,
+    PpoCartpole,
+}
+
+impl ClassicPair {
+    pub const ALL: [ClassicPair; 3] = [ClassicPair::DdpgPendulum, ClassicPair::DqnCartpole, ClassicPair::PpoCartpole];
+}
+
 /// Trains and scores DDPG on Pendulum, DQN on CartPole and PPO on CartPole, in that order.
 pub fn run(config: &ClassicConfig, progress: &dyn Fn(&ClassicProgress)) -> Result<ClassicReport, Error> {
+    run_pairs(config, &ClassicPair::ALL, progress)
+}
+
+/// [`run`] for the chosen pairs only, in the order given (for tuning one algorithm).
+pub fn run_pairs(
+    config: &ClassicConfig,
+    pairs: &[ClassicPair],
+    progress: &dyn Fn(&ClassicProgress),
+) -> Result<ClassicReport, Error> {
     config.validate()?;
     let start = Instant::now();
     let mut results = Vec::new();
     let mut details = Vec::new();
-    for train in [ddpg_pendulum, dqn_cartpole, ppo_cartpole] {
-        let (row, detail) = train(config, progress)?;
+    for pair in pairs {
+        let (row, detail) = match pair {
+            ClassicPair::DdpgPendulum => ddpg_pendulum(config, progress)?,
+            ClassicPair::DqnCartpole => dqn_cartpole(config, progress)?,
+            ClassicPair::PpoCartpole => ppo_cartpole(config, progress)?,
+        };
         progress(&ClassicProgress::Done { row: row.clone() });
         results.push(row);
         details.push(detail);
@@ -268,7 +295,7 @@ fn evaluate<E: Env>(
 ) -> Result<Vec<f64>, Error> {
     let (algorithm, task) = names;
     let env_err = |source| Error::Env { algorithm, task, source };
-    let base = derive_seed(config.seed, EVALUATION ^ stream << 8);
+    let base = derive_seed(config.seed, EVALUATION ^ (stream << 8));
     let mut returns = Vec::with_capacity(config.evaluation_episodes as usize);
     for k in 0..config.evaluation_episodes as u64 {
         let mut env = make();
@@ -293,7 +320,6 @@ fn mean_std(v: &[f64]) -> (f64, f64) {
     (mean, (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / v.len() as f64).sqrt())
 }
 
-#[allow(clippy::too_many_arguments)]
 fn finish(
     names: (&'static str, &'static str),
     level: f64,
