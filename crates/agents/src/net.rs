@@ -239,7 +239,8 @@ mod tests {
         let x: Vec<f32> = (0..3 * 4).map(|i| ((i * 5) % 7) as f32 / 3.0 - 1.0).collect();
         let ours = mlp.frozen().forward(&x, 3);
         let burn = values(mlp.forward(matrix(&x, 3, 4, &d)));
-        let relu = values(Mlp { layers: mlp.layers.clone(), activation: Activation::Relu }.forward(matrix(&x, 3, 4, &d)));
+        let relu =
+            values(Mlp { layers: mlp.layers.clone(), activation: Activation::Relu }.forward(matrix(&x, 3, 4, &d)));
         assert_ne!(burn, relu, "the activation is applied");
         for (a, b) in ours.iter().zip(&burn) {
             assert!((a - b).abs() < 1e-5, "{a} vs {b}");

@@ -15,7 +15,8 @@ fn main() {
         }
     };
     let seed = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let config = if args.get(3).is_some_and(|s| s == "quick") { ClassicConfig::quick(seed) } else { ClassicConfig::full(seed) };
+    let config =
+        if args.get(3).is_some_and(|s| s == "quick") { ClassicConfig::quick(seed) } else { ClassicConfig::full(seed) };
     let start = std::time::Instant::now();
     let recent = std::cell::RefCell::new(Vec::new());
     let report = run_pairs(&config, &[pair], &|p| {

@@ -267,7 +267,13 @@ pub fn run_pairs(
         results.push(row);
         details.push(detail);
     }
-    Ok(ClassicReport { seed: config.seed, results, details, wall_s: start.elapsed().as_secs_f64(), config: config.clone() })
+    Ok(ClassicReport {
+        seed: config.seed,
+        results,
+        details,
+        wall_s: start.elapsed().as_secs_f64(),
+        config: config.clone(),
+    })
 }
 
 /// SplitMix64: distinct, well-mixed seeds for each part of a run from the one `--seed`.
@@ -347,7 +353,10 @@ fn finish(
 
 /// DDPG on Pendulum-v1. The actor acts in [−1, 1]; the environment gets that times the
 /// maximum torque (Stable-Baselines3 rescales the same way).
-fn ddpg_pendulum(config: &ClassicConfig, progress: &dyn Fn(&ClassicProgress)) -> Result<(ClassicRow, ClassicDetail), Error> {
+fn ddpg_pendulum(
+    config: &ClassicConfig,
+    progress: &dyn Fn(&ClassicProgress),
+) -> Result<(ClassicRow, ClassicDetail), Error> {
     const NAMES: (&str, &str) = ("ddpg", "pendulum");
     let start = Instant::now();
     let agent_err = |source| Error::Agent { algorithm: NAMES.0, task: NAMES.1, source };
@@ -387,7 +396,10 @@ fn ddpg_pendulum(config: &ClassicConfig, progress: &dyn Fn(&ClassicProgress)) ->
 }
 
 /// DQN on CartPole-v1.
-fn dqn_cartpole(config: &ClassicConfig, progress: &dyn Fn(&ClassicProgress)) -> Result<(ClassicRow, ClassicDetail), Error> {
+fn dqn_cartpole(
+    config: &ClassicConfig,
+    progress: &dyn Fn(&ClassicProgress),
+) -> Result<(ClassicRow, ClassicDetail), Error> {
     const NAMES: (&str, &str) = ("dqn", "cartpole");
     let start = Instant::now();
     let agent_err = |source| Error::Agent { algorithm: NAMES.0, task: NAMES.1, source };
@@ -427,7 +439,10 @@ fn dqn_cartpole(config: &ClassicConfig, progress: &dyn Fn(&ClassicProgress)) -> 
 
 /// PPO on `ppo_envs` CartPole-v1s stepped together; it learns once every environment holds
 /// `rollout_steps` transitions. Training consumes whole rounds (one step of every environment).
-fn ppo_cartpole(config: &ClassicConfig, progress: &dyn Fn(&ClassicProgress)) -> Result<(ClassicRow, ClassicDetail), Error> {
+fn ppo_cartpole(
+    config: &ClassicConfig,
+    progress: &dyn Fn(&ClassicProgress),
+) -> Result<(ClassicRow, ClassicDetail), Error> {
     const NAMES: (&str, &str) = ("ppo", "cartpole");
     let start = Instant::now();
     let agent_err = |source| Error::Agent { algorithm: NAMES.0, task: NAMES.1, source };
@@ -468,7 +483,13 @@ fn ppo_cartpole(config: &ClassicConfig, progress: &dyn Fn(&ClassicProgress)) -> 
                 episodes += 1;
                 let episode_return = std::mem::take(&mut episode_returns[i]);
                 let step = round * n as u64;
-                progress(&ClassicProgress::Episode { algorithm: NAMES.0, task: NAMES.1, step, total: steps, episode_return });
+                progress(&ClassicProgress::Episode {
+                    algorithm: NAMES.0,
+                    task: NAMES.1,
+                    step,
+                    total: steps,
+                    episode_return,
+                });
                 obs[i] = env.reset(None).map_err(env_err)?.0;
             }
         }

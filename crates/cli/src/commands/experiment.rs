@@ -82,7 +82,10 @@ fn classic(args: ClassicArgs) -> Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        println!("{:<6} {:<9} {:>7} {:>12} {:>10} {:>10} {:>8}", "algo", "task", "steps", "mean_return", "untrained", "level", "wall_s");
+        println!(
+            "{:<6} {:<9} {:>7} {:>12} {:>10} {:>10} {:>8}",
+            "algo", "task", "steps", "mean_return", "untrained", "level", "wall_s"
+        );
         for (row, d) in report.results.iter().zip(&report.details) {
             println!(
                 "{:<6} {:<9} {:>7} {:>12.1} {:>10.1} {:>10.1} {:>8.1}",

@@ -95,8 +95,7 @@ impl Env for CartPole {
         // The equations of Florian (2007), "Correct equations for the dynamics of the
         // cart-pole system", as Gymnasium writes them.
         let temp = (force + POLE_MASS_LENGTH * theta_dot * theta_dot * sin) / TOTAL_MASS;
-        let theta_acc =
-            (GRAVITY * sin - cos * temp) / (LENGTH * (4.0 / 3.0 - MASS_POLE * cos * cos / TOTAL_MASS));
+        let theta_acc = (GRAVITY * sin - cos * temp) / (LENGTH * (4.0 / 3.0 - MASS_POLE * cos * cos / TOTAL_MASS));
         let x_acc = temp - POLE_MASS_LENGTH * theta_acc * cos / TOTAL_MASS;
         // Explicit Euler: positions advance with the old velocities.
         self.state = [x + TAU * x_dot, x_dot + TAU * x_acc, theta + TAU * theta_dot, theta_dot + TAU * theta_acc];

@@ -93,8 +93,8 @@ impl Env for Pendulum {
         };
         let (th, thdot) = (self.theta, self.theta_dot);
         let cost = angle_normalize(th).powi(2) + 0.1 * thdot * thdot + 0.001 * u * u;
-        let new_thdot = (thdot + (3.0 * G / (2.0 * L) * th.sin() + 3.0 / (M * L * L) * u) * DT)
-            .clamp(-MAX_SPEED, MAX_SPEED);
+        let new_thdot =
+            (thdot + (3.0 * G / (2.0 * L) * th.sin() + 3.0 / (M * L * L) * u) * DT).clamp(-MAX_SPEED, MAX_SPEED);
         self.theta = th + new_thdot * DT;
         self.theta_dot = new_thdot;
         self.steps += 1;
