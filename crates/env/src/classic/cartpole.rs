@@ -100,8 +100,8 @@ impl Env for CartPole {
         // Explicit Euler: positions advance with the old velocities.
         self.state = [x + TAU * x_dot, x_dot + TAU * x_acc, theta + TAU * theta_dot, theta_dot + TAU * theta_acc];
         let [x, _, theta, _] = self.state;
-        let terminated =
-            x < -X_THRESHOLD || x > X_THRESHOLD || theta < -THETA_THRESHOLD_RADIANS || theta > THETA_THRESHOLD_RADIANS;
+        let terminated = !(-X_THRESHOLD..=X_THRESHOLD).contains(&x)
+            || !(-THETA_THRESHOLD_RADIANS..=THETA_THRESHOLD_RADIANS).contains(&theta);
         self.steps += 1;
         let truncated = !terminated && self.steps >= MAX_EPISODE_STEPS;
         if terminated || truncated {
