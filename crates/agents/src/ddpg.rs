@@ -7,7 +7,7 @@
 use burn::module::Module;
 use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
 use burn::tensor::{Device, Tensor};
-use rand::SeedableRng;
+use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, StandardNormal};
 use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
@@ -39,6 +39,10 @@ pub struct DdpgConfig {
     pub epsilon_start: f32,
     pub epsilon_decay: f32,
     pub epsilon_min: f32,
+    /// Act uniformly at random in [−1, 1] until `warmup` experiences are stored, as
+    /// Stable-Baselines3's `learning_starts` does; otherwise warm-up acts with the noisy policy.
+    #[serde(default)]
+    pub uniform_warmup: bool,
 }
 
 impl Default for DdpgConfig {
@@ -57,6 +61,7 @@ impl Default for DdpgConfig {
             epsilon_start: 1.0,
             epsilon_decay: 1e-6,
             epsilon_min: 0.0,
+            uniform_warmup: false,
         }
     }
 }
@@ -174,8 +179,13 @@ impl Ddpg {
         Ok(out)
     }
 
-    /// Greedy plus ε-scaled exploration noise when `explore`, clipped to [−1, 1].
+    /// Greedy plus ε-scaled exploration noise when `explore`, clipped to [−1, 1] (uniform
+    /// noise during warm-up with `uniform_warmup`).
     pub fn act(&mut self, obs: &[f32], explore: bool) -> Result<Vec<f32>, AgentError> {
+        if explore && self.config.uniform_warmup && self.replay.len() < self.config.warmup {
+            check_observation(obs, self.state_dim)?;
+            return Ok((0..self.action_dim).map(|_| self.rng.random_range(-1.0..=1.0)).collect());
+        }
         let mut a = self.greedy(obs)?;
         if explore {
             let sigma = self.config.noise_sigma * self.epsilon;

@@ -40,6 +40,28 @@ pub struct DqnConfig {
     /// (the provisioning paper's D3QN); `None` feeds it to the MLP as it is.
     #[serde(default)]
     pub window: Option<TimeWindow>,
+    /// Learn every this many observed steps (Stable-Baselines3's `train_freq`; 1 = every step).
+    #[serde(default = "one_u64")]
+    pub train_frequency: u64,
+    /// Gradient steps each time it learns (`gradient_steps`).
+    #[serde(default = "one_usize")]
+    pub gradient_steps: usize,
+    /// 0: the target moves toward the online network by `tau` after every gradient step.
+    /// k > 0: every k observed steps instead (`target_update_interval`; with `tau` 1, a copy),
+    /// so the target stays fixed through a burst of gradient steps.
+    #[serde(default)]
+    pub target_update_period: u64,
+    /// Gradient-norm limit per parameter tensor (`None`: unclipped).
+    #[serde(default)]
+    pub max_grad_norm: Option<f32>,
+}
+
+fn one_u64() -> u64 {
+    1
+}
+
+fn one_usize() -> usize {
+    1
 }
 
 /// A sliding window of `steps` observations of `features` metrics each, flattened oldest first.
@@ -87,6 +109,10 @@ impl DqnConfig {
             double: false,
             dueling: false,
             window: None,
+            train_frequency: 1,
+            gradient_steps: 1,
+            target_update_period: 0,
+            max_grad_norm: None,
         }
     }
 
@@ -230,8 +256,9 @@ impl Dqn {
         let online = QNetwork::new(state_dim, actions, &config.hidden, config.dueling, config.window, &device);
         let target = online.clone();
         let policy = online.valid();
+        let clipping = config.max_grad_norm.map(burn::optim::grad_clipping::GradientClippingConfig::Norm);
         Self {
-            optimizer: AdamConfig::new().init(),
+            optimizer: AdamConfig::new().with_grad_clipping(clipping).init(),
             replay: ReplayBuffer::new(config.replay_capacity, state_dim, 1, seed ^ 0x5eed),
             rng: Pcg64Mcg::seed_from_u64(seed),
             config,
@@ -295,16 +322,27 @@ impl Dqn {
         Ok(argmax(&self.q_values(obs)?))
     }
 
-    /// Stores an experience and, once past warm-up, takes one gradient step.
+    /// Stores an experience and, once past warm-up, takes `gradient_steps` gradient steps
+    /// every `train_frequency` steps (by default one per step); returns the last loss.
     pub fn observe(&mut self, e: &Experience) -> Result<Option<f32>, AgentError> {
         check_observation(&e.state, self.state_dim)?;
         check_observation(&e.next_state, self.state_dim)?;
         self.replay.push(e);
         self.steps += 1;
-        if self.replay.len() < self.config.warmup.max(self.config.batch_size) {
+        let period = self.config.target_update_period;
+        if period > 0 && self.steps.is_multiple_of(period) {
+            self.target = self.target.clone().soft_update(&self.online, self.config.tau);
+        }
+        if self.replay.len() < self.config.warmup.max(self.config.batch_size)
+            || !self.steps.is_multiple_of(self.config.train_frequency.max(1))
+        {
             return Ok(None);
         }
-        Ok(Some(self.update()))
+        let mut loss = None;
+        for _ in 0..self.config.gradient_steps {
+            loss = Some(self.update());
+        }
+        Ok(loss)
     }
 
     fn update(&mut self) -> f32 {
@@ -334,7 +372,9 @@ impl Dqn {
         let grads = GradientsParams::from_grads(loss.backward(), &self.online);
         // Modules are moved through the optimiser; their tensors are shared, so clones are cheap.
         self.online = self.optimizer.step(c.learning_rate, self.online.clone(), grads);
-        self.target = self.target.clone().soft_update(&self.online, c.tau);
+        if c.target_update_period == 0 {
+            self.target = self.target.clone().soft_update(&self.online, c.tau);
+        }
         self.policy = self.online.valid();
         self.frozen = std::sync::OnceLock::new();
         self.updates += 1;

@@ -3,21 +3,56 @@
 use burn::module::{Module, Param};
 use burn::nn::{Linear, LinearConfig, Relu};
 use burn::tensor::{Device, Tensor, TensorData};
+use serde::{Deserialize, Serialize};
 
-/// Dense layers with ReLU between them; the output layer is linear (callers add tanh or
-/// softmax as their algorithm needs).
+/// The nonlinearity between hidden layers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Activation {
+    #[default]
+    Relu,
+    /// Stable-Baselines3's default for on-policy MLPs (and CleanRL's PPO).
+    Tanh,
+}
+
+impl Activation {
+    fn apply(self, x: Tensor<2>) -> Tensor<2> {
+        match self {
+            Activation::Relu => Relu::new().forward(x),
+            Activation::Tanh => x.tanh(),
+        }
+    }
+
+    fn apply_in_place(self, v: &mut [f32]) {
+        match self {
+            Activation::Relu => v.iter_mut().for_each(|x| *x = x.max(0.0)),
+            Activation::Tanh => v.iter_mut().for_each(|x| *x = x.tanh()),
+        }
+    }
+}
+
+/// Dense layers with ReLU (or tanh) between them; the output layer is linear (callers add tanh
+/// or softmax as their algorithm needs).
 #[derive(Module, Debug)]
 pub struct Mlp {
     layers: Vec<Linear>,
-    activation: Relu,
+    /// Not a parameter: checkpoints record it through the algorithm's hyper-parameters.
+    #[module(skip)]
+    activation: Activation,
 }
 
 impl Mlp {
-    /// `sizes` = [input, hidden…, output].
+    /// `sizes` = [input, hidden…, output], ReLU between layers.
     pub fn new(sizes: &[usize], device: &Device) -> Self {
+        Self::with_activation(sizes, Activation::Relu, device)
+    }
+
+    /// `sizes` = [input, hidden…, output] with the given nonlinearity between layers.
+    pub fn with_activation(sizes: &[usize], activation: Activation, device: &Device) -> Self {
         assert!(sizes.len() >= 2, "an MLP needs input and output sizes");
         let layers = sizes.windows(2).map(|w| LinearConfig::new(w[0], w[1]).init(device)).collect();
-        Self { layers, activation: Relu::new() }
+        Self { layers, activation }
     }
 
     pub fn forward(&self, mut x: Tensor<2>) -> Tensor<2> {
@@ -25,7 +60,7 @@ impl Mlp {
         for (i, layer) in self.layers.iter().enumerate() {
             x = layer.forward(x);
             if i < last {
-                x = self.activation.forward(x);
+                x = self.activation.apply(x);
             }
         }
         x
@@ -40,6 +75,7 @@ impl Mlp {
 #[derive(Debug)]
 pub struct FrozenMlp {
     layers: Vec<FrozenLinear>,
+    activation: Activation,
     /// Activation buffers kept between calls: a fresh megabyte per layer per call costs page
     /// faults comparable to the multiplication itself.
     scratch: std::sync::Mutex<[Vec<f32>; 2]>,
@@ -93,9 +129,7 @@ impl FrozenMlp {
                 );
             }
             if i < last {
-                for v in out.iter_mut() {
-                    *v = v.max(0.0);
-                }
+                self.activation.apply_in_place(out);
             }
             std::mem::swap(x, out);
         }
@@ -128,9 +162,14 @@ pub fn side_by_side(a: FrozenLinear, b: FrozenLinear) -> FrozenLinear {
 impl FrozenMlp {
     /// A chain of dense layers with ReLU between them (none after the last).
     pub fn from_layers(layers: Vec<FrozenLinear>) -> Self {
+        Self::from_layers_with(layers, Activation::Relu)
+    }
+
+    /// A chain of dense layers with `activation` between them (none after the last).
+    pub fn from_layers_with(layers: Vec<FrozenLinear>, activation: Activation) -> Self {
         assert!(!layers.is_empty(), "at least one layer");
         assert!(layers.windows(2).all(|w| w[0].3 == w[1].2), "layer sizes must chain");
-        FrozenMlp { layers, scratch: Default::default() }
+        FrozenMlp { layers, activation, scratch: Default::default() }
     }
 }
 
@@ -142,7 +181,7 @@ impl Mlp {
 
     /// A plain-f32 copy of the weights for fast batched inference.
     pub fn frozen(&self) -> FrozenMlp {
-        FrozenMlp::from_layers(self.frozen_layers())
+        FrozenMlp::from_layers_with(self.frozen_layers(), self.activation)
     }
 }
 
@@ -173,7 +212,7 @@ pub fn mix_linear(t: Linear, o: &Linear, tau: f32) -> Linear {
 /// Target networks take no gradients, so the result's parameters are detached.
 pub fn soft_update(target: Mlp, online: &Mlp, tau: f32) -> Mlp {
     let layers = target.layers.into_iter().zip(&online.layers).map(|(t, o)| mix_linear(t, o, tau)).collect();
-    Mlp { layers, activation: Relu::new() }
+    Mlp { layers, activation: online.activation }
 }
 
 #[cfg(test)]
@@ -188,6 +227,21 @@ mod tests {
         let ours = mlp.frozen().forward(&x, 7);
         let burn = values(mlp.forward(matrix(&x, 7, 5, &d)));
         assert_eq!(ours.len(), burn.len());
+        for (a, b) in ours.iter().zip(&burn) {
+            assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn frozen_forward_matches_burn_with_tanh() {
+        let d = Device::default();
+        let mlp = Mlp::with_activation(&[4, 16, 2], Activation::Tanh, &d);
+        let x: Vec<f32> = (0..3 * 4).map(|i| ((i * 5) % 7) as f32 / 3.0 - 1.0).collect();
+        let ours = mlp.frozen().forward(&x, 3);
+        let burn = values(mlp.forward(matrix(&x, 3, 4, &d)));
+        let relu =
+            values(Mlp { layers: mlp.layers.clone(), activation: Activation::Relu }.forward(matrix(&x, 3, 4, &d)));
+        assert_ne!(burn, relu, "the activation is applied");
         for (a, b) in ours.iter().zip(&burn) {
             assert!((a - b).abs() < 1e-5, "{a} vs {b}");
         }

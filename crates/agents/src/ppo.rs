@@ -21,7 +21,7 @@ use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::{Checkpoint, module_file};
-use crate::net::{FrozenMlp, Mlp, matrix, values};
+use crate::net::{Activation, FrozenMlp, Mlp, matrix, values};
 use crate::tabular::argmax;
 use crate::{AgentError, Experience, check_batch, check_observation};
 
@@ -81,6 +81,13 @@ pub struct PpoConfig {
     /// continuing task with γ 0.99 reach ~100 rewards, a scale the critic is slow to fit.
     #[serde(default = "enabled")]
     pub normalize_rewards: bool,
+    /// The nonlinearity of the hidden layers (Stable-Baselines3's PPO uses tanh).
+    #[serde(default)]
+    pub activation: Activation,
+    /// Anneal the learning rate and the clip range linearly to zero over this many observed
+    /// steps (Stable-Baselines3's `lin_` schedules, CleanRL's `anneal_lr`); `None`: constant.
+    #[serde(default)]
+    pub anneal_steps: Option<u64>,
 }
 
 fn enabled() -> bool {
@@ -103,6 +110,8 @@ impl Default for PpoConfig {
             max_grad_norm: 0.5,
             initial_log_std: -0.5,
             normalize_rewards: true,
+            activation: Activation::Relu,
+            anneal_steps: None,
         }
     }
 }
@@ -129,7 +138,8 @@ impl PolicyValue {
                 Some(Param::from_tensor(Tensor::<1>::full([d], config.initial_log_std, device)))
             }
         };
-        Self { policy: Mlp::new(&sizes(actions.width()), device), value: Mlp::new(&sizes(1), device), log_std }
+        let mlp = |out: usize| Mlp::with_activation(&sizes(out), config.activation, device);
+        Self { policy: mlp(actions.width()), value: mlp(1), log_std }
     }
 
     /// Logits (discrete) or the Gaussian mean in [−1, 1] (continuous).
@@ -454,9 +464,21 @@ impl Ppo {
         (adv, returns)
     }
 
+    /// The fraction of the learning rate and clip range left: 1, or falling linearly to 0
+    /// over `anneal_steps` observed steps (counted at the update, as Stable-Baselines3 does).
+    pub fn schedule_remaining(&self) -> f64 {
+        match self.config.anneal_steps {
+            Some(total) if total > 0 => (1.0 - self.steps as f64 / total as f64).max(0.0),
+            _ => 1.0,
+        }
+    }
+
     fn update(&mut self) -> PpoStats {
         let rollouts = std::mem::take(&mut self.rollouts);
-        let c = self.config.clone();
+        let mut c = self.config.clone();
+        let remaining = self.schedule_remaining();
+        c.learning_rate *= remaining;
+        c.clip *= remaining as f32;
         let plain = Device::default();
         let (mut states, mut actions, mut old_log_p, mut advantages, mut returns) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());

@@ -3,6 +3,7 @@
 //! `Cluster` trait, the same environment trains on the simulator and runs against Kubernetes.
 
 pub mod action;
+pub mod classic;
 pub mod cluster_env;
 pub mod reward;
 pub mod state;

@@ -3,6 +3,7 @@
 //! a `policies` list of [`aware_lab::evaluate::PolicyRow`]s plus the experiment's own fields.
 
 pub mod agents;
+pub mod classic;
 
 /// Why an experiment could not run to completion.
 #[derive(Debug, thiserror::Error)]

@@ -15,6 +15,22 @@ pub enum Experiment {
     /// DDPG and PPO, trained on one simulated application with diurnal load, against the MPA
     /// default on held-out traces of the same application (exit 1 when an agent does not beat MPA).
     Agents(AgentsArgs),
+    /// DDPG on Pendulum-v1, DQN and PPO on CartPole-v1 (Gymnasium's dynamics): the agents where
+    /// every RL practitioner knows the answer. Exits 0 whenever training completes; the levels are
+    /// judged from `results`.
+    Classic(ClassicArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ClassicArgs {
+    /// Every seed of the run derives from this one.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// A smoke-sized run (fewer steps, smaller networks; it need not reach the levels).
+    #[arg(long)]
+    quick: bool,
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -32,7 +48,57 @@ pub struct AgentsArgs {
 pub fn run(experiment: Experiment) -> Result<ExitCode> {
     match experiment {
         Experiment::Agents(a) => agents(a),
+        Experiment::Classic(a) => classic(a),
     }
+}
+
+fn classic(args: ClassicArgs) -> Result<ExitCode> {
+    use aware_experiments::classic::{self, ClassicConfig, ClassicProgress};
+    use aware_lab::progress::Progress;
+    let config = if args.quick { ClassicConfig::quick(args.seed) } else { ClassicConfig::full(args.seed) };
+    let bar = Bar::new();
+    let phase = std::sync::Mutex::new((String::new(), 0u64));
+    let report = classic::run(&config, &|p| {
+        if let ClassicProgress::Episode { algorithm, task, step, total, .. } = p {
+            let name = format!("{algorithm} {task}");
+            let mut phase = phase.lock().unwrap_or_else(|e| e.into_inner());
+            if phase.0 != name {
+                bar.start(*total, &name);
+                *phase = (name, 0);
+            }
+            bar.inc(step.saturating_sub(phase.1));
+            phase.1 = *step;
+        }
+    })?;
+    bar.finish();
+    if args.json {
+        print_json(&report)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    outln!(
+        "{:<6} {:<9} {:>7} {:>12} {:>10} {:>10} {:>8}",
+        "algo",
+        "task",
+        "steps",
+        "mean_return",
+        "untrained",
+        "level",
+        "wall_s"
+    );
+    for (row, d) in report.results.iter().zip(&report.details) {
+        outln!(
+            "{:<6} {:<9} {:>7} {:>12.1} {:>10.1} {:>10.1} {:>8.1}",
+            row.algorithm,
+            row.task,
+            row.steps,
+            row.mean_return,
+            d.untrained_return,
+            d.level,
+            d.wall_s
+        );
+    }
+    outln!("seed {}, {:.0} s in all", report.seed, report.wall_s);
+    Ok(ExitCode::SUCCESS)
 }
 
 fn agents(args: AgentsArgs) -> Result<ExitCode> {
