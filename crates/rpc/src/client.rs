@@ -27,7 +27,7 @@ pub enum ClientError {
     Connect { address: String, source: tonic::transport::Error },
     #[error("token: a bearer token must be visible ASCII")]
     BadToken,
-    #[error("{call}: {} ({}): {message}", code_name(*.code), .code.description())]
+    #[error("{call}: {}: {message}", code_label(.code))]
     Status { call: &'static str, code: Code, message: String },
     #[error("{call}: malformed response: {reason}")]
     BadResponse { call: &'static str, reason: String },
@@ -45,6 +45,10 @@ impl ClientError {
             _ => None,
         }
     }
+}
+
+fn code_label(code: &Code) -> &'static str {
+    code_name(*code)
 }
 
 /// gRPC's canonical name of a status code (`UNAUTHENTICATED`), as every gRPC library prints it.

@@ -164,16 +164,23 @@ fn provisioning(num_envs: u32, config: &MakeConfig) -> Result<BoxedVecEnv, MakeE
         pconfig.episode_steps = s as usize;
     }
     let env = ProvisioningEnv::new(bins, pconfig).map_err(|e| field("days", e))?;
-    Ok(Box::new(Copies { envs: vec![env; num_envs as usize], seed: config.trace_seed.unwrap_or(config.seed) }))
+    Ok(Box::new(Copies::new(env, num_envs as usize, config.trace_seed.unwrap_or(config.seed))))
 }
 
 /// Independent copies of one `Env` as a `VecEnv`: copy `i` resets with seed `s + i`, so the copies
 /// see different episode starts and noise but the whole is reproducible from one seed.
 #[derive(Debug, Clone)]
 pub struct Copies<E> {
-    pub envs: Vec<E>,
-    /// The seed a reset without one uses the first time; later resets without one carry on.
-    pub seed: u64,
+    envs: Vec<E>,
+    /// The seed of the last reset; a reset without one carries on from the next seeds.
+    seed: u64,
+}
+
+impl<E: Clone> Copies<E> {
+    /// `n` copies of `env` (at least one); `seed` is where resets without a seed start from.
+    pub fn new(env: E, n: usize, seed: u64) -> Self {
+        Self { envs: vec![env; n.max(1)], seed }
+    }
 }
 
 impl<E: Env> VecEnv for Copies<E> {
