@@ -239,7 +239,8 @@ fn health_service_reports_serving() {
     let server = server(ServerSettings::default());
     let rt = tokio::runtime::Runtime::new().unwrap();
     let status = rt.block_on(async {
-        let mut h = HealthClient::connect(format!("http://{}", server.addr())).await.unwrap();
+        let channel = Channel::from_shared(format!("http://{}", server.addr())).unwrap().connect().await.unwrap();
+        let mut h = HealthClient::new(channel);
         // No token: orchestrators' probes carry none.
         h.check(HealthCheckRequest { service: "aware.env.v1.EnvService".into() }).await.unwrap().into_inner().status
     });
