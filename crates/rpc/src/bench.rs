@@ -66,6 +66,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// Runs the three measurements, each `repeats` times, and reports medians.
+/// The server runs on one thread of its own (a single-threaded runtime: no hand-offs between
+/// worker threads), the client on the calling thread.
 pub fn run(options: &BenchOptions) -> Result<BenchReport, BenchError> {
     for (name, v) in [("apps", options.apps), ("steps", options.steps), ("repeats", options.repeats)] {
         if v == 0 {
@@ -74,7 +76,7 @@ pub fn run(options: &BenchOptions) -> Result<BenchReport, BenchError> {
     }
     let id = EnvId::Autoscale;
     let token = "bench-token".to_string();
-    let server = server::spawn("127.0.0.1:0", ServerSettings { token: Some(token.clone()), ..Default::default() }, 2)?;
+    let server = server::spawn("127.0.0.1:0", ServerSettings { token: Some(token.clone()), ..Default::default() }, 1)?;
     let address = server.addr().to_string();
     let client = ClientOptions { token: Some(token), ..Default::default() };
     // Episodes longer than the run: every timed step is a step, never a reset.

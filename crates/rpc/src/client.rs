@@ -109,7 +109,10 @@ fn endpoint_uri(address: &str, tls: bool) -> String {
         .or_else(|| address.strip_prefix("http://"))
         .or_else(|| address.strip_prefix("https://"))
         .unwrap_or(address);
-    format!("{}://{rest}", if tls || address.starts_with("grpcs://") || address.starts_with("https://") { "https" } else { "http" })
+    format!(
+        "{}://{rest}",
+        if tls || address.starts_with("grpcs://") || address.starts_with("https://") { "https" } else { "http" }
+    )
 }
 
 /// A connection with one open session.
@@ -154,8 +157,10 @@ impl Connection {
         let mut stub = EnvServiceClient::with_interceptor(channel, Bearer(bearer))
             .max_decoding_message_size(64 << 20)
             .max_encoding_message_size(64 << 20);
-        let made =
-            runtime.block_on(stub.make(convert::make_to_proto(id, config))).map_err(|s| status("Make", s))?.into_inner();
+        let made = runtime
+            .block_on(stub.make(convert::make_to_proto(id, config)))
+            .map_err(|s| status("Make", s))?
+            .into_inner();
         let space = |s: &Option<proto::Space>, which: &str| {
             s.as_ref().and_then(convert::space_from_proto).ok_or_else(|| ClientError::BadResponse {
                 call: "Make",
@@ -201,9 +206,9 @@ impl Drop for Connection {
         if tokio::runtime::Handle::try_current().is_err() {
             let req = proto::CloseRequest { session_id: std::mem::take(&mut self.session) };
             let mut stub = self.stub.clone();
-            let _ = self.runtime.block_on(async move {
-                tokio::time::timeout(Duration::from_secs(2), stub.close(req)).await
-            });
+            let _ = self
+                .runtime
+                .block_on(async move { tokio::time::timeout(Duration::from_secs(2), stub.close(req)).await });
         }
     }
 }
@@ -226,7 +231,12 @@ pub struct RemoteVecEnv {
 
 impl RemoteVecEnv {
     /// Connects to `address` (`host:port` or `grpc://host:port`) and makes `id` from `config`.
-    pub fn connect(address: &str, id: EnvId, config: &MakeConfig, options: &ClientOptions) -> Result<Self, ClientError> {
+    pub fn connect(
+        address: &str,
+        id: EnvId,
+        config: &MakeConfig,
+        options: &ClientOptions,
+    ) -> Result<Self, ClientError> {
         Ok(Self { conn: Connection::open(address, id, config, options)? })
     }
 
@@ -254,11 +264,18 @@ impl VecEnv for RemoteVecEnv {
 
     fn reset(&mut self, seed: Option<u64>) -> Result<Vec<(Vec<f32>, StepInfo)>, EnvError> {
         let c = &mut self.conn;
-        let req = proto::ResetRequest { session_id: c.session.clone(), seed: seed.map(|s| s as i64), options: Default::default() };
+        let req = proto::ResetRequest {
+            session_id: c.session.clone(),
+            seed: seed.map(|s| s as i64),
+            options: Default::default(),
+        };
         let resp = c.runtime.block_on(c.stub.reset_many(req)).map_err(|s| remote(status("ResetMany", s)))?.into_inner();
         let n = c.num_envs;
         if resp.infos.len() != n {
-            return Err(remote(ClientError::BadResponse { call: "ResetMany", reason: format!("{} infos for {n} envs", resp.infos.len()) }));
+            return Err(remote(ClientError::BadResponse {
+                call: "ResetMany",
+                reason: format!("{} infos for {n} envs", resp.infos.len()),
+            }));
         }
         let obs = c.split_observations("ResetMany", resp.observations, n)?;
         Ok(obs.into_iter().zip(resp.infos.iter().map(convert::info_from_proto)).collect())
@@ -267,11 +284,15 @@ impl VecEnv for RemoteVecEnv {
     fn step(&mut self, actions: &[Action]) -> Result<VecStep, EnvError> {
         let c = &mut self.conn;
         c.check_actions(actions)?;
-        let req = proto::StepManyRequest { session_id: c.session.clone(), actions: Some(convert::actions_to_proto(actions)) };
+        let req =
+            proto::StepManyRequest { session_id: c.session.clone(), actions: Some(convert::actions_to_proto(actions)) };
         let r = c.runtime.block_on(c.stub.step_many(req)).map_err(|s| remote(status("StepMany", s)))?.into_inner();
         let n = c.num_envs;
         if [r.rewards.len(), r.terminated.len(), r.truncated.len(), r.infos.len()].iter().any(|&l| l != n) {
-            return Err(remote(ClientError::BadResponse { call: "StepMany", reason: format!("result lists are not {n} long") }));
+            return Err(remote(ClientError::BadResponse {
+                call: "StepMany",
+                reason: format!("result lists are not {n} long"),
+            }));
         }
         let obs = c.split_observations("StepMany", r.observations, n)?;
         let steps = obs
@@ -296,7 +317,12 @@ pub struct RemoteEnv {
 
 impl RemoteEnv {
     /// As [`RemoteVecEnv::connect`]; `config.num_envs` must be 0 or 1.
-    pub fn connect(address: &str, id: EnvId, config: &MakeConfig, options: &ClientOptions) -> Result<Self, ClientError> {
+    pub fn connect(
+        address: &str,
+        id: EnvId,
+        config: &MakeConfig,
+        options: &ClientOptions,
+    ) -> Result<Self, ClientError> {
         if config.num_envs > 1 {
             return Err(ClientError::NotSingle(config.num_envs as usize));
         }
@@ -319,7 +345,11 @@ impl Env for RemoteEnv {
 
     fn reset(&mut self, seed: Option<u64>) -> Result<(Vec<f32>, StepInfo), EnvError> {
         let c = &mut self.conn;
-        let req = proto::ResetRequest { session_id: c.session.clone(), seed: seed.map(|s| s as i64), options: Default::default() };
+        let req = proto::ResetRequest {
+            session_id: c.session.clone(),
+            seed: seed.map(|s| s as i64),
+            options: Default::default(),
+        };
         let r = c.runtime.block_on(c.stub.reset(req)).map_err(|s| remote(status("Reset", s)))?.into_inner();
         let obs = c.split_observations("Reset", r.observation, 1)?.remove(0);
         Ok((obs, r.info.as_ref().map(convert::info_from_proto).unwrap_or_default()))

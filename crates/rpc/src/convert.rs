@@ -168,7 +168,10 @@ pub fn actions_from_proto(
                 return Err(wrong_len(a.discrete.len()));
             }
             check_discrete(field, &a.discrete, space, |i| nvec[i % dim])?;
-            Ok(a.discrete.chunks(dim.max(1)).map(|c| Action::MultiDiscrete(c.iter().map(|&d| d as usize).collect())).collect())
+            Ok(a.discrete
+                .chunks(dim.max(1))
+                .map(|c| Action::MultiDiscrete(c.iter().map(|&d| d as usize).collect()))
+                .collect())
         }
     }
 }

@@ -245,7 +245,8 @@ mod tests {
     fn bad_fields_are_named() {
         let too_many = MakeConfig { num_envs: MAX_NUM_ENVS + 1, ..MakeConfig::default() };
         assert!(make(EnvId::Autoscale, &too_many).err().unwrap().to_string().starts_with("config.num_envs"));
-        let bad_profile = MakeConfig { profile_yaml: Some("targets: {cpu_utilisation: 7}".into()), ..Default::default() };
+        let bad_profile =
+            MakeConfig { profile_yaml: Some("targets: {cpu_utilisation: 7}".into()), ..Default::default() };
         let e = make(EnvId::Autoscale, &bad_profile).err().unwrap().to_string();
         assert!(e.starts_with("config.profile_yaml") && e.contains("cpu_utilisation"), "{e}");
         let bad_day = MakeConfig { day_seconds: Some(f64::NAN), ..Default::default() };

@@ -165,11 +165,7 @@ impl BearerAuth {
         };
         let presented = header.strip_prefix(b"Bearer ").unwrap_or(b"");
         let digest: [u8; 32] = Sha256::digest(presented).into();
-        if bool::from(digest.ct_eq(expected)) {
-            Ok(())
-        } else {
-            Err(Status::unauthenticated("invalid bearer token"))
-        }
+        if bool::from(digest.ct_eq(expected)) { Ok(()) } else { Err(Status::unauthenticated("invalid bearer token")) }
     }
 }
 
@@ -200,13 +196,7 @@ pub struct Sessions {
 
 impl Sessions {
     fn new(max: usize, idle_timeout: Duration) -> Self {
-        Self {
-            map: Mutex::new(HashMap::new()),
-            max,
-            idle_timeout,
-            counter: AtomicU64::new(0),
-            ids: RandomState::new(),
-        }
+        Self { map: Mutex::new(HashMap::new()), max, idle_timeout, counter: AtomicU64::new(0), ids: RandomState::new() }
     }
 
     fn lock_map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Mutex<Session>>>> {
@@ -266,11 +256,7 @@ impl Sessions {
 
 /// Runs `f` on a session's environment, turning a panic into an INTERNAL status (and the
 /// session into a broken one) rather than a dead connection.
-fn with_env<T>(
-    sessions: &Sessions,
-    id: &str,
-    f: impl FnOnce(&mut Session) -> Result<T, Status>,
-) -> Result<T, Status> {
+fn with_env<T>(sessions: &Sessions, id: &str, f: impl FnOnce(&mut Session) -> Result<T, Status>) -> Result<T, Status> {
     let session = sessions.get(id)?;
     let mut s = session.lock().unwrap_or_else(|p| p.into_inner());
     if s.broken {
@@ -373,13 +359,8 @@ impl EnvService for EnvServiceImpl {
             num_envs: num_envs as u32,
             episode_steps,
         };
-        let session_id = self.sessions.insert(Session {
-            env,
-            action_space,
-            num_envs,
-            last_used: Instant::now(),
-            broken: false,
-        })?;
+        let session_id =
+            self.sessions.insert(Session { env, action_space, num_envs, last_used: Instant::now(), broken: false })?;
         Ok(Response::new(proto::MakeResponse { session_id, ..resp }))
     }
 
@@ -577,9 +558,13 @@ impl Drop for ServerHandle {
 }
 
 /// Starts a server on `listen` (port 0: a free one) on a thread of its own with `workers`
-/// runtime threads.
+/// runtime threads (1: a single-threaded runtime, the lowest latency for one client).
 pub fn spawn(listen: &str, settings: ServerSettings, workers: usize) -> Result<ServerHandle, ServeError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(workers.max(1)).enable_all().build()?;
+    let runtime = if workers <= 1 {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()?
+    } else {
+        tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_all().build()?
+    };
     let listener = runtime.block_on(bind(listen))?;
     let addr = listener.local_addr()?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -65,14 +65,18 @@ fn fixture() -> &'static Fixture {
     F.get_or_init(|| {
         let server = spawn(
             "127.0.0.1:0",
-            ServerSettings { token: Some(TOKEN.into()), max_sessions: 8, max_message_bytes: 1 << 20, ..Default::default() },
+            ServerSettings {
+                token: Some(TOKEN.into()),
+                max_sessions: 8,
+                max_message_bytes: 1 << 20,
+                ..Default::default()
+            },
             1,
         )
         .unwrap();
         let rt = tokio::runtime::Runtime::new().unwrap();
-        let channel = rt
-            .block_on(Channel::from_shared(format!("http://{}", server.addr())).unwrap().connect())
-            .unwrap();
+        let channel =
+            rt.block_on(Channel::from_shared(format!("http://{}", server.addr())).unwrap().connect()).unwrap();
         let mut c = EnvServiceClient::new(channel.clone());
         let mut open = |id: &str| {
             let made = rt
@@ -82,8 +86,12 @@ fn fixture() -> &'static Fixture {
                 })))
                 .unwrap()
                 .into_inner();
-            rt.block_on(c.reset(authed(proto::ResetRequest { session_id: made.session_id.clone(), seed: Some(1), ..Default::default() })))
-                .unwrap();
+            rt.block_on(c.reset(authed(proto::ResetRequest {
+                session_id: made.session_id.clone(),
+                seed: Some(1),
+                ..Default::default()
+            })))
+            .unwrap();
             made.session_id
         };
         let sessions = [open("aware/Autoscale-v0"), open("aware/AutoscaleDiscrete-v0")];

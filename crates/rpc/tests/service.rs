@@ -55,9 +55,17 @@ fn remote_rollouts_equal_in_process_ones() {
         (EnvId::Autoscale, MakeConfig { num_envs: 4, seed: 3, episode_steps: Some(12), ..Default::default() }),
         (
             EnvId::AutoscaleDiscrete,
-            MakeConfig { num_envs: 3, seed: 5, scenario: Some("load-low-to-high".parse().unwrap()), ..Default::default() },
+            MakeConfig {
+                num_envs: 3,
+                seed: 5,
+                scenario: Some("load-low-to-high".parse().unwrap()),
+                ..Default::default()
+            },
         ),
-        (EnvId::Provisioning, MakeConfig { num_envs: 2, seed: 9, days: Some(2), episode_steps: Some(10), ..Default::default() }),
+        (
+            EnvId::Provisioning,
+            MakeConfig { num_envs: 2, seed: 9, days: Some(2), episode_steps: Some(10), ..Default::default() },
+        ),
     ] {
         let mut local = make(id, &config).unwrap();
         let mut remote = RemoteVecEnv::connect(&address, id, &config, &opts()).unwrap();
@@ -83,7 +91,10 @@ fn single_env_client_matches_in_process_env() {
         assert_eq!(vec![s], local.step(&[a]).unwrap().steps);
     }
     // The client checks actions against the space before sending them, with the same errors.
-    assert!(matches!(remote.step(&Action::Continuous(vec![f32::NAN, 0.0, 0.0])), Err(EnvError::ActionOutOfSpace { .. })));
+    assert!(matches!(
+        remote.step(&Action::Continuous(vec![f32::NAN, 0.0, 0.0])),
+        Err(EnvError::ActionOutOfSpace { .. })
+    ));
     assert!(matches!(remote.step(&Action::Discrete(1)), Err(EnvError::ActionOutOfSpace { .. })));
 }
 
@@ -132,22 +143,19 @@ fn wrong_or_missing_token_is_refused_on_every_call() {
                 .await
                 .err()
                 .map(|s| s.code()),
-            c.reset_many(tonic::Request::new(proto::ResetRequest { session_id: session.clone(), ..Default::default() }))
-                .await
-                .err()
-                .map(|s| s.code()),
-            c.step(bad(proto::StepRequest { session_id: session.clone(), action: None }))
-                .await
-                .err()
-                .map(|s| s.code()),
+            c.reset_many(tonic::Request::new(proto::ResetRequest {
+                session_id: session.clone(),
+                ..Default::default()
+            }))
+            .await
+            .err()
+            .map(|s| s.code()),
+            c.step(bad(proto::StepRequest { session_id: session.clone(), action: None })).await.err().map(|s| s.code()),
             c.step_many(bad(proto::StepManyRequest { session_id: session.clone(), actions: None }))
                 .await
                 .err()
                 .map(|s| s.code()),
-            c.close(bad(proto::CloseRequest { session_id: session.clone() }))
-                .await
-                .err()
-                .map(|s| s.code()),
+            c.close(bad(proto::CloseRequest { session_id: session.clone() })).await.err().map(|s| s.code()),
         ]
     });
     assert!(codes.iter().all(|c| *c == Some(Code::Unauthenticated)), "{codes:?}");
@@ -168,10 +176,17 @@ fn bad_requests_get_a_status_that_says_why() {
     let s = step(&mut c, Actions { continuous: vec![0.0; 3], discrete: vec![] });
     assert_eq!(s.code(), Code::FailedPrecondition, "{s:?}");
     assert!(s.message().contains("call Reset"), "{s:?}");
-    rt.block_on(c.reset(authed(proto::ResetRequest { session_id: session.clone(), seed: Some(1), ..Default::default() })))
-        .unwrap();
+    rt.block_on(c.reset(authed(proto::ResetRequest {
+        session_id: session.clone(),
+        seed: Some(1),
+        ..Default::default()
+    })))
+    .unwrap();
     for (actions, says) in [
-        (Actions { continuous: vec![0.0, f32::NAN, 0.0], discrete: vec![] }, "action[1]: NaN is not in the action space"),
+        (
+            Actions { continuous: vec![0.0, f32::NAN, 0.0], discrete: vec![] },
+            "action[1]: NaN is not in the action space",
+        ),
         (Actions { continuous: vec![0.0, 1.5, 0.0], discrete: vec![] }, "action[1]: 1.5 is not in the action space"),
         (Actions { continuous: vec![0.0; 4], discrete: vec![] }, "expected 3 values (1 env(s) x 3), got 4"),
         (Actions { continuous: vec![], discrete: vec![1] }, "send `continuous` values"),
@@ -181,13 +196,16 @@ fn bad_requests_get_a_status_that_says_why() {
         assert!(s.message().contains(says), "{s:?} should say {says}");
     }
     let negative = rt
-        .block_on(c.reset(authed(proto::ResetRequest { session_id: session.clone(), seed: Some(-5), ..Default::default() })))
+        .block_on(c.reset(authed(proto::ResetRequest {
+            session_id: session.clone(),
+            seed: Some(-5),
+            ..Default::default()
+        })))
         .unwrap_err();
     assert_eq!(negative.code(), Code::InvalidArgument);
     assert!(negative.message().contains("-5 is negative"), "{negative:?}");
-    let unknown = rt
-        .block_on(c.step(authed(proto::StepRequest { session_id: "s0-nope".into(), action: None })))
-        .unwrap_err();
+    let unknown =
+        rt.block_on(c.step(authed(proto::StepRequest { session_id: "s0-nope".into(), action: None }))).unwrap_err();
     assert_eq!(unknown.code(), Code::NotFound);
     assert!(unknown.message().contains("\"s0-nope\" is unknown, closed or expired"), "{unknown:?}");
     let env = rt.block_on(c.make(authed(make_request("CartPole-v1", 1)))).unwrap_err();
@@ -203,9 +221,7 @@ fn bad_requests_get_a_status_that_says_why() {
     assert!(s.message().contains("too large"), "{s:?}");
     // Many-env sessions are stepped with StepMany.
     let many = rt.block_on(c.make(authed(make_request("aware/Autoscale-v0", 2)))).unwrap().into_inner().session_id;
-    let s = rt
-        .block_on(c.reset(authed(proto::ResetRequest { session_id: many, ..Default::default() })))
-        .unwrap_err();
+    let s = rt.block_on(c.reset(authed(proto::ResetRequest { session_id: many, ..Default::default() }))).unwrap_err();
     assert_eq!(s.code(), Code::FailedPrecondition);
     assert!(s.message().contains("use ResetMany"), "{s:?}");
     // The server is still up.
@@ -215,7 +231,8 @@ fn bad_requests_get_a_status_that_says_why() {
 
 #[test]
 fn sessions_are_bounded_and_expire_when_idle() {
-    let server = server(ServerSettings { max_sessions: 2, idle_timeout: Duration::from_millis(300), ..Default::default() });
+    let server =
+        server(ServerSettings { max_sessions: 2, idle_timeout: Duration::from_millis(300), ..Default::default() });
     let address = server.addr().to_string();
     let config = MakeConfig::default();
     let a = RemoteVecEnv::connect(&address, EnvId::Autoscale, &config, &opts()).unwrap();
@@ -315,4 +332,55 @@ fn training_through_the_client_equals_training_in_process() {
     assert!(q_local.iter().any(|&v| v != 0.0), "the agent learned nothing");
     assert_eq!(r_remote, r_local);
     assert_eq!(q_remote, q_local);
+}
+
+/// A CA and a server certificate for localhost / 127.0.0.1, made with the `openssl` command.
+fn make_certificates(dir: &std::path::Path) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new("openssl").args(args).current_dir(dir).output();
+        let out = out.expect("the TLS test needs the `openssl` command");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    run(&[
+        &["req", "-x509"][..],
+        &ec,
+        &["-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=aware-test-ca"],
+    ]
+    .concat());
+    run(&[&["req"][..], &ec, &["-keyout", "key.pem", "-out", "req.csr", "-subj", "/CN=localhost"]].concat());
+    std::fs::write(dir.join("ext"), "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n").unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "req.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "cert.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "ext",
+    ]);
+    let read = |f: &str| std::fs::read(dir.join(f)).unwrap();
+    (read("ca.pem"), read("cert.pem"), read("key.pem"))
+}
+
+#[test]
+fn tls_serves_clients_that_trust_the_ca_and_refuses_plaintext() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = make_certificates(dir.path());
+    let server = server(ServerSettings { tls: Some((cert, key)), ..Default::default() });
+    let config = MakeConfig { seed: 2, ..Default::default() };
+    let tls = ClientOptions { tls_ca_pem: Some(ca), tls_domain: Some("localhost".into()), ..opts() };
+    let mut env = RemoteEnv::connect(&server.addr().to_string(), EnvId::Autoscale, &config, &tls).unwrap();
+    let mut local = make(EnvId::Autoscale, &config).unwrap();
+    assert_eq!(vec![env.reset(Some(1)).unwrap()], local.reset(Some(1)).unwrap());
+    // A plaintext client gets no session.
+    assert!(RemoteEnv::connect(&server.addr().to_string(), EnvId::Autoscale, &config, &opts()).is_err());
 }

@@ -23,14 +23,14 @@ pub struct Args {
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<PathBuf>,
     /// Most sessions open at once; Make beyond it fails with RESOURCE_EXHAUSTED.
-    #[arg(long, default_value_t = DEFAULT_MAX_SESSIONS, value_parser = clap::value_parser!(u64).range(1..=100_000).map(|v| v as usize))]
-    max_sessions: usize,
+    #[arg(long, default_value_t = DEFAULT_MAX_SESSIONS as u64, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    max_sessions: u64,
     /// Seconds without a call after which a session is closed.
     #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
     idle_timeout_s: u64,
     /// Largest request or response in bytes.
-    #[arg(long, default_value_t = DEFAULT_MAX_MESSAGE_BYTES, value_parser = clap::value_parser!(u64).range(1024..=(1 << 30)).map(|v| v as usize))]
-    max_message_bytes: usize,
+    #[arg(long, default_value_t = DEFAULT_MAX_MESSAGE_BYTES as u64, value_parser = clap::value_parser!(u64).range(1024..=(1 << 30)))]
+    max_message_bytes: u64,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
@@ -38,9 +38,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         listen: args.listen,
         token_file: args.token_file,
         tls: args.tls_cert.zip(args.tls_key).map(|(cert, key)| aware_rpc::TlsFiles { cert, key }),
-        max_sessions: args.max_sessions,
+        max_sessions: args.max_sessions as usize,
         idle_timeout: Duration::from_secs(args.idle_timeout_s),
-        max_message_bytes: args.max_message_bytes,
+        max_message_bytes: args.max_message_bytes as usize,
     };
     let tls = options.tls.is_some();
     aware_rpc::serve(&options, |addr| {
