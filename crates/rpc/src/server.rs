@@ -263,7 +263,7 @@ fn with_env<T>(sessions: &Sessions, id: &str, f: impl FnOnce(&mut Session) -> Re
         return Err(Status::internal(format!("session_id: session {id:?} failed earlier; make a new one")));
     }
     s.last_used = Instant::now();
-    match catch_unwind(AssertUnwindSafe(|| f(&mut *s))) {
+    match catch_unwind(AssertUnwindSafe(|| f(&mut s))) {
         Ok(r) => r,
         Err(_) => {
             s.broken = true;
