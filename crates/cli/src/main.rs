@@ -53,6 +53,8 @@ enum Command {
     /// Throughput and latency benchmarks.
     #[command(subcommand)]
     Bench(commands::bench::Bench),
+    /// Serve the environments over gRPC (Gymnasium-style; Python: `pip install ./python`).
+    ServeEnv(commands::serve_env::Args),
 }
 
 fn main() -> ExitCode {
@@ -68,6 +70,7 @@ fn main() -> ExitCode {
         Command::Train(a) => commands::train::run(a),
         Command::Provision(p) => commands::provision::run(p),
         Command::Experiment(e) => commands::experiment::run(e),
+        Command::ServeEnv(a) => commands::serve_env::run(a),
     };
     match result {
         Ok(code) => code,

@@ -14,6 +14,44 @@ pub enum Bench {
     Store(StoreArgs),
     /// Median update step (batch 64) and single / batched inference of each agent.
     Agents(AgentsArgs),
+    /// The environment service on loopback: unary Step calls, batched StepMany and in-process
+    /// steps per second (starts its own server).
+    Rpc(RpcArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RpcArgs {
+    /// Applications in the batched and in-process measurements.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    apps: u32,
+    /// Steps timed per repeat.
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..))]
+    steps: u32,
+    /// Repeats (medians are reported).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    repeats: u32,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn rpc(args: RpcArgs) -> Result<ExitCode> {
+    let options =
+        aware_rpc::bench::BenchOptions { apps: args.apps, steps: args.steps, repeats: args.repeats, seed: args.seed };
+    let report = aware_rpc::bench::run(&options)?;
+    if args.json {
+        let mut value = serde_json::to_value(&report)?;
+        value["benchmark"] = "rpc".into();
+        value["release_build"] = (!cfg!(debug_assertions)).into();
+        outln!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        outln!("single Step calls        {:>12.0} steps/s", report.single_steps_per_s);
+        outln!("batched StepMany ({:>4})  {:>12.0} app-steps/s", report.apps, report.batched_app_steps_per_s);
+        outln!("in-process ({:>4})        {:>12.0} app-steps/s", report.apps, report.in_process_app_steps_per_s);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 #[derive(clap::Args, Debug)]
@@ -75,6 +113,7 @@ pub fn run(bench: Bench) -> Result<ExitCode> {
         Bench::Sim(args) => sim(args),
         Bench::Store(args) => store(args),
         Bench::Agents(args) => agents(args),
+        Bench::Rpc(args) => rpc(args),
     }
 }
 

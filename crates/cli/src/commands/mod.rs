@@ -4,6 +4,7 @@ pub mod experiment;
 pub mod generate;
 pub mod provision;
 pub mod recommend;
+pub mod serve_env;
 pub mod simulate;
 pub mod store;
 pub mod train;
