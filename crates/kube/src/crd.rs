@@ -429,3 +429,66 @@ fn normalise_quantities(node: &mut Value) {
         _ => {}
     }
 }
+
+/// Translates a Kubernetes structural `openAPIV3Schema` into a plain JSON Schema (draft 2020-12)
+/// that a standard validator enforces the way the API server does with strict field validation
+/// (`kubectl --validate=strict`, the default since Kubernetes 1.27):
+/// - `nullable: true` admits `null`;
+/// - `x-kubernetes-int-or-string: true` means an integer or a string (`anyOf`);
+/// - `format: int32` / `int64` bound the integer's range;
+/// - an object schema with `properties` rejects unknown fields (`additionalProperties: false`)
+///   unless it has `x-kubernetes-preserve-unknown-fields: true` or its own `additionalProperties`;
+/// - the embedded `metadata` is left to the API server (any object).
+pub fn json_schema_for_validation(openapi: &Value) -> Value {
+    let mut schema = openapi.clone();
+    translate(&mut schema);
+    if let Some(meta) = schema.pointer_mut("/properties/metadata") {
+        *meta = json!({"type": "object"});
+    }
+    schema
+}
+
+fn translate(node: &mut Value) {
+    let Value::Object(map) = node else { return };
+    if map.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) && !map.contains_key("anyOf") {
+        map.remove("type");
+        map.insert("anyOf".into(), json!([{"type": "integer"}, {"type": "string"}]));
+    }
+    match map.get("format").and_then(Value::as_str) {
+        Some("int32") => {
+            map.entry("minimum").or_insert(json!(i32::MIN));
+            map.entry("maximum").or_insert(json!(i32::MAX));
+        }
+        Some("int64") => {
+            map.entry("minimum").or_insert(json!(i64::MIN));
+            map.entry("maximum").or_insert(json!(i64::MAX));
+        }
+        _ => {}
+    }
+    if map.get("nullable") == Some(&Value::Bool(true)) {
+        if let Some(Value::String(t)) = map.get("type").cloned() {
+            map.insert("type".into(), json!([t, "null"]));
+        } else if let Some(Value::Array(options)) = map.get_mut("anyOf") {
+            options.push(json!({"type": "null"}));
+        }
+    }
+    let preserve = map.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+    if map.contains_key("properties") && !map.contains_key("additionalProperties") && !preserve {
+        map.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    for key in ["properties", "patternProperties"] {
+        if let Some(Value::Object(props)) = map.get_mut(key) {
+            props.values_mut().for_each(translate);
+        }
+    }
+    for key in ["items", "additionalProperties", "not"] {
+        if let Some(v) = map.get_mut(key) {
+            translate(v);
+        }
+    }
+    for key in ["anyOf", "allOf", "oneOf"] {
+        if let Some(Value::Array(vs)) = map.get_mut(key) {
+            vs.iter_mut().for_each(translate);
+        }
+    }
+}
