@@ -44,6 +44,10 @@ enum Command {
     /// Throughput and latency benchmarks.
     #[command(subcommand)]
     Bench(commands::bench::Bench),
+    /// Print the MultidimPodAutoscaler CRD (autoscaling.k8s.io/v1alpha1) as YAML.
+    Crd(commands::crd::Args),
+    /// Run the Kubernetes MultidimPodAutoscaler recommender and updater.
+    Controller(commands::controller::Args),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +63,8 @@ fn main() -> ExitCode {
         Command::Train(a) => commands::train::run(a),
         Command::Provision(p) => commands::provision::run(p),
         Command::Experiment(e) => commands::experiment::run(e),
+        Command::Crd(a) => commands::crd::run(a),
+        Command::Controller(a) => commands::controller::run(a),
     };
     match result {
         Ok(code) => code,

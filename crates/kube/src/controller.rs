@@ -666,3 +666,58 @@ pub async fn run<D: Decider>(
         })
         .await;
 }
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("no Kubernetes configuration (in-cluster service account or kubeconfig): {0}")]
+    Config(#[source] kube::Error),
+    #[error("--listen: {0}")]
+    Listen(#[from] crate::http::ServeError),
+}
+
+/// `aware controller`: connects with the in-cluster service account or the local kubeconfig,
+/// serves `/healthz` and `/metrics` on `listen`, and runs the recommender and/or updater with
+/// the MPA default behind the decision seam until SIGINT or SIGTERM.
+pub fn run_blocking(config: ControllerConfig, listen: &str, vertical_cpu: bool) -> Result<(), RunError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(RunError::Runtime)?;
+    runtime.block_on(async move {
+        let client = Client::try_default().await.map_err(RunError::Config)?;
+        let ctx = Arc::new(Context::new(client, config, crate::decide::MpaDefaultDecider::new(vertical_cpu)));
+        let metrics = ctx.metrics.clone();
+        let handler: crate::http::Handler = Arc::new(move |path| match path {
+            "/metrics" => crate::http::Reply::ok(crate::http::OPENMETRICS, metrics.encode()),
+            "/healthz" => crate::http::Reply::ok("text/plain", "ok\n".into()),
+            _ => crate::http::Reply::not_found(),
+        });
+        let (bound, server) = crate::http::serve(listen, handler).await?;
+        tracing::info!("serving /healthz and /metrics on {bound}");
+        run(ctx, shutdown_signal()).await;
+        server.abort();
+        Ok(())
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

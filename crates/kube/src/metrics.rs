@@ -89,6 +89,29 @@ struct AppState {
     dropped: f64,
 }
 
+impl AppState {
+    /// Counter values `elapsed` seconds after the last update: CPU seconds per pod, completed,
+    /// received and dropped requests.
+    fn totals(&self, elapsed: f64) -> (HashMap<String, f64>, f64, f64, f64) {
+        let obs = &self.observation;
+        let cpu = obs
+            .pods
+            .iter()
+            .map(|p| {
+                let base = self.cpu_seconds.get(&p.name).copied().unwrap_or(0.0);
+                (p.name.clone(), base + p.cpu_usage_cores.unwrap_or(0.0) * elapsed)
+            })
+            .collect();
+        let per_s = |per_interval: f64| if obs.interval_s > 0.0 { per_interval / obs.interval_s } else { 0.0 };
+        (
+            cpu,
+            self.completed + obs.throughput * elapsed,
+            self.received + obs.arrival_rate * elapsed,
+            self.dropped + per_s(obs.dropped_requests as f64) * elapsed,
+        )
+    }
+}
+
 /// Holds the latest observation per app; a scrape renders them.
 #[derive(Debug, Clone)]
 pub struct MetricsExporter {
@@ -144,8 +167,10 @@ impl MetricsExporter {
     }
 
     /// Records step `step`'s observations (one per app, keyed by the app's name). Counters carry
-    /// on from the previous update: CPU seconds accrue at the previous usage for the wall time
-    /// that passed, request counts add the interval's totals.
+    /// on in wall-clock time: between two updates, CPU seconds accrue at each pod's last usage and
+    /// request counts at the app's last rates, so `rate()` over a window inside one update's span
+    /// returns exactly the observation's usage and rates, as it would for a real exporter under a
+    /// steady load.
     pub fn update(&self, step: u64, apps: &[(String, Observation)]) {
         let now = Instant::now();
         let mut state = self.state.lock().expect("exporter state");
@@ -160,22 +185,13 @@ impl MetricsExporter {
                 dropped: 0.0,
             });
             let elapsed = now.duration_since(entry.updated_at).as_secs_f64();
-            let mut cpu = HashMap::new();
-            for pod in &obs.pods {
-                let before = entry.cpu_seconds.get(&pod.name).copied().unwrap_or(0.0);
-                let usage = entry
-                    .observation
-                    .pods
-                    .iter()
-                    .find(|p| p.name == pod.name)
-                    .and_then(|p| p.cpu_usage_cores)
-                    .unwrap_or(0.0);
-                cpu.insert(pod.name.clone(), before + usage * elapsed);
-            }
-            entry.cpu_seconds = cpu;
-            entry.completed += obs.throughput * obs.interval_s;
-            entry.received += obs.arrival_rate * obs.interval_s;
-            entry.dropped += obs.dropped_requests as f64;
+            let (cpu, completed, received, dropped) = entry.totals(elapsed);
+            // Pods that left take their series with them; new pods start from zero.
+            entry.cpu_seconds =
+                obs.pods.iter().map(|p| (p.name.clone(), cpu.get(&p.name).copied().unwrap_or(0.0))).collect();
+            entry.completed = completed;
+            entry.received = received;
+            entry.dropped = dropped;
             entry.step = step;
             entry.observation = obs.clone();
             entry.updated_at = now;
@@ -219,9 +235,11 @@ impl MetricsExporter {
             replicas
                 .get_or_create(&labels(&[("namespace", ns), ("deployment", app)]))
                 .set(obs.desired_replicas as f64);
-            completed.get_or_create(&app_l).inc_by(s.completed);
-            received.get_or_create(&app_l).inc_by(s.received);
-            dropped.get_or_create(&app_l).inc_by(s.dropped);
+            let elapsed = now.duration_since(s.updated_at).as_secs_f64();
+            let (cpu_totals, completed_total, received_total, dropped_total) = s.totals(elapsed);
+            completed.get_or_create(&app_l).inc_by(completed_total);
+            received.get_or_create(&app_l).inc_by(received_total);
+            dropped.get_or_create(&app_l).inc_by(dropped_total);
             step_g.get_or_create(&app_l).set(s.step as f64);
             time_g.get_or_create(&app_l).set(obs.time_s);
             let q = |quantile: &str| labels(&[("namespace", ns), ("app", app), ("quantile", quantile)]);
@@ -231,14 +249,11 @@ impl MetricsExporter {
             if let Some(v) = obs.latency_mean_ms {
                 latency.get_or_create(&q("mean")).set(v / 1000.0);
             }
-            let elapsed = now.duration_since(s.updated_at).as_secs_f64();
             for pod in &obs.pods {
                 let c = &pod.resources;
                 let pod_l = labels(&[("namespace", ns), ("pod", &pod.name), ("container", &c.name), ("app", app)]);
-                let usage = pod.cpu_usage_cores.unwrap_or(0.0);
-                let base = s.cpu_seconds.get(&pod.name).copied().unwrap_or(0.0);
                 if pod.phase != PodPhase::Pending {
-                    cpu.get_or_create(&pod_l).inc_by(base + usage * elapsed);
+                    cpu.get_or_create(&pod_l).inc_by(cpu_totals.get(&pod.name).copied().unwrap_or(0.0));
                     if let Some(m) = pod.memory_working_set_bytes {
                         mem.get_or_create(&pod_l).set(m);
                     }

@@ -14,7 +14,8 @@
 //! the end-to-end test).
 //!
 //! Query templates may use `{namespace}`, `{app}` (escaped for a quoted label value),
-//! `{app_regex}` (escaped for a `=~` matcher), `{rate_window}` and `{interval}`.
+//! `{app_regex}` (escaped for a `=~` matcher), `{rate_window}`, `{interval}` (a PromQL duration)
+//! and `{interval_s}` (a number of seconds).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -68,7 +69,7 @@ impl Default for Queries {
             throughput: format!("sum(rate(http_requests_total{{{app}}}[{{rate_window}}]))"),
             latency_p99_ms: format!("1000 * max(http_request_duration_seconds{{{app},quantile=\"0.99\"}})"),
             latency_mean_ms: format!("1000 * max(http_request_duration_seconds{{{app},quantile=\"mean\"}})"),
-            dropped_requests: format!("sum(increase(http_requests_dropped_total{{{app}}}[{{interval}}]))"),
+            dropped_requests: format!("sum(rate(http_requests_dropped_total{{{app}}}[{{rate_window}}])) * {{interval_s}}"),
             freshness: format!("max(timestamp(kube_pod_container_resource_requests{{{pods}}}))"),
         }
     }
@@ -247,6 +248,7 @@ impl<A: Actuator> PrometheusCluster<A> {
             .replace("{app_regex}", &escape_regex(app))
             .replace("{app}", &escape_label(app))
             .replace("{rate_window}", &self.config.rate_window)
+            .replace("{interval_s}", &self.config.interval_s.to_string())
             .replace("{interval}", &format!("{}s", self.config.interval_s.round().max(1.0) as u64))
     }
 
