@@ -647,17 +647,14 @@ pub fn error_policy<D: Decider>(mpa: Arc<MultidimPodAutoscaler>, error: &Control
     Action::requeue(delay)
 }
 
-/// Runs the controller until `shutdown` resolves.
-pub async fn run<D: Decider>(
-    ctx: Arc<Context<D>>,
-    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
-) {
+/// Runs the controller until SIGINT or SIGTERM.
+pub async fn run<D: Decider>(ctx: Arc<Context<D>>) {
     let api: Api<MultidimPodAutoscaler> = match &ctx.config.namespace {
         Some(ns) => Api::namespaced(ctx.client.clone(), ns),
         None => Api::all(ctx.client.clone()),
     };
     Controller::new(api, watcher::Config::default())
-        .graceful_shutdown_on(shutdown)
+        .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
             if let Err(e) = result {
@@ -694,30 +691,8 @@ pub fn run_blocking(config: ControllerConfig, listen: &str, vertical_cpu: bool) 
         });
         let (bound, server) = crate::http::serve(listen, handler).await?;
         tracing::info!("serving /healthz and /metrics on {bound}");
-        run(ctx, shutdown_signal()).await;
+        run(ctx).await;
         server.abort();
         Ok(())
     })
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
-    }
 }

@@ -430,7 +430,7 @@ mod tests {
 
     #[test]
     fn templates_escape_app_names() {
-        let c = PrometheusCluster::new(PrometheusConfig::new("http://127.0.0.1:1", vec!["a".into()]), |_: &str, _: &Recommendation| Ok(()));
+        let c = PrometheusCluster::new(PrometheusConfig::new("http://127.0.0.1:1", vec!["a".into()]), |_: &str, _: &Recommendation| Ok::<(), ClusterError>(()));
         let q = c.render(r#"x{pod=~"{app_regex}-.+",app="{app}"}[{rate_window}]"#, "app-0001-matmul+sleep");
         assert_eq!(q, r#"x{pod=~"app-0001-matmul\\+sleep-.+",app="app-0001-matmul+sleep"}[1m]"#);
     }
@@ -439,7 +439,7 @@ mod tests {
     fn unreachable_server_is_unavailable() {
         let mut config = PrometheusConfig::new("http://127.0.0.1:9", vec!["a".into()]);
         config.timeout_s = 1.0;
-        let c = PrometheusCluster::new(config, |_: &str, _: &Recommendation| Ok(()));
+        let c = PrometheusCluster::new(config, |_: &str, _: &Recommendation| Ok::<(), ClusterError>(()));
         assert!(matches!(c.observe(0), Err(ClusterError::Unavailable(_))));
         assert!(matches!(c.observe(1), Err(ClusterError::UnknownApp(1))));
     }

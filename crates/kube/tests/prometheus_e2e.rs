@@ -90,7 +90,7 @@ fn prometheus_backend_reads_what_the_simulator_served() {
     config.max_staleness_s = 5.0;
     config.wait_on_advance = false;
     config.interval_s = sim.interval_s();
-    let backend = PrometheusCluster::new(config, |_: &str, _: &aware_core::Recommendation| Ok(()));
+    let backend = PrometheusCluster::new(config, |_: &str, _: &aware_core::Recommendation| Ok::<(), ClusterError>(()));
 
     // Before the first scrape the backend has nothing: unavailable, never zeros.
     assert!(matches!(backend.observe(0), Err(ClusterError::Unavailable(_))));
