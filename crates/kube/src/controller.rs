@@ -673,26 +673,55 @@ pub enum RunError {
     Config(#[source] kube::Error),
     #[error("--listen: {0}")]
     Listen(#[from] crate::http::ServeError),
+    #[error("lost the leader lease {0}: stopping so that another replica takes over")]
+    LostLease(String),
+}
+
+/// How `aware controller` runs besides the controller's own configuration.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Address for `/healthz` and `/metrics`.
+    pub listen: String,
+    /// The VPA half of the MPA default also controls CPU.
+    pub vertical_cpu: bool,
+    /// Leader election: the Lease's namespace and settings; `None` runs unconditionally.
+    pub leader: Option<(String, crate::leader::LeaderConfig)>,
 }
 
 /// `aware controller`: connects with the in-cluster service account or the local kubeconfig,
-/// serves `/healthz` and `/metrics` on `listen`, and runs the recommender and/or updater with
-/// the MPA default behind the decision seam until SIGINT or SIGTERM.
-pub fn run_blocking(config: ControllerConfig, listen: &str, vertical_cpu: bool) -> Result<(), RunError> {
+/// serves `/healthz` and `/metrics`, optionally waits to hold the leader Lease, and runs the
+/// recommender and/or updater with the MPA default behind the decision seam until SIGINT or
+/// SIGTERM (or until the lease is lost, which is an error so the pod restarts as a candidate).
+pub fn run_blocking(config: ControllerConfig, options: RunOptions) -> Result<(), RunError> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(RunError::Runtime)?;
     runtime.block_on(async move {
         let client = Client::try_default().await.map_err(RunError::Config)?;
-        let ctx = Arc::new(Context::new(client, config, crate::decide::MpaDefaultDecider::new(vertical_cpu)));
+        let ctx = Arc::new(Context::new(client.clone(), config, crate::decide::MpaDefaultDecider::new(options.vertical_cpu)));
         let metrics = ctx.metrics.clone();
         let handler: crate::http::Handler = Arc::new(move |path| match path {
             "/metrics" => crate::http::Reply::ok(crate::http::OPENMETRICS, metrics.encode()),
             "/healthz" => crate::http::Reply::ok("text/plain", "ok\n".into()),
             _ => crate::http::Reply::not_found(),
         });
-        let (bound, server) = crate::http::serve(listen, handler).await?;
+        let (bound, server) = crate::http::serve(&options.listen, handler).await?;
         tracing::info!("serving /healthz and /metrics on {bound}");
-        run(ctx).await;
+        let result = match options.leader {
+            None => {
+                run(ctx).await;
+                Ok(())
+            }
+            Some((namespace, leader)) => {
+                let lease = format!("{namespace}/{}", leader.lease_name);
+                let mut elector = crate::leader::LeaderElector::new(Api::namespaced(client, &namespace), leader);
+                elector.acquire().await;
+                tracing::info!("holding the leader lease {lease}");
+                tokio::select! {
+                    _ = run(ctx) => Ok(()),
+                    _ = elector.hold() => Err(RunError::LostLease(lease)),
+                }
+            }
+        };
         server.abort();
-        Ok(())
+        result
     })
 }

@@ -8,6 +8,7 @@ pub mod controller;
 pub mod crd;
 pub mod decide;
 pub mod http;
+pub mod leader;
 pub mod metrics;
 pub mod observe;
 pub mod prometheus;

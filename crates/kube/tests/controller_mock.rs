@@ -502,3 +502,94 @@ async fn the_mpa_default_recommender_serves_through_the_decider_seam() {
     assert_eq!(status["desiredReplicas"], 4, "{status}");
     assert_eq!(status["recommendation"]["containerRecommendations"][0]["containerName"], "web");
 }
+
+mod leader {
+    use std::time::Duration;
+
+    use aware_kube::leader::{LeaderConfig, LeaderElector};
+    use k8s_openapi::api::coordination::v1::Lease;
+    use kube::Api;
+
+    use super::*;
+
+    const LEASE: &str = "/apis/coordination.k8s.io/v1/namespaces/aware-system/leases/aware-controller";
+    const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/aware-system/leases";
+
+    fn lease(holder: &str, version: &str) -> Value {
+        json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "aware-controller", "namespace": "aware-system", "resourceVersion": version},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15, "leaseTransitions": 3,
+                     "renewTime": "2026-01-01T00:00:00.000000Z"},
+        })
+    }
+
+    fn elector(handle_duration: Duration) -> (LeaderElector, Handle) {
+        let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let api: Api<Lease> = Api::namespaced(Client::new(service, "default"), "aware-system");
+        let mut config = LeaderConfig::new("aware-controller", "me");
+        config.lease_duration = handle_duration;
+        (LeaderElector::new(api, config), handle)
+    }
+
+    #[tokio::test]
+    async fn creates_the_lease_when_there_is_none() {
+        let (mut e, handle) = elector(Duration::from_secs(15));
+        let server = serve(
+            handle,
+            vec![
+                step(Method::GET, LEASE, StatusCode::NOT_FOUND, Some(api_status(404, "NotFound"))),
+                step(Method::POST, LEASES, StatusCode::CREATED, None),
+            ],
+        );
+        assert!(e.try_acquire_or_renew().await.unwrap());
+        drop(e);
+        let calls = server.await.unwrap();
+        assert_eq!(calls[1].body["spec"]["holderIdentity"], "me");
+    }
+
+    #[tokio::test]
+    async fn waits_while_another_holder_renews_and_takes_over_an_expired_lease() {
+        // Held by someone else: a fresh record is respected (no write).
+        let (mut e, handle) = elector(Duration::from_secs(15));
+        let server = serve(handle, vec![step(Method::GET, LEASE, StatusCode::OK, Some(lease("other", "5")))]);
+        assert!(!e.try_acquire_or_renew().await.unwrap());
+        drop(e);
+        server.await.unwrap();
+
+        // With a zero lease duration the unchanged record has expired by the second look.
+        let (mut e, handle) = elector(Duration::ZERO);
+        let server = serve(
+            handle,
+            vec![
+                step(Method::GET, LEASE, StatusCode::OK, Some(lease("other", "5"))),
+                step(Method::PUT, LEASE, StatusCode::CONFLICT, Some(api_status(409, "Conflict"))),
+            ],
+        );
+        // The first look already counts as "unchanged for longer than zero seconds": it tries,
+        // and a concurrent writer wins the race (409) — not leader, no error.
+        assert!(!e.try_acquire_or_renew().await.unwrap());
+        drop(e);
+        let calls = server.await.unwrap();
+        assert_eq!(calls[1].body["spec"]["holderIdentity"], "me");
+        assert_eq!(calls[1].body["spec"]["leaseTransitions"], 4);
+        assert_eq!(calls[1].body["metadata"]["resourceVersion"], "5");
+    }
+
+    #[tokio::test]
+    async fn the_holder_renews_its_own_lease() {
+        let (mut e, handle) = elector(Duration::from_secs(15));
+        let server = serve(
+            handle,
+            vec![
+                step(Method::GET, LEASE, StatusCode::OK, Some(lease("me", "8"))),
+                step(Method::PUT, LEASE, StatusCode::OK, None),
+            ],
+        );
+        assert!(e.try_acquire_or_renew().await.unwrap());
+        drop(e);
+        let calls = server.await.unwrap();
+        assert_eq!(calls[1].body["spec"]["leaseTransitions"], 3, "renewal is not a transition");
+        assert_ne!(calls[1].body["spec"]["renewTime"], "2026-01-01T00:00:00.000000Z");
+    }
+}

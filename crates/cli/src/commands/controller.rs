@@ -41,6 +41,15 @@ pub struct Args {
     /// Address for /healthz and /metrics.
     #[arg(long, default_value = "0.0.0.0:8080")]
     pub listen: String,
+    /// Act only while holding a coordination.k8s.io Lease (for several replicas).
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// Namespace of the leader Lease (default: $POD_NAMESPACE, else aware-system).
+    #[arg(long)]
+    pub lease_namespace: Option<String>,
+    /// Name of the leader Lease.
+    #[arg(long, default_value = "aware-controller")]
+    pub lease_name: String,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
@@ -56,6 +65,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
         namespace: args.namespace,
         ..ControllerConfig::default()
     };
-    aware_kube::controller::run_blocking(config, &args.listen, args.vertical_cpu)?;
+    let leader = args.leader_elect.then(|| {
+        let namespace = args
+            .lease_namespace
+            .or_else(|| std::env::var("POD_NAMESPACE").ok())
+            .unwrap_or_else(|| "aware-system".into());
+        // Pod names are unique among live pods: a good candidate identity.
+        let identity = std::env::var("HOSTNAME").unwrap_or_else(|_| format!("aware-{}", std::process::id()));
+        (namespace, aware_kube::leader::LeaderConfig::new(args.lease_name, identity))
+    });
+    let options = aware_kube::controller::RunOptions { listen: args.listen, vertical_cpu: args.vertical_cpu, leader };
+    aware_kube::controller::run_blocking(config, options)?;
     Ok(ExitCode::SUCCESS)
 }
