@@ -293,6 +293,22 @@ fn container_bounds<'a>(mpa: &'a MultidimPodAutoscaler, name: &str) -> Vec<(&'a 
     out
 }
 
+/// Whether the MPA switches vertical scaling off for a container (`mode: Off` in
+/// `constraints.container` or `resourcePolicy.containerPolicies`, by exact name, else `*`).
+fn vertical_off(mpa: &MultidimPodAutoscaler, name: &str) -> bool {
+    use crate::crd::ContainerScalingMode::Off;
+    let from_constraints = mpa.spec.constraints.as_ref().and_then(|c| {
+        let pick = c.container.iter().find(|v| v.name == name).or_else(|| c.container.iter().find(|v| v.name == "*"));
+        pick.and_then(|v| v.mode)
+    });
+    let from_policy = mpa.spec.resource_policy.as_ref().and_then(|p| {
+        let ps = &p.container_policies;
+        let pick = ps.iter().find(|v| v.container_name == name).or_else(|| ps.iter().find(|v| v.container_name == "*"));
+        pick.and_then(|v| v.mode)
+    });
+    from_constraints == Some(Off) || from_policy == Some(Off)
+}
+
 fn resource_list(r: aware_core::Resources) -> ResourceList {
     BTreeMap::from([
         ("cpu".to_string(), quantity::cpu_quantity(r.cpu_millicores)),
@@ -362,9 +378,13 @@ fn relative_change(current: u64, target: u64) -> f64 {
     (target as f64 - current as f64).abs() / current as f64
 }
 
-/// Pods (ready, not terminating, one container) whose requests differ from the recommendation
+/// Pods (not terminating, one container, vertical scaling not `Off`) whose requests differ from the recommendation
 /// by at least [`MIN_CHANGE_FRACTION`], with the resources they should get.
-fn pods_to_update(pods: &[Pod], targets: &[RecommendedContainerResources]) -> Result<Vec<(String, String, ContainerResources)>, QuantityError> {
+fn pods_to_update(
+    mpa: &MultidimPodAutoscaler,
+    pods: &[Pod],
+    targets: &[RecommendedContainerResources],
+) -> Result<Vec<(String, String, ContainerResources)>, QuantityError> {
     let mut out = Vec::new();
     for pod in pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none()) {
         let Some(spec) = &pod.spec else { continue };
@@ -372,6 +392,9 @@ fn pods_to_update(pods: &[Pod], targets: &[RecommendedContainerResources]) -> Re
             continue; // the observation sums containers; per-container targets need one container
         }
         let container = &spec.containers[0];
+        if vertical_off(mpa, &container.name) {
+            continue;
+        }
         let Some(target) = targets.iter().find(|t| t.container_name == container.name || t.container_name.is_empty())
         else {
             continue;
@@ -428,7 +451,7 @@ async fn update<D: Decider>(
         return Ok(());
     }
     let object = mpa.key();
-    let updates = pods_to_update(&view.pods, &recommendation.container_recommendations)
+    let updates = pods_to_update(mpa, &view.pods, &recommendation.container_recommendations)
         .map_err(|source| ControllerError::Quantity { object: object.clone(), source })?;
     if updates.is_empty() {
         return Ok(());

@@ -94,19 +94,19 @@ pub struct PodUpdatePolicy {
 }
 
 /// VPA's `UpdateMode` (vertical-pod-autoscaler `types.go`), including `InPlaceOrRecreate`
-/// (VPA 1.4, in-place pod resize).
+/// (VPA 1.4, in-place pod resize): `Off` computes recommendations and never applies them;
+/// `Initial` sets resources only when pods are created; `Recreate` evicts pods to recreate them
+/// with the recommended resources; `InPlaceOrRecreate` resizes through `pods/{name}/resize`;
+/// `Auto` (the default) is currently `Recreate`, as upstream.
+// No per-variant doc comments: schemars would turn the enum into `oneOf` consts instead of the
+// plain `enum` upstream's CRD has.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default, JsonSchema)]
 #[non_exhaustive]
 pub enum UpdateMode {
-    /// Recommendations are computed but never applied.
     Off,
-    /// Resources are set only when pods are created.
     Initial,
-    /// Pods are evicted and recreated with the recommended resources.
     Recreate,
-    /// Resized in place through `pods/{name}/resize`; evicted when the resize is infeasible.
     InPlaceOrRecreate,
-    /// Currently equivalent to `Recreate` (upstream's default).
     #[default]
     Auto,
 }

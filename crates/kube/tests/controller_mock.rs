@@ -266,6 +266,30 @@ async fn updater_patches_scale_and_resizes_in_place() {
 }
 
 #[tokio::test]
+async fn containers_with_vertical_mode_off_are_not_resized() {
+    let (decider, _) = fixed(shape(4, 300, 256));
+    let (ctx, handle) = context(ControllerConfig::default(), decider);
+    let mut object = owned("InPlaceOrRecreate");
+    object.spec.resource_policy =
+        Some(serde_json::from_value(json!({"containerPolicies": [{"containerName": "web", "mode": "Off"}]})).unwrap());
+    let server = serve(
+        handle,
+        vec![
+            step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))),
+            step(Method::GET, PODS, StatusCode::OK, Some(pods(2))),
+            step(Method::GET, METRICS, StatusCode::OK, Some(pod_metrics(2))),
+            step(Method::PATCH, SCALE, StatusCode::OK, Some(scale(4))),
+            step(Method::PUT, STATUS, StatusCode::OK, None),
+        ],
+    );
+    let outcome = reconcile_once(&object, &ctx).await.unwrap();
+    assert_eq!(outcome.scaled_to, Some(4));
+    assert!(outcome.resized.is_empty());
+    drop(ctx);
+    server.await.unwrap();
+}
+
+#[tokio::test]
 async fn recommendation_is_clamped_to_constraints() {
     let (decider, _) = fixed(shape(50, 300, 256));
     let (ctx, handle) = context(recommend_only(), decider);
@@ -515,20 +539,20 @@ mod leader {
     const LEASE: &str = "/apis/coordination.k8s.io/v1/namespaces/aware-system/leases/aware-controller";
     const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/aware-system/leases";
 
-    fn lease(holder: &str, version: &str) -> Value {
+    fn lease(holder: &str, version: &str, duration_s: u32) -> Value {
         json!({
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": "aware-controller", "namespace": "aware-system", "resourceVersion": version},
-            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15, "leaseTransitions": 3,
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration_s, "leaseTransitions": 3,
                      "renewTime": "2026-01-01T00:00:00.000000Z"},
         })
     }
 
-    fn elector(handle_duration: Duration) -> (LeaderElector, Handle) {
+    fn elector(lease_duration: Duration) -> (LeaderElector, Handle) {
         let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let api: Api<Lease> = Api::namespaced(Client::new(service, "default"), "aware-system");
         let mut config = LeaderConfig::new("aware-controller", "me");
-        config.lease_duration = handle_duration;
+        config.lease_duration = lease_duration;
         (LeaderElector::new(api, config), handle)
     }
 
@@ -552,22 +576,22 @@ mod leader {
     async fn waits_while_another_holder_renews_and_takes_over_an_expired_lease() {
         // Held by someone else: a fresh record is respected (no write).
         let (mut e, handle) = elector(Duration::from_secs(15));
-        let server = serve(handle, vec![step(Method::GET, LEASE, StatusCode::OK, Some(lease("other", "5")))]);
+        let server = serve(handle, vec![step(Method::GET, LEASE, StatusCode::OK, Some(lease("other", "5", 15)))]);
         assert!(!e.try_acquire_or_renew().await.unwrap());
         drop(e);
         server.await.unwrap();
 
-        // With a zero lease duration the unchanged record has expired by the second look.
-        let (mut e, handle) = elector(Duration::ZERO);
+        // A record whose lease duration (0 s, as written by its holder) has passed since we first
+        // saw it unchanged is expired: take it over.
+        let (mut e, handle) = elector(Duration::from_secs(15));
         let server = serve(
             handle,
             vec![
-                step(Method::GET, LEASE, StatusCode::OK, Some(lease("other", "5"))),
+                step(Method::GET, LEASE, StatusCode::OK, Some(lease("other", "5", 0))),
                 step(Method::PUT, LEASE, StatusCode::CONFLICT, Some(api_status(409, "Conflict"))),
             ],
         );
-        // The first look already counts as "unchanged for longer than zero seconds": it tries,
-        // and a concurrent writer wins the race (409) — not leader, no error.
+        // It tries, and a concurrent writer wins the race (409): not leader, no error.
         assert!(!e.try_acquire_or_renew().await.unwrap());
         drop(e);
         let calls = server.await.unwrap();
@@ -582,7 +606,7 @@ mod leader {
         let server = serve(
             handle,
             vec![
-                step(Method::GET, LEASE, StatusCode::OK, Some(lease("me", "8"))),
+                step(Method::GET, LEASE, StatusCode::OK, Some(lease("me", "8", 15))),
                 step(Method::PUT, LEASE, StatusCode::OK, None),
             ],
         );
