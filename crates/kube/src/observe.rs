@@ -189,3 +189,77 @@ pub fn observation(
         network_utilisation: 0.0,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn pod(v: serde_json::Value) -> Pod {
+        serde_json::from_value(v).unwrap()
+    }
+
+    const NOW: f64 = 1_767_225_600.0; // 2026-01-01T00:00:00Z
+
+    #[test]
+    fn phases_requests_and_oom_kills() {
+        let pending = pod(json!({
+            "metadata": {"name": "p", "creationTimestamp": "2025-12-31T23:59:00Z"},
+            "spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": "500m", "memory": "1Gi"}}}]},
+            "status": {"phase": "Pending"},
+        }));
+        let o = pod_observation(&pending, Some(&PodUsage { cpu_cores: 1.0, memory_bytes: 1.0 }), NOW, 15.0).unwrap();
+        assert_eq!(o.phase, PodPhase::Pending);
+        assert_eq!(o.cpu_usage_cores, None, "a pending pod has no usage");
+        // A limit without a request defaults the request to the limit.
+        assert_eq!(o.resources.requests, Resources::new(500, 1 << 30));
+        assert_eq!(o.created_at_s, NOW - 60.0);
+
+        let oom = pod(json!({
+            "metadata": {"name": "r"},
+            "spec": {"nodeName": "n", "containers": [
+                {"name": "a", "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}},
+                {"name": "b", "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}}}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}],
+                "containerStatuses": [
+                    {"name": "a", "ready": false, "restartCount": 2, "image": "i", "imageID": "",
+                     "lastState": {"terminated": {"exitCode": 137, "reason": "OOMKilled", "finishedAt": "2025-12-31T23:59:50Z"}}},
+                    {"name": "b", "ready": true, "restartCount": 1, "image": "i", "imageID": ""}]},
+        }));
+        let o = pod_observation(&oom, None, NOW, 15.0).unwrap();
+        assert_eq!(o.phase, PodPhase::Starting);
+        assert_eq!(o.restarts, 3);
+        assert_eq!(o.resources.requests, Resources::new(150, 128 << 20), "containers are summed");
+        assert_eq!(o.oom_killed_at_bytes, Some((128u64 << 20) as f64));
+        // The same kill 40 s ago is outside a 15 s interval.
+        assert_eq!(pod_observation(&oom, None, NOW + 30.0, 15.0).unwrap().oom_killed_at_bytes, None);
+    }
+
+    #[test]
+    fn observation_skips_terminating_pods_and_sums_usage() {
+        let live = pod(json!({
+            "metadata": {"name": "a", "creationTimestamp": "2025-12-31T23:00:00Z"},
+            "spec": {"nodeName": "n", "containers": [{"name": "c", "resources": {"requests": {"cpu": "200m", "memory": "128Mi"}}}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2025-12-31T23:01:00Z"}]},
+        }));
+        let mut going = live.clone();
+        going.metadata.name = Some("b".into());
+        going.metadata.deletion_timestamp = live.metadata.creation_timestamp.clone();
+        let metrics: PodMetricsList = serde_json::from_value(json!({"items": [{"metadata": {"name": "a"}, "containers": [
+            {"name": "c", "usage": {"cpu": "150m", "memory": "100Mi"}},
+            {"name": "sidecar", "usage": {"cpu": "10m", "memory": "4Mi"}}]}]}))
+        .unwrap();
+        let usage = usage_by_pod(&metrics).unwrap();
+        let obs = observation("ns/web", 2, &[live, going], &usage, NOW, 15.0).unwrap();
+        assert_eq!(obs.pods.len(), 1);
+        let p = &obs.pods[0];
+        assert_eq!(p.phase, PodPhase::Ready);
+        assert!((p.cpu_usage_cores.unwrap() - 0.16).abs() < 1e-12);
+        assert_eq!(p.memory_working_set_bytes, Some((104u64 << 20) as f64));
+        assert_eq!(p.ready_since_s, Some(NOW - 3540.0));
+        assert_eq!(obs.template.requests, Resources::new(200, 128 << 20));
+        assert_eq!(obs.desired_replicas, 2);
+        obs.validate().unwrap();
+    }
+}

@@ -68,8 +68,11 @@ fn every_manifest_in_deploy_and_upstream_validates_and_parses() {
 #[test]
 fn deploy_crd_yaml_is_the_generated_one() {
     let path = root().join("deploy/crd.yaml");
+    if std::env::var("AWARE_BLESS").as_deref() == Ok("1") {
+        std::fs::write(&path, crd::crd_yaml()).unwrap();
+    }
     let on_disk = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert_eq!(on_disk, crd::crd_yaml(), "deploy/crd.yaml is stale: regenerate it with `aware crd > deploy/crd.yaml`");
+    assert_eq!(on_disk, crd::crd_yaml(), "deploy/crd.yaml is stale: regenerate it with `aware crd > deploy/crd.yaml` (or AWARE_BLESS=1 cargo test -p aware-kube --test crd_schema)");
 }
 
 #[test]
