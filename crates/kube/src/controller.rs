@@ -35,10 +35,9 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use crate::crd::{
-    CONDITION_ABLE_TO_SCALE, CONDITION_CONFIG_UNSUPPORTED, CONDITION_RECOMMENDATION_PROVIDED,
-    CONDITION_SCALING_ACTIVE, CONDITION_SCALING_LIMITED, ExtensionError, MultidimPodAutoscaler,
-    MultidimPodAutoscalerCondition, MultidimPodAutoscalerStatus, RecommendedContainerResources,
-    RecommendedPodResources, ResourceList, UpdateMode,
+    CONDITION_ABLE_TO_SCALE, CONDITION_CONFIG_UNSUPPORTED, CONDITION_RECOMMENDATION_PROVIDED, CONDITION_SCALING_ACTIVE,
+    CONDITION_SCALING_LIMITED, ExtensionError, MultidimPodAutoscaler, MultidimPodAutoscalerCondition,
+    MultidimPodAutoscalerStatus, RecommendedContainerResources, RecommendedPodResources, ResourceList, UpdateMode,
 };
 use crate::decide::Decider;
 use crate::observe::{self, PodMetricsList};
@@ -174,7 +173,11 @@ struct TargetView {
     pods: Vec<Pod>,
 }
 
-fn target_api(client: &Client, ns: &str, mpa: &MultidimPodAutoscaler) -> Result<(Api<DynamicObject>, String), ControllerError> {
+fn target_api(
+    client: &Client,
+    ns: &str,
+    mpa: &MultidimPodAutoscaler,
+) -> Result<(Api<DynamicObject>, String), ControllerError> {
     let r = &mpa.spec.scale_target_ref;
     let bad = |reason: String| ControllerError::BadTarget { object: mpa.key(), reason };
     if r.name.is_empty() || r.kind.is_empty() {
@@ -192,10 +195,11 @@ fn target_api(client: &Client, ns: &str, mpa: &MultidimPodAutoscaler) -> Result<
 async fn read_target(client: &Client, ns: &str, mpa: &MultidimPodAutoscaler) -> Result<TargetView, ControllerError> {
     let (api, name) = target_api(client, ns, mpa)?;
     let scale = api.get_scale(&name).await?;
-    let selector = scale.status.as_ref().and_then(|s| s.selector.clone()).ok_or_else(|| ControllerError::BadTarget {
-        object: mpa.key(),
-        reason: format!("the scale subresource of {name} reports no pod selector"),
-    })?;
+    let selector =
+        scale.status.as_ref().and_then(|s| s.selector.clone()).ok_or_else(|| ControllerError::BadTarget {
+            object: mpa.key(),
+            reason: format!("the scale subresource of {name} reports no pod selector"),
+        })?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let pods = pods.list(&ListParams::default().labels(&selector)).await?.items;
     Ok(TargetView { scale, pods })
@@ -327,7 +331,10 @@ fn condition(type_: &str, status: bool, reason: &str, message: String) -> Multid
 }
 
 /// Merges conditions by type, keeping `lastTransitionTime` when the status did not change.
-fn merge_conditions(old: &[MultidimPodAutoscalerCondition], new: Vec<MultidimPodAutoscalerCondition>) -> Vec<MultidimPodAutoscalerCondition> {
+fn merge_conditions(
+    old: &[MultidimPodAutoscalerCondition],
+    new: Vec<MultidimPodAutoscalerCondition>,
+) -> Vec<MultidimPodAutoscalerCondition> {
     let mut out: Vec<MultidimPodAutoscalerCondition> =
         old.iter().filter(|o| !new.iter().any(|n| n.type_ == o.type_)).cloned().collect();
     for mut n in new {
@@ -356,7 +363,14 @@ async fn write_status(
         }
         let mut next = current.clone();
         next.status = Some(build(&current));
-        match api.replace_status(&name, &PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }, &next).await {
+        match api
+            .replace_status(
+                &name,
+                &PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() },
+                &next,
+            )
+            .await
+        {
             Ok(written) => {
                 outcome.status_written = true;
                 return Ok(written);
@@ -470,17 +484,20 @@ async fn update<D: Decider>(
     }
     // Recreate / Auto: at most one eviction per pass.
     if !ctx.config.evict {
-        outcome.eviction_blocked = Some("eviction disabled: no admission webhook would apply the recommendation".into());
+        outcome.eviction_blocked =
+            Some("eviction disabled: no admission webhook would apply the recommendation".into());
         return Ok(());
     }
     let ready = view.pods.iter().filter(|p| is_ready(p)).count() as u32;
     let min_replicas = mpa.spec.constraints.as_ref().and_then(|c| c.global.as_ref()).and_then(|g| g.min_replicas);
     let min_live = ctx.config.min_live_pods.max(min_replicas.unwrap_or(0).max(0) as u32);
     if ready.saturating_sub(1) < min_live {
-        outcome.eviction_blocked = Some(format!("{ready} ready pods: evicting one would drop below the live-pod minimum {min_live}"));
+        outcome.eviction_blocked =
+            Some(format!("{ready} ready pods: evicting one would drop below the live-pod minimum {min_live}"));
         return Ok(());
     }
-    let Some((victim, _, _)) = updates.iter().find(|(name, _, _)| view.pods.iter().any(|p| p.name_any() == *name && is_ready(p)))
+    let Some((victim, _, _)) =
+        updates.iter().find(|(name, _, _)| view.pods.iter().any(|p| p.name_any() == *name && is_ready(p)))
     else {
         return Ok(());
     };
@@ -489,7 +506,7 @@ async fn update<D: Decider>(
     for pdb in pdbs.list(&ListParams::default()).await?.items {
         let Some(selector) = pdb.spec.as_ref().and_then(|s| s.selector.clone()) else { continue };
         let Ok(selector) = Selector::try_from(selector) else { continue };
-        let allowed = pdb.status.as_ref().map(|s| s.disruptions_allowed).unwrap_or(0);
+        let allowed = pdb.status.as_ref().and_then(|s| s.disruptions_allowed).unwrap_or(0);
         if selector.matches(victim_pod.labels()) && allowed < 1 {
             outcome.eviction_blocked = Some(format!("PodDisruptionBudget {} allows no disruption", pdb.name_any()));
             return Ok(());
@@ -507,7 +524,10 @@ async fn update<D: Decider>(
 }
 
 /// One pass for one MPA. Public so tests (and a dry-run mode) can drive it without a watcher.
-pub async fn reconcile_once<D: Decider>(mpa: &MultidimPodAutoscaler, ctx: &Context<D>) -> Result<PassOutcome, ControllerError> {
+pub async fn reconcile_once<D: Decider>(
+    mpa: &MultidimPodAutoscaler,
+    ctx: &Context<D>,
+) -> Result<PassOutcome, ControllerError> {
     let mut outcome = PassOutcome::default();
     if !ctx.owns(mpa) {
         return Ok(outcome);
@@ -564,11 +584,12 @@ pub async fn reconcile_once<D: Decider>(mpa: &MultidimPodAutoscaler, ctx: &Conte
                     .decider
                     .decide(&key, &profile, &obs)
                     .map_err(|source| ControllerError::Decide { object: key.clone(), source })?;
-                let limited = clamp(mpa, &mut rec).map_err(|source| ControllerError::Quantity { object: key.clone(), source })?;
-                ctx.pending.lock().expect("pending map").insert(
-                    key.clone(),
-                    Pending { computed_at: Instant::now(), recommendation: rec.clone(), limited },
-                );
+                let limited =
+                    clamp(mpa, &mut rec).map_err(|source| ControllerError::Quantity { object: key.clone(), source })?;
+                ctx.pending
+                    .lock()
+                    .expect("pending map")
+                    .insert(key.clone(), Pending { computed_at: Instant::now(), recommendation: rec.clone(), limited });
                 (rec, limited)
             }
         };
@@ -604,13 +625,27 @@ pub async fn reconcile_once<D: Decider>(mpa: &MultidimPodAutoscaler, ctx: &Conte
         let build = |cur: &MultidimPodAutoscaler| {
             let old = cur.status.clone().unwrap_or_default();
             let mut conditions = vec![
-                condition(CONDITION_RECOMMENDATION_PROVIDED, true, "RecommendationProvided", format!("recommended by {decider}")),
-                condition(CONDITION_SCALING_ACTIVE, true, "ValidMetricFound", "the recommender computed a recommendation".into()),
+                condition(
+                    CONDITION_RECOMMENDATION_PROVIDED,
+                    true,
+                    "RecommendationProvided",
+                    format!("recommended by {decider}"),
+                ),
+                condition(
+                    CONDITION_SCALING_ACTIVE,
+                    true,
+                    "ValidMetricFound",
+                    "the recommender computed a recommendation".into(),
+                ),
                 condition(
                     CONDITION_SCALING_LIMITED,
                     limited,
                     if limited { "TooFewOrTooManyResources" } else { "DesiredWithinRange" },
-                    if limited { "the recommendation was capped by the MPA's constraints".into() } else { String::new() },
+                    if limited {
+                        "the recommendation was capped by the MPA's constraints".into()
+                    } else {
+                        String::new()
+                    },
                 ),
             ];
             if ctx.config.update {
@@ -638,7 +673,10 @@ pub async fn reconcile_once<D: Decider>(mpa: &MultidimPodAutoscaler, ctx: &Conte
 }
 
 /// kube-runtime reconciler: one pass, then come back after the control interval.
-pub async fn reconcile<D: Decider>(mpa: Arc<MultidimPodAutoscaler>, ctx: Arc<Context<D>>) -> Result<Action, ControllerError> {
+pub async fn reconcile<D: Decider>(
+    mpa: Arc<MultidimPodAutoscaler>,
+    ctx: Arc<Context<D>>,
+) -> Result<Action, ControllerError> {
     let started = Instant::now();
     let result = reconcile_once(&mpa, &ctx).await;
     ctx.metrics.observe_pass(started.elapsed(), result.as_ref().ok());
@@ -658,7 +696,11 @@ pub fn backoff(config: &ControllerConfig, consecutive_failures: u32) -> Duration
 }
 
 /// kube-runtime error policy: counts consecutive failures per MPA and backs off exponentially.
-pub fn error_policy<D: Decider>(mpa: Arc<MultidimPodAutoscaler>, error: &ControllerError, ctx: Arc<Context<D>>) -> Action {
+pub fn error_policy<D: Decider>(
+    mpa: Arc<MultidimPodAutoscaler>,
+    error: &ControllerError,
+    ctx: Arc<Context<D>>,
+) -> Action {
     let n = {
         let mut failures = ctx.failures.lock().expect("failure map");
         let n = failures.entry(mpa.key()).or_insert(0);
@@ -719,7 +761,8 @@ pub fn run_blocking(config: ControllerConfig, options: RunOptions) -> Result<(),
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(RunError::Runtime)?;
     runtime.block_on(async move {
         let client = Client::try_default().await.map_err(RunError::Config)?;
-        let ctx = Arc::new(Context::new(client.clone(), config, crate::decide::MpaDefaultDecider::new(options.vertical_cpu)));
+        let ctx =
+            Arc::new(Context::new(client.clone(), config, crate::decide::MpaDefaultDecider::new(options.vertical_cpu)));
         let metrics = ctx.metrics.clone();
         let handler: crate::http::Handler = Arc::new(move |path| match path {
             "/metrics" => crate::http::Reply::ok(crate::http::OPENMETRICS, metrics.encode()),

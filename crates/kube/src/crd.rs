@@ -19,9 +19,9 @@ use std::collections::BTreeMap;
 use aware_core::{Profile, ProfileError};
 use k8s_openapi::api::autoscaling::v1::CrossVersionObjectReference;
 use k8s_openapi::api::autoscaling::v2::{HorizontalPodAutoscalerBehavior, MetricSpec, MetricStatus};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{CustomResource, CustomResourceExt, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -36,8 +36,7 @@ pub const DEFAULT_RECOMMENDER_NAME: &str = "aware";
 
 /// Upstream's quantity pattern, as controller-gen emits it for `resource.Quantity`
 /// (apimachinery `pkg/api/resource/quantity.go`, `+kubebuilder:validation:Pattern`).
-pub const QUANTITY_PATTERN: &str =
-    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
+pub const QUANTITY_PATTERN: &str = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
 
 /// A map from resource name (`cpu`, `memory`, …) to a quantity, as `core/v1 ResourceList`.
 pub type ResourceList = BTreeMap<String, Quantity>;
@@ -54,10 +53,22 @@ pub type ResourceList = BTreeMap<String, Quantity>;
     status = "MultidimPodAutoscalerStatus",
     derive = "PartialEq",
     printcolumn(name = "Mode", type_ = "string", json_path = ".spec.policy.updateMode"),
-    printcolumn(name = "CPU", type_ = "string", json_path = ".status.recommendation.containerRecommendations[0].target.cpu"),
-    printcolumn(name = "Mem", type_ = "string", json_path = ".status.recommendation.containerRecommendations[0].target.memory"),
+    printcolumn(
+        name = "CPU",
+        type_ = "string",
+        json_path = ".status.recommendation.containerRecommendations[0].target.cpu"
+    ),
+    printcolumn(
+        name = "Mem",
+        type_ = "string",
+        json_path = ".status.recommendation.containerRecommendations[0].target.memory"
+    ),
     printcolumn(name = "Replicas", type_ = "integer", json_path = ".status.desiredReplicas"),
-    printcolumn(name = "Provided", type_ = "string", json_path = ".status.conditions[?(@.type=='RecommendationProvided')].status"),
+    printcolumn(
+        name = "Provided",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type=='RecommendationProvided')].status"
+    ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
@@ -414,8 +425,7 @@ fn normalise_quantities(node: &mut Value) {
             let is_quantity = map.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true))
                 && map.get("description").and_then(Value::as_str).is_some_and(|d| d.starts_with("Quantity is"));
             if is_quantity {
-                let description =
-                    "A resource quantity (Kubernetes `resource.Quantity`): an integer or a string such as `500m`, `1.5`, `128Mi`.";
+                let description = "A resource quantity (Kubernetes `resource.Quantity`): an integer or a string such as `500m`, `1.5`, `128Mi`.";
                 let mut q = quantity_schema();
                 q["description"] = Value::String(description.into());
                 *node = q;

@@ -15,7 +15,12 @@ pub trait Decider: Send + Sync + 'static {
     /// A short name for status messages and logs (`mpa`, `aware`).
     fn name(&self) -> &str;
 
-    fn decide(&self, key: &str, profile: &Profile, observation: &Observation) -> Result<Recommendation, RecommenderError>;
+    fn decide(
+        &self,
+        key: &str,
+        profile: &Profile,
+        observation: &Observation,
+    ) -> Result<Recommendation, RecommenderError>;
 
     /// Forgets the state kept for an MPA that was deleted.
     fn forget(&self, _key: &str) {}
@@ -40,11 +45,16 @@ impl Decider for MpaDefaultDecider {
         "mpa"
     }
 
-    fn decide(&self, key: &str, profile: &Profile, observation: &Observation) -> Result<Recommendation, RecommenderError> {
+    fn decide(
+        &self,
+        key: &str,
+        profile: &Profile,
+        observation: &Observation,
+    ) -> Result<Recommendation, RecommenderError> {
         let mut state = self.state.lock().map_err(|_| RecommenderError::Other("decider state poisoned".into()))?;
-        let entry = state.entry(key.to_string()).or_insert_with(|| {
-            (profile.clone(), MpaDefault::from_profile(profile, self.vertical_cpu))
-        });
+        let entry = state
+            .entry(key.to_string())
+            .or_insert_with(|| (profile.clone(), MpaDefault::from_profile(profile, self.vertical_cpu)));
         // A changed profile (annotation or constraints edited) restarts the recommender from it.
         if entry.0 != *profile {
             *entry = (profile.clone(), MpaDefault::from_profile(profile, self.vertical_cpu));

@@ -91,8 +91,10 @@ impl LeaderElector {
             }
         };
         let held_by_someone = spec.holder_identity.as_deref().is_some_and(|h| !h.is_empty());
-        let lease_duration =
-            spec.lease_duration_seconds.map(|s| Duration::from_secs(s.max(0) as u64)).unwrap_or(self.config.lease_duration);
+        let lease_duration = spec
+            .lease_duration_seconds
+            .map(|s| Duration::from_secs(s.max(0) as u64))
+            .unwrap_or(self.config.lease_duration);
         if !ours && held_by_someone && seen_at.elapsed() <= lease_duration {
             return Ok(false);
         }

@@ -15,7 +15,9 @@ pub mod prometheus;
 pub mod quantity;
 
 pub use controller::{Context, ControllerConfig, ControllerError, PassOutcome};
-pub use crd::{MultidimPodAutoscaler, MultidimPodAutoscalerSpec, MultidimPodAutoscalerStatus, UpdateMode, crd, crd_yaml};
+pub use crd::{
+    MultidimPodAutoscaler, MultidimPodAutoscalerSpec, MultidimPodAutoscalerStatus, UpdateMode, crd, crd_yaml,
+};
 pub use decide::{Decider, MpaDefaultDecider};
 pub use metrics::{ExporterHandle, MetricsExporter};
 pub use prometheus::{Actuator, PrometheusCluster, PrometheusConfig};

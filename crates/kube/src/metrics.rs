@@ -219,22 +219,20 @@ impl MetricsExporter {
         let lim = gauge(&mut r, "kube_pod_container_resource_limits", "Resource limits (kube-state-metrics)");
         let ready = gauge(&mut r, "kube_pod_status_ready", "Pod ready condition (kube-state-metrics)");
         let phase = gauge(&mut r, "kube_pod_status_phase", "Pod phase (kube-state-metrics)");
-        let restarts =
-            counter(&mut r, "kube_pod_container_status_restarts", "Container restarts (kube-state-metrics)");
+        let restarts = counter(&mut r, "kube_pod_container_status_restarts", "Container restarts (kube-state-metrics)");
         let replicas = gauge(&mut r, "kube_deployment_spec_replicas", "Desired replicas (kube-state-metrics)");
         let completed = counter(&mut r, "http_requests", "Completed HTTP requests");
         let received = counter(&mut r, "http_requests_received", "Offered HTTP requests");
         let dropped = counter(&mut r, "http_requests_dropped", "Rejected, timed out or lost requests");
-        let latency = gauge(&mut r, "http_request_duration_seconds", "Request latency quantiles over the last interval");
+        let latency =
+            gauge(&mut r, "http_request_duration_seconds", "Request latency quantiles over the last interval");
         let step_g = gauge(&mut r, "aware_sim_step", "Simulator step the app's series belong to");
         let time_g = gauge(&mut r, "aware_sim_time_seconds", "Simulator clock at the end of the step");
         let ns = self.namespace.as_str();
         for (app, s) in state.iter() {
             let obs = &s.observation;
             let app_l = labels(&[("namespace", ns), ("app", app)]);
-            replicas
-                .get_or_create(&labels(&[("namespace", ns), ("deployment", app)]))
-                .set(obs.desired_replicas as f64);
+            replicas.get_or_create(&labels(&[("namespace", ns), ("deployment", app)])).set(obs.desired_replicas as f64);
             let elapsed = now.duration_since(s.updated_at).as_secs_f64();
             let (cpu_totals, completed_total, received_total, dropped_total) = s.totals(elapsed);
             completed.get_or_create(&app_l).inc_by(completed_total);
@@ -273,12 +271,12 @@ impl MetricsExporter {
                 req.get_or_create(&res("memory", "byte")).set(c.requests.memory_bytes as f64);
                 lim.get_or_create(&res("cpu", "core")).set(c.limits.cpu_cores());
                 lim.get_or_create(&res("memory", "byte")).set(c.limits.memory_bytes as f64);
-                let pod_only = |k: &str, v: &str| labels(&[("namespace", ns), ("pod", &pod.name), ("app", app), (k, v)]);
+                let pod_only =
+                    |k: &str, v: &str| labels(&[("namespace", ns), ("pod", &pod.name), ("app", app), (k, v)]);
                 ready.get_or_create(&pod_only("condition", "true")).set(f64::from(pod.phase == PodPhase::Ready));
-                for (name, is) in [
-                    ("Pending", pod.phase == PodPhase::Pending),
-                    ("Running", pod.phase != PodPhase::Pending),
-                ] {
+                for (name, is) in
+                    [("Pending", pod.phase == PodPhase::Pending), ("Running", pod.phase != PodPhase::Pending)]
+                {
                     phase.get_or_create(&pod_only("phase", name)).set(f64::from(is));
                 }
             }

@@ -246,10 +246,11 @@ mod tests {
         let mut going = live.clone();
         going.metadata.name = Some("b".into());
         going.metadata.deletion_timestamp = live.metadata.creation_timestamp.clone();
-        let metrics: PodMetricsList = serde_json::from_value(json!({"items": [{"metadata": {"name": "a"}, "containers": [
+        let metrics: PodMetricsList =
+            serde_json::from_value(json!({"items": [{"metadata": {"name": "a"}, "containers": [
             {"name": "c", "usage": {"cpu": "150m", "memory": "100Mi"}},
             {"name": "sidecar", "usage": {"cpu": "10m", "memory": "4Mi"}}]}]}))
-        .unwrap();
+            .unwrap();
         let usage = usage_by_pod(&metrics).unwrap();
         let obs = observation("ns/web", 2, &[live, going], &usage, NOW, 15.0).unwrap();
         assert_eq!(obs.pods.len(), 1);

@@ -20,7 +20,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use aware_core::{AppId, Cluster, ClusterError, ContainerResources, Observation, PodObservation, PodPhase, Recommendation, Resources};
+use aware_core::{
+    AppId, Cluster, ClusterError, ContainerResources, Observation, PodObservation, PodPhase, Recommendation, Resources,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -61,15 +63,20 @@ impl Default for Queries {
             pod_memory_limit_bytes: ksm("kube_pod_container_resource_limits", r#",resource="memory""#),
             pod_ready: ksm("kube_pod_status_ready", r#",condition="true""#),
             pod_pending: ksm("kube_pod_status_phase", r#",phase="Pending""#),
-            pod_cpu_usage_cores: format!("sum by (pod) (rate(container_cpu_usage_seconds_total{{{pods},container!=\"\"}}[{{rate_window}}]))"),
+            pod_cpu_usage_cores: format!(
+                "sum by (pod) (rate(container_cpu_usage_seconds_total{{{pods},container!=\"\"}}[{{rate_window}}]))"
+            ),
             pod_memory_working_set_bytes: ksm("container_memory_working_set_bytes", r#",container!="""#),
             pod_restarts: ksm("kube_pod_container_status_restarts_total", ""),
-            desired_replicas: r#"max(kube_deployment_spec_replicas{namespace="{namespace}",deployment="{app}"})"#.into(),
+            desired_replicas: r#"max(kube_deployment_spec_replicas{namespace="{namespace}",deployment="{app}"})"#
+                .into(),
             arrival_rate: format!("sum(rate(http_requests_received_total{{{app}}}[{{rate_window}}]))"),
             throughput: format!("sum(rate(http_requests_total{{{app}}}[{{rate_window}}]))"),
             latency_p99_ms: format!("1000 * max(http_request_duration_seconds{{{app},quantile=\"0.99\"}})"),
             latency_mean_ms: format!("1000 * max(http_request_duration_seconds{{{app},quantile=\"mean\"}})"),
-            dropped_requests: format!("sum(rate(http_requests_dropped_total{{{app}}}[{{rate_window}}])) * {{interval_s}}"),
+            dropped_requests: format!(
+                "sum(rate(http_requests_dropped_total{{{app}}}[{{rate_window}}])) * {{interval_s}}"
+            ),
             freshness: format!("max(timestamp(kube_pod_container_resource_requests{{{pods}}}))"),
         }
     }
@@ -153,27 +160,34 @@ impl PrometheusConfig {
 
     /// Parses YAML (a superset of JSON); `source` names the file in errors.
     pub fn parse(text: &str, source: &str) -> Result<Self, PrometheusConfigError> {
-        let config: Self = serde_saphyr::from_str(text)
-            .map_err(|e| PrometheusConfigError::Parse { path: source.into(), message: e.to_string().lines().next().unwrap_or_default().to_string() })?;
+        let config: Self = serde_saphyr::from_str(text).map_err(|e| PrometheusConfigError::Parse {
+            path: source.into(),
+            message: e.to_string().lines().next().unwrap_or_default().to_string(),
+        })?;
         config.validate(source)?;
         Ok(config)
     }
 
     pub fn load(path: &std::path::Path) -> Result<Self, PrometheusConfigError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| PrometheusConfigError::Read { path: shown.clone(), source })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| PrometheusConfigError::Read { path: shown.clone(), source })?;
         Self::parse(&text, &shown)
     }
 
     pub fn validate(&self, source: &str) -> Result<(), PrometheusConfigError> {
-        let invalid = |field, reason: &str| Err(PrometheusConfigError::Invalid { path: source.into(), field, reason: reason.into() });
+        let invalid = |field, reason: &str| {
+            Err(PrometheusConfigError::Invalid { path: source.into(), field, reason: reason.into() })
+        };
         if !(self.url.starts_with("http://") || self.url.starts_with("https://")) {
             return invalid("url", "must start with http:// or https://");
         }
         if self.apps.is_empty() {
             return invalid("apps", "must name at least one application");
         }
-        for (field, v) in [("interval_s", self.interval_s), ("max_staleness_s", self.max_staleness_s), ("timeout_s", self.timeout_s)] {
+        for (field, v) in
+            [("interval_s", self.interval_s), ("max_staleness_s", self.max_staleness_s), ("timeout_s", self.timeout_s)]
+        {
             if !(v.is_finite() && v > 0.0) {
                 return invalid(field, "must be a positive number of seconds");
             }
@@ -255,7 +269,9 @@ impl<A: Actuator> PrometheusCluster<A> {
     /// Runs one instant query at `time` (Unix seconds); an unreachable server, an HTTP error or a
     /// Prometheus error is `Unavailable` naming the query.
     pub fn query(&self, promql: &str, time: f64) -> Result<Vec<Sample>, ClusterError> {
-        let fail = |what: String| ClusterError::Unavailable(format!("prometheus {}: {what} (query: {promql})", self.config.url));
+        let fail = |what: String| {
+            ClusterError::Unavailable(format!("prometheus {}: {what} (query: {promql})", self.config.url))
+        };
         let url = format!("{}/api/v1/query", self.config.url.trim_end_matches('/'));
         let mut response = self
             .http
@@ -266,7 +282,8 @@ impl<A: Actuator> PrometheusCluster<A> {
             .map_err(|e| fail(e.to_string()))?;
         let status = response.status().as_u16();
         let body = response.body_mut().read_to_string().map_err(|e| fail(e.to_string()))?;
-        let v: Value = serde_json::from_str(&body).map_err(|e| fail(format!("HTTP {status}: unreadable answer: {e}")))?;
+        let v: Value =
+            serde_json::from_str(&body).map_err(|e| fail(format!("HTTP {status}: unreadable answer: {e}")))?;
         if v["status"] != "success" {
             return Err(fail(format!("HTTP {status}: {}", v["error"].as_str().unwrap_or("error"))));
         }
@@ -277,7 +294,9 @@ impl<A: Actuator> PrometheusCluster<A> {
                 .map(|items| items.iter().map(parse_sample).collect::<Result<Vec<_>, String>>())
                 .unwrap_or(Ok(Vec::new()))
                 .map_err(fail),
-            Some("scalar") => parse_value(result).map(|value| vec![Sample { labels: BTreeMap::new(), value }]).map_err(fail),
+            Some("scalar") => {
+                parse_value(result).map(|value| vec![Sample { labels: BTreeMap::new(), value }]).map_err(fail)
+            }
             other => Err(fail(format!("unexpected result type {other:?}"))),
         }
     }
@@ -302,7 +321,9 @@ impl<A: Actuator> PrometheusCluster<A> {
         let q = &self.config.queries;
         let newest = self.scalar(&q.freshness, app, time)?;
         let age = match newest {
-            None => return Err(ClusterError::Unavailable(format!("{app}: no samples in Prometheus (stale or missing)"))),
+            None => {
+                return Err(ClusterError::Unavailable(format!("{app}: no samples in Prometheus (stale or missing)")));
+            }
             Some(t) => time - t,
         };
         if age > self.config.max_staleness_s {
@@ -430,7 +451,10 @@ mod tests {
 
     #[test]
     fn templates_escape_app_names() {
-        let c = PrometheusCluster::new(PrometheusConfig::new("http://127.0.0.1:1", vec!["a".into()]), |_: &str, _: &Recommendation| Ok::<(), ClusterError>(()));
+        let c = PrometheusCluster::new(
+            PrometheusConfig::new("http://127.0.0.1:1", vec!["a".into()]),
+            |_: &str, _: &Recommendation| Ok::<(), ClusterError>(()),
+        );
         let q = c.render(r#"x{pod=~"{app_regex}-.+",app="{app}"}[{rate_window}]"#, "app-0001-matmul+sleep");
         assert_eq!(q, r#"x{pod=~"app-0001-matmul\\+sleep-.+",app="app-0001-matmul+sleep"}[1m]"#);
     }

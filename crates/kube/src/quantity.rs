@@ -55,7 +55,8 @@ pub fn parse_scaled(text: &str, scale: i32) -> Result<u64, QuantityError> {
     let digits = format!("{int_part}{frac_part}");
     let mantissa: u128 = digits.parse().map_err(|_| err("number too large"))?;
     let exp = exp10 - frac_part.len() as i32 + scale;
-    let shifted = mantissa.checked_shl(binary).filter(|v| v >> binary == mantissa).ok_or_else(|| err("number too large"))?;
+    let shifted =
+        mantissa.checked_shl(binary).filter(|v| v >> binary == mantissa).ok_or_else(|| err("number too large"))?;
     let value = if exp >= 0 {
         10u128.checked_pow(exp as u32).and_then(|p| shifted.checked_mul(p)).ok_or_else(|| err("number too large"))?
     } else {

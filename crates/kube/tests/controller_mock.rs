@@ -44,10 +44,9 @@ fn serve(mut handle: Handle, script: Vec<Step>) -> tokio::task::JoinHandle<Vec<C
     tokio::spawn(async move {
         let mut calls = Vec::new();
         for (i, s) in script.into_iter().enumerate() {
-            let (request, send) = handle
-                .next_request()
-                .await
-                .unwrap_or_else(|| panic!("call {i}: expected {} {} but the client made no more calls", s.method, s.path));
+            let (request, send) = handle.next_request().await.unwrap_or_else(|| {
+                panic!("call {i}: expected {} {} but the client made no more calls", s.method, s.path)
+            });
             let uri = request.uri().to_string();
             let method = request.method().clone();
             let bytes = request.into_body().collect_bytes().await.unwrap();
@@ -219,7 +218,12 @@ async fn status_is_written_only_for_owned_mpas() {
     let target = &written["status"]["recommendation"]["containerRecommendations"][0];
     assert_eq!(target["containerName"], "web");
     assert_eq!(target["target"], json!({"cpu": "200m", "memory": "256Mi"}));
-    let provided = written["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "RecommendationProvided").unwrap();
+    let provided = written["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "RecommendationProvided")
+        .unwrap();
     assert_eq!(provided["status"], "True");
 
     // Claiming upstream's default recommender serves MPAs with an empty list.
@@ -334,7 +338,13 @@ async fn eviction_is_blocked_by_a_pod_disruption_budget() {
     assert!(outcome.eviction_blocked.as_deref().unwrap().contains("web-pdb"), "{outcome:?}");
     drop(ctx);
     let calls = server.await.unwrap();
-    let able = calls[4].body["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "AbleToScale").unwrap().clone();
+    let able = calls[4].body["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "AbleToScale")
+        .unwrap()
+        .clone();
     assert_eq!(able["status"], "False");
     assert!(able["message"].as_str().unwrap().contains("web-pdb"));
 }

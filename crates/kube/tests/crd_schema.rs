@@ -52,7 +52,8 @@ fn mpa_manifests() -> Vec<(PathBuf, Value)> {
 fn every_manifest_in_deploy_and_upstream_validates_and_parses() {
     let v = validator();
     let manifests = mpa_manifests();
-    let names: Vec<String> = manifests.iter().map(|(p, _)| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    let names: Vec<String> =
+        manifests.iter().map(|(p, _)| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
     assert!(names.contains(&"hamster-mpa.yaml".to_string()), "upstream example missing: {names:?}");
     assert!(manifests.len() >= 3, "{names:?}");
     for (path, doc) in &manifests {
@@ -72,7 +73,11 @@ fn deploy_crd_yaml_is_the_generated_one() {
         std::fs::write(&path, crd::crd_yaml()).unwrap();
     }
     let on_disk = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert_eq!(on_disk, crd::crd_yaml(), "deploy/crd.yaml is stale: regenerate it with `aware crd > deploy/crd.yaml` (or AWARE_BLESS=1 cargo test -p aware-kube --test crd_schema)");
+    assert_eq!(
+        on_disk,
+        crd::crd_yaml(),
+        "deploy/crd.yaml is stale: regenerate it with `aware crd > deploy/crd.yaml` (or AWARE_BLESS=1 cargo test -p aware-kube --test crd_schema)"
+    );
 }
 
 #[test]
@@ -102,7 +107,8 @@ fn schema_enumerates_update_mode_and_types_replicas_and_quantities_as_upstream()
     assert_eq!(quantity["x-kubernetes-int-or-string"], true);
     assert_eq!(quantity["anyOf"], json!([{"type": "integer"}, {"type": "string"}]));
     // Quantities inside embedded autoscaling/v2 types get the same treatment.
-    let metric_target = &spec["goals"]["properties"]["metrics"]["items"]["properties"]["resource"]["properties"]["target"];
+    let metric_target =
+        &spec["goals"]["properties"]["metrics"]["items"]["properties"]["resource"]["properties"]["target"];
     assert_eq!(metric_target["properties"]["averageValue"]["x-kubernetes-int-or-string"], true);
     assert_eq!(metric_target["properties"]["averageValue"]["pattern"], crd::QUANTITY_PATTERN);
 }
@@ -135,8 +141,10 @@ fn every_upstream_field_exists_in_the_generated_schema() {
     walk(&theirs["properties"]["status"], &ours["properties"]["status"], "status".into(), &mut missing);
     assert!(missing.is_empty(), "fields upstream has and we lack: {missing:?}");
     // And upstream's update modes are a subset of ours.
-    let theirs_modes = theirs["properties"]["spec"]["properties"]["policy"]["properties"]["updateMode"]["enum"].as_array().unwrap();
-    let ours_modes = ours["properties"]["spec"]["properties"]["policy"]["properties"]["updateMode"]["enum"].as_array().unwrap();
+    let theirs_modes =
+        theirs["properties"]["spec"]["properties"]["policy"]["properties"]["updateMode"]["enum"].as_array().unwrap();
+    let ours_modes =
+        ours["properties"]["spec"]["properties"]["policy"]["properties"]["updateMode"]["enum"].as_array().unwrap();
     for m in theirs_modes {
         assert!(ours_modes.contains(m), "{m} missing");
     }
@@ -190,12 +198,18 @@ fn malformed_manifests_are_rejected_with_the_field_named() {
     let errs = rejected(|d| d["spec"]["recommenders"] = json!([{"name": "a"}, {"name": "b"}]));
     assert_rejected_at(&errs, "/spec/recommenders");
 
-    let errs = rejected(|d| d["spec"]["goals"]["metrics"][0]["resource"]["target"]["averageUtilization"] = json!("30%"));
+    let errs =
+        rejected(|d| d["spec"]["goals"]["metrics"][0]["resource"]["target"]["averageUtilization"] = json!("30%"));
     assert_rejected_at(&errs, "/spec/goals/metrics/0/resource/target/averageUtilization");
 
     // Integers and quantity strings are both fine where upstream takes int-or-string.
-    assert!(rejected(|d| d["spec"]["resourcePolicy"]["containerPolicies"][0]["maxAllowed"]["cpu"] = json!(2)).is_empty());
-    assert!(rejected(|d| d["spec"]["resourcePolicy"]["containerPolicies"][0]["maxAllowed"]["cpu"] = json!("1500m")).is_empty());
+    assert!(
+        rejected(|d| d["spec"]["resourcePolicy"]["containerPolicies"][0]["maxAllowed"]["cpu"] = json!(2)).is_empty()
+    );
+    assert!(
+        rejected(|d| d["spec"]["resourcePolicy"]["containerPolicies"][0]["maxAllowed"]["cpu"] = json!("1500m"))
+            .is_empty()
+    );
 }
 
 #[test]
