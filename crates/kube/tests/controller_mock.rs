@@ -29,10 +29,9 @@ fn step(method: Method, path: &'static str, status: StatusCode, body: Option<Val
     Step { method, path, status, body }
 }
 
-/// One recorded call: method, path and query, body.
+/// One recorded call: path and query, body.
 #[derive(Debug, Clone)]
 struct Call {
-    method: Method,
     uri: String,
     body: Value,
 }
@@ -53,7 +52,7 @@ fn serve(mut handle: Handle, script: Vec<Step>) -> tokio::task::JoinHandle<Vec<C
             let body: Value = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
             assert_eq!((&method, request_path(&uri)), (&s.method, s.path), "call {i}: {method} {uri}");
             let answer = s.body.unwrap_or_else(|| body.clone());
-            calls.push(Call { method, uri, body });
+            calls.push(Call { uri, body });
             let response = Response::builder()
                 .status(s.status)
                 .header("content-type", "application/json")
