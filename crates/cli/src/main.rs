@@ -55,6 +55,10 @@ enum Command {
     Bench(commands::bench::Bench),
     /// Serve the environments over gRPC (Gymnasium-style; Python: `pip install ./python`).
     ServeEnv(commands::serve_env::Args),
+    /// Print the MultidimPodAutoscaler CRD (autoscaling.k8s.io/v1alpha1) as YAML.
+    Crd(commands::crd::Args),
+    /// Run the Kubernetes MultidimPodAutoscaler recommender and updater.
+    Controller(commands::controller::Args),
 }
 
 fn main() -> ExitCode {
@@ -71,6 +75,8 @@ fn main() -> ExitCode {
         Command::Provision(p) => commands::provision::run(p),
         Command::Experiment(e) => commands::experiment::run(e),
         Command::ServeEnv(a) => commands::serve_env::run(a),
+        Command::Crd(a) => commands::crd::run(a),
+        Command::Controller(a) => commands::controller::run(a),
     };
     match result {
         Ok(code) => code,

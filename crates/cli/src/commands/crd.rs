@@ -1,0 +1,26 @@
+//! `aware crd`: the MultidimPodAutoscaler CustomResourceDefinition generated from the Rust types.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Print the CRD as one JSON document instead of YAML.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    let text = if args.json {
+        serde_json::to_string_pretty(&aware_kube::crd::crd())? + "\n"
+    } else {
+        aware_kube::crd::crd_yaml()
+    };
+    // A closed stdout (`aware crd | head`) ends the command quietly.
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(ExitCode::SUCCESS),
+    }
+}

@@ -1,0 +1,793 @@
+//! The recommender controller and the updater for `MultidimPodAutoscaler` objects.
+//!
+//! One level-triggered reconcile per MPA (kube-runtime `Controller`):
+//! 1. skip MPAs whose `spec.recommenders` names another recommender (status is never written for
+//!    them); an empty list is upstream's default recommender and is served only with
+//!    [`ControllerConfig::claim_default`];
+//! 2. read the target's scale subresource (desired replicas, pod selector), its pods and their
+//!    usage (`metrics.k8s.io`), build the `Observation`, ask the [`Decider`];
+//! 3. clamp the proposal to `constraints` and `resourcePolicy`;
+//! 4. the updater (when enabled, and the update mode is not `Off`) sets replicas through the
+//!    scale subresource and resources through `pods/{name}/resize` (`InPlaceOrRecreate`), or
+//!    evicts one pod per pass (`Recreate` / `Auto`) when no PodDisruptionBudget forbids it and
+//!    the ready pods stay at or above the live-pod minimum;
+//! 5. write `status` (recommendation, replicas, conditions) with the object's resourceVersion:
+//!    a 409 conflict re-reads the object and retries; any other API error fails the pass, which
+//!    the error policy requeues with exponential back-off. The computed recommendation is kept
+//!    until it is written, so a failed write loses nothing and does not feed the recommender the
+//!    same world twice.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use aware_core::{ContainerResources, Recommendation, RecommenderError};
+use futures::StreamExt;
+use k8s_openapi::api::autoscaling::v1::Scale;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, DynamicObject, EvictParams, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind, Selector, SelectorExt};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+use crate::crd::{
+    CONDITION_ABLE_TO_SCALE, CONDITION_CONFIG_UNSUPPORTED, CONDITION_RECOMMENDATION_PROVIDED, CONDITION_SCALING_ACTIVE,
+    CONDITION_SCALING_LIMITED, ExtensionError, MultidimPodAutoscaler, MultidimPodAutoscalerCondition,
+    MultidimPodAutoscalerStatus, RecommendedContainerResources, RecommendedPodResources, ResourceList, UpdateMode,
+};
+use crate::decide::Decider;
+use crate::observe::{self, PodMetricsList};
+use crate::quantity::{self, QuantityError};
+
+/// Field manager name for server-side bookkeeping of our patches.
+pub const FIELD_MANAGER: &str = "aware-controller";
+
+/// Upstream VPA updater's `MinChangePriority`: a pod is updated when a request differs from the
+/// recommendation by at least 10 % (vertical-pod-autoscaler `pkg/updater/priority`).
+pub const MIN_CHANGE_FRACTION: f64 = 0.1;
+
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    /// The name MPAs put in `spec.recommenders[0].name` to be served by this controller.
+    pub recommender_name: String,
+    /// Also serve MPAs with an empty `recommenders` list (upstream's default recommender's).
+    pub claim_default: bool,
+    /// Run the recommender (compute and write `status`).
+    pub recommend: bool,
+    /// Run the updater (act on the recommendation).
+    pub update: bool,
+    /// Evict pods for `Recreate` / `Auto`. Recreated pods get the recommendation only from an
+    /// admission webhook (upstream's MPA admission controller); without one, eviction would just
+    /// restart pods with the old template, so this is off unless a webhook runs.
+    pub evict: bool,
+    /// Ready pods that must remain after an eviction (upstream VPA updater `--min-replicas`); the
+    /// MPA's `constraints.global.minReplicas` raises it.
+    pub min_live_pods: u32,
+    /// Control interval: how often each MPA is reconciled when nothing changes (15 s, HPA's
+    /// `--horizontal-pod-autoscaler-sync-period`).
+    pub interval: Duration,
+    /// Attempts at writing status when the object keeps changing under us (409 Conflict).
+    pub max_conflict_retries: u32,
+    /// First back-off after a failed pass; doubles per consecutive failure up to `max_backoff`.
+    pub base_backoff: Duration,
+    pub max_backoff: Duration,
+    /// Watch one namespace, or all when `None`.
+    pub namespace: Option<String>,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        Self {
+            recommender_name: crate::crd::DEFAULT_RECOMMENDER_NAME.into(),
+            claim_default: false,
+            recommend: true,
+            update: true,
+            evict: false,
+            min_live_pods: 1,
+            interval: Duration::from_secs(15),
+            max_conflict_retries: 5,
+            base_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(300),
+            namespace: None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ControllerError {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error(transparent)]
+    Extension(#[from] ExtensionError),
+    #[error("MultidimPodAutoscaler {object}: {source}")]
+    Quantity { object: String, source: QuantityError },
+    #[error("MultidimPodAutoscaler {object}: recommender: {source}")]
+    Decide { object: String, source: RecommenderError },
+    #[error("MultidimPodAutoscaler {object}: spec.scaleTargetRef: {reason}")]
+    BadTarget { object: String, reason: String },
+    #[error("MultidimPodAutoscaler {object}: status write still conflicting after {attempts} attempts")]
+    Conflict { object: String, attempts: u32 },
+    #[error("MultidimPodAutoscaler {object} has no namespace")]
+    NoNamespace { object: String },
+}
+
+/// What one pass did, for logs, metrics and tests.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PassOutcome {
+    /// `false` when the MPA belongs to another recommender (nothing was read or written).
+    pub owned: bool,
+    pub status_written: bool,
+    pub conflicts_retried: u32,
+    pub scaled_to: Option<i32>,
+    pub resized: Vec<String>,
+    pub evicted: Vec<String>,
+    /// Why an eviction that was wanted did not happen.
+    pub eviction_blocked: Option<String>,
+}
+
+struct Pending {
+    computed_at: Instant,
+    recommendation: Recommendation,
+    limited: bool,
+}
+
+/// Shared state of the controller.
+pub struct Context<D: Decider> {
+    pub client: Client,
+    pub config: ControllerConfig,
+    pub decider: D,
+    pending: Mutex<HashMap<String, Pending>>,
+    failures: Mutex<HashMap<String, u32>>,
+    pub metrics: crate::metrics::ControllerMetrics,
+}
+
+impl<D: Decider> Context<D> {
+    pub fn new(client: Client, config: ControllerConfig, decider: D) -> Self {
+        Self {
+            client,
+            config,
+            decider,
+            pending: Mutex::default(),
+            failures: Mutex::default(),
+            metrics: crate::metrics::ControllerMetrics::default(),
+        }
+    }
+
+    /// Whether this controller serves `mpa`.
+    pub fn owns(&self, mpa: &MultidimPodAutoscaler) -> bool {
+        match mpa.recommender_name() {
+            Some(name) => name == self.config.recommender_name,
+            None => self.config.claim_default,
+        }
+    }
+}
+
+/// The target's scale subresource, pods and (optionally) usage.
+struct TargetView {
+    scale: Scale,
+    pods: Vec<Pod>,
+}
+
+fn target_api(
+    client: &Client,
+    ns: &str,
+    mpa: &MultidimPodAutoscaler,
+) -> Result<(Api<DynamicObject>, String), ControllerError> {
+    let r = &mpa.spec.scale_target_ref;
+    let bad = |reason: String| ControllerError::BadTarget { object: mpa.key(), reason };
+    if r.name.is_empty() || r.kind.is_empty() {
+        return Err(bad("kind and name are required".into()));
+    }
+    let api_version = r.api_version.as_deref().unwrap_or("apps/v1");
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    // Plural of the well-known scalable kinds (Deployment, StatefulSet, ReplicaSet,
+    // ReplicationController) is the lower-cased kind plus `s`.
+    let plural = format!("{}s", r.kind.to_ascii_lowercase());
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, &r.kind), &plural);
+    Ok((Api::namespaced_with(client.clone(), ns, &ar), r.name.clone()))
+}
+
+async fn read_target(client: &Client, ns: &str, mpa: &MultidimPodAutoscaler) -> Result<TargetView, ControllerError> {
+    let (api, name) = target_api(client, ns, mpa)?;
+    let scale = api.get_scale(&name).await?;
+    let selector =
+        scale.status.as_ref().and_then(|s| s.selector.clone()).ok_or_else(|| ControllerError::BadTarget {
+            object: mpa.key(),
+            reason: format!("the scale subresource of {name} reports no pod selector"),
+        })?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pods = pods.list(&ListParams::default().labels(&selector)).await?.items;
+    Ok(TargetView { scale, pods })
+}
+
+/// Usage from the resource metrics API; `None` samples when it is unavailable (no
+/// metrics-server), so the recommender sees absence rather than zero.
+async fn read_usage(client: &Client, ns: &str, selector: &str) -> HashMap<String, observe::PodUsage> {
+    let url = format!("/apis/metrics.k8s.io/v1beta1/namespaces/{ns}/pods");
+    let request = kube::core::Request::new(url).list(&ListParams::default().labels(selector));
+    let Ok(request) = request else { return HashMap::new() };
+    match client.request::<PodMetricsList>(request).await {
+        Ok(list) => observe::usage_by_pod(&list).unwrap_or_else(|e| {
+            tracing::warn!("metrics.k8s.io returned an unparsable usage: {e}");
+            HashMap::new()
+        }),
+        Err(e) => {
+            tracing::warn!("metrics.k8s.io unavailable: {e}");
+            HashMap::new()
+        }
+    }
+}
+
+fn unix_now_s() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}
+
+fn now_time() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::now())
+}
+
+/// Clamps a recommendation to the MPA's constraints; returns whether anything was capped.
+pub fn clamp(mpa: &MultidimPodAutoscaler, rec: &mut Recommendation) -> Result<bool, QuantityError> {
+    let mut limited = false;
+    if let Some(global) = mpa.spec.constraints.as_ref().and_then(|c| c.global.as_ref()) {
+        let min = global.min_replicas.unwrap_or(1).max(0) as u32;
+        let max = (global.max_replicas.max(0) as u32).max(min);
+        let clamped = rec.replicas.clamp(min, max);
+        limited |= clamped != rec.replicas;
+        rec.replicas = clamped;
+    }
+    for c in &mut rec.containers {
+        for (min, max) in container_bounds(mpa, &c.name) {
+            let before = c.requests;
+            if let Some(q) = min.get("cpu") {
+                c.requests.cpu_millicores = c.requests.cpu_millicores.max(quantity::cpu_millicores(q)?);
+            }
+            if let Some(q) = min.get("memory") {
+                c.requests.memory_bytes = c.requests.memory_bytes.max(quantity::memory_bytes(q)?);
+            }
+            if let Some(q) = max.get("cpu") {
+                c.requests.cpu_millicores = c.requests.cpu_millicores.min(quantity::cpu_millicores(q)?);
+            }
+            if let Some(q) = max.get("memory") {
+                c.requests.memory_bytes = c.requests.memory_bytes.min(quantity::memory_bytes(q)?);
+            }
+            if before != c.requests {
+                limited = true;
+                scale_limits(c, before);
+            }
+        }
+    }
+    Ok(limited)
+}
+
+/// Keeps each limit's ratio to its request when the request moves (VPA `RequestsAndLimits`).
+fn scale_limits(c: &mut ContainerResources, old_requests: aware_core::Resources) {
+    let ratio = |limit: u64, old: u64, new: u64| {
+        if old == 0 { limit.max(new) } else { ((limit as f64 / old as f64) * new as f64).round() as u64 }
+    };
+    c.limits.cpu_millicores = ratio(c.limits.cpu_millicores, old_requests.cpu_millicores, c.requests.cpu_millicores);
+    c.limits.memory_bytes = ratio(c.limits.memory_bytes, old_requests.memory_bytes, c.requests.memory_bytes);
+}
+
+/// (minAllowed, maxAllowed) pairs that apply to a container: `constraints.container` and
+/// `resourcePolicy.containerPolicies`, by exact name, else the `*` entry.
+fn container_bounds<'a>(mpa: &'a MultidimPodAutoscaler, name: &str) -> Vec<(&'a ResourceList, &'a ResourceList)> {
+    let mut out = Vec::new();
+    if let Some(c) = &mpa.spec.constraints {
+        let pick = c.container.iter().find(|v| v.name == name).or_else(|| c.container.iter().find(|v| v.name == "*"));
+        if let Some(r) = pick.and_then(|v| v.requests.as_ref()) {
+            out.push((&r.min_allowed, &r.max_allowed));
+        }
+    }
+    if let Some(p) = &mpa.spec.resource_policy {
+        let policies = &p.container_policies;
+        let pick = policies
+            .iter()
+            .find(|v| v.container_name == name)
+            .or_else(|| policies.iter().find(|v| v.container_name == "*"));
+        if let Some(v) = pick {
+            out.push((&v.min_allowed, &v.max_allowed));
+        }
+    }
+    out
+}
+
+/// Whether the MPA switches vertical scaling off for a container (`mode: Off` in
+/// `constraints.container` or `resourcePolicy.containerPolicies`, by exact name, else `*`).
+fn vertical_off(mpa: &MultidimPodAutoscaler, name: &str) -> bool {
+    use crate::crd::ContainerScalingMode::Off;
+    let from_constraints = mpa.spec.constraints.as_ref().and_then(|c| {
+        let pick = c.container.iter().find(|v| v.name == name).or_else(|| c.container.iter().find(|v| v.name == "*"));
+        pick.and_then(|v| v.mode)
+    });
+    let from_policy = mpa.spec.resource_policy.as_ref().and_then(|p| {
+        let ps = &p.container_policies;
+        let pick = ps.iter().find(|v| v.container_name == name).or_else(|| ps.iter().find(|v| v.container_name == "*"));
+        pick.and_then(|v| v.mode)
+    });
+    from_constraints == Some(Off) || from_policy == Some(Off)
+}
+
+fn resource_list(r: aware_core::Resources) -> ResourceList {
+    BTreeMap::from([
+        ("cpu".to_string(), quantity::cpu_quantity(r.cpu_millicores)),
+        ("memory".to_string(), quantity::memory_quantity(r.memory_bytes)),
+    ])
+}
+
+fn condition(type_: &str, status: bool, reason: &str, message: String) -> MultidimPodAutoscalerCondition {
+    MultidimPodAutoscalerCondition {
+        type_: type_.into(),
+        status: if status { "True" } else { "False" }.into(),
+        last_transition_time: Some(now_time()),
+        reason: reason.into(),
+        message,
+    }
+}
+
+/// Merges conditions by type, keeping `lastTransitionTime` when the status did not change.
+fn merge_conditions(
+    old: &[MultidimPodAutoscalerCondition],
+    new: Vec<MultidimPodAutoscalerCondition>,
+) -> Vec<MultidimPodAutoscalerCondition> {
+    let mut out: Vec<MultidimPodAutoscalerCondition> =
+        old.iter().filter(|o| !new.iter().any(|n| n.type_ == o.type_)).cloned().collect();
+    for mut n in new {
+        if let Some(o) = old.iter().find(|o| o.type_ == n.type_ && o.status == n.status) {
+            n.last_transition_time = o.last_transition_time.clone();
+        }
+        out.push(n);
+    }
+    out.sort_by(|a, b| a.type_.cmp(&b.type_));
+    out
+}
+
+/// Writes `status` with optimistic concurrency: a 409 re-reads the object and tries again.
+async fn write_status(
+    api: &Api<MultidimPodAutoscaler>,
+    mpa: &MultidimPodAutoscaler,
+    build: impl Fn(&MultidimPodAutoscaler) -> MultidimPodAutoscalerStatus,
+    max_retries: u32,
+    outcome: &mut PassOutcome,
+) -> Result<MultidimPodAutoscaler, ControllerError> {
+    let name = mpa.name_any();
+    let mut current = mpa.clone();
+    for attempt in 0..=max_retries {
+        if attempt > 0 {
+            current = api.get_status(&name).await?;
+        }
+        let mut next = current.clone();
+        next.status = Some(build(&current));
+        match api
+            .replace_status(
+                &name,
+                &PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() },
+                &next,
+            )
+            .await
+        {
+            Ok(written) => {
+                outcome.status_written = true;
+                return Ok(written);
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                outcome.conflicts_retried += 1;
+                tracing::debug!("{}: status conflict, retrying", mpa.key());
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ControllerError::Conflict { object: mpa.key(), attempts: max_retries + 1 })
+}
+
+fn relative_change(current: u64, target: u64) -> f64 {
+    if current == 0 {
+        return if target == 0 { 0.0 } else { f64::INFINITY };
+    }
+    (target as f64 - current as f64).abs() / current as f64
+}
+
+/// Pods (not terminating, one container, vertical scaling not `Off`) whose requests differ from the recommendation
+/// by at least [`MIN_CHANGE_FRACTION`], with the resources they should get.
+fn pods_to_update(
+    mpa: &MultidimPodAutoscaler,
+    pods: &[Pod],
+    targets: &[RecommendedContainerResources],
+) -> Result<Vec<(String, String, ContainerResources)>, QuantityError> {
+    let mut out = Vec::new();
+    for pod in pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none()) {
+        let Some(spec) = &pod.spec else { continue };
+        if spec.containers.len() != 1 {
+            continue; // the observation sums containers; per-container targets need one container
+        }
+        let container = &spec.containers[0];
+        if vertical_off(mpa, &container.name) {
+            continue;
+        }
+        let Some(target) = targets.iter().find(|t| t.container_name == container.name || t.container_name.is_empty())
+        else {
+            continue;
+        };
+        let current = observe::pod_resources(std::slice::from_ref(container))?;
+        let mut wanted = current.clone();
+        if let Some(q) = target.target.get("cpu") {
+            wanted.requests.cpu_millicores = quantity::cpu_millicores(q)?;
+        }
+        if let Some(q) = target.target.get("memory") {
+            wanted.requests.memory_bytes = quantity::memory_bytes(q)?;
+        }
+        let change = relative_change(current.requests.cpu_millicores, wanted.requests.cpu_millicores)
+            .max(relative_change(current.requests.memory_bytes, wanted.requests.memory_bytes));
+        if change >= MIN_CHANGE_FRACTION {
+            scale_limits(&mut wanted, current.requests);
+            out.push((pod.name_any(), container.name.clone(), wanted));
+        }
+    }
+    Ok(out)
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_none()
+        && pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// The updater for one MPA: replicas, then resources.
+async fn update<D: Decider>(
+    ctx: &Context<D>,
+    ns: &str,
+    mpa: &MultidimPodAutoscaler,
+    view: &TargetView,
+    desired_replicas: i32,
+    recommendation: &RecommendedPodResources,
+    outcome: &mut PassOutcome,
+) -> Result<(), ControllerError> {
+    let mode = mpa.update_mode();
+    if mode == UpdateMode::Off {
+        return Ok(());
+    }
+    let current = view.scale.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0);
+    if desired_replicas != current {
+        let (api, name) = target_api(&ctx.client, ns, mpa)?;
+        let patch = json!({"spec": {"replicas": desired_replicas}});
+        api.patch_scale(&name, &PatchParams::default(), &Patch::Merge(&patch)).await?;
+        outcome.scaled_to = Some(desired_replicas);
+    }
+    if !mode.acts_on_running_pods() {
+        return Ok(());
+    }
+    let object = mpa.key();
+    let updates = pods_to_update(mpa, &view.pods, &recommendation.container_recommendations)
+        .map_err(|source| ControllerError::Quantity { object: object.clone(), source })?;
+    if updates.is_empty() {
+        return Ok(());
+    }
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
+    if mode == UpdateMode::InPlaceOrRecreate {
+        for (pod, container, wanted) in &updates {
+            let patch = json!({"spec": {"containers": [{
+                "name": container,
+                "resources": {"requests": resource_list(wanted.requests), "limits": resource_list(wanted.limits)},
+            }]}});
+            pods.patch_resize(pod, &PatchParams::default(), &Patch::Strategic(&patch)).await?;
+            outcome.resized.push(pod.clone());
+        }
+        return Ok(());
+    }
+    // Recreate / Auto: at most one eviction per pass.
+    if !ctx.config.evict {
+        outcome.eviction_blocked =
+            Some("eviction disabled: no admission webhook would apply the recommendation".into());
+        return Ok(());
+    }
+    let ready = view.pods.iter().filter(|p| is_ready(p)).count() as u32;
+    let min_replicas = mpa.spec.constraints.as_ref().and_then(|c| c.global.as_ref()).and_then(|g| g.min_replicas);
+    let min_live = ctx.config.min_live_pods.max(min_replicas.unwrap_or(0).max(0) as u32);
+    if ready.saturating_sub(1) < min_live {
+        outcome.eviction_blocked =
+            Some(format!("{ready} ready pods: evicting one would drop below the live-pod minimum {min_live}"));
+        return Ok(());
+    }
+    let Some((victim, _, _)) =
+        updates.iter().find(|(name, _, _)| view.pods.iter().any(|p| p.name_any() == *name && is_ready(p)))
+    else {
+        return Ok(());
+    };
+    let victim_pod = view.pods.iter().find(|p| p.name_any() == *victim).expect("victim is one of the pods");
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(ctx.client.clone(), ns);
+    for pdb in pdbs.list(&ListParams::default()).await?.items {
+        let Some(selector) = pdb.spec.as_ref().and_then(|s| s.selector.clone()) else { continue };
+        let Ok(selector) = Selector::try_from(selector) else { continue };
+        let allowed = pdb.status.as_ref().and_then(|s| s.disruptions_allowed).unwrap_or(0);
+        if selector.matches(victim_pod.labels()) && allowed < 1 {
+            outcome.eviction_blocked = Some(format!("PodDisruptionBudget {} allows no disruption", pdb.name_any()));
+            return Ok(());
+        }
+    }
+    match pods.evict(victim, &EvictParams::default()).await {
+        Ok(_) => outcome.evicted.push(victim.clone()),
+        // 429: the API server's own PDB check refused (the budget changed since we read it).
+        Err(kube::Error::Api(s)) if s.code == 429 => {
+            outcome.eviction_blocked = Some(format!("eviction of {victim} refused: {}", s.message));
+        }
+        Err(e) => return Err(e.into()),
+    }
+    Ok(())
+}
+
+/// One pass for one MPA. Public so tests (and a dry-run mode) can drive it without a watcher.
+pub async fn reconcile_once<D: Decider>(
+    mpa: &MultidimPodAutoscaler,
+    ctx: &Context<D>,
+) -> Result<PassOutcome, ControllerError> {
+    let mut outcome = PassOutcome::default();
+    if !ctx.owns(mpa) {
+        return Ok(outcome);
+    }
+    outcome.owned = true;
+    let key = mpa.key();
+    let ns = mpa.namespace().ok_or_else(|| ControllerError::NoNamespace { object: key.clone() })?;
+    let mpas: Api<MultidimPodAutoscaler> = Api::namespaced(ctx.client.clone(), &ns);
+    let profile = match mpa.profile() {
+        Ok(p) => p,
+        Err(e) => {
+            // A broken annotation is the operator's to fix: say so on the object, do not act.
+            let message = e.to_string();
+            let build = |cur: &MultidimPodAutoscaler| {
+                let mut status = cur.status.clone().unwrap_or_default();
+                let old = std::mem::take(&mut status.conditions);
+                status.conditions = merge_conditions(
+                    &old,
+                    vec![condition(CONDITION_CONFIG_UNSUPPORTED, true, "InvalidProfile", message.clone())],
+                );
+                status
+            };
+            write_status(&mpas, mpa, build, ctx.config.max_conflict_retries, &mut outcome).await?;
+            return Err(e.into());
+        }
+    };
+    let view = read_target(&ctx.client, &ns, mpa).await?;
+    let current_replicas = view.scale.status.as_ref().map(|s| s.replicas).unwrap_or(0);
+    let desired_now = view.scale.spec.as_ref().and_then(|s| s.replicas).unwrap_or(current_replicas);
+
+    let (desired, recommendation, limited) = if ctx.config.recommend {
+        let reuse = {
+            let pending = ctx.pending.lock().expect("pending map");
+            pending
+                .get(&key)
+                .filter(|p| p.computed_at.elapsed() < ctx.config.interval)
+                .map(|p| (p.recommendation.clone(), p.limited))
+        };
+        let (rec, limited) = match reuse {
+            Some(found) => found,
+            None => {
+                let selector = view.scale.status.as_ref().and_then(|s| s.selector.clone()).unwrap_or_default();
+                let usage = read_usage(&ctx.client, &ns, &selector).await;
+                let obs = observe::observation(
+                    &key,
+                    desired_now.max(0) as u32,
+                    &view.pods,
+                    &usage,
+                    unix_now_s(),
+                    ctx.config.interval.as_secs_f64(),
+                )
+                .map_err(|source| ControllerError::Quantity { object: key.clone(), source })?;
+                let mut rec = ctx
+                    .decider
+                    .decide(&key, &profile, &obs)
+                    .map_err(|source| ControllerError::Decide { object: key.clone(), source })?;
+                let limited =
+                    clamp(mpa, &mut rec).map_err(|source| ControllerError::Quantity { object: key.clone(), source })?;
+                ctx.pending
+                    .lock()
+                    .expect("pending map")
+                    .insert(key.clone(), Pending { computed_at: Instant::now(), recommendation: rec.clone(), limited });
+                (rec, limited)
+            }
+        };
+        let pod_resources = RecommendedPodResources {
+            container_recommendations: rec
+                .containers
+                .iter()
+                .map(|c| RecommendedContainerResources {
+                    container_name: c.name.clone(),
+                    target: resource_list(c.requests),
+                    ..Default::default()
+                })
+                .collect(),
+        };
+        (rec.replicas as i32, pod_resources, limited)
+    } else {
+        // Updater only: act on whatever recommender owns the status.
+        let status = mpa.status.clone().unwrap_or_default();
+        match status.recommendation {
+            Some(r) => (status.desired_replicas, r, false),
+            None => return Ok(outcome),
+        }
+    };
+
+    if ctx.config.update {
+        update(ctx, &ns, mpa, &view, desired, &recommendation, &mut outcome).await?;
+    }
+
+    if ctx.config.recommend {
+        let scaled = outcome.scaled_to.is_some();
+        let decider = ctx.decider.name().to_string();
+        let blocked = outcome.eviction_blocked.clone();
+        let build = |cur: &MultidimPodAutoscaler| {
+            let old = cur.status.clone().unwrap_or_default();
+            let mut conditions = vec![
+                condition(
+                    CONDITION_RECOMMENDATION_PROVIDED,
+                    true,
+                    "RecommendationProvided",
+                    format!("recommended by {decider}"),
+                ),
+                condition(
+                    CONDITION_SCALING_ACTIVE,
+                    true,
+                    "ValidMetricFound",
+                    "the recommender computed a recommendation".into(),
+                ),
+                condition(
+                    CONDITION_SCALING_LIMITED,
+                    limited,
+                    if limited { "TooFewOrTooManyResources" } else { "DesiredWithinRange" },
+                    if limited {
+                        "the recommendation was capped by the MPA's constraints".into()
+                    } else {
+                        String::new()
+                    },
+                ),
+            ];
+            if ctx.config.update {
+                conditions.push(match &blocked {
+                    Some(why) => condition(CONDITION_ABLE_TO_SCALE, false, "UpdateBlocked", why.clone()),
+                    None => condition(CONDITION_ABLE_TO_SCALE, true, "SucceededRescale", String::new()),
+                });
+            }
+            MultidimPodAutoscalerStatus {
+                last_scale_time: if scaled { Some(now_time()) } else { old.last_scale_time.clone() },
+                current_replicas,
+                desired_replicas: desired,
+                recommendation: Some(recommendation.clone()),
+                current_metrics: old.current_metrics.clone(),
+                conditions: merge_conditions(&old.conditions, conditions),
+            }
+        };
+        write_status(&mpas, mpa, build, ctx.config.max_conflict_retries, &mut outcome).await?;
+        ctx.pending.lock().expect("pending map").remove(&key);
+    } else if outcome.scaled_to.is_some() {
+        let patch = json!({"status": {"lastScaleTime": now_time()}});
+        mpas.patch_status(&mpa.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    }
+    Ok(outcome)
+}
+
+/// kube-runtime reconciler: one pass, then come back after the control interval.
+pub async fn reconcile<D: Decider>(
+    mpa: Arc<MultidimPodAutoscaler>,
+    ctx: Arc<Context<D>>,
+) -> Result<Action, ControllerError> {
+    let started = Instant::now();
+    let result = reconcile_once(&mpa, &ctx).await;
+    ctx.metrics.observe_pass(started.elapsed(), result.as_ref().ok());
+    let outcome = result?;
+    ctx.failures.lock().expect("failure map").remove(&mpa.key());
+    if !outcome.owned {
+        return Ok(Action::await_change());
+    }
+    tracing::info!(mpa = %mpa.key(), ?outcome, "reconciled");
+    Ok(Action::requeue(ctx.config.interval))
+}
+
+/// Back-off for a failed pass: `base · 2^(n−1)` for the n-th consecutive failure, capped.
+pub fn backoff(config: &ControllerConfig, consecutive_failures: u32) -> Duration {
+    let exp = consecutive_failures.saturating_sub(1).min(20);
+    config.base_backoff.saturating_mul(1 << exp).min(config.max_backoff)
+}
+
+/// kube-runtime error policy: counts consecutive failures per MPA and backs off exponentially.
+pub fn error_policy<D: Decider>(
+    mpa: Arc<MultidimPodAutoscaler>,
+    error: &ControllerError,
+    ctx: Arc<Context<D>>,
+) -> Action {
+    let n = {
+        let mut failures = ctx.failures.lock().expect("failure map");
+        let n = failures.entry(mpa.key()).or_insert(0);
+        *n += 1;
+        *n
+    };
+    let delay = backoff(&ctx.config, n);
+    tracing::warn!(mpa = %mpa.key(), failures = n, ?delay, "reconcile failed: {error}");
+    Action::requeue(delay)
+}
+
+/// Runs the controller until SIGINT or SIGTERM.
+pub async fn run<D: Decider>(ctx: Arc<Context<D>>) {
+    let api: Api<MultidimPodAutoscaler> = match &ctx.config.namespace {
+        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+        None => Api::all(ctx.client.clone()),
+    };
+    Controller::new(api, watcher::Config::default())
+        .shutdown_on_signal()
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                tracing::debug!("controller: {e}");
+            }
+        })
+        .await;
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("no Kubernetes configuration (in-cluster service account or kubeconfig): {0}")]
+    Config(#[source] kube::Error),
+    #[error("--listen: {0}")]
+    Listen(#[from] crate::http::ServeError),
+    #[error("lost the leader lease {0}: stopping so that another replica takes over")]
+    LostLease(String),
+}
+
+/// How `aware controller` runs besides the controller's own configuration.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Address for `/healthz` and `/metrics`.
+    pub listen: String,
+    /// The VPA half of the MPA default also controls CPU.
+    pub vertical_cpu: bool,
+    /// Leader election: the Lease's namespace and settings; `None` runs unconditionally.
+    pub leader: Option<(String, crate::leader::LeaderConfig)>,
+}
+
+/// `aware controller`: connects with the in-cluster service account or the local kubeconfig,
+/// serves `/healthz` and `/metrics`, optionally waits to hold the leader Lease, and runs the
+/// recommender and/or updater with the MPA default behind the decision seam until SIGINT or
+/// SIGTERM (or until the lease is lost, which is an error so the pod restarts as a candidate).
+pub fn run_blocking(config: ControllerConfig, options: RunOptions) -> Result<(), RunError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(RunError::Runtime)?;
+    runtime.block_on(async move {
+        let client = Client::try_default().await.map_err(RunError::Config)?;
+        let ctx =
+            Arc::new(Context::new(client.clone(), config, crate::decide::MpaDefaultDecider::new(options.vertical_cpu)));
+        let metrics = ctx.metrics.clone();
+        let handler: crate::http::Handler = Arc::new(move |path| match path {
+            "/metrics" => crate::http::Reply::ok(crate::http::OPENMETRICS, metrics.encode()),
+            "/healthz" => crate::http::Reply::ok("text/plain", "ok\n".into()),
+            _ => crate::http::Reply::not_found(),
+        });
+        let (bound, server) = crate::http::serve(&options.listen, handler).await?;
+        tracing::info!("serving /healthz and /metrics on {bound}");
+        let result = match options.leader {
+            None => {
+                run(ctx).await;
+                Ok(())
+            }
+            Some((namespace, leader)) => {
+                let lease = format!("{namespace}/{}", leader.lease_name);
+                let mut elector = crate::leader::LeaderElector::new(Api::namespaced(client, &namespace), leader);
+                elector.acquire().await;
+                tracing::info!("holding the leader lease {lease}");
+                tokio::select! {
+                    _ = run(ctx) => Ok(()),
+                    _ = elector.hold() => Err(RunError::LostLease(lease)),
+                }
+            }
+        };
+        server.abort();
+        result
+    })
+}

@@ -1,0 +1,629 @@
+//! The recommender controller and updater against kube's mocked API service (a tower-test pair,
+//! as kube's own `mock_tests.rs`): each test scripts the exact API calls a pass must make, in
+//! order, with the server's answers, and fails on any call it did not script.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use aware_core::{ContainerResources, Observation, Profile, Recommendation, RecommenderError, Resources};
+use aware_kube::controller::{self, ControllerConfig, ControllerError, backoff, error_policy, reconcile_once};
+use aware_kube::{Context, Decider, MpaDefaultDecider, MultidimPodAutoscaler};
+use http::{Method, Request, Response, StatusCode};
+use kube::Client;
+use kube::client::Body;
+use kube::runtime::controller::Action;
+use serde_json::{Value, json};
+
+/// What the mocked API server answers to one expected call.
+struct Step {
+    method: Method,
+    /// The request path (without the query string) must equal this.
+    path: &'static str,
+    status: StatusCode,
+    /// `None`: echo the request body back (what PUT/PATCH on a subresource returns).
+    body: Option<Value>,
+}
+
+fn step(method: Method, path: &'static str, status: StatusCode, body: Option<Value>) -> Step {
+    Step { method, path, status, body }
+}
+
+/// One recorded call: path and query, body.
+#[derive(Debug, Clone)]
+struct Call {
+    uri: String,
+    body: Value,
+}
+
+type Handle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+
+/// Serves the script, then checks nothing else is asked once every client is dropped.
+fn serve(mut handle: Handle, script: Vec<Step>) -> tokio::task::JoinHandle<Vec<Call>> {
+    tokio::spawn(async move {
+        let mut calls = Vec::new();
+        for (i, s) in script.into_iter().enumerate() {
+            let (request, send) = handle.next_request().await.unwrap_or_else(|| {
+                panic!("call {i}: expected {} {} but the client made no more calls", s.method, s.path)
+            });
+            let uri = request.uri().to_string();
+            let method = request.method().clone();
+            let bytes = request.into_body().collect_bytes().await.unwrap();
+            let body: Value = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).unwrap() };
+            assert_eq!((&method, request_path(&uri)), (&s.method, s.path), "call {i}: {method} {uri}");
+            let answer = s.body.unwrap_or_else(|| body.clone());
+            calls.push(Call { uri, body });
+            let response = Response::builder()
+                .status(s.status)
+                .header("content-type", "application/json")
+                .body(Body::from(serde_json::to_vec(&answer).unwrap()))
+                .unwrap();
+            send.send_response(response);
+        }
+        if let Some((request, _)) = handle.next_request().await {
+            panic!("unscripted call: {} {}", request.method(), request.uri());
+        }
+        calls
+    })
+}
+
+fn request_path(uri: &str) -> &str {
+    uri.split('?').next().unwrap()
+}
+
+/// A decider that always proposes the same shape and counts how often it was asked.
+struct FixedDecider {
+    recommendation: Recommendation,
+    calls: Arc<AtomicUsize>,
+}
+
+impl Decider for FixedDecider {
+    fn name(&self) -> &str {
+        "fixed"
+    }
+
+    fn decide(&self, _key: &str, _profile: &Profile, obs: &Observation) -> Result<Recommendation, RecommenderError> {
+        obs.validate().map_err(RecommenderError::BadObservation)?;
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        Ok(self.recommendation.clone())
+    }
+}
+
+fn shape(replicas: u32, cpu_millicores: u64, memory_mib: u64) -> Recommendation {
+    let r = Resources::new(cpu_millicores, memory_mib << 20);
+    Recommendation { replicas, containers: vec![ContainerResources::guaranteed("web", r)] }
+}
+
+fn mpa(recommenders: Value, mode: &str) -> MultidimPodAutoscaler {
+    let mut spec = json!({
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+        "policy": {"updateMode": mode},
+        "constraints": {"global": {"minReplicas": 1, "maxReplicas": 10}},
+    });
+    if !recommenders.is_null() {
+        spec["recommenders"] = recommenders;
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "autoscaling.k8s.io/v1alpha1",
+        "kind": "MultidimPodAutoscaler",
+        "metadata": {"name": "web", "namespace": "default", "resourceVersion": "1", "uid": "u-1"},
+        "spec": spec,
+    }))
+    .unwrap()
+}
+
+fn owned(mode: &str) -> MultidimPodAutoscaler {
+    mpa(json!([{"name": "aware"}]), mode)
+}
+
+fn scale(replicas: i32) -> Value {
+    json!({
+        "apiVersion": "autoscaling/v1", "kind": "Scale",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"replicas": replicas},
+        "status": {"replicas": replicas, "selector": "app=web"},
+    })
+}
+
+fn pod(name: &str, ready: bool) -> Value {
+    json!({
+        "metadata": {"name": name, "namespace": "default", "labels": {"app": "web"},
+                     "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"nodeName": "node-1", "containers": [{"name": "web", "image": "web",
+            "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "200m", "memory": "256Mi"}}}]},
+        "status": {"phase": "Running", "conditions": [
+            {"type": "Ready", "status": if ready { "True" } else { "False" }, "lastTransitionTime": "2026-01-01T00:01:00Z"}]},
+    })
+}
+
+fn pods(n: usize) -> Value {
+    let items: Vec<Value> = (1..=n).map(|i| pod(&format!("web-{i}"), true)).collect();
+    json!({"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": "7"}, "items": items})
+}
+
+fn pod_metrics(n: usize) -> Value {
+    let items: Vec<Value> = (1..=n)
+        .map(|i| json!({"metadata": {"name": format!("web-{i}")}, "containers": [{"name": "web", "usage": {"cpu": "90m", "memory": "100Mi"}}]}))
+        .collect();
+    json!({"apiVersion": "metrics.k8s.io/v1beta1", "kind": "PodMetricsList", "items": items})
+}
+
+fn pdbs(disruptions_allowed: i32) -> Value {
+    json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudgetList", "metadata": {}, "items": [{
+        "metadata": {"name": "web-pdb", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}, "minAvailable": 2},
+        "status": {"currentHealthy": 3, "desiredHealthy": 2, "disruptionsAllowed": disruptions_allowed, "expectedPods": 3},
+    }]})
+}
+
+fn api_status(code: u16, reason: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Status", "status": "Failure", "message": format!("{reason} (test)"), "reason": reason, "code": code})
+}
+
+const SCALE: &str = "/apis/apps/v1/namespaces/default/deployments/web/scale";
+const PODS: &str = "/api/v1/namespaces/default/pods";
+const METRICS: &str = "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods";
+const PDBS: &str = "/apis/policy/v1/namespaces/default/poddisruptionbudgets";
+const STATUS: &str = "/apis/autoscaling.k8s.io/v1alpha1/namespaces/default/multidimpodautoscalers/web/status";
+
+fn context<D: Decider>(config: ControllerConfig, decider: D) -> (Context<D>, Handle) {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    (Context::new(Client::new(service, "default"), config, decider), handle)
+}
+
+fn fixed(rec: Recommendation) -> (FixedDecider, Arc<AtomicUsize>) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    (FixedDecider { recommendation: rec, calls: calls.clone() }, calls)
+}
+
+fn recommend_only() -> ControllerConfig {
+    ControllerConfig { update: false, ..Default::default() }
+}
+
+#[tokio::test]
+async fn status_is_written_only_for_owned_mpas() {
+    let (decider, calls) = fixed(shape(3, 200, 256));
+    let (ctx, handle) = context(recommend_only(), decider);
+    let server = serve(handle, vec![]);
+    for other in [mpa(json!([{"name": "upstream-recommender"}]), "Auto"), mpa(Value::Null, "Auto")] {
+        let outcome = reconcile_once(&other, &ctx).await.unwrap();
+        assert!(!outcome.owned && !outcome.status_written, "{outcome:?}");
+    }
+    drop(ctx);
+    assert!(server.await.unwrap().is_empty(), "no API call for MPAs of another recommender");
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+
+    // The same object named `aware` is served: scale, pods, usage, then status.
+    let (decider, _) = fixed(shape(3, 200, 256));
+    let (ctx, handle) = context(recommend_only(), decider);
+    let server = serve(
+        handle,
+        vec![
+            step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))),
+            step(Method::GET, PODS, StatusCode::OK, Some(pods(2))),
+            step(Method::GET, METRICS, StatusCode::OK, Some(pod_metrics(2))),
+            step(Method::PUT, STATUS, StatusCode::OK, None),
+        ],
+    );
+    let outcome = reconcile_once(&owned("Auto"), &ctx).await.unwrap();
+    assert!(outcome.owned && outcome.status_written && outcome.scaled_to.is_none());
+    drop(ctx);
+    let calls = server.await.unwrap();
+    assert!(calls[1].uri.contains("labelSelector=app%3Dweb"), "{}", calls[1].uri);
+    let written = &calls[3].body;
+    assert_eq!(written["metadata"]["resourceVersion"], "1");
+    assert_eq!(written["status"]["desiredReplicas"], 3);
+    assert_eq!(written["status"]["currentReplicas"], 2);
+    let target = &written["status"]["recommendation"]["containerRecommendations"][0];
+    assert_eq!(target["containerName"], "web");
+    assert_eq!(target["target"], json!({"cpu": "200m", "memory": "256Mi"}));
+    let provided = written["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "RecommendationProvided")
+        .unwrap();
+    assert_eq!(provided["status"], "True");
+
+    // Claiming upstream's default recommender serves MPAs with an empty list.
+    let (decider, _) = fixed(shape(3, 200, 256));
+    let config = ControllerConfig { claim_default: true, ..recommend_only() };
+    let (ctx, _handle) = context(config, decider);
+    assert!(ctx.owns(&mpa(Value::Null, "Auto")));
+    assert!(!ctx.owns(&mpa(json!([{"name": "upstream-recommender"}]), "Auto")));
+}
+
+#[tokio::test]
+async fn updater_patches_scale_and_resizes_in_place() {
+    let (decider, _) = fixed(shape(4, 300, 256));
+    let (ctx, handle) = context(ControllerConfig::default(), decider);
+    let resize_1 = "/api/v1/namespaces/default/pods/web-1/resize";
+    let resize_2 = "/api/v1/namespaces/default/pods/web-2/resize";
+    let server = serve(
+        handle,
+        vec![
+            step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))),
+            step(Method::GET, PODS, StatusCode::OK, Some(pods(2))),
+            step(Method::GET, METRICS, StatusCode::OK, Some(pod_metrics(2))),
+            step(Method::PATCH, SCALE, StatusCode::OK, Some(scale(4))),
+            step(Method::PATCH, resize_1, StatusCode::OK, Some(pod("web-1", true))),
+            step(Method::PATCH, resize_2, StatusCode::OK, Some(pod("web-2", true))),
+            step(Method::PUT, STATUS, StatusCode::OK, None),
+        ],
+    );
+    let outcome = reconcile_once(&owned("InPlaceOrRecreate"), &ctx).await.unwrap();
+    assert_eq!(outcome.scaled_to, Some(4));
+    assert_eq!(outcome.resized, vec!["web-1".to_string(), "web-2".to_string()]);
+    assert!(outcome.evicted.is_empty());
+    drop(ctx);
+    let calls = server.await.unwrap();
+    assert_eq!(calls[3].body, json!({"spec": {"replicas": 4}}));
+    // The resize keeps the limit/request ratio (2×): 300m → 600m, 256Mi → 512Mi.
+    let container = &calls[4].body["spec"]["containers"][0];
+    assert_eq!(container["name"], "web");
+    assert_eq!(container["resources"]["requests"], json!({"cpu": "300m", "memory": "256Mi"}));
+    assert_eq!(container["resources"]["limits"], json!({"cpu": "600m", "memory": "512Mi"}));
+    let status = &calls[6].body["status"];
+    assert_eq!(status["desiredReplicas"], 4);
+    assert!(status["lastScaleTime"].is_string(), "{status}");
+}
+
+#[tokio::test]
+async fn containers_with_vertical_mode_off_are_not_resized() {
+    let (decider, _) = fixed(shape(4, 300, 256));
+    let (ctx, handle) = context(ControllerConfig::default(), decider);
+    let mut object = owned("InPlaceOrRecreate");
+    object.spec.resource_policy =
+        Some(serde_json::from_value(json!({"containerPolicies": [{"containerName": "web", "mode": "Off"}]})).unwrap());
+    let server = serve(
+        handle,
+        vec![
+            step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))),
+            step(Method::GET, PODS, StatusCode::OK, Some(pods(2))),
+            step(Method::GET, METRICS, StatusCode::OK, Some(pod_metrics(2))),
+            step(Method::PATCH, SCALE, StatusCode::OK, Some(scale(4))),
+            step(Method::PUT, STATUS, StatusCode::OK, None),
+        ],
+    );
+    let outcome = reconcile_once(&object, &ctx).await.unwrap();
+    assert_eq!(outcome.scaled_to, Some(4));
+    assert!(outcome.resized.is_empty());
+    drop(ctx);
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn recommendation_is_clamped_to_constraints() {
+    let (decider, _) = fixed(shape(50, 300, 256));
+    let (ctx, handle) = context(recommend_only(), decider);
+    let server = serve(
+        handle,
+        vec![
+            step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))),
+            step(Method::GET, PODS, StatusCode::OK, Some(pods(2))),
+            step(Method::GET, METRICS, StatusCode::OK, Some(pod_metrics(2))),
+            step(Method::PUT, STATUS, StatusCode::OK, None),
+        ],
+    );
+    reconcile_once(&owned("Off"), &ctx).await.unwrap();
+    drop(ctx);
+    let calls = server.await.unwrap();
+    let status = &calls[3].body["status"];
+    assert_eq!(status["desiredReplicas"], 10, "maxReplicas caps");
+    let limited = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "ScalingLimited").unwrap();
+    assert_eq!(limited["status"], "True");
+}
+
+fn evicting() -> ControllerConfig {
+    ControllerConfig { evict: true, ..Default::default() }
+}
+
+#[tokio::test]
+async fn eviction_is_blocked_by_a_pod_disruption_budget() {
+    let (decider, _) = fixed(shape(3, 300, 256));
+    let (ctx, handle) = context(evicting(), decider);
+    let server = serve(
+        handle,
+        vec![
+            step(Method::GET, SCALE, StatusCode::OK, Some(scale(3))),
+            step(Method::GET, PODS, StatusCode::OK, Some(pods(3))),
+            step(Method::GET, METRICS, StatusCode::OK, Some(pod_metrics(3))),
+            step(Method::GET, PDBS, StatusCode::OK, Some(pdbs(0))),
+            step(Method::PUT, STATUS, StatusCode::OK, None),
+        ],
+    );
+    let outcome = reconcile_once(&owned("Recreate"), &ctx).await.unwrap();
+    assert!(outcome.evicted.is_empty());
+    assert!(outcome.eviction_blocked.as_deref().unwrap().contains("web-pdb"), "{outcome:?}");
+    drop(ctx);
+    let calls = server.await.unwrap();
+    let able = calls[4].body["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "AbleToScale")
+        .unwrap()
+        .clone();
+    assert_eq!(able["status"], "False");
+    assert!(able["message"].as_str().unwrap().contains("web-pdb"));
+}
+
+#[tokio::test]
+async fn eviction_refused_by_the_api_server_is_not_an_error() {
+    let (decider, _) = fixed(shape(3, 300, 256));
+    let (ctx, handle) = context(evicting(), decider);
+    let server = serve(
+        handle,
+        vec![
+            step(Method::GET, SCALE, StatusCode::OK, Some(scale(3))),
+            step(Method::GET, PODS, StatusCode::OK, Some(pods(3))),
+            step(Method::GET, METRICS, StatusCode::OK, Some(pod_metrics(3))),
+            step(Method::GET, PDBS, StatusCode::OK, Some(pdbs(1))),
+            step(
+                Method::POST,
+                "/api/v1/namespaces/default/pods/web-1/eviction",
+                StatusCode::TOO_MANY_REQUESTS,
+                Some(api_status(429, "TooManyRequests")),
+            ),
+            step(Method::PUT, STATUS, StatusCode::OK, None),
+        ],
+    );
+    let outcome = reconcile_once(&owned("Recreate"), &ctx).await.unwrap();
+    assert!(outcome.evicted.is_empty());
+    assert!(outcome.eviction_blocked.as_deref().unwrap().contains("refused"), "{outcome:?}");
+    drop(ctx);
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn one_pod_is_evicted_when_the_budget_allows() {
+    let (decider, _) = fixed(shape(3, 300, 256));
+    let (ctx, handle) = context(evicting(), decider);
+    let server = serve(
+        handle,
+        vec![
+            step(Method::GET, SCALE, StatusCode::OK, Some(scale(3))),
+            step(Method::GET, PODS, StatusCode::OK, Some(pods(3))),
+            step(Method::GET, METRICS, StatusCode::OK, Some(pod_metrics(3))),
+            step(Method::GET, PDBS, StatusCode::OK, Some(pdbs(1))),
+            step(
+                Method::POST,
+                "/api/v1/namespaces/default/pods/web-1/eviction",
+                StatusCode::CREATED,
+                Some(json!({"apiVersion": "v1", "kind": "Status", "status": "Success", "code": 201})),
+            ),
+            step(Method::PUT, STATUS, StatusCode::OK, None),
+        ],
+    );
+    let outcome = reconcile_once(&owned("Auto"), &ctx).await.unwrap();
+    assert_eq!(outcome.evicted, vec!["web-1".to_string()]);
+    drop(ctx);
+    let calls = server.await.unwrap();
+    // kube's EvictParams send an Eviction body without `kind`; the subresource path names it.
+    assert!(calls[4].uri.starts_with("/api/v1/namespaces/default/pods/web-1/eviction"), "{}", calls[4].uri);
+}
+
+#[tokio::test]
+async fn eviction_never_drops_below_the_live_pod_minimum() {
+    let (decider, _) = fixed(shape(2, 300, 256));
+    let (ctx, handle) = context(evicting(), decider);
+    // minReplicas 2 with 2 ready pods: evicting one would leave 1. No PDB call, no eviction.
+    let mut object = owned("Recreate");
+    object.spec.constraints.as_mut().unwrap().global.as_mut().unwrap().min_replicas = Some(2);
+    let server = serve(
+        handle,
+        vec![
+            step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))),
+            step(Method::GET, PODS, StatusCode::OK, Some(pods(2))),
+            step(Method::GET, METRICS, StatusCode::OK, Some(pod_metrics(2))),
+            step(Method::PUT, STATUS, StatusCode::OK, None),
+        ],
+    );
+    let outcome = reconcile_once(&object, &ctx).await.unwrap();
+    assert!(outcome.evicted.is_empty());
+    assert!(outcome.eviction_blocked.as_deref().unwrap().contains("live-pod minimum"), "{outcome:?}");
+    drop(ctx);
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_conflict_is_retried_against_the_fresh_object() {
+    let (decider, calls_to_decider) = fixed(shape(3, 200, 256));
+    let (ctx, handle) = context(recommend_only(), decider);
+    let mut fresh = serde_json::to_value(owned("Auto")).unwrap();
+    fresh["metadata"]["resourceVersion"] = json!("2");
+    let server = serve(
+        handle,
+        vec![
+            step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))),
+            step(Method::GET, PODS, StatusCode::OK, Some(pods(2))),
+            step(Method::GET, METRICS, StatusCode::OK, Some(pod_metrics(2))),
+            step(Method::PUT, STATUS, StatusCode::CONFLICT, Some(api_status(409, "Conflict"))),
+            step(Method::GET, STATUS, StatusCode::OK, Some(fresh)),
+            step(Method::PUT, STATUS, StatusCode::OK, None),
+        ],
+    );
+    let outcome = reconcile_once(&owned("Auto"), &ctx).await.unwrap();
+    assert_eq!(outcome.conflicts_retried, 1);
+    assert!(outcome.status_written);
+    drop(ctx);
+    let calls = server.await.unwrap();
+    assert_eq!(calls[3].body["metadata"]["resourceVersion"], "1");
+    assert_eq!(calls[5].body["metadata"]["resourceVersion"], "2", "the retry carries the fresh resourceVersion");
+    assert_eq!(calls[5].body["status"], calls[3].body["status"]);
+    assert_eq!(calls_to_decider.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn conflicts_give_up_after_the_configured_attempts() {
+    let (decider, _) = fixed(shape(3, 200, 256));
+    let config = ControllerConfig { max_conflict_retries: 1, ..recommend_only() };
+    let (ctx, handle) = context(config, decider);
+    let server = serve(
+        handle,
+        vec![
+            step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))),
+            step(Method::GET, PODS, StatusCode::OK, Some(pods(2))),
+            step(Method::GET, METRICS, StatusCode::OK, Some(pod_metrics(2))),
+            step(Method::PUT, STATUS, StatusCode::CONFLICT, Some(api_status(409, "Conflict"))),
+            step(Method::GET, STATUS, StatusCode::OK, Some(serde_json::to_value(owned("Auto")).unwrap())),
+            step(Method::PUT, STATUS, StatusCode::CONFLICT, Some(api_status(409, "Conflict"))),
+        ],
+    );
+    let err = reconcile_once(&owned("Auto"), &ctx).await.unwrap_err();
+    assert!(matches!(err, ControllerError::Conflict { attempts: 2, .. }), "{err}");
+    drop(ctx);
+    server.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_server_error_is_backed_off_and_nothing_is_lost() {
+    let (decider, calls_to_decider) = fixed(shape(3, 200, 256));
+    let (ctx, handle) = context(recommend_only(), decider);
+    let ctx = Arc::new(ctx);
+    let server = serve(
+        handle,
+        vec![
+            step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))),
+            step(Method::GET, PODS, StatusCode::OK, Some(pods(2))),
+            step(Method::GET, METRICS, StatusCode::OK, Some(pod_metrics(2))),
+            step(Method::PUT, STATUS, StatusCode::INTERNAL_SERVER_ERROR, Some(api_status(500, "InternalError"))),
+            // The retry: the computed recommendation is reused (no usage read, no second decision).
+            step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))),
+            step(Method::GET, PODS, StatusCode::OK, Some(pods(2))),
+            step(Method::PUT, STATUS, StatusCode::OK, None),
+        ],
+    );
+    let object = Arc::new(owned("Auto"));
+    let err = reconcile_once(&object, &ctx).await.unwrap_err();
+    assert!(matches!(&err, ControllerError::Kube(kube::Error::Api(s)) if s.code == 500), "{err}");
+    let config = ctx.config.clone();
+    assert_eq!(error_policy(object.clone(), &err, ctx.clone()), Action::requeue(backoff(&config, 1)));
+    assert_eq!(error_policy(object.clone(), &err, ctx.clone()), Action::requeue(backoff(&config, 2)));
+    assert_eq!(backoff(&config, 1), Duration::from_secs(1));
+    assert_eq!(backoff(&config, 2), Duration::from_secs(2));
+    assert_eq!(backoff(&config, 30), config.max_backoff);
+
+    // Success resets the failure count and requeues after the control interval.
+    let action = controller::reconcile(object.clone(), ctx.clone()).await.unwrap();
+    assert_eq!(action, Action::requeue(config.interval));
+    assert_eq!(error_policy(object.clone(), &err, ctx.clone()), Action::requeue(backoff(&config, 1)));
+    drop(ctx);
+    let calls = server.await.unwrap();
+    assert_eq!(calls_to_decider.load(Ordering::SeqCst), 1, "the recommendation was decided once");
+    assert_eq!(calls[6].body["status"]["desiredReplicas"], 3);
+    assert_eq!(calls[6].body["status"]["recommendation"], calls[3].body["status"]["recommendation"]);
+}
+
+#[tokio::test]
+async fn the_mpa_default_recommender_serves_through_the_decider_seam() {
+    let (ctx, handle) = context(recommend_only(), MpaDefaultDecider::new(false));
+    let server = serve(
+        handle,
+        vec![
+            step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))),
+            step(Method::GET, PODS, StatusCode::OK, Some(pods(2))),
+            step(Method::GET, METRICS, StatusCode::OK, Some(pod_metrics(2))),
+            step(Method::PUT, STATUS, StatusCode::OK, None),
+        ],
+    );
+    reconcile_once(&owned("Off"), &ctx).await.unwrap();
+    drop(ctx);
+    let calls = server.await.unwrap();
+    let status = &calls[3].body["status"];
+    // 90m of 100m requested = 90 % against the default 50 % target: the HPA half scales up
+    // (ceil(2 × 0.9 / 0.5) = 4).
+    assert_eq!(status["desiredReplicas"], 4, "{status}");
+    assert_eq!(status["recommendation"]["containerRecommendations"][0]["containerName"], "web");
+}
+
+mod leader {
+    use std::time::Duration;
+
+    use aware_kube::leader::{LeaderConfig, LeaderElector};
+    use k8s_openapi::api::coordination::v1::Lease;
+    use kube::Api;
+
+    use super::*;
+
+    const LEASE: &str = "/apis/coordination.k8s.io/v1/namespaces/aware-system/leases/aware-controller";
+    const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/aware-system/leases";
+
+    fn lease(holder: &str, version: &str, duration_s: u32) -> Value {
+        json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "aware-controller", "namespace": "aware-system", "resourceVersion": version},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration_s, "leaseTransitions": 3,
+                     "renewTime": "2026-01-01T00:00:00.000000Z"},
+        })
+    }
+
+    fn elector(lease_duration: Duration) -> (LeaderElector, Handle) {
+        let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let api: Api<Lease> = Api::namespaced(Client::new(service, "default"), "aware-system");
+        let mut config = LeaderConfig::new("aware-controller", "me");
+        config.lease_duration = lease_duration;
+        (LeaderElector::new(api, config), handle)
+    }
+
+    #[tokio::test]
+    async fn creates_the_lease_when_there_is_none() {
+        let (mut e, handle) = elector(Duration::from_secs(15));
+        let server = serve(
+            handle,
+            vec![
+                step(Method::GET, LEASE, StatusCode::NOT_FOUND, Some(api_status(404, "NotFound"))),
+                step(Method::POST, LEASES, StatusCode::CREATED, None),
+            ],
+        );
+        assert!(e.try_acquire_or_renew().await.unwrap());
+        drop(e);
+        let calls = server.await.unwrap();
+        assert_eq!(calls[1].body["spec"]["holderIdentity"], "me");
+    }
+
+    #[tokio::test]
+    async fn waits_while_another_holder_renews_and_takes_over_an_expired_lease() {
+        // Held by someone else: a fresh record is respected (no write).
+        let (mut e, handle) = elector(Duration::from_secs(15));
+        let server = serve(handle, vec![step(Method::GET, LEASE, StatusCode::OK, Some(lease("other", "5", 15)))]);
+        assert!(!e.try_acquire_or_renew().await.unwrap());
+        drop(e);
+        server.await.unwrap();
+
+        // A record whose lease duration (0 s, as written by its holder) has passed since we first
+        // saw it unchanged is expired: take it over.
+        let (mut e, handle) = elector(Duration::from_secs(15));
+        let server = serve(
+            handle,
+            vec![
+                step(Method::GET, LEASE, StatusCode::OK, Some(lease("other", "5", 0))),
+                step(Method::PUT, LEASE, StatusCode::CONFLICT, Some(api_status(409, "Conflict"))),
+            ],
+        );
+        // It tries, and a concurrent writer wins the race (409): not leader, no error.
+        assert!(!e.try_acquire_or_renew().await.unwrap());
+        drop(e);
+        let calls = server.await.unwrap();
+        assert_eq!(calls[1].body["spec"]["holderIdentity"], "me");
+        assert_eq!(calls[1].body["spec"]["leaseTransitions"], 4);
+        assert_eq!(calls[1].body["metadata"]["resourceVersion"], "5");
+    }
+
+    #[tokio::test]
+    async fn the_holder_renews_its_own_lease() {
+        let (mut e, handle) = elector(Duration::from_secs(15));
+        let server = serve(
+            handle,
+            vec![
+                step(Method::GET, LEASE, StatusCode::OK, Some(lease("me", "8", 15))),
+                step(Method::PUT, LEASE, StatusCode::OK, None),
+            ],
+        );
+        assert!(e.try_acquire_or_renew().await.unwrap());
+        drop(e);
+        let calls = server.await.unwrap();
+        assert_eq!(calls[1].body["spec"]["leaseTransitions"], 3, "renewal is not a transition");
+        assert_ne!(calls[1].body["spec"]["renewTime"], "2026-01-01T00:00:00.000000Z");
+    }
+}
