@@ -116,7 +116,8 @@ pub fn run(config: &AgentsConfig, progress: &dyn Progress) -> Result<AgentsRepor
         let Trained { agent, total_steps, curve } =
             train_agent(&mut env, agent, episodes, EPISODE_STEPS, FIRST_TRAINING_TRACE, progress)?;
         let tenth = (curve.len() / 10).max(1);
-        let mean = |e: &[aware_lab::train::Episode]| e.iter().map(|e| e.mean_reward).sum::<f64>() / e.len().max(1) as f64;
+        let mean =
+            |e: &[aware_lab::train::Episode]| e.iter().map(|e| e.mean_reward).sum::<f64>() / e.len().max(1) as f64;
         let learning = (mean(&curve[..tenth]), mean(&curve[curve.len() - tenth..]));
         progress.finish();
         create_dir(&dir)?;

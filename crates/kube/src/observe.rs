@@ -146,6 +146,9 @@ pub fn pod_observation(
         resources: resources.clone(),
         restarts,
         oom_killed_at_bytes: oom.then_some(resources.requests.memory_bytes as f64),
+        deleting: pod.metadata.deletion_timestamp.is_some(),
+        custom_metrics: Default::default(),
+        containers: Vec::new(),
     })
 }
 

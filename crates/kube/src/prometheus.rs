@@ -372,6 +372,9 @@ impl<A: Actuator> PrometheusCluster<A> {
                 resources: ContainerResources { name: app.to_string(), requests, limits },
                 restarts: restarts.get(name).map(|r| r.round().max(0.0) as u32).unwrap_or(0),
                 oom_killed_at_bytes: None,
+                deleting: false,
+                custom_metrics: Default::default(),
+                containers: Vec::new(),
             });
         }
         if pods.is_empty() {
