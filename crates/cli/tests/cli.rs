@@ -87,8 +87,10 @@ fn a_good_trace_drives_the_load() {
     let o = aware(&["simulate", "--apps", "2", "--steps", "8", "--trace", t.to_str().unwrap(), "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    // 10 req/s for 8 intervals of 15 s, per app.
-    assert_eq!(v["per_app"][0]["arrivals"], 1200.0);
+    // 10 req/s for 8 intervals of 15 s, per app: 1,200 expected, with Poisson arrival noise
+    // (replayed traces are a rate; the requests within it are a realisation per seed).
+    let arrivals = v["per_app"][0]["arrivals"].as_f64().unwrap();
+    assert!((arrivals - 1200.0).abs() < 5.0 * 1200f64.sqrt(), "{arrivals}");
 }
 
 #[test]
@@ -478,7 +480,7 @@ fn training_resumes_from_a_checkpoint_into_a_new_directory() {
     assert_eq!(meta(&second)["training_step"], 160);
     assert_eq!(std::fs::read(first.join("checkpoint.json")).unwrap(), before, "the source is left as it is");
     let wrong = ["train", "--resume", first.to_str().unwrap(), "--algo", "ddpg", "--out", "/tmp/never-written"];
-    assert_one_line_error(&aware(&wrong), &["--algo", "Ddpg does not match", "d3qn agent"]);
+    assert_one_line_error(&aware(&wrong), &["--algo", "ddpg does not match", "d3qn agent"]);
     assert!(!std::path::Path::new("/tmp/never-written").exists());
     // A usage error (clap's, exit 2) when neither --algo nor --resume is given.
     let o = aware(&["train", "--out", "/tmp/never-written"]);
