@@ -27,10 +27,10 @@ use crate::registry::{Baseline, BaselineError, BaselineKind};
 use crate::vpa::histogram::HistogramCheckpoint;
 use crate::vpa::model::AggregateCheckpoint;
 
-pub const MAX_REPLICAS: u64 = 100_000;
-pub const MAX_CPU_MILLICORES: u64 = 1_000_000;
+pub const MAX_REPLICAS: u64 = aware_core::profile::REPLICAS_RANGE.1;
+pub const MAX_CPU_MILLICORES: u64 = aware_core::profile::CPU_MILLICORES_RANGE.1;
 pub const MIN_MEMORY_BYTES: u64 = 1 << 20;
-pub const MAX_MEMORY_BYTES: u64 = 16 << 40;
+pub const MAX_MEMORY_BYTES: u64 = aware_core::profile::MEMORY_MIB_RANGE.1 * aware_core::profile::MIB;
 
 /// Why a dry run could not answer. The CLI prints it as one line and exits 1.
 #[derive(Debug, thiserror::Error)]

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use aware_baselines::{Baseline, BaselineKind};
-use aware_core::profile::MIB;
+use aware_core::profile::{CPU_MILLICORES_RANGE, MEMORY_MIB_RANGE, MIB, REPLICAS_RANGE};
 use aware_core::{ContainerResources, FixedRecommender, Profile, Recommendation, Recommender, Resources};
 use aware_sim::{AppSpec, CONTAINER};
 
@@ -23,10 +23,10 @@ pub struct FixedAllocation {
     pub memory_bytes: u64,
 }
 
-/// Valid ranges of a container's resources and of replicas (as the command line enforces them).
-pub const MAX_REPLICAS: u32 = 100_000;
-pub const MAX_CPU_MILLICORES: u64 = 1_000_000;
-pub const MAX_MEMORY_BYTES: u64 = 16 * 1024 * 1024 * MIB;
+/// Valid ranges of replicas and of a container's resources: core's, the one definition.
+const MAX_REPLICAS: u32 = REPLICAS_RANGE.1 as u32;
+const MAX_CPU_MILLICORES: u64 = CPU_MILLICORES_RANGE.1;
+const MAX_MEMORY_BYTES: u64 = MEMORY_MIB_RANGE.1 * MIB;
 
 impl FromStr for FixedAllocation {
     type Err = ParseError;

@@ -145,7 +145,7 @@ pub const SLO_UTILISATION: f64 = 0.7;
 pub const REFERENCE_CPU_MILLICORES: u64 = 1000;
 
 /// Most replicas any app's bounds allow (issue 19: replica counts are 1–100,000).
-pub const MAX_REPLICAS: u32 = 100_000;
+pub const MAX_REPLICAS: u32 = aware_core::profile::REPLICAS_RANGE.1 as u32;
 
 /// Generates `n` microservices; application `i` depends only on `(seed, i)`.
 pub fn generate_apps(n: usize, seed: u64, day_s: f64) -> Vec<AppSpec> {
