@@ -61,8 +61,10 @@ pub const DROP_TOLERANCE: f64 = 0.01;
 /// [`DROP_TOLERANCE`] of the `arrivals` were `dropped`, falling linearly to 0 when none were
 /// served. No arrivals is 1.
 pub fn served_preservation(dropped: f64, arrivals: f64) -> f64 {
-    if !(arrivals > 0.0) || !dropped.is_finite() {
-        return if arrivals > 0.0 { 0.0 } else { 1.0 };
+    // NaN arrivals count as none; a NaN or infinite drop count with demand preserves nothing.
+    let has_demand = arrivals > 0.0;
+    if !has_demand || !dropped.is_finite() {
+        return if has_demand { 0.0 } else { 1.0 };
     }
     let served = (1.0 - dropped.max(0.0) / arrivals).clamp(0.0, 1.0);
     (served / (1.0 - DROP_TOLERANCE)).min(1.0)

@@ -42,6 +42,8 @@ pub const QUANTITY_PATTERN: &str = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([
 pub type ResourceList = BTreeMap<String, Quantity>;
 
 /// Specification of the behaviour of the autoscaler (upstream `MultidimPodAutoscalerSpec`).
+// kube's derive takes one `printcolumn(...)` per column; clippy reads the repeats as duplicates.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "autoscaling.k8s.io",

@@ -81,13 +81,13 @@ pub fn memory_bytes(q: &Quantity) -> Result<u64, QuantityError> {
 
 /// Millicores as the canonical quantity string (`250m`, `2`).
 pub fn cpu_quantity(millicores: u64) -> Quantity {
-    if millicores % 1000 == 0 { Quantity(format!("{}", millicores / 1000)) } else { Quantity(format!("{millicores}m")) }
+    if millicores.is_multiple_of(1000) { Quantity(format!("{}", millicores / 1000)) } else { Quantity(format!("{millicores}m")) }
 }
 
 /// Bytes as the canonical quantity string (`128Mi`, `1Gi`, or plain bytes).
 pub fn memory_quantity(bytes: u64) -> Quantity {
     for (suffix, shift) in [("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10)] {
-        if bytes != 0 && bytes % (1u64 << shift) == 0 {
+        if bytes != 0 && bytes.is_multiple_of(1u64 << shift) {
             return Quantity(format!("{}{suffix}", bytes >> shift));
         }
     }
