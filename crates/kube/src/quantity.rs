@@ -81,7 +81,11 @@ pub fn memory_bytes(q: &Quantity) -> Result<u64, QuantityError> {
 
 /// Millicores as the canonical quantity string (`250m`, `2`).
 pub fn cpu_quantity(millicores: u64) -> Quantity {
-    if millicores.is_multiple_of(1000) { Quantity(format!("{}", millicores / 1000)) } else { Quantity(format!("{millicores}m")) }
+    if millicores.is_multiple_of(1000) {
+        Quantity(format!("{}", millicores / 1000))
+    } else {
+        Quantity(format!("{millicores}m"))
+    }
 }
 
 /// Bytes as the canonical quantity string (`128Mi`, `1Gi`, or plain bytes).
