@@ -424,12 +424,30 @@ pub fn open_api_v3_schema() -> Value {
 fn normalise_quantities(node: &mut Value) {
     match node {
         Value::Object(map) => {
-            let is_quantity = map.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true))
-                && map.get("description").and_then(Value::as_str).is_some_and(|d| d.starts_with("Quantity is"));
-            if is_quantity {
+            let int_or_string = map.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true));
+            let from_k8s_openapi =
+                map.get("description").and_then(Value::as_str).is_some_and(|d| d.starts_with("Quantity is"));
+            // kube's structural rewrite hoists the types out of our own quantities' `anyOf`,
+            // leaving `anyOf: [{}, {}]` (anything goes); put upstream's int-or-string back.
+            let ours = map.get("pattern").and_then(Value::as_str) == Some(QUANTITY_PATTERN);
+            if int_or_string && from_k8s_openapi {
                 let description = "A resource quantity (Kubernetes `resource.Quantity`): an integer or a string such as `500m`, `1.5`, `128Mi`.";
                 let mut q = quantity_schema();
                 q["description"] = Value::String(description.into());
+                *node = q;
+                return;
+            }
+            // k8s-openapi's embedded autoscaling/v2 quantities (`averageValue`, `value`,
+            // `tolerance`) carry only their field's description and no type: give them the
+            // quantity schema too. (The MPA embeds no `IntOrString` field, only quantities;
+            // the CRD test checks every int-or-string node ends up with the pattern.)
+            let embedded_quantity = !map.contains_key("anyOf") && !map.contains_key("type");
+            if int_or_string && (ours || embedded_quantity) {
+                let description = map.get("description").cloned();
+                let mut q = quantity_schema();
+                if let Some(d) = description {
+                    q["description"] = d;
+                }
                 *node = q;
                 return;
             }
@@ -454,8 +472,12 @@ fn normalise_quantities(node: &mut Value) {
 pub fn json_schema_for_validation(openapi: &Value) -> Value {
     let mut schema = openapi.clone();
     translate(&mut schema);
-    if let Some(meta) = schema.pointer_mut("/properties/metadata") {
-        *meta = json!({"type": "object"});
+    // The API server accepts the object's envelope whatever the CRD's schema says: `apiVersion`
+    // and `kind` are strings and `metadata` is validated by the server itself, not the schema.
+    if let Some(Value::Object(props)) = schema.get_mut("properties") {
+        props.insert("apiVersion".into(), json!({"type": "string"}));
+        props.insert("kind".into(), json!({"type": "string"}));
+        props.insert("metadata".into(), json!({"type": "object"}));
     }
     schema
 }

@@ -97,8 +97,17 @@ fn crd_names_and_subresources_match_upstream() {
 fn schema_enumerates_update_mode_and_types_replicas_and_quantities_as_upstream() {
     let s = open_api_v3_schema();
     let spec = &s["properties"]["spec"]["properties"];
-    let modes = &spec["policy"]["properties"]["updateMode"]["enum"];
-    assert_eq!(modes, &json!(["Off", "Initial", "Recreate", "InPlaceOrRecreate", "Auto"]));
+    // Upstream's modes in upstream's order; kube also admits `null` for the optional field.
+    let modes: Vec<&Value> = spec["policy"]["properties"]["updateMode"]["enum"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| !m.is_null())
+        .collect();
+    assert_eq!(
+        modes,
+        [&json!("Off"), &json!("Initial"), &json!("Recreate"), &json!("InPlaceOrRecreate"), &json!("Auto")]
+    );
     let global = &spec["constraints"]["properties"]["global"]["properties"];
     assert_eq!(global["minReplicas"]["type"], "integer");
     assert_eq!(global["maxReplicas"]["type"], "integer");
@@ -111,6 +120,39 @@ fn schema_enumerates_update_mode_and_types_replicas_and_quantities_as_upstream()
         &spec["goals"]["properties"]["metrics"]["items"]["properties"]["resource"]["properties"]["target"];
     assert_eq!(metric_target["properties"]["averageValue"]["x-kubernetes-int-or-string"], true);
     assert_eq!(metric_target["properties"]["averageValue"]["pattern"], crd::QUANTITY_PATTERN);
+}
+
+/// Every int-or-string node is a quantity with upstream's schema: typed alternatives and the
+/// quantity pattern (kube's structural rewrite must not leave `anyOf: [{}, {}]` behind).
+#[test]
+fn every_int_or_string_node_is_a_typed_quantity() {
+    fn walk(node: &Value, path: String, bad: &mut Vec<String>, seen: &mut usize) {
+        match node {
+            Value::Object(map) => {
+                if map.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
+                    *seen += 1;
+                    if map.get("anyOf") != Some(&json!([{"type": "integer"}, {"type": "string"}]))
+                        || map.get("pattern").and_then(Value::as_str) != Some(crd::QUANTITY_PATTERN)
+                    {
+                        bad.push(path.clone());
+                    }
+                }
+                for (k, v) in map {
+                    walk(v, format!("{path}.{k}"), bad, seen);
+                }
+            }
+            Value::Array(items) => {
+                for (i, v) in items.iter().enumerate() {
+                    walk(v, format!("{path}[{i}]"), bad, seen);
+                }
+            }
+            _ => {}
+        }
+    }
+    let (mut bad, mut seen) = (Vec::new(), 0);
+    walk(&open_api_v3_schema(), String::new(), &mut bad, &mut seen);
+    assert!(seen >= 10, "only {seen} int-or-string nodes: the schema lost its quantities");
+    assert!(bad.is_empty(), "int-or-string nodes without the quantity schema: {bad:?}");
 }
 
 /// Every property path upstream's generated CRD defines exists in ours (spec and status).
