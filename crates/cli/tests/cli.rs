@@ -395,7 +395,7 @@ fn ppo_trains_in_either_action_space_deterministically_and_serves() {
             "--out",
             dir.path().join("x").to_str().unwrap(),
         ]),
-        &["--action-space", "Dqn cannot act in a Continuous action space"],
+        &["--action-space", "dqn cannot act in the continuous action space"],
     );
 }
 

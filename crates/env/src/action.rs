@@ -33,7 +33,7 @@ pub struct Decoded {
 pub enum DecodeError {
     #[error("continuous action {0:?} is not finite")]
     NotFinite(Vec<f32>),
-    #[error("action {action:?} does not fit the {kind:?} action space")]
+    #[error("action {action:?} does not fit the {} action space", kind.name())]
     WrongSpace { action: Action, kind: ActionKind },
 }
 
@@ -45,6 +45,14 @@ pub struct ActionDecoder {
 }
 
 impl ActionKind {
+    /// The name `--action-space` takes and messages use.
+    pub fn name(self) -> &'static str {
+        match self {
+            ActionKind::Continuous => "continuous",
+            ActionKind::Discrete => "discrete",
+        }
+    }
+
     pub fn space(self) -> Space {
         match self {
             ActionKind::Continuous => Space::Box { low: vec![-1.0; 3], high: vec![1.0; 3] },

@@ -82,7 +82,10 @@ impl FromStr for Algorithm {
 /// A fresh agent for this project's environment (state [`STATE_DIM`], actions per `kind`).
 pub fn new_agent(algorithm: Algorithm, kind: ActionKind, seed: u64) -> Result<Box<dyn Agent>, LabError> {
     if !algorithm.supports(kind) {
-        return Err(LabError::input("--action-space", format!("{algorithm} cannot act in a {kind:?} action space")));
+        return Err(LabError::input(
+            "--action-space",
+            format!("{algorithm} cannot act in the {} action space", kind.name()),
+        ));
     }
     Ok(match algorithm {
         Algorithm::Ddpg => Box::new(Ddpg::new(STATE_DIM, 3, DdpgConfig::default(), seed)),

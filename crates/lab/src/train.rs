@@ -183,7 +183,7 @@ pub fn train_in(
     let last: Vec<f64> = curve.iter().rev().take(10).map(|e| e.mean_reward).collect();
     let report = TrainReport {
         algorithm: agent.algorithm().to_string(),
-        action_space: format!("{kind:?}").to_lowercase(),
+        action_space: kind.name().to_string(),
         resumed_from: spec.resume.as_ref().map(|d| d.display().to_string()),
         apps,
         episodes: spec.episodes,
