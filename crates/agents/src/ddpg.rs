@@ -43,6 +43,12 @@ pub struct DdpgConfig {
     /// Stable-Baselines3's `learning_starts` does; otherwise warm-up acts with the noisy policy.
     #[serde(default)]
     pub uniform_warmup: bool,
+    /// TD3+BC's α (Fujimoto & Gu 2021, 2.5 there) when learning from another policy's
+    /// transitions: the actor maximises λ·Q(s, π(s)) − (π(s) − a)² with λ = α / mean |Q|, so it
+    /// stays near the actions the data holds instead of chasing the critic's extrapolation to
+    /// actions nobody took. `None` is plain DDPG.
+    #[serde(default)]
+    pub bc_alpha: Option<f32>,
 }
 
 impl Default for DdpgConfig {
@@ -62,6 +68,7 @@ impl Default for DdpgConfig {
             epsilon_decay: 1e-6,
             epsilon_min: 0.0,
             uniform_warmup: false,
+            bc_alpha: None,
         }
     }
 }
@@ -223,6 +230,35 @@ impl Ddpg {
         Ok(Some(self.update()))
     }
 
+    /// Stores an experience without learning from it (offline data: another policy's
+    /// transitions, learned from later with [`Ddpg::train_offline`]).
+    pub fn remember(&mut self, e: &Experience) -> Result<(), AgentError> {
+        check_observation(&e.state, self.state_dim)?;
+        check_observation(&e.next_state, self.state_dim)?;
+        if e.action.len() != self.action_dim || e.action.iter().any(|a| !a.is_finite() || a.abs() > 1.0) {
+            return Err(AgentError::BadObservation(format!(
+                "action {:?} does not fit [-1, 1]^{}",
+                e.action, self.action_dim
+            )));
+        }
+        self.replay.push(e);
+        Ok(())
+    }
+
+    /// `updates` critic and actor steps on the stored experiences (none while fewer than a
+    /// minibatch are stored). Returns the last (critic loss, actor loss).
+    pub fn train_offline(&mut self, updates: usize) -> Option<(f32, f32)> {
+        if self.replay.len() < self.config.batch_size {
+            return None;
+        }
+        (0..updates).map(|_| self.update()).last()
+    }
+
+    /// Experiences stored.
+    pub fn stored(&self) -> usize {
+        self.replay.len()
+    }
+
     fn update(&mut self) -> (f32, f32) {
         let c = self.config.clone();
         let b = self.replay.sample(c.batch_size);
@@ -242,7 +278,18 @@ impl Ddpg {
         // Actor: ascend Q(s, μ(s)); only the actor's parameters are stepped, so the critic is
         // used without parameter gradients (backward skips its weight products).
         let frozen_critic = self.critic.clone().no_grad();
-        let actor_loss = frozen_critic.forward(states.clone(), self.actor.forward(states)).mean().neg();
+        let pi = self.actor.forward(states.clone());
+        let q_pi = frozen_critic.forward(states, pi.clone());
+        let actor_loss = match c.bc_alpha {
+            None => q_pi.mean().neg(),
+            Some(alpha) => {
+                // λ normalises Q's scale so that α alone sets the balance (TD3+BC, eq. 3).
+                let mean_abs_q = values(q_pi.clone().abs().mean().reshape([1, 1]).detach())[0];
+                let lambda = alpha / mean_abs_q.max(1e-6);
+                let behaviour = matrix(&b.actions, n, self.action_dim, d);
+                q_pi.mean().mul_scalar(-lambda) + (pi - behaviour).powf_scalar(2.0).mean()
+            }
+        };
         let actor_value = values(actor_loss.clone().reshape([1, 1]).detach())[0];
         let grads = GradientsParams::from_grads(actor_loss.backward(), &self.actor);
         self.actor = self.actor_optimizer.step(c.actor_learning_rate, self.actor.clone(), grads);
