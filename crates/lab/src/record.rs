@@ -18,13 +18,19 @@ use crate::rollout::{Arena, Interval, Observer};
 /// An allocation in the continuous action space: each of CPU limit, memory limit and replicas
 /// mapped linearly from the bounds onto [−1, 1] (clamped).
 pub fn allocation_action(info: &StepInfo, bounds: &Bounds) -> Vec<f32> {
+    allocation_coordinates(info.cpu_limit_millicores, info.memory_limit_bytes, info.replicas, bounds)
+}
+
+/// `[cpu, memory, replicas]` in the continuous action space's coordinates: the inverse of the
+/// continuous action decoder (`aware_env::action`), so what a recommender chose can be learned
+/// from as if an agent had chosen it.
+pub fn allocation_coordinates(cpu_millicores: u64, memory_bytes: u64, replicas: u32, bounds: &Bounds) -> Vec<f32> {
     let unit =
         |v: f64, lo: f64, hi: f64| if hi > lo { ((v - lo) / (hi - lo) * 2.0 - 1.0).clamp(-1.0, 1.0) } else { 0.0 };
     vec![
-        unit(info.cpu_limit_millicores as f64, bounds.min_cpu_millicores as f64, bounds.max_cpu_millicores as f64)
-            as f32,
-        unit(info.memory_limit_bytes as f64, bounds.min_memory_bytes() as f64, bounds.max_memory_bytes() as f64) as f32,
-        unit(info.replicas as f64, bounds.min_replicas as f64, bounds.max_replicas as f64) as f32,
+        unit(cpu_millicores as f64, bounds.min_cpu_millicores as f64, bounds.max_cpu_millicores as f64) as f32,
+        unit(memory_bytes as f64, bounds.min_memory_bytes() as f64, bounds.max_memory_bytes() as f64) as f32,
+        unit(replicas as f64, bounds.min_replicas as f64, bounds.max_replicas as f64) as f32,
     ]
 }
 

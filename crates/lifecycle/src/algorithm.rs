@@ -1,0 +1,273 @@
+//! AWARE's Algorithm 1 for one application: when the learned policy may act, when it stops
+//! learning, and when it must learn again. It sees one number pair per episode (mean reward per
+//! interval and SLO-violating intervals) and, while bootstrapping, a shadow comparison of the
+//! agent against the fallback on the same recent traffic; it decides nothing else.
+//!
+//! With the profile's `lifecycle:` thresholds:
+//! - INITIALIZED → OFFLINE when bootstrapping is on, else → ONLINE.
+//! - OFFLINE → ONLINE once the agent, run greedily on the episode's traffic, earns at least
+//!   `t_online` of the fallback's mean reward there **and** violates the SLO in no more
+//!   intervals than the fallback did.
+//! - ONLINE → SERVING once the last `reward_window` episodes' rewards vary by less than
+//!   `t_serving` (their coefficient of variation); their mean becomes the reference.
+//! - SERVING → ONLINE (retraining) once the mean of the last [`DEGRADATION_EPISODES`] episodes
+//!   falls more than `t_var` (a fraction of the reference's magnitude) below the reference.
+
+use std::collections::VecDeque;
+
+use aware_core::profile::LifecycleThresholds;
+
+use crate::stage::Stage;
+
+/// Episodes whose mean reward the serving check averages: one bad episode can be noise (the
+/// convergence test allows a spread of `t_serving`), two in a row are a trend.
+pub const DEGRADATION_EPISODES: usize = 2;
+
+/// What one episode of one application earned.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EpisodeOutcome {
+    /// Mean reward per interval.
+    pub mean_reward: f64,
+    /// Intervals that violated the SLO.
+    pub slo_violations: u64,
+}
+
+/// The agent and the fallback, each run on the same recent traffic of the application.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ShadowComparison {
+    pub agent: EpisodeOutcome,
+    pub fallback: EpisodeOutcome,
+}
+
+/// A stage change the algorithm decided, with its reason.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transition {
+    pub from: Stage,
+    pub to: Stage,
+    pub reason: String,
+}
+
+/// One application's lifecycle.
+#[derive(Debug, Clone)]
+pub struct AppLifecycle {
+    stage: Stage,
+    thresholds: LifecycleThresholds,
+    bootstrapping: bool,
+    /// Mean rewards of the episodes since the stage began (at most `reward_window` kept).
+    recent: VecDeque<f64>,
+    /// The converged mean reward SERVING is held to.
+    reference: Option<f64>,
+}
+
+impl AppLifecycle {
+    pub fn new(thresholds: LifecycleThresholds, bootstrapping: bool) -> Self {
+        Self { stage: Stage::Initialized, thresholds, bootstrapping, recent: VecDeque::new(), reference: None }
+    }
+
+    pub fn stage(&self) -> Stage {
+        self.stage
+    }
+
+    /// The converged reward SERVING is held to, once reached.
+    pub fn reference(&self) -> Option<f64> {
+        self.reference
+    }
+
+    /// INITIALIZED → OFFLINE or ONLINE; `None` once started.
+    pub fn start(&mut self) -> Option<Transition> {
+        if self.stage != Stage::Initialized {
+            return None;
+        }
+        let (to, reason) = if self.bootstrapping {
+            (Stage::Offline, "bootstrapping: the fallback acts while the agent learns from it".to_string())
+        } else {
+            (Stage::Online, "bootstrapping is off: the agent acts and learns from the start".to_string())
+        };
+        Some(self.enter(to, reason))
+    }
+
+    /// The end of an episode: `outcome` is what the acting policy earned; `shadow` the agent
+    /// against the fallback on the same traffic (looked at only while OFFLINE).
+    pub fn episode_end(&mut self, outcome: EpisodeOutcome, shadow: Option<ShadowComparison>) -> Option<Transition> {
+        let window = self.thresholds.reward_window.max(1) as usize;
+        if outcome.mean_reward.is_finite() {
+            self.recent.push_back(outcome.mean_reward);
+            while self.recent.len() > window {
+                self.recent.pop_front();
+            }
+        }
+        match self.stage {
+            Stage::Initialized => None,
+            Stage::Offline => {
+                let s = shadow?;
+                let t = self.thresholds.t_online;
+                let needed = s.fallback.mean_reward - (1.0 - t) * s.fallback.mean_reward.abs();
+                let good_enough = s.agent.mean_reward >= needed;
+                let no_more_violations = s.agent.slo_violations <= s.fallback.slo_violations;
+                (good_enough && no_more_violations).then(|| {
+                    self.enter(
+                        Stage::Online,
+                        format!(
+                            "agent earned {:.4} per interval against the fallback's {:.4} (needed {needed:.4} = t_online {t}) with {} SLO-violating intervals against {}",
+                            s.agent.mean_reward, s.fallback.mean_reward, s.agent.slo_violations, s.fallback.slo_violations
+                        ),
+                    )
+                })
+            }
+            Stage::Online => {
+                if self.recent.len() < window {
+                    return None;
+                }
+                let (mean, cv) = mean_and_cv(&self.recent);
+                (cv < self.thresholds.t_serving).then(|| {
+                    self.reference = Some(mean);
+                    self.enter(
+                        Stage::Serving,
+                        format!(
+                            "rewards converged: coefficient of variation {cv:.4} < t_serving {} over {window} episodes (mean {mean:.4})",
+                            self.thresholds.t_serving
+                        ),
+                    )
+                })
+            }
+            Stage::Serving => {
+                let reference = self.reference?;
+                if self.recent.len() < DEGRADATION_EPISODES {
+                    return None;
+                }
+                let last: f64 =
+                    self.recent.iter().rev().take(DEGRADATION_EPISODES).sum::<f64>() / DEGRADATION_EPISODES as f64;
+                let floor = reference - self.thresholds.t_var * reference.abs();
+                (last < floor).then(|| {
+                    self.reference = None;
+                    self.enter(
+                        Stage::Online,
+                        format!(
+                            "rewards degraded: mean {last:.4} over the last {DEGRADATION_EPISODES} episodes < {floor:.4} (converged {reference:.4}, t_var {})",
+                            self.thresholds.t_var
+                        ),
+                    )
+                })
+            }
+        }
+    }
+
+    fn enter(&mut self, to: Stage, reason: String) -> Transition {
+        let from = self.stage;
+        self.stage = to;
+        self.recent.clear();
+        Transition { from, to, reason }
+    }
+}
+
+/// Mean and coefficient of variation (population standard deviation over |mean|; infinite
+/// when the mean is zero and the values differ).
+fn mean_and_cv(values: &VecDeque<f64>) -> (f64, f64) {
+    let n = values.len().max(1) as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
+    let sd = var.sqrt();
+    let cv = if sd == 0.0 {
+        0.0
+    } else if mean == 0.0 {
+        f64::INFINITY
+    } else {
+        sd / mean.abs()
+    };
+    (mean, cv)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn thresholds(window: u32) -> LifecycleThresholds {
+        LifecycleThresholds { t_online: 0.95, t_serving: 0.05, t_var: 0.1, reward_window: window }
+    }
+
+    fn ep(mean_reward: f64, slo_violations: u64) -> EpisodeOutcome {
+        EpisodeOutcome { mean_reward, slo_violations }
+    }
+
+    #[test]
+    fn starts_offline_only_when_bootstrapping() {
+        let mut a = AppLifecycle::new(thresholds(3), true);
+        assert_eq!(a.start().unwrap().to, Stage::Offline);
+        assert!(a.start().is_none());
+        let mut b = AppLifecycle::new(thresholds(3), false);
+        assert_eq!(b.start().unwrap().to, Stage::Online);
+    }
+
+    /// (agent reward, agent violations, fallback reward, fallback violations, goes online)
+    #[test]
+    fn offline_to_online_table() {
+        let cases: [(f64, u64, f64, u64, bool); 7] = [
+            (0.50, 3, 0.50, 3, true),    // as good
+            (0.48, 3, 0.50, 3, true),    // within 5 %
+            (0.47, 3, 0.50, 3, false),   // 6 % short
+            (0.60, 4, 0.50, 3, false),   // more reward but more violations
+            (0.60, 0, 0.50, 3, true),    // better on both
+            (-0.11, 0, -0.10, 0, false), // negative rewards: 10 % worse
+            (-0.104, 0, -0.10, 0, true), // negative rewards: 4 % worse
+        ];
+        for (ar, av, fr, fv, online) in cases {
+            let mut a = AppLifecycle::new(thresholds(3), true);
+            a.start();
+            let s = ShadowComparison { agent: ep(ar, av), fallback: ep(fr, fv) };
+            let t = a.episode_end(ep(fr, fv), Some(s));
+            assert_eq!(t.is_some(), online, "agent {ar}/{av} vs fallback {fr}/{fv}");
+            assert_eq!(a.stage(), if online { Stage::Online } else { Stage::Offline });
+        }
+    }
+
+    #[test]
+    fn offline_waits_for_a_shadow_comparison() {
+        let mut a = AppLifecycle::new(thresholds(3), true);
+        a.start();
+        assert!(a.episode_end(ep(1.0, 0), None).is_none());
+        assert_eq!(a.stage(), Stage::Offline);
+    }
+
+    #[test]
+    fn online_serves_once_a_full_window_is_steady_and_retrains_on_a_drop() {
+        let mut a = AppLifecycle::new(thresholds(3), false);
+        a.start();
+        // Spread too wide, then a steady window.
+        for r in [0.3, 0.5, 0.4] {
+            assert!(a.episode_end(ep(r, 0), None).is_none());
+        }
+        assert!(a.episode_end(ep(0.50, 0), None).is_none()); // window 0.5, 0.4, 0.5: cv 0.1
+        assert!(a.episode_end(ep(0.50, 0), None).is_none()); // 0.4, 0.5, 0.5
+        let t = a.episode_end(ep(0.51, 0), None).unwrap(); // 0.5, 0.5, 0.51
+        assert_eq!((t.from, t.to), (Stage::Online, Stage::Serving));
+        let reference = a.reference().unwrap();
+        assert!((reference - 0.5033).abs() < 1e-3);
+        // One bad episode is not yet a trend.
+        assert!(a.episode_end(ep(0.30, 0), None).is_none());
+        assert_eq!(a.stage(), Stage::Serving);
+    }
+
+    #[test]
+    fn serving_retrains_after_two_bad_episodes() {
+        let mut a = AppLifecycle::new(thresholds(2), false);
+        a.start();
+        a.episode_end(ep(0.5, 0), None);
+        assert_eq!(a.episode_end(ep(0.5, 0), None).unwrap().to, Stage::Serving);
+        assert!(a.episode_end(ep(0.48, 0), None).is_none()); // one episode: no verdict yet
+        assert!(a.episode_end(ep(0.47, 0), None).is_none()); // mean 0.475 ≥ 0.45
+        let t = a.episode_end(ep(0.30, 0), None).unwrap(); // mean 0.385 < 0.45
+        assert_eq!((t.from, t.to), (Stage::Serving, Stage::Online));
+        assert!(a.reference().is_none());
+        assert!(t.reason.contains("degraded"), "{}", t.reason);
+    }
+
+    #[test]
+    fn nan_rewards_never_move_a_stage() {
+        let mut a = AppLifecycle::new(thresholds(2), false);
+        a.start();
+        for _ in 0..5 {
+            assert!(a.episode_end(ep(f64::NAN, 0), None).is_none());
+        }
+        assert_eq!(a.stage(), Stage::Online);
+    }
+}

@@ -1,0 +1,17 @@
+/// Everything the lifecycle manager can fail on, each naming what and why.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LifecycleError {
+    #[error(transparent)]
+    Lab(#[from] aware_lab::LabError),
+    #[error(transparent)]
+    Agent(#[from] aware_agents::AgentError),
+    #[error("{input}: {reason}")]
+    Input { input: String, reason: String },
+}
+
+impl LifecycleError {
+    pub fn input(input: impl Into<String>, reason: impl Into<String>) -> Self {
+        LifecycleError::Input { input: input.into(), reason: reason.into() }
+    }
+}

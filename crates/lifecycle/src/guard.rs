@@ -1,0 +1,234 @@
+//! The safety guard every action passes, in every stage, whoever proposed it.
+//!
+//! Before a policy sees an observation the guard checks it: a non-finite number in it or in
+//! the state, no CPU sample from any ready pod (missing metrics), or a backend clock that has
+//! not moved for [`GuardConfig::stale_after_intervals`] intervals (stale metrics) all make the
+//! fallback act for that interval instead of the agent. After a policy proposes an allocation the
+//! guard clamps it to the app's bounds and caps how far one interval may move it: replicas at
+//! most doubled (or +4, as HPA's default scale-up policy allows) and at least halved, CPU and
+//! memory limits at most ×2 or ÷2. Every verdict is counted and carries its reason.
+
+use aware_core::profile::{Bounds, MIB};
+use aware_core::{ContainerResources, Observation, PodPhase, Recommendation, Resources};
+use serde::Serialize;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct GuardConfig {
+    /// Observations whose clock has not advanced for this many intervals are stale.
+    pub stale_after_intervals: u32,
+    /// Largest factor one interval may multiply replicas by (HPA's default scale-up: 100 %).
+    pub max_replica_growth: f64,
+    /// Replicas one interval may always add, whatever the factor (HPA's default: 4 pods).
+    pub min_replica_step: u32,
+    /// Largest factor one interval may multiply or divide a CPU or memory limit by.
+    pub max_resource_factor: f64,
+}
+
+impl Default for GuardConfig {
+    fn default() -> Self {
+        Self { stale_after_intervals: 3, max_replica_growth: 2.0, min_replica_step: 4, max_resource_factor: 2.0 }
+    }
+}
+
+/// What the guard did with an interval's decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// The proposal went through unchanged.
+    Passed,
+    /// The proposal was clamped to the bounds or its step capped.
+    Limited,
+    /// The observation was unusable: the fallback acted instead of the agent.
+    Fallback,
+}
+
+impl Verdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Passed => "passed",
+            Verdict::Limited => "limited",
+            Verdict::Fallback => "fallback",
+        }
+    }
+}
+
+/// Per-application guard state (the clock it last saw).
+#[derive(Debug, Clone)]
+pub struct Guard {
+    pub config: GuardConfig,
+    last_time_s: Option<f64>,
+    unchanged: u32,
+}
+
+impl Guard {
+    pub fn new(config: GuardConfig) -> Self {
+        Self { config, last_time_s: None, unchanged: 0 }
+    }
+
+    /// Why `obs` (with its encoded `state`) must not reach the agent, if it must not.
+    pub fn check(&mut self, obs: &Observation, state: &[f32]) -> Result<(), String> {
+        let advanced = self.last_time_s.is_none_or(|t| obs.time_s > t);
+        if advanced {
+            self.unchanged = 0;
+            self.last_time_s = Some(obs.time_s);
+        } else {
+            self.unchanged += 1;
+        }
+        if let Some(i) = state.iter().position(|v| !v.is_finite()) {
+            return Err(format!("state feature {i} is {}", state[i]));
+        }
+        obs.validate().map_err(|e| format!("observation: {e}"))?;
+        if self.unchanged >= self.config.stale_after_intervals {
+            return Err(format!(
+                "metrics stale: the clock has stood at {} s for {} intervals",
+                obs.time_s, self.unchanged
+            ));
+        }
+        let ready: Vec<_> = obs.pods.iter().filter(|p| p.phase == PodPhase::Ready && !p.deleting).collect();
+        if !ready.is_empty() && ready.iter().all(|p| p.cpu_usage_cores.is_none()) {
+            return Err(format!("metrics missing: none of {} ready pods has a CPU sample", ready.len()));
+        }
+        Ok(())
+    }
+
+    /// `proposal` clamped to `bounds` and capped to one interval's step from the current
+    /// `replicas` and `current` container; the reason when anything changed.
+    pub fn limit(
+        &self,
+        proposal: &Recommendation,
+        replicas: u32,
+        current: &ContainerResources,
+        bounds: &Bounds,
+    ) -> (Recommendation, Option<String>) {
+        let c = &self.config;
+        let mut reasons = Vec::new();
+        let up = ((replicas as f64 * c.max_replica_growth).ceil() as u32).max(replicas + c.min_replica_step);
+        let down = replicas.div_ceil(2).max(1);
+        let lo_r = bounds.min_replicas.max(down.min(bounds.max_replicas));
+        let hi_r = bounds.max_replicas.min(up).max(lo_r);
+        let new_replicas = proposal.replicas.clamp(lo_r, hi_r);
+        if new_replicas != proposal.replicas {
+            reasons.push(format!("replicas {} → {new_replicas}", proposal.replicas));
+        }
+        let scale = |now: u64, want: u64, min: u64, max: u64, what: &str, unit: u64, reasons: &mut Vec<String>| {
+            let f = c.max_resource_factor;
+            let lo = ((now as f64 / f).ceil() as u64).clamp(min, max);
+            let hi = ((now as f64 * f).floor() as u64).clamp(lo, max);
+            let got = want.clamp(lo, hi);
+            if got != want {
+                reasons.push(format!("{what} {} → {}", want / unit, got / unit));
+            }
+            got
+        };
+        let template = proposal.containers.first().unwrap_or(current);
+        let cpu = scale(
+            current.limits.cpu_millicores,
+            template.limits.cpu_millicores,
+            bounds.min_cpu_millicores,
+            bounds.max_cpu_millicores,
+            "cpu millicores",
+            1,
+            &mut reasons,
+        );
+        let memory = scale(
+            current.limits.memory_bytes,
+            template.limits.memory_bytes,
+            bounds.min_memory_bytes(),
+            bounds.max_memory_bytes(),
+            "memory MiB",
+            MIB,
+            &mut reasons,
+        );
+        let rec = Recommendation {
+            replicas: new_replicas,
+            containers: vec![ContainerResources::guaranteed(template.name.clone(), Resources::new(cpu, memory))],
+        };
+        (rec, (!reasons.is_empty()).then(|| reasons.join(", ")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aware_core::Profile;
+    use proptest::prelude::*;
+
+    fn container(cpu: u64, mib: u64) -> ContainerResources {
+        ContainerResources::guaranteed("app", Resources::new(cpu, mib * MIB))
+    }
+
+    fn rec(replicas: u32, cpu: u64, mib: u64) -> Recommendation {
+        Recommendation { replicas, containers: vec![container(cpu, mib)] }
+    }
+
+    #[test]
+    fn step_caps_table() {
+        let bounds = Profile::default().bounds;
+        let g = Guard::new(GuardConfig::default());
+        // (replicas now, proposed, allowed)
+        let cases = [(3, 3, 3), (3, 20, 7), (10, 20, 20), (10, 1, 5), (1, 20, 5), (3, 0, 2)];
+        for (now, want, got) in cases {
+            let (out, why) = g.limit(&rec(want, 1000, 512), now, &container(1000, 512), &bounds);
+            let expected = got.clamp(bounds.min_replicas, bounds.max_replicas);
+            assert_eq!(out.replicas, expected, "{now} → {want}");
+            assert_eq!(why.is_some(), expected != want, "{now} → {want}: {why:?}");
+        }
+        let (out, why) = g.limit(&rec(3, 4000, 64), 3, &container(1000, 512), &bounds);
+        assert_eq!(out.containers[0].limits.cpu_millicores, 2000);
+        assert_eq!(out.containers[0].limits.memory_bytes, 256 * MIB);
+        assert!(why.unwrap().contains("cpu"));
+    }
+
+    proptest! {
+        #[test]
+        fn limited_allocations_stay_in_bounds_and_within_a_step(
+            now in 1u32..200, want in 0u32..1000, cpu_now in 100u64..8000, cpu in 0u64..100_000,
+            mem_now in 64u64..8192, mem in 0u64..100_000,
+        ) {
+            let bounds = Bounds { max_replicas: 150, ..Profile::default().bounds };
+            let g = Guard::new(GuardConfig::default());
+            let (out, _) = g.limit(&rec(want, cpu, mem), now, &container(cpu_now, mem_now), &bounds);
+            let c = &out.containers[0].limits;
+            prop_assert!((bounds.min_replicas..=bounds.max_replicas).contains(&out.replicas));
+            prop_assert!((bounds.min_cpu_millicores..=bounds.max_cpu_millicores).contains(&c.cpu_millicores));
+            prop_assert!((bounds.min_memory_bytes()..=bounds.max_memory_bytes()).contains(&c.memory_bytes));
+            let up = (now * 2).max(now + 4);
+            prop_assert!(out.replicas <= up.max(bounds.min_replicas));
+            prop_assert!(out.replicas >= now.div_ceil(2).min(bounds.max_replicas).max(bounds.min_replicas));
+        }
+    }
+
+    fn observation(time_s: f64, cpu: Option<f64>) -> Observation {
+        use aware_core::Cluster;
+        let apps = aware_sim::generate_apps(1, 7, 86_400.0);
+        let mut c = aware_sim::SimCluster::new(apps, Vec::new(), aware_sim::SimConfig::default(), 7);
+        for _ in 0..8 {
+            c.advance().unwrap();
+        }
+        let mut obs = c.observe(0).unwrap();
+        assert!(obs.pods.iter().any(|p| p.phase == PodPhase::Ready));
+        obs.time_s = time_s;
+        for p in &mut obs.pods {
+            p.cpu_usage_cores = cpu;
+        }
+        obs
+    }
+
+    #[test]
+    fn unusable_observations_are_refused_with_a_reason() {
+        let mut g = Guard::new(GuardConfig::default());
+        assert!(g.check(&observation(15.0, Some(0.5)), &[0.1, 0.2]).is_ok());
+        let e = g.check(&observation(30.0, Some(0.5)), &[f32::NAN, 0.2]).unwrap_err();
+        assert!(e.contains("state feature 0"), "{e}");
+        let e = g.check(&observation(45.0, None), &[0.1]).unwrap_err();
+        assert!(e.contains("metrics missing"), "{e}");
+        let e = g.check(&observation(60.0, Some(f64::NAN)), &[0.1]).unwrap_err();
+        assert!(e.contains("observation"), "{e}");
+        // The clock stops: fine for two intervals, stale on the third.
+        assert!(g.check(&observation(60.0, Some(0.5)), &[0.1]).is_ok());
+        assert!(g.check(&observation(60.0, Some(0.5)), &[0.1]).is_ok());
+        let e = g.check(&observation(60.0, Some(0.5)), &[0.1]).unwrap_err();
+        assert!(e.contains("stale"), "{e}");
+        assert!(g.check(&observation(75.0, Some(0.5)), &[0.1]).is_ok());
+    }
+}

@@ -1,0 +1,22 @@
+//! AWARE's lifecycle manager (Qiu et al., USENIX ATC'23, Algorithm 1): a learned autoscaling
+//! policy is bootstrapped from the rule-based autoscaler operators already run, acts only once
+//! it is as good, stops learning once its rewards settle, and learns again when they slip; a
+//! guard checks every observation and limits every action, in every stage.
+//!
+//! - [`stage`]: the stages (`initialized`, `offline`, `online`, `serving`) and stage changes.
+//! - [`algorithm`]: Algorithm 1 for one application, on episode rewards.
+//! - [`guard`]: observation checks (NaN, missing, stale → the fallback acts) and action limits.
+//! - [`shadow`]: the bootstrapping check, the agent against the fallback on the same traffic.
+//! - [`manager`]: all of it as a driver of `aware_lab`'s one rollout loop.
+//! - [`run`]: `aware run`, the manager beside the fallback alone on identical traffic.
+
+pub mod algorithm;
+mod error;
+pub mod guard;
+pub mod manager;
+pub mod run;
+pub mod shadow;
+pub mod stage;
+
+pub use error::LifecycleError;
+pub use stage::{Stage, StageChange};

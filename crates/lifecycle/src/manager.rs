@@ -1,0 +1,314 @@
+//! The lifecycle manager as a driver of the one rollout loop: each interval, per application,
+//! the stage decides who proposes (the fallback or the agent), the guard checks the observation
+//! and limits the proposal, and the outcome feeds the agent the way the stage allows — offline
+//! from the fallback's transitions (TD3+BC), online from its own, or not at all while serving.
+//! One agent serves every application (one policy, states normalised per app).
+
+use aware_agents::Experience;
+use aware_agents::ddpg::Ddpg;
+use aware_core::profile::Bounds;
+use aware_core::{Action, Recommendation, StepInfo, VecStep};
+use aware_env::Control;
+use aware_env::action::{ActionDecoder, ActionKind};
+use aware_lab::LabError;
+use aware_lab::policy::{Policy, PolicyName};
+use aware_lab::record::allocation_coordinates;
+use aware_lab::rollout::{Arena, Driver};
+use aware_lab::workload::Workload;
+use aware_sim::CONTAINER;
+use serde::Serialize;
+
+use crate::algorithm::{AppLifecycle, EpisodeOutcome, Transition};
+use crate::guard::{Guard, GuardConfig};
+use crate::shadow::{self, ShadowApp};
+use crate::stage::{Stage, StageChange};
+
+/// How the manager runs.
+#[derive(Debug, Clone)]
+pub struct ManagerConfig {
+    /// Intervals per episode (AWARE's DDPG: 100).
+    pub episode_steps: u64,
+    /// TD3+BC updates per application-interval learned offline.
+    pub offline_updates: usize,
+    /// TD3+BC's α for offline learning (2.5 in the paper).
+    pub bc_alpha: f32,
+    /// Keep the fallback acting while the agent (re)trains: ONLINE learns offline like
+    /// OFFLINE, and only SERVING lets the agent act.
+    pub high_stakes: bool,
+    pub guard: GuardConfig,
+    /// The rule-based autoscaler that bootstraps the agent and stands in for it.
+    pub fallback: PolicyName,
+}
+
+impl Default for ManagerConfig {
+    fn default() -> Self {
+        Self {
+            episode_steps: 100,
+            offline_updates: 1,
+            bc_alpha: 2.5,
+            high_stakes: false,
+            guard: GuardConfig::default(),
+            fallback: PolicyName::Mpa,
+        }
+    }
+}
+
+/// Per-application counts of who acted and what the guard said.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Counts {
+    /// Intervals the agent proposed the allocation.
+    pub agent_actions: u64,
+    /// Intervals the fallback proposed it (bootstrapping, high stakes, or the guard).
+    pub fallback_actions: u64,
+    /// Intervals the guard refused the observation to the agent (a subset of the above).
+    pub guard_fallbacks: u64,
+    /// Intervals the guard clamped or capped a proposal.
+    pub guard_limited: u64,
+    /// The last reason the guard refused an observation.
+    pub last_guard_reason: Option<String>,
+}
+
+struct Managed {
+    name: String,
+    lifecycle: AppLifecycle,
+    guard: Guard,
+    fallback: Policy,
+    bounds: Bounds,
+    decoder: ActionDecoder,
+    /// This interval's action in the continuous coordinates, and whether the agent chose it.
+    action: Vec<f32>,
+    agent_acted: bool,
+    /// The episode so far.
+    reward: f64,
+    intervals: u64,
+    violations: u64,
+    rates: Vec<f64>,
+    counts: Counts,
+}
+
+/// The manager: Algorithm 1 and the guard for every application, one agent for all.
+pub struct Manager<'w> {
+    workload: &'w Workload,
+    pub agent: Ddpg,
+    apps: Vec<Managed>,
+    config: ManagerConfig,
+    /// Intervals since the run started.
+    step: u64,
+    episode: u64,
+    changes: Vec<StageChange>,
+}
+
+impl<'w> Manager<'w> {
+    pub fn new(workload: &'w Workload, agent: Ddpg, config: ManagerConfig) -> Result<Self, LabError> {
+        let profile = &workload.profile;
+        let apps = (0..workload.apps.len())
+            .map(|i| {
+                let app_profile = workload.app_profile(i);
+                Ok(Managed {
+                    name: workload.apps[i].name.clone(),
+                    lifecycle: AppLifecycle::new(profile.lifecycle.clone(), profile.bootstrapping),
+                    guard: Guard::new(config.guard.clone()),
+                    fallback: Policy::build(&config.fallback, &app_profile, Some(&workload.apps[i]), None)?,
+                    bounds: app_profile.bounds.clone(),
+                    decoder: ActionDecoder {
+                        kind: ActionKind::Continuous,
+                        bounds: app_profile.bounds.clone(),
+                        container: CONTAINER.into(),
+                    },
+                    action: Vec::new(),
+                    agent_acted: false,
+                    reward: 0.0,
+                    intervals: 0,
+                    violations: 0,
+                    rates: Vec::new(),
+                    counts: Counts::default(),
+                })
+            })
+            .collect::<Result<Vec<_>, LabError>>()?;
+        let mut m = Self { workload, agent, apps, config, step: 0, episode: 0, changes: Vec::new() };
+        for i in 0..m.apps.len() {
+            if let Some(t) = m.apps[i].lifecycle.start() {
+                m.log(i, t);
+            }
+        }
+        Ok(m)
+    }
+
+    pub fn stages(&self) -> Vec<Stage> {
+        self.apps.iter().map(|a| a.lifecycle.stage()).collect()
+    }
+
+    pub fn changes(&self) -> &[StageChange] {
+        &self.changes
+    }
+
+    pub fn counts(&self) -> Vec<Counts> {
+        self.apps.iter().map(|a| a.counts.clone()).collect()
+    }
+
+    /// Intervals the fallback stood in for the agent, per application (for the scorer).
+    pub fn fallbacks(&self) -> Vec<u64> {
+        self.apps.iter().map(|a| a.counts.fallback_actions).collect()
+    }
+
+    fn log(&mut self, app: usize, t: Transition) {
+        self.changes.push(StageChange {
+            app: self.apps[app].name.clone(),
+            step: self.step,
+            from: t.from,
+            to: t.to,
+            reason: t.reason,
+        });
+    }
+
+    /// Whether the agent may propose for an app in `stage`.
+    fn agent_acts(&self, stage: Stage) -> bool {
+        match stage {
+            Stage::Serving => true,
+            Stage::Online => !self.config.high_stakes,
+            Stage::Initialized | Stage::Offline => false,
+        }
+    }
+
+    /// Ends the episode of every application: scores it, runs the bootstrapping check where
+    /// the stage asks for one, and moves stages.
+    fn end_episode(&mut self) -> Result<(), LabError> {
+        for i in 0..self.apps.len() {
+            let a = &self.apps[i];
+            let outcome = EpisodeOutcome {
+                mean_reward: if a.intervals > 0 { a.reward / a.intervals as f64 } else { f64::NAN },
+                slo_violations: a.violations,
+            };
+            let shadow = if a.lifecycle.stage() == Stage::Offline && !a.rates.is_empty() {
+                let profile = self.workload.app_profile(i);
+                let app = ShadowApp {
+                    spec: &self.workload.apps[i],
+                    profile: &profile,
+                    sim: &self.workload.sim,
+                    rates: &a.rates,
+                    seed: self.workload.seed ^ (self.episode << 20) ^ i as u64,
+                };
+                Some(shadow::compare(&app, &self.agent, &self.config.fallback)?)
+            } else {
+                None
+            };
+            let transition = self.apps[i].lifecycle.episode_end(outcome, shadow);
+            if let Some(t) = transition {
+                self.log(i, t);
+            }
+            let a = &mut self.apps[i];
+            (a.reward, a.intervals, a.violations) = (0.0, 0, 0);
+            a.rates.clear();
+        }
+        self.episode += 1;
+        Ok(())
+    }
+}
+
+impl Driver for Manager<'_> {
+    fn decide(
+        &mut self,
+        arena: &dyn Arena,
+        states: &[Vec<f32>],
+        _infos: &[StepInfo],
+    ) -> Result<Vec<Control>, LabError> {
+        let mut controls = Vec::with_capacity(self.apps.len());
+        for (i, state) in states.iter().enumerate() {
+            let obs = arena
+                .observe(i)
+                .ok_or_else(|| LabError::input("backend", "the lifecycle manager needs observations"))??;
+            let stage = self.apps[i].lifecycle.stage();
+            let wants_agent = self.agent_acts(stage);
+            let checked = self.apps[i].guard.check(&obs, state);
+            let agent_action = match (&checked, wants_agent) {
+                (Ok(()), true) => {
+                    let explore = stage == Stage::Online;
+                    Some(self.agent.act(state, explore)?)
+                }
+                _ => None,
+            };
+            let a = &mut self.apps[i];
+            a.rates.push(obs.arrival_rate.max(0.0));
+            if let (Err(reason), true) = (&checked, wants_agent) {
+                a.counts.guard_fallbacks += 1;
+                a.counts.last_guard_reason = Some(reason.clone());
+            }
+            let proposal: Option<Recommendation> = match agent_action {
+                Some(v) => Some(
+                    a.decoder
+                        .decode(&Action::Continuous(v), obs.desired_replicas, &obs.template)
+                        .map_err(|e| LabError::input("agent", e.to_string()))?
+                        .recommendation,
+                ),
+                // The fallback sees every observation (its own checks refuse bad ones).
+                None => a.fallback.recommender().recommend(&obs).ok(),
+            };
+            a.agent_acted = wants_agent && checked.is_ok();
+            if a.agent_acted {
+                a.counts.agent_actions += 1;
+            } else {
+                a.counts.fallback_actions += 1;
+            }
+            let control = match proposal {
+                Some(p) => {
+                    let (rec, limited) = a.guard.limit(&p, obs.desired_replicas, &obs.template, &a.bounds);
+                    if limited.is_some() {
+                        a.counts.guard_limited += 1;
+                    }
+                    let c = rec.containers.first().map(|c| c.limits).unwrap_or(obs.template.limits);
+                    a.action = allocation_coordinates(c.cpu_millicores, c.memory_bytes, rec.replicas, &a.bounds);
+                    Control::Recommendation(rec)
+                }
+                None => {
+                    let c = obs.template.limits;
+                    a.action =
+                        allocation_coordinates(c.cpu_millicores, c.memory_bytes, obs.desired_replicas, &a.bounds);
+                    Control::Hold
+                }
+            };
+            controls.push(control);
+        }
+        Ok(controls)
+    }
+
+    fn feedback(&mut self, states: &[Vec<f32>], _controls: &[Control], out: &VecStep) -> Result<(), LabError> {
+        let mut offline = 0;
+        for (i, (state, step)) in states.iter().zip(&out.steps).enumerate() {
+            let a = &mut self.apps[i];
+            a.reward += step.reward;
+            a.intervals += 1;
+            a.violations += step.info.slo_violated as u64;
+            let stage = a.lifecycle.stage();
+            let e = Experience {
+                state: state.clone(),
+                action: a.action.clone(),
+                reward: step.reward as f32,
+                next_state: step.observation.clone(),
+                terminal: step.terminated,
+            };
+            if !(e.state.iter().chain(&e.next_state).all(|v| v.is_finite()) && e.reward.is_finite()) {
+                continue; // never learn from what the guard would not let act
+            }
+            let learns_offline = stage == Stage::Offline || (stage == Stage::Online && self.config.high_stakes);
+            if learns_offline {
+                self.agent.remember(&e)?;
+                offline += 1;
+            } else if stage == Stage::Online {
+                self.agent.config.bc_alpha = None;
+                self.agent.observe(&e)?;
+            }
+        }
+        if offline > 0 {
+            self.agent.config.bc_alpha = Some(self.config.bc_alpha);
+            self.agent.train_offline(offline * self.config.offline_updates);
+            self.agent.config.bc_alpha = None;
+        }
+        self.step += 1;
+        if out.steps.iter().any(|s| s.truncated || s.terminated)
+            || self.apps.first().is_some_and(|a| a.intervals >= self.config.episode_steps)
+        {
+            self.end_episode()?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,96 @@
+//! The bootstrapping check: the agent and the fallback each run, from the same start, on the
+//! traffic an application has just seen, in the embedded simulator with the application's own
+//! model; the lifecycle compares their rewards and SLO-violating intervals. Same arrivals for
+//! both (same trace, same seed), so the difference is the policies'.
+
+use std::sync::Arc;
+
+use aware_agents::ddpg::Ddpg;
+use aware_core::profile::Bounds;
+use aware_core::{Profile, StepInfo};
+use aware_env::action::{ActionDecoder, ActionKind};
+use aware_env::{AppSlo, ClusterVecEnv, Control, EnvConfig};
+use aware_lab::policy::{Policy, PolicyName};
+use aware_lab::progress::Silent;
+use aware_lab::rollout::{Arena, Driver, Recommenders, rollout};
+use aware_lab::score::Scorer;
+use aware_lab::{LabError, rollout::Observer};
+use aware_sim::{AppSpec, CONTAINER, SimCluster, SimConfig, Trace};
+
+use crate::algorithm::{EpisodeOutcome, ShadowComparison};
+use crate::guard::Guard;
+
+/// What the shadow run needs of one application.
+pub struct ShadowApp<'a> {
+    pub spec: &'a AppSpec,
+    pub profile: &'a Profile,
+    pub sim: &'a SimConfig,
+    /// Arrival rates (requests per second) of the recent intervals, oldest first.
+    pub rates: &'a [f64],
+    pub seed: u64,
+}
+
+/// The agent (greedy, through the guard) against a fresh fallback of kind `fallback`.
+pub fn compare(app: &ShadowApp, agent: &Ddpg, fallback: &PolicyName) -> Result<ShadowComparison, LabError> {
+    let steps = app.rates.len() as u64;
+    let policy = Policy::build(fallback, app.profile, Some(app.spec), None)?;
+    let fallback_outcome = run(app, steps, &mut Recommenders::new(vec![policy]))?;
+    let bounds = app.profile.bounds.clone();
+    let mut greedy = Greedy {
+        agent,
+        decoder: ActionDecoder { kind: ActionKind::Continuous, bounds: bounds.clone(), container: CONTAINER.into() },
+        guard: Guard::new(Default::default()),
+        bounds,
+    };
+    let agent_outcome = run(app, steps, &mut greedy)?;
+    Ok(ShadowComparison { agent: agent_outcome, fallback: fallback_outcome })
+}
+
+fn run(app: &ShadowApp, steps: u64, driver: &mut dyn Driver) -> Result<EpisodeOutcome, LabError> {
+    let trace = Trace { name: app.spec.name.clone(), interval_s: app.sim.interval_s, rates: app.rates.to_vec() };
+    // The recent traffic from its first interval, not a random point of a week.
+    let sim = SimConfig { random_start: false, scenario: None, ..app.sim.clone() };
+    let cluster = SimCluster::new(vec![app.spec.clone()], vec![Arc::new(trace)], sim, app.seed);
+    let slo = AppSlo { latency_p99_ms: Some(cluster.slo_p99_ms(0)), throughput_rps: None };
+    let config = EnvConfig {
+        profile: app.profile.clone(),
+        action: ActionKind::Continuous,
+        episode_steps: steps.max(1).min(u32::MAX as u64) as u32,
+        container: CONTAINER.into(),
+    };
+    let mut env = ClusterVecEnv::with_bounds(cluster, &[(0, slo, app.profile.bounds.clone())], config);
+    let mut scorer = Scorer::new(&env, &[app.spec.name.clone()]);
+    rollout(&mut env, driver, app.seed, steps, &mut [&mut scorer as &mut dyn Observer], &Silent)?;
+    let (per_app, _) = scorer.finish(&[0]);
+    let s = &per_app[0];
+    Ok(EpisodeOutcome { mean_reward: s.mean_reward, slo_violations: s.slo_violations })
+}
+
+/// The agent acting greedily for one application, its proposals through the guard's caps.
+struct Greedy<'a> {
+    agent: &'a Ddpg,
+    decoder: ActionDecoder,
+    guard: Guard,
+    bounds: Bounds,
+}
+
+impl Driver for Greedy<'_> {
+    fn decide(
+        &mut self,
+        arena: &dyn Arena,
+        states: &[Vec<f32>],
+        _infos: &[StepInfo],
+    ) -> Result<Vec<Control>, LabError> {
+        let obs = arena.observe(0).ok_or_else(|| LabError::input("shadow", "the arena reports no observations"))??;
+        if self.guard.check(&obs, &states[0]).is_err() {
+            return Ok(vec![Control::Hold]);
+        }
+        let action = aware_core::Action::Continuous(self.agent.greedy(&states[0])?);
+        let decoded = self
+            .decoder
+            .decode(&action, obs.desired_replicas, &obs.template)
+            .map_err(|e| LabError::input("shadow", e.to_string()))?;
+        let (rec, _) = self.guard.limit(&decoded.recommendation, obs.desired_replicas, &obs.template, &self.bounds);
+        Ok(vec![Control::Recommendation(rec)])
+    }
+}
