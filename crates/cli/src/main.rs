@@ -41,6 +41,8 @@ enum Command {
     ValidateSim(commands::validate::Args),
     /// Train an RL agent on the simulator; writes a checkpoint and a learning curve.
     Train(commands::train::Args),
+    /// AWARE: the lifecycle manager (bootstrapping, online, serving, retraining) over a backend.
+    Run(commands::run::Args),
     /// The cloud-provisioning problem: an auto-scaling group billed by the instance-hour.
     #[command(subcommand)]
     Provision(commands::provision::Provision),
@@ -72,6 +74,7 @@ fn main() -> ExitCode {
         Command::Bench(b) => commands::bench::run(b),
         Command::Store(s) => commands::store::run(s),
         Command::Train(a) => commands::train::run(a),
+        Command::Run(a) => commands::run::run(a),
         Command::Provision(p) => commands::provision::run(p),
         Command::Experiment(e) => commands::experiment::run(e),
         Command::ServeEnv(a) => commands::serve_env::run(a),

@@ -22,11 +22,21 @@ pub struct GuardConfig {
     pub min_replica_step: u32,
     /// Largest factor one interval may multiply or divide a CPU or memory limit by.
     pub max_resource_factor: f64,
+    /// Intervals a scale-down looks back over (HPA's downscale stabilisation, 5 minutes = 20
+    /// intervals of 15 s): a decrease goes only as low as the highest proposal in the window,
+    /// so a policy that wavers cannot shrink and regrow the app every interval.
+    pub stabilisation_intervals: usize,
 }
 
 impl Default for GuardConfig {
     fn default() -> Self {
-        Self { stale_after_intervals: 3, max_replica_growth: 2.0, min_replica_step: 4, max_resource_factor: 2.0 }
+        Self {
+            stale_after_intervals: 3,
+            max_replica_growth: 2.0,
+            min_replica_step: 4,
+            max_resource_factor: 2.0,
+            stabilisation_intervals: 20,
+        }
     }
 }
 
@@ -58,16 +68,19 @@ pub struct Guard {
     pub config: GuardConfig,
     last_time_s: Option<f64>,
     unchanged: u32,
+    /// Recent proposals (replicas, CPU millicores, memory bytes), newest last.
+    recent: std::collections::VecDeque<(u32, u64, u64)>,
 }
 
 impl Guard {
     pub fn new(config: GuardConfig) -> Self {
-        Self { config, last_time_s: None, unchanged: 0 }
+        Self { config, last_time_s: None, unchanged: 0, recent: std::collections::VecDeque::new() }
     }
 
     /// Why `obs` (with its encoded `state`) must not reach the agent, if it must not.
     pub fn check(&mut self, obs: &Observation, state: &[f32]) -> Result<(), String> {
-        let advanced = self.last_time_s.is_none_or(|t| obs.time_s > t);
+        // A clock that moved either way is live (backwards: the backend restarted an episode).
+        let advanced = self.last_time_s.is_none_or(|t| obs.time_s != t);
         if advanced {
             self.unchanged = 0;
             self.last_time_s = Some(obs.time_s);
@@ -94,21 +107,47 @@ impl Guard {
     /// `proposal` clamped to `bounds` and capped to one interval's step from the current
     /// `replicas` and `current` container; the reason when anything changed.
     pub fn limit(
-        &self,
+        &mut self,
         proposal: &Recommendation,
         replicas: u32,
         current: &ContainerResources,
         bounds: &Bounds,
     ) -> (Recommendation, Option<String>) {
-        let c = &self.config;
+        let template = proposal.containers.first().unwrap_or(current);
+        let wanted = (proposal.replicas, template.limits.cpu_millicores, template.limits.memory_bytes);
+        self.recent.push_back(wanted);
+        while self.recent.len() > self.config.stabilisation_intervals.max(1) {
+            self.recent.pop_front();
+        }
+        // Downscale stabilisation: a decrease stops at the highest recent proposal.
         let mut reasons = Vec::new();
+        let highest = |f: fn(&(u32, u64, u64)) -> u64| self.recent.iter().map(f).max().unwrap_or(0);
+        let stabilised = |want: u64, now: u64, high: u64, what: &str, reasons: &mut Vec<String>| {
+            if want < now && high > want {
+                let got = high.min(now);
+                reasons.push(format!(
+                    "{what} held at {got} by the {}-interval stabilisation window",
+                    self.config.stabilisation_intervals
+                ));
+                got
+            } else {
+                want
+            }
+        };
+        let want_replicas =
+            stabilised(wanted.0 as u64, replicas as u64, highest(|p| p.0 as u64), "replicas", &mut reasons) as u32;
+        let want_cpu =
+            stabilised(wanted.1, current.limits.cpu_millicores, highest(|p| p.1), "cpu millicores", &mut reasons);
+        let want_memory =
+            stabilised(wanted.2, current.limits.memory_bytes, highest(|p| p.2), "memory bytes", &mut reasons);
+        let c = &self.config;
         let up = ((replicas as f64 * c.max_replica_growth).ceil() as u32).max(replicas + c.min_replica_step);
         let down = replicas.div_ceil(2).max(1);
         let lo_r = bounds.min_replicas.max(down.min(bounds.max_replicas));
         let hi_r = bounds.max_replicas.min(up).max(lo_r);
-        let new_replicas = proposal.replicas.clamp(lo_r, hi_r);
-        if new_replicas != proposal.replicas {
-            reasons.push(format!("replicas {} → {new_replicas}", proposal.replicas));
+        let new_replicas = want_replicas.clamp(lo_r, hi_r);
+        if new_replicas != want_replicas {
+            reasons.push(format!("replicas {want_replicas} → {new_replicas}"));
         }
         let scale = |now: u64, want: u64, min: u64, max: u64, what: &str, unit: u64, reasons: &mut Vec<String>| {
             let f = c.max_resource_factor;
@@ -120,10 +159,9 @@ impl Guard {
             }
             got
         };
-        let template = proposal.containers.first().unwrap_or(current);
         let cpu = scale(
             current.limits.cpu_millicores,
-            template.limits.cpu_millicores,
+            want_cpu,
             bounds.min_cpu_millicores,
             bounds.max_cpu_millicores,
             "cpu millicores",
@@ -132,7 +170,7 @@ impl Guard {
         );
         let memory = scale(
             current.limits.memory_bytes,
-            template.limits.memory_bytes,
+            want_memory,
             bounds.min_memory_bytes(),
             bounds.max_memory_bytes(),
             "memory MiB",
@@ -164,15 +202,16 @@ mod tests {
     #[test]
     fn step_caps_table() {
         let bounds = Profile::default().bounds;
-        let g = Guard::new(GuardConfig::default());
         // (replicas now, proposed, allowed)
         let cases = [(3, 3, 3), (3, 20, 7), (10, 20, 20), (10, 1, 5), (1, 20, 5), (3, 0, 2)];
         for (now, want, got) in cases {
+            let mut g = Guard::new(GuardConfig::default());
             let (out, why) = g.limit(&rec(want, 1000, 512), now, &container(1000, 512), &bounds);
             let expected = got.clamp(bounds.min_replicas, bounds.max_replicas);
             assert_eq!(out.replicas, expected, "{now} → {want}");
             assert_eq!(why.is_some(), expected != want, "{now} → {want}: {why:?}");
         }
+        let mut g = Guard::new(GuardConfig::default());
         let (out, why) = g.limit(&rec(3, 4000, 64), 3, &container(1000, 512), &bounds);
         assert_eq!(out.containers[0].limits.cpu_millicores, 2000);
         assert_eq!(out.containers[0].limits.memory_bytes, 256 * MIB);
@@ -186,7 +225,7 @@ mod tests {
             mem_now in 64u64..8192, mem in 0u64..100_000,
         ) {
             let bounds = Bounds { max_replicas: 150, ..Profile::default().bounds };
-            let g = Guard::new(GuardConfig::default());
+            let mut g = Guard::new(GuardConfig::default());
             let (out, _) = g.limit(&rec(want, cpu, mem), now, &container(cpu_now, mem_now), &bounds);
             let c = &out.containers[0].limits;
             prop_assert!((bounds.min_replicas..=bounds.max_replicas).contains(&out.replicas));
@@ -196,6 +235,22 @@ mod tests {
             prop_assert!(out.replicas <= up.max(bounds.min_replicas));
             prop_assert!(out.replicas >= now.div_ceil(2).min(bounds.max_replicas).max(bounds.min_replicas));
         }
+    }
+
+    #[test]
+    fn a_wavering_policy_cannot_shrink_within_the_window() {
+        let bounds = Profile::default().bounds;
+        let mut g = Guard::new(GuardConfig { stabilisation_intervals: 3, ..GuardConfig::default() });
+        let c = container(1000, 512);
+        // Up to 8, then proposals of 4: held at 8 until the 8 leaves the 3-interval window.
+        assert_eq!(g.limit(&rec(8, 1000, 512), 6, &c, &bounds).0.replicas, 8);
+        let (out, why) = g.limit(&rec(4, 1000, 512), 8, &c, &bounds);
+        assert_eq!(out.replicas, 8);
+        assert!(why.unwrap().contains("stabilisation"));
+        assert_eq!(g.limit(&rec(4, 1000, 512), 8, &c, &bounds).0.replicas, 8);
+        assert_eq!(g.limit(&rec(4, 1000, 512), 8, &c, &bounds).0.replicas, 4);
+        // Increases are never held back by the window.
+        assert_eq!(g.limit(&rec(6, 1000, 512), 4, &c, &bounds).0.replicas, 6);
     }
 
     fn observation(time_s: f64, cpu: Option<f64>) -> Observation {
@@ -230,5 +285,8 @@ mod tests {
         let e = g.check(&observation(60.0, Some(0.5)), &[0.1]).unwrap_err();
         assert!(e.contains("stale"), "{e}");
         assert!(g.check(&observation(75.0, Some(0.5)), &[0.1]).is_ok());
+        // A clock that went back (a new episode) is live.
+        assert!(g.check(&observation(15.0, Some(0.5)), &[0.1]).is_ok());
+        assert!(g.check(&observation(30.0, Some(0.5)), &[0.1]).is_ok());
     }
 }

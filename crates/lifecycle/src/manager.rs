@@ -36,6 +36,13 @@ pub struct ManagerConfig {
     /// OFFLINE, and only SERVING lets the agent act.
     pub high_stakes: bool,
     pub guard: GuardConfig,
+    /// Exploration noise (σ in the [−1, 1] action box) while ONLINE. A bootstrapped agent
+    /// starts near the fallback; AWARE's σ 0.2 from scratch would throw that away (a tenth of
+    /// the replica range per interval).
+    pub online_noise_sigma: f32,
+    /// Keep TD3+BC's behaviour term while learning ONLINE, towards the agent's own and the
+    /// fallback's stored actions, so online updates refine rather than replace the policy.
+    pub online_bc: bool,
     /// The rule-based autoscaler that bootstraps the agent and stands in for it.
     pub fallback: PolicyName,
 }
@@ -48,6 +55,8 @@ impl Default for ManagerConfig {
             bc_alpha: 2.5,
             high_stakes: false,
             guard: GuardConfig::default(),
+            online_noise_sigma: 0.05,
+            online_bc: true,
             fallback: PolicyName::Mpa,
         }
     }
@@ -125,6 +134,8 @@ impl<'w> Manager<'w> {
                 })
             })
             .collect::<Result<Vec<_>, LabError>>()?;
+        let mut agent = agent;
+        agent.config.noise_sigma = config.online_noise_sigma;
         let mut m = Self { workload, agent, apps, config, step: 0, episode: 0, changes: Vec::new() };
         for i in 0..m.apps.len() {
             if let Some(t) = m.apps[i].lifecycle.start() {
@@ -294,8 +305,9 @@ impl Driver for Manager<'_> {
                 self.agent.remember(&e)?;
                 offline += 1;
             } else if stage == Stage::Online {
-                self.agent.config.bc_alpha = None;
+                self.agent.config.bc_alpha = self.config.online_bc.then_some(self.config.bc_alpha);
                 self.agent.observe(&e)?;
+                self.agent.config.bc_alpha = None;
             }
         }
         if offline > 0 {

@@ -59,7 +59,7 @@ fn run(app: &ShadowApp, steps: u64, driver: &mut dyn Driver) -> Result<EpisodeOu
         container: CONTAINER.into(),
     };
     let mut env = ClusterVecEnv::with_bounds(cluster, &[(0, slo, app.profile.bounds.clone())], config);
-    let mut scorer = Scorer::new(&env, &[app.spec.name.clone()]);
+    let mut scorer = Scorer::new(&env, std::slice::from_ref(&app.spec.name));
     rollout(&mut env, driver, app.seed, steps, &mut [&mut scorer as &mut dyn Observer], &Silent)?;
     let (per_app, _) = scorer.finish(&[0]);
     let s = &per_app[0];

@@ -59,39 +59,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         report.scenario.as_ref().map(|s| format!(", scenario {s}")).unwrap_or_default(),
         report.episode_steps
     );
-    outln!(
-        "{:<16} {:>6} {:>6} {:>9} {:>7} {:>10} {:>12} {:>12} {:>9} {:>8} {:>9} {:>9}",
-        "policy",
-        "cpu %",
-        "mem %",
-        "slo viol",
-        "viol %",
-        "dropped",
-        "replica-s",
-        "core-s",
-        "p99 ms",
-        "actions",
-        "reversals",
-        "ep reward"
-    );
-    for p in &report.policies {
-        let s = &p.summary;
-        outln!(
-            "{:<16} {:>6.1} {:>6.1} {:>9} {:>7.2} {:>10.0} {:>12.0} {:>12.0} {:>9} {:>8} {:>9} {:>9.2}",
-            p.policy,
-            s.cpu_utilisation * 100.0,
-            s.memory_utilisation * 100.0,
-            s.slo_violations,
-            s.slo_violation_fraction * 100.0,
-            s.dropped_requests,
-            s.replica_seconds,
-            s.core_seconds,
-            s.p99_latency_ms.map_or("-".into(), |v| format!("{v:.0}")),
-            s.scaling_actions,
-            s.direction_reversals,
-            p.mean_episode_reward
-        );
-    }
+    super::print_rows(&report.policies);
     if let Some(path) = &args.plot {
         outln!("plot: {}", path.display());
     }

@@ -6,6 +6,7 @@ pub mod experiment;
 pub mod generate;
 pub mod provision;
 pub mod recommend;
+pub mod run;
 pub mod serve_env;
 pub mod simulate;
 pub mod store;
@@ -125,5 +126,43 @@ pub fn recording_store<'a>(store: &'a Option<String>, record: bool, workload: &'
         Some(url) => Some(url),
         None if record => Some(&workload.profile.store),
         None => None,
+    }
+}
+
+/// The policy table `compare`, `run` and the experiments print: what an operator pays for
+/// (SLO violations, drops, core-seconds) beside the reward.
+pub fn print_rows(rows: &[aware_lab::evaluate::PolicyRow]) {
+    outln!(
+        "{:<16} {:>6} {:>6} {:>9} {:>7} {:>10} {:>12} {:>12} {:>9} {:>8} {:>9} {:>9}",
+        "policy",
+        "cpu %",
+        "mem %",
+        "slo viol",
+        "viol %",
+        "dropped",
+        "replica-s",
+        "core-s",
+        "p99 ms",
+        "actions",
+        "reversals",
+        "ep reward"
+    );
+    for p in rows {
+        let s = &p.summary;
+        outln!(
+            "{:<16} {:>6.1} {:>6.1} {:>9} {:>7.2} {:>10.0} {:>12.0} {:>12.0} {:>9} {:>8} {:>9} {:>9.2}",
+            p.policy,
+            s.cpu_utilisation * 100.0,
+            s.memory_utilisation * 100.0,
+            s.slo_violations,
+            s.slo_violation_fraction * 100.0,
+            s.dropped_requests,
+            s.replica_seconds,
+            s.core_seconds,
+            s.p99_latency_ms.map_or("-".into(), |v| format!("{v:.0}")),
+            s.scaling_actions,
+            s.direction_reversals,
+            p.mean_episode_reward
+        );
     }
 }

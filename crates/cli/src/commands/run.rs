@@ -1,0 +1,105 @@
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use aware_lab::workload::WorkloadSpec;
+use aware_lifecycle::manager::ManagerConfig;
+use aware_lifecycle::run::RunSpec;
+use aware_sim::Scenario;
+
+use super::{AppsArgs, print_json};
+use crate::policy::PolicyName;
+use crate::progress::Bar;
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum Backend {
+    /// The embedded cluster simulator.
+    Sim,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// AWARE profile (YAML): lifecycle thresholds, bootstrapping, SLO, targets, reward, bounds.
+    #[arg(long)]
+    profile: Option<PathBuf>,
+    /// Where the managed applications run.
+    #[arg(long, value_enum, default_value = "sim")]
+    backend: Backend,
+    #[command(flatten)]
+    apps: AppsArgs,
+    /// Control intervals to run (15 s each), rounded up to whole episodes.
+    #[arg(long, default_value_t = 3000, value_parser = clap::value_parser!(u64).range(1..))]
+    steps: u64,
+    /// Intervals per episode: the lifecycle's decisions happen at episode ends.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    episode_steps: u64,
+    /// The rule-based autoscaler that bootstraps the agent and stands in for it.
+    #[arg(long, default_value = "mpa")]
+    fallback: PolicyName,
+    /// Keep the fallback acting while the agent (re)trains; the agent acts only when serving.
+    #[arg(long)]
+    high_stakes: bool,
+    /// Inject an instability scenario: NAME or NAME@STEP (default step: half way).
+    #[arg(long)]
+    scenario: Option<Scenario>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    let Backend::Sim = args.backend;
+    let spec = RunSpec {
+        workload: WorkloadSpec {
+            apps: args.apps.apps as usize,
+            seed: args.apps.seed,
+            trace_seed: args.apps.trace_seed,
+            day_seconds: args.apps.day_seconds,
+            population: args.apps.population,
+            profile: args.profile.clone(),
+            scenario: args.scenario,
+            steps: args.steps.div_ceil(args.episode_steps) * args.episode_steps,
+            ..WorkloadSpec::default()
+        },
+        steps: args.steps,
+        manager: ManagerConfig {
+            episode_steps: args.episode_steps,
+            high_stakes: args.high_stakes,
+            fallback: args.fallback.clone(),
+            ..ManagerConfig::default()
+        },
+        seed: args.apps.seed,
+    };
+    let report = aware_lifecycle::run::run(&spec, &Bar::new())?;
+    if args.json {
+        print_json(&report)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    outln!(
+        "{} apps × {} steps (episodes of {}), seed {}; fallback {}",
+        report.apps,
+        report.steps,
+        report.episode_steps,
+        report.seed,
+        report.fallback
+    );
+    super::print_rows(&report.policies);
+    outln!("stage changes:");
+    for c in &report.stages {
+        outln!("  step {:>6}  {:<40} {:>8} → {:<8} {}", c.step, c.app, c.from.name(), c.to.name(), c.reason);
+    }
+    outln!("{:<40} {:>8} {:>8} {:>9} {:>7} {:>7}", "app", "stage", "agent", "fallback", "guard", "limited");
+    for a in &report.per_app {
+        let c = &a.counts;
+        outln!(
+            "{:<40} {:>8} {:>8} {:>9} {:>7} {:>7}",
+            a.app,
+            a.stage.name(),
+            c.agent_actions,
+            c.fallback_actions,
+            c.guard_fallbacks,
+            c.guard_limited
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

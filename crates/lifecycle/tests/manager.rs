@@ -1,0 +1,120 @@
+//! The lifecycle manager in the one rollout loop on a small fixed-seed fleet: stages move with
+//! reasons, and unusable observations never reach the agent.
+
+use aware_agents::ddpg::{Ddpg, DdpgConfig};
+use aware_core::{Observation, StepInfo, VecStep};
+use aware_env::action::ActionKind;
+use aware_env::{ClusterVecEnv, Control, STATE_DIM};
+use aware_lab::LabError;
+use aware_lab::progress::Silent;
+use aware_lab::rollout::{Arena, rollout};
+use aware_lab::workload::{Workload, WorkloadSpec};
+use aware_lifecycle::Stage;
+use aware_lifecycle::manager::{Manager, ManagerConfig};
+use aware_lifecycle::run::{RunSpec, run};
+use aware_sim::{AppStepStats, SimCluster};
+
+fn small_agent(seed: u64) -> Ddpg {
+    let config = DdpgConfig { hidden: vec![32, 32], warmup: 64, ..DdpgConfig::default() };
+    Ddpg::new(STATE_DIM, 3, config, seed)
+}
+
+fn workload(apps: usize, profile: Option<&str>) -> (Workload, Option<tempfile::TempDir>) {
+    let dir = profile.map(|_| tempfile::tempdir().unwrap());
+    let path = dir.as_ref().map(|d| {
+        let p = d.path().join("profile.yaml");
+        std::fs::write(&p, profile.unwrap()).unwrap();
+        p
+    });
+    let spec = WorkloadSpec { apps, seed: 3, profile: path, steps: 400, ..WorkloadSpec::default() };
+    (Workload::load(&spec).unwrap(), dir)
+}
+
+#[test]
+fn a_run_reports_every_stage_change_with_its_numbers() {
+    let spec = RunSpec {
+        workload: WorkloadSpec { apps: 3, seed: 5, steps: 600, ..WorkloadSpec::default() },
+        steps: 600,
+        manager: ManagerConfig { episode_steps: 50, ..ManagerConfig::default() },
+        seed: 5,
+    };
+    let report = run(&spec, &Silent).unwrap();
+    assert_eq!(report.policies.iter().map(|p| p.policy.as_str()).collect::<Vec<_>>(), ["aware", "mpa"]);
+    // Every app starts by bootstrapping (the default profile bootstraps).
+    let starts: Vec<_> = report.stages.iter().filter(|c| c.from == Stage::Initialized).collect();
+    assert_eq!(starts.len(), 3);
+    assert!(starts.iter().all(|c| c.to == Stage::Offline && c.step == 0));
+    // Changes after the start happen at episode ends and carry their numbers.
+    for c in report.stages.iter().filter(|c| c.from != Stage::Initialized) {
+        assert_eq!(c.step % 50, 0, "{c:?}");
+        assert!(c.reason.chars().any(|ch| ch.is_ascii_digit()), "{c:?}");
+    }
+    // Apps still offline never let the agent act.
+    for a in &report.per_app {
+        if a.stage == Stage::Offline {
+            assert_eq!(a.counts.agent_actions, 0, "{a:?}");
+        }
+        assert_eq!(a.counts.agent_actions + a.counts.fallback_actions, report.steps);
+    }
+    let json = serde_json::to_value(&report).unwrap();
+    for key in ["app", "step", "from", "to", "reason"] {
+        assert!(json["stages"][0].get(key).is_some(), "stages[0] lacks {key}");
+    }
+    assert_eq!(json["stages"][0]["to"], "offline");
+}
+
+/// The simulator, but observations of app 0 carry NaN in `window`.
+struct Corrupting {
+    env: ClusterVecEnv<SimCluster>,
+    steps: u64,
+    window: std::ops::Range<u64>,
+}
+
+impl Arena for Corrupting {
+    fn num_apps(&self) -> usize {
+        self.env.num_apps()
+    }
+    fn interval_s(&self) -> f64 {
+        Arena::interval_s(&self.env)
+    }
+    fn reset(&mut self, seed: u64) -> Result<Vec<(Vec<f32>, StepInfo)>, LabError> {
+        Arena::reset(&mut self.env, seed)
+    }
+    fn step(&mut self, controls: &[Control]) -> Result<VecStep, LabError> {
+        self.steps += 1;
+        Arena::step(&mut self.env, controls)
+    }
+    fn observe(&self, app: usize) -> Option<Result<Observation, LabError>> {
+        let obs = self.env.observe(app)?;
+        Some(obs.map(|mut o| {
+            if app == 0 && self.window.contains(&self.steps) {
+                o.arrival_rate = f64::NAN;
+            }
+            o
+        }))
+    }
+    fn truth(&self, app: usize) -> Option<AppStepStats> {
+        self.env.truth(app)
+    }
+    fn slo_p99_ms(&self, app: usize) -> Option<f64> {
+        Arena::slo_p99_ms(&self.env, app)
+    }
+}
+
+#[test]
+fn nan_observations_make_the_fallback_act_and_say_why() {
+    // No bootstrapping: the agent acts from the first interval, so the guard must step in.
+    let (w, _dir) = workload(2, Some("bootstrapping: false\n"));
+    let mut manager =
+        Manager::new(&w, small_agent(1), ManagerConfig { episode_steps: 100, ..ManagerConfig::default() }).unwrap();
+    assert_eq!(manager.stages(), [Stage::Online, Stage::Online]);
+    let env = w.env(ActionKind::Continuous, 100, w.trace_seed);
+    let mut arena = Corrupting { env, steps: 0, window: 20..30 };
+    rollout(&mut arena, &mut manager, w.trace_seed, 100, &mut [], &Silent).unwrap();
+    let counts = manager.counts();
+    assert_eq!(counts[0].guard_fallbacks, 10, "{:?}", counts[0]);
+    assert_eq!(counts[0].agent_actions, 90);
+    assert!(counts[0].last_guard_reason.as_deref().unwrap().contains("NaN"), "{:?}", counts[0]);
+    assert_eq!(counts[1].guard_fallbacks, 0);
+    assert_eq!(counts[1].agent_actions, 100);
+}
