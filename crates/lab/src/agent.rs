@@ -88,7 +88,7 @@ pub fn new_agent(algorithm: Algorithm, kind: ActionKind, seed: u64) -> Result<Bo
         ));
     }
     Ok(match algorithm {
-        Algorithm::Ddpg => Box::new(Ddpg::new(STATE_DIM, 3, DdpgConfig::default(), seed)),
+        Algorithm::Ddpg => Box::new(Ddpg::new(STATE_DIM, 3, autoscaling_ddpg(), seed)),
         Algorithm::Ppo => {
             let actions = match kind {
                 ActionKind::Discrete => PpoActions::Discrete(DISCRETE_ACTIONS),
@@ -197,4 +197,13 @@ impl Recommender for RlRecommender {
             .map_err(|e| RecommenderError::Other(e.to_string()))?;
         Ok(decoded.recommendation)
     }
+}
+
+/// DDPG for the autoscaling environment: AWARE's Table 2, but the first `warmup` (1,000)
+/// actions uniform over the whole action box (Stable-Baselines3's `learning_starts`), so the
+/// critic has seen what starving and over-provisioning cost before the actor follows it; with
+/// Table 2 alone the actor drove every knob to its minimum on `experiment agents` and never
+/// recovered.
+pub fn autoscaling_ddpg() -> DdpgConfig {
+    DdpgConfig { uniform_warmup: true, ..DdpgConfig::default() }
 }
