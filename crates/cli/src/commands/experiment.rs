@@ -113,7 +113,7 @@ fn agents(args: AgentsArgs) -> Result<ExitCode> {
         return Ok(code);
     }
     outln!(
-        "app 0 of seed {}, {} s day = one {}-step episode, α = {}; held-out traces {} × {} steps",
+        "app 0 of seed {}, {} s day, {}-step episodes from random starts, α = {}; held-out traces {} × {} steps",
         report.app_seed,
         report.day_seconds,
         report.episode_steps,
