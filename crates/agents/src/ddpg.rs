@@ -215,14 +215,7 @@ impl Ddpg {
     /// Stores an experience and, once past warm-up, takes one critic and one actor step.
     /// Returns (critic loss, actor loss).
     pub fn observe(&mut self, e: &Experience) -> Result<Option<(f32, f32)>, AgentError> {
-        check_observation(&e.state, self.state_dim)?;
-        check_observation(&e.next_state, self.state_dim)?;
-        if e.action.len() != self.action_dim || e.action.iter().any(|a| !a.is_finite()) {
-            return Err(AgentError::BadObservation(format!(
-                "action {:?} does not fit dimension {}",
-                e.action, self.action_dim
-            )));
-        }
+        self.check_experience(e, false)?;
         self.replay.push(e);
         if self.replay.len() < self.config.warmup.max(self.config.batch_size) {
             return Ok(None);
@@ -233,15 +226,22 @@ impl Ddpg {
     /// Stores an experience without learning from it (offline data: another policy's
     /// transitions, learned from later with [`Ddpg::train_offline`]).
     pub fn remember(&mut self, e: &Experience) -> Result<(), AgentError> {
+        self.check_experience(e, true)?;
+        self.replay.push(e);
+        Ok(())
+    }
+
+    /// States of the right dimension, a finite action of the right dimension, and with
+    /// `in_box` one inside [−1, 1] (another policy's actions must be ones this actor can take).
+    fn check_experience(&self, e: &Experience, in_box: bool) -> Result<(), AgentError> {
         check_observation(&e.state, self.state_dim)?;
         check_observation(&e.next_state, self.state_dim)?;
-        if e.action.len() != self.action_dim || e.action.iter().any(|a| !a.is_finite() || a.abs() > 1.0) {
-            return Err(AgentError::BadObservation(format!(
-                "action {:?} does not fit [-1, 1]^{}",
-                e.action, self.action_dim
-            )));
+        let fits = |a: &f32| a.is_finite() && (!in_box || a.abs() <= 1.0);
+        if e.action.len() != self.action_dim || !e.action.iter().all(fits) {
+            let space =
+                if in_box { format!("[-1, 1]^{}", self.action_dim) } else { format!("dimension {}", self.action_dim) };
+            return Err(AgentError::BadObservation(format!("action {:?} does not fit {space}", e.action)));
         }
-        self.replay.push(e);
         Ok(())
     }
 

@@ -430,20 +430,19 @@ fn normalise_quantities(node: &mut Value) {
             // kube's structural rewrite hoists the types out of our own quantities' `anyOf`,
             // leaving `anyOf: [{}, {}]` (anything goes); put upstream's int-or-string back.
             let ours = map.get("pattern").and_then(Value::as_str) == Some(QUANTITY_PATTERN);
-            if int_or_string && from_k8s_openapi {
-                let description = "A resource quantity (Kubernetes `resource.Quantity`): an integer or a string such as `500m`, `1.5`, `128Mi`.";
-                let mut q = quantity_schema();
-                q["description"] = Value::String(description.into());
-                *node = q;
-                return;
-            }
-            // k8s-openapi's embedded autoscaling/v2 quantities (`averageValue`, `value`,
-            // `tolerance`) carry only their field's description and no type: give them the
-            // quantity schema too. (The MPA embeds no `IntOrString` field, only quantities;
-            // the CRD test checks every int-or-string node ends up with the pattern.)
-            let embedded_quantity = !map.contains_key("anyOf") && !map.contains_key("type");
-            if int_or_string && (ours || embedded_quantity) {
-                let description = map.get("description").cloned();
+            // k8s-openapi's quantities, top-level or embedded in autoscaling/v2 (`averageValue`,
+            // `value`, `tolerance`), carry no type at all. (The MPA embeds no `IntOrString`
+            // field, only quantities; the CRD test checks every int-or-string node ends up with
+            // the pattern.)
+            let untyped = !map.contains_key("anyOf") && !map.contains_key("type");
+            if int_or_string && (ours || untyped) {
+                // k8s-openapi's own Quantity description is a page long: replace it; keep a
+                // field's description.
+                let description = if from_k8s_openapi {
+                    Some(Value::String("A resource quantity (Kubernetes `resource.Quantity`): an integer or a string such as `500m`, `1.5`, `128Mi`.".into()))
+                } else {
+                    map.get("description").cloned()
+                };
                 let mut q = quantity_schema();
                 if let Some(d) = description {
                     q["description"] = d;

@@ -123,10 +123,7 @@ pub fn evaluate(
     if let Some(r) = recorder {
         r.finish()?;
     }
-    let mut latencies = LatencyHistogram::default();
-    for h in scorer.latencies() {
-        latencies.merge(h);
-    }
+    let latencies = scorer.merged_latencies();
     let fallbacks: Vec<u64> =
         driver.policies.iter().zip(&driver.refusals).map(|(p, refused)| p.fallbacks() + refused).collect();
     let (per_app, series) = scorer.finish(&fallbacks);

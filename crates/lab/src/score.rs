@@ -157,6 +157,15 @@ impl Scorer {
     pub fn latencies(&self) -> &[LatencyHistogram] {
         &self.latencies
     }
+
+    /// Every application's latencies in one histogram (the aggregate row's p99).
+    pub fn merged_latencies(&self) -> LatencyHistogram {
+        let mut all = LatencyHistogram::default();
+        for h in &self.latencies {
+            all.merge(h);
+        }
+        all
+    }
 }
 
 impl Observer for Scorer {

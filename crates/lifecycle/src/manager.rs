@@ -6,8 +6,7 @@
 
 use aware_agents::Experience;
 use aware_agents::ddpg::Ddpg;
-use aware_core::profile::Bounds;
-use aware_core::{Action, Recommendation, StepInfo, VecStep};
+use aware_core::{Action, Observation, Recommendation, StepInfo, VecStep};
 use aware_env::Control;
 use aware_env::action::{ActionDecoder, ActionKind};
 use aware_lab::LabError;
@@ -82,17 +81,29 @@ struct Managed {
     lifecycle: AppLifecycle,
     guard: Guard,
     fallback: Policy,
-    bounds: Bounds,
+    /// Decodes the agent's actions within the app's bounds (`decoder.bounds`, which the guard
+    /// and the action coordinates use too).
     decoder: ActionDecoder,
-    /// This interval's action in the continuous coordinates, and whether the agent chose it.
+    /// This interval's action in the continuous coordinates.
     action: Vec<f32>,
-    agent_acted: bool,
     /// The episode so far.
     reward: f64,
     intervals: u64,
     violations: u64,
     rates: Vec<f64>,
     counts: Counts,
+}
+
+/// The agent's continuous action as the allocation it means from the app's current one.
+pub(crate) fn decode_action(
+    decoder: &ActionDecoder,
+    action: Vec<f32>,
+    obs: &Observation,
+) -> Result<Recommendation, LabError> {
+    decoder
+        .decode(&Action::Continuous(action), obs.desired_replicas, &obs.template)
+        .map(|d| d.recommendation)
+        .map_err(|e| LabError::input("agent", e.to_string()))
 }
 
 /// The manager: Algorithm 1 and the guard for every application, one agent for all.
@@ -118,14 +129,12 @@ impl<'w> Manager<'w> {
                     lifecycle: AppLifecycle::new(profile.lifecycle.clone(), profile.bootstrapping),
                     guard: Guard::new(config.guard.clone()),
                     fallback: Policy::build(&config.fallback, &app_profile, Some(&workload.apps[i]), None)?,
-                    bounds: app_profile.bounds.clone(),
                     decoder: ActionDecoder {
                         kind: ActionKind::Continuous,
                         bounds: app_profile.bounds.clone(),
                         container: CONTAINER.into(),
                     },
                     action: Vec::new(),
-                    agent_acted: false,
                     reward: 0.0,
                     intervals: 0,
                     violations: 0,
@@ -244,36 +253,36 @@ impl Driver for Manager<'_> {
                 a.counts.guard_fallbacks += 1;
                 a.counts.last_guard_reason = Some(reason.clone());
             }
+            let agent_acted = agent_action.is_some();
             let proposal: Option<Recommendation> = match agent_action {
-                Some(v) => Some(
-                    a.decoder
-                        .decode(&Action::Continuous(v), obs.desired_replicas, &obs.template)
-                        .map_err(|e| LabError::input("agent", e.to_string()))?
-                        .recommendation,
-                ),
+                Some(v) => Some(decode_action(&a.decoder, v, &obs)?),
                 // The fallback sees every observation (its own checks refuse bad ones).
                 None => a.fallback.recommender().recommend(&obs).ok(),
             };
-            a.agent_acted = wants_agent && checked.is_ok();
-            if a.agent_acted {
+            if agent_acted {
                 a.counts.agent_actions += 1;
             } else {
                 a.counts.fallback_actions += 1;
             }
             let control = match proposal {
                 Some(p) => {
-                    let (rec, limited) = a.guard.limit(&p, obs.desired_replicas, &obs.template, &a.bounds);
+                    let (rec, limited) = a.guard.limit(&p, obs.desired_replicas, &obs.template, &a.decoder.bounds);
                     if limited.is_some() {
                         a.counts.guard_limited += 1;
                     }
                     let c = rec.containers.first().map(|c| c.limits).unwrap_or(obs.template.limits);
-                    a.action = allocation_coordinates(c.cpu_millicores, c.memory_bytes, rec.replicas, &a.bounds);
+                    a.action =
+                        allocation_coordinates(c.cpu_millicores, c.memory_bytes, rec.replicas, &a.decoder.bounds);
                     Control::Recommendation(rec)
                 }
                 None => {
                     let c = obs.template.limits;
-                    a.action =
-                        allocation_coordinates(c.cpu_millicores, c.memory_bytes, obs.desired_replicas, &a.bounds);
+                    a.action = allocation_coordinates(
+                        c.cpu_millicores,
+                        c.memory_bytes,
+                        obs.desired_replicas,
+                        &a.decoder.bounds,
+                    );
                     Control::Hold
                 }
             };

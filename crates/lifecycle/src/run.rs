@@ -8,7 +8,7 @@ use aware_lab::evaluate::{PolicyRow, aggregate};
 use aware_lab::policy::Policy;
 use aware_lab::progress::Progress;
 use aware_lab::rollout::{Observer, Recommenders, rollout};
-use aware_lab::score::{LatencyHistogram, Scorer, Summary};
+use aware_lab::score::{Scorer, Summary};
 use aware_lab::workload::{Workload, WorkloadSpec};
 use serde::Serialize;
 
@@ -119,10 +119,7 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<RunReport, Lifecyc
 }
 
 fn row(label: &str, scorer: Scorer, fallbacks: &[u64], episode_steps: u64) -> PolicyRow {
-    let mut latencies = LatencyHistogram::default();
-    for h in scorer.latencies() {
-        latencies.merge(h);
-    }
+    let latencies = scorer.merged_latencies();
     let (per_app, _): (Vec<Summary>, _) = scorer.finish(fallbacks);
     PolicyRow::new(label, aggregate(label, &per_app, &latencies), episode_steps)
 }

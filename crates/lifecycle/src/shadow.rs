@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use aware_agents::ddpg::Ddpg;
-use aware_core::profile::Bounds;
 use aware_core::{Profile, StepInfo};
 use aware_env::action::{ActionDecoder, ActionKind};
 use aware_env::{AppSlo, ClusterVecEnv, Control, EnvConfig};
@@ -19,6 +18,7 @@ use aware_sim::{AppSpec, CONTAINER, SimCluster, SimConfig, Trace};
 
 use crate::algorithm::{EpisodeOutcome, ShadowComparison};
 use crate::guard::Guard;
+use crate::manager::decode_action;
 
 /// What the shadow run needs of one application.
 pub struct ShadowApp<'a> {
@@ -35,12 +35,14 @@ pub fn compare(app: &ShadowApp, agent: &Ddpg, fallback: &PolicyName) -> Result<S
     let steps = app.rates.len() as u64;
     let policy = Policy::build(fallback, app.profile, Some(app.spec), None)?;
     let fallback_outcome = run(app, steps, &mut Recommenders::new(vec![policy]))?;
-    let bounds = app.profile.bounds.clone();
     let mut greedy = Greedy {
         agent,
-        decoder: ActionDecoder { kind: ActionKind::Continuous, bounds: bounds.clone(), container: CONTAINER.into() },
+        decoder: ActionDecoder {
+            kind: ActionKind::Continuous,
+            bounds: app.profile.bounds.clone(),
+            container: CONTAINER.into(),
+        },
         guard: Guard::new(Default::default()),
-        bounds,
     };
     let agent_outcome = run(app, steps, &mut greedy)?;
     Ok(ShadowComparison { agent: agent_outcome, fallback: fallback_outcome })
@@ -71,7 +73,6 @@ struct Greedy<'a> {
     agent: &'a Ddpg,
     decoder: ActionDecoder,
     guard: Guard,
-    bounds: Bounds,
 }
 
 impl Driver for Greedy<'_> {
@@ -85,12 +86,8 @@ impl Driver for Greedy<'_> {
         if self.guard.check(&obs, &states[0]).is_err() {
             return Ok(vec![Control::Hold]);
         }
-        let action = aware_core::Action::Continuous(self.agent.greedy(&states[0])?);
-        let decoded = self
-            .decoder
-            .decode(&action, obs.desired_replicas, &obs.template)
-            .map_err(|e| LabError::input("shadow", e.to_string()))?;
-        let (rec, _) = self.guard.limit(&decoded.recommendation, obs.desired_replicas, &obs.template, &self.bounds);
+        let proposal = decode_action(&self.decoder, self.agent.greedy(&states[0])?, &obs)?;
+        let (rec, _) = self.guard.limit(&proposal, obs.desired_replicas, &obs.template, &self.decoder.bounds);
         Ok(vec![Control::Recommendation(rec)])
     }
 }
