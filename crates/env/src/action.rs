@@ -10,7 +10,17 @@ pub enum ActionKind {
     Continuous,
     /// Seven deltas: no-op, ±1 replica, ±one CPU step, ±one memory step (PPO, DQN).
     Discrete,
+    /// `[cpu, memory, replicas]` in [−1, 1]³, each a multiplicative change of the current
+    /// allocation: factor 2^(x·r) with r from [`RELATIVE_RANGE`] (CPU and memory ×½…×2,
+    /// replicas ×¼…×4 per interval). Scale-free, so one policy fits applications of any size:
+    /// "utilisation 90 % against a 50 % target" means the same action for 2 replicas and for
+    /// 200 (HPA's own rule is such a ratio). The lifecycle manager's agent acts in it.
+    Relative,
 }
+
+/// Exponent range (log₂ of the largest factor) of each [`ActionKind::Relative`] dimension:
+/// CPU, memory, replicas.
+pub const RELATIVE_RANGE: [f64; 3] = [1.0, 1.0, 2.0];
 
 pub const DISCRETE_ACTIONS: usize = 7;
 
@@ -50,12 +60,13 @@ impl ActionKind {
         match self {
             ActionKind::Continuous => "continuous",
             ActionKind::Discrete => "discrete",
+            ActionKind::Relative => "relative",
         }
     }
 
     pub fn space(self) -> Space {
         match self {
-            ActionKind::Continuous => Space::Box { low: vec![-1.0; 3], high: vec![1.0; 3] },
+            ActionKind::Continuous | ActionKind::Relative => Space::Box { low: vec![-1.0; 3], high: vec![1.0; 3] },
             ActionKind::Discrete => Space::Discrete { n: DISCRETE_ACTIONS },
         }
     }
@@ -89,6 +100,30 @@ impl ActionDecoder {
                 cpu = hold(lerp(v[0], b.min_cpu_millicores, b.max_cpu_millicores), cpu, b.cpu_step_millicores);
                 mem = hold(lerp(v[1], b.min_memory_mib, b.max_memory_mib) * MIB as i64, mem, b.memory_step_bytes());
                 reps = lerp(v[2], b.min_replicas as u64, b.max_replicas as u64);
+            }
+            (ActionKind::Relative, Action::Continuous(v)) if v.len() == 3 => {
+                if v.iter().any(|x| !x.is_finite()) {
+                    return Err(DecodeError::NotFinite(v.clone()));
+                }
+                illegal = v.iter().any(|x| x.abs() > 1.0);
+                let factor = |x: f32, d: usize| (x.clamp(-1.0, 1.0) as f64 * RELATIVE_RANGE[d]).exp2();
+                // The same dead band of half a step as the absolute space.
+                let hold = |target: f64, now: i64, step: u64| {
+                    let target = target.round() as i64;
+                    if (target - now).abs() * 2 < step as i64 { now } else { target }
+                };
+                let within = |v: i64, lo: i64, hi: i64, illegal: &mut bool| {
+                    if v < lo || v > hi {
+                        *illegal = true;
+                    }
+                    v.clamp(lo, hi)
+                };
+                let c = hold(cpu as f64 * factor(v[0], 0), cpu, b.cpu_step_millicores);
+                let m = hold(mem as f64 * factor(v[1], 1), mem, b.memory_step_bytes());
+                let r = (reps.max(1) as f64 * factor(v[2], 2)).round() as i64;
+                cpu = within(c, b.min_cpu_millicores as i64, b.max_cpu_millicores as i64, &mut illegal);
+                mem = within(m, b.min_memory_bytes() as i64, b.max_memory_bytes() as i64, &mut illegal);
+                reps = within(r, b.min_replicas as i64, b.max_replicas as i64, &mut illegal);
             }
             (ActionKind::Discrete, Action::Discrete(a)) if *a < DISCRETE_ACTIONS => {
                 let (dc, dm, dr) = match a {
@@ -124,6 +159,40 @@ impl ActionDecoder {
             illegal,
             direction,
         })
+    }
+}
+
+/// Where an allocation lies in a continuous action space: the inverse of [`ActionDecoder::decode`],
+/// so what a recommender chose can be learned from as if an agent had chosen it. In
+/// [`ActionKind::Continuous`] each of CPU limit, memory limit and replicas maps linearly from the
+/// bounds onto [−1, 1]; in [`ActionKind::Relative`] each is log₂(target / current) over its
+/// [`RELATIVE_RANGE`]. Both clamp to [−1, 1]. `None` for the discrete space.
+pub fn coordinates(
+    kind: ActionKind,
+    bounds: &Bounds,
+    target: (u64, u64, u32),
+    current: (u64, u64, u32),
+) -> Option<Vec<f32>> {
+    let (cpu, mem, reps) = target;
+    match kind {
+        ActionKind::Continuous => {
+            let unit = |v: f64, lo: f64, hi: f64| {
+                if hi > lo { ((v - lo) / (hi - lo) * 2.0 - 1.0).clamp(-1.0, 1.0) } else { 0.0 }
+            };
+            Some(vec![
+                unit(cpu as f64, bounds.min_cpu_millicores as f64, bounds.max_cpu_millicores as f64) as f32,
+                unit(mem as f64, bounds.min_memory_bytes() as f64, bounds.max_memory_bytes() as f64) as f32,
+                unit(reps as f64, bounds.min_replicas as f64, bounds.max_replicas as f64) as f32,
+            ])
+        }
+        ActionKind::Relative => {
+            let (c0, m0, r0) = current;
+            let ratio = |new: f64, old: f64, d: usize| {
+                ((new.max(1.0) / old.max(1.0)).log2() / RELATIVE_RANGE[d]).clamp(-1.0, 1.0) as f32
+            };
+            Some(vec![ratio(cpu as f64, c0 as f64, 0), ratio(mem as f64, m0 as f64, 1), ratio(reps as f64, r0 as f64, 2)])
+        }
+        ActionKind::Discrete => None,
     }
 }
 
@@ -217,6 +286,66 @@ mod tests {
             let limits = got.recommendation.containers[0].limits;
             assert!((limits.cpu_millicores as i64 - want as i64).abs() <= 1, "{cpu_target} → {limits:?}, want {want}");
             assert_eq!(limits.memory_bytes, cur.memory_bytes, "memory within the band is held");
+        }
+    }
+
+    /// Relative actions: factor 2^(x·range) of the current allocation, clipped to the bounds
+    /// (flagged illegal), with the absolute space's dead band.
+    #[test]
+    fn relative_table() {
+        let d = decoder(ActionKind::Relative);
+        let b = Profile::default().bounds;
+        // (action, replicas before, expected replicas, cpu m, memory MiB, illegal)
+        type Case = ([f32; 3], u32, u32, u64, u64, bool);
+        let cases: [Case; 8] = [
+            ([0.0, 0.0, 0.0], 3, 3, 1000, 512, false),
+            ([1.0, 0.0, 0.0], 3, 3, 2000, 512, false),
+            ([-1.0, -1.0, 0.0], 3, 3, 500, 256, false),
+            ([0.0, 0.0, 0.5], 3, 6, 1000, 512, false),
+            ([0.0, 0.0, -1.0], 8, 2, 1000, 512, false),
+            ([0.0, 0.0, 1.0], 3, 12, 1000, 512, false),
+            // 2 % more CPU is inside the dead band (half of a 250 m step)
+            ([0.03, 0.0, 0.0], 3, 3, 1000, 512, false),
+            ([0.0, 0.0, 1.0], b.max_replicas, b.max_replicas, 1000, 512, true),
+        ];
+        for (a, before, reps, cpu, mem, illegal) in cases {
+            let out = d.decode(&Action::Continuous(a.to_vec()), before, &current()).unwrap();
+            let c = &out.recommendation.containers[0];
+            assert_eq!(
+                (out.recommendation.replicas, c.limits.cpu_millicores, c.limits.memory_bytes / MIB, out.illegal),
+                (reps.min(b.max_replicas), cpu, mem, illegal),
+                "action {a:?} from {before}"
+            );
+        }
+        assert!(d.decode(&Action::Continuous(vec![0.0, f32::NAN, 0.0]), 3, &current()).is_err());
+    }
+
+    proptest::proptest! {
+        /// What a recommender chose, encoded as coordinates and decoded again, is what it chose
+        /// (to the rounding of whole replicas and the dead band), in both continuous spaces.
+        #[test]
+        fn coordinates_invert_the_decoder(
+            relative in proptest::bool::ANY,
+            cpu in 100u64..4000, mem_mib in 64u64..4096, reps in 1u32..20,
+            cpu0 in 100u64..4000, mem0_mib in 64u64..4096, reps0 in 1u32..20,
+        ) {
+            let kind = if relative { ActionKind::Relative } else { ActionKind::Continuous };
+            let d = decoder(kind);
+            let b = &d.bounds;
+            let (cpu, mem) = (cpu.clamp(b.min_cpu_millicores, b.max_cpu_millicores),
+                (mem_mib * MIB).clamp(b.min_memory_bytes(), b.max_memory_bytes()));
+            let reps = reps.clamp(b.min_replicas, b.max_replicas);
+            let from = ContainerResources::guaranteed("app", Resources::new(cpu0, mem0_mib * MIB));
+            let x = coordinates(kind, b, (cpu, mem, reps), (cpu0, mem0_mib * MIB, reps0)).unwrap();
+            let out = d.decode(&Action::Continuous(x.clone()), reps0, &from).unwrap();
+            let got = (out.recommendation.replicas, out.recommendation.containers[0].limits);
+            // Targets beyond one interval's reach (relative) come out at the reach's edge.
+            let reachable = !relative || x.iter().all(|v| v.abs() < 1.0);
+            if reachable {
+                proptest::prop_assert_eq!(got.0, reps, "{:?}", x);
+                proptest::prop_assert!((got.1.cpu_millicores as i64 - cpu as i64).abs() <= b.cpu_step_millicores as i64 / 2 + 1);
+                proptest::prop_assert!((got.1.memory_bytes as i64 - mem as i64).abs() <= b.memory_step_bytes() as i64 / 2 + MIB as i64);
+            }
         }
     }
 

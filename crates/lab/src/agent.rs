@@ -56,7 +56,7 @@ impl Algorithm {
 
     pub fn supports(self, kind: ActionKind) -> bool {
         match self {
-            Algorithm::Ddpg => kind == ActionKind::Continuous,
+            Algorithm::Ddpg => kind != ActionKind::Discrete,
             Algorithm::Ppo => true,
             _ => kind == ActionKind::Discrete,
         }
@@ -92,7 +92,7 @@ pub fn new_agent(algorithm: Algorithm, kind: ActionKind, seed: u64) -> Result<Bo
         Algorithm::Ppo => {
             let actions = match kind {
                 ActionKind::Discrete => PpoActions::Discrete(DISCRETE_ACTIONS),
-                ActionKind::Continuous => PpoActions::Continuous(3),
+                ActionKind::Continuous | ActionKind::Relative => PpoActions::Continuous(3),
             };
             Box::new(Ppo::new(STATE_DIM, actions, PpoConfig::default(), seed))
         }

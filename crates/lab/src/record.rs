@@ -10,6 +10,7 @@
 
 use aware_core::StepInfo;
 use aware_core::profile::Bounds;
+use aware_env::action::ActionKind;
 use aware_store::{EpisodeId, EpisodeMeta, TrajectoryStore, Transition};
 
 use crate::LabError;
@@ -21,17 +22,11 @@ pub fn allocation_action(info: &StepInfo, bounds: &Bounds) -> Vec<f32> {
     allocation_coordinates(info.cpu_limit_millicores, info.memory_limit_bytes, info.replicas, bounds)
 }
 
-/// `[cpu, memory, replicas]` in the continuous action space's coordinates: the inverse of the
-/// continuous action decoder (`aware_env::action`), so what a recommender chose can be learned
-/// from as if an agent had chosen it.
+/// `[cpu, memory, replicas]` in the continuous action space's coordinates (see
+/// [`aware_env::action::coordinates`]).
 pub fn allocation_coordinates(cpu_millicores: u64, memory_bytes: u64, replicas: u32, bounds: &Bounds) -> Vec<f32> {
-    let unit =
-        |v: f64, lo: f64, hi: f64| if hi > lo { ((v - lo) / (hi - lo) * 2.0 - 1.0).clamp(-1.0, 1.0) } else { 0.0 };
-    vec![
-        unit(cpu_millicores as f64, bounds.min_cpu_millicores as f64, bounds.max_cpu_millicores as f64) as f32,
-        unit(memory_bytes as f64, bounds.min_memory_bytes() as f64, bounds.max_memory_bytes() as f64) as f32,
-        unit(replicas as f64, bounds.min_replicas as f64, bounds.max_replicas as f64) as f32,
-    ]
+    let target = (cpu_millicores, memory_bytes, replicas);
+    aware_env::action::coordinates(ActionKind::Continuous, bounds, target, target).unwrap_or_default()
 }
 
 /// Transitions buffered before an append.

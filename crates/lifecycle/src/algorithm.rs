@@ -12,6 +12,11 @@
 //!   `t_serving` (their coefficient of variation); their mean becomes the reference.
 //! - SERVING → ONLINE (retraining) once the mean of the last [`DEGRADATION_EPISODES`] episodes
 //!   falls more than `t_var` (a fraction of the reference's magnitude) below the reference.
+//! - ONLINE or SERVING → OFFLINE (bootstrapping only) when the agent, acting, fell behind the
+//!   fallback run on the same traffic by the test that let it out of OFFLINE: less than
+//!   `t_online` of the fallback's reward, or more SLO-violating intervals. AWARE hands control
+//!   to the learned policy only while it is as good as the rules it replaced; this is that
+//!   promise kept after the hand-over, not only at it. The agent keeps learning offline.
 
 use std::collections::VecDeque;
 
@@ -87,7 +92,8 @@ impl AppLifecycle {
     }
 
     /// The end of an episode: `outcome` is what the acting policy earned; `shadow` the agent
-    /// against the fallback on the same traffic (looked at only while OFFLINE).
+    /// against the fallback on the same traffic — while OFFLINE the agent run greedily in the
+    /// shadow, while ONLINE or SERVING the agent as it acted (`outcome`).
     pub fn episode_end(&mut self, outcome: EpisodeOutcome, shadow: Option<ShadowComparison>) -> Option<Transition> {
         let window = self.thresholds.reward_window.max(1) as usize;
         if outcome.mean_reward.is_finite() {
@@ -100,19 +106,13 @@ impl AppLifecycle {
             Stage::Initialized => None,
             Stage::Offline => {
                 let s = shadow?;
-                let t = self.thresholds.t_online;
-                let needed = s.fallback.mean_reward - (1.0 - t) * s.fallback.mean_reward.abs();
-                let good_enough = s.agent.mean_reward >= needed;
-                let no_more_violations = s.agent.slo_violations <= s.fallback.slo_violations;
-                (good_enough && no_more_violations).then(|| {
-                    self.enter(
-                        Stage::Online,
-                        format!(
-                            "agent earned {:.4} per interval against the fallback's {:.4} (needed {needed:.4} = t_online {t}) with {} SLO-violating intervals against {}",
-                            s.agent.mean_reward, s.fallback.mean_reward, s.agent.slo_violations, s.fallback.slo_violations
-                        ),
-                    )
-                })
+                let (as_good, numbers) = self.as_good(&s);
+                as_good.then(|| self.enter(Stage::Online, format!("agent earned {numbers}")))
+            }
+            Stage::Online | Stage::Serving if self.bootstrapping && shadow.is_some_and(|s| !self.as_good(&s).0) => {
+                let (_, numbers) = self.as_good(&shadow?);
+                self.reference = None;
+                Some(self.enter(Stage::Offline, format!("agent fell behind the fallback: it earned {numbers}")))
             }
             Stage::Online => {
                 if self.recent.len() < window {
@@ -150,6 +150,20 @@ impl AppLifecycle {
                 })
             }
         }
+    }
+
+    /// Whether the agent's outcome in `s` is as good as the fallback's (at least `t_online` of
+    /// its reward, no more SLO-violating intervals), and the numbers that say so.
+    fn as_good(&self, s: &ShadowComparison) -> (bool, String) {
+        let t = self.thresholds.t_online;
+        let needed = s.fallback.mean_reward - (1.0 - t) * s.fallback.mean_reward.abs();
+        let good_enough = s.agent.mean_reward >= needed;
+        let no_more_violations = s.agent.slo_violations <= s.fallback.slo_violations;
+        let numbers = format!(
+            "{:.4} per interval against the fallback's {:.4} (needed {needed:.4} = t_online {t}) with {} SLO-violating intervals against {}",
+            s.agent.mean_reward, s.fallback.mean_reward, s.agent.slo_violations, s.fallback.slo_violations
+        );
+        (good_enough && no_more_violations, numbers)
     }
 
     fn enter(&mut self, to: Stage, reason: String) -> Transition {
@@ -269,5 +283,46 @@ mod tests {
             assert!(a.episode_end(ep(f64::NAN, 0), None).is_none());
         }
         assert_eq!(a.stage(), Stage::Online);
+    }
+
+    /// After the hand-over the agent stays only while it is as good as the fallback on the
+    /// same traffic; falling behind (reward or violations) hands control back, from ONLINE
+    /// and from SERVING, and only when bootstrapping (there is a fallback to return to).
+    #[test]
+    fn an_agent_behind_the_fallback_goes_back_offline() {
+        let online = |bootstrapping| {
+            let mut a = AppLifecycle::new(thresholds(3), bootstrapping);
+            a.start();
+            if bootstrapping {
+                let s = ShadowComparison { agent: ep(0.5, 0), fallback: ep(0.5, 0) };
+                assert_eq!(a.episode_end(ep(0.5, 0), Some(s)).unwrap().to, Stage::Online);
+            }
+            a
+        };
+        // (agent reward, violations, fallback reward, violations, back offline)
+        for (ar, av, fr, fv, back) in
+            [(0.49, 1, 0.5, 1, false), (0.40, 0, 0.5, 0, true), (0.55, 2, 0.5, 1, true), (0.6, 0, 0.5, 3, false)]
+        {
+            let mut a = online(true);
+            let s = ShadowComparison { agent: ep(ar, av), fallback: ep(fr, fv) };
+            let t = a.episode_end(ep(ar, av), Some(s));
+            assert_eq!(t.as_ref().map(|t| t.to), back.then_some(Stage::Offline), "{ar}/{av} vs {fr}/{fv}");
+            if let Some(t) = t {
+                assert!(t.reason.contains("fell behind"), "{}", t.reason);
+            }
+        }
+        // Without bootstrapping there is no fallback stage to return to.
+        let mut a = online(false);
+        let s = ShadowComparison { agent: ep(0.1, 5), fallback: ep(0.5, 0) };
+        assert!(a.episode_end(ep(0.1, 5), Some(s)).is_none());
+        // From SERVING too.
+        let mut a = online(true);
+        for _ in 0..3 {
+            a.episode_end(ep(0.5, 0), None);
+        }
+        assert_eq!(a.stage(), Stage::Serving);
+        let s = ShadowComparison { agent: ep(0.5, 2), fallback: ep(0.5, 0) };
+        assert_eq!(a.episode_end(ep(0.5, 2), Some(s)).unwrap().to, Stage::Offline);
+        assert!(a.reference().is_none());
     }
 }

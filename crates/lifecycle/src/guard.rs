@@ -3,10 +3,18 @@
 //! Before a policy sees an observation the guard checks it: a non-finite number in it or in
 //! the state, no CPU sample from any ready pod (missing metrics), or a backend clock that has
 //! not moved for [`GuardConfig::stale_after_intervals`] intervals (stale metrics) all make the
-//! fallback act for that interval instead of the agent. After a policy proposes an allocation the
-//! guard clamps it to the app's bounds and caps how far one interval may move it: replicas at
-//! most doubled (or +4, as HPA's default scale-up policy allows) and at least halved, CPU and
-//! memory limits at most ×2 or ÷2. Every verdict is counted and carries its reason.
+//! fallback act for that interval instead of the agent. After the agent proposes an allocation
+//! the guard clamps it to the app's bounds and caps how far one interval may move it: replicas
+//! at most doubled (or +4, as HPA's default scale-up policy allows) and at least halved, CPU and
+//! memory limits at most ×2 or ÷2, decreases held by a stabilisation window. Every verdict is
+//! counted and carries its reason.
+//!
+//! The fallback's proposals pass unchanged ([`Guard::witness`] only remembers them for the
+//! stabilisation window): they are the trusted behaviour, bounded by the same profile and
+//! rate-limited by their own upstream rules (HPA's behavior policies, VPA's update rules).
+//! Capping them a second time would make the bootstrapping data, and the safety net itself,
+//! differ from the rule-based autoscaler operators already run — measured, it turned the MPA
+//! default's 18 OOM kills on one app into 222.
 
 use aware_core::profile::{Bounds, MIB};
 use aware_core::{ContainerResources, Observation, PodPhase, Recommendation, Resources};
@@ -104,6 +112,20 @@ impl Guard {
         Ok(())
     }
 
+    /// Remembers a proposal that acted without the guard's caps (the fallback's), so a later
+    /// agent decrease is stabilised against it too.
+    pub fn witness(&mut self, proposal: &Recommendation, current: &ContainerResources) {
+        let template = proposal.containers.first().unwrap_or(current);
+        self.remember((proposal.replicas, template.limits.cpu_millicores, template.limits.memory_bytes));
+    }
+
+    fn remember(&mut self, proposal: (u32, u64, u64)) {
+        self.recent.push_back(proposal);
+        while self.recent.len() > self.config.stabilisation_intervals.max(1) {
+            self.recent.pop_front();
+        }
+    }
+
     /// `proposal` clamped to `bounds` and capped to one interval's step from the current
     /// `replicas` and `current` container; the reason when anything changed.
     pub fn limit(
@@ -115,10 +137,7 @@ impl Guard {
     ) -> (Recommendation, Option<String>) {
         let template = proposal.containers.first().unwrap_or(current);
         let wanted = (proposal.replicas, template.limits.cpu_millicores, template.limits.memory_bytes);
-        self.recent.push_back(wanted);
-        while self.recent.len() > self.config.stabilisation_intervals.max(1) {
-            self.recent.pop_front();
-        }
+        self.remember(wanted);
         // Downscale stabilisation: a decrease stops at the highest recent proposal.
         let mut reasons = Vec::new();
         let highest = |f: fn(&(u32, u64, u64)) -> u64| self.recent.iter().map(f).max().unwrap_or(0);

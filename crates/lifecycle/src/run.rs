@@ -33,6 +33,9 @@ pub struct AppReport {
     pub stage: Stage,
     #[serde(flatten)]
     pub counts: Counts,
+    /// The app under the lifecycle manager and under the fallback alone.
+    pub aware: Summary,
+    pub fallback_alone: Summary,
 }
 
 /// `aware run --json`.
@@ -82,7 +85,7 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<RunReport, Lifecyc
         ));
     }
     progress.finish();
-    let aware = row("aware", scorer, &manager.fallbacks(), episode_steps);
+    let (aware, aware_apps) = row("aware", scorer, &manager.fallbacks(), episode_steps);
 
     // The fallback alone, on the same episodes.
     let fallback_name = spec.manager.fallback.clone();
@@ -98,13 +101,20 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<RunReport, Lifecyc
     }
     progress.finish();
     let refusals = driver.refusals.clone();
-    let baseline = row(&fallback_name.to_string(), scorer, &refusals, episode_steps);
+    let (baseline, baseline_apps) = row(&fallback_name.to_string(), scorer, &refusals, episode_steps);
 
     let per_app = names
         .iter()
         .zip(manager.stages())
         .zip(manager.counts())
-        .map(|((app, stage), counts)| AppReport { app: app.clone(), stage, counts })
+        .zip(aware_apps.into_iter().zip(baseline_apps))
+        .map(|(((app, stage), counts), (aware, fallback_alone))| AppReport {
+            app: app.clone(),
+            stage,
+            counts,
+            aware,
+            fallback_alone,
+        })
         .collect();
     Ok(RunReport {
         apps: workload.apps.len(),
@@ -118,8 +128,8 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<RunReport, Lifecyc
     })
 }
 
-fn row(label: &str, scorer: Scorer, fallbacks: &[u64], episode_steps: u64) -> PolicyRow {
+fn row(label: &str, scorer: Scorer, fallbacks: &[u64], episode_steps: u64) -> (PolicyRow, Vec<Summary>) {
     let latencies = scorer.merged_latencies();
     let (per_app, _): (Vec<Summary>, _) = scorer.finish(fallbacks);
-    PolicyRow::new(label, aggregate(label, &per_app, &latencies), episode_steps)
+    (PolicyRow::new(label, aggregate(label, &per_app, &latencies), episode_steps), per_app)
 }

@@ -18,7 +18,7 @@ use aware_sim::{AppSpec, CONTAINER, SimCluster, SimConfig, Trace};
 
 use crate::algorithm::{EpisodeOutcome, ShadowComparison};
 use crate::guard::Guard;
-use crate::manager::decode_action;
+use crate::manager::{AGENT_ACTIONS, decode_action};
 
 /// What the shadow run needs of one application.
 pub struct ShadowApp<'a> {
@@ -30,15 +30,20 @@ pub struct ShadowApp<'a> {
     pub seed: u64,
 }
 
+/// A fresh fallback of kind `fallback` on the app's recent traffic.
+pub fn fallback(app: &ShadowApp, fallback: &PolicyName) -> Result<EpisodeOutcome, LabError> {
+    let policy = Policy::build(fallback, app.profile, Some(app.spec), None)?;
+    run(app, app.rates.len() as u64, &mut Recommenders::new(vec![policy]))
+}
+
 /// The agent (greedy, through the guard) against a fresh fallback of kind `fallback`.
 pub fn compare(app: &ShadowApp, agent: &Ddpg, fallback: &PolicyName) -> Result<ShadowComparison, LabError> {
     let steps = app.rates.len() as u64;
-    let policy = Policy::build(fallback, app.profile, Some(app.spec), None)?;
-    let fallback_outcome = run(app, steps, &mut Recommenders::new(vec![policy]))?;
+    let fallback_outcome = self::fallback(app, fallback)?;
     let mut greedy = Greedy {
         agent,
         decoder: ActionDecoder {
-            kind: ActionKind::Continuous,
+            kind: AGENT_ACTIONS,
             bounds: app.profile.bounds.clone(),
             container: CONTAINER.into(),
         },
