@@ -29,6 +29,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// AWARE end to end on the embedded simulator: bootstrapping, serving, retraining after a
+    /// workload change, beside the MPA default and RL without bootstrapping; writes a report.
+    Demo(commands::demo::Args),
+    /// Why the lifecycle manager scaled an application: its decisions read from the store.
+    Explain(commands::explain::Args),
     /// Generate applications (segment chains with synthetic load) from a seed.
     Generate(commands::generate::Args),
     /// Run one recommender over generated apps on the embedded simulator.
@@ -66,6 +71,8 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Demo(a) => commands::demo::run(a),
+        Command::Explain(a) => commands::explain::run(a),
         Command::Generate(a) => commands::generate::run(a),
         Command::Simulate(a) => commands::simulate::run(a),
         Command::ValidateSim(a) => commands::validate::run(a),

@@ -190,7 +190,11 @@ pub fn coordinates(
             let ratio = |new: f64, old: f64, d: usize| {
                 ((new.max(1.0) / old.max(1.0)).log2() / RELATIVE_RANGE[d]).clamp(-1.0, 1.0) as f32
             };
-            Some(vec![ratio(cpu as f64, c0 as f64, 0), ratio(mem as f64, m0 as f64, 1), ratio(reps as f64, r0 as f64, 2)])
+            Some(vec![
+                ratio(cpu as f64, c0 as f64, 0),
+                ratio(mem as f64, m0 as f64, 1),
+                ratio(reps as f64, r0 as f64, 2),
+            ])
         }
         ActionKind::Discrete => None,
     }

@@ -13,6 +13,21 @@ use crate::reward::slo_preservation;
 /// that are ready.
 pub const STATE_DIM: usize = 11;
 
+/// The name of each state feature, in order (for explanations and logs).
+pub const STATE_FEATURES: [&str; STATE_DIM] = [
+    "cpu_limit",
+    "memory_limit",
+    "replicas",
+    "cpu_utilisation",
+    "memory_utilisation",
+    "io_utilisation",
+    "network_utilisation",
+    "latency_slo_preservation",
+    "throughput_slo_preservation",
+    "load_change",
+    "ready_fraction",
+];
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct StateEncoder {
     pub bounds: Bounds,

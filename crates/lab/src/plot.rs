@@ -9,6 +9,7 @@ use plotters::style::FontStyle;
 
 use crate::LabError;
 use crate::evaluate::Evaluation;
+use crate::score::Series;
 
 type Result<T> = std::result::Result<T, LabError>;
 
@@ -37,65 +38,108 @@ const COLORS: [RGBColor; 8] = [
 
 /// Writes a PNG with three panels; `interval_s` converts steps to hours on the x axis.
 pub fn comparison(path: &Path, runs: &[Evaluation], interval_s: f64) -> Result<()> {
+    let labels: Vec<String> = runs.iter().map(|r| r.policy.to_string()).collect();
+    let series: Vec<(&str, &Series)> = labels.iter().map(String::as_str).zip(runs.iter().map(|r| &r.series)).collect();
+    timeline(path, &series, None, interval_s)
+}
+
+/// How many applications were in each lifecycle stage after every interval, for one run.
+pub struct StageCounts<'a> {
+    /// The run's label (`aware`).
+    pub label: &'a str,
+    /// Stage names, in the order of `counts`.
+    pub names: &'a [&'a str],
+    /// `counts[stage][interval]`.
+    pub counts: Vec<Vec<f64>>,
+}
+
+/// Utilisation, cumulative SLO violations and reserved CPU over time, one line per run, and —
+/// with `stages` — a fourth panel with the applications in each lifecycle stage.
+pub fn timeline(path: &Path, runs: &[(&str, &Series)], stages: Option<&StageCounts>, interval_s: f64) -> Result<()> {
     register_font()?;
     let err = |e: &dyn std::fmt::Display| LabError::Plot { path: path.to_path_buf(), reason: e.to_string() };
-    let root = BitMapBackend::new(path, (1800, 560)).into_drawing_area();
+    let panels_n = if stages.is_some() { 4 } else { 3 };
+    let root = BitMapBackend::new(path, (600 * panels_n as u32, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
-    let panels = root.split_evenly((1, 3));
-    let steps = runs.first().map_or(0, |r| r.series.cpu_utilisation.len());
+    let panels = root.split_evenly((1, panels_n));
+    let steps = runs.first().map_or(0, |r| r.1.cpu_utilisation.len());
     let hours = steps as f64 * interval_s / 3600.0;
-    type Extract = fn(&Evaluation) -> Vec<f64>;
-    let specs: [(&str, &str, Extract); 3] = [
-        ("Mean CPU utilisation", "utilisation", |r| r.series.cpu_utilisation.clone()),
-        ("Cumulative SLO violations", "app-intervals over SLO", |r| {
-            r.series
-                .slo_violations
-                .iter()
-                .scan(0.0, |acc, &v| {
-                    *acc += v as f64;
-                    Some(*acc)
-                })
-                .collect()
-        }),
-        ("Cost: reserved CPU", "cores", |r| r.series.reserved_cores.clone()),
+    let cumulative = |v: &[u64]| -> Vec<f64> {
+        v.iter()
+            .scan(0.0, |acc, &x| {
+                *acc += x as f64;
+                Some(*acc)
+            })
+            .collect()
+    };
+    let mut specs: Vec<(String, &str, Vec<(String, Vec<f64>)>)> = vec![
+        (
+            "Mean CPU utilisation".into(),
+            "utilisation",
+            runs.iter().map(|(l, s)| (l.to_string(), s.cpu_utilisation.clone())).collect(),
+        ),
+        (
+            "Cumulative SLO violations".into(),
+            "app-intervals over SLO",
+            runs.iter().map(|(l, s)| (l.to_string(), cumulative(&s.slo_violations))).collect(),
+        ),
+        (
+            "Cost: reserved CPU".into(),
+            "cores",
+            runs.iter().map(|(l, s)| (l.to_string(), s.reserved_cores.clone())).collect(),
+        ),
     ];
-    for (panel, (title, y_label, extract)) in panels.iter().zip(specs) {
-        let data: Vec<Vec<f64>> = runs.iter().map(extract).collect();
-        let y_max = data.iter().flatten().cloned().fold(0.0f64, f64::max).max(1e-9) * 1.05;
-        let mut chart = ChartBuilder::on(panel)
-            .caption(title, ("sans-serif", 22))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(85)
-            .build_cartesian_2d(0.0..hours.max(1e-9), 0.0..y_max)
-            .map_err(|e| err(&e))?;
-        let whole = y_max > 20.0;
-        chart
-            .configure_mesh()
-            .x_desc("hours")
-            .y_desc(y_label)
-            .y_label_formatter(&|v| if whole { format!("{v:.0}") } else { format!("{v:.2}") })
-            .label_style(("sans-serif", 14))
-            .draw()
-            .map_err(|e| err(&e))?;
-        for (k, (run, ys)) in runs.iter().zip(&data).enumerate() {
-            let color = COLORS[k % COLORS.len()];
-            let points = ys.iter().enumerate().map(|(i, &y)| ((i + 1) as f64 * interval_s / 3600.0, y));
-            chart
-                .draw_series(LineSeries::new(points, color.stroke_width(2)))
-                .map_err(|e| err(&e))?
-                .label(run.policy.to_string())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3)));
-        }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 14))
-            .draw()
-            .map_err(|e| err(&e))?;
+    if let Some(st) = stages {
+        specs.push((
+            format!("Lifecycle stage ({})", st.label),
+            "applications",
+            st.names.iter().zip(&st.counts).map(|(n, c)| (n.to_string(), c.clone())).collect(),
+        ));
+    }
+    for (panel, (title, y_label, lines)) in panels.iter().zip(specs) {
+        line_panel(panel, &title, y_label, &lines, hours, interval_s).map_err(|e| err(&e))?;
     }
     root.present().map_err(|e| err(&e))?;
+    Ok(())
+}
+
+fn line_panel<DB: DrawingBackend>(
+    panel: &DrawingArea<DB, plotters::coord::Shift>,
+    title: &str,
+    y_label: &str,
+    lines: &[(String, Vec<f64>)],
+    hours: f64,
+    interval_s: f64,
+) -> std::result::Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    let y_max = lines.iter().flat_map(|l| &l.1).cloned().fold(0.0f64, f64::max).max(1e-9) * 1.05;
+    let mut chart = ChartBuilder::on(panel)
+        .caption(title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(85)
+        .build_cartesian_2d(0.0..hours.max(1e-9), 0.0..y_max)?;
+    let whole = y_max > 20.0;
+    chart
+        .configure_mesh()
+        .x_desc("hours")
+        .y_desc(y_label)
+        .y_label_formatter(&|v| if whole { format!("{v:.0}") } else { format!("{v:.2}") })
+        .label_style(("sans-serif", 14))
+        .draw()?;
+    for (k, (label, ys)) in lines.iter().enumerate() {
+        let color = COLORS[k % COLORS.len()];
+        let points = ys.iter().enumerate().map(|(i, &y)| ((i + 1) as f64 * interval_s / 3600.0, y));
+        chart
+            .draw_series(LineSeries::new(points, color.stroke_width(2)))?
+            .label(label.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3)));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()?;
     Ok(())
 }
 

@@ -58,6 +58,8 @@ pub struct AppLifecycle {
     stage: Stage,
     thresholds: LifecycleThresholds,
     bootstrapping: bool,
+    /// Whether SERVING may hand back for retraining (off: the `no-retrain` ablation).
+    retraining: bool,
     /// Mean rewards of the episodes since the stage began (at most `reward_window` kept).
     recent: VecDeque<f64>,
     /// The converged mean reward SERVING is held to.
@@ -66,7 +68,21 @@ pub struct AppLifecycle {
 
 impl AppLifecycle {
     pub fn new(thresholds: LifecycleThresholds, bootstrapping: bool) -> Self {
-        Self { stage: Stage::Initialized, thresholds, bootstrapping, recent: VecDeque::new(), reference: None }
+        Self {
+            stage: Stage::Initialized,
+            thresholds,
+            bootstrapping,
+            retraining: true,
+            recent: VecDeque::new(),
+            reference: None,
+        }
+    }
+
+    /// The same lifecycle except that SERVING is final: no retraining however rewards move
+    /// (the `no-retrain` ablation of AWARE's Figure 9).
+    pub fn without_retraining(mut self) -> Self {
+        self.retraining = false;
+        self
     }
 
     pub fn stage(&self) -> Stage {
@@ -109,6 +125,7 @@ impl AppLifecycle {
                 let (as_good, numbers) = self.as_good(&s);
                 as_good.then(|| self.enter(Stage::Online, format!("agent earned {numbers}")))
             }
+            Stage::Serving if !self.retraining => None,
             Stage::Online | Stage::Serving if self.bootstrapping && shadow.is_some_and(|s| !self.as_good(&s).0) => {
                 let (_, numbers) = self.as_good(&shadow?);
                 self.reference = None;
@@ -324,5 +341,20 @@ mod tests {
         let s = ShadowComparison { agent: ep(0.5, 2), fallback: ep(0.5, 0) };
         assert_eq!(a.episode_end(ep(0.5, 2), Some(s)).unwrap().to, Stage::Offline);
         assert!(a.reference().is_none());
+    }
+
+    #[test]
+    fn without_retraining_serving_is_final() {
+        let mut a = AppLifecycle::new(thresholds(2), true).without_retraining();
+        a.start();
+        let s = ShadowComparison { agent: ep(0.5, 0), fallback: ep(0.5, 0) };
+        a.episode_end(ep(0.5, 0), Some(s));
+        a.episode_end(ep(0.5, 0), None);
+        assert_eq!(a.episode_end(ep(0.5, 0), None).unwrap().to, Stage::Serving);
+        let behind = ShadowComparison { agent: ep(0.1, 9), fallback: ep(0.5, 0) };
+        for _ in 0..4 {
+            assert!(a.episode_end(ep(0.1, 9), Some(behind)).is_none());
+        }
+        assert_eq!(a.stage(), Stage::Serving);
     }
 }

@@ -6,6 +6,10 @@ pub enum LifecycleError {
     Lab(#[from] aware_lab::LabError),
     #[error(transparent)]
     Agent(#[from] aware_agents::AgentError),
+    #[error("store: {0}")]
+    Store(#[from] aware_store::StoreError),
+    #[error("{path}: {reason}")]
+    Output { path: std::path::PathBuf, reason: String },
     #[error("{input}: {reason}")]
     Input { input: String, reason: String },
 }

@@ -5,15 +5,23 @@
 //!
 //! - [`stage`]: the stages (`initialized`, `offline`, `online`, `serving`) and stage changes.
 //! - [`algorithm`]: Algorithm 1 for one application, on episode rewards.
+//! - [`decision`]: the decision log behind `aware explain`.
+//! - [`explain`]: `aware explain`, the decision log read back from the store.
 //! - [`guard`]: observation checks (NaN, missing, stale → the fallback acts) and action limits.
 //! - [`shadow`]: the bootstrapping check, the agent against the fallback on the same traffic.
 //! - [`manager`]: all of it as a driver of `aware_lab`'s one rollout loop.
+//! - [`record`]: the manager's episodes, stage changes and decisions in a trajectory store.
+//! - [`demo`]: `aware demo`, AWARE beside the MPA default and RL without bootstrapping.
 //! - [`run`]: `aware run`, the manager beside the fallback alone on identical traffic.
 
 pub mod algorithm;
+pub mod decision;
+pub mod demo;
 mod error;
+pub mod explain;
 pub mod guard;
 pub mod manager;
+pub mod record;
 pub mod run;
 pub mod shadow;
 pub mod stage;

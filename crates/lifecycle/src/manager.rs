@@ -17,6 +17,7 @@ use aware_sim::CONTAINER;
 use serde::Serialize;
 
 use crate::algorithm::{AppLifecycle, EpisodeOutcome, ShadowComparison, Transition};
+use crate::decision::{self, Decision, Seen, Set};
 use crate::guard::{Guard, GuardConfig};
 use crate::shadow::{self, ShadowApp};
 use crate::stage::{Stage, StageChange};
@@ -48,6 +49,14 @@ pub struct ManagerConfig {
     pub online_bc: bool,
     /// The rule-based autoscaler that bootstraps the agent and stands in for it.
     pub fallback: PolicyName,
+    /// Bootstrapping on or off; `None`: as the profile says (the `no-bootstrap` variant sets
+    /// it off).
+    pub bootstrapping: Option<bool>,
+    /// Whether SERVING may hand back for retraining (off: the `no-retrain` variant).
+    pub retraining: bool,
+    /// Keep the decision log (with attributions for the agent's actions) and every app's
+    /// transitions for the caller, drained with [`Manager::take_log`] (to a store).
+    pub log: bool,
 }
 
 impl Default for ManagerConfig {
@@ -61,6 +70,9 @@ impl Default for ManagerConfig {
             online_noise_sigma: 0.05,
             online_bc: true,
             fallback: PolicyName::Mpa,
+            bootstrapping: None,
+            retraining: true,
+            log: false,
         }
     }
 }
@@ -127,17 +139,35 @@ pub struct Manager<'w> {
     step: u64,
     episode: u64,
     changes: Vec<StageChange>,
+    /// Apps in each stage after every interval, in [`Stage::ALL`] order.
+    stage_series: Vec<[u32; 4]>,
+    log: Log,
+}
+
+/// What the manager logged since the last [`Manager::take_log`].
+#[derive(Debug, Default)]
+pub struct Log {
+    pub decisions: Vec<Decision>,
+    /// Per app, the episode's transitions in the agent's coordinates (relative actions).
+    pub transitions: Vec<Vec<Experience>>,
+    /// Per app, the stage the episode began in and whether the agent acted in it.
+    pub episode_stage: Vec<Stage>,
+    pub agent_acted: Vec<bool>,
 }
 
 impl<'w> Manager<'w> {
     pub fn new(workload: &'w Workload, agent: Ddpg, config: ManagerConfig) -> Result<Self, LabError> {
         let profile = &workload.profile;
+        let bootstrapping = config.bootstrapping.unwrap_or(profile.bootstrapping);
         let apps = (0..workload.apps.len())
             .map(|i| {
                 let app_profile = workload.app_profile(i);
                 Ok(Managed {
                     name: workload.apps[i].name.clone(),
-                    lifecycle: AppLifecycle::new(profile.lifecycle.clone(), profile.bootstrapping),
+                    lifecycle: {
+                        let l = AppLifecycle::new(profile.lifecycle.clone(), bootstrapping);
+                        if config.retraining { l } else { l.without_retraining() }
+                    },
                     guard: Guard::new(config.guard.clone()),
                     fallback: Policy::build(&config.fallback, &app_profile, Some(&workload.apps[i]), None)?,
                     decoder: ActionDecoder {
@@ -157,7 +187,17 @@ impl<'w> Manager<'w> {
             .collect::<Result<Vec<_>, LabError>>()?;
         let mut agent = agent;
         agent.config.noise_sigma = config.online_noise_sigma;
-        let mut m = Self { workload, agent, apps, config, step: 0, episode: 0, changes: Vec::new() };
+        let mut m = Self {
+            workload,
+            agent,
+            apps,
+            config,
+            step: 0,
+            episode: 0,
+            changes: Vec::new(),
+            stage_series: Vec::new(),
+            log: Log::default(),
+        };
         for i in 0..m.apps.len() {
             if let Some(t) = m.apps[i].lifecycle.start() {
                 m.log(i, t);
@@ -172,6 +212,25 @@ impl<'w> Manager<'w> {
 
     pub fn changes(&self) -> &[StageChange] {
         &self.changes
+    }
+
+    pub fn app_names(&self) -> Vec<String> {
+        self.apps.iter().map(|a| a.name.clone()).collect()
+    }
+
+    /// The fallback's name (the `acting_policy` of its decisions).
+    pub fn fallback_name(&self) -> String {
+        self.config.fallback.to_string()
+    }
+
+    /// Apps in each stage after every interval so far, in [`Stage::ALL`] order.
+    pub fn stage_series(&self) -> &[[u32; 4]] {
+        &self.stage_series
+    }
+
+    /// What was logged since the last call (empty unless `log` is on).
+    pub fn take_log(&mut self) -> Log {
+        std::mem::take(&mut self.log)
     }
 
     pub fn counts(&self) -> Vec<Counts> {
@@ -191,6 +250,10 @@ impl<'w> Manager<'w> {
             to: t.to,
             reason: t.reason,
         });
+    }
+
+    fn bootstrapping(&self) -> bool {
+        self.config.bootstrapping.unwrap_or(self.workload.profile.bootstrapping)
     }
 
     /// Whether the agent may propose for an app in `stage`.
@@ -227,7 +290,7 @@ impl<'w> Manager<'w> {
                 };
                 match stage {
                     Stage::Offline => Some(shadow::compare(&app, &self.agent, &self.config.fallback)?),
-                    Stage::Online | Stage::Serving if agent_acted && self.workload.profile.bootstrapping => {
+                    Stage::Online | Stage::Serving if agent_acted && self.bootstrapping() => {
                         let fallback = shadow::fallback(&app, &self.config.fallback)?;
                         Some(ShadowComparison { agent: outcome, fallback })
                     }
@@ -256,6 +319,11 @@ impl Driver for Manager<'_> {
         _infos: &[StepInfo],
     ) -> Result<Vec<Control>, LabError> {
         let mut controls = Vec::with_capacity(self.apps.len());
+        if self.config.log && self.log.transitions.len() < self.apps.len() {
+            self.log.transitions.resize_with(self.apps.len(), Vec::new);
+            self.log.episode_stage = self.apps.iter().map(|a| a.lifecycle.stage()).collect();
+            self.log.agent_acted = vec![false; self.apps.len()];
+        }
         for (i, state) in states.iter().enumerate() {
             let obs = arena
                 .observe(i)
@@ -270,11 +338,19 @@ impl Driver for Manager<'_> {
                 }
                 _ => None,
             };
+            let attribution = match &agent_action {
+                Some(v) if self.config.log => {
+                    Some(decision::attribution(state, v, &decision::gradient_times_input(&self.agent, state)?))
+                }
+                _ => None,
+            };
             let a = &mut self.apps[i];
             a.rates.push(obs.arrival_rate.max(0.0));
+            let mut verdict = "passed".to_string();
             if let (Err(reason), true) = (&checked, wants_agent) {
                 a.counts.guard_fallbacks += 1;
                 a.counts.last_guard_reason = Some(reason.clone());
+                verdict = format!("fallback: {reason}");
             }
             let agent_acted = agent_action.is_some();
             let proposal: Option<Recommendation> = match agent_action {
@@ -290,10 +366,10 @@ impl Driver for Manager<'_> {
             let control = match proposal {
                 Some(p) => {
                     let rec = if agent_acted {
-                        let (rec, limited) =
-                            a.guard.limit(&p, obs.desired_replicas, &obs.template, &a.decoder.bounds);
-                        if limited.is_some() {
+                        let (rec, limited) = a.guard.limit(&p, obs.desired_replicas, &obs.template, &a.decoder.bounds);
+                        if let Some(why) = limited {
                             a.counts.guard_limited += 1;
+                            verdict = format!("limited: {why}");
                         }
                         rec
                     } else {
@@ -316,6 +392,24 @@ impl Driver for Manager<'_> {
                     Control::Hold
                 }
             };
+            if self.config.log {
+                let action = match &control {
+                    Control::Recommendation(rec) => Set::of(rec),
+                    _ => None,
+                };
+                let acting_policy = if agent_acted { "aware".to_string() } else { self.config.fallback.to_string() };
+                self.log.agent_acted[i] |= agent_acted;
+                self.log.decisions.push(Decision {
+                    app: a.name.clone(),
+                    step: self.step,
+                    stage,
+                    acting_policy,
+                    observation: Seen::of(&obs),
+                    action,
+                    guard: verdict,
+                    attribution,
+                });
+            }
             controls.push(control);
         }
         Ok(controls)
@@ -339,6 +433,9 @@ impl Driver for Manager<'_> {
             if !(e.state.iter().chain(&e.next_state).all(|v| v.is_finite()) && e.reward.is_finite()) {
                 continue; // never learn from what the guard would not let act
             }
+            if self.config.log {
+                self.log.transitions[i].push(e.clone());
+            }
             let learns_offline = stage == Stage::Offline || (stage == Stage::Online && self.config.high_stakes);
             if learns_offline {
                 self.agent.remember(&e)?;
@@ -354,6 +451,11 @@ impl Driver for Manager<'_> {
             self.agent.train_offline(offline * self.config.offline_updates);
             self.agent.config.bc_alpha = None;
         }
+        let mut in_stage = [0u32; 4];
+        for a in &self.apps {
+            in_stage[a.lifecycle.stage().index()] += 1;
+        }
+        self.stage_series.push(in_stage);
         self.step += 1;
         if out.steps.iter().any(|s| s.truncated || s.terminated)
             || self.apps.first().is_some_and(|a| a.intervals >= self.config.episode_steps)

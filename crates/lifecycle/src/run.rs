@@ -1,20 +1,265 @@
-//! `aware run`: the lifecycle manager over generated applications on the embedded simulator,
-//! beside the fallback alone on identical traffic, scored by the one scoring path.
+//! Running the lifecycle manager — and the policies it is judged against — over generated
+//! applications on the embedded simulator, episode by episode, on identical traffic, scored
+//! by the one scoring path. `aware run`, `aware demo` and the lifecycle experiments are built
+//! from [`run_manager`] and [`run_fallback`] over one [`Plan`].
 
 use aware_agents::ddpg::{Ddpg, DdpgConfig};
 use aware_env::STATE_DIM;
 use aware_env::action::ActionKind;
 use aware_lab::evaluate::{PolicyRow, aggregate};
-use aware_lab::policy::Policy;
+use aware_lab::policy::{Policy, PolicyName};
 use aware_lab::progress::Progress;
-use aware_lab::rollout::{Observer, Recommenders, rollout};
-use aware_lab::score::{Scorer, Summary};
+use aware_lab::rollout::{Driver, Observer, Recommenders, rollout};
+use aware_lab::score::{Scorer, Series, Summary};
 use aware_lab::workload::{Workload, WorkloadSpec};
+use aware_sim::Scenario;
 use serde::Serialize;
 
 use crate::LifecycleError;
+use crate::decision::Decision;
 use crate::manager::{Counts, Manager, ManagerConfig};
 use crate::stage::{Stage, StageChange};
+
+/// Which lifecycle a run uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    /// AWARE: bootstrapping from the fallback, serving, retraining.
+    Aware,
+    /// The agent acts and learns from the first interval (no bootstrapping).
+    NoBootstrap,
+    /// AWARE whose SERVING is final (no retraining).
+    NoRetrain,
+}
+
+impl Variant {
+    /// The row's `policy` name.
+    pub fn label(self) -> &'static str {
+        match self {
+            Variant::Aware => "aware",
+            Variant::NoBootstrap => "no-bootstrap",
+            Variant::NoRetrain => "no-retrain",
+        }
+    }
+
+    fn configure(self, config: &ManagerConfig) -> ManagerConfig {
+        let mut c = config.clone();
+        match self {
+            Variant::Aware => {}
+            Variant::NoBootstrap => c.bootstrapping = Some(false),
+            Variant::NoRetrain => c.retraining = false,
+        }
+        c
+    }
+}
+
+/// The episodes every policy of a comparison runs: same count, same traffic, same change.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub episode_steps: u64,
+    /// One trace seed per episode.
+    pub seeds: Vec<u64>,
+    /// The workload change: in effect from this interval (counted from the start of the run)
+    /// to the end. Each episode restarts the simulated cluster, so an episode after the change
+    /// starts changed.
+    pub change: Option<(u64, Scenario)>,
+}
+
+impl Plan {
+    /// `steps` rounded up to whole episodes of `episode_steps`, traffic from `workload`'s trace
+    /// seed on, and the workload's scenario (placed at its step of the whole run) as the change.
+    pub fn new(workload: &Workload, steps: u64, episode_steps: u64) -> Result<Plan, LifecycleError> {
+        if episode_steps == 0 {
+            return Err(LifecycleError::input("--episode-steps", "must be at least 1"));
+        }
+        if steps == 0 {
+            return Err(LifecycleError::input("--steps", "must be at least 1"));
+        }
+        let episodes = steps.div_ceil(episode_steps);
+        let seeds = (0..episodes).map(|e| workload.trace_seed.wrapping_add(e)).collect();
+        let change = workload.sim.scenario.map(|s| (s.at_step.unwrap_or(steps / 2), s));
+        Ok(Plan { episode_steps, seeds, change })
+    }
+
+    pub fn steps(&self) -> u64 {
+        self.seeds.len() as u64 * self.episode_steps
+    }
+
+    /// The workload as episode `e` sees it: the change placed within the episode, from its
+    /// first interval once the change has begun, absent before.
+    fn episode_workload(&self, workload: &Workload, e: u64) -> Workload {
+        let mut w = workload.clone();
+        let start = e * self.episode_steps;
+        w.sim.scenario = match self.change {
+            Some((at, s)) if at < start + self.episode_steps => {
+                Some(Scenario { kind: s.kind, at_step: Some(at.saturating_sub(start)) })
+            }
+            _ => None,
+        };
+        w
+    }
+}
+
+/// One policy's run over a plan.
+#[derive(Debug, Clone)]
+pub struct Arm {
+    pub row: PolicyRow,
+    pub per_app: Vec<Summary>,
+    pub series: Series,
+    /// Every stage change, in order (empty for the fallback alone).
+    pub stages: Vec<StageChange>,
+    /// Apps in each stage after every interval, in [`Stage::ALL`] order (empty for the
+    /// fallback alone).
+    pub stage_series: Vec<[u32; 4]>,
+    pub final_stages: Vec<Stage>,
+    pub counts: Vec<Counts>,
+}
+
+/// What a run hands its caller between episodes (the decision log goes to a store there).
+pub trait EpisodeSink {
+    fn episode(&mut self, episode: u64, manager: &mut Manager) -> Result<(), LifecycleError>;
+}
+
+impl EpisodeSink for () {
+    fn episode(&mut self, _: u64, _: &mut Manager) -> Result<(), LifecycleError> {
+        Ok(())
+    }
+}
+
+/// Collects the decision log in memory.
+impl EpisodeSink for Vec<Decision> {
+    fn episode(&mut self, _: u64, manager: &mut Manager) -> Result<(), LifecycleError> {
+        self.extend(manager.take_log().decisions);
+        Ok(())
+    }
+}
+
+/// The lifecycle manager (`variant`) with a fresh agent seeded `agent_seed` over `plan`.
+pub fn run_manager(
+    workload: &Workload,
+    plan: &Plan,
+    variant: Variant,
+    config: &ManagerConfig,
+    agent_seed: u64,
+    sink: &mut dyn EpisodeSink,
+    progress: &dyn Progress,
+) -> Result<Arm, LifecycleError> {
+    let agent = Ddpg::new(STATE_DIM, 3, DdpgConfig::default(), agent_seed);
+    let mut manager = Manager::new(workload, agent, variant.configure(config))?;
+    let label = variant.label();
+    let episodes = plan.seeds.len();
+    let scorer = {
+        play_with(workload, plan, label, &mut manager, progress, &mut |e, m: &mut Manager| {
+            sink.episode(e, m)?;
+            let stages = m.stages();
+            let count = |s: Stage| stages.iter().filter(|&&x| x == s).count();
+            progress.message(&format!(
+                "{label} episode {}/{episodes}: offline {} online {} serving {}",
+                e + 1,
+                count(Stage::Offline),
+                count(Stage::Online),
+                count(Stage::Serving)
+            ));
+            Ok(())
+        })?
+    };
+    let (row, per_app, series) = score(label, scorer, &manager.fallbacks(), plan.episode_steps);
+    Ok(Arm {
+        row,
+        per_app,
+        series,
+        stages: manager.changes().to_vec(),
+        stage_series: manager.stage_series().to_vec(),
+        final_stages: manager.stages(),
+        counts: manager.counts(),
+    })
+}
+
+/// A rule-based policy alone over `plan` (the fallback the manager is judged against).
+pub fn run_fallback(
+    workload: &Workload,
+    plan: &Plan,
+    policy: &PolicyName,
+    progress: &dyn Progress,
+) -> Result<Arm, LifecycleError> {
+    let policies = (0..workload.apps.len())
+        .map(|i| Policy::build(policy, &workload.app_profile(i), Some(&workload.apps[i]), None))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut driver = Recommenders::new(policies);
+    let label = policy.to_string();
+    let scorer = play(workload, plan, &label, &mut driver, progress)?;
+    let (row, per_app, series) = score(&label, scorer, &driver.refusals, plan.episode_steps);
+    Ok(Arm {
+        row,
+        per_app,
+        series,
+        stages: Vec::new(),
+        stage_series: Vec::new(),
+        final_stages: Vec::new(),
+        counts: Vec::new(),
+    })
+}
+
+/// Any driver over `plan`, scored as `label` (no fallback counts).
+pub fn run_driver<D: Driver>(
+    workload: &Workload,
+    plan: &Plan,
+    label: &str,
+    driver: &mut D,
+    progress: &dyn Progress,
+) -> Result<(PolicyRow, Vec<Summary>, Series), LifecycleError> {
+    let scorer = play(workload, plan, label, driver, progress)?;
+    Ok(score(label, scorer, &vec![0; workload.apps.len()], plan.episode_steps))
+}
+
+/// The plan's episodes under `driver`, each interval shown to one scorer; `between` runs after
+/// every episode.
+fn play_with<D: Driver>(
+    workload: &Workload,
+    plan: &Plan,
+    label: &str,
+    driver: &mut D,
+    progress: &dyn Progress,
+    between: &mut dyn FnMut(u64, &mut D) -> Result<(), LifecycleError>,
+) -> Result<Scorer, LifecycleError> {
+    let names = names(workload);
+    let mut scorer = None;
+    progress.start(plan.steps(), label);
+    for (e, &seed) in plan.seeds.iter().enumerate() {
+        let mut env = plan.episode_workload(workload, e as u64).env(ActionKind::Continuous, plan.episode_steps, seed);
+        let scorer = scorer.get_or_insert_with(|| Scorer::new(&env, &names));
+        rollout(
+            &mut env,
+            &mut *driver as &mut dyn Driver,
+            seed,
+            plan.episode_steps,
+            &mut [scorer as &mut dyn Observer],
+            progress,
+        )?;
+        between(e as u64, driver)?;
+    }
+    progress.finish();
+    scorer.ok_or_else(|| LifecycleError::input("--steps", "the plan has no episode"))
+}
+
+fn play<D: Driver>(
+    workload: &Workload,
+    plan: &Plan,
+    label: &str,
+    driver: &mut D,
+    progress: &dyn Progress,
+) -> Result<Scorer, LifecycleError> {
+    play_with(workload, plan, label, driver, progress, &mut |_, _| Ok(()))
+}
+
+fn names(workload: &Workload) -> Vec<String> {
+    workload.apps.iter().map(|a| a.name.clone()).collect()
+}
+
+fn score(label: &str, scorer: Scorer, fallbacks: &[u64], episode_steps: u64) -> (PolicyRow, Vec<Summary>, Series) {
+    let latencies = scorer.merged_latencies();
+    let (per_app, series) = scorer.finish(fallbacks);
+    (PolicyRow::new(label, aggregate(label, &per_app, &latencies), episode_steps), per_app, series)
+}
 
 #[derive(Debug, Clone)]
 pub struct RunSpec {
@@ -53,83 +298,33 @@ pub struct RunReport {
     pub per_app: Vec<AppReport>,
 }
 
+/// `aware run`: the manager beside the fallback alone.
 pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<RunReport, LifecycleError> {
-    let episode_steps = spec.manager.episode_steps;
-    if episode_steps == 0 {
-        return Err(LifecycleError::input("--episode-steps", "must be at least 1"));
-    }
-    if spec.steps == 0 {
-        return Err(LifecycleError::input("--steps", "must be at least 1"));
-    }
     let workload = Workload::load(&spec.workload)?;
-    let episodes = spec.steps.div_ceil(episode_steps);
-    let steps = episodes * episode_steps;
-    let names: Vec<String> = workload.apps.iter().map(|a| a.name.clone()).collect();
-    let seeds: Vec<u64> = (0..episodes).map(|e| workload.trace_seed.wrapping_add(e)).collect();
-
-    let agent = Ddpg::new(STATE_DIM, 3, DdpgConfig::default(), spec.seed);
-    let mut manager = Manager::new(&workload, agent, spec.manager.clone())?;
-    let mut env = workload.env(ActionKind::Continuous, episode_steps, workload.trace_seed);
-    let mut scorer = Scorer::new(&env, &names);
-    progress.start(steps, "aware");
-    for (e, &seed) in seeds.iter().enumerate() {
-        rollout(&mut env, &mut manager, seed, episode_steps, &mut [&mut scorer as &mut dyn Observer], progress)?;
-        let stages = manager.stages();
-        let count = |s: Stage| stages.iter().filter(|&&x| x == s).count();
-        progress.message(&format!(
-            "episode {}/{episodes}: offline {} online {} serving {}",
-            e + 1,
-            count(Stage::Offline),
-            count(Stage::Online),
-            count(Stage::Serving)
-        ));
-    }
-    progress.finish();
-    let (aware, aware_apps) = row("aware", scorer, &manager.fallbacks(), episode_steps);
-
-    // The fallback alone, on the same episodes.
-    let fallback_name = spec.manager.fallback.clone();
-    let policies = (0..workload.apps.len())
-        .map(|i| Policy::build(&fallback_name, &workload.app_profile(i), Some(&workload.apps[i]), None))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut driver = Recommenders::new(policies);
-    let mut env = workload.env(ActionKind::Continuous, episode_steps, workload.trace_seed);
-    let mut scorer = Scorer::new(&env, &names);
-    progress.start(steps, fallback_name.to_string().as_str());
-    for &seed in &seeds {
-        rollout(&mut env, &mut driver, seed, episode_steps, &mut [&mut scorer as &mut dyn Observer], progress)?;
-    }
-    progress.finish();
-    let refusals = driver.refusals.clone();
-    let (baseline, baseline_apps) = row(&fallback_name.to_string(), scorer, &refusals, episode_steps);
-
-    let per_app = names
-        .iter()
-        .zip(manager.stages())
-        .zip(manager.counts())
-        .zip(aware_apps.into_iter().zip(baseline_apps))
-        .map(|(((app, stage), counts), (aware, fallback_alone))| AppReport {
-            app: app.clone(),
+    let plan = Plan::new(&workload, spec.steps, spec.manager.episode_steps)?;
+    let aware = run_manager(&workload, &plan, Variant::Aware, &spec.manager, spec.seed, &mut (), progress)?;
+    let alone = run_fallback(&workload, &plan, &spec.manager.fallback, progress)?;
+    let per_app = names(&workload)
+        .into_iter()
+        .zip(&aware.final_stages)
+        .zip(&aware.counts)
+        .zip(aware.per_app.iter().zip(&alone.per_app))
+        .map(|(((app, &stage), counts), (a, f))| AppReport {
+            app,
             stage,
-            counts,
-            aware,
-            fallback_alone,
+            counts: counts.clone(),
+            aware: a.clone(),
+            fallback_alone: f.clone(),
         })
         .collect();
     Ok(RunReport {
         apps: workload.apps.len(),
-        steps,
-        episode_steps,
+        steps: plan.steps(),
+        episode_steps: plan.episode_steps,
         seed: spec.seed,
-        fallback: fallback_name.to_string(),
-        policies: vec![aware, baseline],
-        stages: manager.changes().to_vec(),
+        fallback: spec.manager.fallback.to_string(),
+        policies: vec![aware.row, alone.row],
+        stages: aware.stages,
         per_app,
     })
-}
-
-fn row(label: &str, scorer: Scorer, fallbacks: &[u64], episode_steps: u64) -> (PolicyRow, Vec<Summary>) {
-    let latencies = scorer.merged_latencies();
-    let (per_app, _): (Vec<Summary>, _) = scorer.finish(fallbacks);
-    (PolicyRow::new(label, aggregate(label, &per_app, &latencies), episode_steps), per_app)
 }

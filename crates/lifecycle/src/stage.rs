@@ -1,10 +1,10 @@
 //! The stages an application's learned policy goes through (AWARE, Algorithm 1), and the record
 //! of a change between them.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Where an application's learned policy stands. Names as in JSON, logs and metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Stage {
     /// Not started yet.
@@ -20,6 +20,11 @@ pub enum Stage {
 
 impl Stage {
     pub const ALL: [Stage; 4] = [Stage::Initialized, Stage::Offline, Stage::Online, Stage::Serving];
+
+    /// Position in [`Stage::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
 
     pub fn name(self) -> &'static str {
         match self {

@@ -13,7 +13,10 @@ pub mod sqlite;
 pub mod url;
 
 pub use influx::InfluxStore;
-pub use model::{EpisodeId, EpisodeMeta, EpisodeRecord, StoreError, StoreStats, TopMode, Transition, TransitionFilter};
+pub use model::{
+    DecisionQuery, DecisionRecord, EpisodeId, EpisodeMeta, EpisodeRecord, StageRecord, StoreError, StoreStats, TopMode,
+    Transition, TransitionFilter,
+};
 pub use postgres::PostgresStore;
 pub use sqlite::{SqliteStore, Sync};
 pub use url::{StoreUrl, open};
@@ -52,4 +55,36 @@ pub trait TrajectoryStore {
     fn retain(&mut self, cutoff_s: f64) -> Result<u64, StoreError>;
 
     fn stats(&self) -> Result<StoreStats, StoreError>;
+
+    /// Appends lifecycle decisions; durable when it returns (one transaction per call).
+    fn record_decisions(&mut self, decisions: &[DecisionRecord]) -> Result<(), StoreError> {
+        let _ = decisions;
+        Err(self.no_lifecycle_log())
+    }
+
+    /// An application's decisions, in step order (then recording order).
+    fn decisions(&self, app: &str, query: DecisionQuery) -> Result<Vec<DecisionRecord>, StoreError> {
+        let _ = (app, query);
+        Err(self.no_lifecycle_log())
+    }
+
+    /// Appends a stage change; durable when it returns.
+    fn record_stage_change(&mut self, change: &StageRecord) -> Result<(), StoreError> {
+        let _ = change;
+        Err(self.no_lifecycle_log())
+    }
+
+    /// Stage changes, optionally of one application, in recording order.
+    fn stage_changes(&self, app: Option<&str>) -> Result<Vec<StageRecord>, StoreError> {
+        let _ = app;
+        Err(self.no_lifecycle_log())
+    }
+
+    /// The error of a backend that keeps no lifecycle log.
+    fn no_lifecycle_log(&self) -> StoreError {
+        StoreError::Invalid(
+            "this store keeps trajectories only; the lifecycle's decisions and stage changes need sqlite: or postgres://"
+                .into(),
+        )
+    }
 }

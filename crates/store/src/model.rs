@@ -1,6 +1,6 @@
 //! The store's records.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Store-wide identifier of an episode.
 pub type EpisodeId = i64;
@@ -195,4 +195,80 @@ pub fn decode(bytes: &[u8], dim: u32, what: &str) -> Result<Vec<f32>, String> {
         return Err(format!("{what}: {} bytes stored, dimension {dim} needs {}", bytes.len(), dim * 4));
     }
     Ok(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+}
+
+/// One decision of the lifecycle manager for one application in one interval. The store keys
+/// it by app and step; `detail` (observation, action, attribution, …) is opaque to it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DecisionRecord {
+    /// Who ran the manager (`aware`).
+    pub agent: String,
+    pub app: String,
+    /// Interval since the run started.
+    pub step: u64,
+    /// `initialized`, `offline`, `online` or `serving`.
+    pub stage: String,
+    /// The agent's name or the fallback's.
+    pub acting_policy: String,
+    /// The guard's verdict (`passed`, `limited: …`, `fallback: …`).
+    pub guard: String,
+    /// A JSON object.
+    pub detail: serde_json::Value,
+}
+
+impl DecisionRecord {
+    /// Refuses a record with an empty agent or app, or a `detail` that is not a JSON object.
+    pub fn check(&self) -> Result<(), StoreError> {
+        let at = |field: &str, reason: &str| {
+            StoreError::Invalid(format!("decision of {:?} at step {}: {field} {reason}", self.app, self.step))
+        };
+        if self.agent.is_empty() {
+            return Err(at("agent", "is empty"));
+        }
+        if self.app.is_empty() {
+            return Err(at("app", "is empty"));
+        }
+        if !self.detail.is_object() {
+            return Err(at("detail", "is not a JSON object"));
+        }
+        if self.step > i64::MAX as u64 {
+            return Err(at("step", "is out of range"));
+        }
+        Ok(())
+    }
+}
+
+/// One lifecycle stage change of one application, with the reason (and its numbers).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StageRecord {
+    pub agent: String,
+    pub app: String,
+    pub step: u64,
+    pub from: String,
+    pub to: String,
+    pub reason: String,
+}
+
+impl StageRecord {
+    pub fn check(&self) -> Result<(), StoreError> {
+        if self.agent.is_empty() || self.app.is_empty() {
+            return Err(StoreError::Invalid(format!(
+                "stage change at step {}: agent and app must not be empty",
+                self.step
+            )));
+        }
+        if self.step > i64::MAX as u64 {
+            return Err(StoreError::Invalid(format!("stage change of {:?}: step out of range", self.app)));
+        }
+        Ok(())
+    }
+}
+
+/// Which of an application's decisions to read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecisionQuery {
+    /// Every decision recorded at this step.
+    Step(u64),
+    /// The `k` most recently recorded, oldest first.
+    Last(usize),
 }

@@ -9,8 +9,8 @@ use postgres::{Client, NoTls, Row};
 
 use crate::TrajectoryStore;
 use crate::model::{
-    EpisodeId, EpisodeMeta, EpisodeRecord, StoreError, StoreStats, TopMode, Transition, TransitionFilter,
-    check_appended, decode, encode, pick_steps,
+    DecisionQuery, DecisionRecord, EpisodeId, EpisodeMeta, EpisodeRecord, StageRecord, StoreError, StoreStats, TopMode,
+    Transition, TransitionFilter, check_appended, decode, encode, pick_steps,
 };
 use crate::sqlite::SCHEMA_VERSION;
 
@@ -43,6 +43,26 @@ CREATE TABLE IF NOT EXISTS aware_transitions (
     next_state BYTEA   NOT NULL,
     done       BOOLEAN NOT NULL,
     PRIMARY KEY (episode_id, step)
+);
+CREATE TABLE IF NOT EXISTS aware_decisions (
+    id            BIGSERIAL PRIMARY KEY,
+    agent         TEXT   NOT NULL,
+    app           TEXT   NOT NULL,
+    step          BIGINT NOT NULL,
+    stage         TEXT   NOT NULL,
+    acting_policy TEXT   NOT NULL,
+    guard         TEXT   NOT NULL,
+    detail        TEXT   NOT NULL
+);
+CREATE INDEX IF NOT EXISTS aware_decisions_app_step ON aware_decisions (app, step);
+CREATE TABLE IF NOT EXISTS aware_stage_changes (
+    id         BIGSERIAL PRIMARY KEY,
+    agent      TEXT   NOT NULL,
+    app        TEXT   NOT NULL,
+    step       BIGINT NOT NULL,
+    from_stage TEXT   NOT NULL,
+    to_stage   TEXT   NOT NULL,
+    reason     TEXT   NOT NULL
 );
 ";
 
@@ -130,6 +150,11 @@ impl PostgresStore {
             Some(v) if v as i64 > SCHEMA_VERSION => {
                 return Err(StoreError::NewerSchema { path: shown, found: v as i64, supported: SCHEMA_VERSION });
             }
+            // Older: the schema above just added what it lacked (`IF NOT EXISTS`).
+            Some(v) if (v as i64) < SCHEMA_VERSION => {
+                tx.execute("INSERT INTO aware_schema (version) VALUES ($1)", &[&(SCHEMA_VERSION as i32)])
+                    .map_err(err)?;
+            }
             Some(_) => {}
         }
         tx.commit().map_err(err)?;
@@ -193,7 +218,7 @@ impl PostgresStore {
         self.open.clear();
         self.client
             .get_mut()
-            .batch_execute("TRUNCATE aware_transitions, aware_episodes")
+            .batch_execute("TRUNCATE aware_transitions, aware_episodes, aware_decisions, aware_stage_changes")
             .map_err(|e| StoreError::Backend(format!("{}: {}", self.url, describe(&e))))
     }
 }
@@ -387,6 +412,103 @@ impl TrajectoryStore for PostgresStore {
             .map_err(|e| StoreError::Backend(format!("{url}: {}", describe(&e))))?;
         self.commit()?;
         Ok(deleted)
+    }
+
+    fn record_decisions(&mut self, decisions: &[DecisionRecord]) -> Result<(), StoreError> {
+        for d in decisions {
+            d.check()?;
+        }
+        self.begin()?;
+        let url = self.url.clone();
+        let err = |e: postgres::Error| StoreError::Backend(format!("{url}: {}", describe(&e)));
+        let client = self.client.get_mut();
+        let stmt = client
+            .prepare(
+                "INSERT INTO aware_decisions (agent, app, step, stage, acting_policy, guard, detail)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            )
+            .map_err(err)?;
+        for d in decisions {
+            client
+                .execute(
+                    &stmt,
+                    &[&d.agent, &d.app, &(d.step as i64), &d.stage, &d.acting_policy, &d.guard, &d.detail.to_string()],
+                )
+                .map_err(err)?;
+        }
+        self.commit()
+    }
+
+    fn decisions(&self, app: &str, query: DecisionQuery) -> Result<Vec<DecisionRecord>, StoreError> {
+        const COLS: &str = "agent, app, step, stage, acting_policy, guard, detail, id";
+        let (sql, arg) = match query {
+            DecisionQuery::Step(n) => {
+                (format!("SELECT {COLS} FROM aware_decisions WHERE app = $1 AND step = $2 ORDER BY id"), n as i64)
+            }
+            DecisionQuery::Last(k) => (
+                format!(
+                    "SELECT * FROM (SELECT {COLS} FROM aware_decisions WHERE app = $1 ORDER BY id DESC LIMIT $2) d ORDER BY step, id"
+                ),
+                k.min(i64::MAX as usize) as i64,
+            ),
+        };
+        let rows = self.client.borrow_mut().query(&sql, &[&app, &arg]).map_err(self.err())?;
+        rows.iter()
+            .map(|r| {
+                let step: i64 = r.get(2);
+                let detail: String = r.get(6);
+                let detail = serde_json::from_str(&detail).map_err(|e| StoreError::Corrupt {
+                    path: self.url.clone(),
+                    reason: format!("decision of {app} at step {step}: detail is not JSON ({e})"),
+                })?;
+                Ok(DecisionRecord {
+                    agent: r.get(0),
+                    app: r.get(1),
+                    step: step as u64,
+                    stage: r.get(3),
+                    acting_policy: r.get(4),
+                    guard: r.get(5),
+                    detail,
+                })
+            })
+            .collect()
+    }
+
+    fn record_stage_change(&mut self, c: &StageRecord) -> Result<(), StoreError> {
+        c.check()?;
+        self.begin()?;
+        let url = self.url.clone();
+        self.client
+            .get_mut()
+            .execute(
+                "INSERT INTO aware_stage_changes (agent, app, step, from_stage, to_stage, reason) VALUES ($1, $2, $3, $4, $5, $6)",
+                &[&c.agent, &c.app, &(c.step as i64), &c.from, &c.to, &c.reason],
+            )
+            .map_err(|e| StoreError::Backend(format!("{url}: {}", describe(&e))))?;
+        self.commit()
+    }
+
+    fn stage_changes(&self, app: Option<&str>) -> Result<Vec<StageRecord>, StoreError> {
+        let rows = self
+            .client
+            .borrow_mut()
+            .query(
+                "SELECT agent, app, step, from_stage, to_stage, reason FROM aware_stage_changes
+                 WHERE $1::TEXT IS NULL OR app = $1 ORDER BY id",
+                &[&app],
+            )
+            .map_err(self.err())?;
+        Ok(rows
+            .iter()
+            .map(|r| StageRecord {
+                agent: r.get(0),
+                app: r.get(1),
+                step: r.get::<_, i64>(2) as u64,
+                from: r.get(3),
+                to: r.get(4),
+                reason: r.get(5),
+            })
+            .collect())
     }
 
     fn stats(&self) -> Result<StoreStats, StoreError> {

@@ -8,12 +8,12 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, ToSql, params};
 
 use crate::TrajectoryStore;
 use crate::model::{
-    EpisodeId, EpisodeMeta, EpisodeRecord, StoreError, StoreStats, TopMode, Transition, TransitionFilter,
-    check_appended, decode, encode, pick_steps,
+    DecisionQuery, DecisionRecord, EpisodeId, EpisodeMeta, EpisodeRecord, StageRecord, StoreError, StoreStats, TopMode,
+    Transition, TransitionFilter, check_appended, decode, encode, pick_steps,
 };
 
 /// The schema this build writes and the newest it reads.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE episodes (
@@ -46,6 +46,30 @@ CREATE TABLE transitions (
 ) WITHOUT ROWID;
 ";
 
+/// Version 2: the lifecycle manager's decision log and stage changes.
+const SCHEMA_V2: &str = "
+CREATE TABLE decisions (
+    id            INTEGER PRIMARY KEY,
+    agent         TEXT    NOT NULL,
+    app           TEXT    NOT NULL,
+    step          INTEGER NOT NULL,
+    stage         TEXT    NOT NULL,
+    acting_policy TEXT    NOT NULL,
+    guard         TEXT    NOT NULL,
+    detail        TEXT    NOT NULL
+);
+CREATE INDEX decisions_app_step ON decisions (app, step);
+CREATE TABLE stage_changes (
+    id         INTEGER PRIMARY KEY,
+    agent      TEXT    NOT NULL,
+    app        TEXT    NOT NULL,
+    step       INTEGER NOT NULL,
+    from_stage TEXT    NOT NULL,
+    to_stage   TEXT    NOT NULL,
+    reason     TEXT    NOT NULL
+);
+";
+
 /// How hard a close is pushed to disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Sync {
@@ -67,6 +91,8 @@ pub struct SqliteStore {
     conn: Connection,
     path: String,
     in_transaction: bool,
+    /// False for a version-1 store opened read-only (it has no decisions to show).
+    lifecycle_tables: bool,
     open: HashMap<EpisodeId, OpenEpisode>,
 }
 
@@ -145,10 +171,15 @@ impl SqliteStore {
             if !create {
                 return Err(StoreError::Invalid(format!("{path}: empty store")));
             }
-            conn.execute_batch(&format!("BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"))
+            conn.execute_batch(&format!("BEGIN; {SCHEMA} {SCHEMA_V2} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"))
+                .map_err(backend(&path))?;
+        } else if version < 2 && create {
+            // Migration in place: the trajectories stay, the lifecycle tables are added.
+            conn.execute_batch(&format!("BEGIN IMMEDIATE; {SCHEMA_V2} PRAGMA user_version = 2; COMMIT;"))
                 .map_err(backend(&path))?;
         }
-        Ok(Self { conn, path, in_transaction: false, open: HashMap::new() })
+        let lifecycle_tables = version == 0 || version >= 2 || create;
+        Ok(Self { conn, path, in_transaction: false, open: HashMap::new(), lifecycle_tables })
     }
 
     pub fn path(&self) -> &str {
@@ -431,6 +462,115 @@ impl TrajectoryStore for SqliteStore {
         }
         self.commit()?;
         Ok(deleted)
+    }
+
+    fn record_decisions(&mut self, decisions: &[DecisionRecord]) -> Result<(), StoreError> {
+        for d in decisions {
+            d.check()?;
+        }
+        self.begin()?;
+        {
+            let mut stmt = self
+                .conn
+                .prepare_cached(
+                    "INSERT INTO decisions (agent, app, step, stage, acting_policy, guard, detail)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )
+                .map_err(backend(&self.path))?;
+            for d in decisions {
+                stmt.execute(rusqlite::params![
+                    d.agent,
+                    d.app,
+                    d.step as i64,
+                    d.stage,
+                    d.acting_policy,
+                    d.guard,
+                    d.detail.to_string()
+                ])
+                .map_err(backend(&self.path))?;
+            }
+        }
+        self.commit()
+    }
+
+    fn decisions(&self, app: &str, query: DecisionQuery) -> Result<Vec<DecisionRecord>, StoreError> {
+        if !self.lifecycle_tables {
+            return Ok(Vec::new());
+        }
+        const COLS: &str = "agent, app, step, stage, acting_policy, guard, detail, id";
+        let (sql, arg) = match query {
+            DecisionQuery::Step(n) => {
+                (format!("SELECT {COLS} FROM decisions WHERE app = ?1 AND step = ?2 ORDER BY id"), n as i64)
+            }
+            DecisionQuery::Last(k) => (
+                format!(
+                    "SELECT * FROM (SELECT {COLS} FROM decisions WHERE app = ?1 ORDER BY id DESC LIMIT ?2) ORDER BY step, id"
+                ),
+                k.min(i64::MAX as usize) as i64,
+            ),
+        };
+        let mut stmt = self.conn.prepare_cached(&sql).map_err(backend(&self.path))?;
+        let rows = stmt
+            .query_map(rusqlite::params![app, arg], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, String>(5)?,
+                    r.get::<_, String>(6)?,
+                ))
+            })
+            .map_err(backend(&self.path))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (agent, app, step, stage, acting_policy, guard, detail) = row.map_err(backend(&self.path))?;
+            let detail = serde_json::from_str(&detail).map_err(|e| StoreError::Corrupt {
+                path: self.path.clone(),
+                reason: format!("decision of {app} at step {step}: detail is not JSON ({e})"),
+            })?;
+            out.push(DecisionRecord { agent, app, step: step as u64, stage, acting_policy, guard, detail });
+        }
+        Ok(out)
+    }
+
+    fn record_stage_change(&mut self, c: &StageRecord) -> Result<(), StoreError> {
+        c.check()?;
+        self.begin()?;
+        self.conn
+            .execute(
+                "INSERT INTO stage_changes (agent, app, step, from_stage, to_stage, reason) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                rusqlite::params![c.agent, c.app, c.step as i64, c.from, c.to, c.reason],
+            )
+            .map_err(backend(&self.path))?;
+        self.commit()
+    }
+
+    fn stage_changes(&self, app: Option<&str>) -> Result<Vec<StageRecord>, StoreError> {
+        if !self.lifecycle_tables {
+            return Ok(Vec::new());
+        }
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT agent, app, step, from_stage, to_stage, reason FROM stage_changes
+                 WHERE ?1 IS NULL OR app = ?1 ORDER BY id",
+            )
+            .map_err(backend(&self.path))?;
+        let rows = stmt
+            .query_map([app], |r| {
+                Ok(StageRecord {
+                    agent: r.get(0)?,
+                    app: r.get(1)?,
+                    step: r.get::<_, i64>(2)? as u64,
+                    from: r.get(3)?,
+                    to: r.get(4)?,
+                    reason: r.get(5)?,
+                })
+            })
+            .map_err(backend(&self.path))?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(backend(&self.path))
     }
 
     fn stats(&self) -> Result<StoreStats, StoreError> {
