@@ -26,6 +26,39 @@ fn newer_schema_is_refused_untouched() {
     assert_eq!(std::fs::read(&path).unwrap(), before, "nothing overwritten");
 }
 
+/// A store written by schema version 1 (trajectories only) keeps every episode and gains the
+/// lifecycle tables when opened for writing; opened read-only it shows no decisions.
+#[test]
+fn version_one_store_migrates_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    store_with_data(&path);
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch("DROP TABLE decisions; DROP TABLE stage_changes; PRAGMA user_version = 1").unwrap();
+    }
+    let ro = SqliteStore::open_read_only(&path).unwrap();
+    assert!(ro.decisions("x", aware_store::DecisionQuery::Last(5)).unwrap().is_empty());
+    drop(ro);
+    let before = SqliteStore::open_read_only(&path).unwrap().episodes(None).unwrap();
+    let mut s = SqliteStore::open(&path, Sync::Normal).unwrap();
+    assert_eq!(s.episodes(None).unwrap(), before, "episodes kept");
+    let d = aware_store::DecisionRecord {
+        agent: "aware".into(),
+        app: "x".into(),
+        step: 4,
+        stage: "online".into(),
+        acting_policy: "aware".into(),
+        guard: "passed".into(),
+        detail: serde_json::json!({}),
+    };
+    s.record_decisions(std::slice::from_ref(&d)).unwrap();
+    assert_eq!(s.decisions("x", aware_store::DecisionQuery::Step(4)).unwrap(), vec![d]);
+    let version: i64 =
+        rusqlite::Connection::open(&path).unwrap().query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    assert_eq!(version, 2);
+}
+
 #[test]
 fn read_only_file_is_refused_for_writing_and_readable_for_inspection() {
     let dir = tempfile::tempdir().unwrap();

@@ -3,13 +3,28 @@
 mod common;
 
 use aware_store::{SqliteStore, Sync};
-use common::run_suite;
+use common::{run_lifecycle_log_suite, run_suite};
 
 #[test]
 fn sqlite_backend_passes_the_suite() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store.db");
     run_suite(|| Box::new(SqliteStore::open(&path, Sync::Normal).unwrap()));
+}
+
+#[test]
+fn sqlite_keeps_the_lifecycle_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    run_lifecycle_log_suite(|| Box::new(SqliteStore::open(&path, Sync::Normal).unwrap()));
+}
+
+#[test]
+#[ignore = "needs PostgreSQL: set AWARE_TEST_POSTGRES_URL"]
+fn postgres_keeps_the_lifecycle_log() {
+    let url = server("AWARE_TEST_POSTGRES_URL");
+    aware_store::PostgresStore::connect(&url).unwrap().clear().unwrap();
+    run_lifecycle_log_suite(|| Box::new(aware_store::PostgresStore::connect(&url).unwrap()));
 }
 
 #[test]

@@ -122,3 +122,61 @@ pub fn run_suite(mut open: impl FnMut() -> Box<dyn TrajectoryStore>) {
     assert_eq!(store.last_rewards("a", 2).unwrap(), vec![1.0, 90.0]);
     assert_eq!(store.stats().unwrap().incomplete_episodes, 0);
 }
+
+fn decision(app: &str, step: u64, n: u64) -> aware_store::DecisionRecord {
+    aware_store::DecisionRecord {
+        agent: "aware".into(),
+        app: app.into(),
+        step,
+        stage: "serving".into(),
+        acting_policy: "aware".into(),
+        guard: "passed".into(),
+        detail: serde_json::json!({ "n": n, "action": { "replicas": step } }),
+    }
+}
+
+/// Decisions and stage changes: round trips, `Step`/`Last` semantics, refusals, durability
+/// across a reopen.
+pub fn run_lifecycle_log_suite(mut open: impl FnMut() -> Box<dyn TrajectoryStore>) {
+    use aware_store::{DecisionQuery, StageRecord};
+    let mut s = open();
+    let mut batch: Vec<_> = (0..10).map(|k| decision("a", k, k)).collect();
+    batch.push(decision("b", 3, 100));
+    s.record_decisions(&batch).unwrap();
+    // A second record at step 9 of app a (a later run into the same store).
+    s.record_decisions(&[decision("a", 9, 99)]).unwrap();
+    let change = StageRecord {
+        agent: "aware".into(),
+        app: "a".into(),
+        step: 100,
+        from: "offline".into(),
+        to: "online".into(),
+        reason: "agent earned 1.0 against 0.9".into(),
+    };
+    s.record_stage_change(&change).unwrap();
+    s.record_stage_change(&StageRecord { app: "b".into(), ..change.clone() }).unwrap();
+    drop(s);
+
+    let s = open();
+    let last = s.decisions("a", DecisionQuery::Last(3)).unwrap();
+    let ns: Vec<u64> = last.iter().map(|d| d.detail["n"].as_u64().unwrap()).collect();
+    assert_eq!(ns, vec![8, 9, 99], "the three most recent, oldest first");
+    let at9 = s.decisions("a", DecisionQuery::Step(9)).unwrap();
+    assert_eq!(at9.len(), 2);
+    assert_eq!(at9[0], decision("a", 9, 9));
+    assert_eq!(s.decisions("b", DecisionQuery::Last(10)).unwrap(), vec![decision("b", 3, 100)]);
+    assert!(s.decisions("c", DecisionQuery::Last(10)).unwrap().is_empty());
+    assert!(s.decisions("a", DecisionQuery::Step(50)).unwrap().is_empty());
+    assert_eq!(s.stage_changes(Some("a")).unwrap(), vec![change.clone()]);
+    assert_eq!(s.stage_changes(None).unwrap().len(), 2);
+    drop(s);
+
+    let mut s = open();
+    let mut bad = decision("a", 1, 1);
+    bad.detail = serde_json::json!([1, 2]);
+    let err = s.record_decisions(&[decision("a", 20, 20), bad]).unwrap_err().to_string();
+    assert!(err.contains("detail") && err.contains("not a JSON object"), "{err}");
+    assert!(s.decisions("a", DecisionQuery::Step(20)).unwrap().is_empty(), "a refused batch writes nothing");
+    let err = s.record_stage_change(&StageRecord { app: String::new(), ..change }).unwrap_err().to_string();
+    assert!(err.contains("app"), "{err}");
+}
