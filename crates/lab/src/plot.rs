@@ -43,6 +43,9 @@ pub fn comparison(path: &Path, runs: &[Evaluation], interval_s: f64) -> Result<(
     timeline(path, &series, None, interval_s)
 }
 
+/// Labelled lines of one panel.
+type Lines = Vec<(String, Vec<f64>)>;
+
 /// How many applications were in each lifecycle stage after every interval, for one run.
 pub struct StageCounts<'a> {
     /// The run's label (`aware`).
@@ -72,7 +75,7 @@ pub fn timeline(path: &Path, runs: &[(&str, &Series)], stages: Option<&StageCoun
             })
             .collect()
     };
-    let mut specs: Vec<(String, &str, Vec<(String, Vec<f64>)>)> = vec![
+    let mut specs: Vec<(String, &str, Lines)> = vec![
         (
             "Mean CPU utilisation".into(),
             "utilisation",

@@ -13,8 +13,9 @@
 //! - SERVING → ONLINE (retraining) once the mean of the last [`DEGRADATION_EPISODES`] episodes
 //!   falls more than `t_var` (a fraction of the reference's magnitude) below the reference.
 //! - ONLINE or SERVING → OFFLINE (bootstrapping only) when the agent, acting, fell behind the
-//!   fallback run on the same traffic by the test that let it out of OFFLINE: less than
-//!   `t_online` of the fallback's reward, or more SLO-violating intervals. AWARE hands control
+//!   fallback run on the same traffic by the test that let it out of OFFLINE (less than
+//!   `t_online` of the fallback's reward, or more SLO-violating intervals) in
+//!   [`DEGRADATION_EPISODES`] episodes in a row. AWARE hands control
 //!   to the learned policy only while it is as good as the rules it replaced; this is that
 //!   promise kept after the hand-over, not only at it. The agent keeps learning offline.
 
@@ -60,6 +61,8 @@ pub struct AppLifecycle {
     bootstrapping: bool,
     /// Whether SERVING may hand back for retraining (off: the `no-retrain` ablation).
     retraining: bool,
+    /// Consecutive episodes the acting agent fell behind the fallback.
+    behind: usize,
     /// Mean rewards of the episodes since the stage began (at most `reward_window` kept).
     recent: VecDeque<f64>,
     /// The converged mean reward SERVING is held to.
@@ -73,6 +76,7 @@ impl AppLifecycle {
             thresholds,
             bootstrapping,
             retraining: true,
+            behind: 0,
             recent: VecDeque::new(),
             reference: None,
         }
@@ -127,10 +131,31 @@ impl AppLifecycle {
             }
             Stage::Serving if !self.retraining => None,
             Stage::Online | Stage::Serving if self.bootstrapping && shadow.is_some_and(|s| !self.as_good(&s).0) => {
+                // One episode behind can be the shadow's noise (it starts from the app's first
+                // allocation); two in a row are a trend, as for the degradation check.
+                self.behind += 1;
+                if self.behind < DEGRADATION_EPISODES {
+                    return self.serving_or_degraded();
+                }
                 let (_, numbers) = self.as_good(&shadow?);
                 self.reference = None;
-                Some(self.enter(Stage::Offline, format!("agent fell behind the fallback: it earned {numbers}")))
+                Some(self.enter(
+                    Stage::Offline,
+                    format!("agent fell behind the fallback for {DEGRADATION_EPISODES} episodes: in the last it earned {numbers}"),
+                ))
             }
+            Stage::Online | Stage::Serving => {
+                self.behind = 0;
+                self.serving_or_degraded()
+            }
+        }
+    }
+
+    /// The ONLINE convergence test and the SERVING degradation test on the rewards so far.
+    fn serving_or_degraded(&mut self) -> Option<Transition> {
+        let window = self.thresholds.reward_window.max(1) as usize;
+        match self.stage {
+            Stage::Initialized | Stage::Offline => None,
             Stage::Online => {
                 if self.recent.len() < window {
                     return None;
@@ -187,6 +212,7 @@ impl AppLifecycle {
         let from = self.stage;
         self.stage = to;
         self.recent.clear();
+        self.behind = 0;
         Transition { from, to, reason }
     }
 }
@@ -322,6 +348,8 @@ mod tests {
         {
             let mut a = online(true);
             let s = ShadowComparison { agent: ep(ar, av), fallback: ep(fr, fv) };
+            // One episode behind is not yet a trend.
+            assert!(a.episode_end(ep(ar, av), Some(s)).is_none());
             let t = a.episode_end(ep(ar, av), Some(s));
             assert_eq!(t.as_ref().map(|t| t.to), back.then_some(Stage::Offline), "{ar}/{av} vs {fr}/{fv}");
             if let Some(t) = t {
@@ -339,6 +367,12 @@ mod tests {
         }
         assert_eq!(a.stage(), Stage::Serving);
         let s = ShadowComparison { agent: ep(0.5, 2), fallback: ep(0.5, 0) };
+        let good = ShadowComparison { agent: ep(0.5, 0), fallback: ep(0.5, 0) };
+        // Behind, level again, behind: no streak, still serving.
+        assert!(a.episode_end(ep(0.5, 2), Some(s)).is_none());
+        assert!(a.episode_end(ep(0.5, 0), Some(good)).is_none());
+        assert!(a.episode_end(ep(0.5, 2), Some(s)).is_none());
+        assert_eq!(a.stage(), Stage::Serving);
         assert_eq!(a.episode_end(ep(0.5, 2), Some(s)).unwrap().to, Stage::Offline);
         assert!(a.reference().is_none());
     }

@@ -31,6 +31,9 @@ pub struct Args {
     /// The workload change: NAME or NAME@STEP (default step: the episode half way).
     #[arg(long, default_value = "load-high-to-low")]
     change: Scenario,
+    /// Episodes whose rewards must settle before an app serves.
+    #[arg(long, default_value_t = DemoSpec::default().reward_window, value_parser = clap::value_parser!(u32).range(1..))]
+    reward_window: u32,
     /// Print report.json on stdout instead of a table.
     #[arg(long)]
     json: bool,
@@ -45,6 +48,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         steps: args.steps,
         episode_steps: args.episode_steps,
         change: args.change,
+        reward_window: args.reward_window,
     };
     let report = aware_lifecycle::demo::demo(&spec, &Bar::new())?;
     if args.json {
