@@ -22,6 +22,10 @@ pub enum ActionKind {
 /// CPU, memory, replicas.
 pub const RELATIVE_RANGE: [f64; 3] = [1.0, 1.0, 2.0];
 
+/// A relative change by a factor within 1 ± this holds the current value (HPA's default
+/// tolerance and VPA's update threshold are both 10 %).
+pub const RELATIVE_TOLERANCE: f64 = 0.1;
+
 pub const DISCRETE_ACTIONS: usize = 7;
 
 /// The meaning of each discrete action, for reports and logs.
@@ -106,7 +110,13 @@ impl ActionDecoder {
                     return Err(DecodeError::NotFinite(v.clone()));
                 }
                 illegal = v.iter().any(|x| x.abs() > 1.0);
-                let factor = |x: f32, d: usize| (x.clamp(-1.0, 1.0) as f64 * RELATIVE_RANGE[d]).exp2();
+                // A change within the tolerance holds (HPA's and VPA's own 10 % hysteresis): a
+                // policy's output is never exactly 0, and without it small biases would ratchet
+                // the allocation one dead band at a time.
+                let factor = |x: f32, d: usize| {
+                    let f = (x.clamp(-1.0, 1.0) as f64 * RELATIVE_RANGE[d]).exp2();
+                    if (f - 1.0).abs() <= RELATIVE_TOLERANCE { 1.0 } else { f }
+                };
                 // The same dead band of half a step as the absolute space.
                 let hold = |target: f64, now: i64, step: u64| {
                     let target = target.round() as i64;
@@ -301,15 +311,17 @@ mod tests {
         let b = Profile::default().bounds;
         // (action, replicas before, expected replicas, cpu m, memory MiB, illegal)
         type Case = ([f32; 3], u32, u32, u64, u64, bool);
-        let cases: [Case; 8] = [
+        let cases: [Case; 10] = [
             ([0.0, 0.0, 0.0], 3, 3, 1000, 512, false),
             ([1.0, 0.0, 0.0], 3, 3, 2000, 512, false),
             ([-1.0, -1.0, 0.0], 3, 3, 500, 256, false),
             ([0.0, 0.0, 0.5], 3, 6, 1000, 512, false),
             ([0.0, 0.0, -1.0], 8, 2, 1000, 512, false),
             ([0.0, 0.0, 1.0], 3, 12, 1000, 512, false),
-            // 2 % more CPU is inside the dead band (half of a 250 m step)
+            // 2 % and 9 % more CPU are within the 10 % tolerance; 15 % is not
             ([0.03, 0.0, 0.0], 3, 3, 1000, 512, false),
+            ([0.12, 0.0, 0.0], 3, 3, 1000, 512, false),
+            ([0.2, 0.0, 0.0], 3, 3, 1149, 512, false),
             ([0.0, 0.0, 1.0], b.max_replicas, b.max_replicas, 1000, 512, true),
         ];
         for (a, before, reps, cpu, mem, illegal) in cases {
@@ -345,10 +357,22 @@ mod tests {
             let got = (out.recommendation.replicas, out.recommendation.containers[0].limits);
             // Targets beyond one interval's reach (relative) come out at the reach's edge.
             let reachable = !relative || x.iter().all(|v| v.abs() < 1.0);
+            // Relative changes within the tolerance hold the current value instead.
+            let near = |target: f64, now: f64| relative && (target.max(1.0) / now.max(1.0) - 1.0).abs() <= RELATIVE_TOLERANCE * 1.001;
             if reachable {
-                proptest::prop_assert_eq!(got.0, reps, "{:?}", x);
-                proptest::prop_assert!((got.1.cpu_millicores as i64 - cpu as i64).abs() <= b.cpu_step_millicores as i64 / 2 + 1);
-                proptest::prop_assert!((got.1.memory_bytes as i64 - mem as i64).abs() <= b.memory_step_bytes() as i64 / 2 + MIB as i64);
+                let want_reps = if near(reps as f64, reps0 as f64) { reps0 } else { reps };
+                let want_cpu = if near(cpu as f64, cpu0 as f64) { cpu0 } else { cpu };
+                let want_mem = if near(mem as f64, (mem0_mib * MIB) as f64) { mem0_mib * MIB } else { mem };
+                let edge = |target: f64, now: f64| relative && ((target.max(1.0) / now.max(1.0) - 1.0).abs() - RELATIVE_TOLERANCE).abs() < 1e-3;
+                if !edge(reps as f64, reps0 as f64) {
+                    proptest::prop_assert_eq!(got.0, want_reps.clamp(b.min_replicas, b.max_replicas), "{:?}", x);
+                }
+                if !edge(cpu as f64, cpu0 as f64) {
+                    proptest::prop_assert!((got.1.cpu_millicores as i64 - want_cpu.clamp(b.min_cpu_millicores, b.max_cpu_millicores) as i64).abs() <= b.cpu_step_millicores as i64 / 2 + 1);
+                }
+                if !edge(mem as f64, (mem0_mib * MIB) as f64) {
+                    proptest::prop_assert!((got.1.memory_bytes as i64 - want_mem.clamp(b.min_memory_bytes(), b.max_memory_bytes()) as i64).abs() <= b.memory_step_bytes() as i64 / 2 + MIB as i64);
+                }
             }
         }
     }
