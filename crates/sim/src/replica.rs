@@ -131,11 +131,19 @@ pub fn step_queue(
     };
     // Never below the steady state at the cap: the queue was at least that long on its way
     // into overload (the fluid limit has no queueing noise of its own).
+    let mut in_flight = f.mean_in_cpu + f.served / dt * cost.io_s;
+    let mut var_in_flight = in_flight.max(1.0);
     if let Some(floor) = cpu_phase(RHO_STEADY_CAP * cores / cost.cpu_s.max(1e-12), cost.cpu_s, cv2, cores) {
         mean = mean.max(floor.mean_sojourn_s + cost.io_s);
         var = var.max(floor.var_sojourn_s2 + io_var);
+        // The same holds for the requests in flight (memory): what the steady state gives just
+        // below saturation at this arrival rate, so the working set is continuous and monotone
+        // in load across the boundary between the two regimes.
+        let rho = (lambda * cost.cpu_s / cores).min(1.0);
+        let steady_in_flight = lambda.min(cores / cost.cpu_s.max(1e-12)) * (floor.mean_sojourn_s + cost.io_s);
+        in_flight = in_flight.max(steady_in_flight);
+        var_in_flight = var_in_flight.max(steady_in_flight / (1.0 - rho).max(0.05));
     }
-    let in_flight = f.mean_in_cpu + f.served / dt * cost.io_s;
     let rho_next = expected_arrivals / dt * cost.cpu_s / cores;
     if rho_next < RHO_STEADY_CAP && f.remaining <= cores.max(1.0) {
         // Drained to a few requests: hand them to the steady state.
@@ -150,7 +158,7 @@ pub fn step_queue(
         latency_var_s2: var,
         cpu_usage_cores: f.cpu_cores,
         mean_in_flight: in_flight,
-        var_in_flight: in_flight.max(1.0),
+        var_in_flight,
         overloaded: true,
     }
 }

@@ -94,3 +94,15 @@ proptest! {
         prop_assert!(roomy <= at, "256 MiB more memory: OOM kills {at} → {roomy}");
     }
 }
+
+/// The case CI found: crossing saturation (0.974 → 1.008 of capacity) used to switch from the
+/// steady state's full queue to an empty fluid queue, so more load meant fewer OOM kills.
+#[test]
+fn oom_kills_do_not_fall_when_load_crosses_saturation() {
+    let (seed, alloc) = (67, Allocation { replicas: 1, cpu_millicores: 250, memory_bytes: 518 * MIB });
+    let cap = capacity_rps(seed, &alloc);
+    let (_, _, below) = run(seed, alloc, &[0.974 * cap; 40]);
+    let (_, _, above) = run(seed, alloc, &[1.008 * cap; 40]);
+    assert!(below > 0, "the case must OOM below saturation to mean anything");
+    assert!(above >= below, "OOM kills {below} → {above} across saturation");
+}
