@@ -3,7 +3,11 @@
 //! writer that dies leaves its unfinished episode absent, never half-present. Points:
 //! `episode` (tags id, agent, app, policy, stage; time = start) and `transition` (tags
 //! episode_id, agent, app, policy, stage; fields step, reward, done, s0…, a0…, n0…;
-//! time = start + step ns).
+//! time = start + step ns). Lifecycle records: `decision` (tags app, agent, writer; fields
+//! step, stage, acting_policy, guard, detail as JSON text) and `stage_change` (tags app, agent,
+//! writer; fields step, from_stage, to_stage, reason), stamped with the writer's strictly
+//! increasing nanosecond clock, so time order is recording order. A server that cannot be
+//! reached (transport errors, HTTP 5xx) answers [`StoreError::Unavailable`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -14,8 +18,8 @@ use serde_json::Value;
 
 use crate::TrajectoryStore;
 use crate::model::{
-    EpisodeId, EpisodeMeta, EpisodeRecord, StoreError, StoreStats, TopMode, Transition, TransitionFilter,
-    check_appended, pick_steps,
+    DecisionQuery, DecisionRecord, EpisodeId, EpisodeMeta, EpisodeRecord, StageRecord, StoreError, StoreStats, TopMode,
+    Transition, TransitionFilter, check_appended, pick_steps,
 };
 use crate::sqlite::SCHEMA_VERSION;
 
@@ -31,6 +35,15 @@ pub struct InfluxStore {
     shown: String,
     open: HashMap<EpisodeId, Pending>,
     ids: Pcg64Mcg,
+    /// This writer's tag on lifecycle points (two writers never overwrite each other's).
+    writer: String,
+    /// The last timestamp given to a lifecycle point.
+    last_ns: i64,
+}
+
+/// A double-quoted line-protocol string field value.
+fn field(v: &str) -> String {
+    format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
 /// Escapes a tag value for line protocol.
@@ -80,13 +93,17 @@ impl InfluxStore {
         let seed =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
                 ^ ((std::process::id() as u64) << 32);
+        let mut ids = Pcg64Mcg::seed_from_u64(seed);
+        let writer = format!("{:016x}", ids.random_range(0..u64::MAX));
         let store = Self {
             http: config.into(),
             base: format!("http://{host}"),
             db: db.to_string(),
             shown: url.to_string(),
             open: HashMap::new(),
-            ids: Pcg64Mcg::seed_from_u64(seed),
+            ids,
+            writer,
+            last_ns: 0,
         };
         let ping = store.http.get(format!("{}/ping", store.base)).call();
         match ping {
@@ -97,7 +114,7 @@ impl InfluxStore {
                     r.status()
                 )));
             }
-            Err(e) => return Err(StoreError::Backend(format!("{url}: cannot connect: {e}"))),
+            Err(e) => return Err(StoreError::Unavailable(format!("{url}: cannot connect: {e}"))),
         }
         store.post_query(&format!("CREATE DATABASE \"{db}\""))?;
         let version = store.query("SELECT last(version) FROM aware_schema")?;
@@ -106,6 +123,8 @@ impl InfluxStore {
             Some(v) if v > SCHEMA_VERSION => {
                 return Err(StoreError::NewerSchema { path: url.to_string(), found: v, supported: SCHEMA_VERSION });
             }
+            // Older: the new measurements need nothing created; the version point is replaced.
+            Some(v) if v < SCHEMA_VERSION => store.write(&format!("aware_schema version={SCHEMA_VERSION}i 0\n"))?,
             Some(_) => {}
         }
         Ok(store)
@@ -115,6 +134,22 @@ impl InfluxStore {
         StoreError::Backend(format!("{}: {what}", self.shown))
     }
 
+    /// A transport error or a server error (5xx): the server cannot be reached now.
+    fn unavailable(&self, what: impl std::fmt::Display) -> StoreError {
+        StoreError::Unavailable(format!("{}: {what}", self.shown))
+    }
+
+    /// A strictly increasing timestamp for this writer's lifecycle points.
+    fn stamp(&mut self) -> i64 {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64);
+        self.last_ns = now.max(self.last_ns + 1);
+        self.last_ns
+    }
+
+    fn lifecycle_tags(&self, agent: &str, app: &str) -> String {
+        format!("app={},agent={},writer={}", tag(app), tag(agent), self.writer)
+    }
+
     fn write(&self, lines: &str) -> Result<(), StoreError> {
         let mut r = self
             .http
@@ -122,10 +157,11 @@ impl InfluxStore {
             .query("db", &self.db)
             .query("precision", "ns")
             .send(lines)
-            .map_err(|e| self.fail(e))?;
+            .map_err(|e| self.unavailable(e))?;
         if r.status().as_u16() != 204 {
             let body = r.body_mut().read_to_string().unwrap_or_default();
-            return Err(self.fail(format!("write failed ({}): {}", r.status(), body.trim())));
+            let what = format!("write failed ({}): {}", r.status(), body.trim());
+            return Err(if r.status().is_server_error() { self.unavailable(what) } else { self.fail(what) });
         }
         Ok(())
     }
@@ -134,8 +170,11 @@ impl InfluxStore {
         let url = format!("{}/query", self.base);
         let req =
             if post { self.http.post(url).query("q", q) } else { self.http.get(url).query("q", q).force_send_body() };
-        let mut r = req.query("db", &self.db).query("epoch", "ns").send("").map_err(|e| self.fail(e))?;
-        let body = r.body_mut().read_to_string().map_err(|e| self.fail(e))?;
+        let mut r = req.query("db", &self.db).query("epoch", "ns").send("").map_err(|e| self.unavailable(e))?;
+        let body = r.body_mut().read_to_string().map_err(|e| self.unavailable(e))?;
+        if r.status().is_server_error() {
+            return Err(self.unavailable(format!("query failed ({}): {}", r.status(), body.trim())));
+        }
         let v: Value = serde_json::from_str(&body).map_err(|e| self.fail(format!("unreadable answer: {e}")))?;
         if let Some(e) = v["error"].as_str() {
             return Err(self.fail(e));
@@ -229,7 +268,9 @@ impl InfluxStore {
     /// Drops the database (tests and benchmarks use a scratch one).
     pub fn clear(&mut self) -> Result<(), StoreError> {
         self.open.clear();
-        self.post_query("DROP SERIES FROM episode; DROP SERIES FROM transition")?;
+        self.post_query(
+            "DROP SERIES FROM episode; DROP SERIES FROM transition; DROP SERIES FROM decision; DROP SERIES FROM stage_change",
+        )?;
         Ok(())
     }
 }
@@ -429,10 +470,104 @@ impl TrajectoryStore for InfluxStore {
         Ok(old.len() as u64)
     }
 
+    fn record_decisions(&mut self, decisions: &[DecisionRecord]) -> Result<(), StoreError> {
+        for d in decisions {
+            d.check()?;
+        }
+        if decisions.is_empty() {
+            return Ok(());
+        }
+        let mut lines = String::new();
+        for d in decisions {
+            let time = self.stamp();
+            lines.push_str(&format!(
+                "decision,{} step={}i,stage={},acting_policy={},guard={},detail={} {time}\n",
+                self.lifecycle_tags(&d.agent, &d.app),
+                d.step,
+                field(&d.stage),
+                field(&d.acting_policy),
+                field(&d.guard),
+                field(&d.detail.to_string())
+            ));
+        }
+        // One request: the batch is written whole or refused whole.
+        self.write(&lines)
+    }
+
+    fn decisions(&self, app: &str, query: DecisionQuery) -> Result<Vec<DecisionRecord>, StoreError> {
+        let q = match query {
+            DecisionQuery::Step(n) => format!("SELECT * FROM decision WHERE \"app\" = {} AND \"step\" = {n}", lit(app)),
+            DecisionQuery::Last(0) => return Ok(Vec::new()),
+            DecisionQuery::Last(k) => {
+                format!("SELECT * FROM decision WHERE \"app\" = {} ORDER BY time DESC LIMIT {k}", lit(app))
+            }
+        };
+        let mut out = Vec::new();
+        for row in rows(&self.query(&q)?[0]) {
+            let s = |k: &str| row.get(k).and_then(Value::as_str).map(str::to_string);
+            let time = row.get("time").and_then(Value::as_i64).unwrap_or(0);
+            let step = row.get("step").and_then(Value::as_u64);
+            let corrupt = |what: &str| StoreError::Corrupt {
+                path: self.shown.clone(),
+                reason: format!("decision point of {app} at {time}: {what}"),
+            };
+            let (Some(agent), Some(step), Some(stage), Some(acting_policy), Some(guard), Some(detail)) =
+                (s("agent"), step, s("stage"), s("acting_policy"), s("guard"), s("detail"))
+            else {
+                return Err(corrupt("a field is missing"));
+            };
+            let detail = serde_json::from_str(&detail).map_err(|e| corrupt(&format!("detail is not JSON ({e})")))?;
+            let record = DecisionRecord { agent, app: app.to_string(), step, stage, acting_policy, guard, detail };
+            out.push((time, record));
+        }
+        out.sort_by(|a, b| a.1.step.cmp(&b.1.step).then(a.0.cmp(&b.0)));
+        Ok(out.into_iter().map(|(_, d)| d).collect())
+    }
+
+    fn record_stage_change(&mut self, c: &StageRecord) -> Result<(), StoreError> {
+        c.check()?;
+        let time = self.stamp();
+        let line = format!(
+            "stage_change,{} step={}i,from_stage={},to_stage={},reason={} {time}\n",
+            self.lifecycle_tags(&c.agent, &c.app),
+            c.step,
+            field(&c.from),
+            field(&c.to),
+            field(&c.reason)
+        );
+        self.write(&line)
+    }
+
+    fn stage_changes(&self, app: Option<&str>) -> Result<Vec<StageRecord>, StoreError> {
+        let cond = app.map(|a| format!(" WHERE \"app\" = {}", lit(a))).unwrap_or_default();
+        let mut out = Vec::new();
+        for row in rows(&self.query(&format!("SELECT * FROM stage_change{cond}"))?[0]) {
+            let s = |k: &str| row.get(k).and_then(Value::as_str).map(str::to_string);
+            let time = row.get("time").and_then(Value::as_i64).unwrap_or(0);
+            let (Some(agent), Some(app), Some(step), Some(from), Some(to), Some(reason)) = (
+                s("agent"),
+                s("app"),
+                row.get("step").and_then(Value::as_u64),
+                s("from_stage"),
+                s("to_stage"),
+                s("reason"),
+            ) else {
+                return Err(StoreError::Corrupt {
+                    path: self.shown.clone(),
+                    reason: format!("stage change point at {time}: a field is missing"),
+                });
+            };
+            out.push((time, StageRecord { agent, app, step, from, to, reason }));
+        }
+        out.sort_by_key(|(time, _)| *time);
+        Ok(out.into_iter().map(|(_, c)| c).collect())
+    }
+
     fn stats(&self) -> Result<StoreStats, StoreError> {
         let r = self.query(
             "SELECT count(\"length\") FROM episode; SELECT count(\"reward\") FROM transition; \
-             SHOW TAG VALUES FROM episode WITH KEY = \"agent\"; SHOW TAG VALUES FROM episode WITH KEY = \"app\"",
+             SHOW TAG VALUES FROM episode WITH KEY = \"agent\"; SHOW TAG VALUES FROM episode WITH KEY = \"app\"; \
+             SELECT count(\"step\") FROM decision; SELECT count(\"step\") FROM stage_change",
         )?;
         let count = |v: &Value, k: &str| rows(v).first().and_then(|r| r.get(k).and_then(Value::as_u64)).unwrap_or(0);
         let values = |v: &Value| -> Vec<String> {
@@ -455,6 +590,8 @@ impl TrajectoryStore for InfluxStore {
             transitions: count(&r[1], "count") + pending_transitions,
             agents,
             apps: apps.len() as u64,
+            decisions: count(&r[4], "count"),
+            stage_changes: count(&r[5], "count"),
         })
     }
 }

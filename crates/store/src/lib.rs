@@ -4,11 +4,15 @@
 //! for offline bootstrapping — so it must never lose or corrupt what it acknowledged: an
 //! episode is acknowledged when `close_episode` returns, and unclosed episodes never reach a
 //! training read.
+//!
+//! A backend that cannot be reached answers [`StoreError::Unavailable`]; [`Spooled`] wraps any
+//! store so that writes made during such an outage are journaled on disk and written later.
 
 pub mod export;
 pub mod influx;
 pub mod model;
 pub mod postgres;
+pub mod spool;
 pub mod sqlite;
 pub mod url;
 
@@ -18,6 +22,7 @@ pub use model::{
     Transition, TransitionFilter,
 };
 pub use postgres::PostgresStore;
+pub use spool::Spooled;
 pub use sqlite::{SqliteStore, Sync};
 pub use url::{StoreUrl, open};
 
@@ -56,35 +61,17 @@ pub trait TrajectoryStore {
 
     fn stats(&self) -> Result<StoreStats, StoreError>;
 
-    /// Appends lifecycle decisions; durable when it returns (one transaction per call).
-    fn record_decisions(&mut self, decisions: &[DecisionRecord]) -> Result<(), StoreError> {
-        let _ = decisions;
-        Err(self.no_lifecycle_log())
-    }
+    /// Appends lifecycle decisions, all or none; durable when it returns (one transaction
+    /// per call). Each must have a non-empty agent and app and a JSON-object `detail`.
+    fn record_decisions(&mut self, decisions: &[DecisionRecord]) -> Result<(), StoreError>;
 
-    /// An application's decisions, in step order (then recording order).
-    fn decisions(&self, app: &str, query: DecisionQuery) -> Result<Vec<DecisionRecord>, StoreError> {
-        let _ = (app, query);
-        Err(self.no_lifecycle_log())
-    }
+    /// An application's decisions in (step, recording) order: all those of one step, or the
+    /// `k` most recently recorded.
+    fn decisions(&self, app: &str, query: DecisionQuery) -> Result<Vec<DecisionRecord>, StoreError>;
 
     /// Appends a stage change; durable when it returns.
-    fn record_stage_change(&mut self, change: &StageRecord) -> Result<(), StoreError> {
-        let _ = change;
-        Err(self.no_lifecycle_log())
-    }
+    fn record_stage_change(&mut self, change: &StageRecord) -> Result<(), StoreError>;
 
     /// Stage changes, optionally of one application, in recording order.
-    fn stage_changes(&self, app: Option<&str>) -> Result<Vec<StageRecord>, StoreError> {
-        let _ = app;
-        Err(self.no_lifecycle_log())
-    }
-
-    /// The error of a backend that keeps no lifecycle log.
-    fn no_lifecycle_log(&self) -> StoreError {
-        StoreError::Invalid(
-            "this store keeps trajectories only; the lifecycle's decisions and stage changes need sqlite: or postgres://"
-                .into(),
-        )
-    }
+    fn stage_changes(&self, app: Option<&str>) -> Result<Vec<StageRecord>, StoreError>;
 }

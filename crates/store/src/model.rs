@@ -19,10 +19,25 @@ pub enum StoreError {
     UnknownEpisode(EpisodeId),
     #[error("{0}")]
     Backend(String),
+    /// The backend cannot be reached now (server down, connection broken, database busy):
+    /// the same call may succeed later.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    /// The on-disk spool in `dir` holds `max_bytes` of operations not yet written to the backend;
+    /// the operation was refused (nothing acknowledged is dropped).
+    #[error("spool {dir} is full ({max_bytes} bytes of operations wait for the store); the operation was refused")]
+    SpoolFull { dir: String, max_bytes: u64 },
+}
+
+impl StoreError {
+    /// True when the backend could not be reached (worth retrying later).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Unavailable(_))
+    }
 }
 
 /// What is known when an episode starts.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EpisodeMeta {
     pub agent: String,
     pub app: String,
@@ -38,7 +53,7 @@ pub struct EpisodeMeta {
     pub started_at_s: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Transition {
     pub step: u32,
     pub state: Vec<f32>,
@@ -178,6 +193,10 @@ pub struct StoreStats {
     pub transitions: u64,
     pub agents: Vec<String>,
     pub apps: u64,
+    /// Lifecycle decisions recorded.
+    pub decisions: u64,
+    /// Lifecycle stage changes recorded.
+    pub stage_changes: u64,
 }
 
 /// Little-endian f32 vector encoding.
@@ -250,12 +269,12 @@ pub struct StageRecord {
 }
 
 impl StageRecord {
+    /// Refuses a change with an empty agent or app.
     pub fn check(&self) -> Result<(), StoreError> {
-        if self.agent.is_empty() || self.app.is_empty() {
-            return Err(StoreError::Invalid(format!(
-                "stage change at step {}: agent and app must not be empty",
-                self.step
-            )));
+        for (field, value) in [("agent", &self.agent), ("app", &self.app)] {
+            if value.is_empty() {
+                return Err(StoreError::Invalid(format!("stage change at step {}: {field} is empty", self.step)));
+            }
         }
         if self.step > i64::MAX as u64 {
             return Err(StoreError::Invalid(format!("stage change of {:?}: step out of range", self.app)));

@@ -1,8 +1,16 @@
 //! PostgreSQL backend, for several controllers sharing one store. The schema is created (or
 //! migrated) on first connect; a newer schema is refused. Writes mirror the SQLite backend: one
 //! transaction per episode close, which is the acknowledgement.
+//!
+//! A dropped connection answers [`StoreError::Unavailable`], and the next call reconnects
+//! (once; still `Unavailable` if the server is not back). What the lost transaction held — the
+//! open episodes' rows and transitions since the last commit — is kept in memory and written
+//! again on reconnect, so episode ids stay valid across an outage. A call that failed before
+//! its `COMMIT` was sent is retried once on a fresh connection; one whose `COMMIT` got no
+//! answer is not (it may have committed), and repeating it is at-least-once: the replay and an
+//! episode close are idempotent, a repeated `record_decisions` may record a batch twice.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell, RefMut};
 use std::collections::HashMap;
 
 use postgres::{Client, NoTls, Row};
@@ -75,10 +83,21 @@ struct OpenEpisode {
     length: u32,
 }
 
+/// A write since the last commit, kept to replay on a new connection.
+enum Uncommitted {
+    Begin(EpisodeId, EpisodeMeta),
+    Append(EpisodeId, Vec<Transition>),
+}
+
 pub struct PostgresStore {
-    client: RefCell<Client>,
+    /// `None` after a connection was lost and not yet re-established.
+    client: RefCell<Option<Client>>,
+    /// The URL to reconnect with (may hold a password: never shown).
+    connect_url: String,
+    /// The URL as shown in messages.
     url: String,
-    in_transaction: bool,
+    in_transaction: Cell<bool>,
+    uncommitted: Vec<Uncommitted>,
     open: HashMap<EpisodeId, OpenEpisode>,
 }
 
@@ -97,6 +116,27 @@ fn describe(e: &postgres::Error) -> String {
         }
     };
     text.replace('\n', " ")
+}
+
+/// Whether an error means the server cannot be reached or the connection is gone (rather
+/// than a refused statement): transport errors, a closed connection, SQLSTATE class 08
+/// (connection exception) and 57P01–57P03 (shutdown, cannot connect now).
+fn is_connection_error(e: &postgres::Error) -> bool {
+    if let Some(db) = e.as_db_error() {
+        let code = db.code().code();
+        return code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03");
+    }
+    if e.is_closed() {
+        return true;
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(inner) = source {
+        if inner.is::<std::io::Error>() {
+            return true;
+        }
+        source = inner.source();
+    }
+    false
 }
 
 /// The URL with any password removed, for error messages.
@@ -130,13 +170,43 @@ fn record(row: &Row) -> EpisodeRecord {
     }
 }
 
+const INSERT_EPISODE: &str =
+    "INSERT INTO aware_episodes (agent, app, episode, stage, policy, state_dim, action_dim, started_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (agent, episode) DO NOTHING RETURNING id";
+
+/// Inserts transitions in one statement; `replay` ignores rows already there.
+fn insert_transitions(
+    c: &mut Client,
+    episode: EpisodeId,
+    transitions: &[Transition],
+    replay: bool,
+) -> Result<u64, postgres::Error> {
+    let steps: Vec<i32> = transitions.iter().map(|t| t.step as i32).collect();
+    let states: Vec<Vec<u8>> = transitions.iter().map(|t| encode(&t.state)).collect();
+    let actions: Vec<Vec<u8>> = transitions.iter().map(|t| encode(&t.action)).collect();
+    let rewards: Vec<f64> = transitions.iter().map(|t| t.reward as f64).collect();
+    let nexts: Vec<Vec<u8>> = transitions.iter().map(|t| encode(&t.next_state)).collect();
+    let dones: Vec<bool> = transitions.iter().map(|t| t.done).collect();
+    let conflict = if replay { " ON CONFLICT DO NOTHING" } else { "" };
+    c.execute(
+        &format!(
+            "INSERT INTO aware_transitions (episode_id, step, state, action, reward, next_state, done)
+             SELECT $1, * FROM UNNEST($2::int4[], $3::bytea[], $4::bytea[], $5::float8[], $6::bytea[], $7::bool[]){conflict}"
+        ),
+        &[&episode, &steps, &states, &actions, &rewards, &nexts, &dones],
+    )
+}
+
 impl PostgresStore {
-    /// Connects and creates or checks the schema. An unreachable server is a one-line error.
+    /// Connects and creates or checks the schema. An unreachable server is a one-line
+    /// [`StoreError::Unavailable`].
     pub fn connect(url: &str) -> Result<Self, StoreError> {
         let shown = redact(url);
-        let mut client = Client::connect(url, NoTls)
-            .map_err(|e| StoreError::Backend(format!("{shown}: cannot connect: {}", describe(&e))))?;
-        let err = |e: postgres::Error| StoreError::Backend(format!("{shown}: {}", describe(&e)));
+        let mut client = Self::open_client(url, &shown)?;
+        let err = |e: postgres::Error| {
+            let text = format!("{shown}: {}", describe(&e));
+            if is_connection_error(&e) { StoreError::Unavailable(text) } else { StoreError::Backend(text) }
+        };
         // Controllers sharing a database may start together: one migrates, the others wait.
         let mut tx = client.transaction().map_err(err)?;
         tx.execute("SELECT pg_advisory_xact_lock(7412023)", &[]).map_err(err)?;
@@ -158,31 +228,137 @@ impl PostgresStore {
             Some(_) => {}
         }
         tx.commit().map_err(err)?;
-        Ok(Self { client: RefCell::new(client), url: shown, in_transaction: false, open: HashMap::new() })
+        Ok(Self {
+            client: RefCell::new(Some(client)),
+            connect_url: url.to_string(),
+            url: shown,
+            in_transaction: Cell::new(false),
+            uncommitted: Vec::new(),
+            open: HashMap::new(),
+        })
     }
 
-    fn err(&self) -> impl Fn(postgres::Error) -> StoreError + '_ {
-        move |e| StoreError::Backend(format!("{}: {}", self.url, describe(&e)))
+    fn open_client(url: &str, shown: &str) -> Result<Client, StoreError> {
+        Client::connect(url, NoTls).map_err(|e| {
+            let text = format!("{shown}: cannot connect: {}", describe(&e));
+            if is_connection_error(&e) { StoreError::Unavailable(text) } else { StoreError::Backend(text) }
+        })
     }
 
-    fn begin(&mut self) -> Result<(), StoreError> {
-        if !self.in_transaction {
-            self.client
-                .get_mut()
-                .batch_execute("BEGIN")
-                .map_err(|e| StoreError::Backend(format!("{}: {}", self.url, describe(&e))))?;
-            self.in_transaction = true;
+    /// Classifies an error; a lost connection is dropped so that the next call reconnects.
+    fn fail(&self, e: postgres::Error) -> StoreError {
+        let text = format!("{}: {}", self.url, describe(&e));
+        if is_connection_error(&e) {
+            if let Ok(mut slot) = self.client.try_borrow_mut() {
+                *slot = None;
+            }
+            StoreError::Unavailable(text)
+        } else {
+            StoreError::Backend(text)
+        }
+    }
+
+    /// The live connection: reconnects (once) when the last one was lost or closed, and then
+    /// writes again what the lost transaction held.
+    fn client(&self) -> Result<RefMut<'_, Client>, StoreError> {
+        let mut slot = self.client.try_borrow_mut().map_err(|_| StoreError::Backend("connection in use".into()))?;
+        if slot.as_ref().is_none_or(Client::is_closed) {
+            *slot = None;
+            let mut client = Self::open_client(&self.connect_url, &self.url)?;
+            if self.in_transaction.get() {
+                self.replay(&mut client).map_err(|e| {
+                    let text = format!("{}: replaying the open episodes after a reconnect: {}", self.url, describe(&e));
+                    if is_connection_error(&e) { StoreError::Unavailable(text) } else { StoreError::Backend(text) }
+                })?;
+            }
+            *slot = Some(client);
+        }
+        RefMut::filter_map(slot, Option::as_mut)
+            .map_err(|_| StoreError::Unavailable(format!("{}: not connected", self.url)))
+    }
+
+    /// Opens a transaction holding again what the lost one held (rows already there, from a
+    /// commit whose answer was lost, are kept as they are).
+    fn replay(&self, c: &mut Client) -> Result<(), postgres::Error> {
+        c.batch_execute("BEGIN")?;
+        for u in &self.uncommitted {
+            match u {
+                Uncommitted::Begin(id, m) => {
+                    c.execute(
+                        "INSERT INTO aware_episodes (id, agent, app, episode, stage, policy, state_dim, action_dim, started_at)
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING",
+                        &[
+                            id,
+                            &m.agent,
+                            &m.app,
+                            &(m.episode as i64),
+                            &m.stage,
+                            &m.policy,
+                            &(m.state_dim as i32),
+                            &(m.action_dim as i32),
+                            &m.started_at_s,
+                        ],
+                    )?;
+                }
+                Uncommitted::Append(id, transitions) => {
+                    insert_transitions(c, *id, transitions, true)?;
+                }
+            }
         }
         Ok(())
     }
 
+    /// Runs a read, retrying once on a new connection if the old one was found gone.
+    fn read<R>(&self, body: impl Fn(&mut Client) -> Result<R, postgres::Error>) -> Result<R, StoreError> {
+        let mut result = Err(StoreError::Unavailable(self.url.clone()));
+        for _ in 0..2 {
+            let outcome = body(&mut *self.client()?);
+            result = outcome.map_err(|e| self.fail(e));
+            if !matches!(result, Err(StoreError::Unavailable(_))) {
+                break;
+            }
+        }
+        result
+    }
+
+    /// Runs a write inside the store's transaction, committing after it when `commit`. A
+    /// connection lost before the `COMMIT` was sent is retried once on a new connection (the
+    /// lost transaction is replayed first); a lost `COMMIT` answers `Unavailable`.
+    fn write<R>(
+        &mut self,
+        commit: bool,
+        body: impl Fn(&mut Client) -> Result<R, postgres::Error>,
+    ) -> Result<R, StoreError> {
+        let mut attempt = 0;
+        let value = loop {
+            attempt += 1;
+            let mut client = self.client()?;
+            let done = if self.in_transaction.get() { Ok(()) } else { client.batch_execute("BEGIN") }
+                .map(|()| self.in_transaction.set(true))
+                .and_then(|()| body(&mut client));
+            drop(client);
+            match done {
+                Ok(v) => break v,
+                Err(e) => {
+                    let err = self.fail(e);
+                    if attempt >= 2 || !err.is_unavailable() {
+                        return Err(err);
+                    }
+                }
+            }
+        };
+        if commit {
+            self.commit()?;
+        }
+        Ok(value)
+    }
+
     fn commit(&mut self) -> Result<(), StoreError> {
-        if self.in_transaction {
-            self.client
-                .get_mut()
-                .batch_execute("COMMIT")
-                .map_err(|e| StoreError::Backend(format!("{}: {}", self.url, describe(&e))))?;
-            self.in_transaction = false;
+        if self.in_transaction.get() {
+            let committed = self.client()?.batch_execute("COMMIT");
+            committed.map_err(|e| self.fail(e))?;
+            self.in_transaction.set(false);
+            self.uncommitted.clear();
         }
         Ok(())
     }
@@ -204,22 +380,17 @@ impl PostgresStore {
     }
 
     fn load_record(&self, id: EpisodeId) -> Result<EpisodeRecord, StoreError> {
-        let rows = self
-            .client
-            .borrow_mut()
-            .query(&format!("SELECT {COLUMNS} FROM aware_episodes WHERE id = $1"), &[&id])
-            .map_err(self.err())?;
+        let rows = self.read(|c| c.query(&format!("SELECT {COLUMNS} FROM aware_episodes WHERE id = $1"), &[&id]))?;
         rows.first().map(record).ok_or(StoreError::UnknownEpisode(id))
     }
 
-    /// Removes every episode (tests and benchmarks use a scratch database).
+    /// Removes every episode and lifecycle record (tests and benchmarks use a scratch database).
     pub fn clear(&mut self) -> Result<(), StoreError> {
         self.commit()?;
         self.open.clear();
-        self.client
-            .get_mut()
-            .batch_execute("TRUNCATE aware_transitions, aware_episodes, aware_decisions, aware_stage_changes")
-            .map_err(|e| StoreError::Backend(format!("{}: {}", self.url, describe(&e))))
+        self.read(|c| {
+            c.batch_execute("TRUNCATE aware_transitions, aware_episodes, aware_decisions, aware_stage_changes")
+        })
     }
 }
 
@@ -234,28 +405,27 @@ impl TrajectoryStore for PostgresStore {
         if meta.state_dim == 0 || !meta.started_at_s.is_finite() {
             return Err(StoreError::Invalid("episode: state_dim must be positive and started_at_s finite".into()));
         }
-        self.begin()?;
-        let url = self.url.clone();
-        let rows = self.client.get_mut().query(
-            "INSERT INTO aware_episodes (agent, app, episode, stage, policy, state_dim, action_dim, started_at)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (agent, episode) DO NOTHING RETURNING id",
-            &[
-                &meta.agent,
-                &meta.app,
-                &(meta.episode as i64),
-                &meta.stage,
-                &meta.policy,
-                &(meta.state_dim as i32),
-                &(meta.action_dim as i32),
-                &meta.started_at_s,
-            ],
-        );
-        let rows = rows.map_err(|e| StoreError::Backend(format!("{url}: {}", describe(&e))))?;
+        let rows = self.write(false, |c| {
+            c.query(
+                INSERT_EPISODE,
+                &[
+                    &meta.agent,
+                    &meta.app,
+                    &(meta.episode as i64),
+                    &meta.stage,
+                    &meta.policy,
+                    &(meta.state_dim as i32),
+                    &(meta.action_dim as i32),
+                    &meta.started_at_s,
+                ],
+            )
+        })?;
         let Some(row) = rows.first() else {
             return Err(StoreError::Invalid(format!("agent {:?} already has an episode {}", meta.agent, meta.episode)));
         };
         let id: EpisodeId = row.get(0);
         self.open.insert(id, OpenEpisode { state_dim: meta.state_dim, action_dim: meta.action_dim, length: 0 });
+        self.uncommitted.push(Uncommitted::Begin(id, meta.clone()));
         Ok(id)
     }
 
@@ -268,25 +438,11 @@ impl TrajectoryStore for PostgresStore {
             });
         };
         let length = check_appended(episode, transitions, open.state_dim, open.action_dim, open.length)?;
-        self.begin()?;
-        let steps: Vec<i32> = transitions.iter().map(|t| t.step as i32).collect();
-        let states: Vec<Vec<u8>> = transitions.iter().map(|t| encode(&t.state)).collect();
-        let actions: Vec<Vec<u8>> = transitions.iter().map(|t| encode(&t.action)).collect();
-        let rewards: Vec<f64> = transitions.iter().map(|t| t.reward as f64).collect();
-        let nexts: Vec<Vec<u8>> = transitions.iter().map(|t| encode(&t.next_state)).collect();
-        let dones: Vec<bool> = transitions.iter().map(|t| t.done).collect();
-        let url = self.url.clone();
-        self.client
-            .get_mut()
-            .execute(
-                "INSERT INTO aware_transitions (episode_id, step, state, action, reward, next_state, done)
-                 SELECT $1, * FROM UNNEST($2::int4[], $3::bytea[], $4::bytea[], $5::float8[], $6::bytea[], $7::bool[])",
-                &[&episode, &steps, &states, &actions, &rewards, &nexts, &dones],
-            )
-            .map_err(|e| StoreError::Backend(format!("{url}: {}", describe(&e))))?;
+        self.write(false, |c| insert_transitions(c, episode, transitions, false))?;
         if let Some(open) = self.open.get_mut(&episode) {
             open.length = length;
         }
+        self.uncommitted.push(Uncommitted::Append(episode, transitions.to_vec()));
         Ok(())
     }
 
@@ -294,31 +450,29 @@ impl TrajectoryStore for PostgresStore {
         if !total_reward.is_finite() {
             return Err(StoreError::Invalid(format!("episode {episode}: total reward {total_reward} is not finite")));
         }
-        let Some(open) = self.open.remove(&episode) else {
+        let Some(length) = self.open.get(&episode).map(|o| o.length as i32) else {
             return Err(StoreError::Invalid(format!("episode {episode} is not open in this store")));
         };
-        self.begin()?;
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
-        let url = self.url.clone();
-        self.client
-            .get_mut()
-            .execute(
+        // The episode stays open here until the commit is confirmed, so a close that failed
+        // can be repeated.
+        self.write(true, |c| {
+            c.execute(
                 "UPDATE aware_episodes SET closed_at = $1, total_reward = $2, length = $3 WHERE id = $4",
-                &[&now, &total_reward, &(open.length as i32), &episode],
+                &[&now, &total_reward, &length, &episode],
             )
-            .map_err(|e| StoreError::Backend(format!("{url}: {}", describe(&e))))?;
-        self.commit()
+        })?;
+        self.open.remove(&episode);
+        Ok(())
     }
 
     fn last_rewards(&self, agent: &str, n: usize) -> Result<Vec<f64>, StoreError> {
-        let rows = self
-            .client
-            .borrow_mut()
-            .query(
+        let rows = self.read(|c| {
+            c.query(
                 "SELECT total_reward FROM aware_episodes WHERE agent = $1 AND closed_at IS NOT NULL ORDER BY episode DESC LIMIT $2",
                 &[&agent, &(n as i64)],
             )
-            .map_err(self.err())?;
+        })?;
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
@@ -327,7 +481,7 @@ impl TrajectoryStore for PostgresStore {
             let sql = format!(
                 "SELECT {COLUMNS} FROM aware_episodes WHERE app = $1 AND closed_at IS NOT NULL ORDER BY total_reward {order}, id LIMIT $2"
             );
-            let rows = self.client.borrow_mut().query(&sql, &[&app, &(limit as i64)]).map_err(self.err())?;
+            let rows = self.read(|c| c.query(&sql, &[&app, &(limit as i64)]))?;
             Ok(rows.iter().map(record).collect())
         };
         let (best, worst) = mode.split(m);
@@ -336,18 +490,12 @@ impl TrajectoryStore for PostgresStore {
     }
 
     fn sample(&self, filter: &TransitionFilter, n: usize, seed: u64) -> Result<Vec<Transition>, StoreError> {
-        let rows = self
-            .client
-            .borrow_mut()
-            .query(
-                &format!(
-                    "SELECT {COLUMNS} FROM aware_episodes WHERE closed_at IS NOT NULL AND length > 0
-                       AND ($1::text IS NULL OR agent = $1) AND ($2::text IS NULL OR app = $2) AND ($3::text IS NULL OR policy = $3)
-                     ORDER BY id"
-                ),
-                &[&filter.agent, &filter.app, &filter.policy],
-            )
-            .map_err(self.err())?;
+        let sql = format!(
+            "SELECT {COLUMNS} FROM aware_episodes WHERE closed_at IS NOT NULL AND length > 0
+               AND ($1::text IS NULL OR agent = $1) AND ($2::text IS NULL OR app = $2) AND ($3::text IS NULL OR policy = $3)
+             ORDER BY id"
+        );
+        let rows = self.read(|c| c.query(&sql, &[&filter.agent, &filter.app, &filter.policy]))?;
         let episodes: Vec<EpisodeRecord> = rows.iter().map(record).collect();
         let picks: Vec<(usize, i32)> = pick_steps(&episodes, n, seed).into_iter().map(|(i, s)| (i, s as i32)).collect();
         if picks.is_empty() {
@@ -356,16 +504,14 @@ impl TrajectoryStore for PostgresStore {
         // One round trip for the whole minibatch, results in pick order.
         let ids: Vec<i64> = picks.iter().map(|&(i, _)| episodes[i].id).collect();
         let steps: Vec<i32> = picks.iter().map(|&(_, s)| s).collect();
-        let rows = self
-            .client
-            .borrow_mut()
-            .query(
+        let rows = self.read(|c| {
+            c.query(
                 "SELECT t.step, t.state, t.action, t.reward, t.next_state, t.done, p.ord
                  FROM UNNEST($1::int8[], $2::int4[]) WITH ORDINALITY AS p(episode_id, step, ord)
                  JOIN aware_transitions t ON t.episode_id = p.episode_id AND t.step = p.step ORDER BY p.ord",
                 &[&ids, &steps],
             )
-            .map_err(self.err())?;
+        })?;
         if rows.len() != n {
             return Err(StoreError::Corrupt {
                 path: self.url.clone(),
@@ -377,66 +523,44 @@ impl TrajectoryStore for PostgresStore {
 
     fn episode(&self, id: EpisodeId) -> Result<(EpisodeRecord, Vec<Transition>), StoreError> {
         let rec = self.load_record(id)?;
-        let rows = self
-            .client
-            .borrow_mut()
-            .query(
+        let rows = self.read(|c| {
+            c.query(
                 "SELECT step, state, action, reward, next_state, done FROM aware_transitions WHERE episode_id = $1 ORDER BY step",
                 &[&id],
             )
-            .map_err(self.err())?;
+        })?;
         let transitions = rows.iter().map(|r| self.transition(&rec, r)).collect::<Result<_, _>>()?;
         Ok((rec, transitions))
     }
 
     fn episodes(&self, agent: Option<&str>) -> Result<Vec<EpisodeRecord>, StoreError> {
-        let rows = self
-            .client
-            .borrow_mut()
-            .query(
-                &format!("SELECT {COLUMNS} FROM aware_episodes WHERE ($1::text IS NULL OR agent = $1) ORDER BY id"),
-                &[&agent],
-            )
-            .map_err(self.err())?;
+        let sql = format!("SELECT {COLUMNS} FROM aware_episodes WHERE ($1::text IS NULL OR agent = $1) ORDER BY id");
+        let rows = self.read(|c| c.query(&sql, &[&agent]))?;
         Ok(rows.iter().map(record).collect())
     }
 
     fn retain(&mut self, cutoff_s: f64) -> Result<u64, StoreError> {
-        self.begin()?;
         let open: Vec<i64> = self.open.keys().copied().collect();
-        let url = self.url.clone();
-        let deleted = self
-            .client
-            .get_mut()
-            .execute("DELETE FROM aware_episodes WHERE started_at < $1 AND NOT (id = ANY($2))", &[&cutoff_s, &open])
-            .map_err(|e| StoreError::Backend(format!("{url}: {}", describe(&e))))?;
-        self.commit()?;
-        Ok(deleted)
+        self.write(true, |c| {
+            c.execute("DELETE FROM aware_episodes WHERE started_at < $1 AND NOT (id = ANY($2))", &[&cutoff_s, &open])
+        })
     }
 
     fn record_decisions(&mut self, decisions: &[DecisionRecord]) -> Result<(), StoreError> {
         for d in decisions {
             d.check()?;
         }
-        self.begin()?;
-        let url = self.url.clone();
-        let err = |e: postgres::Error| StoreError::Backend(format!("{url}: {}", describe(&e)));
-        let client = self.client.get_mut();
-        let stmt = client
-            .prepare(
+        let details: Vec<String> = decisions.iter().map(|d| d.detail.to_string()).collect();
+        self.write(true, |c| {
+            let stmt = c.prepare(
                 "INSERT INTO aware_decisions (agent, app, step, stage, acting_policy, guard, detail)
                  VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            )
-            .map_err(err)?;
-        for d in decisions {
-            client
-                .execute(
-                    &stmt,
-                    &[&d.agent, &d.app, &(d.step as i64), &d.stage, &d.acting_policy, &d.guard, &d.detail.to_string()],
-                )
-                .map_err(err)?;
-        }
-        self.commit()
+            )?;
+            for (d, detail) in decisions.iter().zip(&details) {
+                c.execute(&stmt, &[&d.agent, &d.app, &(d.step as i64), &d.stage, &d.acting_policy, &d.guard, detail])?;
+            }
+            Ok(())
+        })
     }
 
     fn decisions(&self, app: &str, query: DecisionQuery) -> Result<Vec<DecisionRecord>, StoreError> {
@@ -452,7 +576,7 @@ impl TrajectoryStore for PostgresStore {
                 k.min(i64::MAX as usize) as i64,
             ),
         };
-        let rows = self.client.borrow_mut().query(&sql, &[&app, &arg]).map_err(self.err())?;
+        let rows = self.read(|c| c.query(&sql, &[&app, &arg]))?;
         rows.iter()
             .map(|r| {
                 let step: i64 = r.get(2);
@@ -476,28 +600,23 @@ impl TrajectoryStore for PostgresStore {
 
     fn record_stage_change(&mut self, c: &StageRecord) -> Result<(), StoreError> {
         c.check()?;
-        self.begin()?;
-        let url = self.url.clone();
-        self.client
-            .get_mut()
-            .execute(
+        self.write(true, |client| {
+            client.execute(
                 "INSERT INTO aware_stage_changes (agent, app, step, from_stage, to_stage, reason) VALUES ($1, $2, $3, $4, $5, $6)",
                 &[&c.agent, &c.app, &(c.step as i64), &c.from, &c.to, &c.reason],
             )
-            .map_err(|e| StoreError::Backend(format!("{url}: {}", describe(&e))))?;
-        self.commit()
+        })?;
+        Ok(())
     }
 
     fn stage_changes(&self, app: Option<&str>) -> Result<Vec<StageRecord>, StoreError> {
-        let rows = self
-            .client
-            .borrow_mut()
-            .query(
+        let rows = self.read(|c| {
+            c.query(
                 "SELECT agent, app, step, from_stage, to_stage, reason FROM aware_stage_changes
                  WHERE $1::TEXT IS NULL OR app = $1 ORDER BY id",
                 &[&app],
             )
-            .map_err(self.err())?;
+        })?;
         Ok(rows
             .iter()
             .map(|r| StageRecord {
@@ -512,24 +631,26 @@ impl TrajectoryStore for PostgresStore {
     }
 
     fn stats(&self) -> Result<StoreStats, StoreError> {
-        let mut c = self.client.borrow_mut();
-        let one = |c: &mut Client, sql: &str| -> Result<i64, StoreError> {
-            c.query_one(sql, &[])
-                .map(|r| r.get(0))
-                .map_err(|e| StoreError::Backend(format!("{}: {}", self.url, describe(&e))))
-        };
-        let agents = c
-            .query("SELECT DISTINCT agent FROM aware_episodes ORDER BY agent", &[])
-            .map_err(|e| StoreError::Backend(format!("{}: {}", self.url, describe(&e))))?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
+        let (agents, counts) = self.read(|c| {
+            let agents: Vec<String> =
+                c.query("SELECT DISTINCT agent FROM aware_episodes ORDER BY agent", &[])?.iter().map(|r| r.get(0)).collect();
+            let r = c.query_one(
+                "SELECT (SELECT count(*) FROM aware_episodes), (SELECT count(*) FROM aware_episodes WHERE closed_at IS NULL),
+                        (SELECT count(*) FROM aware_transitions), (SELECT count(DISTINCT app) FROM aware_episodes),
+                        (SELECT count(*) FROM aware_decisions), (SELECT count(*) FROM aware_stage_changes)",
+                &[],
+            )?;
+            let counts: Vec<u64> = (0..6).map(|i| r.get::<_, i64>(i) as u64).collect();
+            Ok((agents, counts))
+        })?;
         Ok(StoreStats {
-            episodes: one(&mut c, "SELECT count(*) FROM aware_episodes")? as u64,
-            incomplete_episodes: one(&mut c, "SELECT count(*) FROM aware_episodes WHERE closed_at IS NULL")? as u64,
-            transitions: one(&mut c, "SELECT count(*) FROM aware_transitions")? as u64,
+            episodes: counts[0],
+            incomplete_episodes: counts[1],
+            transitions: counts[2],
             agents,
-            apps: one(&mut c, "SELECT count(DISTINCT app) FROM aware_episodes")? as u64,
+            apps: counts[3],
+            decisions: counts[4],
+            stage_changes: counts[5],
         })
     }
 }

@@ -106,6 +106,11 @@ fn backend(path: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
                 StoreError::Corrupt { path: path.into(), reason: "not an SQLite database".into() }
             }
             rusqlite::ErrorCode::DatabaseCorrupt => StoreError::Corrupt { path: path.into(), reason: e.to_string() },
+            // Another writer held the lock past the busy timeout, or the file cannot be opened
+            // (its directory is gone or unreachable): the same call may work later.
+            rusqlite::ErrorCode::DatabaseBusy
+            | rusqlite::ErrorCode::DatabaseLocked
+            | rusqlite::ErrorCode::CannotOpen => StoreError::Unavailable(format!("{path}: {e}")),
             _ => StoreError::Backend(format!("{path}: {e}")),
         },
         _ => StoreError::Backend(format!("{path}: {e}")),
@@ -180,6 +185,12 @@ impl SqliteStore {
         }
         let lifecycle_tables = version == 0 || version >= 2 || create;
         Ok(Self { conn, path, in_transaction: false, open: HashMap::new(), lifecycle_tables })
+    }
+
+    /// How long a write waits for another writer's lock before answering
+    /// [`StoreError::Unavailable`] (5 s unless set).
+    pub fn set_busy_timeout(&mut self, timeout: std::time::Duration) -> Result<(), StoreError> {
+        self.conn.busy_timeout(timeout).map_err(backend(&self.path))
     }
 
     pub fn path(&self) -> &str {
@@ -337,7 +348,7 @@ impl TrajectoryStore for SqliteStore {
         if !total_reward.is_finite() {
             return Err(StoreError::Invalid(format!("episode {episode}: total reward {total_reward} is not finite")));
         }
-        let Some(open) = self.open.remove(&episode) else {
+        let Some(length) = self.open.get(&episode).map(|o| o.length) else {
             return Err(StoreError::Invalid(format!("episode {episode} is not open in this store")));
         };
         self.begin()?;
@@ -346,9 +357,12 @@ impl TrajectoryStore for SqliteStore {
             .conn
             .prepare_cached("UPDATE episodes SET closed_at = ?1, total_reward = ?2, length = ?3 WHERE id = ?4")
             .map_err(backend(&self.path))?;
-        stmt.execute(params![now, total_reward, open.length, episode]).map_err(backend(&self.path))?;
+        stmt.execute(params![now, total_reward, length, episode]).map_err(backend(&self.path))?;
         drop(stmt);
-        self.commit()
+        // Open until the commit is confirmed: a close that failed (busy) can be repeated.
+        self.commit()?;
+        self.open.remove(&episode);
+        Ok(())
     }
 
     fn last_rewards(&self, agent: &str, n: usize) -> Result<Vec<f64>, StoreError> {
@@ -469,7 +483,9 @@ impl TrajectoryStore for SqliteStore {
             d.check()?;
         }
         self.begin()?;
-        {
+        // A savepoint keeps the call all-or-none inside a transaction an open episode shares.
+        self.conn.execute_batch("SAVEPOINT decisions").map_err(backend(&self.path))?;
+        let inserted = (|| -> Result<(), StoreError> {
             let mut stmt = self
                 .conn
                 .prepare_cached(
@@ -489,7 +505,11 @@ impl TrajectoryStore for SqliteStore {
                 ])
                 .map_err(backend(&self.path))?;
             }
-        }
+            Ok(())
+        })();
+        let end = if inserted.is_ok() { "RELEASE decisions" } else { "ROLLBACK TO decisions; RELEASE decisions" };
+        self.conn.execute_batch(end).map_err(backend(&self.path))?;
+        inserted?;
         self.commit()
     }
 
@@ -592,6 +612,8 @@ impl TrajectoryStore for SqliteStore {
             transitions: one("SELECT count(*) FROM transitions")? as u64,
             agents,
             apps: one("SELECT count(DISTINCT app) FROM episodes")? as u64,
+            decisions: if self.lifecycle_tables { one("SELECT count(*) FROM decisions")? as u64 } else { 0 },
+            stage_changes: if self.lifecycle_tables { one("SELECT count(*) FROM stage_changes")? as u64 } else { 0 },
         })
     }
 }

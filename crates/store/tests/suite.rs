@@ -116,3 +116,49 @@ fn unreachable_influxdb_is_a_one_line_error() {
     let err = aware_store::InfluxStore::connect("influxdb://127.0.0.1:1/aware").err().unwrap().to_string();
     assert!(err.contains("cannot connect") && !err.contains('\n'), "{err}");
 }
+
+#[test]
+#[ignore = "needs InfluxDB: set AWARE_TEST_INFLUXDB_URL"]
+fn influxdb_keeps_the_lifecycle_log() {
+    let url = format!("{}_log", server("AWARE_TEST_INFLUXDB_URL"));
+    aware_store::InfluxStore::connect(&url).unwrap().clear().unwrap();
+    run_lifecycle_log_suite(|| Box::new(aware_store::InfluxStore::connect(&url).unwrap()));
+}
+
+/// A PostgreSQL connection killed by the server in the middle of an episode: the next write
+/// reconnects, writes again what the lost transaction held, and the episode closes whole.
+#[test]
+#[ignore = "needs PostgreSQL: set AWARE_TEST_POSTGRES_URL"]
+fn postgres_survives_a_dropped_connection() {
+    use aware_store::TrajectoryStore;
+    let url = server("AWARE_TEST_POSTGRES_URL");
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    admin.batch_execute("DROP DATABASE IF EXISTS aware_test_reconnect WITH (FORCE)").unwrap();
+    admin.batch_execute("CREATE DATABASE aware_test_reconnect").unwrap();
+    let scratch = format!("{url}_reconnect");
+    let mut store = aware_store::PostgresStore::connect(&scratch).unwrap();
+    let kill = |admin: &mut postgres::Client| {
+        let killed = admin
+            .query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                 WHERE datname = 'aware_test_reconnect' AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .unwrap();
+        assert!(!killed.is_empty(), "the store's connection was found");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let m = common::meta("a", "x", 0, "mpa");
+    let id = store.begin_episode(&m).unwrap();
+    let steps: Vec<_> = (0..10).map(|s| common::transition(0, s)).collect();
+    store.append(id, &steps[..5]).unwrap();
+    kill(&mut admin);
+    store.append(id, &steps[5..]).unwrap();
+    store.close_episode(id, 4.5).unwrap();
+    let (rec, read) = store.episode(id).unwrap();
+    assert_eq!((rec.total_reward, rec.length), (Some(4.5), 10));
+    assert_eq!(read, steps, "the transitions of the lost transaction were written again");
+    // A read after a kill reconnects too.
+    kill(&mut admin);
+    assert_eq!(store.last_rewards("a", 5).unwrap(), vec![4.5]);
+}
