@@ -269,6 +269,29 @@ pub struct RunSpec {
     pub manager: ManagerConfig,
     /// Seeds the agent (the workload has its own seed).
     pub seed: u64,
+    /// Records every episode, stage change and decision here (`aware explain` reads it).
+    pub store: Option<RunStore>,
+}
+
+/// Where `aware run` records, and where it spools while that store is unreachable.
+#[derive(Debug, Clone)]
+pub struct RunStore {
+    pub url: String,
+    /// The spool directory; the URL's default ([`aware_store::StoreUrl::default_spool_dir`])
+    /// when `None`.
+    pub spool: Option<std::path::PathBuf>,
+}
+
+/// The store a run recorded into, and what still waits in its spool.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoreReport {
+    pub url: String,
+    pub spool: String,
+    /// Writes acknowledged during an outage and not yet in the store (written when a later
+    /// writer opens the same spool with the store reachable).
+    pub pending: usize,
+    /// Writes the store refused when they were flushed, kept in the spool's `rejected.jsonl`.
+    pub set_aside: u64,
 }
 
 /// One application at the end of the run.
@@ -296,13 +319,35 @@ pub struct RunReport {
     /// Every stage change, in order.
     pub stages: Vec<StageChange>,
     pub per_app: Vec<AppReport>,
+    /// Present when the run recorded into a store.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<StoreReport>,
 }
 
 /// `aware run`: the manager beside the fallback alone.
 pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<RunReport, LifecycleError> {
     let workload = Workload::load(&spec.workload)?;
     let plan = Plan::new(&workload, spec.steps, spec.manager.episode_steps)?;
-    let aware = run_manager(&workload, &plan, Variant::Aware, &spec.manager, spec.seed, &mut (), progress)?;
+    let (aware, store) = match &spec.store {
+        None => (run_manager(&workload, &plan, Variant::Aware, &spec.manager, spec.seed, &mut (), progress)?, None),
+        Some(target) => {
+            let url: aware_store::StoreUrl = target.url.parse()?;
+            let spool = target.spool.clone().unwrap_or_else(|| url.default_spool_dir());
+            let mut store = aware_store::open_spooled(&url, Some(&spool), aware_store::DEFAULT_SPOOL_BYTES)?;
+            let mut sink = crate::record::StoreSink::new(&mut store);
+            let config = ManagerConfig { log: true, ..spec.manager.clone() };
+            let arm = run_manager(&workload, &plan, Variant::Aware, &config, spec.seed, &mut sink, progress)?;
+            // One last attempt to empty the spool; what stays is reported, never dropped.
+            let _ = store.flush();
+            let report = StoreReport {
+                url: target.url.clone(),
+                spool: spool.display().to_string(),
+                pending: store.pending(),
+                set_aside: store.set_aside(),
+            };
+            (arm, Some(report))
+        }
+    };
     let alone = run_fallback(&workload, &plan, &spec.manager.fallback, progress)?;
     let per_app = names(&workload)
         .into_iter()
@@ -326,5 +371,6 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<RunReport, Lifecyc
         policies: vec![aware.row, alone.row],
         stages: aware.stages,
         per_app,
+        store,
     })
 }

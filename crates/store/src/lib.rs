@@ -9,6 +9,7 @@
 //! store so that writes made during such an outage are journaled on disk and written later.
 
 pub mod export;
+pub mod fault;
 pub mod influx;
 pub mod model;
 pub mod postgres;
@@ -24,7 +25,7 @@ pub use model::{
 pub use postgres::PostgresStore;
 pub use spool::Spooled;
 pub use sqlite::{SqliteStore, Sync};
-pub use url::{StoreUrl, open};
+pub use url::{DEFAULT_SPOOL_BYTES, StoreUrl, open, open_spooled};
 
 /// What every backend provides. Reads only ever see closed (acknowledged) episodes, except
 /// `episodes` and `episode`, which show incomplete ones marked as such for operators.

@@ -1,6 +1,6 @@
 //! Store selection by URL, as in the profile and on the command line.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use crate::TrajectoryStore;
@@ -58,4 +58,29 @@ pub fn open(url: &StoreUrl, read_only: bool) -> Result<Box<dyn TrajectoryStore>,
         StoreUrl::Postgres(url) => Ok(Box::new(crate::postgres::PostgresStore::connect(url)?)),
         StoreUrl::Influx(url) => Ok(Box::new(crate::influx::InfluxStore::connect(url)?)),
     }
+}
+
+/// How much journal a spool keeps by default before refusing writes: 1 GiB.
+pub const DEFAULT_SPOOL_BYTES: u64 = 1 << 30;
+
+impl StoreUrl {
+    /// Where a writer spools this store's writes during an outage unless told otherwise:
+    /// `PATH.spool/` beside a SQLite file, `aware-spool/` in the working directory for a server.
+    pub fn default_spool_dir(&self) -> PathBuf {
+        match self {
+            StoreUrl::Sqlite { path, .. } => {
+                let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+                name.push(".spool");
+                path.with_file_name(name)
+            }
+            StoreUrl::Postgres(_) | StoreUrl::Influx(_) => PathBuf::from("aware-spool"),
+        }
+    }
+}
+
+/// Opens the store a URL names for writing, behind an on-disk spool in `spool` (its default
+/// when `None`) holding at most `max_bytes` of writes made while the store is unreachable.
+pub fn open_spooled(url: &StoreUrl, spool: Option<&Path>, max_bytes: u64) -> Result<crate::Spooled, StoreError> {
+    let dir = spool.map_or_else(|| url.default_spool_dir(), Path::to_path_buf);
+    crate::Spooled::new(open(url, false)?, &dir, max_bytes)
 }

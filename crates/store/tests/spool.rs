@@ -3,88 +3,18 @@
 
 mod common;
 
-use std::cell::Cell;
 use std::path::Path;
-use std::rc::Rc;
 
+use aware_store::fault::{Switch, Switchable};
 use aware_store::{
-    DecisionQuery, DecisionRecord, EpisodeId, EpisodeMeta, EpisodeRecord, Spooled, SqliteStore, StageRecord,
-    StoreError, StoreStats, Sync, TopMode, TrajectoryStore, Transition, TransitionFilter,
+    DecisionQuery, DecisionRecord, Spooled, SqliteStore, StageRecord, StoreError, Sync, TrajectoryStore, Transition,
 };
 use common::{meta, transition};
 
-/// A SQLite store that answers `Unavailable` to everything while `down` is set.
-struct Flaky {
-    inner: SqliteStore,
-    down: Rc<Cell<bool>>,
-}
-
-impl Flaky {
-    fn open(path: &Path, down: &Rc<Cell<bool>>) -> Box<dyn TrajectoryStore> {
-        Box::new(Flaky { inner: SqliteStore::open(path, Sync::Full).unwrap(), down: down.clone() })
-    }
-    fn check(&self) -> Result<(), StoreError> {
-        if self.down.get() { Err(StoreError::Unavailable("test backend is down".into())) } else { Ok(()) }
-    }
-}
-
-impl TrajectoryStore for Flaky {
-    fn begin_episode(&mut self, meta: &EpisodeMeta) -> Result<EpisodeId, StoreError> {
-        self.check()?;
-        self.inner.begin_episode(meta)
-    }
-    fn append(&mut self, episode: EpisodeId, transitions: &[Transition]) -> Result<(), StoreError> {
-        self.check()?;
-        self.inner.append(episode, transitions)
-    }
-    fn close_episode(&mut self, episode: EpisodeId, total_reward: f64) -> Result<(), StoreError> {
-        self.check()?;
-        self.inner.close_episode(episode, total_reward)
-    }
-    fn last_rewards(&self, agent: &str, n: usize) -> Result<Vec<f64>, StoreError> {
-        self.check()?;
-        self.inner.last_rewards(agent, n)
-    }
-    fn top_episodes(&self, app: &str, m: usize, mode: TopMode) -> Result<Vec<EpisodeRecord>, StoreError> {
-        self.check()?;
-        self.inner.top_episodes(app, m, mode)
-    }
-    fn sample(&self, filter: &TransitionFilter, n: usize, seed: u64) -> Result<Vec<Transition>, StoreError> {
-        self.check()?;
-        self.inner.sample(filter, n, seed)
-    }
-    fn episode(&self, id: EpisodeId) -> Result<(EpisodeRecord, Vec<Transition>), StoreError> {
-        self.check()?;
-        self.inner.episode(id)
-    }
-    fn episodes(&self, agent: Option<&str>) -> Result<Vec<EpisodeRecord>, StoreError> {
-        self.check()?;
-        self.inner.episodes(agent)
-    }
-    fn retain(&mut self, cutoff_s: f64) -> Result<u64, StoreError> {
-        self.check()?;
-        self.inner.retain(cutoff_s)
-    }
-    fn stats(&self) -> Result<StoreStats, StoreError> {
-        self.check()?;
-        self.inner.stats()
-    }
-    fn record_decisions(&mut self, decisions: &[DecisionRecord]) -> Result<(), StoreError> {
-        self.check()?;
-        self.inner.record_decisions(decisions)
-    }
-    fn decisions(&self, app: &str, query: DecisionQuery) -> Result<Vec<DecisionRecord>, StoreError> {
-        self.check()?;
-        self.inner.decisions(app, query)
-    }
-    fn record_stage_change(&mut self, change: &StageRecord) -> Result<(), StoreError> {
-        self.check()?;
-        self.inner.record_stage_change(change)
-    }
-    fn stage_changes(&self, app: Option<&str>) -> Result<Vec<StageRecord>, StoreError> {
-        self.check()?;
-        self.inner.stage_changes(app)
-    }
+/// A SQLite store behind a switch, and the switch.
+fn flaky(path: &Path) -> (Box<dyn TrajectoryStore>, Switch) {
+    let (store, switch) = Switchable::new(Box::new(SqliteStore::open(path, Sync::Full).unwrap()));
+    (Box::new(store), switch)
 }
 
 fn steps(episode: u64, range: std::ops::Range<u32>) -> Vec<Transition> {
@@ -108,14 +38,14 @@ const MB: u64 = 1 << 20;
 #[test]
 fn an_outage_is_journaled_and_written_in_order_when_the_backend_is_back() {
     let dir = tempfile::tempdir().unwrap();
-    let down = Rc::new(Cell::new(false));
-    let mut s = Spooled::new(Flaky::open(&dir.path().join("a.db"), &down), &dir.path().join("spool"), 64 * MB).unwrap();
+    let (backend, switch) = flaky(&dir.path().join("a.db"));
+    let mut s = Spooled::new(backend, &dir.path().join("spool"), 64 * MB).unwrap();
 
     // Begun while up, finished during the outage.
     let first = s.begin_episode(&meta("a", "x", 0, "mpa")).unwrap();
     assert!(first > 0, "a backend id while the backend is up");
     s.append(first, &steps(0, 0..5)).unwrap();
-    down.set(true);
+    switch.set_up(false);
     s.append(first, &steps(0, 5..10)).unwrap();
     s.close_episode(first, 1.5).unwrap();
     // Begun and finished during the outage: a provisional id.
@@ -139,7 +69,7 @@ fn an_outage_is_journaled_and_written_in_order_when_the_backend_is_back() {
     assert!(s.flush().unwrap_err().is_unavailable());
     assert_eq!(s.pending(), 7);
 
-    down.set(false);
+    switch.set_up(true);
     assert_eq!(s.flush().unwrap(), 7);
     assert_eq!(s.pending(), 0);
     let real = s.backend_id(second).expect("the provisional episode has a backend id");
@@ -158,9 +88,13 @@ fn an_outage_is_journaled_and_written_in_order_when_the_backend_is_back() {
 fn the_journal_survives_a_restart_during_the_outage() {
     let dir = tempfile::tempdir().unwrap();
     let (db, spool) = (dir.path().join("a.db"), dir.path().join("spool"));
-    let down = Rc::new(Cell::new(true));
+    let down = |db: &Path| {
+        let (backend, switch) = flaky(db);
+        switch.set_up(false);
+        backend
+    };
     {
-        let mut s = Spooled::new(Flaky::open(&db, &down), &spool, 64 * MB).unwrap();
+        let mut s = Spooled::new(down(&db), &spool, 64 * MB).unwrap();
         for e in 0..3 {
             let id = s.begin_episode(&meta("a", "x", e, "mpa")).unwrap();
             s.append(id, &steps(e, 0..4)).unwrap();
@@ -171,7 +105,7 @@ fn the_journal_survives_a_restart_during_the_outage() {
     }
     // The next process, still down, keeps the journal and adds to it.
     {
-        let mut s = Spooled::new(Flaky::open(&db, &down), &spool, 64 * MB).unwrap();
+        let mut s = Spooled::new(down(&db), &spool, 64 * MB).unwrap();
         assert_eq!(s.pending(), 9);
         let id = s.begin_episode(&meta("a", "x", 3, "mpa")).unwrap();
         assert!(id < 0);
@@ -179,8 +113,7 @@ fn the_journal_survives_a_restart_during_the_outage() {
         s.close_episode(id, 3.0).unwrap();
     }
     // Back up: opening flushes.
-    down.set(false);
-    let s = Spooled::new(Flaky::open(&db, &down), &spool, 64 * MB).unwrap();
+    let s = Spooled::new(flaky(&db).0, &spool, 64 * MB).unwrap();
     assert_eq!(s.pending(), 0);
     let direct = SqliteStore::open_read_only(&db).unwrap();
     assert_eq!(direct.last_rewards("a", 10).unwrap(), vec![3.0, 2.0, 1.0, 0.0]);
@@ -193,8 +126,9 @@ fn the_journal_survives_a_restart_during_the_outage() {
 #[test]
 fn a_full_spool_refuses_and_keeps_what_it_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
-    let down = Rc::new(Cell::new(true));
-    let mut s = Spooled::new(Flaky::open(&dir.path().join("a.db"), &down), &dir.path().join("spool"), 4096).unwrap();
+    let (backend, switch) = flaky(&dir.path().join("a.db"));
+    switch.set_up(false);
+    let mut s = Spooled::new(backend, &dir.path().join("spool"), 4096).unwrap();
     let mut acknowledged = 0u64;
     let err = loop {
         match s.record_decisions(&[decision("x", acknowledged)]) {
@@ -206,7 +140,7 @@ fn a_full_spool_refuses_and_keeps_what_it_acknowledged() {
     assert!(matches!(err, StoreError::SpoolFull { .. }), "{err}");
     assert!(err.to_string().contains("full"), "{err}");
     assert!(acknowledged > 0);
-    down.set(false);
+    switch.set_up(true);
     s.flush().unwrap();
     let kept = s.decisions("x", DecisionQuery::Last(100_000)).unwrap();
     assert_eq!(kept.len() as u64, acknowledged, "every acknowledged decision, none of the refused");
@@ -218,8 +152,9 @@ fn a_full_spool_refuses_and_keeps_what_it_acknowledged() {
 #[test]
 fn bad_writes_are_refused_before_they_are_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
-    let down = Rc::new(Cell::new(true));
-    let mut s = Spooled::new(Flaky::open(&dir.path().join("a.db"), &down), &dir.path().join("spool"), 64 * MB).unwrap();
+    let (backend, switch) = flaky(&dir.path().join("a.db"));
+    switch.set_up(false);
+    let mut s = Spooled::new(backend, &dir.path().join("spool"), 64 * MB).unwrap();
     let id = s.begin_episode(&meta("a", "x", 0, "mpa")).unwrap();
     let mut wrong = transition(0, 0);
     wrong.state.push(1.0);
@@ -235,9 +170,8 @@ fn bad_writes_are_refused_before_they_are_acknowledged() {
 #[test]
 fn one_directory_serves_one_spool() {
     let dir = tempfile::tempdir().unwrap();
-    let down = Rc::new(Cell::new(false));
     let spool = dir.path().join("spool");
-    let _first = Spooled::new(Flaky::open(&dir.path().join("a.db"), &down), &spool, MB).unwrap();
-    let err = Spooled::new(Flaky::open(&dir.path().join("b.db"), &down), &spool, MB).err().unwrap().to_string();
+    let _first = Spooled::new(flaky(&dir.path().join("a.db")).0, &spool, MB).unwrap();
+    let err = Spooled::new(flaky(&dir.path().join("b.db")).0, &spool, MB).err().unwrap().to_string();
     assert!(err.contains("in use"), "{err}");
 }

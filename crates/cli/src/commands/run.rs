@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use aware_lab::workload::WorkloadSpec;
 use aware_lifecycle::manager::ManagerConfig;
-use aware_lifecycle::run::RunSpec;
+use aware_lifecycle::run::{RunSpec, RunStore};
 use aware_sim::Scenario;
 
 use super::{AppsArgs, print_json};
@@ -42,6 +42,14 @@ pub struct Args {
     /// Inject an instability scenario: NAME or NAME@STEP (default step: half way).
     #[arg(long)]
     scenario: Option<Scenario>,
+    /// Record every episode, stage change and decision here (sqlite:PATH, postgres://…,
+    /// influxdb://…); `aware explain --store URL` reads it back.
+    #[arg(long)]
+    store: Option<String>,
+    /// Where writes wait on disk while the store is unreachable (default: PATH.spool/ beside a
+    /// SQLite file, ./aware-spool/ for a server). Flushed, in order, when the store returns.
+    #[arg(long, requires = "store")]
+    spool: Option<PathBuf>,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -69,6 +77,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             ..ManagerConfig::default()
         },
         seed: args.apps.seed,
+        store: args.store.clone().map(|url| RunStore { url, spool: args.spool.clone() }),
     };
     let report = aware_lifecycle::run::run(&spec, &Bar::new())?;
     if args.json {
@@ -100,6 +109,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
             c.guard_fallbacks,
             c.guard_limited
         );
+    }
+    if let Some(s) = &report.store {
+        outln!("recorded into {} (`aware explain --store {} --app APP`)", s.url, s.url);
+        if s.pending > 0 {
+            outln!("{} writes still wait in the spool {} (the store was unreachable at the end)", s.pending, s.spool);
+        }
+        if s.set_aside > 0 {
+            outln!("{} writes the store refused are kept in {}/rejected.jsonl", s.set_aside, s.spool);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

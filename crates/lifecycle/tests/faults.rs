@@ -1,0 +1,110 @@
+//! Faults around the lifecycle manager: the store going away mid-run and coming back. The
+//! apps stay served exactly as without a store, and nothing acknowledged is lost.
+
+use aware_lab::progress::Silent;
+use aware_lab::workload::{Workload, WorkloadSpec};
+use aware_lifecycle::manager::{Manager, ManagerConfig};
+use aware_lifecycle::record::StoreSink;
+use aware_lifecycle::run::{EpisodeSink, Plan, Variant, run_manager};
+use aware_lifecycle::{LifecycleError, Stage};
+use aware_store::fault::{Switch, Switchable};
+use aware_store::{DecisionQuery, Spooled, TrajectoryStore};
+
+const EPISODE: u64 = 50;
+const EPISODES: u64 = 8;
+
+/// Records into the store, switching it off before episode 2 is written and on again before
+/// episode 6 (and calling `during` while it is off).
+struct Outage<'s> {
+    sink: StoreSink<'s>,
+    switch: Switch,
+    during: Box<dyn FnMut()>,
+}
+
+impl EpisodeSink for Outage<'_> {
+    fn episode(&mut self, episode: u64, manager: &mut Manager) -> Result<(), LifecycleError> {
+        match episode {
+            2 => {
+                self.switch.set_up(false);
+                (self.during)();
+            }
+            6 => self.switch.set_up(true),
+            _ => {}
+        }
+        self.sink.episode(episode, manager)
+    }
+}
+
+fn drill(backend: Box<dyn TrajectoryStore>, during: Box<dyn FnMut()>) -> Box<dyn TrajectoryStore> {
+    let spec = WorkloadSpec { apps: 2, seed: 11, steps: EPISODE * EPISODES, ..WorkloadSpec::default() };
+    let workload = Workload::load(&spec).unwrap();
+    let plan = Plan::new(&workload, EPISODE * EPISODES, EPISODE).unwrap();
+    let config = ManagerConfig { episode_steps: EPISODE, log: true, ..ManagerConfig::default() };
+    let spool_dir = tempfile::tempdir().unwrap();
+    let (switchable, switch) = Switchable::new(backend);
+    let mut spooled = Spooled::new(Box::new(switchable), spool_dir.path(), 64 << 20).unwrap();
+
+    let unrecorded = run_manager(&workload, &plan, Variant::Aware, &config, 4, &mut (), &Silent).unwrap();
+    let recorded = {
+        let mut sink = Outage { sink: StoreSink::new(&mut spooled), switch: switch.clone(), during };
+        run_manager(&workload, &plan, Variant::Aware, &config, 4, &mut sink, &Silent).unwrap()
+    };
+    // The apps were served as if the store had never gone away.
+    assert_eq!(recorded.row.summary.slo_violations, unrecorded.row.summary.slo_violations);
+    assert_eq!(recorded.row.summary.core_seconds, unrecorded.row.summary.core_seconds);
+    assert_eq!(recorded.final_stages, unrecorded.final_stages);
+    assert!(switch.is_up());
+
+    // Everything acknowledged during the outage reached the store.
+    assert_eq!(spooled.pending(), 0, "the spool was flushed when the store came back");
+    assert_eq!(spooled.set_aside(), 0);
+    let names: Vec<&str> = workload.apps.iter().map(|a| a.name.as_str()).collect();
+    for (i, app) in names.iter().enumerate() {
+        let episodes = spooled.episodes(Some(&format!("aware@{app}"))).unwrap();
+        assert_eq!(episodes.len() as u64, EPISODES, "{app}: one record per episode");
+        for (e, rec) in episodes.iter().enumerate() {
+            assert_eq!(rec.meta.episode, e as u64);
+            assert_eq!(rec.length, EPISODE as u32, "{app} episode {e} complete");
+            assert!(rec.total_reward.is_some(), "{app} episode {e} closed");
+        }
+        let decisions = spooled.decisions(app, DecisionQuery::Last((10 * EPISODE * EPISODES) as usize)).unwrap();
+        let steps: Vec<u64> = decisions.iter().map(|d| d.step).collect();
+        assert_eq!(steps, (0..EPISODE * EPISODES).collect::<Vec<_>>(), "{app}: one decision per interval, in order");
+        let changes = spooled.stage_changes(Some(app)).unwrap();
+        let expected: Vec<_> = recorded.stages.iter().filter(|c| c.app == *app).collect();
+        assert_eq!(changes.len(), expected.len(), "{app}: every stage change");
+        assert_eq!(changes[0].to, Stage::Offline.name(), "app {i} starts bootstrapping");
+    }
+    drop(spool_dir);
+    Box::new(spooled)
+}
+
+#[test]
+fn sqlite_going_away_mid_run_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("aware.db");
+    let store = aware_store::SqliteStore::open(&path, aware_store::Sync::Normal).unwrap();
+    drop(drill(Box::new(store), Box::new(|| {})));
+}
+
+#[test]
+#[ignore = "needs PostgreSQL: set AWARE_TEST_POSTGRES_URL"]
+fn postgres_going_away_mid_run_loses_nothing() {
+    let url = std::env::var("AWARE_TEST_POSTGRES_URL")
+        .expect("AWARE_TEST_POSTGRES_URL is not set: start servers with `eval \"$(bash .ci/services.sh start)\"`");
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    admin.batch_execute("DROP DATABASE IF EXISTS aware_test_lifecycle_faults WITH (FORCE)").unwrap();
+    admin.batch_execute("CREATE DATABASE aware_test_lifecycle_faults").unwrap();
+    let store = aware_store::PostgresStore::connect(&format!("{url}_lifecycle_faults")).unwrap();
+    // While the store is off, the server also drops its connection: it must reconnect.
+    let kill = move || {
+        admin
+            .execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                 WHERE datname = 'aware_test_lifecycle_faults' AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .unwrap();
+    };
+    drop(drill(Box::new(store), Box::new(kill)));
+}
