@@ -4,6 +4,7 @@
 
 pub mod agents;
 pub mod classic;
+pub mod lifecycle;
 
 /// Why an experiment could not run to completion.
 #[derive(Debug, thiserror::Error)]
@@ -13,6 +14,8 @@ pub enum ExperimentError {
     Lab(#[from] aware_lab::LabError),
     #[error(transparent)]
     Agent(#[from] aware_agents::AgentError),
+    #[error(transparent)]
+    Lifecycle(#[from] aware_lifecycle::LifecycleError),
     #[error("{input}: {reason}")]
     Input { input: String, reason: String },
 }

@@ -56,6 +56,7 @@ pub fn aggregate(label: &str, per_app: &[Summary], latencies: &LatencyHistogram)
         mean_reward: mean(|s| s.mean_reward),
         fallbacks: count(|s| s.fallbacks),
         intervals,
+        utilisation_deficit: mean(|s| s.utilisation_deficit),
     }
 }
 
@@ -110,7 +111,7 @@ pub fn evaluate(
         .map(|i| Policy::build(policy, &workload.app_profile(i), Some(&workload.apps[i]), env.slo_p99_ms(i)))
         .collect::<Result<Vec<_>, _>>()?;
     let names: Vec<String> = workload.apps.iter().map(|a| a.name.clone()).collect();
-    let mut scorer = Scorer::new(&env, &names);
+    let mut scorer = Scorer::new(&env, &names).with_cpu_targets(&workload.cpu_targets());
     let mut driver = Recommenders::new(policies);
     let mut recorder = sinks.store.as_mut().map(|store| {
         let bounds = (0..workload.apps.len()).map(|i| workload.app_profile(i).bounds.clone()).collect();

@@ -43,6 +43,10 @@ pub struct Summary {
     pub fallbacks: u64,
     /// Intervals scored.
     pub intervals: u64,
+    /// Mean over intervals with ready pods of max(0, CPU utilisation target − CPU
+    /// utilisation): how far below the operator's target the app ran (0 where the scorer was
+    /// given no target).
+    pub utilisation_deficit: f64,
 }
 
 /// Per-interval values across all apps, for plots.
@@ -117,6 +121,8 @@ pub struct Scorer {
     cpu_n: Vec<u64>,
     mem_n: Vec<u64>,
     last_direction: Vec<[i8; 3]>,
+    /// Each app's CPU utilisation target, for `utilisation_deficit`.
+    cpu_targets: Vec<Option<f64>>,
 }
 
 impl Scorer {
@@ -137,7 +143,16 @@ impl Scorer {
             cpu_n: vec![0; n],
             mem_n: vec![0; n],
             last_direction: vec![[0; 3]; n],
+            cpu_targets: vec![None; n],
         }
+    }
+
+    /// Measures `utilisation_deficit` against each app's CPU utilisation target.
+    pub fn with_cpu_targets(mut self, targets: &[f64]) -> Self {
+        for (slot, &t) in self.cpu_targets.iter_mut().zip(targets) {
+            *slot = Some(t);
+        }
+        self
     }
 
     /// The per-app summaries with means taken; `fallbacks[i]` added to app i's.
@@ -145,6 +160,7 @@ impl Scorer {
         for (i, s) in self.per_app.iter_mut().enumerate() {
             s.cpu_utilisation /= self.cpu_n[i].max(1) as f64;
             s.memory_utilisation /= self.mem_n[i].max(1) as f64;
+            s.utilisation_deficit /= self.cpu_n[i].max(1) as f64;
             s.mean_reward /= s.intervals.max(1) as f64;
             s.slo_violation_fraction = s.slo_violations as f64 / s.intervals.max(1) as f64;
             s.p99_latency_ms = self.latencies[i].quantile(0.99);
@@ -199,6 +215,7 @@ impl Observer for Scorer {
                 Some(t) => {
                     if let Some(u) = t.cpu_utilisation {
                         s.cpu_utilisation += u;
+                        s.utilisation_deficit += self.cpu_targets[i].map_or(0.0, |target| (target - u).max(0.0));
                         self.cpu_n[i] += 1;
                         util_sum += u;
                         util_n += 1;
@@ -221,6 +238,8 @@ impl Observer for Scorer {
                 }
                 None => {
                     s.cpu_utilisation += info.cpu_utilisation;
+                    s.utilisation_deficit +=
+                        self.cpu_targets[i].map_or(0.0, |target| (target - info.cpu_utilisation).max(0.0));
                     self.cpu_n[i] += 1;
                     util_sum += info.cpu_utilisation;
                     util_n += 1;

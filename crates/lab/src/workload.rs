@@ -127,6 +127,11 @@ impl Workload {
         self.profile.for_app(&self.apps[app].bounds)
     }
 
+    /// Every app's CPU utilisation target (what `utilisation_deficit` is measured against).
+    pub fn cpu_targets(&self) -> Vec<f64> {
+        (0..self.apps.len()).map(|i| self.app_profile(i).targets.cpu_utilisation).collect()
+    }
+
     /// The vectorised environment over every app (one sub-environment per app) in `action`
     /// space, truncating episodes after `episode_steps`.
     pub fn env(&self, action: ActionKind, episode_steps: u64, trace_seed: u64) -> ClusterVecEnv<SimCluster> {

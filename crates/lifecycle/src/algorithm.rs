@@ -82,6 +82,12 @@ impl AppLifecycle {
         }
     }
 
+    /// A lifecycle held in `stage` whatever happens: for training a reference policy (ONLINE)
+    /// or evaluating one (SERVING) with everything else the manager does unchanged.
+    pub fn fixed(thresholds: LifecycleThresholds, stage: Stage) -> Self {
+        Self { stage, ..Self::new(thresholds, false) }
+    }
+
     /// The same lifecycle except that SERVING is final: no retraining however rewards move
     /// (the `no-retrain` ablation of AWARE's Figure 9).
     pub fn without_retraining(mut self) -> Self {

@@ -11,10 +11,13 @@
 //! - [`shadow`]: the bootstrapping check, the agent against the fallback on the same traffic.
 //! - [`manager`]: all of it as a driver of `aware_lab`'s one rollout loop.
 //! - [`record`]: the manager's episodes, stage changes and decisions in a trajectory store.
+//! - [`converged`]: the experiments' `converged` reference, trained from scratch until it stops
+//!   improving.
 //! - [`demo`]: `aware demo`, AWARE beside the MPA default and RL without bootstrapping.
 //! - [`run`]: `aware run`, the manager beside the fallback alone on identical traffic.
 
 pub mod algorithm;
+pub mod converged;
 pub mod decision;
 pub mod demo;
 mod error;

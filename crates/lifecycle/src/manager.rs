@@ -57,6 +57,9 @@ pub struct ManagerConfig {
     pub bootstrapping: Option<bool>,
     /// Whether SERVING may hand back for retraining (off: the `no-retrain` variant).
     pub retraining: bool,
+    /// Hold every app in this stage for the whole run, with no stage checks: ONLINE trains an
+    /// agent from scratch (the `converged` reference), SERVING evaluates a trained one.
+    pub fixed_stage: Option<Stage>,
     /// Keep the decision log (with attributions for the agent's actions) and every app's
     /// transitions for the caller, drained with [`Manager::take_log`] (to a store).
     pub log: bool,
@@ -75,6 +78,7 @@ impl Default for ManagerConfig {
             fallback: PolicyName::Mpa,
             bootstrapping: None,
             retraining: true,
+            fixed_stage: None,
             log: false,
         }
     }
@@ -167,9 +171,12 @@ impl<'w> Manager<'w> {
                 let app_profile = workload.app_profile(i);
                 Ok(Managed {
                     name: workload.apps[i].name.clone(),
-                    lifecycle: {
-                        let l = AppLifecycle::new(profile.lifecycle.clone(), bootstrapping);
-                        if config.retraining { l } else { l.without_retraining() }
+                    lifecycle: match config.fixed_stage {
+                        Some(stage) => AppLifecycle::fixed(profile.lifecycle.clone(), stage),
+                        None => {
+                            let l = AppLifecycle::new(profile.lifecycle.clone(), bootstrapping);
+                            if config.retraining { l } else { l.without_retraining() }
+                        }
                     },
                     guard: Guard::new(config.guard.clone()),
                     fallback: Policy::build(&config.fallback, &app_profile, Some(&workload.apps[i]), None)?,
@@ -207,6 +214,11 @@ impl<'w> Manager<'w> {
             }
         }
         Ok(m)
+    }
+
+    /// The agent, as the run left it.
+    pub fn into_agent(self) -> Ddpg {
+        self.agent
     }
 
     pub fn stages(&self) -> Vec<Stage> {
@@ -280,7 +292,7 @@ impl<'w> Manager<'w> {
             let stage = a.lifecycle.stage();
             // The agent acted this episode (not the fallback for it).
             let agent_acted = a.counts.agent_actions > a.episode_start_agent_actions;
-            let shadow = if a.rates.is_empty() {
+            let shadow = if a.rates.is_empty() || self.config.fixed_stage.is_some() {
                 None
             } else {
                 let profile = self.workload.app_profile(i);
@@ -300,7 +312,10 @@ impl<'w> Manager<'w> {
                     _ => None,
                 }
             };
-            let transition = self.apps[i].lifecycle.episode_end(outcome, shadow);
+            let transition = match self.config.fixed_stage {
+                Some(_) => None,
+                None => self.apps[i].lifecycle.episode_end(outcome, shadow),
+            };
             if let Some(t) = transition {
                 self.log(i, t);
             }

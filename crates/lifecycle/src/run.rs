@@ -10,7 +10,7 @@ use aware_lab::evaluate::{PolicyRow, aggregate};
 use aware_lab::policy::{Policy, PolicyName};
 use aware_lab::progress::Progress;
 use aware_lab::rollout::{Driver, Observer, Recommenders, rollout};
-use aware_lab::score::{Scorer, Series, Summary};
+use aware_lab::score::{LatencyHistogram, Scorer, Series, Summary};
 use aware_lab::workload::{Workload, WorkloadSpec};
 use aware_sim::Scenario;
 use serde::Serialize;
@@ -62,6 +62,9 @@ pub struct Plan {
     /// to the end. Each episode restarts the simulated cluster, so an episode after the change
     /// starts changed.
     pub change: Option<(u64, Scenario)>,
+    /// Episode ranges scored on their own as well (segments of training, the span after a
+    /// change), each an [`Arm::windows`] entry.
+    pub windows: Vec<std::ops::Range<u64>>,
 }
 
 impl Plan {
@@ -77,7 +80,19 @@ impl Plan {
         let episodes = steps.div_ceil(episode_steps);
         let seeds = (0..episodes).map(|e| workload.trace_seed.wrapping_add(e)).collect();
         let change = workload.sim.scenario.map(|s| (s.at_step.unwrap_or(steps / 2), s));
-        Ok(Plan { episode_steps, seeds, change })
+        Ok(Plan { episode_steps, seeds, change, windows: Vec::new() })
+    }
+
+    /// The plan's episodes in `n` consecutive segments as even as they divide.
+    pub fn segments(&self, n: u64) -> Vec<std::ops::Range<u64>> {
+        let episodes = self.seeds.len() as u64;
+        let n = n.clamp(1, episodes.max(1));
+        (0..n).map(|k| k * episodes / n..(k + 1) * episodes / n).collect()
+    }
+
+    /// The episode the change first affects (the one containing its interval).
+    pub fn change_episode(&self) -> Option<u64> {
+        self.change.map(|(at, _)| at / self.episode_steps)
     }
 
     pub fn steps(&self) -> u64 {
@@ -112,6 +127,18 @@ pub struct Arm {
     pub stage_series: Vec<[u32; 4]>,
     pub final_stages: Vec<Stage>,
     pub counts: Vec<Counts>,
+    /// The plan's windows, each scored on its own (fallback counts are the whole run's only).
+    pub windows: Vec<Window>,
+}
+
+/// One window of a plan, scored on its own.
+#[derive(Debug, Clone)]
+pub struct Window {
+    pub episodes: std::ops::Range<u64>,
+    pub row: PolicyRow,
+    pub per_app: Vec<Summary>,
+    /// The window's request latencies (to aggregate p99s over several windows).
+    pub latencies: LatencyHistogram,
 }
 
 /// What a run hands its caller between episodes (the decision log goes to a store there).
@@ -144,26 +171,36 @@ pub fn run_manager(
     progress: &dyn Progress,
 ) -> Result<Arm, LifecycleError> {
     let agent = Ddpg::new(STATE_DIM, 3, DdpgConfig::default(), agent_seed);
-    let mut manager = Manager::new(workload, agent, variant.configure(config))?;
-    let label = variant.label();
+    run_agent(workload, plan, agent, variant.label(), &variant.configure(config), sink, progress).map(|(arm, _)| arm)
+}
+
+/// The lifecycle manager with `agent` over `plan`, scored as `label`; the agent as it ends.
+pub fn run_agent(
+    workload: &Workload,
+    plan: &Plan,
+    agent: Ddpg,
+    label: &str,
+    config: &ManagerConfig,
+    sink: &mut dyn EpisodeSink,
+    progress: &dyn Progress,
+) -> Result<(Arm, Ddpg), LifecycleError> {
+    let mut manager = Manager::new(workload, agent, config.clone())?;
     let episodes = plan.seeds.len();
-    let scorer = {
-        play_with(workload, plan, label, &mut manager, progress, &mut |e, m: &mut Manager| {
-            sink.episode(e, m)?;
-            let stages = m.stages();
-            let count = |s: Stage| stages.iter().filter(|&&x| x == s).count();
-            progress.message(&format!(
-                "{label} episode {}/{episodes}: offline {} online {} serving {}",
-                e + 1,
-                count(Stage::Offline),
-                count(Stage::Online),
-                count(Stage::Serving)
-            ));
-            Ok(())
-        })?
-    };
+    let (scorer, windows) = play_with(workload, plan, label, &mut manager, progress, &mut |e, m: &mut Manager| {
+        sink.episode(e, m)?;
+        let stages = m.stages();
+        let count = |s: Stage| stages.iter().filter(|&&x| x == s).count();
+        progress.message(&format!(
+            "{label} episode {}/{episodes}: offline {} online {} serving {}",
+            e + 1,
+            count(Stage::Offline),
+            count(Stage::Online),
+            count(Stage::Serving)
+        ));
+        Ok(())
+    })?;
     let (row, per_app, series) = score(label, scorer, &manager.fallbacks(), plan.episode_steps);
-    Ok(Arm {
+    let arm = Arm {
         row,
         per_app,
         series,
@@ -171,7 +208,9 @@ pub fn run_manager(
         stage_series: manager.stage_series().to_vec(),
         final_stages: manager.stages(),
         counts: manager.counts(),
-    })
+        windows: score_windows(label, plan, windows),
+    };
+    Ok((arm, manager.into_agent()))
 }
 
 /// A rule-based policy alone over `plan` (the fallback the manager is judged against).
@@ -186,7 +225,7 @@ pub fn run_fallback(
         .collect::<Result<Vec<_>, _>>()?;
     let mut driver = Recommenders::new(policies);
     let label = policy.to_string();
-    let scorer = play(workload, plan, &label, &mut driver, progress)?;
+    let (scorer, windows) = play_with(workload, plan, &label, &mut driver, progress, &mut |_, _| Ok(()))?;
     let (row, per_app, series) = score(&label, scorer, &driver.refusals, plan.episode_steps);
     Ok(Arm {
         row,
@@ -196,6 +235,7 @@ pub fn run_fallback(
         stage_series: Vec::new(),
         final_stages: Vec::new(),
         counts: Vec::new(),
+        windows: score_windows(&label, plan, windows),
     })
 }
 
@@ -207,12 +247,12 @@ pub fn run_driver<D: Driver>(
     driver: &mut D,
     progress: &dyn Progress,
 ) -> Result<(PolicyRow, Vec<Summary>, Series), LifecycleError> {
-    let scorer = play(workload, plan, label, driver, progress)?;
+    let (scorer, _) = play_with(workload, plan, label, driver, progress, &mut |_, _| Ok(()))?;
     Ok(score(label, scorer, &vec![0; workload.apps.len()], plan.episode_steps))
 }
 
-/// The plan's episodes under `driver`, each interval shown to one scorer; `between` runs after
-/// every episode.
+/// The plan's episodes under `driver`, each interval shown to one scorer for the whole run and
+/// one for every window containing its episode; `between` runs after every episode.
 fn play_with<D: Driver>(
     workload: &Workload,
     plan: &Plan,
@@ -220,35 +260,41 @@ fn play_with<D: Driver>(
     driver: &mut D,
     progress: &dyn Progress,
     between: &mut dyn FnMut(u64, &mut D) -> Result<(), LifecycleError>,
-) -> Result<Scorer, LifecycleError> {
+) -> Result<(Scorer, Vec<Scorer>), LifecycleError> {
     let names = names(workload);
-    let mut scorer = None;
+    let targets = workload.cpu_targets();
+    let mut scorers: Option<(Scorer, Vec<Scorer>)> = None;
     progress.start(plan.steps(), label);
     for (e, &seed) in plan.seeds.iter().enumerate() {
         let mut env = plan.episode_workload(workload, e as u64).env(ActionKind::Continuous, plan.episode_steps, seed);
-        let scorer = scorer.get_or_insert_with(|| Scorer::new(&env, &names));
-        rollout(
-            &mut env,
-            &mut *driver as &mut dyn Driver,
-            seed,
-            plan.episode_steps,
-            &mut [scorer as &mut dyn Observer],
-            progress,
-        )?;
+        let (whole, windows) = scorers.get_or_insert_with(|| {
+            let new = || Scorer::new(&env, &names).with_cpu_targets(&targets);
+            (new(), plan.windows.iter().map(|_| new()).collect())
+        });
+        let mut observers: Vec<&mut dyn Observer> = vec![whole as &mut dyn Observer];
+        for (w, scorer) in plan.windows.iter().zip(windows.iter_mut()) {
+            if w.contains(&(e as u64)) {
+                observers.push(scorer);
+            }
+        }
+        rollout(&mut env, &mut *driver as &mut dyn Driver, seed, plan.episode_steps, &mut observers, progress)?;
         between(e as u64, driver)?;
     }
     progress.finish();
-    scorer.ok_or_else(|| LifecycleError::input("--steps", "the plan has no episode"))
+    scorers.ok_or_else(|| LifecycleError::input("--steps", "the plan has no episode"))
 }
 
-fn play<D: Driver>(
-    workload: &Workload,
-    plan: &Plan,
-    label: &str,
-    driver: &mut D,
-    progress: &dyn Progress,
-) -> Result<Scorer, LifecycleError> {
-    play_with(workload, plan, label, driver, progress, &mut |_, _| Ok(()))
+fn score_windows(label: &str, plan: &Plan, scorers: Vec<Scorer>) -> Vec<Window> {
+    plan.windows
+        .iter()
+        .zip(scorers)
+        .map(|(episodes, scorer)| {
+            let latencies = scorer.merged_latencies();
+            let (per_app, _) = scorer.finish(&[]);
+            let row = PolicyRow::new(label, aggregate(label, &per_app, &latencies), plan.episode_steps);
+            Window { episodes: episodes.clone(), row, per_app, latencies }
+        })
+        .collect()
 }
 
 fn names(workload: &Workload) -> Vec<String> {

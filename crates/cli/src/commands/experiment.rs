@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use aware_experiments::agents::{AgentsConfig, Size};
+use aware_experiments::lifecycle::{LifecycleConfig, Which};
 
 use super::print_json;
 use crate::progress::Bar;
@@ -20,6 +21,40 @@ pub enum Experiment {
     /// every RL practitioner knows the answer. Exits 0 whenever training completes; the levels are
     /// judged from `results`.
     Classic(ClassicArgs),
+    /// AWARE Table 3: RL without bootstrapping early in training — utilisation deficit and SLO
+    /// violations in four segments of its episodes, beside the MPA default and AWARE. Exits 0
+    /// when the run completes, whatever it shows.
+    Table3(LifecycleArgs),
+    /// AWARE Figure 9: the seven instability scenarios half way through; AWARE vs no-retrain vs
+    /// the MPA default vs converged, from the scenario to the end. Exits 0 when it completes.
+    Fig9(LifecycleArgs),
+    /// AWARE Figure 10: bootstrapping; AWARE vs no-bootstrap vs the MPA default vs converged,
+    /// from the first interval to the end. Exits 0 when it completes.
+    Fig10(LifecycleArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct LifecycleArgs {
+    /// A smaller run (minutes): fewer apps and episodes, a shorter converged training.
+    #[arg(long)]
+    quick: bool,
+    /// Seeds the applications, their traffic and the agents.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Applications (default 4 quick, 8 full).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    apps: Option<u64>,
+    /// Episodes per policy (default: table3/fig10 20 quick, 60 full; fig9 12 quick, 40 full).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(2..))]
+    episodes: Option<u64>,
+    /// Intervals (15 s) per episode.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    episode_steps: u64,
+    /// AWARE profile (YAML).
+    #[arg(long)]
+    profile: Option<PathBuf>,
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -50,6 +85,9 @@ pub fn run(experiment: Experiment) -> Result<ExitCode> {
     match experiment {
         Experiment::Agents(a) => agents(a),
         Experiment::Classic(a) => classic(a),
+        Experiment::Table3(a) => lifecycle(Which::Table3, a),
+        Experiment::Fig9(a) => lifecycle(Which::Fig9, a),
+        Experiment::Fig10(a) => lifecycle(Which::Fig10, a),
     }
 }
 
@@ -153,4 +191,76 @@ fn agents(args: AgentsArgs) -> Result<ExitCode> {
     outln!("checkpoints in {}", report.out);
     outln!("{}", if report.passed { "PASS: every agent learned" } else { "FAIL: an agent did not learn" });
     Ok(code)
+}
+
+fn lifecycle(which: Which, args: LifecycleArgs) -> Result<ExitCode> {
+    let config = LifecycleConfig {
+        apps: args.apps.map(|n| n as usize),
+        episodes: args.episodes,
+        episode_steps: args.episode_steps,
+        profile: args.profile,
+        ..LifecycleConfig::new(args.quick, args.seed)
+    };
+    let report = aware_experiments::lifecycle::run(which, &config, &Bar::new())?;
+    if args.json {
+        print_json(&report)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    outln!(
+        "{}: {} apps × {} episodes of {} intervals, seed {}, α = {}",
+        report.experiment,
+        report.apps,
+        report.episodes,
+        report.episode_steps,
+        report.seed,
+        report.alpha
+    );
+    if which == Which::Fig9 {
+        outln!("every scenario from its start to the end, summed over scenarios:");
+    }
+    super::print_rows(&report.policies);
+    if !report.segments.is_empty() {
+        outln!(
+            "\n{:<14} {:>8} {:>9} {:>10} {:>10} {:>12} {:>8}",
+            "policy",
+            "segment",
+            "episodes",
+            "deficit",
+            "slo viol",
+            "core-s",
+            "reward"
+        );
+        for s in &report.segments {
+            outln!(
+                "{:<14} {:>8} {:>9} {:>10.3} {:>10} {:>12.0} {:>8.3}",
+                s.row.policy,
+                s.segment,
+                s.episodes,
+                s.row.summary.utilisation_deficit,
+                s.row.summary.slo_violations,
+                s.row.summary.core_seconds,
+                s.row.summary.mean_reward
+            );
+        }
+    }
+    for s in &report.scenarios {
+        outln!("\n{} (from interval {}):", s.scenario, s.at_step);
+        super::print_rows(&s.policies);
+    }
+    let c = &report.checks;
+    outln!("\napps that reached serving: {}", report.aware_apps_served);
+    outln!("aware beats mpa: {}; converged beats mpa: {}", c.aware_beats_mpa, c.converged_beats_mpa);
+    if let Some(ratio) = c.no_bootstrap_violation_ratio {
+        match ratio {
+            Some(r) => outln!("no-bootstrap has {r:.2}× aware's SLO violations"),
+            None => outln!("aware had no SLO violations"),
+        }
+    }
+    if let Some(s) = c.aware_reward_shortfall_vs_converged {
+        outln!("aware's mean reward is {:.1} % below converged's", 100.0 * s);
+    }
+    if let Some(b) = c.aware_above_no_retrain {
+        outln!("aware above no-retrain (reward and SLO violations): {b}");
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,369 @@
+//! The lifecycle experiments of AWARE (USENIX ATC'23), on generated applications:
+//!
+//! - `table3`: what RL without bootstrapping costs early in training — utilisation deficit and
+//!   SLO-violating intervals in four consecutive segments of its episodes, beside the MPA
+//!   default (and AWARE) on the same traffic.
+//! - `fig10`: bootstrapping — AWARE vs RL without bootstrapping vs the MPA default vs the
+//!   `converged` reference, every row over the same window (the first interval to the end).
+//! - `fig9`: serving through instability — for each of the seven instability scenarios,
+//!   placed half way, AWARE vs AWARE without retraining vs the MPA default vs `converged`
+//!   (trained on the changed workload), scored from the scenario to the end.
+//!
+//! `converged` is a DDPG agent trained separately, from scratch, on training traces of the
+//! same workload until its reward stops improving, then run greedily (see
+//! [`aware_lifecycle::converged`]). Every row has the operator's figures (SLO violations, dropped
+//! requests, core-seconds) beside reward; `beats` below is the operator's test.
+
+use std::path::PathBuf;
+
+use aware_lab::evaluate::{PolicyRow, aggregate};
+use aware_lab::policy::PolicyName;
+use aware_lab::progress::Progress;
+use aware_lab::score::{LatencyHistogram, Summary};
+use aware_lab::workload::{Workload, WorkloadSpec};
+use aware_lifecycle::converged::{self, Training, TrainingReport};
+use aware_lifecycle::manager::ManagerConfig;
+use aware_lifecycle::run::{Arm, Plan, Variant, run_fallback, run_manager};
+use aware_sim::{Scenario, ScenarioKind};
+use serde::Serialize;
+
+use crate::ExperimentError;
+
+/// Which experiment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Which {
+    Table3,
+    Fig9,
+    Fig10,
+}
+
+impl Which {
+    pub fn name(self) -> &'static str {
+        match self {
+            Which::Table3 => "table3",
+            Which::Fig9 => "fig9",
+            Which::Fig10 => "fig10",
+        }
+    }
+}
+
+/// How big a run and on what.
+#[derive(Debug, Clone)]
+pub struct LifecycleConfig {
+    pub quick: bool,
+    /// Seeds the applications, their traffic and the agents.
+    pub seed: u64,
+    /// Overrides the size's number of applications.
+    pub apps: Option<usize>,
+    /// Overrides the size's number of episodes.
+    pub episodes: Option<u64>,
+    pub episode_steps: u64,
+    pub profile: Option<PathBuf>,
+}
+
+impl LifecycleConfig {
+    pub fn new(quick: bool, seed: u64) -> Self {
+        Self { quick, seed, apps: None, episodes: None, episode_steps: 100, profile: None }
+    }
+
+    fn apps(&self) -> usize {
+        self.apps.unwrap_or(if self.quick { 4 } else { 8 })
+    }
+
+    fn episodes(&self, which: Which) -> u64 {
+        self.episodes.unwrap_or(match (which, self.quick) {
+            (Which::Fig9, true) => 12,
+            (Which::Fig9, false) => 40,
+            (_, true) => 20,
+            (_, false) => 60,
+        })
+    }
+
+    fn training(&self) -> Training {
+        if self.quick { Training { max_episodes: 30, patience: 6, ..Training::default() } } else { Training::default() }
+    }
+}
+
+/// One segment of `table3`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Segment {
+    pub segment: usize,
+    /// The episodes it covers, `first..end` (end exclusive).
+    pub episodes: String,
+    #[serde(flatten)]
+    pub row: PolicyRow,
+}
+
+/// One scenario of `fig9`: every policy from the scenario on.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScenarioRows {
+    pub scenario: String,
+    /// The interval the scenario begins at.
+    pub at_step: u64,
+    pub policies: Vec<PolicyRow>,
+    pub converged_training: TrainingReport,
+}
+
+/// The operator's verdicts the acceptance reads (reported, not gated).
+#[derive(Debug, Clone, Serialize)]
+pub struct Checks {
+    /// `aware` beats the MPA default: fewer core-seconds with no more SLO violations, or fewer
+    /// violations with no more core-seconds.
+    pub aware_beats_mpa: bool,
+    /// `converged` beats the MPA default in the same sense (on held-out traces).
+    pub converged_beats_mpa: bool,
+    /// fig10: `no-bootstrap`'s SLO violations / `aware`'s (∞ as null when AWARE had none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_bootstrap_violation_ratio: Option<Option<f64>>,
+    /// fig9: (`converged`'s mean reward − `aware`'s) / |`converged`'s| (negative: AWARE above).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aware_reward_shortfall_vs_converged: Option<f64>,
+    /// fig9: `aware` above `no-retrain` in mean reward with fewer SLO violations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aware_above_no_retrain: Option<bool>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LifecycleReport {
+    pub experiment: &'static str,
+    pub quick: bool,
+    pub seed: u64,
+    pub apps: usize,
+    pub episodes: u64,
+    pub episode_steps: u64,
+    pub alpha: f64,
+    /// The rows (for fig9, over every scenario from its start to the end).
+    pub policies: Vec<PolicyRow>,
+    /// table3: each policy in four consecutive segments of its episodes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub segments: Vec<Segment>,
+    /// fig9: per scenario.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub scenarios: Vec<ScenarioRows>,
+    /// fig10: how the converged reference was trained.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub converged_training: Option<TrainingReport>,
+    /// Apps that reached `serving` at least once (AWARE).
+    pub aware_apps_served: usize,
+    pub checks: Checks,
+}
+
+/// The seven instability scenarios of AWARE's Figure 9 (the simulator's node interference is
+/// an eighth, left out here as in the paper).
+pub const FIG9_SCENARIOS: [ScenarioKind; 7] = [
+    ScenarioKind::PayloadUp,
+    ScenarioKind::PayloadDown,
+    ScenarioKind::CpuPayloadUp,
+    ScenarioKind::IoPayloadUp,
+    ScenarioKind::MemoryPayloadUp,
+    ScenarioKind::LoadHighToLow,
+    ScenarioKind::LoadLowToHigh,
+];
+
+fn workload(config: &LifecycleConfig, steps: u64) -> Result<Workload, ExperimentError> {
+    Ok(Workload::load(&WorkloadSpec {
+        apps: config.apps(),
+        seed: config.seed,
+        profile: config.profile.clone(),
+        steps,
+        ..WorkloadSpec::default()
+    })?)
+}
+
+fn manager_config(config: &LifecycleConfig) -> ManagerConfig {
+    ManagerConfig { episode_steps: config.episode_steps, ..ManagerConfig::default() }
+}
+
+fn served(arm: &Arm) -> usize {
+    let mut apps: Vec<&str> =
+        arm.stages.iter().filter(|c| c.to == aware_lifecycle::Stage::Serving).map(|c| c.app.as_str()).collect();
+    apps.sort_unstable();
+    apps.dedup();
+    apps.len()
+}
+
+fn row<'a>(rows: &'a [PolicyRow], policy: &str) -> Option<&'a PolicyRow> {
+    rows.iter().find(|r| r.policy == policy)
+}
+
+/// Runs one of the lifecycle experiments.
+pub fn run(
+    which: Which,
+    config: &LifecycleConfig,
+    progress: &dyn Progress,
+) -> Result<LifecycleReport, ExperimentError> {
+    if config.episode_steps == 0 {
+        return Err(ExperimentError::Input { input: "--episode-steps".into(), reason: "must be at least 1".into() });
+    }
+    let episodes = config.episodes(which);
+    if episodes < 4 && which == Which::Table3 {
+        return Err(ExperimentError::Input { input: "--episodes".into(), reason: "table3 needs at least 4".into() });
+    }
+    if episodes < 2 {
+        return Err(ExperimentError::Input { input: "--episodes".into(), reason: "must be at least 2".into() });
+    }
+    let steps = episodes * config.episode_steps;
+    let manager = manager_config(config);
+    match which {
+        Which::Table3 | Which::Fig10 => {
+            let workload = workload(config, steps)?;
+            let mut plan = Plan::new(&workload, steps, config.episode_steps)?;
+            if which == Which::Table3 {
+                plan.windows = plan.segments(4);
+            }
+            let aware = run_manager(&workload, &plan, Variant::Aware, &manager, config.seed, &mut (), progress)?;
+            let scratch =
+                run_manager(&workload, &plan, Variant::NoBootstrap, &manager, config.seed, &mut (), progress)?;
+            let mpa = run_fallback(&workload, &plan, &PolicyName::Mpa, progress)?;
+            let (converged, training) = if which == Which::Fig10 {
+                let (agent, training) = converged::train(
+                    &workload,
+                    config.episode_steps,
+                    None,
+                    config.training(),
+                    &manager,
+                    config.seed,
+                    progress,
+                )?;
+                (Some(converged::evaluate(&workload, &plan, agent, &manager, progress)?), Some(training))
+            } else {
+                (None, None)
+            };
+            let mut policies = vec![aware.row.clone(), scratch.row.clone(), mpa.row.clone()];
+            policies.extend(converged.as_ref().map(|c| c.row.clone()));
+            let segments = [&scratch, &mpa, &aware]
+                .iter()
+                .flat_map(|arm| {
+                    arm.windows.iter().enumerate().map(|(k, w)| Segment {
+                        segment: k + 1,
+                        episodes: format!("{}..{}", w.episodes.start, w.episodes.end),
+                        row: w.row.clone(),
+                    })
+                })
+                .collect();
+            let violations = |p: &str| row(&policies, p).map_or(0, |r| r.summary.slo_violations);
+            let checks = Checks {
+                aware_beats_mpa: aware.row.beats(&mpa.row),
+                converged_beats_mpa: converged.as_ref().is_some_and(|c| c.row.beats(&mpa.row)),
+                no_bootstrap_violation_ratio: Some(match violations("aware") {
+                    0 => None,
+                    a => Some(violations("no-bootstrap") as f64 / a as f64),
+                }),
+                aware_reward_shortfall_vs_converged: None,
+                aware_above_no_retrain: None,
+            };
+            Ok(LifecycleReport {
+                experiment: which.name(),
+                quick: config.quick,
+                seed: config.seed,
+                apps: workload.apps.len(),
+                episodes,
+                episode_steps: config.episode_steps,
+                alpha: workload.profile.reward.alpha,
+                policies,
+                segments,
+                scenarios: Vec::new(),
+                converged_training: training,
+                aware_apps_served: served(&aware),
+                checks,
+            })
+        }
+        Which::Fig9 => fig9(config, episodes, &manager, progress),
+    }
+}
+
+/// Every scenario's window, merged per policy into one row.
+#[derive(Default)]
+struct Merged {
+    per_app: Vec<Summary>,
+    latencies: LatencyHistogram,
+}
+
+fn fig9(
+    config: &LifecycleConfig,
+    episodes: u64,
+    manager: &ManagerConfig,
+    progress: &dyn Progress,
+) -> Result<LifecycleReport, ExperimentError> {
+    let steps = episodes * config.episode_steps;
+    // The scenario begins at the first interval of the middle episode.
+    let at_step = episodes / 2 * config.episode_steps;
+    let labels = ["aware", "no-retrain", "mpa", "converged"];
+    let mut merged: Vec<Merged> = labels.iter().map(|_| Merged::default()).collect();
+    let mut scenarios = Vec::new();
+    let (mut apps, mut alpha, mut served_apps) = (0, 0.0, 0);
+    for (k, kind) in FIG9_SCENARIOS.into_iter().enumerate() {
+        let mut workload = workload(config, steps)?;
+        workload.sim.scenario = Some(Scenario { kind, at_step: Some(at_step) });
+        (apps, alpha) = (workload.apps.len(), workload.profile.reward.alpha);
+        let mut plan = Plan::new(&workload, steps, config.episode_steps)?;
+        let from = plan.change_episode().unwrap_or(0);
+        plan.windows = vec![from..episodes];
+        progress.message(&format!("fig9: scenario {} of {} ({})", k + 1, FIG9_SCENARIOS.len(), kind.name()));
+        let aware = run_manager(&workload, &plan, Variant::Aware, manager, config.seed, &mut (), progress)?;
+        let no_retrain = run_manager(&workload, &plan, Variant::NoRetrain, manager, config.seed, &mut (), progress)?;
+        let mpa = run_fallback(&workload, &plan, &PolicyName::Mpa, progress)?;
+        let changed = Scenario { kind, at_step: Some(0) };
+        let (agent, training) = converged::train(
+            &workload,
+            config.episode_steps,
+            Some(changed),
+            config.training(),
+            manager,
+            config.seed,
+            progress,
+        )?;
+        let converged = converged::evaluate(&workload, &plan, agent, manager, progress)?;
+        served_apps += served(&aware);
+        let mut rows = Vec::new();
+        for (slot, arm) in merged.iter_mut().zip([&aware, &no_retrain, &mpa, &converged]) {
+            let window = arm.windows.first().ok_or_else(|| ExperimentError::Input {
+                input: "--episodes".into(),
+                reason: "the scenario leaves no episode to score".into(),
+            })?;
+            slot.per_app.extend(window.per_app.iter().cloned());
+            slot.latencies.merge(&window.latencies);
+            rows.push(window.row.clone());
+        }
+        scenarios.push(ScenarioRows {
+            scenario: kind.name().into(),
+            at_step,
+            policies: rows,
+            converged_training: training,
+        });
+    }
+    let policies: Vec<PolicyRow> = labels
+        .iter()
+        .zip(&merged)
+        .map(|(label, m)| PolicyRow::new(label, aggregate(label, &m.per_app, &m.latencies), config.episode_steps))
+        .collect();
+    let get = |p: &str| row(&policies, p).expect("every label has a row");
+    let (aware, no_retrain, mpa, conv) = (get("aware"), get("no-retrain"), get("mpa"), get("converged"));
+    let checks = Checks {
+        aware_beats_mpa: aware.beats(mpa),
+        converged_beats_mpa: conv.beats(mpa),
+        no_bootstrap_violation_ratio: None,
+        aware_reward_shortfall_vs_converged: Some(
+            (conv.summary.mean_reward - aware.summary.mean_reward) / conv.summary.mean_reward.abs().max(1e-12),
+        ),
+        aware_above_no_retrain: Some(
+            aware.summary.mean_reward > no_retrain.summary.mean_reward
+                && aware.summary.slo_violations < no_retrain.summary.slo_violations,
+        ),
+    };
+    Ok(LifecycleReport {
+        experiment: "fig9",
+        quick: config.quick,
+        seed: config.seed,
+        apps,
+        episodes,
+        episode_steps: config.episode_steps,
+        alpha,
+        policies,
+        segments: Vec::new(),
+        scenarios,
+        converged_training: None,
+        aware_apps_served: served_apps,
+        checks,
+    })
+}
