@@ -59,11 +59,13 @@ pub struct LifecycleConfig {
     pub episodes: Option<u64>,
     pub episode_steps: u64,
     pub profile: Option<PathBuf>,
+    /// Overrides the size's training of the `converged` reference.
+    pub training: Option<Training>,
 }
 
 impl LifecycleConfig {
     pub fn new(quick: bool, seed: u64) -> Self {
-        Self { quick, seed, apps: None, episodes: None, episode_steps: 100, profile: None }
+        Self { quick, seed, apps: None, episodes: None, episode_steps: 100, profile: None, training: None }
     }
 
     fn apps(&self) -> usize {
@@ -80,7 +82,13 @@ impl LifecycleConfig {
     }
 
     fn training(&self) -> Training {
-        if self.quick { Training { max_episodes: 30, patience: 6, ..Training::default() } } else { Training::default() }
+        if let Some(t) = self.training {
+            t
+        } else if self.quick {
+            Training { max_episodes: 30, patience: 6, ..Training::default() }
+        } else {
+            Training::default()
+        }
     }
 }
 

@@ -20,6 +20,9 @@ use crate::stage::Stage;
 pub struct Training {
     /// Most episodes trained, whatever the rewards do.
     pub max_episodes: u64,
+    /// Fewest episodes trained before a plateau may stop it (the first episodes' rewards say
+    /// little: the replay buffer is still filling and exploration dominates).
+    pub min_episodes: u64,
     /// Stop after this many episodes without a new best (of the 3-episode moving average of
     /// the mean reward over apps).
     pub patience: u64,
@@ -29,7 +32,7 @@ pub struct Training {
 
 impl Default for Training {
     fn default() -> Self {
-        Self { max_episodes: 200, patience: 10, min_gain: 0.01 }
+        Self { max_episodes: 200, min_episodes: 40, patience: 10, min_gain: 0.01 }
     }
 }
 
@@ -91,7 +94,7 @@ pub fn train(
             since_best += 1;
         }
         progress.message(&format!("converged reference: episode {} mean reward {smoothed:.3}", e + 1));
-        if since_best >= training.patience {
+        if since_best >= training.patience && rewards.len() as u64 >= training.min_episodes {
             converged = true;
             break;
         }
