@@ -306,7 +306,7 @@ fn fig9(
         (apps, alpha) = (workload.apps.len(), workload.profile.reward.alpha);
         let mut plan = Plan::new(&workload, steps, config.episode_steps)?;
         let from = plan.change_episode().unwrap_or(0);
-        plan.windows = vec![from..episodes];
+        plan.windows = std::iter::once(from..episodes).collect();
         progress.message(&format!("fig9: scenario {} of {} ({})", k + 1, FIG9_SCENARIOS.len(), kind.name()));
         let aware = run_manager(&workload, &plan, Variant::Aware, manager, config.seed, &mut (), progress)?;
         let no_retrain = run_manager(&workload, &plan, Variant::NoRetrain, manager, config.seed, &mut (), progress)?;
