@@ -69,6 +69,7 @@ pub fn train(
         fixed_stage: Some(Stage::Online),
         online_noise_sigma: DdpgConfig::default().noise_sigma,
         online_bc: false,
+        online_learning: true,
         log: false,
         ..config.clone()
     };

@@ -50,6 +50,8 @@ pub struct ManagerConfig {
     /// Keep TD3+BC's behaviour term while learning ONLINE, towards the agent's own and the
     /// fallback's stored actions, so online updates refine rather than replace the policy.
     pub online_bc: bool,
+    /// Whether the acting agent keeps learning from its own transitions while ONLINE.
+    pub online_learning: bool,
     /// The rule-based autoscaler that bootstraps the agent and stands in for it.
     pub fallback: PolicyName,
     /// Bootstrapping on or off; `None`: as the profile says (the `no-bootstrap` variant sets
@@ -75,6 +77,7 @@ impl Default for ManagerConfig {
             guard: GuardConfig::default(),
             online_noise_sigma: 0.0,
             online_bc: true,
+            online_learning: false,
             fallback: PolicyName::Mpa,
             bootstrapping: None,
             retraining: true,
@@ -458,7 +461,7 @@ impl Driver for Manager<'_> {
             if learns_offline {
                 self.agent.remember(&e)?;
                 offline += 1;
-            } else if stage == Stage::Online {
+            } else if stage == Stage::Online && self.config.online_learning {
                 self.agent.config.bc_alpha = self.config.online_bc.then_some(self.config.bc_alpha);
                 self.agent.observe(&e)?;
                 self.agent.config.bc_alpha = None;

@@ -25,7 +25,7 @@ use crate::stage::{Stage, StageChange};
 pub enum Variant {
     /// AWARE: bootstrapping from the fallback, serving, retraining.
     Aware,
-    /// The agent acts and learns from the first interval (no bootstrapping).
+    /// The agent acts and learns online from the first interval (no bootstrapping).
     NoBootstrap,
     /// AWARE whose SERVING is final (no retraining).
     NoRetrain,
@@ -45,7 +45,12 @@ impl Variant {
         let mut c = config.clone();
         match self {
             Variant::Aware => {}
-            Variant::NoBootstrap => c.bootstrapping = Some(false),
+            Variant::NoBootstrap => {
+                // RL without bootstrapping: the agent acts and learns from its own
+                // transitions from the first interval.
+                c.bootstrapping = Some(false);
+                c.online_learning = true;
+            }
             Variant::NoRetrain => c.retraining = false,
         }
         c
