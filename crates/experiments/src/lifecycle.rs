@@ -97,7 +97,7 @@ impl LifecycleConfig {
 pub struct Segment {
     pub segment: usize,
     /// The episodes it covers, `first..end` (end exclusive).
-    pub episodes: String,
+    pub episode_range: String,
     #[serde(flatten)]
     pub row: PolicyRow,
 }
@@ -244,7 +244,7 @@ pub fn run(
                 .flat_map(|arm| {
                     arm.windows.iter().enumerate().map(|(k, w)| Segment {
                         segment: k + 1,
-                        episodes: format!("{}..{}", w.episodes.start, w.episodes.end),
+                        episode_range: format!("{}..{}", w.episodes.start, w.episodes.end),
                         row: w.row.clone(),
                     })
                 })

@@ -53,8 +53,11 @@ fn table3_segments_add_up_to_the_run() {
         );
     }
     // Five episodes in four segments: 1 + 1 + 1 + 2.
-    let first: Vec<&str> = r.segments.iter().take(4).map(|s| s.episodes.as_str()).collect();
+    let first: Vec<&str> = r.segments.iter().take(4).map(|s| s.episode_range.as_str()).collect();
     assert_eq!(first, ["0..1", "1..2", "2..3", "3..5"]);
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["segments"][3]["episode_range"], "3..5");
+    assert_eq!(json["segments"][3]["episodes"], 4.0, "the row's own count: app-episodes (2 apps × 2)");
 }
 
 #[test]

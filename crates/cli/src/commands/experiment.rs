@@ -235,7 +235,7 @@ fn lifecycle(which: Which, args: LifecycleArgs) -> Result<ExitCode> {
                 "{:<14} {:>8} {:>9} {:>10.3} {:>10} {:>12.0} {:>8.3}",
                 s.row.policy,
                 s.segment,
-                s.episodes,
+                s.episode_range,
                 s.row.summary.utilisation_deficit,
                 s.row.summary.slo_violations,
                 s.row.summary.core_seconds,
