@@ -74,3 +74,54 @@ pub async fn accept_loop(listener: TcpListener, handler: Handler) {
         }
     }
 }
+
+/// A server running on its own runtime until dropped.
+pub struct Background {
+    /// The bound address (port 0 resolved).
+    pub addr: SocketAddr,
+    _runtime: tokio::runtime::Runtime,
+}
+
+/// Serves `/metrics` (the OpenMetrics text `render` returns at each scrape) and `/healthz` on
+/// `addr` from a background thread, for callers that are not async themselves.
+pub fn serve_metrics_in_background(
+    addr: &str,
+    render: impl Fn() -> String + Send + Sync + 'static,
+) -> Result<Background, ServeError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .map_err(|source| ServeError { addr: addr.into(), source })?;
+    let handler: Handler = Arc::new(move |path| match path {
+        "/metrics" => Reply::ok(OPENMETRICS, render()),
+        "/healthz" => Reply::ok("text/plain", "ok\n".into()),
+        _ => Reply::not_found(),
+    });
+    let (bound, _task) = runtime.block_on(serve(addr, handler))?;
+    Ok(Background { addr: bound, _runtime: runtime })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_background_server_answers_metrics_and_health() {
+        let server = super::serve_metrics_in_background("127.0.0.1:0", || "aware_up 1\n".into()).unwrap();
+        let get = |path: &str| ureq::get(format!("http://{}{path}", server.addr)).call();
+        let mut metrics = get("/metrics").unwrap();
+        assert!(
+            metrics
+                .headers()
+                .get("content-type")
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("application/openmetrics-text")
+        );
+        assert_eq!(metrics.body_mut().read_to_string().unwrap(), "aware_up 1\n");
+        assert_eq!(get("/healthz").unwrap().body_mut().read_to_string().unwrap(), "ok\n");
+        assert!(get("/nothing").is_err(), "404 for anything else");
+        let taken = super::serve_metrics_in_background(&server.addr.to_string(), String::new).err().unwrap();
+        assert!(taken.to_string().contains("cannot listen"), "{taken}");
+    }
+}

@@ -10,6 +10,7 @@
 //! - [`guard`]: observation checks (NaN, missing, stale → the fallback acts) and action limits.
 //! - [`shadow`]: the bootstrapping check, the agent against the fallback on the same traffic.
 //! - [`manager`]: all of it as a driver of `aware_lab`'s one rollout loop.
+//! - [`metrics`]: Prometheus metrics of stages, stage changes, who acted and guard verdicts.
 //! - [`record`]: the manager's episodes, stage changes and decisions in a trajectory store.
 //! - [`converged`]: the experiments' `converged` reference, trained from scratch until it stops
 //!   improving.
@@ -24,6 +25,7 @@ mod error;
 pub mod explain;
 pub mod guard;
 pub mod manager;
+pub mod metrics;
 pub mod record;
 pub mod run;
 pub mod shadow;

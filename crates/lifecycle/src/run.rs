@@ -322,6 +322,8 @@ pub struct RunSpec {
     pub seed: u64,
     /// Records every episode, stage change and decision here (`aware explain` reads it).
     pub store: Option<RunStore>,
+    /// Updated after every episode (`aware run --metrics-listen` serves them).
+    pub metrics: Option<crate::metrics::LifecycleMetrics>,
 }
 
 /// Where `aware run` records, and where it spools while that store is unreachable.
@@ -379,13 +381,18 @@ pub struct RunReport {
 pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<RunReport, LifecycleError> {
     let workload = Workload::load(&spec.workload)?;
     let plan = Plan::new(&workload, spec.steps, spec.manager.episode_steps)?;
+    let metrics = spec.metrics.clone();
     let (aware, store) = match &spec.store {
-        None => (run_manager(&workload, &plan, Variant::Aware, &spec.manager, spec.seed, &mut (), progress)?, None),
+        None => {
+            let arm =
+                run_manager(&workload, &plan, Variant::Aware, &spec.manager, spec.seed, &mut (metrics, ()), progress)?;
+            (arm, None)
+        }
         Some(target) => {
             let url: aware_store::StoreUrl = target.url.parse()?;
             let spool = target.spool.clone().unwrap_or_else(|| url.default_spool_dir());
             let mut store = aware_store::open_spooled(&url, Some(&spool), aware_store::DEFAULT_SPOOL_BYTES)?;
-            let mut sink = crate::record::StoreSink::new(&mut store);
+            let mut sink = (metrics, crate::record::StoreSink::new(&mut store));
             let config = ManagerConfig { log: true, ..spec.manager.clone() };
             let arm = run_manager(&workload, &plan, Variant::Aware, &config, spec.seed, &mut sink, progress)?;
             // One last attempt to empty the spool; what stays is reported, never dropped.

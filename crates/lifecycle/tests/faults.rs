@@ -108,3 +108,31 @@ fn postgres_going_away_mid_run_loses_nothing() {
     };
     drop(drill(Box::new(store), Box::new(kill)));
 }
+
+/// The metrics `aware run --metrics-listen` serves add up to what the run did.
+#[test]
+fn metrics_count_every_interval_and_stage_change() {
+    use aware_lifecycle::metrics::LifecycleMetrics;
+    let spec = WorkloadSpec { apps: 2, seed: 11, steps: EPISODE * 4, ..WorkloadSpec::default() };
+    let workload = Workload::load(&spec).unwrap();
+    let plan = Plan::new(&workload, EPISODE * 4, EPISODE).unwrap();
+    let config = ManagerConfig { episode_steps: EPISODE, ..ManagerConfig::default() };
+    let metrics = LifecycleMetrics::default();
+    let arm = run_manager(&workload, &plan, Variant::Aware, &config, 4, &mut metrics.clone(), &Silent).unwrap();
+    let text = metrics.encode();
+    let value = |prefix: &str| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with(prefix))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+            .sum()
+    };
+    assert_eq!(value("aware_lifecycle_actions_total{"), (2 * EPISODE * 4) as f64, "{text}");
+    assert_eq!(value("aware_lifecycle_stage_changes_total{"), arm.stages.len() as f64, "{text}");
+    assert_eq!(value("aware_lifecycle_episodes_total"), 4.0);
+    assert_eq!(value("aware_lifecycle_step "), (EPISODE * 4) as f64);
+    for (app, stage) in workload.apps.iter().zip(&arm.final_stages) {
+        let line = format!("aware_lifecycle_stage{{app=\"{}\",stage=\"{}\"}} 1", app.name, stage.name());
+        assert!(text.contains(&line), "{line} missing from\n{text}");
+    }
+    assert_eq!(value("aware_lifecycle_stage{"), 2.0, "one stage per app");
+}

@@ -38,6 +38,7 @@ fn a_run_reports_every_stage_change_with_its_numbers() {
         manager: ManagerConfig { episode_steps: 50, ..ManagerConfig::default() },
         seed: 5,
         store: None,
+        metrics: None,
     };
     let report = run(&spec, &Silent).unwrap();
     assert_eq!(report.policies.iter().map(|p| p.policy.as_str()).collect::<Vec<_>>(), ["aware", "mpa"]);

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use aware_lab::workload::WorkloadSpec;
 use aware_lifecycle::manager::ManagerConfig;
+use aware_lifecycle::metrics::LifecycleMetrics;
 use aware_lifecycle::run::{RunSpec, RunStore};
 use aware_sim::Scenario;
 
@@ -50,6 +51,10 @@ pub struct Args {
     /// SQLite file, ./aware-spool/ for a server). Flushed, in order, when the store returns.
     #[arg(long, requires = "store")]
     spool: Option<PathBuf>,
+    /// Serve the lifecycle's Prometheus metrics on http://ADDR/metrics while the run lasts
+    /// (stage per app, stage changes, who acted, guard verdicts; updated every episode).
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<String>,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -78,6 +83,17 @@ pub fn run(args: Args) -> Result<ExitCode> {
         },
         seed: args.apps.seed,
         store: args.store.clone().map(|url| RunStore { url, spool: args.spool.clone() }),
+        metrics: args.metrics_listen.as_ref().map(|_| LifecycleMetrics::default()),
+    };
+    let _server = match (&args.metrics_listen, &spec.metrics) {
+        (Some(addr), Some(metrics)) => {
+            let metrics = metrics.clone();
+            let server = aware_kube::http::serve_metrics_in_background(addr, move || metrics.encode())
+                .map_err(|e| anyhow::anyhow!("--metrics-listen: {e}"))?;
+            eprintln!("serving the lifecycle's metrics on http://{}/metrics", server.addr);
+            Some(server)
+        }
+        _ => None,
     };
     let report = aware_lifecycle::run::run(&spec, &Bar::new())?;
     if args.json {

@@ -1,0 +1,122 @@
+//! The lifecycle manager's Prometheus metrics (prometheus-client, OpenMetrics text), updated
+//! after every episode and served by `aware run --metrics-listen ADDR` on `/metrics`:
+//!
+//! - `aware_lifecycle_stage{app, stage}`: 1 for the stage the app is in, 0 for the others;
+//! - `aware_lifecycle_stage_changes_total{app, from, to}`;
+//! - `aware_lifecycle_actions_total{app, policy="agent"|"fallback"}`: who proposed each
+//!   interval's allocation;
+//! - `aware_lifecycle_guard_total{app, verdict="fallback"|"limited"}`: observations the guard
+//!   refused to the agent, and agent proposals it clamped or capped;
+//! - `aware_lifecycle_episodes_total`, `aware_lifecycle_step` (intervals run so far).
+
+use std::sync::{Arc, Mutex};
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::LifecycleError;
+use crate::manager::{Counts, Manager};
+use crate::run::EpisodeSink;
+use crate::stage::Stage;
+
+type Labels = Vec<(String, String)>;
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+/// The metrics, shareable with the thread that serves them.
+#[derive(Debug, Clone)]
+pub struct LifecycleMetrics {
+    stage: Family<Labels, Gauge>,
+    changes: Family<Labels, Counter>,
+    actions: Family<Labels, Counter>,
+    guard: Family<Labels, Counter>,
+    episodes: Counter,
+    step: Gauge<i64, std::sync::atomic::AtomicI64>,
+    registry: Arc<Registry>,
+    /// What was already counted: stage changes, and per app the counts at the last update.
+    seen: Arc<Mutex<(usize, Vec<Counts>)>>,
+}
+
+impl Default for LifecycleMetrics {
+    fn default() -> Self {
+        let (stage, changes, actions, guard) = Default::default();
+        let (episodes, step) = (Counter::default(), Gauge::default());
+        let mut r = Registry::default();
+        r.register("aware_lifecycle_stage", "1 for the lifecycle stage each app is in", Family::clone(&stage));
+        r.register("aware_lifecycle_stage_changes", "Stage changes", Family::clone(&changes));
+        r.register("aware_lifecycle_actions", "Intervals by who proposed the allocation", Family::clone(&actions));
+        r.register("aware_lifecycle_guard", "Guard verdicts other than passed", Family::clone(&guard));
+        r.register("aware_lifecycle_episodes", "Episodes completed", episodes.clone());
+        r.register("aware_lifecycle_step", "Intervals run", step.clone());
+        Self { stage, changes, actions, guard, episodes, step, registry: Arc::new(r), seen: Default::default() }
+    }
+}
+
+impl LifecycleMetrics {
+    /// Brings every metric up to the manager's state.
+    pub fn update(&self, manager: &Manager) {
+        let names = manager.app_names();
+        for (name, stage) in names.iter().zip(manager.stages()) {
+            for s in Stage::ALL {
+                self.stage.get_or_create(&labels(&[("app", name), ("stage", s.name())])).set((s == stage) as i64);
+            }
+        }
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        for c in &manager.changes()[seen.0.min(manager.changes().len())..] {
+            self.changes.get_or_create(&labels(&[("app", &c.app), ("from", c.from.name()), ("to", c.to.name())])).inc();
+        }
+        seen.0 = manager.changes().len();
+        let counts = manager.counts();
+        seen.1.resize_with(counts.len(), Counts::default);
+        for ((name, now), before) in names.iter().zip(&counts).zip(seen.1.iter_mut()) {
+            let add = |family: &Family<Labels, Counter>, key: &str, value: &str, n: u64, m: u64| {
+                family.get_or_create(&labels(&[("app", name), (key, value)])).inc_by(n.saturating_sub(m));
+            };
+            add(&self.actions, "policy", "agent", now.agent_actions, before.agent_actions);
+            add(&self.actions, "policy", "fallback", now.fallback_actions, before.fallback_actions);
+            add(&self.guard, "verdict", "fallback", now.guard_fallbacks, before.guard_fallbacks);
+            add(&self.guard, "verdict", "limited", now.guard_limited, before.guard_limited);
+            *before = now.clone();
+        }
+        self.step.set(manager.stage_series().len() as i64);
+    }
+
+    /// The OpenMetrics text of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+}
+
+/// Updates the metrics after every episode.
+impl EpisodeSink for LifecycleMetrics {
+    fn episode(&mut self, _episode: u64, manager: &mut Manager) -> Result<(), LifecycleError> {
+        self.episodes.inc();
+        self.update(manager);
+        Ok(())
+    }
+}
+
+/// Two sinks, in order.
+impl<A: EpisodeSink, B: EpisodeSink> EpisodeSink for (A, B) {
+    fn episode(&mut self, episode: u64, manager: &mut Manager) -> Result<(), LifecycleError> {
+        self.0.episode(episode, manager)?;
+        self.1.episode(episode, manager)
+    }
+}
+
+/// A sink that may be absent.
+impl<S: EpisodeSink> EpisodeSink for Option<S> {
+    fn episode(&mut self, episode: u64, manager: &mut Manager) -> Result<(), LifecycleError> {
+        match self {
+            Some(s) => s.episode(episode, manager),
+            None => Ok(()),
+        }
+    }
+}
