@@ -6,7 +6,7 @@
 //! - `fig10`: bootstrapping — AWARE vs RL without bootstrapping vs the MPA default vs the
 //!   `converged` reference, every row over the same window (the first interval to the end).
 //! - `fig9`: serving through instability — for each of the seven instability scenarios,
-//!   placed half way, AWARE vs AWARE without retraining vs the MPA default vs `converged`
+//!   placed 5/8 of the way through, AWARE vs AWARE without retraining vs the MPA default vs `converged`
 //!   (trained on the changed workload), scored from the scenario to the end.
 //!
 //! `converged` is a DDPG agent trained separately, from scratch, on training traces of the
@@ -61,11 +61,24 @@ pub struct LifecycleConfig {
     pub profile: Option<PathBuf>,
     /// Overrides the size's training of the `converged` reference.
     pub training: Option<Training>,
+    /// Overrides the profile's `lifecycle.reward_window` (episodes SERVING's stability test
+    /// looks at). Quick runs use 5, as `aware demo` does: the profile's 20 cannot settle
+    /// within them.
+    pub reward_window: Option<u32>,
 }
 
 impl LifecycleConfig {
     pub fn new(quick: bool, seed: u64) -> Self {
-        Self { quick, seed, apps: None, episodes: None, episode_steps: 100, profile: None, training: None }
+        Self {
+            quick,
+            seed,
+            apps: None,
+            episodes: None,
+            episode_steps: 100,
+            profile: None,
+            training: None,
+            reward_window: None,
+        }
     }
 
     fn apps(&self) -> usize {
@@ -74,7 +87,7 @@ impl LifecycleConfig {
 
     fn episodes(&self, which: Which) -> u64 {
         self.episodes.unwrap_or(match (which, self.quick) {
-            (Which::Fig9, true) => 12,
+            (Which::Fig9, true) => 16,
             (Which::Fig9, false) => 40,
             (_, true) => 20,
             (_, false) => 60,
@@ -169,13 +182,24 @@ pub const FIG9_SCENARIOS: [ScenarioKind; 7] = [
 ];
 
 fn workload(config: &LifecycleConfig, steps: u64) -> Result<Workload, ExperimentError> {
-    Ok(Workload::load(&WorkloadSpec {
+    let mut workload = Workload::load(&WorkloadSpec {
         apps: config.apps(),
         seed: config.seed,
         profile: config.profile.clone(),
         steps,
         ..WorkloadSpec::default()
-    })?)
+    })?;
+    match config.reward_window.or(config.quick.then_some(5)) {
+        Some(0) => {
+            return Err(ExperimentError::Input {
+                input: "--reward-window".into(),
+                reason: "must be at least 1".into(),
+            });
+        }
+        Some(w) => workload.profile.lifecycle.reward_window = w,
+        None => {}
+    }
+    Ok(workload)
 }
 
 fn manager_config(config: &LifecycleConfig) -> ManagerConfig {
@@ -294,8 +318,9 @@ fn fig9(
     progress: &dyn Progress,
 ) -> Result<LifecycleReport, ExperimentError> {
     let steps = episodes * config.episode_steps;
-    // The scenario begins at the first interval of the middle episode.
-    let at_step = episodes / 2 * config.episode_steps;
+    // The scenario begins at the first interval of the episode 5/8 of the way through: time
+    // for the apps to bootstrap and reach SERVING first, and time after it to retrain.
+    let at_step = (episodes * 5 / 8).max(1) * config.episode_steps;
     let labels = ["aware", "no-retrain", "mpa", "converged"];
     let mut merged: Vec<Merged> = labels.iter().map(|_| Merged::default()).collect();
     let mut scenarios = Vec::new();

@@ -25,7 +25,7 @@ pub enum Experiment {
     /// violations in four segments of its episodes, beside the MPA default and AWARE. Exits 0
     /// when the run completes, whatever it shows.
     Table3(LifecycleArgs),
-    /// AWARE Figure 9: the seven instability scenarios half way through; AWARE vs no-retrain vs
+    /// AWARE Figure 9: the seven instability scenarios 5/8 of the way through; AWARE vs no-retrain vs
     /// the MPA default vs converged, from the scenario to the end. Exits 0 when it completes.
     Fig9(LifecycleArgs),
     /// AWARE Figure 10: bootstrapping; AWARE vs no-bootstrap vs the MPA default vs converged,
@@ -44,7 +44,7 @@ pub struct LifecycleArgs {
     /// Applications (default 4 quick, 8 full).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     apps: Option<u64>,
-    /// Episodes per policy (default: table3/fig10 20 quick, 60 full; fig9 12 quick, 40 full).
+    /// Episodes per policy (default: table3/fig10 20 quick, 60 full; fig9 16 quick, 40 full).
     #[arg(long, value_parser = clap::value_parser!(u64).range(2..))]
     episodes: Option<u64>,
     /// Intervals (15 s) per episode.
@@ -53,6 +53,9 @@ pub struct LifecycleArgs {
     /// AWARE profile (YAML).
     #[arg(long)]
     profile: Option<PathBuf>,
+    /// Episodes SERVING's stability test looks at (default: 5 quick, the profile's otherwise).
+    #[arg(long)]
+    reward_window: Option<u32>,
     #[arg(long)]
     json: bool,
 }
@@ -199,6 +202,7 @@ fn lifecycle(which: Which, args: LifecycleArgs) -> Result<ExitCode> {
         episodes: args.episodes,
         episode_steps: args.episode_steps,
         profile: args.profile,
+        reward_window: args.reward_window,
         ..LifecycleConfig::new(args.quick, args.seed)
     };
     let report = aware_experiments::lifecycle::run(which, &config, &Bar::new())?;
