@@ -45,6 +45,19 @@ pub struct ShadowComparison {
     pub fallback: EpisodeOutcome,
 }
 
+impl ShadowComparison {
+    /// Several comparisons (on several episodes' traffic) as one: mean rewards averaged,
+    /// SLO-violating intervals summed.
+    pub fn pooled(all: &[ShadowComparison]) -> ShadowComparison {
+        let n = all.len().max(1) as f64;
+        let pool = |f: fn(&ShadowComparison) -> EpisodeOutcome| EpisodeOutcome {
+            mean_reward: all.iter().map(|c| f(c).mean_reward).sum::<f64>() / n,
+            slo_violations: all.iter().map(|c| f(c).slo_violations).sum(),
+        };
+        ShadowComparison { agent: pool(|c| c.agent), fallback: pool(|c| c.fallback) }
+    }
+}
+
 /// A stage change the algorithm decided, with its reason.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Transition {

@@ -50,6 +50,11 @@ pub struct ManagerConfig {
     /// Keep TD3+BC's behaviour term while learning ONLINE, towards the agent's own and the
     /// fallback's stored actions, so online updates refine rather than replace the policy.
     pub online_bc: bool,
+    /// Recent episodes' traffic the bootstrapping check runs the agent against the fallback on
+    /// (OFFLINE → ONLINE needs, over all of them, t_online of the fallback's reward and no more
+    /// SLO-violating intervals). One episode's traffic let agents through that fell behind on
+    /// the next: measured on `aware experiment fig10 --quick`.
+    pub shadow_episodes: usize,
     /// Whether the acting agent keeps learning from its own transitions while ONLINE. Off by
     /// default: measured on `aware run --apps 4 --seed 1 --steps 2000`, online updates made
     /// the agents that had passed the bootstrapping check fall behind MPA within two episodes
@@ -82,6 +87,7 @@ impl Default for ManagerConfig {
             guard: GuardConfig::default(),
             online_noise_sigma: 0.0,
             online_bc: true,
+            shadow_episodes: 3,
             online_learning: false,
             fallback: PolicyName::Mpa,
             bootstrapping: None,
@@ -122,6 +128,9 @@ struct Managed {
     intervals: u64,
     violations: u64,
     rates: Vec<f64>,
+    /// The last `shadow_episodes` episodes' arrival rates (with the episode they came from),
+    /// oldest first.
+    recent_rates: std::collections::VecDeque<(u64, Vec<f64>)>,
     counts: Counts,
     /// `counts.agent_actions` when the episode began.
     episode_start_agent_actions: u64,
@@ -198,6 +207,7 @@ impl<'w> Manager<'w> {
                     intervals: 0,
                     violations: 0,
                     rates: Vec::new(),
+                    recent_rates: Default::default(),
                     counts: Counts::default(),
                     episode_start_agent_actions: 0,
                 })
@@ -312,7 +322,17 @@ impl<'w> Manager<'w> {
                     seed: self.workload.seed ^ (self.episode << 20) ^ i as u64,
                 };
                 match stage {
-                    Stage::Offline => Some(shadow::compare(&app, &self.agent, &self.config.fallback)?),
+                    Stage::Offline => {
+                        // This episode's traffic and the ones before it, each from its start.
+                        let mut outcomes = Vec::new();
+                        for (episode, rates) in
+                            a.recent_rates.iter().chain(std::iter::once(&(self.episode, a.rates.clone())))
+                        {
+                            let app = ShadowApp { rates, seed: self.workload.seed ^ (episode << 20) ^ i as u64, ..app };
+                            outcomes.push(shadow::compare(&app, &self.agent, &self.config.fallback)?);
+                        }
+                        Some(ShadowComparison::pooled(&outcomes))
+                    }
                     Stage::Online | Stage::Serving if agent_acted && self.bootstrapping() => {
                         let fallback = shadow::fallback(&app, &self.config.fallback)?;
                         Some(ShadowComparison { agent: outcome, fallback })
@@ -328,6 +348,12 @@ impl<'w> Manager<'w> {
                 self.log(i, t);
             }
             let a = &mut self.apps[i];
+            if !a.rates.is_empty() && self.config.shadow_episodes > 1 {
+                a.recent_rates.push_back((self.episode, a.rates.clone()));
+                while a.recent_rates.len() >= self.config.shadow_episodes {
+                    a.recent_rates.pop_front();
+                }
+            }
             (a.reward, a.intervals, a.violations) = (0.0, 0, 0);
             a.episode_start_agent_actions = a.counts.agent_actions;
             a.rates.clear();
