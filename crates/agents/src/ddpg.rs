@@ -135,10 +135,14 @@ pub struct Ddpg {
 
 impl Ddpg {
     pub fn new(state_dim: usize, action_dim: usize, config: DdpgConfig, seed: u64) -> Self {
-        Device::default().seed(seed);
         let device = Device::default().autodiff();
-        let actor = Actor::new(state_dim, action_dim, &config.hidden, &device);
-        let critic = Critic::new(state_dim, action_dim, &config.hidden, &device);
+        // One seed for both networks (the actor's draws come first, then the critic's).
+        let (actor, critic) = crate::net::seeded(seed, || {
+            (
+                Actor::new(state_dim, action_dim, &config.hidden, &device),
+                Critic::new(state_dim, action_dim, &config.hidden, &device),
+            )
+        });
         Self {
             actor_target: actor.valid(),
             critic_target: critic.valid(),

@@ -251,9 +251,10 @@ pub struct Dqn {
 
 impl Dqn {
     pub fn new(state_dim: usize, actions: usize, config: DqnConfig, seed: u64) -> Self {
-        burn::tensor::Device::default().seed(seed);
         let device = Device::default().autodiff();
-        let online = QNetwork::new(state_dim, actions, &config.hidden, config.dueling, config.window, &device);
+        let online = crate::net::seeded(seed, || {
+            QNetwork::new(state_dim, actions, &config.hidden, config.dueling, config.window, &device)
+        });
         let target = online.clone();
         let policy = online.valid();
         let clipping = config.max_grad_norm.map(burn::optim::grad_clipping::GradientClippingConfig::Norm);

@@ -215,6 +215,26 @@ pub fn soft_update(target: Mlp, online: &Mlp, tau: f32) -> Mlp {
     Mlp { layers, activation: online.activation }
 }
 
+/// Builds a network with burn's random generator seeded `seed`, holding a process-wide lock:
+/// the generator is global, so two agents built at once on two threads (parallel tests, or
+/// several runs in one process) would otherwise draw from each other's sequence and the same
+/// seed would not give the same weights. burn initialises parameters lazily, at first use, so
+/// every parameter is touched before the lock is released.
+pub(crate) fn seeded<M: burn::module::Module>(seed: u64, build: impl FnOnce() -> M) -> M {
+    struct Touch;
+    impl burn::module::ModuleVisitor for Touch {
+        fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<burn::tensor::Tensor<D>>) {
+            let _ = param.val();
+        }
+    }
+    static INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _held = INIT.lock().unwrap_or_else(|e| e.into_inner());
+    burn::tensor::Device::default().seed(seed);
+    let module = build();
+    module.visit(&mut Touch);
+    module
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

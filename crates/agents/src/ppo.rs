@@ -258,9 +258,8 @@ impl RunningVariance {
 
 impl Ppo {
     pub fn new(state_dim: usize, actions: PpoActions, config: PpoConfig, seed: u64) -> Self {
-        Device::default().seed(seed);
         let device = Device::default().autodiff();
-        let net = PolicyValue::new(state_dim, actions, &config, &device);
+        let net = crate::net::seeded(seed, || PolicyValue::new(state_dim, actions, &config, &device));
         let optimizer = AdamConfig::new()
             .with_epsilon(1e-5)
             .with_grad_clipping(Some(burn::optim::grad_clipping::GradientClippingConfig::Norm(config.max_grad_norm)))
