@@ -169,17 +169,11 @@ pub struct LifecycleReport {
     pub checks: Checks,
 }
 
-/// The seven instability scenarios of AWARE's Figure 9 (the simulator's node interference is
-/// an eighth, left out here as in the paper).
-pub const FIG9_SCENARIOS: [ScenarioKind; 7] = [
-    ScenarioKind::PayloadUp,
-    ScenarioKind::PayloadDown,
-    ScenarioKind::CpuPayloadUp,
-    ScenarioKind::IoPayloadUp,
-    ScenarioKind::MemoryPayloadUp,
-    ScenarioKind::LoadHighToLow,
-    ScenarioKind::LoadLowToHigh,
-];
+/// The seven instability scenarios of AWARE's Figure 9: every scenario the simulator has but
+/// node interference (its addition, left out here as in the paper).
+pub fn fig9_scenarios() -> Vec<ScenarioKind> {
+    ScenarioKind::ALL.into_iter().filter(|k| *k != ScenarioKind::NodeInterference).collect()
+}
 
 fn workload(config: &LifecycleConfig, steps: u64) -> Result<Workload, ExperimentError> {
     let mut workload = Workload::load(&WorkloadSpec {
@@ -325,14 +319,15 @@ fn fig9(
     let mut merged: Vec<Merged> = labels.iter().map(|_| Merged::default()).collect();
     let mut scenarios = Vec::new();
     let (mut apps, mut alpha, mut served_apps) = (0, 0.0, 0);
-    for (k, kind) in FIG9_SCENARIOS.into_iter().enumerate() {
+    let kinds = fig9_scenarios();
+    for (k, &kind) in kinds.iter().enumerate() {
         let mut workload = workload(config, steps)?;
         workload.sim.scenario = Some(Scenario { kind, at_step: Some(at_step) });
         (apps, alpha) = (workload.apps.len(), workload.profile.reward.alpha);
         let mut plan = Plan::new(&workload, steps, config.episode_steps)?;
         let from = plan.change_episode().unwrap_or(0);
         plan.windows = std::iter::once(from..episodes).collect();
-        progress.message(&format!("fig9: scenario {} of {} ({})", k + 1, FIG9_SCENARIOS.len(), kind.name()));
+        progress.message(&format!("fig9: scenario {} of {} ({})", k + 1, kinds.len(), kind.name()));
         let aware = run_manager(&workload, &plan, Variant::Aware, manager, config.seed, &mut (), progress)?;
         let no_retrain = run_manager(&workload, &plan, Variant::NoRetrain, manager, config.seed, &mut (), progress)?;
         let mpa = run_fallback(&workload, &plan, &PolicyName::Mpa, progress)?;

@@ -1,7 +1,7 @@
 //! The lifecycle experiments end to end on tiny sizes: the rows, segments and scenario windows
 //! they report add up to what was run.
 
-use aware_experiments::lifecycle::{FIG9_SCENARIOS, LifecycleConfig, Which, run};
+use aware_experiments::lifecycle::{LifecycleConfig, Which, fig9_scenarios, run};
 use aware_lab::progress::Silent;
 use aware_lifecycle::converged::Training;
 
@@ -64,16 +64,17 @@ fn table3_segments_add_up_to_the_run() {
 fn fig9_scores_each_scenario_from_its_start() {
     let config = LifecycleConfig { apps: Some(1), ..tiny(2) };
     let r = run(Which::Fig9, &config, &Silent).unwrap();
-    assert_eq!(r.scenarios.len(), FIG9_SCENARIOS.len());
+    assert_eq!(r.scenarios.len(), fig9_scenarios().len());
     let names: Vec<&str> = r.policies.iter().map(|p| p.policy.as_str()).collect();
     assert_eq!(names, ["aware", "no-retrain", "mpa", "converged"]);
     for (k, p) in r.policies.iter().enumerate() {
         // Two episodes, the scenario at the second: one episode per scenario is scored.
-        assert_eq!(p.summary.intervals, 20 * FIG9_SCENARIOS.len() as u64, "{}", p.policy);
+        assert_eq!(p.summary.intervals, 20 * fig9_scenarios().len() as u64, "{}", p.policy);
         let per_scenario: u64 = r.scenarios.iter().map(|s| s.policies[k].summary.slo_violations).sum();
         assert_eq!(per_scenario, p.summary.slo_violations, "{}", p.policy);
     }
     assert!(r.scenarios.iter().all(|s| s.at_step == 20));
+    assert_eq!(fig9_scenarios().len(), 7, "the paper's seven");
     assert!(r.checks.aware_reward_shortfall_vs_converged.is_some_and(f64::is_finite));
 }
 
