@@ -6,7 +6,7 @@ pub enum LifecycleError {
     Lab(#[from] aware_lab::LabError),
     #[error(transparent)]
     Agent(#[from] aware_agents::AgentError),
-    #[error("store: {0}")]
+    #[error(transparent)]
     Store(#[from] aware_store::StoreError),
     #[error("{path}: {reason}")]
     Output { path: std::path::PathBuf, reason: String },
