@@ -505,3 +505,24 @@ fn bench_agents_reports_every_algorithm() {
     let want = std::env::var("RAYON_NUM_THREADS").unwrap_or_else(|_| "1".into());
     assert_eq!(v["threads"], want.as_str());
 }
+
+/// `aware run --store` records what `aware explain` then reads; a bad store URL is one line.
+#[test]
+fn run_records_into_a_store_that_explain_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("run.db").display());
+    let o = aware(&["run", "--apps", "2", "--steps", "100", "--episode-steps", "50", "--store", &url, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(report["store"]["url"], url.as_str());
+    assert_eq!(report["store"]["pending"], 0);
+    let app = report["per_app"][0]["app"].as_str().unwrap().to_string();
+    let o = aware(&["explain", "--store", &url, "--app", &app, "--last", "3", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let explained: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let steps: Vec<u64> =
+        explained["decisions"].as_array().unwrap().iter().map(|d| d["step"].as_u64().unwrap()).collect();
+    assert_eq!(steps, [97, 98, 99], "the last three decisions of {app}");
+    let o = aware(&["run", "--apps", "1", "--steps", "10", "--store", "bogus:x"]);
+    assert_one_line_error(&o, &["bogus:x", "unknown scheme"]);
+}
