@@ -318,12 +318,12 @@ fn fig9(
     let labels = ["aware", "no-retrain", "mpa", "converged"];
     let mut merged: Vec<Merged> = labels.iter().map(|_| Merged::default()).collect();
     let mut scenarios = Vec::new();
-    let (mut apps, mut alpha, mut served_apps) = (0, 0.0, 0);
+    let mut served_apps = 0;
+    let unchanged = workload(config, steps)?;
     let kinds = fig9_scenarios();
     for (k, &kind) in kinds.iter().enumerate() {
-        let mut workload = workload(config, steps)?;
+        let mut workload = unchanged.clone();
         workload.sim.scenario = Some(Scenario { kind, at_step: Some(at_step) });
-        (apps, alpha) = (workload.apps.len(), workload.profile.reward.alpha);
         let mut plan = Plan::new(&workload, steps, config.episode_steps)?;
         let from = plan.change_episode().unwrap_or(0);
         plan.windows = std::iter::once(from..episodes).collect();
@@ -383,10 +383,10 @@ fn fig9(
         experiment: "fig9",
         quick: config.quick,
         seed: config.seed,
-        apps,
+        apps: unchanged.apps.len(),
         episodes,
         episode_steps: config.episode_steps,
-        alpha,
+        alpha: unchanged.profile.reward.alpha,
         policies,
         segments: Vec::new(),
         scenarios,

@@ -129,7 +129,7 @@ struct Managed {
     violations: u64,
     rates: Vec<f64>,
     /// The last `shadow_episodes` episodes' arrival rates (with the episode they came from),
-    /// oldest first.
+    /// oldest first; the current episode's collect in `rates` until it ends.
     recent_rates: std::collections::VecDeque<(u64, Vec<f64>)>,
     counts: Counts,
     /// `counts.agent_actions` when the episode began.
@@ -151,6 +151,23 @@ pub(crate) fn decode_action(
         .decode(&Action::Continuous(action), obs.desired_replicas, &obs.template)
         .map(|d| d.recommendation)
         .map_err(|e| LabError::input("agent", e.to_string()))
+}
+
+/// App `i`'s traffic of one recent episode, for the bootstrapping check to replay from its
+/// start (the seed is the episode's, so the same episode replays the same arrivals).
+fn replay<'a>(
+    workload: &'a Workload,
+    profile: &'a aware_core::Profile,
+    i: usize,
+    (episode, rates): &'a (u64, Vec<f64>),
+) -> ShadowApp<'a> {
+    ShadowApp {
+        spec: &workload.apps[i],
+        profile,
+        sim: &workload.sim,
+        rates,
+        seed: workload.seed ^ (episode << 20) ^ i as u64,
+    }
 }
 
 /// The manager: Algorithm 1 and the guard for every application, one agent for all.
@@ -302,6 +319,16 @@ impl<'w> Manager<'w> {
     /// the stage asks for one, and moves stages.
     fn end_episode(&mut self) -> Result<(), LabError> {
         for i in 0..self.apps.len() {
+            // This episode's traffic joins the recent ones the bootstrapping check replays.
+            let episode = self.episode;
+            let a = &mut self.apps[i];
+            let seen = !a.rates.is_empty();
+            if seen {
+                a.recent_rates.push_back((episode, std::mem::take(&mut a.rates)));
+                while a.recent_rates.len() > self.config.shadow_episodes.max(1) {
+                    a.recent_rates.pop_front();
+                }
+            }
             let a = &self.apps[i];
             let outcome = EpisodeOutcome {
                 mean_reward: if a.intervals > 0 { a.reward / a.intervals as f64 } else { f64::NAN },
@@ -310,32 +337,29 @@ impl<'w> Manager<'w> {
             let stage = a.lifecycle.stage();
             // The agent acted this episode (not the fallback for it).
             let agent_acted = a.counts.agent_actions > a.episode_start_agent_actions;
-            let shadow = if a.rates.is_empty() || self.config.fixed_stage.is_some() {
+            let shadow = if !seen || self.config.fixed_stage.is_some() {
                 None
             } else {
                 let profile = self.workload.app_profile(i);
-                let app = ShadowApp {
-                    spec: &self.workload.apps[i],
-                    profile: &profile,
-                    sim: &self.workload.sim,
-                    rates: &a.rates,
-                    seed: self.workload.seed ^ (self.episode << 20) ^ i as u64,
-                };
+                let episode_app = |recent| replay(self.workload, &profile, i, recent);
                 match stage {
                     Stage::Offline => {
-                        // This episode's traffic and the ones before it, each from its start.
-                        let mut outcomes = Vec::new();
-                        for (episode, rates) in
-                            a.recent_rates.iter().chain(std::iter::once(&(self.episode, a.rates.clone())))
-                        {
-                            let app = ShadowApp { rates, seed: self.workload.seed ^ (episode << 20) ^ i as u64, ..app };
-                            outcomes.push(shadow::compare(&app, &self.agent, &self.config.fallback)?);
-                        }
+                        let outcomes = a
+                            .recent_rates
+                            .iter()
+                            .map(|r| shadow::compare(&episode_app(r), &self.agent, &self.config.fallback))
+                            .collect::<Result<Vec<_>, _>>()?;
                         Some(ShadowComparison::pooled(&outcomes))
                     }
                     Stage::Online | Stage::Serving if agent_acted && self.bootstrapping() => {
-                        let fallback = shadow::fallback(&app, &self.config.fallback)?;
-                        Some(ShadowComparison { agent: outcome, fallback })
+                        // This episode's traffic: the last one added.
+                        match a.recent_rates.back() {
+                            Some(this) => {
+                                let fallback = shadow::fallback(&episode_app(this), &self.config.fallback)?;
+                                Some(ShadowComparison { agent: outcome, fallback })
+                            }
+                            None => None,
+                        }
                     }
                     _ => None,
                 }
@@ -348,15 +372,8 @@ impl<'w> Manager<'w> {
                 self.log(i, t);
             }
             let a = &mut self.apps[i];
-            if !a.rates.is_empty() && self.config.shadow_episodes > 1 {
-                a.recent_rates.push_back((self.episode, a.rates.clone()));
-                while a.recent_rates.len() >= self.config.shadow_episodes {
-                    a.recent_rates.pop_front();
-                }
-            }
             (a.reward, a.intervals, a.violations) = (0.0, 0, 0);
             a.episode_start_agent_actions = a.counts.agent_actions;
-            a.rates.clear();
         }
         self.episode += 1;
         Ok(())

@@ -102,21 +102,3 @@ impl EpisodeSink for LifecycleMetrics {
         Ok(())
     }
 }
-
-/// Two sinks, in order.
-impl<A: EpisodeSink, B: EpisodeSink> EpisodeSink for (A, B) {
-    fn episode(&mut self, episode: u64, manager: &mut Manager) -> Result<(), LifecycleError> {
-        self.0.episode(episode, manager)?;
-        self.1.episode(episode, manager)
-    }
-}
-
-/// A sink that may be absent.
-impl<S: EpisodeSink> EpisodeSink for Option<S> {
-    fn episode(&mut self, episode: u64, manager: &mut Manager) -> Result<(), LifecycleError> {
-        match self {
-            Some(s) => s.episode(episode, manager),
-            None => Ok(()),
-        }
-    }
-}

@@ -157,6 +157,24 @@ impl EpisodeSink for () {
     }
 }
 
+/// A sink that may be absent.
+impl<S: EpisodeSink> EpisodeSink for Option<S> {
+    fn episode(&mut self, episode: u64, manager: &mut Manager) -> Result<(), LifecycleError> {
+        match self {
+            Some(s) => s.episode(episode, manager),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Two sinks, in order.
+impl<A: EpisodeSink, B: EpisodeSink> EpisodeSink for (A, B) {
+    fn episode(&mut self, episode: u64, manager: &mut Manager) -> Result<(), LifecycleError> {
+        self.0.episode(episode, manager)?;
+        self.1.episode(episode, manager)
+    }
+}
+
 /// Collects the decision log in memory.
 impl EpisodeSink for Vec<Decision> {
     fn episode(&mut self, _: u64, manager: &mut Manager) -> Result<(), LifecycleError> {
@@ -204,7 +222,7 @@ pub fn run_agent(
         ));
         Ok(())
     })?;
-    let (row, per_app, series) = score(label, scorer, &manager.fallbacks(), plan.episode_steps);
+    let (row, per_app, series, _) = score(label, scorer, &manager.fallbacks(), plan.episode_steps);
     let arm = Arm {
         row,
         per_app,
@@ -231,7 +249,7 @@ pub fn run_fallback(
     let mut driver = Recommenders::new(policies);
     let label = policy.to_string();
     let (scorer, windows) = play_with(workload, plan, &label, &mut driver, progress, &mut |_, _| Ok(()))?;
-    let (row, per_app, series) = score(&label, scorer, &driver.refusals, plan.episode_steps);
+    let (row, per_app, series, _) = score(&label, scorer, &driver.refusals, plan.episode_steps);
     Ok(Arm {
         row,
         per_app,
@@ -253,7 +271,8 @@ pub fn run_driver<D: Driver>(
     progress: &dyn Progress,
 ) -> Result<(PolicyRow, Vec<Summary>, Series), LifecycleError> {
     let (scorer, _) = play_with(workload, plan, label, driver, progress, &mut |_, _| Ok(()))?;
-    Ok(score(label, scorer, &vec![0; workload.apps.len()], plan.episode_steps))
+    let (row, per_app, series, _) = score(label, scorer, &vec![0; workload.apps.len()], plan.episode_steps);
+    Ok((row, per_app, series))
 }
 
 /// The plan's episodes under `driver`, each interval shown to one scorer for the whole run and
@@ -294,9 +313,7 @@ fn score_windows(label: &str, plan: &Plan, scorers: Vec<Scorer>) -> Vec<Window> 
         .iter()
         .zip(scorers)
         .map(|(episodes, scorer)| {
-            let latencies = scorer.merged_latencies();
-            let (per_app, _) = scorer.finish(&[]);
-            let row = PolicyRow::new(label, aggregate(label, &per_app, &latencies), plan.episode_steps);
+            let (row, per_app, _, latencies) = score(label, scorer, &[], plan.episode_steps);
             Window { episodes: episodes.clone(), row, per_app, latencies }
         })
         .collect()
@@ -306,10 +323,16 @@ fn names(workload: &Workload) -> Vec<String> {
     workload.apps.iter().map(|a| a.name.clone()).collect()
 }
 
-fn score(label: &str, scorer: Scorer, fallbacks: &[u64], episode_steps: u64) -> (PolicyRow, Vec<Summary>, Series) {
+/// A scorer's row, per-app summaries, series and merged latencies.
+fn score(
+    label: &str,
+    scorer: Scorer,
+    fallbacks: &[u64],
+    episode_steps: u64,
+) -> (PolicyRow, Vec<Summary>, Series, LatencyHistogram) {
     let latencies = scorer.merged_latencies();
     let (per_app, series) = scorer.finish(fallbacks);
-    (PolicyRow::new(label, aggregate(label, &per_app, &latencies), episode_steps), per_app, series)
+    (PolicyRow::new(label, aggregate(label, &per_app, &latencies), episode_steps), per_app, series, latencies)
 }
 
 #[derive(Debug, Clone)]
