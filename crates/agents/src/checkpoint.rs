@@ -50,17 +50,18 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> CheckpointError + '_ {
 }
 
 /// A module's weights as safetensors bytes, in canonical form (see [`canonical_safetensors`]).
-pub fn module_bytes<M: Module>(module: &M) -> Result<Vec<u8>, String> {
+fn module_bytes<M: Module>(module: &M, path: &str) -> Result<Vec<u8>, CheckpointError> {
+    let malformed = |reason: String| CheckpointError::Format { path: path.to_string(), reason };
     let mut store = SafetensorsStore::from_bytes(None);
-    module.save_into(&mut store).map_err(|e| e.to_string())?;
-    canonical_safetensors(&store.get_bytes().map_err(|e| e.to_string())?)
+    module.save_into(&mut store).map_err(|e| malformed(e.to_string()))?;
+    canonical_safetensors(&store.get_bytes().map_err(|e| malformed(e.to_string()))?, path)
 }
 
 /// Rewrites safetensors bytes with header keys sorted and tensor data laid out in that order.
 /// The writer's header order follows a hash map, so equal weights gave different files (and
 /// checksums); canonical bytes make "same seed, same checkpoint" checkable with `cmp`.
-pub fn canonical_safetensors(bytes: &[u8]) -> Result<Vec<u8>, String> {
-    let bad = |why: &str| format!("safetensors: {why}");
+fn canonical_safetensors(bytes: &[u8], path: &str) -> Result<Vec<u8>, CheckpointError> {
+    let bad = |why: &str| CheckpointError::Format { path: path.to_string(), reason: format!("safetensors: {why}") };
     let n =
         u64::from_le_bytes(bytes.get(..8).ok_or_else(|| bad("shorter than its header length"))?.try_into().unwrap());
     let header_end =
@@ -98,21 +99,22 @@ pub fn canonical_safetensors(bytes: &[u8]) -> Result<Vec<u8>, String> {
 }
 
 /// Loads weights into `module` (whose architecture must match), all tensors or an error.
-pub fn load_module<M: Module>(mut module: M, bytes: Vec<u8>, name: &str) -> Result<M, String> {
+fn load_module<M: Module>(mut module: M, bytes: Vec<u8>, name: &str, path: &str) -> Result<M, CheckpointError> {
+    let malformed = |reason: String| CheckpointError::Format { path: path.to_string(), reason };
     let mut store = SafetensorsStore::from_bytes(Some(bytes));
-    let applied = module.load_from(&mut store).map_err(|e| format!("{name}: {e}"))?;
+    let applied = module.load_from(&mut store).map_err(|e| malformed(format!("{name}: {e}")))?;
     if !applied.missing.is_empty() || !applied.unused.is_empty() || !applied.errors.is_empty() {
-        return Err(format!(
+        return Err(malformed(format!(
             "{name}: weights do not fit the network (missing {:?}, unused {:?}, errors {:?})",
             applied.missing, applied.unused, applied.errors
-        ));
+        )));
     }
     Ok(module)
 }
 
 /// A module's canonical safetensors bytes, or a format error naming `dir`.
 pub fn module_file<M: Module>(dir: &Path, module: &M) -> Result<Vec<u8>, CheckpointError> {
-    module_bytes(module).map_err(|reason| CheckpointError::Format { path: dir.display().to_string(), reason })
+    module_bytes(module, &dir.display().to_string())
 }
 
 /// A verified checkpoint being loaded: its metadata and files, with errors naming its directory.
@@ -141,7 +143,7 @@ impl OpenCheckpoint {
     /// Weights from file `name` into `module`, whose architecture must match.
     pub fn module<M: Module>(&mut self, module: M, name: &str) -> Result<M, CheckpointError> {
         let bytes = self.file(name)?;
-        load_module(module, bytes, name).map_err(|reason| self.error(reason))
+        load_module(module, bytes, name, &self.path)
     }
 }
 

@@ -81,15 +81,32 @@ impl TimeWindow {
         self.steps + 1 - self.kernel
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    /// Checks the window can read a `state_dim`-value observation: every size positive, the
+    /// kernel no longer than the window, `steps × features` covering the observation exactly.
+    pub fn validate(&self, state_dim: usize) -> Result<(), WindowError> {
         if self.steps == 0 || self.features == 0 || self.channels == 0 || self.kernel == 0 {
-            return Err(format!("window {self:?}: every size must be positive"));
+            return Err(WindowError::ZeroSize(*self));
         }
         if self.kernel > self.steps {
-            return Err(format!("window: kernel {} is longer than the {} steps", self.kernel, self.steps));
+            return Err(WindowError::KernelTooLong { kernel: self.kernel, steps: self.steps });
+        }
+        if self.steps.checked_mul(self.features) != Some(state_dim) {
+            return Err(WindowError::Coverage { steps: self.steps, features: self.features, state_dim });
         }
         Ok(())
     }
+}
+
+/// A [`TimeWindow`] the network cannot be built with.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WindowError {
+    #[error("window {0:?}: every size must be positive")]
+    ZeroSize(TimeWindow),
+    #[error("window: kernel {kernel} is longer than the {steps} steps")]
+    KernelTooLong { kernel: usize, steps: usize },
+    #[error("window: {steps} steps × {features} features do not cover the {state_dim}-value observation")]
+    Coverage { steps: usize, features: usize, state_dim: usize },
 }
 
 impl DqnConfig {
@@ -143,8 +160,9 @@ impl QNetwork {
         window: Option<TimeWindow>,
         device: &Device,
     ) -> Self {
-        if let Some(w) = window {
-            assert_eq!(w.steps * w.features, state_dim, "the window must cover the observation exactly");
+        // Callers validate windows they did not build themselves (`Dqn::load` does).
+        if let Some(Err(e)) = window.map(|w| w.validate(state_dim)) {
+            panic!("{e}");
         }
         let conv = window.map(|w| Conv1dConfig::new(w.features, w.channels, w.kernel).init(device));
         let trunk_input = window.map_or(state_dim, |w| w.channels * w.positions());
@@ -409,7 +427,11 @@ impl Dqn {
     ) -> Result<Self, AgentError> {
         let action_space = aware_core::Space::Discrete { n: actions };
         let mut c = Checkpoint::open(dir, &["dqn", "d3qn"], observation_space, &action_space)?;
-        let mut agent = Dqn::new(observation_space.dim(), actions, c.config()?, seed);
+        let config: DqnConfig = c.config()?;
+        if let Some(w) = config.window {
+            w.validate(observation_space.dim()).map_err(|e| c.error(format!("hyperparameters: {e}")))?;
+        }
+        let mut agent = Dqn::new(observation_space.dim(), actions, config, seed);
         agent.online = c.module(agent.online.clone(), "q_network.safetensors")?;
         agent.target = agent.online.clone();
         agent.policy = agent.online.valid();

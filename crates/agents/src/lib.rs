@@ -2,16 +2,16 @@
 //! readable top to bottom in its own module, in the spirit of CleanRL; they share only the
 //! replay buffer, the MLP and the checkpoint format.
 
-pub mod agent;
-pub mod checkpoint;
+mod agent;
+mod checkpoint;
 pub mod ddpg;
 pub mod dqn;
 pub mod net;
 pub mod ppo;
-pub mod replay;
+mod replay;
 pub mod tabular;
-pub use agent::Agent;
-pub use checkpoint::{Checkpoint, CheckpointError};
+pub use agent::{Agent, action_values, load};
+pub use checkpoint::{Checkpoint, CheckpointError, FORMAT, METADATA, OpenCheckpoint, module_file, sha256};
 pub use replay::{Batch, ReplayBuffer};
 
 /// One experience, as agents consume it (actions as floats: a discrete action is its index).

@@ -106,7 +106,7 @@ fn ppo_round_trip_through_the_agent_loader_reproduces_actions_bit_for_bit() {
         }
         assert_eq!(agent.updates(), 3);
         agent.save(dir.path(), &obs_space(), 60).unwrap();
-        let mut loaded = aware_agents::agent::load(dir.path(), &obs_space(), &actions.space()).unwrap();
+        let mut loaded = aware_agents::load(dir.path(), &obs_space(), &actions.space()).unwrap();
         assert_eq!(loaded.algorithm(), "ppo");
         let mut original: Box<dyn aware_agents::Agent> = Box::new(agent);
         assert_eq!(original.act(&probes(), false).unwrap(), loaded.act(&probes(), false).unwrap());
@@ -115,7 +115,7 @@ fn ppo_round_trip_through_the_agent_loader_reproduces_actions_bit_for_bit() {
             PpoActions::Discrete(_) => PpoActions::Continuous(3).space(),
             PpoActions::Continuous(_) => PpoActions::Discrete(5).space(),
         };
-        let err = aware_agents::agent::load(dir.path(), &obs_space(), &other).err().unwrap().to_string();
+        let err = aware_agents::load(dir.path(), &obs_space(), &other).err().unwrap().to_string();
         assert!(err.contains("action space") && err.contains("does not match"), "{err}");
     }
 }
@@ -127,7 +127,7 @@ fn the_agent_loader_refuses_unknown_algorithms() {
     let meta = dir.path().join("checkpoint.json");
     let text = std::fs::read_to_string(&meta).unwrap().replace("\"d3qn\"", "\"bcq\"");
     std::fs::write(&meta, text).unwrap();
-    let err = aware_agents::agent::load(dir.path(), &obs_space(), &Space::Discrete { n: 4 }).err().unwrap();
+    let err = aware_agents::load(dir.path(), &obs_space(), &Space::Discrete { n: 4 }).err().unwrap();
     assert!(err.to_string().contains("a bcq checkpoint cannot be loaded as ddpg, ppo"), "{err}");
 }
 
@@ -171,4 +171,19 @@ fn windowed_d3qn_round_trip_reproduces_q_values_bit_for_bit() {
     for p in probes() {
         assert_eq!(agent.q_values(&p).unwrap(), loaded.q_values(&p).unwrap());
     }
+}
+
+#[test]
+fn a_checkpoint_whose_window_cannot_read_the_observation_is_refused() {
+    use aware_agents::dqn::TimeWindow;
+    let window = TimeWindow { steps: 3, features: 1, channels: 4, kernel: 2 };
+    let agent = Dqn::new(3, 5, DqnConfig { window: Some(window), ..DqnConfig::d3qn() }, 2);
+    let dir = tempfile::tempdir().unwrap();
+    agent.save(dir.path(), &obs_space()).unwrap();
+    let meta = dir.path().join("checkpoint.json");
+    let mut json: serde_json::Value = serde_json::from_slice(&std::fs::read(&meta).unwrap()).unwrap();
+    json["hyperparameters"]["window"]["kernel"] = 5.into();
+    std::fs::write(&meta, serde_json::to_vec(&json).unwrap()).unwrap();
+    let e = Dqn::load(dir.path(), &obs_space(), 5, 0).err().expect("a kernel longer than the window loads");
+    assert!(e.to_string().contains("kernel 5 is longer than the 3 steps"), "{e}");
 }

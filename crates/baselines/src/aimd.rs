@@ -50,7 +50,7 @@ impl Recommender for AdditiveIncreaseMultiplicativeDecrease {
     }
 
     fn recommend(&mut self, obs: &Observation) -> Result<Recommendation, RecommenderError> {
-        obs.validate().map_err(RecommenderError::BadObservation)?;
+        obs.validate()?;
         let b = &self.bounds;
         let violated = match (self.slo_p99_ms, obs.latency_p99_ms) {
             (Some(slo), Some(p99)) => p99 > slo,

@@ -64,11 +64,11 @@ pub enum QuantityJson {
 }
 
 impl QuantityJson {
-    fn value(&self) -> Result<f64, String> {
+    fn value(&self) -> Result<f64, quantity::QuantityError> {
         match self {
-            QuantityJson::Text(s) => quantity::parse(s).map_err(|e| e.to_string()),
+            QuantityJson::Text(s) => quantity::parse(s),
             QuantityJson::Number(v) if v.is_finite() => Ok(*v),
-            QuantityJson::Number(v) => Err(format!("{v} is not a finite quantity")),
+            QuantityJson::Number(v) => Err(quantity::QuantityError::OutOfRange(v.to_string())),
         }
     }
 }
@@ -335,7 +335,7 @@ fn check_usage(file: &str, at: &str, v: Option<f64>) -> Result<(), DryRunError> 
 
 /// Range checks on one observation; pods with containers get the containers' sums.
 fn check_observation(file: &str, at: &str, o: &mut Observation) -> Result<(), DryRunError> {
-    o.validate().map_err(|e| invalid(file, at, e))?;
+    o.validate().map_err(|e| invalid(file, at, e.to_string()))?;
     if !(o.time_s.is_finite() && o.interval_s.is_finite() && o.interval_s > 0.0) {
         return Err(invalid(file, format!("{at}.interval_s"), "must be a positive number of seconds"));
     }
@@ -396,7 +396,7 @@ fn resource_name(file: &str, at: &str, name: &str) -> Result<ResourceName, DryRu
 }
 
 fn positive_milli(file: &str, at: &str, q: &QuantityJson) -> Result<i64, DryRunError> {
-    let v = q.value().map_err(|e| invalid(file, at, e))?;
+    let v = q.value().map_err(|e| invalid(file, at, e.to_string()))?;
     match quantity::milli(v) {
         Some(m) if m > 0 => Ok(m),
         _ => Err(invalid(file, at, format!("{v} must be a positive quantity"))),
@@ -473,7 +473,7 @@ fn rules(file: &str, at: &str, r: &RulesJson) -> Result<(ScalingRulesSpec, Optio
     let tolerance = match &r.tolerance {
         None => None,
         Some(q) => {
-            let v = q.value().map_err(|e| invalid(file, format!("{at}.tolerance"), e))?;
+            let v = q.value().map_err(|e| invalid(file, format!("{at}.tolerance"), e.to_string()))?;
             if v < 0.0 {
                 return Err(invalid(file, format!("{at}.tolerance"), format!("{v} must not be negative")));
             }

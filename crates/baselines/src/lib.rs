@@ -6,18 +6,30 @@
 //! `aware recommend` from a JSON snapshot (the input model, its checks and the replay);
 //! [`quantity`] parses Kubernetes quantity strings.
 
-pub mod aimd;
+mod aimd;
 pub mod dry_run;
-pub mod hpa;
-pub mod mpa;
+mod hpa;
+mod mpa;
 pub mod quantity;
-pub mod registry;
-pub mod threshold;
-pub mod vpa;
+mod registry;
+mod threshold;
+mod vpa;
 
-pub use aimd::AdditiveIncreaseMultiplicativeDecrease;
-pub use hpa::HorizontalPodAutoscaler;
+pub use aimd::{AdditiveIncreaseMultiplicativeDecrease, DECREASE_FACTOR, MEMORY_PRESSURE};
+pub use hpa::{
+    Behavior, BehaviorSpec, ContainerKind, ContainerRequest, ControllerFlags, Decision, HorizontalPodAutoscaler,
+    HpaError, HpaSpec, Limit, MetricReplicas, MetricSample, MetricSpec, MetricTarget, Phase, PodMetrics, PodState,
+    PodView, PolicyKind, ReadyCondition, ReplicaCalculator, ResourceName, ResourceReplicas, ScalingPolicy,
+    ScalingRules, ScalingRulesSpec, SelectPolicy, Tolerances, UnlistedPodMetrics, behavior, pod_states, pod_view,
+    pod_view_with, replica_calculator,
+};
 pub use mpa::MultidimPodAutoscaler;
 pub use registry::{Baseline, BaselineError, BaselineKind};
 pub use threshold::ThresholdStepScaling;
-pub use vpa::VerticalPodAutoscaler;
+pub use vpa::{
+    AggregateCheckpoint, Amounts, ContainerRecommendation, ControlledAmounts, ControlledValues,
+    EVICT_AFTER_OOM_THRESHOLD_S, HistogramCheckpoint, HistogramError, MIN_CHANGE_PRIORITY,
+    POD_LIFETIME_UPDATE_THRESHOLD_S, PodResourceRecommender, RECOMMENDER_INTERVAL_S, RecommendedResources,
+    UPDATER_EVICTION_TOLERANCE, UPDATER_MIN_REPLICAS, UpdateDecision, UpdateMode, VerticalPodAutoscaler, VpaSpec, cap,
+    estimator, evictable_pods, histogram, model, to_resources, update_decision,
+};

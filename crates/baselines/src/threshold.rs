@@ -42,7 +42,7 @@ impl Recommender for ThresholdStepScaling {
     /// CPUUtilization of the group); with no ready pod there is nothing to measure and the
     /// count is held.
     fn recommend(&mut self, obs: &Observation) -> Result<Recommendation, RecommenderError> {
-        obs.validate().map_err(RecommenderError::BadObservation)?;
+        obs.validate()?;
         let current = obs.desired_replicas as i64;
         let change = obs.cpu_utilisation().map_or(0, |u| self.step(u));
         let replicas = (current + change).clamp(self.min_replicas as i64, self.max_replicas as i64) as u32;

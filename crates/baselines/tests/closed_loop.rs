@@ -2,11 +2,11 @@
 
 use std::sync::Arc;
 
-use aware_baselines::vpa::{UpdateMode, VpaSpec};
 use aware_baselines::{
     AdditiveIncreaseMultiplicativeDecrease, HorizontalPodAutoscaler, MultidimPodAutoscaler, ThresholdStepScaling,
     VerticalPodAutoscaler,
 };
+use aware_baselines::{UpdateMode, VpaSpec};
 use aware_core::{Cluster, ContainerResources, Profile, Recommendation, Recommender, Resources};
 use aware_sim::{AppSpec, SimCluster, SimConfig, Trace, generate_app};
 

@@ -3,11 +3,11 @@
 //! number, and the controller over time. The replica calculator's upstream cases are in
 //! `replica_calculator.rs`, one test each.
 
-use aware_baselines::hpa::behavior::{
+use aware_baselines::behavior::{
     self, Behavior, Limit, Normalization, PolicyKind, ScaleEvent, ScalingPolicy, ScalingRules, SelectPolicy,
     TimestampedRecommendation,
 };
-use aware_baselines::hpa::{
+use aware_baselines::{
     BehaviorSpec, ContainerKind, ContainerRequest, ControllerFlags, HorizontalPodAutoscaler, HpaError, HpaSpec,
     MetricSample, MetricSpec, MetricTarget, Phase, PodState, PodView, ReadyCondition, ResourceName,
 };
@@ -729,7 +729,7 @@ fn observation(pods: Vec<aware_core::PodObservation>) -> aware_core::Observation
 /// aside; failed and terminating pods are ignored.
 #[test]
 fn crash_looping_failed_and_terminating_pods_as_upstream() {
-    use aware_baselines::hpa::pod_view;
+    use aware_baselines::pod_view;
     use aware_core::PodPhase::{Failed, Ready, Starting};
     let mut terminating = pod("p4", Ready, 0, Some(0.9));
     terminating.deleting = true;
@@ -742,7 +742,7 @@ fn crash_looping_failed_and_terminating_pods_as_upstream() {
     ]);
     let view = pod_view(&obs, &MetricSpec::cpu_utilization(50));
     let calc = ControllerFlags::default().calculator;
-    let groups = aware_baselines::hpa::replica_calculator::group_pods(
+    let groups = aware_baselines::replica_calculator::group_pods(
         obs.time_s,
         &view.pods,
         &view.samples,

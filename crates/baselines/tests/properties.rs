@@ -2,12 +2,12 @@
 
 use std::collections::BTreeMap;
 
-use aware_baselines::hpa::{MetricSample, PodState, ReplicaCalculator, ResourceName};
-use aware_baselines::vpa::estimator::PodResourceRecommender;
-use aware_baselines::vpa::model::AggregateContainerState;
+use aware_baselines::estimator::PodResourceRecommender;
+use aware_baselines::model::AggregateContainerState;
 use aware_baselines::{
     AdditiveIncreaseMultiplicativeDecrease, HorizontalPodAutoscaler, MultidimPodAutoscaler, ThresholdStepScaling,
 };
+use aware_baselines::{MetricSample, PodState, ReplicaCalculator, ResourceName};
 use aware_core::{ContainerResources, Observation, PodObservation, PodPhase, Profile, Recommender, Resources};
 use proptest::prelude::*;
 

@@ -11,10 +11,10 @@
 
 use std::collections::BTreeMap;
 
-use aware_baselines::hpa::replica_calculator::{
+use aware_baselines::replica_calculator::{
     calculate_requests, group_pods, pod_request_from_containers, resource_metric_info,
 };
-use aware_baselines::hpa::{
+use aware_baselines::{
     ContainerKind, ContainerRequest, HpaError, MetricSample, Phase, PodMetrics, PodState, ReadyCondition,
     ReplicaCalculator, ResourceName, Tolerances,
 };

@@ -6,17 +6,17 @@
 
 use std::collections::BTreeMap;
 
-use aware_baselines::vpa::estimator::{
+use aware_baselines::estimator::{
     Amounts, ContainerRecommendation, ControlledAmounts, Estimator, MAX_RESOURCE_AMOUNT, PodResourceRecommender,
     RecommendedResources, map_to_list,
 };
-use aware_baselines::vpa::histogram::{
+use aware_baselines::histogram::{
     DecayingHistogram, Histogram, HistogramCheckpoint, HistogramOptions, MAX_CHECKPOINT_WEIGHT,
 };
-use aware_baselines::vpa::model::{
+use aware_baselines::model::{
     AggregateContainerState, ContainerState, cpu_histogram_options, memory_histogram_options,
 };
-use aware_baselines::vpa::{ControlledValues, UpdateMode, VpaSpec, evictable_pods, update_decision};
+use aware_baselines::{ControlledValues, UpdateMode, VpaSpec, evictable_pods, update_decision};
 
 const T0: f64 = 1_234_567_890.0;
 const MIB: f64 = 1024.0 * 1024.0;

@@ -16,7 +16,7 @@ pub enum EnvError {
     #[error("backend: {0}")]
     Cluster(#[from] crate::cluster::ClusterError),
     #[error("observation rejected: {0}")]
-    BadObservation(String),
+    BadObservation(#[from] crate::observation::ObservationError),
 }
 
 /// Diagnostics Gymnasium would put in `info`: typed here so that callers need no string keys.

@@ -35,16 +35,16 @@
 //!   as an operator pays, on SLO violations, dropped requests and core-seconds beside it.
 //! - **profile** ([`Profile`]): the operator's promises and limits for a set of applications.
 
-pub mod cluster;
-pub mod env;
-pub mod observation;
+mod cluster;
+mod env;
+mod observation;
 pub mod profile;
-pub mod recommendation;
-pub mod space;
+mod recommendation;
+mod space;
 
 pub use cluster::{AppId, Cluster, ClusterError};
 pub use env::{Env, EnvError, Step, StepInfo, VecEnv, VecStep};
-pub use observation::{ContainerObservation, Observation, PodObservation, PodPhase, ReplicaCounts};
+pub use observation::{ContainerObservation, Observation, ObservationError, PodObservation, PodPhase, ReplicaCounts};
 pub use profile::{Profile, ProfileError};
 pub use recommendation::{
     ContainerResources, FixedRecommender, Recommendation, Recommender, RecommenderError, Resources,

@@ -139,9 +139,13 @@ impl Observation {
 
     /// Checks every number a policy could consume is finite and in range; the first problem is
     /// named so the caller can say why it fell back.
-    pub fn validate(&self) -> Result<(), String> {
-        let finite = |name: &str, v: f64| {
-            if v.is_finite() { Ok(()) } else { Err(format!("{}: {name} is {v}", self.app)) }
+    pub fn validate(&self) -> Result<(), ObservationError> {
+        let finite = |field: &str, value: f64| {
+            if value.is_finite() {
+                Ok(())
+            } else {
+                Err(ObservationError::NotFinite { app: self.app.clone(), field: field.to_string(), value })
+            }
         };
         finite("time_s", self.time_s)?;
         finite("arrival_rate", self.arrival_rate)?;
@@ -155,7 +159,7 @@ impl Observation {
             finite("latency_p99_ms", v)?;
         }
         if self.arrival_rate < 0.0 || self.throughput < 0.0 {
-            return Err(format!("{}: negative request rate", self.app));
+            return Err(ObservationError::NegativeRate { app: self.app.clone() });
         }
         for pod in &self.pods {
             if let Some(v) = pod.cpu_usage_cores {
@@ -167,4 +171,18 @@ impl Observation {
         }
         Ok(())
     }
+}
+
+/// Why an observation must not reach a policy: the first problem found, naming the app and the
+/// field, so the decision log can say why the fallback acted.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ObservationError {
+    #[error("{app}: {field} is {value}")]
+    NotFinite { app: String, field: String, value: f64 },
+    #[error("{app}: negative request rate")]
+    NegativeRate { app: String },
+    /// A ready pod reported no CPU or memory sample: its usage would be a guess.
+    #[error("{app}: ready pod {pod} has no usage sample")]
+    NoUsageSample { app: String, pod: String },
 }

@@ -241,13 +241,18 @@ pub struct Profile {
     pub bound_overrides: BoundsOverrides,
     /// Application population to generate (`population:`; default `microservices`).
     pub population: Population,
+    /// AWARE's stage thresholds (`lifecycle:`), read by the lifecycle manager
+    /// (`aware_lifecycle`: `aware run`, `aware demo`, the lifecycle experiments).
     pub lifecycle: LifecycleThresholds,
     /// Control-loop realism of the embedded simulator.
     #[serde(default)]
     pub simulation: Simulation,
-    /// Whether the fallback recommender acts while the agent learns offline first.
+    /// Whether the fallback recommender acts while the agent learns offline first (the
+    /// OFFLINE stage); read by the lifecycle manager, which `--no-bootstrap` variants override.
     pub bootstrapping: bool,
     /// Where trajectories go: `sqlite:PATH`, `postgres://…` or `influxdb://HOST:PORT/DB`.
+    /// `simulate --record` and `compare --record` record there (`Workload::recording_store`);
+    /// `--store URL` overrides it.
     pub store: String,
 }
 
@@ -405,7 +410,7 @@ impl Checker<'_> {
         field: &str,
         raw: S<T>,
         default: T,
-        ok: impl Fn(T) -> Result<(), String>,
+        ok: impl Fn(T) -> Result<(), Rule>,
     ) -> (T, Option<Location>) {
         let (value, at) = match raw {
             Some(s) => (s.value, Some(s.referenced)),
@@ -418,16 +423,40 @@ impl Checker<'_> {
     }
 }
 
-fn finite_in(lo: f64, hi: f64) -> impl Fn(f64) -> Result<(), String> {
-    move |v: f64| {
-        if v.is_finite() && v >= lo && v <= hi { Ok(()) } else { Err(format!("must be in [{lo}, {hi}]")) }
+/// The rule a profile value broke; the error adds the field, its place and the value.
+#[derive(Debug, thiserror::Error)]
+enum Rule {
+    #[error("must be in [{0}, {1}]")]
+    Within(f64, f64),
+    #[error("must be a positive finite number")]
+    PositiveFinite,
+    #[error("must be at least {0}")]
+    AtLeast(String),
+    /// A rule particular to one field, stated in words.
+    #[error("{0}")]
+    Stated(String),
+}
+
+impl From<&str> for Rule {
+    fn from(rule: &str) -> Self {
+        Rule::Stated(rule.to_string())
     }
 }
-fn positive_finite(v: f64) -> Result<(), String> {
-    if v.is_finite() && v > 0.0 { Ok(()) } else { Err("must be a positive finite number".into()) }
+
+impl From<String> for Rule {
+    fn from(rule: String) -> Self {
+        Rule::Stated(rule)
+    }
 }
-fn at_least<T: PartialOrd + std::fmt::Display + Copy>(lo: T) -> impl Fn(T) -> Result<(), String> {
-    move |v: T| if v >= lo { Ok(()) } else { Err(format!("must be at least {lo}")) }
+
+fn finite_in(lo: f64, hi: f64) -> impl Fn(f64) -> Result<(), Rule> {
+    move |v: f64| if v.is_finite() && v >= lo && v <= hi { Ok(()) } else { Err(Rule::Within(lo, hi)) }
+}
+fn positive_finite(v: f64) -> Result<(), Rule> {
+    if v.is_finite() && v > 0.0 { Ok(()) } else { Err(Rule::PositiveFinite) }
+}
+fn at_least<T: PartialOrd + std::fmt::Display + Copy>(lo: T) -> impl Fn(T) -> Result<(), Rule> {
+    move |v: T| if v >= lo { Ok(()) } else { Err(Rule::AtLeast(lo.to_string())) }
 }
 
 impl Profile {
@@ -484,7 +513,11 @@ impl Profile {
         let b = &d.bounds;
         let within = |(lo, hi): (u64, u64), unit: &'static str| {
             move |v: u64| {
-                if (lo..=hi).contains(&v) { Ok(()) } else { Err(format!("must be in {lo}–{hi} {unit}")) }
+                if (lo..=hi).contains(&v) {
+                    Ok(())
+                } else {
+                    Err(Rule::Stated(format!("must be in {lo}–{hi} {unit}")))
+                }
             }
         };
         let set = |r: &S<u64>| r.as_ref().map(|s| s.value);
@@ -599,7 +632,11 @@ fn parse_simulation(c: &mut Checker, raw: RawSimulation) -> Simulation {
     let termination_grace_s = dur(c, "simulation.termination_grace_s", raw.termination_grace_s, d.termination_grace_s);
     let (request_timeout_s, _) =
         c.take("simulation.request_timeout_s", raw.request_timeout_s, d.request_timeout_s, |v: f64| {
-            if v.is_finite() && v > 0.0 && v <= day { Ok(()) } else { Err(format!("must be in (0, {day}]")) }
+            if v.is_finite() && v > 0.0 && v <= day {
+                Ok(())
+            } else {
+                Err(Rule::Stated(format!("must be in (0, {day}]")))
+            }
         });
     let (startup_cpu_fraction, _) = c.take(
         "simulation.startup_cpu_fraction",

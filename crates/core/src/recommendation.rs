@@ -57,6 +57,8 @@ pub enum RecommenderError {
     /// rule-based recommender rather than act on it.
     #[error("untrustworthy observation: {0}")]
     BadObservation(String),
+    #[error("untrustworthy observation: {0}")]
+    InvalidObservation(#[from] crate::observation::ObservationError),
     #[error("{0}")]
     Other(String),
 }
@@ -97,7 +99,7 @@ impl Recommender for FixedRecommender {
     }
 
     fn recommend(&mut self, observation: &Observation) -> Result<Recommendation, RecommenderError> {
-        observation.validate().map_err(RecommenderError::BadObservation)?;
+        observation.validate()?;
         Ok(self.recommendation.clone())
     }
 }

@@ -125,7 +125,7 @@ impl<C: Cluster> ClusterVecEnv<C> {
     fn outcome(&mut self, i: usize, illegal: bool, oscillation: bool) -> Result<Step, EnvError> {
         let m = &mut self.members[i];
         let obs = self.cluster.observe(m.app)?;
-        let state = m.encoder.encode(&obs, m.previous_arrival).map_err(EnvError::BadObservation)?;
+        let state = m.encoder.encode(&obs, m.previous_arrival)?;
         m.previous_arrival = Some(obs.arrival_rate);
         let sp = slo_preservation(
             m.encoder.latency_slo_ms,

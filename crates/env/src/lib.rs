@@ -2,15 +2,18 @@
 //! continuous or discrete action decoder, and the AWARE reward. Because it only talks to the
 //! `Cluster` trait, the same environment trains on the simulator and runs against Kubernetes.
 
-pub mod action;
+mod action;
 pub mod classic;
-pub mod cluster_env;
-pub mod reward;
-pub mod state;
-pub mod window;
+mod cluster_env;
+mod reward;
+mod state;
+mod window;
 
-pub use action::{ActionDecoder, ActionKind, Decoded};
+pub use action::{
+    ActionDecoder, ActionKind, DISCRETE_ACTION_NAMES, DISCRETE_ACTIONS, DecodeError, Decoded, RELATIVE_RANGE,
+    RELATIVE_TOLERANCE, coordinates, reverses,
+};
 pub use cluster_env::{AppSlo, ClusterEnv, ClusterVecEnv, Control, EnvConfig, direction};
-pub use reward::{DROP_TOLERANCE, RewardFunction, served_preservation, slo_preservation};
-pub use state::{STATE_DIM, StateEncoder};
+pub use reward::{DROP_TOLERANCE, RESOURCES, RewardFunction, served_preservation, slo_preservation};
+pub use state::{STATE_DIM, STATE_FEATURES, StateEncoder};
 pub use window::ObservationWindow;

@@ -1,9 +1,9 @@
 //! AWARE Table 1 state: resource limits, utilisation (CPU, memory, I/O, network), SLO
 //! preservation (latency, throughput) and the observed load change, each normalised.
 
-use aware_core::Observation;
+use aware_core::Space;
 use aware_core::profile::Bounds;
-use aware_core::space::Space;
+use aware_core::{Observation, ObservationError};
 
 use crate::reward::slo_preservation;
 
@@ -49,12 +49,12 @@ impl StateEncoder {
     /// Encodes an observation, given the arrival rate of the previous one. An observation with a
     /// non-finite number, or a ready pod without a usage sample, is refused: a policy never sees
     /// a guess. (A workload with no ready pod is a real state, encoded as zero utilisation.)
-    pub fn encode(&self, obs: &Observation, previous_arrival_rps: Option<f64>) -> Result<Vec<f32>, String> {
+    pub fn encode(&self, obs: &Observation, previous_arrival_rps: Option<f64>) -> Result<Vec<f32>, ObservationError> {
         obs.validate()?;
         let counts = obs.replica_counts();
         for pod in obs.pods.iter().filter(|p| p.phase == aware_core::PodPhase::Ready) {
             if pod.cpu_usage_cores.is_none() || pod.memory_working_set_bytes.is_none() {
-                return Err(format!("{}: ready pod {} has no usage sample", obs.app, pod.name));
+                return Err(ObservationError::NoUsageSample { app: obs.app.clone(), pod: pod.name.clone() });
             }
         }
         let b = &self.bounds;

@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
+use aware_env::ActionKind;
 use aware_env::StateEncoder;
-use aware_env::action::ActionKind;
 use aware_lab::agent::{Algorithm, new_agent};
 use aware_lab::evaluate::{PolicyRow, aggregate, evaluate};
 use aware_lab::output::{create_dir, refuse_checkpoint};

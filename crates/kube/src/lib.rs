@@ -4,20 +4,30 @@
 //!
 //! See `README.md` in this crate for the quick start and what was and was not tested.
 
-pub mod controller;
-pub mod crd;
-pub mod decide;
+mod controller;
+mod crd;
+mod decide;
 pub mod http;
 pub mod leader;
-pub mod metrics;
+mod metrics;
 pub mod observe;
-pub mod prometheus;
+mod prometheus;
 pub mod quantity;
 
-pub use controller::{Context, ControllerConfig, ControllerError, PassOutcome};
+pub use controller::{
+    Context, ControllerConfig, ControllerError, FIELD_MANAGER, MIN_CHANGE_FRACTION, PassOutcome, RunError, RunOptions,
+    backoff, clamp, error_policy, reconcile, reconcile_once, run, run_blocking,
+};
 pub use crd::{
-    MultidimPodAutoscaler, MultidimPodAutoscalerSpec, MultidimPodAutoscalerStatus, UpdateMode, crd, crd_yaml,
+    CONDITION_ABLE_TO_SCALE, CONDITION_CONFIG_DEPRECATED, CONDITION_CONFIG_UNSUPPORTED, CONDITION_FETCHING_HISTORY,
+    CONDITION_LOW_CONFIDENCE, CONDITION_NO_PODS_MATCHED, CONDITION_RECOMMENDATION_PROVIDED, CONDITION_SCALING_ACTIVE,
+    CONDITION_SCALING_LIMITED, ContainerControlledValues, ContainerResourcePolicy, ContainerScalingMode,
+    ControlledResource, DEFAULT_RECOMMENDER_NAME, ExtensionError, Goals, HorizontalScalingConstraints,
+    MinMaxVerticalScalingLimits, MultidimPodAutoscaler, MultidimPodAutoscalerCondition, MultidimPodAutoscalerSpec,
+    MultidimPodAutoscalerStatus, PROFILE_ANNOTATION, PodResourcePolicy, PodUpdatePolicy, QUANTITY_PATTERN,
+    RecommendedContainerResources, RecommendedPodResources, RecommenderSelector, ResourceList, ScalingConstraints,
+    UpdateMode, VerticalScalingConstraints, crd, crd_yaml, json_schema_for_validation, open_api_v3_schema,
 };
 pub use decide::{Decider, MpaDefaultDecider};
-pub use metrics::{ExporterHandle, MetricsExporter};
-pub use prometheus::{Actuator, PrometheusCluster, PrometheusConfig};
+pub use metrics::{ControllerMetrics, ExporterHandle, MetricsExporter};
+pub use prometheus::{Actuator, PrometheusCluster, PrometheusConfig, PrometheusConfigError, Queries, Sample};

@@ -291,12 +291,12 @@ impl<A: Actuator> PrometheusCluster<A> {
         match v["data"]["resultType"].as_str() {
             Some("vector") => result
                 .as_array()
-                .map(|items| items.iter().map(parse_sample).collect::<Result<Vec<_>, String>>())
+                .map(|items| items.iter().map(parse_sample).collect::<Result<Vec<_>, _>>())
                 .unwrap_or(Ok(Vec::new()))
-                .map_err(fail),
-            Some("scalar") => {
-                parse_value(result).map(|value| vec![Sample { labels: BTreeMap::new(), value }]).map_err(fail)
-            }
+                .map_err(|e| fail(e.to_string())),
+            Some("scalar") => parse_value(result)
+                .map(|value| vec![Sample { labels: BTreeMap::new(), value }])
+                .map_err(|e| fail(e.to_string())),
             other => Err(fail(format!("unexpected result type {other:?}"))),
         }
     }
@@ -401,17 +401,26 @@ impl<A: Actuator> PrometheusCluster<A> {
     }
 }
 
-fn parse_value(v: &Value) -> Result<f64, String> {
-    let s = v.get(1).and_then(Value::as_str).ok_or("a sample without a value")?;
+/// A sample in a Prometheus answer that carries no number.
+#[derive(Debug, thiserror::Error)]
+enum BadSample {
+    #[error("a sample without a value")]
+    NoValue,
+    #[error("sample value {0:?} is not a number")]
+    NotANumber(String),
+}
+
+fn parse_value(v: &Value) -> Result<f64, BadSample> {
+    let s = v.get(1).and_then(Value::as_str).ok_or(BadSample::NoValue)?;
     match s {
         "NaN" => Ok(f64::NAN),
         "+Inf" => Ok(f64::INFINITY),
         "-Inf" => Ok(f64::NEG_INFINITY),
-        _ => s.parse().map_err(|_| format!("sample value {s:?} is not a number")),
+        _ => s.parse().map_err(|_| BadSample::NotANumber(s.to_string())),
     }
 }
 
-fn parse_sample(item: &Value) -> Result<Sample, String> {
+fn parse_sample(item: &Value) -> Result<Sample, BadSample> {
     let labels = item["metric"]
         .as_object()
         .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
@@ -431,7 +440,7 @@ impl<A: Actuator> Cluster for PrometheusCluster<A> {
     fn observe(&self, app: AppId) -> Result<Observation, ClusterError> {
         let name = self.config.apps.get(app).ok_or(ClusterError::UnknownApp(app))?;
         let obs = self.observe_at(name, unix_now_s())?;
-        obs.validate().map_err(ClusterError::Unavailable)?;
+        obs.validate().map_err(|e| ClusterError::Unavailable(e.to_string()))?;
         Ok(obs)
     }
 

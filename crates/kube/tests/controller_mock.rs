@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use aware_core::{ContainerResources, Observation, Profile, Recommendation, RecommenderError, Resources};
-use aware_kube::controller::{self, ControllerConfig, ControllerError, backoff, error_policy, reconcile_once};
 use aware_kube::{Context, Decider, MpaDefaultDecider, MultidimPodAutoscaler};
+use aware_kube::{ControllerConfig, ControllerError, backoff, error_policy, reconcile_once};
 use http::{Method, Request, Response, StatusCode};
 use kube::Client;
 use kube::client::Body;
@@ -83,7 +83,7 @@ impl Decider for FixedDecider {
     }
 
     fn decide(&self, _key: &str, _profile: &Profile, obs: &Observation) -> Result<Recommendation, RecommenderError> {
-        obs.validate().map_err(RecommenderError::BadObservation)?;
+        obs.validate()?;
         self.calls.fetch_add(1, Ordering::SeqCst);
         Ok(self.recommendation.clone())
     }
@@ -505,7 +505,7 @@ async fn a_server_error_is_backed_off_and_nothing_is_lost() {
     assert_eq!(backoff(&config, 30), config.max_backoff);
 
     // Success resets the failure count and requeues after the control interval.
-    let action = controller::reconcile(object.clone(), ctx.clone()).await.unwrap();
+    let action = aware_kube::reconcile(object.clone(), ctx.clone()).await.unwrap();
     assert_eq!(action, Action::requeue(config.interval));
     assert_eq!(error_policy(object.clone(), &err, ctx.clone()), Action::requeue(backoff(&config, 1)));
     drop(ctx);

@@ -3,7 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use aware_kube::crd::{self, MultidimPodAutoscaler, json_schema_for_validation, open_api_v3_schema};
+use aware_kube::{
+    MultidimPodAutoscaler, PROFILE_ANNOTATION, QUANTITY_PATTERN, crd, crd_yaml, json_schema_for_validation,
+    open_api_v3_schema,
+};
 use serde_json::{Value, json};
 
 fn root() -> PathBuf {
@@ -70,19 +73,19 @@ fn every_manifest_in_deploy_and_upstream_validates_and_parses() {
 fn deploy_crd_yaml_is_the_generated_one() {
     let path = root().join("deploy/crd.yaml");
     if std::env::var("AWARE_BLESS").as_deref() == Ok("1") {
-        std::fs::write(&path, crd::crd_yaml()).unwrap();
+        std::fs::write(&path, crd_yaml()).unwrap();
     }
     let on_disk = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     assert_eq!(
         on_disk,
-        crd::crd_yaml(),
+        crd_yaml(),
         "deploy/crd.yaml is stale: regenerate it with `aware crd > deploy/crd.yaml` (or AWARE_BLESS=1 cargo test -p aware-kube --test crd_schema)"
     );
 }
 
 #[test]
 fn crd_names_and_subresources_match_upstream() {
-    let crd = serde_json::to_value(crd::crd()).unwrap();
+    let crd = serde_json::to_value(crd()).unwrap();
     assert_eq!(crd["metadata"]["name"], "multidimpodautoscalers.autoscaling.k8s.io");
     assert_eq!(crd["spec"]["group"], "autoscaling.k8s.io");
     assert_eq!(crd["spec"]["names"]["kind"], "MultidimPodAutoscaler");
@@ -119,7 +122,7 @@ fn schema_enumerates_update_mode_and_types_replicas_and_quantities_as_upstream()
     let metric_target =
         &spec["goals"]["properties"]["metrics"]["items"]["properties"]["resource"]["properties"]["target"];
     assert_eq!(metric_target["properties"]["averageValue"]["x-kubernetes-int-or-string"], true);
-    assert_eq!(metric_target["properties"]["averageValue"]["pattern"], crd::QUANTITY_PATTERN);
+    assert_eq!(metric_target["properties"]["averageValue"]["pattern"], QUANTITY_PATTERN);
 }
 
 /// Every int-or-string node is a quantity with upstream's schema: typed alternatives and the
@@ -132,7 +135,7 @@ fn every_int_or_string_node_is_a_typed_quantity() {
                 if map.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
                     *seen += 1;
                     if map.get("anyOf") != Some(&json!([{"type": "integer"}, {"type": "string"}]))
-                        || map.get("pattern").and_then(Value::as_str) != Some(crd::QUANTITY_PATTERN)
+                        || map.get("pattern").and_then(Value::as_str) != Some(QUANTITY_PATTERN)
                     {
                         bad.push(path.clone());
                     }
@@ -265,7 +268,7 @@ fn serde_rejects_a_bad_update_mode_naming_the_field() {
 #[test]
 fn profile_annotation_errors_name_the_object_and_field() {
     let mut doc = hamster();
-    doc["metadata"]["annotations"] = json!({crd::PROFILE_ANNOTATION: "reward:\n  alpha: 7\n"});
+    doc["metadata"]["annotations"] = json!({PROFILE_ANNOTATION: "reward:\n  alpha: 7\n"});
     let mpa: MultidimPodAutoscaler = serde_json::from_value(doc).unwrap();
     let err = mpa.profile().unwrap_err().to_string();
     assert!(err.contains("default/hamster-mpa") && err.contains("reward.alpha"), "{err}");

@@ -7,14 +7,14 @@ use std::path::Path;
 use std::str::FromStr;
 
 use aware_agents::Agent;
-use aware_agents::checkpoint::Checkpoint;
+use aware_agents::Checkpoint;
 use aware_agents::ddpg::{Ddpg, DdpgConfig};
 use aware_agents::dqn::{Dqn, DqnConfig};
 use aware_agents::ppo::{Ppo, PpoActions, PpoConfig};
 use aware_agents::tabular::{QTable, QTableConfig};
 use aware_baselines::MultidimPodAutoscaler;
 use aware_core::{Observation, Profile, Recommendation, Recommender, RecommenderError, Space};
-use aware_env::action::{ActionDecoder, ActionKind, DISCRETE_ACTIONS};
+use aware_env::{ActionDecoder, ActionKind, DISCRETE_ACTIONS};
 use aware_env::{STATE_DIM, StateEncoder};
 use aware_sim::CONTAINER;
 
@@ -122,7 +122,7 @@ pub struct Loaded {
 pub fn load_agent(dir: &Path) -> Result<Loaded, LabError> {
     let meta = Checkpoint::read_metadata(dir).map_err(aware_agents::AgentError::from)?;
     let kind = action_kind(&meta.action_space);
-    let agent = aware_agents::agent::load(dir, &StateEncoder::space(), &kind.space())?;
+    let agent = aware_agents::load(dir, &StateEncoder::space(), &kind.space())?;
     Ok(Loaded { agent, kind, training_step: meta.training_step })
 }
 
@@ -179,7 +179,7 @@ impl Recommender for RlRecommender {
             Ok(s) => s,
             Err(reason) => {
                 self.fallbacks += 1;
-                self.last_fallback_reason = Some(reason);
+                self.last_fallback_reason = Some(reason.to_string());
                 return self.fallback.recommend(obs);
             }
         };

@@ -324,7 +324,7 @@ fn agents_on_this_pool(spec: &AgentsBenchSpec, progress: &dyn Progress) -> Resul
     for (name, config) in [("dqn", DqnConfig::dqn()), ("d3qn", DqnConfig::d3qn())] {
         let config = DqnConfig { warmup: 64, ..config };
         let hidden = config.hidden.clone();
-        let mut dqn = Dqn::new(DIM, aware_env::action::DISCRETE_ACTIONS, config, 1);
+        let mut dqn = Dqn::new(DIM, aware_env::DISCRETE_ACTIONS, config, 1);
         for _ in 0..64 {
             i += 1;
             dqn.observe(&experience(i, vec![(i % 7) as f32]))?;
@@ -356,7 +356,7 @@ fn agents_on_this_pool(spec: &AgentsBenchSpec, progress: &dyn Progress) -> Resul
 fn ppo_bench(spec: &AgentsBenchSpec, batch: &[f32]) -> Result<AgentBench, LabError> {
     let config = PpoConfig { rollout_steps: 64, minibatch_size: 64, epochs: 1, ..PpoConfig::default() };
     let hidden = config.hidden.clone();
-    let mut ppo = Ppo::new(DIM, PpoActions::Discrete(aware_env::action::DISCRETE_ACTIONS), config, 1);
+    let mut ppo = Ppo::new(DIM, PpoActions::Discrete(aware_env::DISCRETE_ACTIONS), config, 1);
     // Acts on observation i and returns the experience its outcome completes.
     let explored = |i: usize, ppo: &mut Ppo| -> Result<Experience, LabError> {
         let action = ppo.act(&[obs(i)], true)?.remove(0);

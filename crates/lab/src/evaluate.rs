@@ -2,7 +2,7 @@
 //! `simulate` (one policy, per app) and `compare` (several policies on identical apps and
 //! traffic).
 
-use aware_env::action::ActionKind;
+use aware_env::ActionKind;
 use aware_store::TrajectoryStore;
 use serde::Serialize;
 

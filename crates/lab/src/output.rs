@@ -24,7 +24,7 @@ pub fn create_dir(dir: &Path) -> Result<(), LabError> {
 
 /// Refuses an output directory that already holds a checkpoint: a run never overwrites one.
 pub fn refuse_checkpoint(flag: &str, dir: &Path) -> Result<(), LabError> {
-    if dir.join(aware_agents::checkpoint::METADATA).exists() {
+    if dir.join(aware_agents::METADATA).exists() {
         return Err(LabError::input(
             flag,
             format!("{} already holds a checkpoint; choose another directory", dir.display()),

@@ -31,30 +31,25 @@ const MAX_MEMORY_BYTES: u64 = MEMORY_MIB_RANGE.1 * MIB;
 impl FromStr for FixedAllocation {
     type Err = ParseError;
     fn from_str(s: &str) -> Result<Self, ParseError> {
-        Self::parse(s).map_err(|reason| ParseError::new(s, reason))
-    }
-}
-
-impl FixedAllocation {
-    fn parse(s: &str) -> Result<Self, String> {
+        let bad = |reason: String| ParseError::new(s, reason);
         let body = s.strip_prefix("fixed:").unwrap_or(s);
         let parts: Vec<&str> = body.split('x').collect();
         let [r, c, m] = parts.as_slice() else {
-            return Err("is not fixed:REPLICASxCPU_CORESxMEMORY_MIB (e.g. fixed:1x0.1x64)".to_string());
+            return Err(bad("is not fixed:REPLICASxCPU_CORESxMEMORY_MIB (e.g. fixed:1x0.1x64)".to_string()));
         };
-        let replicas: u32 = r.parse().map_err(|_| format!("replicas {r:?} is not a whole number"))?;
+        let replicas: u32 = r.parse().map_err(|_| bad(format!("replicas {r:?} is not a whole number")))?;
         if !(1..=MAX_REPLICAS).contains(&replicas) {
-            return Err(format!("replicas {replicas} is outside 1–{MAX_REPLICAS}"));
+            return Err(bad(format!("replicas {replicas} is outside 1–{MAX_REPLICAS}")));
         }
-        let cores: f64 = c.parse().map_err(|_| format!("CPU {c:?} is not a number of cores"))?;
+        let cores: f64 = c.parse().map_err(|_| bad(format!("CPU {c:?} is not a number of cores")))?;
         let cpu_millicores = (cores * 1000.0).round();
         if !(cores.is_finite() && (1.0..=MAX_CPU_MILLICORES as f64).contains(&cpu_millicores)) {
-            return Err(format!("CPU {c} cores is outside 0.001–1000"));
+            return Err(bad(format!("CPU {c} cores is outside 0.001–1000")));
         }
-        let mib: f64 = m.parse().map_err(|_| format!("memory {m:?} is not a number of MiB"))?;
+        let mib: f64 = m.parse().map_err(|_| bad(format!("memory {m:?} is not a number of MiB")))?;
         let memory_bytes = (mib * MIB as f64).round();
         if !(mib.is_finite() && (MIB as f64..=MAX_MEMORY_BYTES as f64).contains(&memory_bytes)) {
-            return Err(format!("memory {m} MiB is outside 1 MiB–16 TiB"));
+            return Err(bad(format!("memory {m} MiB is outside 1 MiB–16 TiB")));
         }
         Ok(FixedAllocation {
             spec: s.to_string(),

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use aware_agents::Agent;
-use aware_agents::checkpoint::Checkpoint;
+use aware_agents::Checkpoint;
 use aware_agents::dqn::{Dqn, DqnConfig, TimeWindow};
 use aware_agents::ppo::{Ppo, PpoActions, PpoConfig};
 use aware_baselines::ThresholdStepScaling;
@@ -113,7 +113,7 @@ pub struct ProvisioningArena {
 
 impl ProvisioningArena {
     pub fn new(bins: Vec<f64>, config: ProvisioningConfig, window: usize) -> Result<Self, LabError> {
-        let env = ProvisioningEnv::new(bins, config).map_err(|e| LabError::input("load", e))?;
+        let env = ProvisioningEnv::new(bins, config).map_err(|e| LabError::input("load", e.to_string()))?;
         Ok(Self { env, history: ObservationWindow::new(window), outcome: Outcome::default(), instances: 0 })
     }
 }
@@ -285,7 +285,7 @@ impl ProvisionPolicy {
             ));
         }
         let window = dim / FEATURES;
-        let agent = aware_agents::agent::load(dir, &observation_space(window), &Space::Discrete { n: ACTIONS })?;
+        let agent = aware_agents::load(dir, &observation_space(window), &Space::Discrete { n: ACTIONS })?;
         Ok(ProvisionPolicy::Agent { agent, window })
     }
 }

@@ -10,7 +10,7 @@
 
 use aware_core::StepInfo;
 use aware_core::profile::Bounds;
-use aware_env::action::ActionKind;
+use aware_env::ActionKind;
 use aware_store::{EpisodeId, EpisodeMeta, TrajectoryStore, Transition};
 
 use crate::LabError;
@@ -23,10 +23,10 @@ pub fn allocation_action(info: &StepInfo, bounds: &Bounds) -> Vec<f32> {
 }
 
 /// `[cpu, memory, replicas]` in the continuous action space's coordinates (see
-/// [`aware_env::action::coordinates`]).
+/// [`aware_env::coordinates`]).
 pub fn allocation_coordinates(cpu_millicores: u64, memory_bytes: u64, replicas: u32, bounds: &Bounds) -> Vec<f32> {
     let target = (cpu_millicores, memory_bytes, replicas);
-    aware_env::action::coordinates(ActionKind::Continuous, bounds, target, target).unwrap_or_default()
+    aware_env::coordinates(ActionKind::Continuous, bounds, target, target).unwrap_or_default()
 }
 
 /// Transitions buffered before an append.

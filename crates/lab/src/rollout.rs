@@ -3,7 +3,7 @@
 //! interval let the driver decide for every application at once, step the arena, show the outcome
 //! to the observers (scoring, recording) and to the driver (learning).
 
-use aware_agents::agent::action_values;
+use aware_agents::action_values;
 use aware_agents::{Agent, Experience};
 use aware_core::{Cluster, Observation, StepInfo, VecEnv, VecStep};
 use aware_env::{ClusterVecEnv, Control};

@@ -3,7 +3,7 @@
 //! core-seconds are the simulator's noise-free truth where the arena has it; the reward is the
 //! one the environment paid for the step (the reward agents train on, penalties included).
 
-use aware_env::action::reverses;
+use aware_env::reverses;
 use serde::Serialize;
 
 use crate::LabError;

@@ -4,11 +4,11 @@
 use std::path::PathBuf;
 
 use aware_agents::Agent;
+use aware_env::ActionKind;
 use aware_env::StateEncoder;
-use aware_env::action::ActionKind;
 use serde::Serialize;
 
-use aware_agents::checkpoint::Checkpoint;
+use aware_agents::Checkpoint;
 
 use crate::LabError;
 use crate::agent::{Algorithm, Loaded, action_kind, load_agent, new_agent};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use aware_core::profile::{Bounds, Population};
 use aware_core::{AppId, Profile};
-use aware_env::action::ActionKind;
+use aware_env::ActionKind;
 use aware_env::{AppSlo, ClusterVecEnv, EnvConfig};
 use aware_sim::{
     AppSpec, CONTAINER, Scenario, SimCluster, SimConfig, Trace, VerticalUpdate, generate_population, load_traces,
@@ -71,6 +71,12 @@ pub struct Workload {
 }
 
 impl Workload {
+    /// The store a run records into: `store` (`--store URL`) when given, else with `record`
+    /// (`--record`) the profile's `store`, else none.
+    pub fn recording_store<'a>(&'a self, store: Option<&'a str>, record: bool) -> Option<&'a str> {
+        store.or(record.then_some(self.profile.store.as_str()))
+    }
+
     pub fn load(spec: &WorkloadSpec) -> Result<Workload, LabError> {
         if spec.apps == 0 {
             return Err(LabError::input("--apps", "must be at least 1"));

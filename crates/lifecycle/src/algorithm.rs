@@ -66,10 +66,21 @@ pub struct Transition {
     pub reason: String,
 }
 
+/// The part of an [`AppLifecycle`] a checkpoint keeps between runs.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LifecycleState {
+    pub stage: Stage,
+    pub behind: usize,
+    pub recent: Vec<f64>,
+    pub reference: Option<f64>,
+}
+
 /// One application's lifecycle.
 #[derive(Debug, Clone)]
 pub struct AppLifecycle {
     stage: Stage,
+    /// Held in its stage whatever happens ([`AppLifecycle::fixed`]).
+    fixed: bool,
     thresholds: LifecycleThresholds,
     bootstrapping: bool,
     /// Whether SERVING may hand back for retraining (off: the `no-retrain` ablation).
@@ -86,6 +97,7 @@ impl AppLifecycle {
     pub fn new(thresholds: LifecycleThresholds, bootstrapping: bool) -> Self {
         Self {
             stage: Stage::Initialized,
+            fixed: false,
             thresholds,
             bootstrapping,
             retraining: true,
@@ -98,7 +110,7 @@ impl AppLifecycle {
     /// A lifecycle held in `stage` whatever happens: for training a reference policy (ONLINE)
     /// or evaluating one (SERVING) with everything else the manager does unchanged.
     pub fn fixed(thresholds: LifecycleThresholds, stage: Stage) -> Self {
-        Self { stage, ..Self::new(thresholds, false) }
+        Self { stage, fixed: true, ..Self::new(thresholds, false) }
     }
 
     /// The same lifecycle except that SERVING is final: no retraining however rewards move
@@ -225,6 +237,40 @@ impl AppLifecycle {
             s.agent.mean_reward, s.fallback.mean_reward, s.agent.slo_violations, s.fallback.slo_violations
         );
         (good_enough && no_more_violations, numbers)
+    }
+
+    /// What a checkpoint keeps of this lifecycle (its thresholds and switches come from the
+    /// profile and the run's configuration instead).
+    pub fn snapshot(&self) -> LifecycleState {
+        LifecycleState {
+            stage: self.stage,
+            behind: self.behind,
+            recent: self.recent.iter().copied().collect(),
+            reference: self.reference,
+        }
+    }
+
+    /// Takes up a checkpointed lifecycle; the transition from the stage it had to the
+    /// restored one (`None` when they agree), with `reason`. A held lifecycle
+    /// ([`AppLifecycle::fixed`]) stays where it is held.
+    pub fn restore(&mut self, state: &LifecycleState, reason: String) -> Option<Transition> {
+        if self.fixed {
+            return None;
+        }
+        let window = self.thresholds.reward_window.max(1) as usize;
+        let from = self.stage;
+        self.stage = state.stage;
+        self.behind = state.behind;
+        self.recent = state.recent.iter().copied().filter(|r| r.is_finite()).collect();
+        while self.recent.len() > window {
+            self.recent.pop_front();
+        }
+        // SERVING without the reference it is held to could never notice a degradation.
+        self.reference = state.reference.filter(|r| r.is_finite());
+        if self.stage == Stage::Serving && self.reference.is_none() {
+            self.stage = Stage::Online;
+        }
+        (from != self.stage).then(|| Transition { from, to: self.stage, reason })
     }
 
     fn enter(&mut self, to: Stage, reason: String) -> Transition {

@@ -73,7 +73,7 @@ pub fn train(
         log: false,
         ..config.clone()
     };
-    let mut agent = Ddpg::new(STATE_DIM, 3, DdpgConfig::default(), seed);
+    let mut agent = Ddpg::new(STATE_DIM, crate::manager::AGENT_ACTION_DIM, DdpgConfig::default(), seed);
     let mut rewards = Vec::new();
     let (mut best, mut since_best) = (f64::NEG_INFINITY, 0);
     let mut converged = false;

@@ -5,7 +5,7 @@
 use aware_agents::AgentError;
 use aware_agents::ddpg::Ddpg;
 use aware_core::{Observation, Recommendation};
-use aware_env::state::STATE_FEATURES;
+use aware_env::STATE_FEATURES;
 use serde::{Deserialize, Serialize};
 
 use crate::stage::Stage;

@@ -10,6 +10,9 @@ pub enum LifecycleError {
     Store(#[from] aware_store::StoreError),
     #[error("{path}: {reason}")]
     Output { path: std::path::PathBuf, reason: String },
+    /// A checkpoint that cannot be read or written.
+    #[error("{}: {reason}", path.display())]
+    Checkpoint { path: std::path::PathBuf, reason: String },
     #[error("{input}: {reason}")]
     Input { input: String, reason: String },
 }

@@ -17,7 +17,7 @@
 //! default's 18 OOM kills on one app into 222.
 
 use aware_core::profile::{Bounds, MIB};
-use aware_core::{ContainerResources, Observation, PodPhase, Recommendation, Resources};
+use aware_core::{ContainerResources, Observation, ObservationError, PodPhase, Recommendation, Resources};
 use serde::Serialize;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -71,6 +71,20 @@ impl Verdict {
 }
 
 /// Per-application guard state (the clock it last saw).
+/// Why an observation must not reach the agent: the fallback acts for that interval instead.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Untrusted {
+    #[error("state feature {feature} is {value}")]
+    State { feature: usize, value: f32 },
+    #[error("observation: {0}")]
+    Observation(#[from] ObservationError),
+    #[error("metrics stale: the clock has stood at {time_s} s for {intervals} intervals")]
+    Stale { time_s: f64, intervals: u32 },
+    #[error("metrics missing: none of {ready} ready pods has a CPU sample")]
+    MissingMetrics { ready: usize },
+}
+
 #[derive(Debug, Clone)]
 pub struct Guard {
     pub config: GuardConfig,
@@ -86,7 +100,7 @@ impl Guard {
     }
 
     /// Why `obs` (with its encoded `state`) must not reach the agent, if it must not.
-    pub fn check(&mut self, obs: &Observation, state: &[f32]) -> Result<(), String> {
+    pub fn check(&mut self, obs: &Observation, state: &[f32]) -> Result<(), Untrusted> {
         // A clock that moved either way is live (backwards: the backend restarted an episode).
         let advanced = self.last_time_s.is_none_or(|t| obs.time_s != t);
         if advanced {
@@ -96,18 +110,15 @@ impl Guard {
             self.unchanged += 1;
         }
         if let Some(i) = state.iter().position(|v| !v.is_finite()) {
-            return Err(format!("state feature {i} is {}", state[i]));
+            return Err(Untrusted::State { feature: i, value: state[i] });
         }
-        obs.validate().map_err(|e| format!("observation: {e}"))?;
+        obs.validate()?;
         if self.unchanged >= self.config.stale_after_intervals {
-            return Err(format!(
-                "metrics stale: the clock has stood at {} s for {} intervals",
-                obs.time_s, self.unchanged
-            ));
+            return Err(Untrusted::Stale { time_s: obs.time_s, intervals: self.unchanged });
         }
         let ready: Vec<_> = obs.pods.iter().filter(|p| p.phase == PodPhase::Ready && !p.deleting).collect();
         if !ready.is_empty() && ready.iter().all(|p| p.cpu_usage_cores.is_none()) {
-            return Err(format!("metrics missing: none of {} ready pods has a CPU sample", ready.len()));
+            return Err(Untrusted::MissingMetrics { ready: ready.len() });
         }
         Ok(())
     }
@@ -293,16 +304,19 @@ mod tests {
         let mut g = Guard::new(GuardConfig::default());
         assert!(g.check(&observation(15.0, Some(0.5)), &[0.1, 0.2]).is_ok());
         let e = g.check(&observation(30.0, Some(0.5)), &[f32::NAN, 0.2]).unwrap_err();
-        assert!(e.contains("state feature 0"), "{e}");
+        assert!(matches!(e, Untrusted::State { feature: 0, .. }), "{e}");
+        assert!(e.to_string().contains("state feature 0"), "{e}");
         let e = g.check(&observation(45.0, None), &[0.1]).unwrap_err();
-        assert!(e.contains("metrics missing"), "{e}");
+        assert!(matches!(e, Untrusted::MissingMetrics { ready } if ready > 0), "{e}");
+        assert!(e.to_string().contains("metrics missing"), "{e}");
         let e = g.check(&observation(60.0, Some(f64::NAN)), &[0.1]).unwrap_err();
-        assert!(e.contains("observation"), "{e}");
+        assert!(matches!(e, Untrusted::Observation(ObservationError::NotFinite { .. })), "{e}");
         // The clock stops: fine for two intervals, stale on the third.
         assert!(g.check(&observation(60.0, Some(0.5)), &[0.1]).is_ok());
         assert!(g.check(&observation(60.0, Some(0.5)), &[0.1]).is_ok());
         let e = g.check(&observation(60.0, Some(0.5)), &[0.1]).unwrap_err();
-        assert!(e.contains("stale"), "{e}");
+        assert!(matches!(e, Untrusted::Stale { intervals: 3, .. }), "{e}");
+        assert!(e.to_string().contains("stale"), "{e}");
         assert!(g.check(&observation(75.0, Some(0.5)), &[0.1]).is_ok());
         // A clock that went back (a new episode) is live.
         assert!(g.check(&observation(15.0, Some(0.5)), &[0.1]).is_ok());

@@ -10,6 +10,7 @@
 //! - [`guard`]: observation checks (NaN, missing, stale → the fallback acts) and action limits.
 //! - [`shadow`]: the bootstrapping check, the agent against the fallback on the same traffic.
 //! - [`manager`]: all of it as a driver of `aware_lab`'s one rollout loop.
+//! - [`checkpoint`]: the agent and every app's lifecycle kept between runs, verified on load.
 //! - [`metrics`]: Prometheus metrics of stages, stage changes, who acted and guard verdicts.
 //! - [`record`]: the manager's episodes, stage changes and decisions in a trajectory store.
 //! - [`converged`]: the experiments' `converged` reference, trained from scratch until it stops
@@ -18,6 +19,7 @@
 //! - [`run`]: `aware run`, the manager beside the fallback alone on identical traffic.
 
 pub mod algorithm;
+pub mod checkpoint;
 pub mod converged;
 pub mod decision;
 pub mod demo;
@@ -29,7 +31,7 @@ pub mod metrics;
 pub mod record;
 pub mod run;
 pub mod shadow;
-pub mod stage;
+mod stage;
 
 pub use error::LifecycleError;
 pub use stage::{Stage, StageChange};

@@ -8,7 +8,7 @@ use aware_agents::Experience;
 use aware_agents::ddpg::Ddpg;
 use aware_core::{Action, Observation, Recommendation, StepInfo, VecStep};
 use aware_env::Control;
-use aware_env::action::{self, ActionDecoder, ActionKind};
+use aware_env::{ActionDecoder, ActionKind};
 use aware_lab::LabError;
 use aware_lab::policy::{Policy, PolicyName};
 use aware_lab::rollout::{Arena, Driver};
@@ -16,7 +16,7 @@ use aware_lab::workload::Workload;
 use aware_sim::CONTAINER;
 use serde::Serialize;
 
-use crate::algorithm::{AppLifecycle, EpisodeOutcome, ShadowComparison, Transition};
+use crate::algorithm::{AppLifecycle, EpisodeOutcome, LifecycleState, ShadowComparison, Transition};
 use crate::decision::{self, Decision, Seen, Set};
 use crate::guard::{Guard, GuardConfig};
 use crate::shadow::{self, ShadowApp};
@@ -138,8 +138,10 @@ struct Managed {
 
 /// The agent's action space: multiplicative changes of the current allocation, so one policy
 /// fits every application whatever its size, and what the fallback did maps onto it exactly
-/// (log₂ of its ratio, see [`aware_env::action::coordinates`]).
+/// (log₂ of its ratio, see [`aware_env::coordinates`]).
 pub const AGENT_ACTIONS: ActionKind = ActionKind::Relative;
+/// The agent's action: CPU, memory and replicas, each in [-1, 1].
+pub const AGENT_ACTION_DIM: usize = 3;
 
 /// The agent's continuous action as the allocation it means from the app's current one.
 pub(crate) fn decode_action(
@@ -254,6 +256,28 @@ impl<'w> Manager<'w> {
     /// The agent, as the run left it.
     pub fn into_agent(self) -> Ddpg {
         self.agent
+    }
+
+    /// Hands the apps to `agent` (a restored checkpoint's), with the manager's exploration.
+    pub fn replace_agent(&mut self, mut agent: Ddpg) {
+        agent.config.noise_sigma = self.config.online_noise_sigma;
+        self.agent = agent;
+    }
+
+    /// Every app's lifecycle as a checkpoint keeps it, by app name.
+    pub fn lifecycles(&self) -> Vec<(String, LifecycleState)> {
+        self.apps.iter().map(|a| (a.name.clone(), a.lifecycle.snapshot())).collect()
+    }
+
+    /// Takes up checkpointed lifecycles for the apps they name (apps it does not name keep
+    /// theirs); each stage that changes is a stage change with `reason`.
+    pub fn restore_lifecycles(&mut self, states: &[(String, LifecycleState)], reason: &str) {
+        for i in 0..self.apps.len() {
+            let Some((_, state)) = states.iter().find(|(name, _)| *name == self.apps[i].name) else { continue };
+            if let Some(t) = self.apps[i].lifecycle.restore(state, reason.to_string()) {
+                self.log(i, t);
+            }
+        }
     }
 
     pub fn stages(&self) -> Vec<Stage> {
@@ -418,7 +442,7 @@ impl Driver for Manager<'_> {
             let mut verdict = "passed".to_string();
             if let (Err(reason), true) = (&checked, wants_agent) {
                 a.counts.guard_fallbacks += 1;
-                a.counts.last_guard_reason = Some(reason.clone());
+                a.counts.last_guard_reason = Some(reason.to_string());
                 verdict = format!("fallback: {reason}");
             }
             let agent_acted = agent_action.is_some();
@@ -447,7 +471,7 @@ impl Driver for Manager<'_> {
                     };
                     let c = rec.containers.first().map(|c| c.limits).unwrap_or(obs.template.limits);
                     let now = obs.template.limits;
-                    a.action = action::coordinates(
+                    a.action = aware_env::coordinates(
                         AGENT_ACTIONS,
                         &a.decoder.bounds,
                         (c.cpu_millicores, c.memory_bytes, rec.replicas),

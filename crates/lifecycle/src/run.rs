@@ -4,8 +4,8 @@
 //! from [`run_manager`] and [`run_fallback`] over one [`Plan`].
 
 use aware_agents::ddpg::{Ddpg, DdpgConfig};
+use aware_env::ActionKind;
 use aware_env::STATE_DIM;
-use aware_env::action::ActionKind;
 use aware_lab::evaluate::{PolicyRow, aggregate};
 use aware_lab::policy::{Policy, PolicyName};
 use aware_lab::progress::Progress;
@@ -148,6 +148,11 @@ pub struct Window {
 
 /// What a run hands its caller between episodes (the decision log goes to a store there).
 pub trait EpisodeSink {
+    /// Before the first episode (a checkpoint restores the agent and the lifecycles here).
+    fn start(&mut self, _manager: &mut Manager) -> Result<(), LifecycleError> {
+        Ok(())
+    }
+
     fn episode(&mut self, episode: u64, manager: &mut Manager) -> Result<(), LifecycleError>;
 }
 
@@ -159,6 +164,13 @@ impl EpisodeSink for () {
 
 /// A sink that may be absent.
 impl<S: EpisodeSink> EpisodeSink for Option<S> {
+    fn start(&mut self, manager: &mut Manager) -> Result<(), LifecycleError> {
+        match self {
+            Some(s) => s.start(manager),
+            None => Ok(()),
+        }
+    }
+
     fn episode(&mut self, episode: u64, manager: &mut Manager) -> Result<(), LifecycleError> {
         match self {
             Some(s) => s.episode(episode, manager),
@@ -169,9 +181,25 @@ impl<S: EpisodeSink> EpisodeSink for Option<S> {
 
 /// Two sinks, in order.
 impl<A: EpisodeSink, B: EpisodeSink> EpisodeSink for (A, B) {
+    fn start(&mut self, manager: &mut Manager) -> Result<(), LifecycleError> {
+        self.0.start(manager)?;
+        self.1.start(manager)
+    }
+
     fn episode(&mut self, episode: u64, manager: &mut Manager) -> Result<(), LifecycleError> {
         self.0.episode(episode, manager)?;
         self.1.episode(episode, manager)
+    }
+}
+
+/// A sink lent for the run.
+impl<S: EpisodeSink> EpisodeSink for &mut S {
+    fn start(&mut self, manager: &mut Manager) -> Result<(), LifecycleError> {
+        (**self).start(manager)
+    }
+
+    fn episode(&mut self, episode: u64, manager: &mut Manager) -> Result<(), LifecycleError> {
+        (**self).episode(episode, manager)
     }
 }
 
@@ -193,7 +221,7 @@ pub fn run_manager(
     sink: &mut dyn EpisodeSink,
     progress: &dyn Progress,
 ) -> Result<Arm, LifecycleError> {
-    let agent = Ddpg::new(STATE_DIM, 3, DdpgConfig::default(), agent_seed);
+    let agent = Ddpg::new(STATE_DIM, crate::manager::AGENT_ACTION_DIM, DdpgConfig::default(), agent_seed);
     run_agent(workload, plan, agent, variant.label(), &variant.configure(config), sink, progress).map(|(arm, _)| arm)
 }
 
@@ -208,6 +236,7 @@ pub fn run_agent(
     progress: &dyn Progress,
 ) -> Result<(Arm, Ddpg), LifecycleError> {
     let mut manager = Manager::new(workload, agent, config.clone())?;
+    sink.start(&mut manager)?;
     let episodes = plan.seeds.len();
     let (scorer, windows) = play_with(workload, plan, label, &mut manager, progress, &mut |e, m: &mut Manager| {
         sink.episode(e, m)?;
@@ -347,6 +376,9 @@ pub struct RunSpec {
     pub store: Option<RunStore>,
     /// Updated after every episode (`aware run --metrics-listen` serves them).
     pub metrics: Option<crate::metrics::LifecycleMetrics>,
+    /// Where the agent and the lifecycles are kept between runs (`aware run --checkpoint`):
+    /// taken up at the start when they verify, written after every episode.
+    pub checkpoint: Option<std::path::PathBuf>,
 }
 
 /// Where `aware run` records, and where it spools while that store is unreachable.
@@ -398,24 +430,28 @@ pub struct RunReport {
     /// Present when the run recorded into a store.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub store: Option<StoreReport>,
+    /// Present when the run kept a checkpoint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<crate::checkpoint::CheckpointReport>,
 }
 
 /// `aware run`: the manager beside the fallback alone.
 pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<RunReport, LifecycleError> {
     let workload = Workload::load(&spec.workload)?;
     let plan = Plan::new(&workload, spec.steps, spec.manager.episode_steps)?;
+    let mut checkpoint = spec.checkpoint.as_deref().map(|dir| crate::checkpoint::CheckpointSink::new(dir, spec.seed));
     let metrics = spec.metrics.clone();
     let (aware, store) = match &spec.store {
         None => {
-            let arm =
-                run_manager(&workload, &plan, Variant::Aware, &spec.manager, spec.seed, &mut (metrics, ()), progress)?;
+            let mut sink = (metrics, &mut checkpoint);
+            let arm = run_manager(&workload, &plan, Variant::Aware, &spec.manager, spec.seed, &mut sink, progress)?;
             (arm, None)
         }
         Some(target) => {
             let url: aware_store::StoreUrl = target.url.parse()?;
             let spool = target.spool.clone().unwrap_or_else(|| url.default_spool_dir());
             let mut store = aware_store::open_spooled(&url, Some(&spool), aware_store::DEFAULT_SPOOL_BYTES)?;
-            let mut sink = (metrics, crate::record::StoreSink::new(&mut store));
+            let mut sink = ((metrics, &mut checkpoint), crate::record::StoreSink::new(&mut store));
             let config = ManagerConfig { log: true, ..spec.manager.clone() };
             let arm = run_manager(&workload, &plan, Variant::Aware, &config, spec.seed, &mut sink, progress)?;
             // One last attempt to empty the spool; what stays is reported, never dropped.
@@ -453,5 +489,6 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<RunReport, Lifecyc
         stages: aware.stages,
         per_app,
         store,
+        checkpoint: checkpoint.map(|c| c.report),
     })
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use aware_agents::ddpg::Ddpg;
 use aware_core::{Profile, StepInfo};
-use aware_env::action::{ActionDecoder, ActionKind};
+use aware_env::{ActionDecoder, ActionKind};
 use aware_env::{AppSlo, ClusterVecEnv, Control, EnvConfig};
 use aware_lab::policy::{Policy, PolicyName};
 use aware_lab::progress::Silent;

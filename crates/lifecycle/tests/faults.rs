@@ -136,3 +136,70 @@ fn metrics_count_every_interval_and_stage_change() {
     }
     assert_eq!(value("aware_lifecycle_stage{"), 2.0, "one stage per app");
 }
+
+/// `aware run --checkpoint DIR` thrice: a fresh run writes the checkpoint, the next takes it
+/// up, and after a weight file is corrupted the next refuses it, keeps it aside, and serves
+/// exactly as a run without any checkpoint would (every app bootstrapping, the fallback acting).
+#[test]
+fn a_corrupted_checkpoint_is_set_aside_and_the_apps_are_served_as_from_scratch() {
+    use aware_lifecycle::run::{RunSpec, run};
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = dir.path().join("ckpt");
+    let spec = |checkpoint: Option<std::path::PathBuf>| RunSpec {
+        workload: WorkloadSpec { apps: 2, seed: 11, steps: EPISODE * 3, ..WorkloadSpec::default() },
+        steps: EPISODE * 3,
+        manager: ManagerConfig { episode_steps: EPISODE, ..ManagerConfig::default() },
+        seed: 11,
+        store: None,
+        metrics: None,
+        checkpoint,
+    };
+    let from_scratch = run(&spec(None), &Silent).unwrap();
+    assert!(from_scratch.checkpoint.is_none());
+
+    let first = run(&spec(Some(ckpt.clone())), &Silent).unwrap();
+    let c = first.checkpoint.as_ref().unwrap();
+    assert!(!c.restored && c.rejected.is_none() && c.set_aside.is_none(), "{c:?}");
+    assert_eq!((c.saved, c.save_failures), (3, 0));
+    // Keeping a checkpoint changes nothing about how the apps are served.
+    assert_eq!(first.policies[0].summary.slo_violations, from_scratch.policies[0].summary.slo_violations);
+    assert_eq!(first.policies[0].summary.core_seconds, from_scratch.policies[0].summary.core_seconds);
+
+    let second = run(&spec(Some(ckpt.clone())), &Silent).unwrap();
+    let c = second.checkpoint.as_ref().unwrap();
+    assert!(c.restored && c.rejected.is_none(), "{c:?}");
+    for change in second.stages.iter().filter(|s| s.reason.starts_with("restored")) {
+        let ended = first.per_app.iter().find(|a| a.app == change.app).unwrap();
+        assert_eq!(change.to, ended.stage, "{change:?}");
+    }
+
+    // One flipped byte in the actor's weights.
+    let actor = ckpt.join("agent/actor.safetensors");
+    let mut bytes = std::fs::read(&actor).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x40;
+    std::fs::write(&actor, &bytes).unwrap();
+
+    let third = run(&spec(Some(ckpt.clone())), &Silent).unwrap();
+    let c = third.checkpoint.as_ref().unwrap();
+    assert!(!c.restored, "{c:?}");
+    let why = c.rejected.as_deref().unwrap();
+    assert!(why.contains("checksum mismatch for actor.safetensors"), "{why}");
+    // Kept aside byte for byte, and a sound checkpoint written in its place.
+    let aside = std::path::Path::new(c.set_aside.as_deref().unwrap());
+    assert_eq!(aside, ckpt.join("rejected-1"));
+    assert_eq!(std::fs::read(aside.join("agent/actor.safetensors")).unwrap(), bytes);
+    assert!(aside.join("lifecycle.json").exists());
+    assert_eq!(c.saved, 3);
+    // Every app started over, bootstrapping (the fallback serving), as from scratch.
+    let starts: Vec<_> = third.stages.iter().filter(|s| s.from == Stage::Initialized).collect();
+    assert_eq!(starts.len(), 2);
+    assert!(starts.iter().all(|s| s.to == Stage::Offline));
+    assert!(!third.stages.iter().any(|s| s.reason.starts_with("restored")));
+    assert_eq!(third.policies[0].summary.slo_violations, from_scratch.policies[0].summary.slo_violations);
+    assert_eq!(third.policies[0].summary.core_seconds, from_scratch.policies[0].summary.core_seconds);
+    assert_eq!(third.stages, from_scratch.stages);
+
+    let fourth = run(&spec(Some(ckpt)), &Silent).unwrap();
+    assert!(fourth.checkpoint.unwrap().restored);
+}

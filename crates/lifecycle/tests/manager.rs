@@ -3,7 +3,7 @@
 
 use aware_agents::ddpg::{Ddpg, DdpgConfig};
 use aware_core::{Observation, StepInfo, VecStep};
-use aware_env::action::ActionKind;
+use aware_env::ActionKind;
 use aware_env::{ClusterVecEnv, Control, STATE_DIM};
 use aware_lab::LabError;
 use aware_lab::progress::Silent;
@@ -39,6 +39,7 @@ fn a_run_reports_every_stage_change_with_its_numbers() {
         seed: 5,
         store: None,
         metrics: None,
+        checkpoint: None,
     };
     let report = run(&spec, &Silent).unwrap();
     assert_eq!(report.policies.iter().map(|p| p.policy.as_str()).collect::<Vec<_>>(), ["aware", "mpa"]);

@@ -207,7 +207,11 @@ pub fn make_from_proto(req: &proto::MakeRequest) -> Result<(EnvId, MakeConfig), 
     let scenario = if c.scenario.is_empty() {
         None
     } else {
-        Some(c.scenario.parse().map_err(|reason| MakeError::Field { field: "scenario", reason })?)
+        Some(
+            c.scenario
+                .parse()
+                .map_err(|e: aware_sim::ScenarioError| MakeError::Field { field: "scenario", reason: e.to_string() })?,
+        )
     };
     let nonzero_f = |v: f64| (v != 0.0).then_some(v);
     let config = MakeConfig {

@@ -163,7 +163,7 @@ fn provisioning(num_envs: u32, config: &MakeConfig) -> Result<BoxedVecEnv, MakeE
     if let Some(s) = config.episode_steps {
         pconfig.episode_steps = s as usize;
     }
-    let env = ProvisioningEnv::new(bins, pconfig).map_err(|e| field("days", e))?;
+    let env = ProvisioningEnv::new(bins, pconfig).map_err(|e| field("days", e.to_string()))?;
     Ok(Box::new(Copies::new(env, num_envs as usize, config.trace_seed.unwrap_or(config.seed))))
 }
 

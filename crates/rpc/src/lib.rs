@@ -11,10 +11,10 @@
 //! system `protoc` is needed.
 
 pub mod bench;
-pub mod client;
+mod client;
 pub mod convert;
-pub mod envs;
-pub mod server;
+mod envs;
+mod server;
 
 /// The generated messages and service stubs of `aware.env.v1`.
 pub mod proto {
@@ -22,6 +22,9 @@ pub mod proto {
     tonic::include_proto!("aware.env.v1");
 }
 
-pub use client::{ClientError, ClientOptions, RemoteEnv, RemoteVecEnv};
-pub use envs::{EnvId, MakeConfig, MakeError, make};
-pub use server::{ServeError, ServeOptions, ServerHandle, ServerSettings, TlsFiles, serve, spawn};
+pub use client::{ClientError, ClientOptions, RemoteEnv, RemoteVecEnv, code_name};
+pub use envs::{BoxedVecEnv, Copies, EnvId, MAX_DAYS, MAX_EPISODE_STEPS, MAX_NUM_ENVS, MakeConfig, MakeError, make};
+pub use server::{
+    BearerAuth, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_SESSIONS, EnvServiceImpl, ServeError,
+    ServeOptions, ServerHandle, ServerSettings, Sessions, TlsFiles, read_token_file, serve, serve_on, service, spawn,
+};

@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use aware_rpc::proto::env_service_client::EnvServiceClient;
 use aware_rpc::proto::{self, Actions};
-use aware_rpc::server::{ServerHandle, ServerSettings, spawn};
+use aware_rpc::{ServerHandle, ServerSettings, spawn};
 use bytes::{Buf, BufMut};
 use proptest::prelude::*;
 use prost::Message;

@@ -4,11 +4,11 @@
 use std::time::Duration;
 
 use aware_core::{Action, Env, EnvError, VecEnv};
-use aware_rpc::client::{ClientError, ClientOptions, RemoteEnv, RemoteVecEnv};
-use aware_rpc::envs::{EnvId, MakeConfig, make};
 use aware_rpc::proto::env_service_client::EnvServiceClient;
 use aware_rpc::proto::{self, Actions};
-use aware_rpc::server::{ServerHandle, ServerSettings, spawn};
+use aware_rpc::{ClientError, ClientOptions, RemoteEnv, RemoteVecEnv};
+use aware_rpc::{EnvId, MakeConfig, make};
+use aware_rpc::{ServerHandle, ServerSettings, spawn};
 use tonic::Code;
 use tonic::transport::Channel;
 

@@ -121,6 +121,20 @@ struct Instance {
     serving_s: f64,
 }
 
+/// Why a provisioning environment cannot be built.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProvisioningError {
+    #[error("the load series is empty")]
+    EmptyLoad,
+    #[error("bin {bin} holds {value}, not a request count")]
+    BadBin { bin: usize, value: f64 },
+    #[error("instances {min}..{max} is not a range of at least one")]
+    InstanceRange { min: u32, max: u32 },
+    #[error("capacity and episode length must be positive, the price non-negative")]
+    Config,
+}
+
 #[derive(Debug, Clone)]
 pub struct ProvisioningEnv {
     bins: Vec<f64>,
@@ -135,19 +149,19 @@ pub struct ProvisioningEnv {
 
 impl ProvisioningEnv {
     /// An environment replaying `bins` (5-minute request counts before the ×20 scaling).
-    pub fn new(bins: Vec<f64>, config: ProvisioningConfig) -> Result<Self, String> {
+    pub fn new(bins: Vec<f64>, config: ProvisioningConfig) -> Result<Self, ProvisioningError> {
         if bins.is_empty() {
-            return Err("the load series is empty".into());
+            return Err(ProvisioningError::EmptyLoad);
         }
-        if let Some(i) = bins.iter().position(|c| !c.is_finite() || *c < 0.0) {
-            return Err(format!("bin {i} holds {}, not a request count", bins[i]));
+        if let Some(bin) = bins.iter().position(|c| !c.is_finite() || *c < 0.0) {
+            return Err(ProvisioningError::BadBin { bin, value: bins[bin] });
         }
         let c = &config;
         if c.min_instances == 0 || c.min_instances > c.max_instances {
-            return Err(format!("instances {}..{} is not a range of at least one", c.min_instances, c.max_instances));
+            return Err(ProvisioningError::InstanceRange { min: c.min_instances, max: c.max_instances });
         }
-        if c.instance_capacity_rps <= 0.0 || c.price_per_hour < 0.0 || c.episode_steps == 0 {
-            return Err("capacity and episode length must be positive, the price non-negative".into());
+        if !(c.instance_capacity_rps > 0.0 && c.price_per_hour >= 0.0 && c.episode_steps > 0) {
+            return Err(ProvisioningError::Config);
         }
         Ok(Self {
             bins,
@@ -434,8 +448,12 @@ mod tests {
 
     #[test]
     fn bad_series_are_refused() {
-        assert!(ProvisioningEnv::new(vec![], ProvisioningConfig::default()).unwrap_err().contains("empty"));
+        let empty = ProvisioningEnv::new(vec![], ProvisioningConfig::default()).unwrap_err();
+        assert_eq!(empty, ProvisioningError::EmptyLoad);
         let err = ProvisioningEnv::new(vec![1.0, f64::NAN], ProvisioningConfig::default()).unwrap_err();
-        assert!(err.contains("bin 1"), "{err}");
+        assert!(matches!(err, ProvisioningError::BadBin { bin: 1, .. }), "{err}");
+        assert!(err.to_string().contains("bin 1"), "{err}");
+        let nan_price = ProvisioningConfig { price_per_hour: f64::NAN, ..ProvisioningConfig::default() };
+        assert_eq!(ProvisioningEnv::new(vec![1.0], nan_price).unwrap_err(), ProvisioningError::Config);
     }
 }

@@ -96,21 +96,28 @@ impl fmt::Display for Scenario {
     }
 }
 
+/// A scenario name that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScenarioError {
+    #[error("scenario step {0:?} is not a non-negative integer")]
+    Step(String),
+    #[error("unknown scenario {name:?} (expected one of {expected})")]
+    Unknown { name: String, expected: String },
+}
+
 impl FromStr for Scenario {
-    type Err = String;
+    type Err = ScenarioError;
 
     /// `NAME` or `NAME@STEP`.
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, ScenarioError> {
         let (name, step) = match s.split_once('@') {
-            Some((n, st)) => {
-                let step = st.parse().map_err(|_| format!("scenario step {st:?} is not a non-negative integer"))?;
-                (n, Some(step))
-            }
+            Some((n, st)) => (n, Some(st.parse().map_err(|_| ScenarioError::Step(st.to_string()))?)),
             None => (s, None),
         };
         let kind = ScenarioKind::ALL.into_iter().find(|k| k.name() == name).ok_or_else(|| {
             let names: Vec<_> = ScenarioKind::ALL.iter().map(|k| k.name()).collect();
-            format!("unknown scenario {name:?} (expected one of {})", names.join(", "))
+            ScenarioError::Unknown { name: name.to_string(), expected: names.join(", ") }
         })?;
         Ok(Scenario { kind, at_step: step })
     }
@@ -127,7 +134,7 @@ mod tests {
             Ok(Scenario { kind: ScenarioKind::LoadLowToHigh, at_step: Some(40) })
         );
         assert_eq!("payload-up".parse::<Scenario>().unwrap().at_step, None);
-        assert!("nope".parse::<Scenario>().unwrap_err().contains("payload-up"));
+        assert!("nope".parse::<Scenario>().unwrap_err().to_string().contains("payload-up"));
         assert!("payload-up@x".parse::<Scenario>().is_err());
         for k in ScenarioKind::ALL {
             assert_eq!(k.name().parse::<Scenario>().unwrap().kind, k);

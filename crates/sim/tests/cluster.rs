@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use aware_core::{Cluster, ContainerResources, PodPhase, Recommendation, Resources};
-use aware_sim::app::reference_allocation;
+use aware_sim::reference_allocation;
 use aware_sim::replica::step_replica;
 use aware_sim::{
     AppSpec, CONTAINER, Scenario, ScenarioKind, Segment, SegmentKind, SimCluster, SimConfig, Trace, VerticalUpdate,

@@ -10,21 +10,21 @@
 
 pub mod export;
 pub mod fault;
-pub mod influx;
-pub mod model;
-pub mod postgres;
-pub mod spool;
-pub mod sqlite;
-pub mod url;
+mod influx;
+mod model;
+mod postgres;
+mod spool;
+mod sqlite;
+mod url;
 
 pub use influx::InfluxStore;
 pub use model::{
     DecisionQuery, DecisionRecord, EpisodeId, EpisodeMeta, EpisodeRecord, StageRecord, StoreError, StoreStats, TopMode,
-    Transition, TransitionFilter,
+    Transition, TransitionFilter, VectorSizeError, best_then_worst, check_appended, decode, encode, pick_steps,
 };
 pub use postgres::PostgresStore;
 pub use spool::Spooled;
-pub use sqlite::{SqliteStore, Sync};
+pub use sqlite::{SCHEMA_VERSION, SqliteStore, Sync};
 pub use url::{DEFAULT_SPOOL_BYTES, StoreUrl, open, open_spooled};
 
 /// What every backend provides. Reads only ever see closed (acknowledged) episodes, except

@@ -208,10 +208,19 @@ pub fn encode(v: &[f32]) -> Vec<u8> {
     out
 }
 
+/// A stored vector whose size does not match its recorded dimension.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what}: {bytes} bytes stored, dimension {dim} needs {}", *dim as u64 * 4)]
+pub struct VectorSizeError {
+    pub what: &'static str,
+    pub bytes: usize,
+    pub dim: u32,
+}
+
 /// Decodes a vector, refusing one whose size does not match `dim`.
-pub fn decode(bytes: &[u8], dim: u32, what: &str) -> Result<Vec<f32>, String> {
+pub fn decode(bytes: &[u8], dim: u32, what: &'static str) -> Result<Vec<f32>, VectorSizeError> {
     if bytes.len() != dim as usize * 4 {
-        return Err(format!("{what}: {} bytes stored, dimension {dim} needs {}", bytes.len(), dim * 4));
+        return Err(VectorSizeError { what, bytes: bytes.len(), dim });
     }
     Ok(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
 }

@@ -371,10 +371,10 @@ impl PostgresStore {
         };
         Ok(Transition {
             step,
-            state: decode(row.get(1), rec.meta.state_dim, "state").map_err(corrupt)?,
-            action: decode(row.get(2), rec.meta.action_dim, "action").map_err(corrupt)?,
+            state: decode(row.get(1), rec.meta.state_dim, "state").map_err(|e| corrupt(e.to_string()))?,
+            action: decode(row.get(2), rec.meta.action_dim, "action").map_err(|e| corrupt(e.to_string()))?,
             reward: row.get::<_, f64>(3) as f32,
-            next_state: decode(row.get(4), rec.meta.state_dim, "next_state").map_err(corrupt)?,
+            next_state: decode(row.get(4), rec.meta.state_dim, "next_state").map_err(|e| corrupt(e.to_string()))?,
             done: row.get(5),
         })
     }

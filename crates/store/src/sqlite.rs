@@ -250,10 +250,10 @@ impl SqliteStore {
         };
         Ok(Transition {
             step,
-            state: decode(&blob(1)?, rec.meta.state_dim, "state").map_err(corrupt)?,
-            action: decode(&blob(2)?, rec.meta.action_dim, "action").map_err(corrupt)?,
+            state: decode(&blob(1)?, rec.meta.state_dim, "state").map_err(|e| corrupt(e.to_string()))?,
+            action: decode(&blob(2)?, rec.meta.action_dim, "action").map_err(|e| corrupt(e.to_string()))?,
             reward: row.get::<_, f64>(3).map_err(get)? as f32,
-            next_state: decode(&blob(4)?, rec.meta.state_dim, "next_state").map_err(corrupt)?,
+            next_state: decode(&blob(4)?, rec.meta.state_dim, "next_state").map_err(|e| corrupt(e.to_string()))?,
             done: row.get(5).map_err(get)?,
         })
     }

@@ -451,7 +451,7 @@ impl Recommender for HorizontalPodAutoscaler {
     }
 
     fn recommend(&mut self, obs: &Observation) -> Result<Recommendation, RecommenderError> {
-        obs.validate().map_err(RecommenderError::BadObservation)?;
+        obs.validate()?;
         let views: Vec<PodView> =
             self.spec.metrics.iter().map(|m| pod_view_with(obs, m, &self.unlisted_pod_metrics)).collect();
         let decision = self.reconcile(obs.time_s, obs.desired_replicas as i32, &views);

@@ -382,7 +382,7 @@ impl Recommender for VerticalPodAutoscaler {
 
     /// Keeps the replica count; changes the template when the updater would act on any pod.
     fn recommend(&mut self, obs: &Observation) -> Result<Recommendation, RecommenderError> {
-        obs.validate().map_err(RecommenderError::BadObservation)?;
+        obs.validate()?;
         if self.spec.update_mode == UpdateMode::Initial {
             return Err(RecommenderError::Other(
                 "VPA update mode Initial cannot drive the simulator: its Deployment template reaches running pods"

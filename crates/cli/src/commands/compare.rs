@@ -3,7 +3,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
-use super::{AppsArgs, SimArgs, print_json, recording_store};
+use super::{AppsArgs, SimArgs, print_json};
 use crate::policy::PolicyName;
 use crate::progress::Bar;
 
@@ -36,7 +36,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let workload = args.sim.workload(&args.apps)?;
-    let store = recording_store(&args.store, args.record, &workload);
+    let store = workload.recording_store(args.store.as_deref(), args.record);
     let report = aware_lab::evaluate::compare(
         &workload,
         &args.policies,

@@ -18,7 +18,7 @@ pub struct Args {
     #[arg(long)]
     pub updater: bool,
     /// Serve MPAs whose spec.recommenders names this recommender.
-    #[arg(long, default_value = aware_kube::crd::DEFAULT_RECOMMENDER_NAME)]
+    #[arg(long, default_value = aware_kube::DEFAULT_RECOMMENDER_NAME)]
     pub recommender_name: String,
     /// Also serve MPAs with an empty recommenders list (upstream's default recommender's).
     #[arg(long)]
@@ -74,7 +74,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         let identity = std::env::var("HOSTNAME").unwrap_or_else(|_| format!("aware-{}", std::process::id()));
         (namespace, aware_kube::leader::LeaderConfig::new(args.lease_name, identity))
     });
-    let options = aware_kube::controller::RunOptions { listen: args.listen, vertical_cpu: args.vertical_cpu, leader };
-    aware_kube::controller::run_blocking(config, options)?;
+    let options = aware_kube::RunOptions { listen: args.listen, vertical_cpu: args.vertical_cpu, leader };
+    aware_kube::run_blocking(config, options)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -12,11 +12,8 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    let text = if args.json {
-        serde_json::to_string_pretty(&aware_kube::crd::crd())? + "\n"
-    } else {
-        aware_kube::crd::crd_yaml()
-    };
+    let text =
+        if args.json { serde_json::to_string_pretty(&aware_kube::crd())? + "\n" } else { aware_kube::crd_yaml() };
     // A closed stdout (`aware crd | head`) ends the command quietly.
     use std::io::Write;
     match std::io::stdout().lock().write_all(text.as_bytes()) {

@@ -122,15 +122,6 @@ pub fn print_json(value: &impl serde::Serialize) -> Result<()> {
     Ok(())
 }
 
-/// The store a run records into: `--store URL`, or with `--record` the profile's `store`.
-pub fn recording_store<'a>(store: &'a Option<String>, record: bool, workload: &'a Workload) -> Option<&'a str> {
-    match store {
-        Some(url) => Some(url),
-        None if record => Some(&workload.profile.store),
-        None => None,
-    }
-}
-
 /// The policy table `compare`, `run` and the experiments print: what an operator pays for
 /// (SLO violations, drops, core-seconds) beside the reward.
 pub fn print_rows(rows: &[aware_lab::evaluate::PolicyRow]) {

@@ -55,6 +55,11 @@ pub struct Args {
     /// (stage per app, stage changes, who acted, guard verdicts; updated every episode).
     #[arg(long, value_name = "ADDR")]
     metrics_listen: Option<String>,
+    /// Keep the agent and every app's stage here between runs: taken up at the start when its
+    /// checksums verify (otherwise moved to DIR/rejected-N/ and every app starts over, the
+    /// fallback serving), written after every episode.
+    #[arg(long, value_name = "DIR")]
+    checkpoint: Option<PathBuf>,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -84,6 +89,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         seed: args.apps.seed,
         store: args.store.clone().map(|url| RunStore { url, spool: args.spool.clone() }),
         metrics: args.metrics_listen.as_ref().map(|_| LifecycleMetrics::default()),
+        checkpoint: args.checkpoint.clone(),
     };
     let _server = match (&args.metrics_listen, &spec.metrics) {
         (Some(addr), Some(metrics)) => {
@@ -133,6 +139,18 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
         if s.set_aside > 0 {
             outln!("{} writes the store refused are kept in {}/rejected.jsonl", s.set_aside, s.spool);
+        }
+    }
+    if let Some(c) = &report.checkpoint {
+        if c.restored {
+            outln!("checkpoint {}: restored the agent and the apps' stages", c.path);
+        }
+        if let (Some(why), Some(to)) = (&c.rejected, &c.set_aside) {
+            outln!("checkpoint {}: not used ({why}); moved to {to}; every app started over", c.path);
+        }
+        outln!("checkpoint {}: written after {} episodes", c.path, c.saved);
+        if let Some(e) = &c.last_save_error {
+            outln!("checkpoint {}: {} writes failed, the last: {e}", c.path, c.save_failures);
         }
     }
     Ok(ExitCode::SUCCESS)

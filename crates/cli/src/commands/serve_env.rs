@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Result;
-use aware_rpc::server::{DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_SESSIONS};
+use aware_rpc::{DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_SESSIONS};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

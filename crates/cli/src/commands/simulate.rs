@@ -28,7 +28,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let workload = args.sim.workload(&args.apps)?;
-    let store = super::recording_store(&args.store, args.record, &workload);
+    let store = workload.recording_store(args.store.as_deref(), args.record);
     let report = aware_lab::evaluate::simulate(&workload, &args.policy, args.sim.steps, store, &Bar::new())?;
     if args.json {
         print_json(&report)?;

@@ -2,7 +2,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use aware_env::action::ActionKind;
+use aware_env::ActionKind;
 use aware_lab::agent::Algorithm;
 use aware_lab::train::TrainSpec;
 

@@ -1,0 +1,178 @@
+//! The run's checkpoint (`aware run --checkpoint DIR`): the agent and every application's
+//! lifecycle, written after every episode and taken up by the next run.
+//!
+//! `DIR/agent/` is the DDPG checkpoint (`checkpoint.json` with a SHA-256 per weight file, as
+//! every agent writes); `DIR/lifecycle.json` the apps' stages and recent rewards, with the
+//! SHA-256 of the agent's `checkpoint.json` it was written beside. Each file is written to a
+//! temporary name and renamed, the lifecycle last, so a crash leaves either the previous pair
+//! or a pair whose checksums disagree.
+//!
+//! A checkpoint that does not verify (a weight file whose checksum differs, unreadable
+//! metadata, spaces that do not fit, a lifecycle written beside another agent) is never used:
+//! it is moved whole to `DIR/rejected-N/` for inspection, the run starts with a fresh agent
+//! and every app starts over in its first stage — with bootstrapping, OFFLINE, so the fallback
+//! serves until the agent is retrained. The report says why.
+
+use std::path::{Path, PathBuf};
+
+use aware_agents::{METADATA, sha256};
+use aware_agents::ddpg::Ddpg;
+use aware_env::StateEncoder;
+use serde::{Deserialize, Serialize};
+
+use crate::LifecycleError;
+use crate::algorithm::LifecycleState;
+use crate::manager::{AGENT_ACTION_DIM, Manager};
+use crate::run::EpisodeSink;
+
+/// The version of `lifecycle.json` this build writes and reads.
+pub const FORMAT: u32 = 1;
+const AGENT: &str = "agent";
+const LIFECYCLE: &str = "lifecycle.json";
+
+/// `DIR/lifecycle.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct LifecycleFile {
+    format: u32,
+    /// Episodes the writing run had finished.
+    episodes: u64,
+    /// SHA-256 of the `agent/checkpoint.json` written with it.
+    agent_metadata_sha256: String,
+    apps: Vec<AppEntry>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct AppEntry {
+    app: String,
+    #[serde(flatten)]
+    state: LifecycleState,
+}
+
+/// What happened to the checkpoint in one run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CheckpointReport {
+    pub path: String,
+    /// The run took up the agent and the lifecycles found there.
+    pub restored: bool,
+    /// Why what was there was not used (it was moved to `set_aside`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rejected: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub set_aside: Option<String>,
+    /// Episodes written (one checkpoint after each).
+    pub saved: u64,
+    /// Writes that failed (the run went on; the previous checkpoint stands), and the last reason.
+    pub save_failures: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_save_error: Option<String>,
+}
+
+/// The checkpoint as an [`EpisodeSink`]: restores at the start, writes after every episode.
+pub struct CheckpointSink {
+    dir: PathBuf,
+    seed: u64,
+    pub report: CheckpointReport,
+}
+
+impl CheckpointSink {
+    /// A checkpoint in `dir` (created when first written); `seed` seeds a restored agent's
+    /// exploration.
+    pub fn new(dir: &Path, seed: u64) -> Self {
+        Self {
+            dir: dir.to_path_buf(),
+            seed,
+            report: CheckpointReport { path: dir.display().to_string(), ..CheckpointReport::default() },
+        }
+    }
+
+    /// The agent and lifecycles in the directory, `None` when there is no checkpoint, or why
+    /// they cannot be used.
+    fn read(&self) -> Result<Option<(Ddpg, LifecycleFile)>, LifecycleError> {
+        let agent_dir = self.dir.join(AGENT);
+        let lifecycle_path = self.dir.join(LIFECYCLE);
+        if !agent_dir.exists() && !lifecycle_path.exists() {
+            return Ok(None);
+        }
+        let agent = Ddpg::load(&agent_dir, &StateEncoder::space(), AGENT_ACTION_DIM, self.seed)?;
+        let bad = |reason: String| LifecycleError::Checkpoint { path: lifecycle_path.clone(), reason };
+        let text = std::fs::read(&lifecycle_path).map_err(|e| bad(e.to_string()))?;
+        let file: LifecycleFile = serde_json::from_slice(&text).map_err(|e| bad(e.to_string()))?;
+        if file.format > FORMAT {
+            return Err(bad(format!("written by a newer build (format {}; this one reads {FORMAT})", file.format)));
+        }
+        let meta = agent_dir.join(METADATA);
+        let written_with = std::fs::read(&meta).map_err(|e| bad(format!("{}: {e}", meta.display())))?;
+        if sha256(&written_with) != file.agent_metadata_sha256 {
+            return Err(bad(format!("written beside another agent checkpoint than {}", meta.display())));
+        }
+        Ok(Some((agent, file)))
+    }
+
+    /// Moves the checkpoint to the first free `DIR/rejected-N/`; its path.
+    fn set_aside(&self) -> Result<PathBuf, LifecycleError> {
+        let to = (1..).map(|n| self.dir.join(format!("rejected-{n}"))).find(|p| !p.exists()).expect("unbounded");
+        let fail = |e: std::io::Error| LifecycleError::Output { path: to.clone(), reason: e.to_string() };
+        std::fs::create_dir_all(&to).map_err(fail)?;
+        for name in [AGENT, LIFECYCLE] {
+            let from = self.dir.join(name);
+            if from.exists() {
+                std::fs::rename(&from, to.join(name)).map_err(fail)?;
+            }
+        }
+        Ok(to)
+    }
+
+    fn write(&self, episodes: u64, manager: &Manager) -> Result<(), LifecycleError> {
+        let agent_dir = self.dir.join(AGENT);
+        manager.agent.save(&agent_dir, &StateEncoder::space(), manager.agent.updates())?;
+        let meta = agent_dir.join(METADATA);
+        let fail = |path: &Path, e: std::io::Error| LifecycleError::Checkpoint {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        };
+        let written = std::fs::read(&meta).map_err(|e| fail(&meta, e))?;
+        let file = LifecycleFile {
+            format: FORMAT,
+            episodes,
+            agent_metadata_sha256: sha256(&written),
+            apps: manager.lifecycles().into_iter().map(|(app, state)| AppEntry { app, state }).collect(),
+        };
+        let path = self.dir.join(LIFECYCLE);
+        let tmp = self.dir.join(format!(".{LIFECYCLE}.tmp"));
+        let text = serde_json::to_vec_pretty(&file).expect("serialisable");
+        std::fs::write(&tmp, text).map_err(|e| fail(&tmp, e))?;
+        std::fs::rename(&tmp, &path).map_err(|e| fail(&path, e))
+    }
+}
+
+impl EpisodeSink for CheckpointSink {
+    fn start(&mut self, manager: &mut Manager) -> Result<(), LifecycleError> {
+        match self.read() {
+            Ok(None) => {}
+            Ok(Some((agent, file))) => {
+                manager.replace_agent(agent);
+                let states: Vec<_> = file.apps.into_iter().map(|e| (e.app, e.state)).collect();
+                let reason =
+                    format!("restored from checkpoint {} (after {} episodes)", self.dir.display(), file.episodes);
+                manager.restore_lifecycles(&states, &reason);
+                self.report.restored = true;
+            }
+            Err(reason) => {
+                self.report.rejected = Some(reason.to_string());
+                self.report.set_aside = Some(self.set_aside()?.display().to_string());
+            }
+        }
+        Ok(())
+    }
+
+    fn episode(&mut self, episode: u64, manager: &mut Manager) -> Result<(), LifecycleError> {
+        match self.write(episode + 1, manager) {
+            Ok(()) => self.report.saved += 1,
+            Err(e) => {
+                self.report.save_failures += 1;
+                self.report.last_save_error = Some(e.to_string());
+            }
+        }
+        Ok(())
+    }
+}
