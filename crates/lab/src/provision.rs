@@ -9,9 +9,8 @@ use aware_agents::Checkpoint;
 use aware_agents::dqn::{Dqn, DqnConfig, TimeWindow};
 use aware_agents::ppo::{Ppo, PpoActions, PpoConfig};
 use aware_baselines::ThresholdStepScaling;
-use aware_core::{Action, Env, Observation, Space, StepInfo, VecStep};
+use aware_core::{Action, Env, Space, StepInfo, VecStep};
 use aware_env::{Control, ObservationWindow};
-use aware_sim::AppStepStats;
 use aware_sim::provisioning::{
     ACTIONS, FEATURES, ProvisioningConfig, ProvisioningEnv, STEP_S, bins_from_trace, synthetic_bins,
 };
@@ -153,18 +152,6 @@ impl Arena for ProvisioningArena {
         o.scaling_actions += (s.instances != self.instances) as u64;
         self.instances = s.instances;
         Ok(VecStep { steps: vec![step] })
-    }
-
-    fn observe(&self, _app: usize) -> Option<Result<Observation, LabError>> {
-        None
-    }
-
-    fn truth(&self, _app: usize) -> Option<AppStepStats> {
-        None
-    }
-
-    fn slo_p99_ms(&self, _app: usize) -> Option<f64> {
-        None
     }
 }
 

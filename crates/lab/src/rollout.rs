@@ -22,14 +22,20 @@ pub trait Arena {
     /// Starts an episode; the state and info of every application.
     fn reset(&mut self, seed: u64) -> Result<Vec<(Vec<f32>, StepInfo)>, LabError>;
     fn step(&mut self, controls: &[Control]) -> Result<VecStep, LabError>;
-    /// What a recommender sees of application `app`; `None` where the arena only speaks states
-    /// (a remote environment), so only agents can drive it.
-    fn observe(&self, app: usize) -> Option<Result<Observation, LabError>>;
+    /// What a recommender sees of application `app`; `None` (the default) where the arena only
+    /// speaks states (a remote environment), so only agents can drive it.
+    fn observe(&self, _app: usize) -> Option<Result<Observation, LabError>> {
+        None
+    }
     /// The noise-free outcome of `app`'s last interval where the arena knows it (the simulator);
-    /// scoring falls back on the step's info otherwise.
-    fn truth(&self, app: usize) -> Option<AppStepStats>;
+    /// scoring falls back on the step's info otherwise (the default).
+    fn truth(&self, _app: usize) -> Option<AppStepStats> {
+        None
+    }
     /// The SLO (p99 latency, ms) application `app` is judged against, where known.
-    fn slo_p99_ms(&self, app: usize) -> Option<f64>;
+    fn slo_p99_ms(&self, _app: usize) -> Option<f64> {
+        None
+    }
 }
 
 impl Arena for ClusterVecEnv<SimCluster> {
@@ -91,18 +97,6 @@ impl<E: VecEnv> Arena for ActionsOnly<E> {
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(self.env.step(&actions)?)
-    }
-
-    fn observe(&self, _app: usize) -> Option<Result<Observation, LabError>> {
-        None
-    }
-
-    fn truth(&self, _app: usize) -> Option<AppStepStats> {
-        None
-    }
-
-    fn slo_p99_ms(&self, _app: usize) -> Option<f64> {
-        None
     }
 }
 

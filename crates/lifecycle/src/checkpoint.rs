@@ -15,8 +15,8 @@
 
 use std::path::{Path, PathBuf};
 
-use aware_agents::{METADATA, sha256};
 use aware_agents::ddpg::Ddpg;
+use aware_agents::{METADATA, sha256};
 use aware_env::StateEncoder;
 use serde::{Deserialize, Serialize};
 
