@@ -403,9 +403,9 @@ fn positive_milli(file: &str, at: &str, q: &QuantityJson) -> Result<i64, DryRunE
     }
 }
 
-fn target(file: &str, at: &str, t: &TargetJson, allow_utilization: bool) -> Result<MetricTarget, DryRunError> {
+fn target(file: &str, at: &str, t: &TargetJson, allow_utilisation: bool) -> Result<MetricTarget, DryRunError> {
     match t.kind.as_str() {
-        "Utilization" if allow_utilization => match t.average_utilization {
+        "Utilization" if allow_utilisation => match t.average_utilization {
             Some(u) if u > 0 && u <= i32::MAX as i64 => Ok(MetricTarget::Utilization(u as i32)),
             Some(u) => Err(invalid(file, format!("{at}.averageUtilization"), format!("{u} must be above 0"))),
             None => Err(invalid(file, format!("{at}.averageUtilization"), "required for a Utilization target")),
@@ -419,7 +419,7 @@ fn target(file: &str, at: &str, t: &TargetJson, allow_utilization: bool) -> Resu
             format!("{at}.type"),
             format!(
                 "target type {other:?} is not supported here (expected {})",
-                if allow_utilization { "Utilization or AverageValue" } else { "AverageValue" }
+                if allow_utilisation { "Utilization or AverageValue" } else { "AverageValue" }
             ),
         )),
     }
@@ -538,7 +538,7 @@ pub fn hpa_spec(file: &str, h: &HpaSpecJson) -> Result<HpaSpec, DryRunError> {
         metrics.push(spec);
     }
     if metrics.is_empty() {
-        metrics.push(MetricSpec::cpu_utilization(80));
+        metrics.push(MetricSpec::cpu_utilisation(80));
     }
     let mut behavior = BehaviorSpec::default();
     if let Some(b) = &h.behavior {

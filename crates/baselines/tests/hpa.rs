@@ -583,7 +583,7 @@ fn ready_pods(n: usize, usage_m: i64) -> PodView {
 
 fn cpu_hpa(behavior: Option<BehaviorSpec>) -> HorizontalPodAutoscaler {
     HorizontalPodAutoscaler::new(
-        HpaSpec { min_replicas: 1, max_replicas: 20, metrics: vec![MetricSpec::cpu_utilization(50)], behavior },
+        HpaSpec { min_replicas: 1, max_replicas: 20, metrics: vec![MetricSpec::cpu_utilisation(50)], behavior },
         ControllerFlags::default(),
     )
 }
@@ -625,7 +625,7 @@ fn invalid_metrics_keep_the_current_count() {
             min_replicas: 1,
             max_replicas: 20,
             metrics: vec![
-                MetricSpec::cpu_utilization(50),
+                MetricSpec::cpu_utilisation(50),
                 MetricSpec::Resource { resource: ResourceName::Memory, target: MetricTarget::Utilization(50) },
             ],
             behavior: Some(BehaviorSpec::default()),
@@ -647,7 +647,7 @@ fn max_over_metrics_and_spec_bounds() {
             min_replicas: 2,
             max_replicas: 6,
             metrics: vec![
-                MetricSpec::cpu_utilization(50),
+                MetricSpec::cpu_utilisation(50),
                 MetricSpec::Resource { resource: ResourceName::Memory, target: MetricTarget::Utilization(50) },
             ],
             behavior: Some(BehaviorSpec::default()),
@@ -740,7 +740,7 @@ fn crash_looping_failed_and_terminating_pods_as_upstream() {
         pod("p3", Failed, 0, None),
         terminating,
     ]);
-    let view = pod_view(&obs, &MetricSpec::cpu_utilization(50));
+    let view = pod_view(&obs, &MetricSpec::cpu_utilisation(50));
     let calc = ControllerFlags::default().calculator;
     let groups = aware_baselines::replica_calculator::group_pods(
         obs.time_s,
@@ -755,5 +755,5 @@ fn crash_looping_failed_and_terminating_pods_as_upstream() {
     assert_eq!(groups.ignored.iter().map(String::as_str).collect::<Vec<_>>(), ["p3", "p4"]);
     // (0.9 + 0.0) / 2 cores = 45 % against 50 %: within tolerance, 5 replicas stay 5.
     let r = calc.resource_replicas(obs.time_s, 5, 50, ResourceName::Cpu, None, &view.pods, &view.samples).unwrap();
-    assert_eq!((r.replicas, r.utilization), (5, 45));
+    assert_eq!((r.replicas, r.utilisation), (5, 45));
 }

@@ -97,8 +97,8 @@ proptest! {
         let total_wanted = (base * n as f64) as i64;
         let total: i64 = levels.iter().sum();
         levels[0] = (levels[0] + total_wanted - total).max(0);
-        let utilization = levels.iter().sum::<i64>() * 100 / (1000 * n as i64);
-        let ratio = utilization as f64 / target as f64;
+        let utilisation = levels.iter().sum::<i64>() * 100 / (1000 * n as i64);
+        let ratio = utilisation as f64 / target as f64;
         prop_assume!((0.9..=1.1).contains(&ratio));
         let pods: Vec<PodState> = (0..n).map(|i| PodState::single(format!("p{i}"), Some(1000))).collect();
         let samples: BTreeMap<String, MetricSample> = levels.iter().enumerate()

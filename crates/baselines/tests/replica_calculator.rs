@@ -141,7 +141,7 @@ impl Tc {
             &self.resource_samples(),
         );
         match (want, got) {
-            (Ok(w), Ok(r)) => assert_eq!((r.replicas, r.utilization, r.raw_average), w),
+            (Ok(w), Ok(r)) => assert_eq!((r.replicas, r.utilisation, r.raw_average), w),
             (Err(w), Err(e)) => assert!(e.to_string().contains(w), "{e}"),
             (w, g) => panic!("expected {w:?}, got {g:?}"),
         }
@@ -882,13 +882,13 @@ fn computed_tolerance_case(delta: f64) -> (Tc, i32, i32) {
 // upstream: TestReplicaCalcComputedToleranceAlgImplementation
 #[test]
 fn computed_tolerance_alg_implementation() {
-    let expected_utilization: i32 = 1500 * 100 / 3000;
+    let expected_utilisation: i32 = 1500 * 100 / 3000;
     let (tc, percent, final_pods) = computed_tolerance_case(0.01);
     assert_eq!(final_pods, 9, "upstream's derivation");
-    tc.resource(percent, Ok((final_pods, expected_utilization, N * 150)));
+    tc.resource(percent, Ok((final_pods, expected_utilisation, N * 150)));
     // "Now, we test that no scaling happens if we are in a very close margin to the tolerance."
     let (tc, percent, _) = computed_tolerance_case(0.004);
-    tc.resource(percent, Ok((10, expected_utilization, N * 150)));
+    tc.resource(percent, Ok((10, expected_utilisation, N * 150)));
 }
 
 /// One pod of a `TestGroupPods` row: name, phase, start, Ready condition (ready, transition),

@@ -526,3 +526,21 @@ fn run_records_into_a_store_that_explain_reads() {
     let o = aware(&["run", "--apps", "1", "--steps", "10", "--store", "bogus:x"]);
     assert_one_line_error(&o, &["bogus:x", "unknown scheme"]);
 }
+
+/// `run` and `compare` answer a seed with the same bytes (the agent is seeded too), and a
+/// different seed with different ones.
+#[test]
+fn run_and_compare_json_are_byte_identical_for_a_seed() {
+    for (cmd, extra) in [("run", &["--episode-steps", "40"][..]), ("compare", &["--policies", "hpa,mpa"][..])] {
+        let with_seed = |seed: &str| {
+            let mut args = vec![cmd, "--apps", "2", "--steps", "80", "--seed", seed, "--json"];
+            args.extend_from_slice(extra);
+            let o = aware(&args);
+            assert!(o.status.success(), "{cmd}: {}", stderr(&o));
+            o.stdout
+        };
+        let a = with_seed("5");
+        assert_eq!(a, with_seed("5"), "{cmd} --seed 5 twice");
+        assert_ne!(a, with_seed("6"), "{cmd} --seed 5 and 6");
+    }
+}

@@ -270,7 +270,7 @@ impl AppLifecycle {
         if self.stage == Stage::Serving && self.reference.is_none() {
             self.stage = Stage::Online;
         }
-        (from != self.stage).then(|| Transition { from, to: self.stage, reason })
+        (from != self.stage).then_some(Transition { from, to: self.stage, reason })
     }
 
     fn enter(&mut self, to: Stage, reason: String) -> Transition {

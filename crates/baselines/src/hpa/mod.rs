@@ -46,7 +46,7 @@ pub enum MetricSpec {
 
 impl MetricSpec {
     /// CPU utilisation at `percent` of requests: the classic HPA.
-    pub fn cpu_utilization(percent: i32) -> Self {
+    pub fn cpu_utilisation(percent: i32) -> Self {
         MetricSpec::Resource { resource: ResourceName::Cpu, target: MetricTarget::Utilization(percent) }
     }
 }
@@ -171,7 +171,7 @@ impl HorizontalPodAutoscaler {
         let spec = HpaSpec {
             min_replicas: profile.bounds.min_replicas as i32,
             max_replicas: profile.bounds.max_replicas as i32,
-            metrics: vec![MetricSpec::cpu_utilization((profile.targets.cpu_utilisation * 100.0).round() as i32)],
+            metrics: vec![MetricSpec::cpu_utilisation((profile.targets.cpu_utilisation * 100.0).round() as i32)],
             behavior: Some(BehaviorSpec::default()),
         };
         Self::new(spec, ControllerFlags::default())
@@ -220,7 +220,7 @@ impl HorizontalPodAutoscaler {
                         match *target {
                             MetricTarget::Utilization(u) => calc
                                 .resource_replicas(now_s, current, u, *resource, container, pods, samples)
-                                .map(|r| (r.replicas, Some(r.utilization), r.raw_average)),
+                                .map(|r| (r.replicas, Some(r.utilisation), r.raw_average)),
                             MetricTarget::AverageValueMilli(v) => calc
                                 .raw_resource_replicas(now_s, current, v, *resource, pods, samples)
                                 .map(|r| (r.replicas, None, r.usage)),
@@ -231,8 +231,8 @@ impl HorizontalPodAutoscaler {
                         .map(|r| (r.replicas, None, r.usage)),
                 };
                 match result {
-                    Ok((replicas, utilization, average)) => {
-                        decision.utilizations[i] = utilization;
+                    Ok((replicas, utilisation, average)) => {
+                        decision.utilizations[i] = utilisation;
                         decision.average_values[i] = Some(average as f64 / 1000.0);
                         proposal = proposal.max(replicas);
                     }

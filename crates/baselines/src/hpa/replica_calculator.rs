@@ -203,7 +203,7 @@ impl Default for ReplicaCalculator {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct ResourceReplicas {
     pub replicas: i32,
-    pub utilization: i32,
+    pub utilisation: i32,
     pub raw_average: i64,
 }
 
@@ -234,10 +234,10 @@ pub fn ceil_to_i32(x: f64) -> i32 {
 /// Sum of usage over sum of requests as a truncated integer percentage, over pods present in
 /// both maps; a pod with a metric but no request is ignored ("extraneous metric").
 /// Upstream `GetResourceUtilizationRatio`.
-pub fn resource_utilization_ratio(
+pub fn resource_utilisation_ratio(
     metrics: &Metrics,
     requests: &BTreeMap<String, i64>,
-    target_utilization: i32,
+    target_utilisation: i32,
 ) -> Result<(f64, i32, i64), HpaError> {
     let (mut metrics_total, mut requests_total, mut entities) = (0i128, 0i128, 0i128);
     for (pod, value) in metrics {
@@ -250,9 +250,9 @@ pub fn resource_utilization_ratio(
     if requests_total == 0 {
         return Err(HpaError::DisjointMetrics);
     }
-    let utilization = ((metrics_total * 100) / requests_total).clamp(i32::MIN as i128, i32::MAX as i128) as i32;
+    let utilisation = ((metrics_total * 100) / requests_total).clamp(i32::MIN as i128, i32::MAX as i128) as i32;
     let raw = (metrics_total / entities).clamp(i64::MIN as i128, i64::MAX as i128) as i64;
-    Ok((utilization as f64 / target_utilization as f64, utilization, raw))
+    Ok((utilisation as f64 / target_utilisation as f64, utilisation, raw))
 }
 
 /// Upstream `GetMetricUsageRatio`: the mean over all samples (listed pods or not) against the
@@ -387,7 +387,7 @@ impl ReplicaCalculator {
         &self,
         now_s: f64,
         current_replicas: i32,
-        target_utilization: i32,
+        target_utilisation: i32,
         resource: ResourceName,
         container: Option<&str>,
         pods: &[PodState],
@@ -415,9 +415,9 @@ impl ReplicaCalculator {
             return Err(HpaError::NoReadyMetrics);
         }
         let requests = calculate_requests(pods, container, resource, self.pod_level_resources)?;
-        let (usage_ratio, utilization, raw_average) =
-            resource_utilization_ratio(&metrics, &requests, target_utilization)?;
-        let answer = |replicas| Ok(ResourceReplicas { replicas, utilization, raw_average });
+        let (usage_ratio, utilisation, raw_average) =
+            resource_utilisation_ratio(&metrics, &requests, target_utilisation)?;
+        let answer = |replicas| Ok(ResourceReplicas { replicas, utilisation, raw_average });
 
         let scale_up_with_unready = !groups.unready.is_empty() && usage_ratio > 1.0;
         if !scale_up_with_unready && groups.missing.is_empty() {
@@ -430,7 +430,7 @@ impl ReplicaCalculator {
             if usage_ratio < 1.0 {
                 // Scale-down: missing pods count as using their full request (or the target,
                 // for targets above 100 %), which damps the scale-down.
-                let fallback = (target_utilization as i64).max(100);
+                let fallback = (target_utilisation as i64).max(100);
                 for name in &groups.missing {
                     let request = requests.get(name).copied().unwrap_or(0);
                     metrics.insert(name.clone(), request.saturating_mul(fallback) / 100);
@@ -447,7 +447,7 @@ impl ReplicaCalculator {
                 metrics.insert(name.clone(), 0);
             }
         }
-        let (new_ratio, _, _) = resource_utilization_ratio(&metrics, &requests, target_utilization)?;
+        let (new_ratio, _, _) = resource_utilisation_ratio(&metrics, &requests, target_utilisation)?;
         if self.tolerances.is_within(new_ratio)
             || (usage_ratio < 1.0 && new_ratio > 1.0)
             || (usage_ratio > 1.0 && new_ratio < 1.0)
