@@ -5,7 +5,9 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-cargo build -p aware-cli --quiet
+# The binary `cargo test --workspace` builds, with the same features: a no-op after the tests
+# (`cargo build -p aware-cli` would resolve features for one package and rebuild half the tree).
+cargo test --workspace --no-run --quiet
 venv="$(mktemp -d)/venv"
 trap 'rm -rf "$(dirname "$venv")"' EXIT
 python3 -m venv "$venv"
