@@ -12,7 +12,7 @@
 //! trouble either (cutting below the working set is an OOM kill in waiting). MiB bounds are
 //! converted with saturating arithmetic, so absurd profile values clamp instead of panicking.
 
-use aware_core::profile::Bounds;
+use aware_core::Bounds;
 use aware_core::{Observation, Profile, Recommendation, Recommender, RecommenderError};
 
 pub const DECREASE_FACTOR: f64 = 0.9;

@@ -27,10 +27,10 @@ use crate::registry::{Baseline, BaselineError, BaselineKind};
 use crate::vpa::histogram::HistogramCheckpoint;
 use crate::vpa::model::AggregateCheckpoint;
 
-pub const MAX_REPLICAS: u64 = aware_core::profile::REPLICAS_RANGE.1;
-pub const MAX_CPU_MILLICORES: u64 = aware_core::profile::CPU_MILLICORES_RANGE.1;
+pub const MAX_REPLICAS: u64 = aware_core::REPLICAS_RANGE.1;
+pub const MAX_CPU_MILLICORES: u64 = aware_core::CPU_MILLICORES_RANGE.1;
 pub const MIN_MEMORY_BYTES: u64 = 1 << 20;
-pub const MAX_MEMORY_BYTES: u64 = aware_core::profile::MEMORY_MIB_RANGE.1 * aware_core::profile::MIB;
+pub const MAX_MEMORY_BYTES: u64 = aware_core::MEMORY_MIB_RANGE.1 * aware_core::MIB;
 
 /// Why a dry run could not answer. The CLI prints it as one line and exits 1.
 #[derive(Debug, thiserror::Error)]

@@ -38,14 +38,18 @@
 mod cluster;
 mod env;
 mod observation;
-pub mod profile;
+mod profile;
 mod recommendation;
 mod space;
 
 pub use cluster::{AppId, Cluster, ClusterError};
 pub use env::{Env, EnvError, Step, StepInfo, VecEnv, VecStep};
 pub use observation::{ContainerObservation, Observation, ObservationError, PodObservation, PodPhase, ReplicaCounts};
-pub use profile::{Profile, ProfileError};
+pub use profile::{
+    Bounds, BoundsOverrides, CPU_MILLICORES_RANGE, LifecycleThresholds, MEMORY_MIB_RANGE, MIB, Population, Profile,
+    ProfileError, REPLICAS_RANGE, RewardWeights, STORE_SCHEMES, Simulation, Slo, Targets, UnknownPopulation,
+    resolve_bounds,
+};
 pub use recommendation::{
     ContainerResources, FixedRecommender, Recommendation, Recommender, RecommenderError, Resources,
 };

@@ -1,7 +1,7 @@
 //! Turning a policy's action into a `Recommendation`, relative to what the workload has now.
 
-use aware_core::profile::{Bounds, MIB};
 use aware_core::{Action, ContainerResources, Recommendation, Resources, Space};
+use aware_core::{Bounds, MIB};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ActionKind {

@@ -1,7 +1,7 @@
 //! `ClusterVecEnv` steps several applications of one backend with one `advance`, so a policy
 //! acts on all of them in a batch; `ClusterEnv` is the single-application case.
 
-use aware_core::profile::Bounds;
+use aware_core::Bounds;
 use aware_core::{
     Action, AppId, Cluster, Env, EnvError, Observation, Profile, Recommendation, Space, Step, StepInfo, VecEnv, VecStep,
 };

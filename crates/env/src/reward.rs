@@ -18,7 +18,7 @@
 //! α keeps the papers' default of 0.3: with the gate it no longer decides whether starving pays
 //! (it never does), only how steep the slope of missing the SLO is against the efficiency bonus.
 
-use aware_core::profile::RewardWeights;
+use aware_core::RewardWeights;
 
 /// Number of resources in R (CPU and memory): the weight that puts the SLO term on the same
 /// scale as the summed utilisations.

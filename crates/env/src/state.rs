@@ -1,8 +1,8 @@
 //! AWARE Table 1 state: resource limits, utilisation (CPU, memory, I/O, network), SLO
 //! preservation (latency, throughput) and the observed load change, each normalised.
 
+use aware_core::Bounds;
 use aware_core::Space;
-use aware_core::profile::Bounds;
 use aware_core::{Observation, ObservationError};
 
 use crate::reward::slo_preservation;

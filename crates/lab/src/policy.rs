@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use aware_baselines::{Baseline, BaselineKind};
-use aware_core::profile::{CPU_MILLICORES_RANGE, MEMORY_MIB_RANGE, MIB, REPLICAS_RANGE};
+use aware_core::{CPU_MILLICORES_RANGE, MEMORY_MIB_RANGE, MIB, REPLICAS_RANGE};
 use aware_core::{ContainerResources, FixedRecommender, Profile, Recommendation, Recommender, Resources};
 use aware_sim::{AppSpec, CONTAINER};
 

@@ -8,8 +8,8 @@
 //! space's coordinates (`[cpu, memory, replicas]` in [−1, 1] across the app's bounds), whatever
 //! acted — a recommender, an agent or a hold — so rule-based trajectories can teach an agent.
 
+use aware_core::Bounds;
 use aware_core::StepInfo;
-use aware_core::profile::Bounds;
 use aware_env::ActionKind;
 use aware_store::{EpisodeId, EpisodeMeta, TrajectoryStore, Transition};
 

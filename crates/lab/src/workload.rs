@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use aware_core::profile::{Bounds, Population};
 use aware_core::{AppId, Profile};
+use aware_core::{Bounds, Population};
 use aware_env::ActionKind;
 use aware_env::{AppSlo, ClusterVecEnv, EnvConfig};
 use aware_sim::{

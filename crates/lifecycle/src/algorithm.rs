@@ -21,7 +21,7 @@
 
 use std::collections::VecDeque;
 
-use aware_core::profile::LifecycleThresholds;
+use aware_core::LifecycleThresholds;
 
 use crate::stage::Stage;
 

@@ -16,7 +16,7 @@
 //! differ from the rule-based autoscaler operators already run — measured, it turned the MPA
 //! default's 18 OOM kills on one app into 222.
 
-use aware_core::profile::{Bounds, MIB};
+use aware_core::{Bounds, MIB};
 use aware_core::{ContainerResources, Observation, ObservationError, PodPhase, Recommendation, Resources};
 use serde::Serialize;
 

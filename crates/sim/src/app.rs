@@ -19,7 +19,7 @@
 //! CPU utilisation with 0.10 / 0.19 / 0.16 % of app-intervals violating the SLO (all in
 //! bursts); `static-peak` at 0.22 / 0.23 / 0.27; no app reaches its replica cap.
 
-use aware_core::profile::{Bounds, MIB, Population};
+use aware_core::{Bounds, MIB, Population};
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, LogNormal};
 use rand_pcg::Pcg64Mcg;
@@ -65,7 +65,7 @@ pub struct AppSpec {
     pub mean_replicas: u32,
     /// The app's own replica and per-container resource bounds, as an HPA's `maxReplicas` is
     /// set per Deployment; the profile's `bounds:` keys override them
-    /// (`aware_core::profile::resolve_bounds`).
+    /// (`aware_core::resolve_bounds`).
     pub bounds: Bounds,
 }
 
@@ -145,7 +145,7 @@ pub const SLO_UTILISATION: f64 = 0.7;
 pub const REFERENCE_CPU_MILLICORES: u64 = 1000;
 
 /// Most replicas any app's bounds allow (issue 19: replica counts are 1–100,000).
-pub const MAX_REPLICAS: u32 = aware_core::profile::REPLICAS_RANGE.1 as u32;
+pub const MAX_REPLICAS: u32 = aware_core::REPLICAS_RANGE.1 as u32;
 
 /// Generates `n` microservices; application `i` depends only on `(seed, i)`.
 pub fn generate_apps(n: usize, seed: u64, day_s: f64) -> Vec<AppSpec> {

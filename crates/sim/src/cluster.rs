@@ -132,12 +132,12 @@ impl Default for SimConfig {
 
 impl SimConfig {
     /// This configuration with the profile's `simulation:` settings applied.
-    pub fn with_profile(self, p: &aware_core::profile::Simulation) -> Self {
+    pub fn with_profile(self, p: &aware_core::Simulation) -> Self {
         SimConfig {
             interval_s: p.interval_s,
             nodes: p.nodes.map(|n| n as usize),
             node_cores: p.node_cores,
-            node_memory_bytes: p.node_memory_mib.saturating_mul(aware_core::profile::MIB),
+            node_memory_bytes: p.node_memory_mib.saturating_mul(aware_core::MIB),
             node_headroom: p.node_headroom,
             startup_delay_s: p.startup_delay_s,
             startup_cpu_fraction: p.startup_cpu_fraction,

@@ -46,7 +46,7 @@
 //! Poisson arrival noise is added on top of every rate, synthetic or replayed
 //! ([`crate::load::LoadState::arrivals`]).
 
-use aware_core::profile::Population;
+use aware_core::Population;
 use rand::RngExt;
 use rand_distr::{Distribution, LogNormal, Normal};
 use rand_pcg::Pcg64Mcg;

@@ -3,7 +3,8 @@
 
 use std::time::Instant;
 
-use aware_sim::{Population, generate_app_in, generate_population};
+use aware_core::Population;
+use aware_sim::{generate_app_in, generate_population};
 
 fn fraction(xs: &[f64], pred: impl Fn(f64) -> bool) -> f64 {
     xs.iter().filter(|x| pred(**x)).count() as f64 / xs.len() as f64

@@ -18,7 +18,7 @@ pub mod validate;
 use std::path::PathBuf;
 
 use anyhow::Result;
-use aware_core::profile::Population;
+use aware_core::Population;
 use aware_lab::workload::{Workload, WorkloadSpec};
 use aware_sim::{Scenario, VerticalUpdate};
 
