@@ -193,11 +193,40 @@ impl Ddpg {
     /// Greedy plus ε-scaled exploration noise when `explore`, clipped to [−1, 1] (uniform
     /// noise during warm-up with `uniform_warmup`).
     pub fn act(&mut self, obs: &[f32], explore: bool) -> Result<Vec<f32>, AgentError> {
-        if explore && self.config.uniform_warmup && self.replay.len() < self.config.warmup {
-            check_observation(obs, self.state_dim)?;
-            return Ok((0..self.action_dim).map(|_| self.rng.random_range(-1.0..=1.0)).collect());
+        check_observation(obs, self.state_dim)?;
+        if self.uniform(explore) {
+            return Ok(self.explored(Vec::new(), explore));
         }
-        let mut a = self.greedy(obs)?;
+        let greedy = self.greedy(obs)?;
+        Ok(self.explored(greedy, explore))
+    }
+
+    /// [`Ddpg::act`] for `n` observations at once (row-major), row `i` exploring when
+    /// `explore[i]`: one forward pass for all rows, then each exploring row's noise in row
+    /// order, drawn as `n` calls of `act` would draw it.
+    pub fn act_batch(&mut self, obs: &[f32], n: usize, explore: &[bool]) -> Result<Vec<Vec<f32>>, AgentError> {
+        check_batch(obs, n, self.state_dim)?;
+        if explore.len() != n {
+            return Err(AgentError::BadObservation(format!(
+                "{} exploration flags for {n} observations",
+                explore.len()
+            )));
+        }
+        let greedy = if n == 0 { Vec::new() } else { self.greedy_batch(obs, n)? };
+        Ok(greedy.chunks(self.action_dim).zip(explore).map(|(row, &e)| self.explored(row.to_vec(), e)).collect())
+    }
+
+    /// Whether an exploring action is drawn uniformly (warm-up with `uniform_warmup`).
+    fn uniform(&self, explore: bool) -> bool {
+        explore && self.config.uniform_warmup && self.replay.len() < self.config.warmup
+    }
+
+    /// `greedy` as acting leaves it: unchanged, perturbed by the exploration noise, or replaced
+    /// by a uniform draw during warm-up.
+    fn explored(&mut self, mut a: Vec<f32>, explore: bool) -> Vec<f32> {
+        if self.uniform(explore) {
+            return (0..self.action_dim).map(|_| self.rng.random_range(-1.0..=1.0)).collect();
+        }
         if explore {
             let sigma = self.config.noise_sigma * self.epsilon;
             for (i, x) in a.iter_mut().enumerate() {
@@ -213,7 +242,7 @@ impl Ddpg {
             }
             self.epsilon = (self.epsilon - self.config.epsilon_decay).max(self.config.epsilon_min);
         }
-        Ok(a)
+        a
     }
 
     /// Stores an experience and, once past warm-up, takes one critic and one actor step.
@@ -347,6 +376,30 @@ impl Ddpg {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Acting for a batch draws what acting row by row draws: the same greedy actions (to float
+    /// rounding) and the same noise for the exploring rows, in row order.
+    #[test]
+    fn acting_for_a_batch_is_acting_row_by_row() {
+        let config = DdpgConfig { hidden: vec![16, 16], ..DdpgConfig::default() };
+        let obs: Vec<f32> = (0..4 * 3).map(|i| ((i * 7) % 11) as f32 / 11.0 - 0.5).collect();
+        let explore = [true, false, true, true];
+        let mut rows = Ddpg::new(3, 2, config.clone(), 5);
+        let one_by_one: Vec<Vec<f32>> = obs.chunks(3).zip(explore).map(|(o, e)| rows.act(o, e).unwrap()).collect();
+        let mut batch = Ddpg::new(3, 2, config, 5);
+        let together = batch.act_batch(&obs, 4, &explore).unwrap();
+        assert_eq!(together.len(), 4);
+        for (a, b) in one_by_one.iter().zip(&together) {
+            for (x, y) in a.iter().zip(b) {
+                assert!((x - y).abs() < 1e-5, "{a:?} vs {b:?}");
+            }
+        }
+        // The greedy row carries no noise; the exploring rows do.
+        assert_eq!(together[1], batch.greedy_batch(&obs[3..6], 1).unwrap());
+        assert_ne!(together[0], batch.greedy_batch(&obs[0..3], 1).unwrap());
+        assert_eq!(rows.epsilon(), batch.epsilon());
+        assert!(batch.act_batch(&obs, 4, &[true]).is_err(), "one flag per row");
+    }
 
     /// Offline data from one behaviour (action 0.4 in state s, −0.4 in −s), all rewards 1:
     /// the critic cannot say which action is better, so only TD3+BC's behaviour term pulls the

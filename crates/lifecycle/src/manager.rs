@@ -417,6 +417,7 @@ impl Driver for Manager<'_> {
             self.log.episode_stage = self.apps.iter().map(|a| a.lifecycle.stage()).collect();
             self.log.agent_acted = vec![false; self.apps.len()];
         }
+        let mut seen = Vec::with_capacity(states.len());
         for (i, state) in states.iter().enumerate() {
             let obs = arena
                 .observe(i)
@@ -424,13 +425,15 @@ impl Driver for Manager<'_> {
             let stage = self.apps[i].lifecycle.stage();
             let wants_agent = self.agent_acts(stage);
             let checked = self.apps[i].guard.check(&obs, state);
-            let agent_action = match (&checked, wants_agent) {
-                (Ok(()), true) => {
-                    let explore = stage == Stage::Online;
-                    Some(self.agent.act(state, explore)?)
-                }
-                _ => None,
-            };
+            seen.push((obs, stage, wants_agent, checked));
+        }
+        // One forward pass for every app the agent acts for this interval.
+        let acting: Vec<usize> = (0..seen.len()).filter(|&i| seen[i].2 && seen[i].3.is_ok()).collect();
+        let batch: Vec<f32> = acting.iter().flat_map(|&i| states[i].iter().copied()).collect();
+        let explore: Vec<bool> = acting.iter().map(|&i| seen[i].1 == Stage::Online).collect();
+        let mut actions = self.agent.act_batch(&batch, acting.len(), &explore)?.into_iter();
+        for (i, (state, (obs, stage, wants_agent, checked))) in states.iter().zip(seen).enumerate() {
+            let agent_action = if wants_agent && checked.is_ok() { actions.next() } else { None };
             let attribution = match &agent_action {
                 Some(v) if self.config.log => {
                     Some(decision::attribution(state, v, &decision::gradient_times_input(&self.agent, state)?))
