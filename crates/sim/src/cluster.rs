@@ -186,6 +186,8 @@ struct Node {
     demand_cores: f64,
     /// Share of its limit each pod gets next interval, in (0, 1].
     contention: f64,
+    /// `node-NNNN`, as observations name it.
+    name: String,
 }
 
 impl Node {
@@ -429,7 +431,8 @@ impl SimCluster {
             by_cpu.max(by_memory).max(2)
         });
         self.nodes = (0..node_count)
-            .map(|_| Node {
+            .map(|n| Node {
+                name: format!("node-{n:04}"),
                 cores: self.config.node_cores,
                 memory_bytes: self.config.node_memory_bytes,
                 allocated_cpu_m: 0,
@@ -1048,7 +1051,7 @@ impl Cluster for SimCluster {
                     PodObservation {
                         name: p.name.clone(),
                         phase: p.phase,
-                        node: p.node.map(|n| format!("node-{n:04}")),
+                        node: p.node.map(|n| self.nodes[n].name.clone()),
                         created_at_s: p.created_at,
                         ready_since_s: p.ready_since,
                         cpu_usage_cores: cpu,
