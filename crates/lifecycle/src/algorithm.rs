@@ -265,11 +265,17 @@ impl AppLifecycle {
         while self.recent.len() > window {
             self.recent.pop_front();
         }
-        // SERVING without the reference it is held to could never notice a degradation.
         self.reference = state.reference.filter(|r| r.is_finite());
-        if self.stage == Stage::Serving && self.reference.is_none() {
-            self.stage = Stage::Online;
-        }
+        // SERVING without the reference it is held to could never notice a degradation, and
+        // OFFLINE without bootstrapping has no way out: both resume ONLINE. INITIALIZED (a
+        // lifecycle that never started) starts as a fresh one would.
+        self.stage = match self.stage {
+            Stage::Serving if self.reference.is_none() => Stage::Online,
+            Stage::Offline if !self.bootstrapping => Stage::Online,
+            Stage::Initialized if self.bootstrapping => Stage::Offline,
+            Stage::Initialized => Stage::Online,
+            stage => stage,
+        };
         (from != self.stage).then_some(Transition { from, to: self.stage, reason })
     }
 
@@ -309,6 +315,31 @@ mod tests {
 
     fn ep(mean_reward: f64, slo_violations: u64) -> EpisodeOutcome {
         EpisodeOutcome { mean_reward, slo_violations }
+    }
+
+    #[test]
+    fn a_restored_lifecycle_never_lands_where_it_cannot_move() {
+        let state = |stage, reference| LifecycleState { stage, behind: 1, recent: vec![0.5, f64::NAN, 0.6], reference };
+        let restored = |bootstrapping: bool, s: LifecycleState| {
+            let mut l = AppLifecycle::new(thresholds(3), bootstrapping);
+            l.start();
+            let t = l.restore(&s, "restored".into());
+            (l.stage(), t.map(|t| (t.from, t.to)))
+        };
+        let on = Stage::Offline;
+        assert_eq!(restored(true, state(Stage::Serving, Some(0.55))), (Stage::Serving, Some((on, Stage::Serving))));
+        assert_eq!(restored(true, state(Stage::Serving, None)), (Stage::Online, Some((on, Stage::Online))));
+        assert_eq!(restored(true, state(Stage::Serving, Some(f64::NAN))).0, Stage::Online);
+        assert_eq!(restored(true, state(Stage::Offline, None)), (Stage::Offline, None));
+        assert_eq!(restored(false, state(Stage::Offline, None)), (Stage::Online, None));
+        assert_eq!(restored(true, state(Stage::Initialized, None)), (Stage::Offline, None));
+        // Non-finite rewards are dropped; a held lifecycle stays held.
+        let mut l = AppLifecycle::new(thresholds(3), true);
+        l.restore(&state(Stage::Online, None), "restored".into());
+        assert_eq!(l.snapshot().recent, vec![0.5, 0.6]);
+        let mut held = AppLifecycle::fixed(thresholds(3), Stage::Online);
+        assert!(held.restore(&state(Stage::Serving, Some(0.5)), "restored".into()).is_none());
+        assert_eq!(held.stage(), Stage::Online);
     }
 
     #[test]
