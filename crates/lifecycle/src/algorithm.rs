@@ -146,13 +146,7 @@ impl AppLifecycle {
     /// against the fallback on the same traffic — while OFFLINE the agent run greedily in the
     /// shadow, while ONLINE or SERVING the agent as it acted (`outcome`).
     pub fn episode_end(&mut self, outcome: EpisodeOutcome, shadow: Option<ShadowComparison>) -> Option<Transition> {
-        let window = self.thresholds.reward_window.max(1) as usize;
-        if outcome.mean_reward.is_finite() {
-            self.recent.push_back(outcome.mean_reward);
-            while self.recent.len() > window {
-                self.recent.pop_front();
-            }
-        }
+        self.remember([outcome.mean_reward]);
         match self.stage {
             Stage::Initialized => None,
             Stage::Offline => {
@@ -257,19 +251,15 @@ impl AppLifecycle {
         if self.fixed {
             return None;
         }
-        let window = self.thresholds.reward_window.max(1) as usize;
         let from = self.stage;
-        self.stage = state.stage;
         self.behind = state.behind;
-        self.recent = state.recent.iter().copied().filter(|r| r.is_finite()).collect();
-        while self.recent.len() > window {
-            self.recent.pop_front();
-        }
+        self.recent.clear();
+        self.remember(state.recent.iter().copied());
         self.reference = state.reference.filter(|r| r.is_finite());
         // SERVING without the reference it is held to could never notice a degradation, and
         // OFFLINE without bootstrapping has no way out: both resume ONLINE. INITIALIZED (a
         // lifecycle that never started) starts as a fresh one would.
-        self.stage = match self.stage {
+        self.stage = match state.stage {
             Stage::Serving if self.reference.is_none() => Stage::Online,
             Stage::Offline if !self.bootstrapping => Stage::Online,
             Stage::Initialized if self.bootstrapping => Stage::Offline,
@@ -277,6 +267,17 @@ impl AppLifecycle {
             stage => stage,
         };
         (from != self.stage).then_some(Transition { from, to: self.stage, reason })
+    }
+
+    /// Keeps the finite ones of `rewards` among the last `reward_window` episodes' rewards.
+    fn remember(&mut self, rewards: impl IntoIterator<Item = f64>) {
+        let window = self.thresholds.reward_window.max(1) as usize;
+        for r in rewards.into_iter().filter(|r| r.is_finite()) {
+            self.recent.push_back(r);
+            if self.recent.len() > window {
+                self.recent.pop_front();
+            }
+        }
     }
 
     fn enter(&mut self, to: Stage, reason: String) -> Transition {

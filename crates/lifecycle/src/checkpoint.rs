@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use aware_agents::ddpg::Ddpg;
 use aware_agents::{METADATA, sha256};
 use aware_env::StateEncoder;
+use aware_lab::output::write_atomically;
 use serde::{Deserialize, Serialize};
 
 use crate::LifecycleError;
@@ -111,7 +112,7 @@ impl CheckpointSink {
     /// Moves the checkpoint to the first free `DIR/rejected-N/`; its path.
     fn set_aside(&self) -> Result<PathBuf, LifecycleError> {
         let to = (1..).map(|n| self.dir.join(format!("rejected-{n}"))).find(|p| !p.exists()).expect("unbounded");
-        let fail = |e: std::io::Error| LifecycleError::Output { path: to.clone(), reason: e.to_string() };
+        let fail = |e: std::io::Error| LifecycleError::Checkpoint { path: to.clone(), reason: e.to_string() };
         std::fs::create_dir_all(&to).map_err(fail)?;
         for name in [AGENT, LIFECYCLE] {
             let from = self.dir.join(name);
@@ -126,22 +127,16 @@ impl CheckpointSink {
         let agent_dir = self.dir.join(AGENT);
         manager.agent.save(&agent_dir, &StateEncoder::space(), manager.agent.updates())?;
         let meta = agent_dir.join(METADATA);
-        let fail = |path: &Path, e: std::io::Error| LifecycleError::Checkpoint {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        };
-        let written = std::fs::read(&meta).map_err(|e| fail(&meta, e))?;
+        let written = std::fs::read(&meta)
+            .map_err(|e| LifecycleError::Checkpoint { path: meta.clone(), reason: e.to_string() })?;
         let file = LifecycleFile {
             format: FORMAT,
             episodes,
             agent_metadata_sha256: sha256(&written),
             apps: manager.lifecycles().into_iter().map(|(app, state)| AppEntry { app, state }).collect(),
         };
-        let path = self.dir.join(LIFECYCLE);
-        let tmp = self.dir.join(format!(".{LIFECYCLE}.tmp"));
-        let text = serde_json::to_vec_pretty(&file).expect("serialisable");
-        std::fs::write(&tmp, text).map_err(|e| fail(&tmp, e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| fail(&path, e))
+        let text = serde_json::to_string_pretty(&file).expect("serialisable");
+        Ok(write_atomically(&self.dir.join(LIFECYCLE), &text)?)
     }
 }
 
