@@ -803,12 +803,6 @@ impl SimCluster {
                             r
                         }
                     };
-                    st.served += r.served;
-                    st.dropped += r.dropped;
-                    st.overloaded |= r.overloaded;
-                    if r.served > 0.0 {
-                        components.push((r.served, r.latency_mean_s, r.latency_var_s2));
-                    }
                     // What the pod would use without contention, for next interval's contention.
                     let want = ((per_pod + pod.queue.queued()) / dt * cost.cpu_s).min(limit_cores);
                     (r, want)
@@ -817,11 +811,24 @@ impl SimCluster {
                 nodes[n].demand_cores += demand_cores;
                 let peak = r.mean_in_flight + Z99 * r.var_in_flight.sqrt();
                 pod.memory_ws = cost.mem_base_bytes + cost.mem_per_request_bytes * r.mean_in_flight;
-                if cost.mem_base_bytes + cost.mem_per_request_bytes * peak > limit_mem {
+                let killed = cost.mem_base_bytes + cost.mem_per_request_bytes * peak > limit_mem;
+                if shared.is_none() {
+                    // The requests in flight at an OOM kill were counted as served by the
+                    // queue; they are lost instead (every request is counted once).
+                    let lost = if killed { r.mean_in_flight.min(r.served) } else { 0.0 };
+                    let served = r.served - lost;
+                    st.served += served;
+                    st.dropped += r.dropped + lost;
+                    st.overloaded |= r.overloaded;
+                    if served > 0.0 {
+                        components.push((served, r.latency_mean_s, r.latency_var_s2));
+                    }
+                }
+                if killed {
                     // OOM kill at the peak: in-flight and queued requests are lost, the container
                     // restarts after CrashLoopBackOff.
                     st.oom_events += 1;
-                    st.dropped += r.mean_in_flight.min(r.served) + pod.queue.clear();
+                    st.dropped += pod.queue.clear();
                     pod.oom_at_bytes = Some(limit_mem);
                     pod.memory_ws = limit_mem;
                     pod.restarts += 1;
