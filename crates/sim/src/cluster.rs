@@ -6,7 +6,7 @@ use std::sync::Arc;
 use aware_core::{
     AppId, Cluster, ClusterError, ContainerResources, Observation, PodObservation, PodPhase, Recommendation, Resources,
 };
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, StandardNormal};
 use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
@@ -186,8 +186,6 @@ struct Node {
     demand_cores: f64,
     /// Share of its limit each pod gets next interval, in (0, 1].
     contention: f64,
-    /// `node-NNNN`, as observations name it.
-    name: String,
 }
 
 impl Node {
@@ -213,33 +211,34 @@ impl Node {
     }
 }
 
+/// One pod. Laid out in declaration order, what every step reads first: a cluster of 10,000
+/// apps holds hundreds of thousands of pods, and the step loop is bound by their cache lines.
 #[derive(Debug, Clone)]
+#[repr(C)]
 struct Pod {
+    /// Names the pod (`{app}-{id:05x}`, formed when observed) and orders the metrics.
     id: u64,
-    name: String,
+    generation: u64,
     node: Option<usize>,
     phase: PodPhase,
-    /// The pod's spec: what its node reserves and what a policy sees.
-    resources: ContainerResources,
-    /// What the container runs with now; differs from the spec while an in-place resize is
-    /// on its way (`resize_at`) or a memory decrease is deferred.
-    running: ContainerResources,
-    resize_at: Option<f64>,
-    generation: u64,
-    created_at: f64,
-    ready_at: f64,
-    ready_since: Option<f64>,
     restarts: u32,
     /// Consecutive crashes since the pod last ran for `BACKOFF_RESET_S`.
     crash_streak: u32,
-    queue: ReplicaQueue,
-    /// Set once the pod was deleted: it drains until then and holds its node meanwhile.
-    drain_until: Option<f64>,
     cpu_usage: f64,
     memory_ws: f64,
-    measured_cpu: Option<f64>,
-    measured_memory: Option<f64>,
+    ready_at: f64,
+    ready_since: Option<f64>,
+    resize_at: Option<f64>,
     oom_at_bytes: Option<f64>,
+    queue: ReplicaQueue,
+    /// What the container runs with now; differs from the spec while an in-place resize is
+    /// on its way (`resize_at`) or a memory decrease is deferred.
+    running: ContainerResources,
+    /// The pod's spec: what its node reserves and what a policy sees.
+    resources: ContainerResources,
+    created_at: f64,
+    /// Set once the pod was deleted: it drains until then and holds its node meanwhile.
+    drain_until: Option<f64>,
 }
 
 /// True (noise-free) outcome of one application over the last interval: what reports and
@@ -282,6 +281,8 @@ struct Deployment {
     template: ContainerResources,
     generation: u64,
     pods: Vec<Pod>,
+    /// Pods `Ready` as of the last `reconcile`.
+    ready: usize,
     /// Deleted pods finishing their in-flight work.
     draining: Vec<Pod>,
     /// Requests waiting in the shared queue (`Dispatch::SharedQueue`).
@@ -302,8 +303,11 @@ struct Deployment {
 struct Metrics {
     /// End of the interval the metrics describe.
     window_end_s: f64,
-    /// (pod id, CPU cores, memory bytes), by pod id.
-    pods: Vec<(u64, Option<f64>, Option<f64>)>,
+    /// What each scheduled pod used, by pod id: the truth; the metrics pipeline's noise is
+    /// applied when it is observed ([`PodUsage::measured`]).
+    pods: Vec<PodUsage>,
+    /// Seeds this scrape's measurement noise.
+    noise_key: u64,
     arrival_rate: f64,
     throughput: f64,
     latency_mean_ms: Option<f64>,
@@ -312,6 +316,106 @@ struct Metrics {
     oom_events: u32,
     io_utilisation: f64,
     network_utilisation: f64,
+}
+
+/// One ready pod's interval, kept so that the next identical pod copies it.
+#[derive(Debug, Clone, Default)]
+struct QueueMemo {
+    valid: bool,
+    limits: Resources,
+    contention: f64,
+    before: ReplicaQueue,
+    after: ReplicaQueue,
+    out: ReadyOutcome,
+}
+
+/// What one ready pod did in an interval, everything derived from its queue's step.
+#[derive(Debug, Clone, Copy, Default)]
+struct ReadyOutcome {
+    step: crate::replica::ReplicaStep,
+    /// Requests completed: the step's, less those in flight at an OOM kill.
+    served: f64,
+    /// Requests in flight at an OOM kill: counted as served by the queue, lost instead (every
+    /// request is counted once).
+    lost: f64,
+    cpu_usage: f64,
+    memory_ws: f64,
+    /// What the pod would use without contention, for next interval's contention.
+    demand_cores: f64,
+    /// The working set's peak crossed the memory limit.
+    killed: bool,
+    cpu_utilisation: f64,
+    memory_utilisation: f64,
+}
+
+impl ReadyOutcome {
+    fn of(r: crate::replica::ReplicaStep, demand_cores: f64, limits: &Resources, cost: &RequestCost) -> Self {
+        let (limit_cores, limit_mem) = (limits.cpu_cores(), limits.memory_bytes as f64);
+        let cpu_usage = r.cpu_usage_cores.min(limit_cores);
+        let peak = r.mean_in_flight + Z99 * r.var_in_flight.sqrt();
+        let killed = cost.mem_base_bytes + cost.mem_per_request_bytes * peak > limit_mem;
+        // A killed container's working set was at its limit when it died.
+        let memory_ws =
+            if killed { limit_mem } else { cost.mem_base_bytes + cost.mem_per_request_bytes * r.mean_in_flight };
+        let lost = if killed { r.mean_in_flight.min(r.served) } else { 0.0 };
+        ReadyOutcome {
+            step: r,
+            served: r.served - lost,
+            lost,
+            cpu_usage,
+            memory_ws,
+            demand_cores,
+            killed,
+            cpu_utilisation: cpu_usage / limit_cores,
+            memory_utilisation: (memory_ws / limit_mem).min(1.0),
+        }
+    }
+}
+
+/// Adds `weight` served requests of response time (mean, variance) to the interval's mixture;
+/// identical pods (the common case) extend the last component instead of adding one each.
+fn push_component(components: &mut Vec<(f64, f64, f64)>, weight: f64, mean: f64, var: f64) {
+    match components.last_mut() {
+        Some(last) if last.1 == mean && last.2 == var => last.0 += weight,
+        _ => components.push((weight, mean, var)),
+    }
+}
+
+/// One pod's usage in one scrape, and the limits its measurement is clamped to.
+#[derive(Debug, Clone, Copy)]
+struct PodUsage {
+    id: u64,
+    /// `None` for a pod without a node (nothing to measure).
+    usage: Option<(f64, f64)>,
+    limits: Resources,
+}
+
+impl PodUsage {
+    fn of(p: &Pod) -> Self {
+        PodUsage { id: p.id, usage: p.node.map(|_| (p.cpu_usage, p.memory_ws)), limits: p.running.limits }
+    }
+
+    /// (CPU cores, memory bytes) as the metrics pipeline reports them: multiplicative noise of
+    /// relative size `noise` × ([`CPU_NOISE`], [`MEMORY_NOISE`]), clamped to the limits. The
+    /// noise is a pure function of the scrape and the pod (a counter-based draw), so it costs
+    /// nothing until observed and is the same however often or in whatever order it is read.
+    fn measured(&self, noise_key: u64, noise: f64) -> (Option<f64>, Option<f64>) {
+        let Some((cpu, memory)) = self.usage else { return (None, None) };
+        let (z_cpu, z_memory) = normal_pair(stream_seed(noise_key, self.id, STREAM_NOISE));
+        (
+            Some((cpu * (1.0 + noise * CPU_NOISE * z_cpu)).clamp(0.0, self.limits.cpu_cores())),
+            Some((memory * (1.0 + noise * MEMORY_NOISE * z_memory)).clamp(0.0, self.limits.memory_bytes as f64)),
+        )
+    }
+}
+
+/// Two independent standard normals from 64 random bits (Box–Muller on two 32-bit uniforms).
+fn normal_pair(bits: u64) -> (f64, f64) {
+    let u1 = ((bits >> 32) as f64 + 0.5) / 4_294_967_296.0;
+    let u2 = ((bits & 0xFFFF_FFFF) as f64 + 0.5) / 4_294_967_296.0;
+    let r = (-2.0 * u1.ln()).sqrt();
+    let (sin, cos) = (std::f64::consts::TAU * u2).sin_cos();
+    (r * cos, r * sin)
 }
 
 /// The embedded simulator backend.
@@ -334,6 +438,11 @@ pub struct SimCluster {
     scenario_active: Option<ScenarioKind>,
     /// Scratch space for per-replica latency moments, so stepping allocates nothing.
     latency_components: Vec<(f64, f64, f64)>,
+    /// `node-NNNN`, as observations name the nodes (apart from them: the step loop touches
+    /// nodes at random and wants them small).
+    node_names: Vec<String>,
+    /// The last pod's queue step within a deployment, reused by identical pods.
+    queue_memo: QueueMemo,
 }
 
 impl SimCluster {
@@ -355,6 +464,8 @@ impl SimCluster {
             capacity_freed: false,
             scenario_active: None,
             latency_components: Vec::new(),
+            node_names: Vec::new(),
+            queue_memo: QueueMemo::default(),
         };
         c.rebuild(false);
         c
@@ -431,8 +542,7 @@ impl SimCluster {
             by_cpu.max(by_memory).max(2)
         });
         self.nodes = (0..node_count)
-            .map(|n| Node {
-                name: format!("node-{n:04}"),
+            .map(|_| Node {
                 cores: self.config.node_cores,
                 memory_bytes: self.config.node_memory_bytes,
                 allocated_cpu_m: 0,
@@ -442,6 +552,7 @@ impl SimCluster {
                 contention: 1.0,
             })
             .collect();
+        self.node_names = (0..node_count).map(|n| format!("node-{n:04}")).collect();
         let cpu_m = (self.config.node_cores * 1000.0) as i64;
         let memory = self.config.node_memory_bytes.min(i64::MAX as u64) as i64;
         self.node_index = NodeIndex::new(node_count, cpu_m, memory);
@@ -471,6 +582,7 @@ impl SimCluster {
                 template,
                 generation: 0,
                 pods: Vec::new(),
+                ready: 0,
                 draining: Vec::new(),
                 shared_backlog: 0.0,
                 history: VecDeque::new(),
@@ -534,7 +646,8 @@ impl SimCluster {
                 m.latency_p99_ms = Some(p99 / served * 1000.0);
             }
         }
-        m.pods.extend(dep.pods.iter().map(|p| (p.id, p.node.map(|_| p.cpu_usage), p.node.map(|_| p.memory_ws))));
+        m.pods.extend(dep.pods.iter().map(PodUsage::of));
+        m.noise_key = dep.noise_rng.next_u64();
         dep.history.clear();
         dep.history.push_back(m);
     }
@@ -544,7 +657,6 @@ impl SimCluster {
         let dep = &self.deployments[d];
         Pod {
             id: self.next_pod_id,
-            name: format!("{}-{:05x}", self.apps[d].name, self.next_pod_id),
             node: None,
             phase: PodPhase::Pending,
             resources: dep.template.clone(),
@@ -560,8 +672,6 @@ impl SimCluster {
             drain_until: None,
             cpu_usage: 0.0,
             memory_ws: 0.0,
-            measured_cpu: None,
-            measured_memory: None,
             oom_at_bytes: None,
         }
     }
@@ -636,11 +746,19 @@ impl SimCluster {
         let generation = self.deployments[d].generation;
         let desired = self.deployments[d].desired as usize;
         let is_old = move |p: &Pod| p.generation != generation;
+        // One pass (this runs for every app every step): pods of an older template, serving or
+        // not. Without a rollout both are zero and the rest is plain scaling.
+        let (old_ready, old_other) = self.deployments[d]
+            .pods
+            .iter()
+            .filter(|p| is_old(p))
+            .fold((0, 0), |(r, o), p| if p.phase == PodPhase::Ready { (r + 1, o) } else { (r, o + 1) });
         // Old pods that are not serving can go at once.
-        while let Some(i) = self.victim(d, |p| is_old(p) && p.phase != PodPhase::Ready) {
-            self.remove_pod(d, i);
+        for _ in 0..old_other {
+            if let Some(i) = self.victim(d, |p| is_old(p) && p.phase != PodPhase::Ready) {
+                self.remove_pod(d, i);
+            }
         }
-        let old_ready = self.deployments[d].pods.iter().filter(|p| is_old(p)).count();
         let new_count = self.deployments[d].pods.len() - old_ready;
         // During a rollout the new pods may use the one surge slot the old ones leave; new pods
         // that already exist are kept. Without old pods this is plain scaling to `desired`.
@@ -675,7 +793,9 @@ impl SimCluster {
             }
         }
         let now = self.time_s;
-        for pod in &mut self.deployments[d].pods {
+        let dep = &mut self.deployments[d];
+        dep.ready = 0;
+        for pod in &mut dep.pods {
             // An in-place resize reaches the container after its latency; a memory decrease
             // waits while the working set is above the new limit (the kubelet defers it).
             // Intervals are the clock's resolution: a resize lands at the nearest boundary.
@@ -695,8 +815,11 @@ impl SimCluster {
                 pod.phase = PodPhase::Ready;
                 pod.ready_since = Some(now);
             }
-            if pod.phase == PodPhase::Ready && pod.ready_since.is_some_and(|s| now - s >= BACKOFF_RESET_S) {
-                pod.crash_streak = 0;
+            if pod.phase == PodPhase::Ready {
+                dep.ready += 1;
+                if pod.ready_since.is_some_and(|s| now - s >= BACKOFF_RESET_S) {
+                    pod.crash_streak = 0;
+                }
             }
         }
     }
@@ -731,7 +854,9 @@ impl SimCluster {
         let arrivals = dep.load.arrivals(now, dt);
         let expected = dep.load.expected_arrivals();
         let cost = dep.cost;
-        let ready = dep.pods.iter().filter(|p| p.phase == PodPhase::Ready).count();
+        // Counted by `reconcile`, which ran last and set every pod's phase for this interval.
+        let ready = dep.ready;
+        debug_assert_eq!(ready, dep.pods.iter().filter(|p| p.phase == PodPhase::Ready).count());
         let mut st = AppStepStats { arrivals, slo_p99_ms: dep.slo_p99_ms, ..Default::default() };
         let (per_pod, per_pod_expected) =
             if ready > 0 { (arrivals / ready as f64, expected / ready as f64) } else { (0.0, 0.0) };
@@ -748,6 +873,8 @@ impl SimCluster {
         let mut p99_override = None;
         // (weight, mean, var) of each serving pod's response time, seconds; reused across steps.
         let components = &mut self.latency_components;
+        let memo = &mut self.queue_memo;
+        memo.valid = false;
         components.clear();
         if let Some(sq) = shared {
             st.served += sq.served;
@@ -759,25 +886,36 @@ impl SimCluster {
             }
         }
         let (mut cpu_util, mut mem_util, mut n_util) = (0.0, 0.0, 0usize);
-        let mut steady_memo: Option<(f64, crate::replica::ReplicaStep)> = None;
+        let mut requested_m = 0u64;
         for pod in dep.pods.iter_mut() {
             pod.oom_at_bytes = None;
             let Some(n) = pod.node else {
-                pod.measured_cpu = None;
-                pod.measured_memory = None;
                 st.pending_replicas += 1;
                 continue;
             };
-            let limit_cores = pod.running.limits.cpu_cores();
-            let limit_mem = pod.running.limits.memory_bytes as f64;
             st.scheduled_replicas += 1;
-            st.core_seconds += pod.resources.requests.cpu_cores() * dt;
+            requested_m += pod.resources.requests.cpu_millicores;
+            let limits = pod.running.limits;
             if pod.phase != PodPhase::Ready {
-                pod.cpu_usage = startup_cpu * limit_cores;
-                pod.memory_ws = cost.mem_base_bytes.min(limit_mem);
+                pod.cpu_usage = startup_cpu * limits.cpu_cores();
+                pod.memory_ws = cost.mem_base_bytes.min(limits.memory_bytes as f64);
                 nodes[n].demand_cores += pod.cpu_usage;
+                continue;
+            }
+            let contention = nodes[n].contention;
+            // A ready pod's interval is a pure function of its limits, its node's contention and
+            // its queue (every ready pod gets the same arrivals): identical pods, the common
+            // case, in steady state or overloaded alike, reuse the previous one's outcome.
+            let out = if shared.is_none()
+                && memo.valid
+                && memo.limits == limits
+                && memo.contention == contention
+                && memo.before == pod.queue
+            {
+                pod.queue.clone_from(&memo.after);
+                memo.out
             } else {
-                let cores = limit_cores * nodes[n].contention;
+                let cores = limits.cpu_cores() * contention;
                 let (r, demand_cores) = if let Some(sq) = shared {
                     // Every pod of a shared queue is busy the same fraction of the time.
                     let busy = sq.busy_fraction;
@@ -789,70 +927,55 @@ impl SimCluster {
                     };
                     (r, busy * cores.min(1.0))
                 } else {
-                    // An idle queue that stays idle (the steady state) is a pure function of the
-                    // pod's cores here: identical pods reuse the first one's answer.
-                    let idle = pod.queue.backlog == 0.0 && pod.queue.cohorts.is_empty();
-                    let r = match steady_memo {
-                        Some((c, r)) if idle && c == cores => r,
-                        _ => {
-                            let r =
-                                step_queue(&mut pod.queue, per_pod, per_pod_expected, dt, &cost, cv2, cores, timeout);
-                            if idle && pod.queue.backlog == 0.0 && pod.queue.cohorts.is_empty() {
-                                steady_memo = Some((cores, r));
-                            }
-                            r
-                        }
-                    };
+                    memo.before.clone_from(&pod.queue);
+                    let r = step_queue(&mut pod.queue, per_pod, per_pod_expected, dt, &cost, cv2, cores, timeout);
+                    memo.after.clone_from(&pod.queue);
                     // What the pod would use without contention, for next interval's contention.
-                    let want = ((per_pod + pod.queue.queued()) / dt * cost.cpu_s).min(limit_cores);
+                    let want = ((per_pod + pod.queue.queued()) / dt * cost.cpu_s).min(limits.cpu_cores());
                     (r, want)
                 };
-                pod.cpu_usage = r.cpu_usage_cores.min(limit_cores);
-                nodes[n].demand_cores += demand_cores;
-                let peak = r.mean_in_flight + Z99 * r.var_in_flight.sqrt();
-                pod.memory_ws = cost.mem_base_bytes + cost.mem_per_request_bytes * r.mean_in_flight;
-                let killed = cost.mem_base_bytes + cost.mem_per_request_bytes * peak > limit_mem;
+                let out = ReadyOutcome::of(r, demand_cores, &limits, &cost);
                 if shared.is_none() {
-                    // The requests in flight at an OOM kill were counted as served by the
-                    // queue; they are lost instead (every request is counted once).
-                    let lost = if killed { r.mean_in_flight.min(r.served) } else { 0.0 };
-                    let served = r.served - lost;
-                    st.served += served;
-                    st.dropped += r.dropped + lost;
-                    st.overloaded |= r.overloaded;
-                    if served > 0.0 {
-                        components.push((served, r.latency_mean_s, r.latency_var_s2));
-                    }
+                    (memo.valid, memo.limits, memo.contention, memo.out) = (true, limits, contention, out);
                 }
-                if killed {
-                    // OOM kill at the peak: in-flight and queued requests are lost, the container
-                    // restarts after CrashLoopBackOff.
-                    st.oom_events += 1;
-                    st.dropped += pod.queue.clear();
-                    pod.oom_at_bytes = Some(limit_mem);
-                    pod.memory_ws = limit_mem;
-                    pod.restarts += 1;
-                    let backoff = if pod.crash_streak == 0 {
-                        0.0
-                    } else {
-                        (BACKOFF_INITIAL_S * 2f64.powi(pod.crash_streak as i32 - 1)).min(BACKOFF_MAX_S)
-                    };
-                    pod.crash_streak += 1;
-                    pod.phase = PodPhase::Starting;
-                    pod.ready_since = None;
-                    pod.ready_at = now + dt + backoff + startup_delay;
-                } else {
-                    cpu_util += pod.cpu_usage / limit_cores;
-                    mem_util += (pod.memory_ws / limit_mem).min(1.0);
-                    n_util += 1;
-                    st.ready_replicas += 1;
+                out
+            };
+            pod.cpu_usage = out.cpu_usage;
+            pod.memory_ws = out.memory_ws;
+            nodes[n].demand_cores += out.demand_cores;
+            if shared.is_none() {
+                let r = &out.step;
+                st.served += out.served;
+                st.dropped += r.dropped + out.lost;
+                st.overloaded |= r.overloaded;
+                if out.served > 0.0 {
+                    push_component(components, out.served, r.latency_mean_s, r.latency_var_s2);
                 }
             }
-            let rng = &mut dep.noise_rng;
-            let mut jitter = |sd: f64| 1.0 + noise * sd * Distribution::<f64>::sample(&StandardNormal, rng);
-            pod.measured_cpu = Some((pod.cpu_usage * jitter(CPU_NOISE)).clamp(0.0, limit_cores));
-            pod.measured_memory = Some((pod.memory_ws * jitter(MEMORY_NOISE)).clamp(0.0, limit_mem));
+            if out.killed {
+                // OOM kill at the peak: in-flight and queued requests are lost, the container
+                // restarts after CrashLoopBackOff.
+                st.oom_events += 1;
+                st.dropped += pod.queue.clear();
+                pod.oom_at_bytes = Some(limits.memory_bytes as f64);
+                pod.restarts += 1;
+                let backoff = if pod.crash_streak == 0 {
+                    0.0
+                } else {
+                    (BACKOFF_INITIAL_S * 2f64.powi(pod.crash_streak as i32 - 1)).min(BACKOFF_MAX_S)
+                };
+                pod.crash_streak += 1;
+                pod.phase = PodPhase::Starting;
+                pod.ready_since = None;
+                pod.ready_at = now + dt + backoff + startup_delay;
+            } else {
+                cpu_util += out.cpu_utilisation;
+                mem_util += out.memory_utilisation;
+                n_util += 1;
+                st.ready_replicas += 1;
+            }
         }
+        st.core_seconds += requested_m as f64 / 1000.0 * dt;
         // Deleted pods drain what they hold, then release their node; the rest is dropped.
         let mut released = Vec::new();
         dep.draining.retain_mut(|pod| {
@@ -938,7 +1061,8 @@ impl SimCluster {
         let st = &dep.stats;
         m.window_end_s = end;
         m.pods.clear();
-        m.pods.extend(dep.pods.iter().map(|p| (p.id, p.measured_cpu, p.measured_memory)));
+        m.pods.extend(dep.pods.iter().map(PodUsage::of));
+        m.noise_key = dep.noise_rng.next_u64();
         m.arrival_rate = st.arrivals / dt;
         m.throughput = st.served / dt;
         m.latency_mean_ms = dep.measured_latency_mean_ms;
@@ -1037,10 +1161,11 @@ impl Cluster for SimCluster {
         // The pod list is the API server's (current); usage, latency and load are the metrics
         // pipeline's, as old as the metrics lag.
         let m = self.visible_metrics(app);
+        let noise = self.config.noise;
         let usage = |id: u64| -> (Option<f64>, Option<f64>) {
             let Some(m) = m else { return (None, None) };
-            match m.pods.binary_search_by_key(&id, |e| e.0) {
-                Ok(i) => (m.pods[i].1, m.pods[i].2),
+            match m.pods.binary_search_by_key(&id, |u| u.id) {
+                Ok(i) => m.pods[i].measured(m.noise_key, noise),
                 Err(_) => (None, None),
             }
         };
@@ -1056,9 +1181,9 @@ impl Cluster for SimCluster {
                 .map(|p| {
                     let (cpu, memory) = usage(p.id);
                     PodObservation {
-                        name: p.name.clone(),
+                        name: format!("{}-{:05x}", self.apps[app].name, p.id),
                         phase: p.phase,
-                        node: p.node.map(|n| self.nodes[n].name.clone()),
+                        node: p.node.map(|n| self.node_names[n].clone()),
                         created_at_s: p.created_at,
                         ready_since_s: p.ready_since,
                         cpu_usage_cores: cpu,
