@@ -32,7 +32,8 @@ const LN_2PI: f32 = 1.837_877_1;
 pub enum PpoActions {
     /// `n` actions, chosen from a categorical distribution.
     Discrete(usize),
-    /// `d` dimensions in [−1, 1], drawn from a diagonal Gaussian (the environment clips).
+    /// `d` dimensions in [−1, 1], drawn from a diagonal Gaussian (clipped into the box before
+    /// the environment sees it; the policy learns from the sample).
     Continuous(usize),
 }
 

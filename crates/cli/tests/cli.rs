@@ -544,3 +544,56 @@ fn run_and_compare_json_are_byte_identical_for_a_seed() {
         assert_ne!(a, with_seed("6"), "{cmd} --seed 5 and 6");
     }
 }
+
+/// `aware train --env grpc://ADDR` against `aware serve-env` in another process trains the same
+/// agent as in-process training with the same arguments.
+#[test]
+fn train_through_serve_env_equals_training_in_process() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "s3cret\n").unwrap();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_aware"))
+        .args(["serve-env", "--listen", "127.0.0.1:0", "--token-file", token.to_str().unwrap()])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(server.stderr.take().unwrap()).read_line(&mut first).unwrap();
+    let addr = first.trim().rsplit(' ').next().unwrap().to_string();
+    assert!(first.contains("listening on"), "{first}");
+    let run = |out: &str, remote: bool| {
+        let out = dir.path().join(out);
+        let mut args = vec!["train", "--algo", "ppo", "--action-space", "continuous", "--apps", "2", "--steps", "30"];
+        args.extend(["--episodes", "3", "--seed", "5", "--population", "serverless", "--json"]);
+        let out_s = out.to_str().unwrap().to_string();
+        let url = format!("grpc://{addr}");
+        let mut args: Vec<&str> = args;
+        args.extend(["--out", &out_s]);
+        if remote {
+            args.extend(["--env", &url, "--token-file", token.to_str().unwrap()]);
+        }
+        let o = aware(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        (
+            std::fs::read(out.join("learning_curve.csv")).unwrap(),
+            std::fs::read(out.join("policy_value.safetensors")).unwrap(),
+        )
+    };
+    let remote = run("remote", true);
+    let local = run("local", false);
+    assert!(remote == local, "training through serve-env differs from in-process");
+    // A wrong token: one line naming the address and the status, exit 1, nothing written.
+    std::fs::write(&token, "wrong").unwrap();
+    let out = dir.path().join("refused");
+    let o = aware(
+        &["train", "--algo", "ppo", "--apps", "1", "--steps", "5", "--episodes", "1", "--out"]
+            .into_iter()
+            .chain([out.to_str().unwrap(), "--env", &format!("grpc://{addr}"), "--token-file", token.to_str().unwrap()])
+            .collect::<Vec<_>>(),
+    );
+    assert_one_line_error(&o, &[&addr, "UNAUTHENTICATED"]);
+    assert!(!out.exists());
+    server.kill().unwrap();
+    let _ = server.wait();
+}

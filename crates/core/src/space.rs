@@ -36,6 +36,21 @@ impl Space {
             _ => false,
         }
     }
+
+    /// `action` clipped into a box, as Gymnasium's agents clip a Gaussian policy's sample
+    /// (`np.clip(action, low, high)`) before stepping; other actions are returned as they are.
+    /// NaN stays NaN, for the environment to refuse.
+    pub fn clip(&self, action: Action) -> Action {
+        match (self, action) {
+            (Space::Box { low, high }, Action::Continuous(v)) if v.len() == low.len() => Action::Continuous(
+                v.iter()
+                    .zip(low.iter().zip(high))
+                    .map(|(x, (l, h))| if x.is_nan() { *x } else { x.clamp(*l, *h) })
+                    .collect(),
+            ),
+            (_, a) => a,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -44,4 +59,31 @@ pub enum Action {
     Continuous(Vec<f32>),
     Discrete(usize),
     MultiDiscrete(Vec<usize>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A finite action clipped into a box is in it, and an action already in it is unchanged.
+        #[test]
+        fn clipping_lands_in_the_box(v in proptest::collection::vec(-1e6f32..1e6, 3)) {
+            let space = Space::Box { low: vec![-1.0; 3], high: vec![1.0, 2.0, 0.5] };
+            let clipped = space.clip(Action::Continuous(v.clone()));
+            prop_assert!(space.contains(&clipped), "{:?}", clipped);
+            if space.contains(&Action::Continuous(v.clone())) {
+                prop_assert_eq!(clipped, Action::Continuous(v));
+            }
+        }
+    }
+
+    #[test]
+    fn clipping_leaves_nan_and_other_spaces_alone() {
+        let space = Space::Box { low: vec![-1.0; 2], high: vec![1.0; 2] };
+        let Action::Continuous(v) = space.clip(Action::Continuous(vec![f32::NAN, 3.0])) else { panic!() };
+        assert!(v[0].is_nan() && v[1] == 1.0);
+        assert_eq!(Space::Discrete { n: 3 }.clip(Action::Discrete(5)), Action::Discrete(5));
+    }
 }

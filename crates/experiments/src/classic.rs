@@ -37,6 +37,8 @@ pub enum Error {
         #[source]
         source: EnvError,
     },
+    #[error("{algorithm} on {task}: snapshot directory: {reason}")]
+    Snapshot { algorithm: &'static str, task: &'static str, reason: String },
     #[error("classic config: {field}: {reason}")]
     Config { field: &'static str, reason: String },
 }
@@ -54,6 +56,15 @@ pub struct ClassicConfig {
     pub ppo_envs: usize,
     /// Deterministic evaluation episodes per trained policy (≥ 10 for the acceptance run).
     pub evaluation_episodes: u32,
+    /// DQN only: every this many training steps the greedy policy is scored on
+    /// `selection_episodes` start states of its own, and the best-scoring snapshot is the
+    /// trained policy (rl-baselines3-zoo's `EvalCallback` keeping `best_model`); 0 keeps the
+    /// last weights. DQN's greedy policy on CartPole swings between balancing for 500 steps and
+    /// collapsing to ~100 late in training, so its last weights are a draw from that swing.
+    #[serde(default)]
+    pub dqn_select_every: u64,
+    #[serde(default = "five")]
+    pub selection_episodes: u32,
     pub ddpg: DdpgConfig,
     pub dqn: DqnConfig,
     pub ppo: PpoConfig,
@@ -70,6 +81,8 @@ impl ClassicConfig {
             ppo_steps: 100_000,
             ppo_envs: 8,
             evaluation_episodes: 20,
+            dqn_select_every: 5_000,
+            selection_episodes: 5,
             ddpg: zoo_ddpg_pendulum(),
             dqn: zoo_dqn_cartpole(),
             ppo: zoo_ppo_cartpole(100_000),
@@ -86,6 +99,8 @@ impl ClassicConfig {
             ppo_steps: 10_000,
             ppo_envs: 8,
             evaluation_episodes: 10,
+            dqn_select_every: 1_000,
+            selection_episodes: 3,
             ddpg: DdpgConfig { hidden: vec![64, 64], warmup: 1_000, batch_size: 64, ..zoo_ddpg_pendulum() },
             dqn: DqnConfig { hidden: vec![64, 64], warmup: 500, epsilon_decay_steps: 1_000, ..zoo_dqn_cartpole() },
             ppo: zoo_ppo_cartpole(10_000),
@@ -101,6 +116,9 @@ impl ClassicConfig {
         positive("ppo_steps", self.ppo_steps)?;
         positive("ppo_envs", self.ppo_envs as u64)?;
         positive("evaluation_episodes", self.evaluation_episodes as u64)?;
+        if self.dqn_select_every > 0 {
+            positive("selection_episodes", self.selection_episodes as u64)?;
+        }
         if self.ppo_steps < self.ppo_envs as u64 {
             return Err(Error::Config {
                 field: "ppo_steps",
@@ -109,6 +127,10 @@ impl ClassicConfig {
         }
         Ok(())
     }
+}
+
+fn five() -> u32 {
+    5
 }
 
 /// `hyperparams/ddpg.yml`, Pendulum-v1: γ 0.98, buffer 200k, learning_starts 10k (uniform
@@ -210,6 +232,12 @@ pub struct ClassicDetail {
     pub training_episodes: u64,
     /// Wall-clock seconds for training and both evaluations.
     pub wall_s: f64,
+    /// With snapshot selection (DQN): each scoring during training, `[step, mean return]`
+    /// over the selection episodes, and the step of the snapshot kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub selection: Vec<(u64, f64)>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selected_step: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -286,10 +314,12 @@ fn derive_seed(seed: u64, stream: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// Seed streams: agent weights and noise, training starts, evaluation starts.
+/// Seed streams: agent weights and noise, training starts, evaluation starts, selection starts.
 const AGENT: u64 = 1;
 const TRAINING: u64 = 2;
 const EVALUATION: u64 = 3;
+/// Start states for choosing among snapshots during training.
+const SELECTION: u64 = 4;
 
 /// Returns of `episodes` deterministic episodes from evaluation start states of this run (the
 /// same for the untrained and trained policy, never those training drew).
@@ -297,14 +327,25 @@ fn evaluate<E: Env>(
     make: impl Fn() -> E,
     config: &ClassicConfig,
     stream: u64,
+    policy: impl FnMut(&[f32]) -> Result<Action, AgentError>,
+    names: (&'static str, &'static str),
+) -> Result<Vec<f64>, Error> {
+    let base = derive_seed(config.seed, EVALUATION ^ (stream << 8));
+    run_episodes(make, base, config.evaluation_episodes, policy, names)
+}
+
+/// Returns of `n` deterministic episodes from start states `base`, `base + 1`, ….
+fn run_episodes<E: Env>(
+    make: impl Fn() -> E,
+    base: u64,
+    n: u32,
     mut policy: impl FnMut(&[f32]) -> Result<Action, AgentError>,
     names: (&'static str, &'static str),
 ) -> Result<Vec<f64>, Error> {
     let (algorithm, task) = names;
     let env_err = |source| Error::Env { algorithm, task, source };
-    let base = derive_seed(config.seed, EVALUATION ^ (stream << 8));
-    let mut returns = Vec::with_capacity(config.evaluation_episodes as usize);
-    for k in 0..config.evaluation_episodes as u64 {
+    let mut returns = Vec::with_capacity(n as usize);
+    for k in 0..n as u64 {
         let mut env = make();
         let (mut obs, _) = env.reset(Some(base.wrapping_add(k))).map_err(env_err)?;
         let mut total = 0.0;
@@ -348,6 +389,8 @@ fn finish(
         std_return,
         training_episodes,
         wall_s: start.elapsed().as_secs_f64(),
+        selection: Vec::new(),
+        selected_step: None,
     };
     (row, detail)
 }
@@ -412,6 +455,33 @@ fn dqn_cartpole(
     let mut env = CartPole::new(derive_seed(config.seed, TRAINING ^ 0x100));
     let (mut obs, _) = env.reset(None).map_err(env_err)?;
     let (mut episode_return, mut episodes) = (0.0, 0);
+    // Snapshot selection on start states of its own (SELECTION), never the final evaluation's.
+    let snapshots = tempfile::tempdir().map_err(|e| Error::Snapshot {
+        algorithm: NAMES.0,
+        task: NAMES.1,
+        reason: e.to_string(),
+    })?;
+    let selection_base = derive_seed(config.seed, SELECTION ^ 0x100);
+    let space = env.observation_space();
+    let mut selection = Vec::new();
+    let mut best: Option<(f64, u64)> = None;
+    let mut select = |agent: &mut Dqn, step: u64| -> Result<(), Error> {
+        let scores = run_episodes(
+            || CartPole::new(0),
+            selection_base,
+            config.selection_episodes,
+            |o| Ok(Action::Discrete(agent.act(o, false)?)),
+            NAMES,
+        )?;
+        let mean = mean_std(&scores).0;
+        selection.push((step, mean));
+        // Ties go to the later, longer-trained snapshot.
+        if best.is_none_or(|(b, _)| mean >= b) {
+            agent.save(snapshots.path(), &space).map_err(agent_err)?;
+            best = Some((mean, step));
+        }
+        Ok(())
+    };
     for step in 1..=config.dqn_steps {
         let action = agent.act(&obs, true).map_err(agent_err)?;
         let outcome = env.step(&Action::Discrete(action)).map_err(env_err)?;
@@ -432,10 +502,21 @@ fn dqn_cartpole(
             episode_return = 0.0;
             obs = env.reset(None).map_err(env_err)?.0;
         }
+        let every = config.dqn_select_every;
+        if every > 0 && (step % every == 0 || step == config.dqn_steps) {
+            select(&mut agent, step)?;
+        }
+    }
+    let selected_step = best.map(|(_, step)| step);
+    if selected_step.is_some_and(|s| s != config.dqn_steps) {
+        agent = Dqn::load(snapshots.path(), &space, 2, derive_seed(config.seed, AGENT ^ 0x100)).map_err(agent_err)?;
     }
 
     let returns = evaluate(|| CartPole::new(0), config, 2, |o| Ok(Action::Discrete(agent.act(o, false)?)), NAMES)?;
-    Ok(finish(NAMES, 475.0, config.dqn_steps, &untrained, returns, episodes, start))
+    let (row, mut detail) = finish(NAMES, 475.0, config.dqn_steps, &untrained, returns, episodes, start);
+    detail.selection = selection;
+    detail.selected_step = selected_step;
+    Ok((row, detail))
 }
 
 /// PPO on `ppo_envs` CartPole-v1s stepped together; it learns once every environment holds

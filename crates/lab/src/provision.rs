@@ -204,7 +204,7 @@ pub fn train(spec: &ProvisionTrainSpec, progress: &dyn Progress) -> Result<Provi
     let split = spec.load.split()?;
     let window = spec.window as usize;
     let mut arena = ProvisioningArena::new(split.train.clone(), split.config.clone(), window)?;
-    let mut learner = Learner { agent: new_agent(spec.algorithm, window, spec.load.seed), explore: true, learn: true };
+    let mut learner = Learner::new(new_agent(spec.algorithm, window, spec.load.seed), true, true);
     progress.start(spec.episodes, "training");
     let mut curve = Vec::new();
     let mut steps = 0u64;
@@ -319,9 +319,7 @@ pub fn compare(
     for (name, policy) in parsed {
         let (mut driver, window): (Box<dyn Driver>, usize) = match policy {
             ProvisionPolicy::Threshold(t) => (Box::new(StepScaling(t)), 1),
-            ProvisionPolicy::Agent { agent, window } => {
-                (Box::new(Learner { agent, explore: false, learn: false }), window)
-            }
+            ProvisionPolicy::Agent { agent, window } => (Box::new(Learner::new(agent, false, false)), window),
         };
         let mut arena = ProvisioningArena::new(split.test.clone(), config.clone(), window)?;
         rollout(&mut arena, driver.as_mut(), load.seed, u64::MAX, &mut [], progress)?;

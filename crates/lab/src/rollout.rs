@@ -5,7 +5,7 @@
 
 use aware_agents::action_values;
 use aware_agents::{Agent, Experience};
-use aware_core::{Cluster, Observation, StepInfo, VecEnv, VecStep};
+use aware_core::{Action, Cluster, Observation, StepInfo, VecEnv, VecStep};
 use aware_env::{ClusterVecEnv, Control};
 use aware_sim::{AppStepStats, SimCluster};
 
@@ -216,16 +216,30 @@ pub struct Learner {
     pub agent: Box<dyn Agent>,
     pub explore: bool,
     pub learn: bool,
+    /// What the agent sampled last, before clipping: what it learns from.
+    sampled: Vec<Action>,
+}
+
+impl Learner {
+    pub fn new(agent: Box<dyn Agent>, explore: bool, learn: bool) -> Self {
+        Self { agent, explore, learn, sampled: Vec::new() }
+    }
 }
 
 impl Driver for Learner {
+    /// The agent's actions clipped into its action space: a Gaussian policy's sample may fall
+    /// outside the box, and a served environment (rightly) refuses out-of-space actions, so the
+    /// environment is always given what it accepts, in-process or remote alike. The agent
+    /// learns from what it sampled (as Stable-Baselines3 does).
     fn decide(
         &mut self,
         _arena: &dyn Arena,
         states: &[Vec<f32>],
         _infos: &[StepInfo],
     ) -> Result<Vec<Control>, LabError> {
-        Ok(self.agent.act(states, self.explore)?.into_iter().map(Control::Action).collect())
+        self.sampled = self.agent.act(states, self.explore)?;
+        let space = self.agent.action_space();
+        Ok(self.sampled.iter().map(|a| Control::Action(space.clip(a.clone()))).collect())
     }
 
     fn feedback(&mut self, states: &[Vec<f32>], controls: &[Control], out: &VecStep) -> Result<(), LabError> {
@@ -233,10 +247,14 @@ impl Driver for Learner {
             return Ok(());
         }
         for (i, ((state, control), step)) in states.iter().zip(controls).zip(&out.steps).enumerate() {
-            let Control::Action(action) = control else { continue };
+            if !matches!(control, Control::Action(_)) {
+                continue;
+            }
             let e = Experience {
                 state: state.clone(),
-                action: action_values(action),
+                action: action_values(
+                    self.sampled.get(i).ok_or_else(|| LabError::input("learner", "an outcome without a decision"))?,
+                ),
                 reward: step.reward as f32,
                 next_state: step.observation.clone(),
                 terminal: step.terminated,

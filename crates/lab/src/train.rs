@@ -45,7 +45,7 @@ pub fn train_agent(
     first_seed: u64,
     progress: &dyn Progress,
 ) -> Result<Trained, LabError> {
-    let mut learner = Learner { agent, explore: true, learn: true };
+    let mut learner = Learner::new(agent, true, true);
     let mut curve = Vec::new();
     let mut total_steps = 0u64;
     let apps = arena.num_apps().max(1) as f64;
@@ -141,20 +141,24 @@ pub fn agent_for(spec: &TrainSpec, seed: u64) -> Result<Loaded, LabError> {
 /// Trains on the workload's vectorised environment and writes the checkpoint, the learning
 /// curve (CSV and PNG) and `train.json` into `spec.out`.
 pub fn train(workload: &Workload, spec: &TrainSpec, progress: &dyn Progress) -> Result<TrainReport, LabError> {
-    let mut env = workload.env(agent_kind(spec)?, spec.steps, workload.trace_seed);
+    let mut env = workload.env(spec.action_kind()?, spec.steps, workload.trace_seed);
     train_in(&mut env, workload.apps.len(), workload.seed, workload.trace_seed, spec, progress)
 }
 
-fn agent_kind(spec: &TrainSpec) -> Result<ActionKind, LabError> {
-    Ok(match (&spec.resume, spec.action, spec.algorithm) {
-        (Some(dir), _, _) => {
-            let meta = Checkpoint::read_metadata(dir).map_err(aware_agents::AgentError::from)?;
-            action_kind(&meta.action_space)
-        }
-        (None, Some(k), _) => k,
-        (None, None, Some(a)) => a.default_actions(),
-        (None, None, None) => return Err(LabError::input("--algo", "name the learner (or --resume)")),
-    })
+impl TrainSpec {
+    /// The action space the agent will act in: the resumed checkpoint's, else `action`, else
+    /// the algorithm's default.
+    pub fn action_kind(&self) -> Result<ActionKind, LabError> {
+        Ok(match (&self.resume, self.action, self.algorithm) {
+            (Some(dir), _, _) => {
+                let meta = Checkpoint::read_metadata(dir).map_err(aware_agents::AgentError::from)?;
+                action_kind(&meta.action_space)
+            }
+            (None, Some(k), _) => k,
+            (None, None, Some(a)) => a.default_actions(),
+            (None, None, None) => return Err(LabError::input("--algo", "name the learner (or --resume)")),
+        })
+    }
 }
 
 /// [`train`] on any arena (a remote environment, say): `apps`, `seed` and `first_trace_seed`

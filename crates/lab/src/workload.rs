@@ -70,6 +70,16 @@ pub struct Workload {
     pub trace_seed: u64,
 }
 
+fn check(spec: &WorkloadSpec) -> Result<(), LabError> {
+    if spec.apps == 0 {
+        return Err(LabError::input("--apps", "must be at least 1"));
+    }
+    if !(spec.day_seconds.is_finite() && spec.day_seconds > 0.0) {
+        return Err(LabError::input("--day-seconds", format!("{} is not a positive number", spec.day_seconds)));
+    }
+    Ok(())
+}
+
 impl Workload {
     /// The store a run records into: `store` (`--store URL`) when given, else with `record`
     /// (`--record`) the profile's `store`, else none.
@@ -78,20 +88,25 @@ impl Workload {
     }
 
     pub fn load(spec: &WorkloadSpec) -> Result<Workload, LabError> {
-        if spec.apps == 0 {
-            return Err(LabError::input("--apps", "must be at least 1"));
-        }
-        if !(spec.day_seconds.is_finite() && spec.day_seconds > 0.0) {
-            return Err(LabError::input("--day-seconds", format!("{} is not a positive number", spec.day_seconds)));
-        }
+        check(spec)?;
         let profile = match &spec.profile {
             Some(p) => Profile::load(p)?,
             None => Profile::default(),
         };
         let traces = match &spec.trace {
-            Some(p) => load_traces(p)?.into_iter().map(Arc::new).collect(),
+            Some(p) => load_traces(p)?,
             None => Vec::new(),
         };
+        Self::build(spec, profile, traces)
+    }
+
+    /// As [`Workload::load`], with the profile and the replayed traces given rather than read
+    /// from `spec.profile` and `spec.trace` (which are ignored): how a workload arrives over the
+    /// network. The one construction every environment in `aware` goes through, in-process or
+    /// served.
+    pub fn build(spec: &WorkloadSpec, profile: Profile, traces: Vec<Trace>) -> Result<Workload, LabError> {
+        check(spec)?;
+        let traces: Vec<Arc<Trace>> = traces.into_iter().map(Arc::new).collect();
         let scenario = match spec.scenario {
             None => None,
             Some(s) => {

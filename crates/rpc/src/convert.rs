@@ -1,7 +1,8 @@
 //! Between the wire messages and `aware_core`'s types, validating everything that arrives:
 //! a request that does not fit its session's spaces is refused with a reason, never guessed at.
 
-use aware_core::{Action, Space, Step, StepInfo};
+use aware_core::{Action, Population, Space, Step, StepInfo};
+use aware_sim::VerticalUpdate;
 
 use crate::envs::{EnvId, MakeConfig, MakeError};
 use crate::proto;
@@ -213,6 +214,24 @@ pub fn make_from_proto(req: &proto::MakeRequest) -> Result<(EnvId, MakeConfig), 
                 .map_err(|e: aware_sim::ScenarioError| MakeError::Field { field: "scenario", reason: e.to_string() })?,
         )
     };
+    let population = match c.population.as_str() {
+        "" => None,
+        name => Some(
+            name.parse::<Population>().map_err(|e| MakeError::Field { field: "population", reason: e.to_string() })?,
+        ),
+    };
+    let vertical_update = match c.vertical_update.as_str() {
+        "" => None,
+        "in-place" => Some(VerticalUpdate::InPlace),
+        "restart" => Some(VerticalUpdate::Restart),
+        other => {
+            return Err(MakeError::Field {
+                field: "vertical_update",
+                reason: format!("unknown mode {other:?} (expected in-place or restart)"),
+            }
+            .into());
+        }
+    };
     let nonzero_f = |v: f64| (v != 0.0).then_some(v);
     let config = MakeConfig {
         num_envs: c.num_envs,
@@ -224,6 +243,8 @@ pub fn make_from_proto(req: &proto::MakeRequest) -> Result<(EnvId, MakeConfig), 
         day_seconds: nonzero_f(c.day_seconds),
         days: (c.days != 0).then_some(c.days),
         mean_count: nonzero_f(c.mean_count),
+        population,
+        vertical_update,
     };
     Ok((id, config))
 }
@@ -242,6 +263,12 @@ pub fn make_to_proto(id: EnvId, c: &MakeConfig) -> proto::MakeRequest {
             day_seconds: c.day_seconds.unwrap_or(0.0),
             days: c.days.unwrap_or(0),
             mean_count: c.mean_count.unwrap_or(0.0),
+            population: c.population.map(|p| p.name().to_string()).unwrap_or_default(),
+            vertical_update: match c.vertical_update {
+                None => String::new(),
+                Some(VerticalUpdate::InPlace) => "in-place".into(),
+                Some(VerticalUpdate::Restart) => "restart".into(),
+            },
         }),
     }
 }

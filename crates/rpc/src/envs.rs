@@ -1,14 +1,16 @@
 //! Building an environment from a config: the same construction `aware simulate` and `aware
-//! train` use (generated apps, the profile, a scenario, the simulator's per-app SLOs), so an
+//! train` use (`aware_lab`'s `Workload`: the population sized at the profile's target, the
+//! profile's simulation settings and per-app bounds, a scenario, the per-app SLOs), so an
 //! environment served over gRPC is the environment trained in-process.
 
 use std::fmt;
 use std::str::FromStr;
 
-use aware_core::{Action, Env, EnvError, Profile, Space, StepInfo, VecEnv, VecStep};
-use aware_env::{ActionKind, AppSlo, ClusterVecEnv, EnvConfig};
+use aware_core::{Action, Env, EnvError, Population, Profile, Space, StepInfo, VecEnv, VecStep};
+use aware_env::ActionKind;
+use aware_lab::workload::{Workload, WorkloadSpec};
 use aware_sim::provisioning::{ProvisioningConfig, ProvisioningEnv, synthetic_bins};
-use aware_sim::{CONTAINER, Scenario, SimCluster, SimConfig, generate_apps};
+use aware_sim::{Scenario, VerticalUpdate};
 
 /// Most sub-environments one session may hold (a bound on what one request can make the
 /// server allocate).
@@ -96,6 +98,10 @@ pub struct MakeConfig {
     pub days: Option<u32>,
     /// Mean requests per 5-minute bin before the ×20 scaling (provisioning) [1500].
     pub mean_count: Option<f64>,
+    /// The application population (autoscaling) [the profile's].
+    pub population: Option<Population>,
+    /// How CPU and memory changes reach running pods (autoscaling) [in place].
+    pub vertical_update: Option<VerticalUpdate>,
 }
 
 /// An environment a session serves: any `VecEnv` that can move between threads.
@@ -133,22 +139,48 @@ fn autoscale(num_envs: u32, config: &MakeConfig, action: ActionKind) -> Result<B
         None => Profile::default(),
     };
     let episode_steps = config.episode_steps.unwrap_or(100);
-    let scenario = config
-        .scenario
-        .map(|s| Scenario { kind: s.kind, at_step: Some(s.at_step.unwrap_or(episode_steps as u64 / 2)) });
-    let sim = SimConfig { scenario, slo_p99_ms: profile.slo.latency_p99_ms, ..SimConfig::default() };
-    let apps = generate_apps(num_envs as usize, config.seed, day_s);
-    let cluster = SimCluster::new(apps, Vec::new(), sim, config.trace_seed.unwrap_or(config.seed));
-    let slos: Vec<_> = (0..num_envs as usize)
-        .map(|i| (i, AppSlo { latency_p99_ms: Some(cluster.slo_p99_ms(i)), throughput_rps: None }))
-        .collect();
-    let env_config = EnvConfig { profile, action, episode_steps, container: CONTAINER.into() };
-    Ok(Box::new(ClusterVecEnv::new(cluster, &slos, env_config)))
+    let scenario = match config.scenario {
+        None => None,
+        Some(s) => {
+            let at = s.at_step.unwrap_or(episode_steps as u64 / 2);
+            if at >= episode_steps as u64 {
+                return Err(field(
+                    "scenario",
+                    format!("{s}: step {at} is not within an episode's {episode_steps} steps"),
+                ));
+            }
+            Some(Scenario { kind: s.kind, at_step: Some(at) })
+        }
+    };
+    // The construction `aware train` and `aware simulate` use, so a served environment is the
+    // one trained in-process.
+    let spec = WorkloadSpec {
+        apps: num_envs as usize,
+        seed: config.seed,
+        trace_seed: config.trace_seed,
+        day_seconds: day_s,
+        profile: None,
+        trace: None,
+        scenario,
+        vertical_update: config.vertical_update.unwrap_or_default(),
+        steps: episode_steps as u64,
+        population: config.population,
+    };
+    let workload = Workload::build(&spec, profile, Vec::new()).map_err(|e| field("num_envs", e.to_string()))?;
+    Ok(Box::new(workload.env(action, episode_steps as u64, workload.trace_seed)))
 }
 
 fn provisioning(num_envs: u32, config: &MakeConfig) -> Result<BoxedVecEnv, MakeError> {
-    if config.profile_yaml.is_some() || config.scenario.is_some() || config.day_seconds.is_some() {
-        return Err(field("profile_yaml", "profile_yaml, scenario and day_seconds apply to the autoscaling envs only"));
+    if config.profile_yaml.is_some()
+        || config.scenario.is_some()
+        || config.day_seconds.is_some()
+        || config.population.is_some()
+        || config.vertical_update.is_some()
+    {
+        return Err(field(
+            "profile_yaml",
+            "profile_yaml, scenario, day_seconds, population and vertical_update apply to the autoscaling envs only",
+        ));
     }
     let days = config.days.unwrap_or(14);
     if !(1..=MAX_DAYS).contains(&days) {

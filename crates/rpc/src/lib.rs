@@ -6,6 +6,7 @@
 //! - [`server`]: sessions, validation, auth, health, graceful shutdown; [`serve`] runs it.
 //! - [`client`]: [`RemoteVecEnv`] and [`RemoteEnv`].
 //! - [`bench`]: `aware bench rpc`.
+//! - [`train_remote`]: `aware train --env grpc://ADDR`.
 //!
 //! The protobuf (`proto/aware/env/v1/env.proto`) is compiled by `build.rs` with protox, so no
 //! system `protoc` is needed.
@@ -15,6 +16,7 @@ mod client;
 pub mod convert;
 mod envs;
 mod server;
+mod train;
 
 /// The generated messages and service stubs of `aware.env.v1`.
 pub mod proto {
@@ -28,3 +30,4 @@ pub use server::{
     BearerAuth, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_SESSIONS, EnvServiceImpl, ServeError,
     ServeOptions, ServerHandle, ServerSettings, Sessions, TlsFiles, read_token_file, serve, serve_on, service, spawn,
 };
+pub use train::{RemoteEnvArgs, RemoteTrainError, train_remote};

@@ -193,10 +193,13 @@ proptest! {
         days in prop_oneof![0u32..3, Just(u32::MAX)],
         mean_count in prop_oneof![Just(0.0), Just(f64::NAN), Just(-5.0), Just(1e300), 1.0f64..1e4],
         reset_seed in proptest::option::of(any::<i64>()),
+        population in prop_oneof![Just(String::new()), Just("serverless".to_string()), ".{0,10}"],
+        vertical_update in prop_oneof![Just(String::new()), Just("restart".to_string()), ".{0,10}"],
     ) {
         let f = fixture();
         let config = proto::EnvConfig {
             num_envs, seed, trace_seed, profile_yaml: String::new(), scenario, episode_steps, day_seconds, days, mean_count,
+            population, vertical_update,
         };
         let r = call_raw(f, "Make", proto::MakeRequest { env_id: env, config: Some(config) }.encode_to_vec());
         prop_assert!(not_a_crash(&r), "{:?}", r);

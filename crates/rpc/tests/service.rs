@@ -271,67 +271,105 @@ fn client_errors_name_the_address() {
     assert!(e.to_string().starts_with("127.0.0.1:1: cannot connect"), "{e}");
 }
 
-/// Tabular Q-learning on the discrete autoscaling env (ε-greedy from a fixed LCG), standing in
-/// for any agent: training through the client must give the identical Q-table and returns.
-fn train_q_table(env: &mut dyn VecEnv, episodes: u64) -> (Vec<f64>, Vec<f64>) {
-    const BUCKETS: usize = 5;
-    let bucket = |x: f32| ((x.clamp(0.0, 1.0) * (BUCKETS as f32 - 1.0)).round()) as usize;
-    let key = |o: &[f32]| bucket(o[2]) * BUCKETS + bucket(o[3]);
-    let mut q = vec![0.0f64; BUCKETS * BUCKETS * 7];
-    let mut lcg = 0x2545_f491_4f6c_dd1du64;
-    let mut rand = move || {
-        lcg = lcg.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
-        (lcg >> 33) as f64 / (1u64 << 31) as f64
-    };
-    let mut returns = Vec::new();
-    for ep in 0..episodes {
-        let mut states: Vec<Vec<f32>> = env.reset(Some(100 + ep)).unwrap().into_iter().map(|(o, _)| o).collect();
-        let mut total = 0.0;
-        loop {
-            let actions: Vec<usize> = states
-                .iter()
-                .map(|s| {
-                    let row = &q[key(s) * 7..key(s) * 7 + 7];
-                    if rand() < 0.2 {
-                        (rand() * 7.0) as usize % 7
-                    } else {
-                        (0..7).max_by(|&a, &b| row[a].total_cmp(&row[b]).then(b.cmp(&a))).unwrap()
-                    }
-                })
-                .collect();
-            let out = env.step(&actions.iter().map(|&a| Action::Discrete(a)).collect::<Vec<_>>()).unwrap();
-            let mut done = false;
-            for ((s, a), step) in states.iter().zip(&actions).zip(&out.steps) {
-                let next = &q[key(&step.observation) * 7..key(&step.observation) * 7 + 7];
-                let best = next.iter().cloned().fold(f64::MIN, f64::max);
-                let target = step.reward + if step.terminated { 0.0 } else { 0.9 * best };
-                let cell = &mut q[key(s) * 7 + a];
-                *cell += 0.1 * (target - *cell);
-                total += step.reward;
-                done |= step.truncated || step.terminated;
-            }
-            states = out.steps.into_iter().map(|s| s.observation).collect();
-            if done {
-                break;
-            }
-        }
-        returns.push(total);
-    }
-    (q, returns)
+/// The learning curve and the checkpoint's weight files of a training run, byte for byte.
+fn training_outputs(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "safetensors" || x == "csv"))
+        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap()))
+        .collect();
+    files.sort();
+    files
 }
 
+/// `aware train --env grpc://` (`train_remote`): a real agent trained through the service on a
+/// non-default workload (a profile file, the serverless population, restart-mode resizes)
+/// learns exactly what it learns in-process with the same seed.
 #[test]
-fn training_through_the_client_equals_training_in_process() {
+fn an_agent_trained_through_the_service_equals_one_trained_in_process() {
+    use aware_lab::agent::Algorithm;
+    use aware_lab::progress::Silent;
+    use aware_lab::train::{TrainSpec, agent_for, train};
+    use aware_lab::workload::{Workload, WorkloadSpec};
+
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("profile.yaml");
+    std::fs::write(&profile, "targets: {cpu_utilisation: 0.6}\nreward: {alpha: 0.4}\n").unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, format!("  {TOKEN}\n")).unwrap();
+    let workload = WorkloadSpec {
+        apps: 3,
+        seed: 12,
+        profile: Some(profile),
+        population: Some(aware_core::Population::Serverless),
+        vertical_update: aware_sim::VerticalUpdate::Restart,
+        steps: 30,
+        ..WorkloadSpec::default()
+    };
+    // PPO learns from its first rollouts (the value-based agents wait for a replay warm-up), in
+    // either action space: both autoscaling environments the service offers.
+    for action in [aware_env::ActionKind::Discrete, aware_env::ActionKind::Continuous] {
+        let algorithm = action.name();
+        let spec = |out: &str| TrainSpec {
+            algorithm: Some(Algorithm::Ppo),
+            action: Some(action),
+            resume: None,
+            episodes: 4,
+            steps: 30,
+            out: dir.path().join(format!("{algorithm}-{out}")),
+        };
+        let server = server(ServerSettings::default());
+        let remote = aware_rpc::RemoteEnvArgs {
+            address: format!("grpc://{}", server.addr()),
+            token_file: Some(token.clone()),
+            tls_ca: None,
+        };
+        let by_rpc = aware_rpc::train_remote(&remote, &workload, &spec("rpc"), &Silent).unwrap();
+        let local = train(&Workload::load(&workload).unwrap(), &spec("local"), &Silent).unwrap();
+        assert_eq!(
+            (by_rpc.first_mean_reward, by_rpc.last_10_mean_reward, by_rpc.apps, by_rpc.first_trace_seed),
+            (local.first_mean_reward, local.last_10_mean_reward, local.apps, local.first_trace_seed),
+            "{algorithm}"
+        );
+        let (rpc_files, local_files) = (training_outputs(&spec("rpc").out), training_outputs(&spec("local").out));
+        assert!(rpc_files.iter().any(|(name, _)| name.ends_with(".safetensors")), "{rpc_files:?}");
+        assert!(rpc_files == local_files, "{algorithm}: the checkpoints or learning curves differ");
+        // And the agent did learn: its weights moved from the fresh agent's.
+        let fresh = spec("fresh");
+        std::fs::create_dir_all(&fresh.out).unwrap();
+        agent_for(&fresh, workload.seed).unwrap().agent.save(&fresh.out, &aware_env::StateEncoder::space(), 0).unwrap();
+        let weights = |files: &[(String, Vec<u8>)]| {
+            files.iter().filter(|(n, _)| n.ends_with(".safetensors")).cloned().collect::<Vec<_>>()
+        };
+        assert!(weights(&training_outputs(&fresh.out)) != weights(&local_files), "{algorithm} learned nothing");
+        server.shutdown().unwrap();
+    }
+}
+
+/// Without the token the server refuses the training run, and the message says so.
+#[test]
+fn remote_training_without_the_token_is_refused() {
+    use aware_lab::agent::Algorithm;
+    use aware_lab::train::TrainSpec;
+    let dir = tempfile::tempdir().unwrap();
     let server = server(ServerSettings::default());
-    let config = MakeConfig { num_envs: 4, seed: 21, episode_steps: Some(25), ..Default::default() };
-    let mut local = make(EnvId::AutoscaleDiscrete, &config).unwrap();
-    let mut remote =
-        RemoteVecEnv::connect(&server.addr().to_string(), EnvId::AutoscaleDiscrete, &config, &opts()).unwrap();
-    let (q_remote, r_remote) = train_q_table(&mut remote, 6);
-    let (q_local, r_local) = train_q_table(local.as_mut(), 6);
-    assert!(q_local.iter().any(|&v| v != 0.0), "the agent learned nothing");
-    assert_eq!(r_remote, r_local);
-    assert_eq!(q_remote, q_local);
+    let remote = aware_rpc::RemoteEnvArgs { address: server.addr().to_string(), token_file: None, tls_ca: None };
+    let spec = TrainSpec {
+        algorithm: Some(Algorithm::Ppo),
+        action: None,
+        resume: None,
+        episodes: 1,
+        steps: 5,
+        out: dir.path().join("out"),
+    };
+    let workload = aware_lab::workload::WorkloadSpec { apps: 1, ..Default::default() };
+    let e = aware_rpc::train_remote(&remote, &workload, &spec, &aware_lab::progress::Silent).unwrap_err().to_string();
+    assert!(e.starts_with(&format!("--env {}: Make: UNAUTHENTICATED", server.addr())), "{e}");
+    assert!(!spec.out.exists(), "a refused run wrote {}", spec.out.display());
+    let traced = aware_lab::workload::WorkloadSpec { trace: Some("t.csv".into()), ..workload };
+    let e = aware_rpc::train_remote(&remote, &traced, &spec, &aware_lab::progress::Silent).unwrap_err().to_string();
+    assert!(e.starts_with("--trace:"), "{e}");
 }
 
 /// A CA and a server certificate for localhost / 127.0.0.1, made with the `openssl` command.

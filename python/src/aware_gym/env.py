@@ -27,6 +27,8 @@ CONFIG_KEYS = (
     "day_seconds",
     "days",
     "mean_count",
+    "population",
+    "vertical_update",
 )
 
 _SEED_BOUND = 2**63 - 1

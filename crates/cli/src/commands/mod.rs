@@ -91,7 +91,12 @@ pub enum VerticalUpdateArg {
 impl SimArgs {
     /// The workload these options and `apps` describe, loaded and validated.
     pub fn workload(&self, apps: &AppsArgs) -> Result<Workload> {
-        Ok(Workload::load(&WorkloadSpec {
+        Ok(Workload::load(&self.spec(apps))?)
+    }
+
+    /// What [`SimArgs::workload`] loads.
+    pub fn spec(&self, apps: &AppsArgs) -> WorkloadSpec {
+        WorkloadSpec {
             apps: apps.apps as usize,
             seed: apps.seed,
             trace_seed: apps.trace_seed,
@@ -105,7 +110,7 @@ impl SimArgs {
                 VerticalUpdateArg::Restart => VerticalUpdate::Restart,
             },
             steps: self.steps,
-        })?)
+        }
     }
 }
 

@@ -33,6 +33,17 @@ pub struct Args {
     /// Directory for the checkpoint, the learning curve (CSV and PNG) and a summary.
     #[arg(long)]
     out: PathBuf,
+    /// Train against an environment another process serves (`aware serve-env`):
+    /// `grpc://HOST:PORT`, or `grpcs://HOST:PORT` for TLS. The server builds the same
+    /// environment from these options (the profile's text travels; `--trace` cannot).
+    #[arg(long, value_name = "URL")]
+    env: Option<String>,
+    /// With --env: the bearer token's file (its content, whitespace trimmed).
+    #[arg(long, requires = "env")]
+    token_file: Option<PathBuf>,
+    /// With --env: PEM of the CA that signed the server's certificate (speaks TLS).
+    #[arg(long, requires = "env")]
+    tls_ca: Option<PathBuf>,
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
@@ -46,7 +57,6 @@ enum ActionSpace {
 
 /// Steps per episode come from `--steps` (AWARE's DDPG uses 100).
 pub fn run(args: Args) -> Result<ExitCode> {
-    let workload = args.sim.workload(&args.apps)?;
     let spec = TrainSpec {
         algorithm: args.algo,
         action: args.action_space.map(|a| match a {
@@ -58,7 +68,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
         steps: args.sim.steps,
         out: args.out,
     };
-    let report = aware_lab::train::train(&workload, &spec, &Bar::new())?;
+    let report = match args.env {
+        None => aware_lab::train::train(&args.sim.workload(&args.apps)?, &spec, &Bar::new())?,
+        Some(address) => {
+            let remote = aware_rpc::RemoteEnvArgs { address, token_file: args.token_file, tls_ca: args.tls_ca };
+            aware_rpc::train_remote(&remote, &args.sim.spec(&args.apps), &spec, &Bar::new())?
+        }
+    };
     if args.json {
         print_json(&report)?;
     } else {

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x61ware_gym/_proto/env.proto\x12\x0c\x61ware.env.v1\"\xc9\x01\n\tEnvConfig\x12\x10\n\x08num_envs\x18\x01 \x01(\r\x12\x0c\n\x04seed\x18\x02 \x01(\x03\x12\x17\n\ntrace_seed\x18\x03 \x01(\x03H\x00\x88\x01\x01\x12\x14\n\x0cprofile_yaml\x18\x04 \x01(\t\x12\x10\n\x08scenario\x18\x05 \x01(\t\x12\x15\n\repisode_steps\x18\x06 \x01(\r\x12\x13\n\x0b\x64\x61y_seconds\x18\x07 \x01(\x01\x12\x0c\n\x04\x64\x61ys\x18\x08 \x01(\r\x12\x12\n\nmean_count\x18\t \x01(\x01\x42\r\n\x0b_trace_seed\"F\n\x0bMakeRequest\x12\x0e\n\x06\x65nv_id\x18\x01 \x01(\t\x12\'\n\x06\x63onfig\x18\x02 \x01(\x0b\x32\x17.aware.env.v1.EnvConfig\"\xa6\x01\n\x0cMakeResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12.\n\x11observation_space\x18\x02 \x01(\x0b\x32\x13.aware.env.v1.Space\x12)\n\x0c\x61\x63tion_space\x18\x03 \x01(\x0b\x32\x13.aware.env.v1.Space\x12\x10\n\x08num_envs\x18\x04 \x01(\r\x12\x15\n\repisode_steps\x18\x05 \x01(\r\"\xa3\x01\n\x05Space\x12%\n\x03\x62ox\x18\x01 \x01(\x0b\x32\x16.aware.env.v1.BoxSpaceH\x00\x12/\n\x08\x64iscrete\x18\x02 \x01(\x0b\x32\x1b.aware.env.v1.DiscreteSpaceH\x00\x12:\n\x0emulti_discrete\x18\x03 \x01(\x0b\x32 .aware.env.v1.MultiDiscreteSpaceH\x00\x42\x06\n\x04kind\"C\n\x08\x42oxSpace\x12\x0b\n\x03low\x18\x01 \x03(\x02\x12\x0c\n\x04high\x18\x02 \x03(\x02\x12\r\n\x05shape\x18\x03 \x03(\r\x12\r\n\x05\x64type\x18\x04 \x01(\t\")\n\rDiscreteSpace\x12\t\n\x01n\x18\x01 \x01(\x04\x12\r\n\x05start\x18\x02 \x01(\x03\"\"\n\x12MultiDiscreteSpace\x12\x0c\n\x04nvec\x18\x01 \x03(\x04\"/\n\x07\x41\x63tions\x12\x12\n\ncontinuous\x18\x01 \x03(\x02\x12\x10\n\x08\x64iscrete\x18\x02 \x03(\x03\"\xa8\x01\n\x0cResetRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x11\n\x04seed\x18\x02 \x01(\x03H\x00\x88\x01\x01\x12\x38\n\x07options\x18\x03 \x03(\x0b\x32\'.aware.env.v1.ResetRequest.OptionsEntry\x1a.\n\x0cOptionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x07\n\x05_seed\"H\n\x0bStepRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12%\n\x06\x61\x63tion\x18\x02 \x01(\x0b\x32\x15.aware.env.v1.Actions\"M\n\x0fStepManyRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12&\n\x07\x61\x63tions\x18\x02 \x01(\x0b\x32\x15.aware.env.v1.Actions\"\x92\x02\n\x04Info\x12\x14\n\x0cslo_violated\x18\x01 \x01(\x08\x12\x18\n\x10\x64ropped_requests\x18\x02 \x01(\x04\x12\x12\n\noom_events\x18\x03 \x01(\r\x12\x16\n\x0eillegal_action\x18\x04 \x01(\x08\x12\x13\n\x0boscillation\x18\x05 \x01(\x08\x12\x17\n\x0f\x63pu_utilisation\x18\x06 \x01(\x01\x12\x1a\n\x12memory_utilisation\x18\x07 \x01(\x01\x12\x18\n\x10slo_preservation\x18\x08 \x01(\x01\x12\x10\n\x08replicas\x18\t \x01(\r\x12\x1c\n\x14\x63pu_limit_millicores\x18\n \x01(\x04\x12\x1a\n\x12memory_limit_bytes\x18\x0b \x01(\x04\"F\n\rResetResponse\x12\x13\n\x0bobservation\x18\x01 \x03(\x02\x12 \n\x04info\x18\x02 \x01(\x0b\x32\x12.aware.env.v1.Info\"|\n\x0cStepResponse\x12\x13\n\x0bobservation\x18\x01 \x03(\x02\x12\x0e\n\x06reward\x18\x02 \x01(\x01\x12\x12\n\nterminated\x18\x03 \x01(\x08\x12\x11\n\ttruncated\x18\x04 \x01(\x08\x12 \n\x04info\x18\x05 \x01(\x0b\x32\x12.aware.env.v1.Info\"L\n\x11ResetManyResponse\x12\x14\n\x0cobservations\x18\x01 \x03(\x02\x12!\n\x05infos\x18\x02 \x03(\x0b\x32\x12.aware.env.v1.Info\"\x83\x01\n\x10StepManyResponse\x12\x14\n\x0cobservations\x18\x01 \x03(\x02\x12\x0f\n\x07rewards\x18\x02 \x03(\x01\x12\x12\n\nterminated\x18\x03 \x03(\x08\x12\x11\n\ttruncated\x18\x04 \x03(\x08\x12!\n\x05infos\x18\x05 \x03(\x0b\x32\x12.aware.env.v1.Info\"\"\n\x0c\x43loseRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"\x0f\n\rCloseResponse2\xa3\x03\n\nEnvService\x12=\n\x04Make\x12\x19.aware.env.v1.MakeRequest\x1a\x1a.aware.env.v1.MakeResponse\x12@\n\x05Reset\x12\x1a.aware.env.v1.ResetRequest\x1a\x1b.aware.env.v1.ResetResponse\x12=\n\x04Step\x12\x19.aware.env.v1.StepRequest\x1a\x1a.aware.env.v1.StepResponse\x12H\n\tResetMany\x12\x1a.aware.env.v1.ResetRequest\x1a\x1f.aware.env.v1.ResetManyResponse\x12I\n\x08StepMany\x12\x1d.aware.env.v1.StepManyRequest\x1a\x1e.aware.env.v1.StepManyResponse\x12@\n\x05\x43lose\x12\x1a.aware.env.v1.CloseRequest\x1a\x1b.aware.env.v1.CloseResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x61ware_gym/_proto/env.proto\x12\x0c\x61ware.env.v1\"\xf6\x01\n\tEnvConfig\x12\x10\n\x08num_envs\x18\x01 \x01(\r\x12\x0c\n\x04seed\x18\x02 \x01(\x03\x12\x17\n\ntrace_seed\x18\x03 \x01(\x03H\x00\x88\x01\x01\x12\x14\n\x0cprofile_yaml\x18\x04 \x01(\t\x12\x10\n\x08scenario\x18\x05 \x01(\t\x12\x15\n\repisode_steps\x18\x06 \x01(\r\x12\x13\n\x0b\x64\x61y_seconds\x18\x07 \x01(\x01\x12\x0c\n\x04\x64\x61ys\x18\x08 \x01(\r\x12\x12\n\nmean_count\x18\t \x01(\x01\x12\x12\n\npopulation\x18\n \x01(\t\x12\x17\n\x0fvertical_update\x18\x0b \x01(\tB\r\n\x0b_trace_seed\"F\n\x0bMakeRequest\x12\x0e\n\x06\x65nv_id\x18\x01 \x01(\t\x12\'\n\x06\x63onfig\x18\x02 \x01(\x0b\x32\x17.aware.env.v1.EnvConfig\"\xa6\x01\n\x0cMakeResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12.\n\x11observation_space\x18\x02 \x01(\x0b\x32\x13.aware.env.v1.Space\x12)\n\x0c\x61\x63tion_space\x18\x03 \x01(\x0b\x32\x13.aware.env.v1.Space\x12\x10\n\x08num_envs\x18\x04 \x01(\r\x12\x15\n\repisode_steps\x18\x05 \x01(\r\"\xa3\x01\n\x05Space\x12%\n\x03\x62ox\x18\x01 \x01(\x0b\x32\x16.aware.env.v1.BoxSpaceH\x00\x12/\n\x08\x64iscrete\x18\x02 \x01(\x0b\x32\x1b.aware.env.v1.DiscreteSpaceH\x00\x12:\n\x0emulti_discrete\x18\x03 \x01(\x0b\x32 .aware.env.v1.MultiDiscreteSpaceH\x00\x42\x06\n\x04kind\"C\n\x08\x42oxSpace\x12\x0b\n\x03low\x18\x01 \x03(\x02\x12\x0c\n\x04high\x18\x02 \x03(\x02\x12\r\n\x05shape\x18\x03 \x03(\r\x12\r\n\x05\x64type\x18\x04 \x01(\t\")\n\rDiscreteSpace\x12\t\n\x01n\x18\x01 \x01(\x04\x12\r\n\x05start\x18\x02 \x01(\x03\"\"\n\x12MultiDiscreteSpace\x12\x0c\n\x04nvec\x18\x01 \x03(\x04\"/\n\x07\x41\x63tions\x12\x12\n\ncontinuous\x18\x01 \x03(\x02\x12\x10\n\x08\x64iscrete\x18\x02 \x03(\x03\"\xa8\x01\n\x0cResetRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x11\n\x04seed\x18\x02 \x01(\x03H\x00\x88\x01\x01\x12\x38\n\x07options\x18\x03 \x03(\x0b\x32\'.aware.env.v1.ResetRequest.OptionsEntry\x1a.\n\x0cOptionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x07\n\x05_seed\"H\n\x0bStepRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12%\n\x06\x61\x63tion\x18\x02 \x01(\x0b\x32\x15.aware.env.v1.Actions\"M\n\x0fStepManyRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12&\n\x07\x61\x63tions\x18\x02 \x01(\x0b\x32\x15.aware.env.v1.Actions\"\x92\x02\n\x04Info\x12\x14\n\x0cslo_violated\x18\x01 \x01(\x08\x12\x18\n\x10\x64ropped_requests\x18\x02 \x01(\x04\x12\x12\n\noom_events\x18\x03 \x01(\r\x12\x16\n\x0eillegal_action\x18\x04 \x01(\x08\x12\x13\n\x0boscillation\x18\x05 \x01(\x08\x12\x17\n\x0f\x63pu_utilisation\x18\x06 \x01(\x01\x12\x1a\n\x12memory_utilisation\x18\x07 \x01(\x01\x12\x18\n\x10slo_preservation\x18\x08 \x01(\x01\x12\x10\n\x08replicas\x18\t \x01(\r\x12\x1c\n\x14\x63pu_limit_millicores\x18\n \x01(\x04\x12\x1a\n\x12memory_limit_bytes\x18\x0b \x01(\x04\"F\n\rResetResponse\x12\x13\n\x0bobservation\x18\x01 \x03(\x02\x12 \n\x04info\x18\x02 \x01(\x0b\x32\x12.aware.env.v1.Info\"|\n\x0cStepResponse\x12\x13\n\x0bobservation\x18\x01 \x03(\x02\x12\x0e\n\x06reward\x18\x02 \x01(\x01\x12\x12\n\nterminated\x18\x03 \x01(\x08\x12\x11\n\ttruncated\x18\x04 \x01(\x08\x12 \n\x04info\x18\x05 \x01(\x0b\x32\x12.aware.env.v1.Info\"L\n\x11ResetManyResponse\x12\x14\n\x0cobservations\x18\x01 \x03(\x02\x12!\n\x05infos\x18\x02 \x03(\x0b\x32\x12.aware.env.v1.Info\"\x83\x01\n\x10StepManyResponse\x12\x14\n\x0cobservations\x18\x01 \x03(\x02\x12\x0f\n\x07rewards\x18\x02 \x03(\x01\x12\x12\n\nterminated\x18\x03 \x03(\x08\x12\x11\n\ttruncated\x18\x04 \x03(\x08\x12!\n\x05infos\x18\x05 \x03(\x0b\x32\x12.aware.env.v1.Info\"\"\n\x0c\x43loseRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"\x0f\n\rCloseResponse2\xa3\x03\n\nEnvService\x12=\n\x04Make\x12\x19.aware.env.v1.MakeRequest\x1a\x1a.aware.env.v1.MakeResponse\x12@\n\x05Reset\x12\x1a.aware.env.v1.ResetRequest\x1a\x1b.aware.env.v1.ResetResponse\x12=\n\x04Step\x12\x19.aware.env.v1.StepRequest\x1a\x1a.aware.env.v1.StepResponse\x12H\n\tResetMany\x12\x1a.aware.env.v1.ResetRequest\x1a\x1f.aware.env.v1.ResetManyResponse\x12I\n\x08StepMany\x12\x1d.aware.env.v1.StepManyRequest\x1a\x1e.aware.env.v1.StepManyResponse\x12@\n\x05\x43lose\x12\x1a.aware.env.v1.CloseRequest\x1a\x1b.aware.env.v1.CloseResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,43 +34,43 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RESETREQUEST_OPTIONSENTRY']._loaded_options = None
   _globals['_RESETREQUEST_OPTIONSENTRY']._serialized_options = b'8\001'
   _globals['_ENVCONFIG']._serialized_start=45
-  _globals['_ENVCONFIG']._serialized_end=246
-  _globals['_MAKEREQUEST']._serialized_start=248
-  _globals['_MAKEREQUEST']._serialized_end=318
-  _globals['_MAKERESPONSE']._serialized_start=321
-  _globals['_MAKERESPONSE']._serialized_end=487
-  _globals['_SPACE']._serialized_start=490
-  _globals['_SPACE']._serialized_end=653
-  _globals['_BOXSPACE']._serialized_start=655
-  _globals['_BOXSPACE']._serialized_end=722
-  _globals['_DISCRETESPACE']._serialized_start=724
-  _globals['_DISCRETESPACE']._serialized_end=765
-  _globals['_MULTIDISCRETESPACE']._serialized_start=767
-  _globals['_MULTIDISCRETESPACE']._serialized_end=801
-  _globals['_ACTIONS']._serialized_start=803
-  _globals['_ACTIONS']._serialized_end=850
-  _globals['_RESETREQUEST']._serialized_start=853
-  _globals['_RESETREQUEST']._serialized_end=1021
-  _globals['_RESETREQUEST_OPTIONSENTRY']._serialized_start=966
-  _globals['_RESETREQUEST_OPTIONSENTRY']._serialized_end=1012
-  _globals['_STEPREQUEST']._serialized_start=1023
-  _globals['_STEPREQUEST']._serialized_end=1095
-  _globals['_STEPMANYREQUEST']._serialized_start=1097
-  _globals['_STEPMANYREQUEST']._serialized_end=1174
-  _globals['_INFO']._serialized_start=1177
-  _globals['_INFO']._serialized_end=1451
-  _globals['_RESETRESPONSE']._serialized_start=1453
-  _globals['_RESETRESPONSE']._serialized_end=1523
-  _globals['_STEPRESPONSE']._serialized_start=1525
-  _globals['_STEPRESPONSE']._serialized_end=1649
-  _globals['_RESETMANYRESPONSE']._serialized_start=1651
-  _globals['_RESETMANYRESPONSE']._serialized_end=1727
-  _globals['_STEPMANYRESPONSE']._serialized_start=1730
-  _globals['_STEPMANYRESPONSE']._serialized_end=1861
-  _globals['_CLOSEREQUEST']._serialized_start=1863
-  _globals['_CLOSEREQUEST']._serialized_end=1897
-  _globals['_CLOSERESPONSE']._serialized_start=1899
-  _globals['_CLOSERESPONSE']._serialized_end=1914
-  _globals['_ENVSERVICE']._serialized_start=1917
-  _globals['_ENVSERVICE']._serialized_end=2336
+  _globals['_ENVCONFIG']._serialized_end=291
+  _globals['_MAKEREQUEST']._serialized_start=293
+  _globals['_MAKEREQUEST']._serialized_end=363
+  _globals['_MAKERESPONSE']._serialized_start=366
+  _globals['_MAKERESPONSE']._serialized_end=532
+  _globals['_SPACE']._serialized_start=535
+  _globals['_SPACE']._serialized_end=698
+  _globals['_BOXSPACE']._serialized_start=700
+  _globals['_BOXSPACE']._serialized_end=767
+  _globals['_DISCRETESPACE']._serialized_start=769
+  _globals['_DISCRETESPACE']._serialized_end=810
+  _globals['_MULTIDISCRETESPACE']._serialized_start=812
+  _globals['_MULTIDISCRETESPACE']._serialized_end=846
+  _globals['_ACTIONS']._serialized_start=848
+  _globals['_ACTIONS']._serialized_end=895
+  _globals['_RESETREQUEST']._serialized_start=898
+  _globals['_RESETREQUEST']._serialized_end=1066
+  _globals['_RESETREQUEST_OPTIONSENTRY']._serialized_start=1011
+  _globals['_RESETREQUEST_OPTIONSENTRY']._serialized_end=1057
+  _globals['_STEPREQUEST']._serialized_start=1068
+  _globals['_STEPREQUEST']._serialized_end=1140
+  _globals['_STEPMANYREQUEST']._serialized_start=1142
+  _globals['_STEPMANYREQUEST']._serialized_end=1219
+  _globals['_INFO']._serialized_start=1222
+  _globals['_INFO']._serialized_end=1496
+  _globals['_RESETRESPONSE']._serialized_start=1498
+  _globals['_RESETRESPONSE']._serialized_end=1568
+  _globals['_STEPRESPONSE']._serialized_start=1570
+  _globals['_STEPRESPONSE']._serialized_end=1694
+  _globals['_RESETMANYRESPONSE']._serialized_start=1696
+  _globals['_RESETMANYRESPONSE']._serialized_end=1772
+  _globals['_STEPMANYRESPONSE']._serialized_start=1775
+  _globals['_STEPMANYRESPONSE']._serialized_end=1906
+  _globals['_CLOSEREQUEST']._serialized_start=1908
+  _globals['_CLOSEREQUEST']._serialized_end=1942
+  _globals['_CLOSERESPONSE']._serialized_start=1944
+  _globals['_CLOSERESPONSE']._serialized_end=1959
+  _globals['_ENVSERVICE']._serialized_start=1962
+  _globals['_ENVSERVICE']._serialized_end=2381
 # @@protoc_insertion_point(module_scope)

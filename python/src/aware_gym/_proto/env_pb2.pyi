@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class EnvConfig(_message.Message):
-    __slots__ = ("num_envs", "seed", "trace_seed", "profile_yaml", "scenario", "episode_steps", "day_seconds", "days", "mean_count")
+    __slots__ = ("num_envs", "seed", "trace_seed", "profile_yaml", "scenario", "episode_steps", "day_seconds", "days", "mean_count", "population", "vertical_update")
     NUM_ENVS_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     TRACE_SEED_FIELD_NUMBER: _ClassVar[int]
@@ -17,6 +17,8 @@ class EnvConfig(_message.Message):
     DAY_SECONDS_FIELD_NUMBER: _ClassVar[int]
     DAYS_FIELD_NUMBER: _ClassVar[int]
     MEAN_COUNT_FIELD_NUMBER: _ClassVar[int]
+    POPULATION_FIELD_NUMBER: _ClassVar[int]
+    VERTICAL_UPDATE_FIELD_NUMBER: _ClassVar[int]
     num_envs: int
     seed: int
     trace_seed: int
@@ -26,7 +28,9 @@ class EnvConfig(_message.Message):
     day_seconds: float
     days: int
     mean_count: float
-    def __init__(self, num_envs: _Optional[int] = ..., seed: _Optional[int] = ..., trace_seed: _Optional[int] = ..., profile_yaml: _Optional[str] = ..., scenario: _Optional[str] = ..., episode_steps: _Optional[int] = ..., day_seconds: _Optional[float] = ..., days: _Optional[int] = ..., mean_count: _Optional[float] = ...) -> None: ...
+    population: str
+    vertical_update: str
+    def __init__(self, num_envs: _Optional[int] = ..., seed: _Optional[int] = ..., trace_seed: _Optional[int] = ..., profile_yaml: _Optional[str] = ..., scenario: _Optional[str] = ..., episode_steps: _Optional[int] = ..., day_seconds: _Optional[float] = ..., days: _Optional[int] = ..., mean_count: _Optional[float] = ..., population: _Optional[str] = ..., vertical_update: _Optional[str] = ...) -> None: ...
 
 class MakeRequest(_message.Message):
     __slots__ = ("env_id", "config")
