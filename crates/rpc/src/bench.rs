@@ -74,7 +74,10 @@ pub fn run(options: &BenchOptions) -> Result<BenchReport, BenchError> {
             return Err(BenchError::Zero(name));
         }
     }
-    let id = EnvId::Autoscale;
+    // The discrete space's no-op keeps every app at the allocation it was sized for; the
+    // continuous space has no such action (0 is the middle of each app's bounds, hundreds of
+    // replicas for some apps), so a step would cost what that arbitrary size costs.
+    let id = EnvId::AutoscaleDiscrete;
     let token = "bench-token".to_string();
     let server = server::spawn("127.0.0.1:0", ServerSettings { token: Some(token.clone()), ..Default::default() }, 1)?;
     let address = server.addr().to_string();
@@ -83,7 +86,7 @@ pub fn run(options: &BenchOptions) -> Result<BenchReport, BenchError> {
     let long = Some(options.steps.saturating_add(1).min(envs::MAX_EPISODE_STEPS));
     let single_config = MakeConfig { num_envs: 1, seed: options.seed, episode_steps: long, ..Default::default() };
     let batch_config = MakeConfig { num_envs: options.apps, ..single_config.clone() };
-    let hold = Action::Continuous(vec![0.0; 3]);
+    let hold = Action::Discrete(0);
     let batch_actions = vec![hold.clone(); options.apps as usize];
 
     let (mut single, mut batched, mut local) = (Vec::new(), Vec::new(), Vec::new());
