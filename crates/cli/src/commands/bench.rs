@@ -17,6 +17,54 @@ pub enum Bench {
     /// The environment service on loopback: unary Step calls, batched StepMany and in-process
     /// steps per second (starts its own server).
     Rpc(RpcArgs),
+    /// The meta-learner at AWARE's size: one embedding of M trajectories and one meta-training
+    /// step (forward, backward, Adam); RAYON_NUM_THREADS=1 times it on one thread.
+    Meta(MetaArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct MetaArgs {
+    /// M: trajectories in the bundle.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    trajectories: u32,
+    /// T: steps per trajectory.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    steps: u32,
+    /// F: features per step (state ⊕ action ⊕ reward).
+    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    features: u32,
+    /// Timed repetitions of each measurement (the median is reported).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    repeats: u32,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn meta(args: MetaArgs) -> Result<ExitCode> {
+    let spec = aware_meta::bench::MetaBenchSpec {
+        trajectories: args.trajectories as usize,
+        steps: args.steps as usize,
+        features: args.features as usize,
+        repeats: args.repeats,
+    };
+    let report = aware_meta::bench::run(&spec)?;
+    if args.json {
+        print_json(&report)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    debug_warning(report.release_build);
+    outln!(
+        "meta-learner, {} parameters, M = {} trajectories × T = {} steps × F = {} features, {} thread(s)",
+        report.parameters,
+        report.trajectories,
+        report.steps,
+        report.features,
+        report.threads
+    );
+    outln!("embedding:          {:>12.0} µs median", report.embed_us);
+    outln!("meta-training step: {:>12.0} µs median", report.meta_train_step_us);
+    Ok(ExitCode::SUCCESS)
 }
 
 #[derive(clap::Args, Debug)]
@@ -114,6 +162,7 @@ pub fn run(bench: Bench) -> Result<ExitCode> {
         Bench::Store(args) => store(args),
         Bench::Agents(args) => agents(args),
         Bench::Rpc(args) => rpc(args),
+        Bench::Meta(args) => meta(args),
     }
 }
 

@@ -1,0 +1,155 @@
+//! A bundle: the M trajectories of one ⟨application, environment⟩ pair the meta-learner reads,
+//! laid out time-major and zero-padded to the longest, with a mask of the steps that exist.
+
+use crate::MetaError;
+use aware_store::Transition;
+
+/// One step of a trajectory as the meta-learner reads it: state ⊕ action ⊕ reward.
+pub fn step_features(t: &Transition) -> Vec<f32> {
+    let mut v = Vec::with_capacity(t.state.len() + t.action.len() + 1);
+    v.extend_from_slice(&t.state);
+    v.extend_from_slice(&t.action);
+    v.push(t.reward);
+    v
+}
+
+/// M trajectories of up to T steps of F features each.
+///
+/// `data` is time-major, `[T, M, F]` (step t of trajectory m at `(t·M + m)·F`), so that one
+/// GRU step reads one contiguous slab; steps past a trajectory's end are zero and masked out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bundle {
+    trajectories: usize,
+    steps: usize,
+    features: usize,
+    data: Vec<f32>,
+    lengths: Vec<usize>,
+}
+
+impl Bundle {
+    /// A bundle from trajectories given as lists of step vectors. Refuses an empty bundle, an
+    /// empty trajectory, steps of different widths and non-finite values, naming the
+    /// trajectory, step and component.
+    pub fn new(trajectories: &[Vec<Vec<f32>>]) -> Result<Self, MetaError> {
+        let m = trajectories.len();
+        let first = trajectories.first().ok_or(MetaError::EmptyBundle)?;
+        let features = first.first().map(Vec::len).ok_or(MetaError::EmptyTrajectory { trajectory: 0 })?;
+        if features == 0 {
+            return Err(MetaError::BadStep { trajectory: 0, step: 0, reason: "has no features".into() });
+        }
+        let mut lengths = Vec::with_capacity(m);
+        for (i, traj) in trajectories.iter().enumerate() {
+            if traj.is_empty() {
+                return Err(MetaError::EmptyTrajectory { trajectory: i });
+            }
+            for (t, step) in traj.iter().enumerate() {
+                if step.len() != features {
+                    return Err(MetaError::BadStep {
+                        trajectory: i,
+                        step: t,
+                        reason: format!("has {} features, the bundle's first step has {features}", step.len()),
+                    });
+                }
+                if let Some(c) = step.iter().position(|v| !v.is_finite()) {
+                    return Err(MetaError::BadStep {
+                        trajectory: i,
+                        step: t,
+                        reason: format!("component {c} is {}", step[c]),
+                    });
+                }
+            }
+            lengths.push(traj.len());
+        }
+        let steps = lengths.iter().copied().max().unwrap_or(0);
+        let mut data = vec![0.0; steps * m * features];
+        for (i, traj) in trajectories.iter().enumerate() {
+            for (t, step) in traj.iter().enumerate() {
+                let at = (t * m + i) * features;
+                data[at..at + features].copy_from_slice(step);
+            }
+        }
+        Ok(Self { trajectories: m, steps, features, data, lengths })
+    }
+
+    /// A bundle from stored episodes' transitions (each ⟨state, action, reward⟩ one step).
+    pub fn from_transitions(episodes: &[Vec<Transition>]) -> Result<Self, MetaError> {
+        let trajectories: Vec<Vec<Vec<f32>>> = episodes.iter().map(|e| e.iter().map(step_features).collect()).collect();
+        Self::new(&trajectories)
+    }
+
+    /// M.
+    pub fn trajectories(&self) -> usize {
+        self.trajectories
+    }
+
+    /// T, the longest trajectory's length.
+    pub fn steps(&self) -> usize {
+        self.steps
+    }
+
+    /// F.
+    pub fn features(&self) -> usize {
+        self.features
+    }
+
+    /// Each trajectory's own length.
+    pub fn lengths(&self) -> &[usize] {
+        &self.lengths
+    }
+
+    /// The padded steps, `[T, M, F]` row-major.
+    pub fn data(&self) -> &[f32] {
+        &self.data
+    }
+
+    /// 1 where step t of trajectory m exists, 0 in the padding; `[T, M]` row-major.
+    pub fn mask(&self) -> Vec<f32> {
+        let m = self.trajectories;
+        let mut mask = vec![0.0; self.steps * m];
+        for (i, &len) in self.lengths.iter().enumerate() {
+            for t in 0..len {
+                mask[t * m + i] = 1.0;
+            }
+        }
+        mask
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_are_time_major_and_padding_is_masked() {
+        let b = Bundle::new(&[vec![vec![1.0, 2.0], vec![3.0, 4.0]], vec![vec![5.0, 6.0]]]).unwrap();
+        assert_eq!((b.trajectories(), b.steps(), b.features()), (2, 2, 2));
+        assert_eq!(b.data(), &[1.0, 2.0, 5.0, 6.0, 3.0, 4.0, 0.0, 0.0]);
+        assert_eq!(b.mask(), vec![1.0, 1.0, 1.0, 0.0]);
+        assert_eq!(b.lengths(), &[2, 1]);
+    }
+
+    #[test]
+    fn bad_bundles_are_refused_with_where() {
+        assert_eq!(Bundle::new(&[]).unwrap_err().to_string(), "the bundle holds no trajectory");
+        let e = Bundle::new(&[vec![vec![1.0]], vec![]]).unwrap_err();
+        assert_eq!(e.to_string(), "trajectory 1 has no step");
+        let e = Bundle::new(&[vec![vec![1.0, 2.0]], vec![vec![1.0, 2.0], vec![f32::NAN, 0.0]]]).unwrap_err();
+        assert_eq!(e.to_string(), "trajectory 1, step 1: component 0 is NaN");
+        let e = Bundle::new(&[vec![vec![1.0, 2.0], vec![1.0]]]).unwrap_err();
+        assert_eq!(e.to_string(), "trajectory 0, step 1: has 1 features, the bundle's first step has 2");
+    }
+
+    #[test]
+    fn transitions_read_as_state_action_reward() {
+        let t = Transition {
+            step: 0,
+            state: vec![0.5, 0.25],
+            action: vec![-1.0],
+            reward: 2.0,
+            next_state: vec![0.0, 0.0],
+            done: false,
+        };
+        let b = Bundle::from_transitions(&[vec![t]]).unwrap();
+        assert_eq!(b.data(), &[0.5, 0.25, -1.0, 2.0]);
+    }
+}
