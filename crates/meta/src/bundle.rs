@@ -115,6 +115,46 @@ impl Bundle {
     }
 }
 
+/// Bundles side by side, padded to the longest: `x` `[T, N, F]` over every trajectory of every
+/// bundle (N = Σ M_b), `mask` `[T, N]`, and each bundle's first row and row count.
+#[derive(Debug, Clone)]
+pub(crate) struct Packed {
+    pub x: Vec<f32>,
+    pub mask: Vec<f32>,
+    pub steps: usize,
+    pub rows: usize,
+    pub features: usize,
+    pub groups: Vec<(usize, usize)>,
+}
+
+impl Packed {
+    /// All bundles must have the same number of features (the caller checks).
+    pub fn new(bundles: &[&Bundle]) -> Self {
+        let steps = bundles.iter().map(|b| b.steps()).max().unwrap_or(0);
+        let rows: usize = bundles.iter().map(|b| b.trajectories()).sum();
+        let f = bundles.first().map_or(0, |b| b.features());
+        let mut x = vec![0.0f32; steps * rows * f];
+        let mut mask = vec![0.0f32; steps * rows];
+        let mut groups = Vec::with_capacity(bundles.len());
+        let mut col = 0;
+        for b in bundles {
+            let (m, data, own) = (b.trajectories(), b.data(), b.mask());
+            for t in 0..b.steps() {
+                let at = (t * rows + col) * f;
+                x[at..at + m * f].copy_from_slice(&data[t * m * f..(t + 1) * m * f]);
+                mask[t * rows + col..t * rows + col + m].copy_from_slice(&own[t * m..(t + 1) * m]);
+            }
+            groups.push((col, m));
+            col += m;
+        }
+        Self { x, mask, steps, rows, features: f, groups }
+    }
+
+    pub fn input(&self) -> crate::fused::Input<'_> {
+        crate::fused::Input { x: &self.x, mask: &self.mask, steps: self.steps, rows: self.rows, groups: &self.groups }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,6 +15,7 @@
 
 pub mod bench;
 mod bundle;
+mod fused;
 mod net;
 mod select;
 
@@ -22,9 +23,7 @@ pub use bundle::{Bundle, step_features};
 pub use net::{Batch, BiGruLayer, MetaNet};
 pub use select::{EmbeddingCache, select};
 
-use burn::module::Module;
-use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
-use burn::tensor::{Device, Tensor};
+use burn::tensor::Device;
 use serde::{Deserialize, Serialize};
 
 /// Which stored episodes make a bundle.
@@ -136,19 +135,25 @@ pub enum MetaError {
     Features { got: usize, expected: usize },
     #[error("the meta-training loss is {0}")]
     Loss(f32),
+    #[error("the loss's gradient with respect to the embeddings {0}")]
+    Gradient(String),
     #[error("episode {id}: {reason}")]
     Episode { id: aware_store::EpisodeId, reason: String },
     #[error(transparent)]
     Store(#[from] aware_store::StoreError),
 }
 
-/// The meta-learner: its network on the training device, a gradient-free copy for embedding,
-/// and Adam.
+/// The meta-learner: its parameters (one flat vector, laid out as [`MetaNet::from_params`]
+/// reads them), Adam, and the dropout generator.
+///
+/// Embedding and training run the fused pass (`fused`), which equals [`MetaNet`] on burn (the
+/// readable reference, tested against each other) at a fraction of the cost.
 pub struct MetaLearner {
     config: MetaConfig,
-    net: MetaNet,
-    frozen: MetaNet,
-    optimizer: ModuleOptimizer,
+    layout: fused::Layout,
+    params: Vec<f32>,
+    adam: fused::Adam,
+    rng: rand_pcg::Pcg64Mcg,
     updates: u64,
     /// Meta-model updates are switched off at adaptation time (FLASH's toggle).
     learning: bool,
@@ -160,15 +165,55 @@ impl std::fmt::Debug for MetaLearner {
     }
 }
 
+/// One forward pass with what its backward pass needs: the embeddings (`[B, E]` row-major) and
+/// the tape. Hand it back to [`MetaLearner::step`] with the loss's gradient.
+pub struct Pass {
+    embeddings: Vec<f32>,
+    tape: fused::Tape,
+    bundles: usize,
+    /// The meta-learner's update count when the pass ran: a step on a stale pass is refused.
+    updates: u64,
+}
+
+impl Pass {
+    /// `[B, E]` row-major.
+    pub fn embeddings(&self) -> &[f32] {
+        &self.embeddings
+    }
+
+    pub fn bundles(&self) -> usize {
+        self.bundles
+    }
+}
+
 impl MetaLearner {
     pub fn new(config: MetaConfig, seed: u64) -> Result<Self, MetaError> {
         config.check()?;
-        let net = MetaNet::new(&config, seed, &Device::default().autodiff());
-        Ok(Self { frozen: net.valid(), net, optimizer: AdamConfig::new().init(), config, updates: 0, learning: true })
+        let layout = fused::Layout::new(&config);
+        let params = layout.init(seed);
+        Ok(Self {
+            adam: fused::Adam::new(layout.len),
+            rng: <rand_pcg::Pcg64Mcg as rand::SeedableRng>::seed_from_u64(seed ^ 0xd20_9047),
+            params,
+            layout,
+            config,
+            updates: 0,
+            learning: true,
+        })
     }
 
     pub fn config(&self) -> &MetaConfig {
         &self.config
+    }
+
+    /// Every parameter, in the layout [`MetaNet::from_params`] reads.
+    pub fn params(&self) -> &[f32] {
+        &self.params
+    }
+
+    /// The same network on burn (the reference implementation; for checkpoints and tests).
+    pub fn to_net(&self, device: &Device) -> MetaNet {
+        MetaNet::from_params(&self.config, &self.params, device)
     }
 
     /// Meta-training steps taken.
@@ -176,14 +221,19 @@ impl MetaLearner {
         self.updates
     }
 
-    /// Freezes (false) or thaws (true) the meta-model: frozen, [`MetaLearner::train_step`]
-    /// computes the loss but leaves every parameter as it is.
+    /// Freezes (false) or thaws (true) the meta-model: frozen, [`MetaLearner::step`] computes
+    /// nothing and leaves every parameter as it is.
     pub fn set_learning(&mut self, on: bool) {
         self.learning = on;
     }
 
     pub fn is_learning(&self) -> bool {
         self.learning
+    }
+
+    /// The number of trainable parameters.
+    pub fn parameters(&self) -> usize {
+        self.params.len()
     }
 
     fn check(&self, bundles: &[&Bundle]) -> Result<(), MetaError> {
@@ -209,60 +259,88 @@ impl MetaLearner {
         Ok(self.embed_many(&[bundle])?.pop().expect("one bundle, one embedding"))
     }
 
-    /// One embedding per bundle, computed in one batched pass.
+    /// One embedding per bundle, computed in one batched pass (no dropout).
     pub fn embed_many(&self, bundles: &[&Bundle]) -> Result<Vec<Vec<f32>>, MetaError> {
         self.check(bundles)?;
-        let batch = Batch::new(bundles, &Device::default());
-        let out = self.frozen.forward(&batch);
-        let flat = out.into_data().try_to_vec::<f32>().expect("f32 tensor");
+        let packed = bundle::Packed::new(bundles);
+        let (flat, _) = fused::forward(&self.layout, &self.params, 0.0, &packed.input(), None);
         Ok(flat.chunks(self.config.embedding).map(<[f32]>::to_vec).collect())
     }
 
-    /// The embeddings of `bundles` with gradients attached (`[B, embedding]`), for a caller that
-    /// builds its loss from them and passes it to [`MetaLearner::step`].
-    pub fn embed_for_training(&self, bundles: &[&Bundle]) -> Result<Tensor<2>, MetaError> {
+    /// A training forward pass (dropout on) over `bundles`: their embeddings, for a caller that
+    /// builds its loss from them (the base learner's), and the tape [`MetaLearner::step`] needs.
+    pub fn forward(&mut self, bundles: &[&Bundle]) -> Result<Pass, MetaError> {
         self.check(bundles)?;
-        let batch = Batch::new(bundles, &Device::default().autodiff());
-        Ok(self.net.forward(&batch))
+        let packed = bundle::Packed::new(bundles);
+        let (embeddings, tape) =
+            fused::forward(&self.layout, &self.params, self.config.dropout, &packed.input(), Some(&mut self.rng));
+        Ok(Pass { embeddings, tape, bundles: bundles.len(), updates: self.updates })
     }
 
-    /// Back-propagates `loss` (a scalar built from [`MetaLearner::embed_for_training`]'s
-    /// output) into the meta-learner and takes one Adam step, unless updates are switched off.
-    /// Returns the loss. A non-finite loss changes nothing and is an error.
-    pub fn step(&mut self, loss: Tensor<1>) -> Result<f32, MetaError> {
-        let value = loss.clone().detach().into_data().try_to_vec::<f32>().expect("f32 tensor")[0];
-        if !value.is_finite() {
-            return Err(MetaError::Loss(value));
+    /// Back-propagates `d_embeddings` (the loss's gradient with respect to the pass's
+    /// embeddings, `[B, E]`) into the meta-learner and takes one Adam step, unless updates are
+    /// switched off. A non-finite gradient changes nothing and is an error.
+    pub fn step(&mut self, pass: &Pass, d_embeddings: &[f32]) -> Result<(), MetaError> {
+        if d_embeddings.len() != pass.embeddings.len() {
+            return Err(MetaError::Gradient(format!(
+                "{} values for {} embeddings of {}",
+                d_embeddings.len(),
+                pass.bundles,
+                self.config.embedding
+            )));
         }
-        if self.learning {
-            let grads = GradientsParams::from_grads(loss.backward(), &self.net);
-            self.net = self.optimizer.step(self.config.learning_rate, self.net.clone(), grads);
-            self.frozen = self.net.valid();
-            self.updates += 1;
+        if let Some(v) = d_embeddings.iter().find(|v| !v.is_finite()) {
+            return Err(MetaError::Gradient(format!("holds {v}")));
         }
-        Ok(value)
+        if pass.updates != self.updates {
+            return Err(MetaError::Gradient("its pass predates the last meta-training step".into()));
+        }
+        if !self.learning {
+            return Ok(());
+        }
+        let grad = self.gradient(pass, d_embeddings);
+        self.adam.step(&mut self.params, &grad, self.config.learning_rate);
+        self.updates += 1;
+        Ok(())
     }
 
-    /// One meta-training step with the loss `loss` computes from the embeddings.
+    /// The gradient of every parameter, given the loss's gradient with respect to the pass's
+    /// embeddings.
+    pub fn gradient(&self, pass: &Pass, d_embeddings: &[f32]) -> Vec<f32> {
+        let mut grad = vec![0.0; self.layout.len];
+        fused::backward(&self.layout, &self.params, &pass.tape, d_embeddings, &mut grad);
+        grad
+    }
+
+    /// One meta-training step with a loss computed on the embeddings: `loss(embeddings)`
+    /// returns the loss and its gradient with respect to them. Returns the loss.
     pub fn train_step(
         &mut self,
         bundles: &[&Bundle],
-        loss: impl FnOnce(Tensor<2>) -> Tensor<1>,
+        loss: impl FnOnce(&[f32]) -> (f32, Vec<f32>),
     ) -> Result<f32, MetaError> {
-        let embeddings = self.embed_for_training(bundles)?;
-        self.step(loss(embeddings))
+        let pass = self.forward(bundles)?;
+        let (value, d) = loss(pass.embeddings());
+        if !value.is_finite() {
+            return Err(MetaError::Loss(value));
+        }
+        self.step(&pass, &d)?;
+        Ok(value)
     }
+}
 
-    /// The number of trainable parameters.
-    pub fn parameters(&self) -> usize {
-        self.net.num_params()
-    }
+/// The mean squared error of embeddings against targets (both `[B, E]`) and its gradient.
+pub fn mean_squared_error(embeddings: &[f32], targets: &[f32]) -> (f32, Vec<f32>) {
+    assert_eq!(embeddings.len(), targets.len(), "embeddings and targets differ in size");
+    let n = embeddings.len().max(1) as f32;
+    let loss = embeddings.iter().zip(targets).map(|(e, t)| (e - t) * (e - t)).sum::<f32>() / n;
+    let grad = embeddings.iter().zip(targets).map(|(e, t)| 2.0 * (e - t) / n).collect();
+    (loss, grad)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use burn::tensor::TensorData;
 
     /// Two workload families whose steps take the same values in opposite time order (load
     /// ramping up through the episode, or down), so only the sequence tells them apart.
@@ -282,10 +360,8 @@ mod tests {
         Bundle::new(&traj).unwrap()
     }
 
-    fn targets(ups: &[bool]) -> Tensor<2> {
-        let v: Vec<f32> =
-            ups.iter().flat_map(|&up| (0..8).map(move |i| if (i < 4) == up { 1.0 } else { 0.0 })).collect();
-        Tensor::from_data(TensorData::new(v, [ups.len(), 8]), &Device::default().autodiff())
+    fn targets(ups: &[bool]) -> Vec<f32> {
+        ups.iter().flat_map(|&up| (0..8).map(move |i| if (i < 4) == up { 1.0 } else { 0.0 })).collect()
     }
 
     fn config() -> MetaConfig {
@@ -305,7 +381,8 @@ mod tests {
         let ups = [true, false, true, false, true, false];
         let train: Vec<Bundle> = ups.iter().enumerate().map(|(i, &up)| family(up, 3, i as u64)).collect();
         let refs: Vec<&Bundle> = train.iter().collect();
-        let loss = |e: Tensor<2>| (e - targets(&ups)).powf_scalar(2.0).mean();
+        let goal = targets(&ups);
+        let loss = |e: &[f32]| mean_squared_error(e, &goal);
         let first = learner.train_step(&refs, loss).unwrap();
         let mut last = first;
         for _ in 0..150 {
@@ -330,12 +407,13 @@ mod tests {
         let b = family(true, 3, 0);
         let before = learner.embed(&b).unwrap();
         learner.set_learning(false);
-        let loss = learner.train_step(&[&b], |e| (e - targets(&[false])).powf_scalar(2.0).mean()).unwrap();
+        let goal = targets(&[false]);
+        let loss = learner.train_step(&[&b], |e| mean_squared_error(e, &goal)).unwrap();
         assert!(loss.is_finite());
         assert_eq!(learner.embed(&b).unwrap(), before);
         assert_eq!(learner.updates(), 0);
         learner.set_learning(true);
-        learner.train_step(&[&b], |e| (e - targets(&[false])).powf_scalar(2.0).mean()).unwrap();
+        learner.train_step(&[&b], |e| mean_squared_error(e, &goal)).unwrap();
         assert_ne!(learner.embed(&b).unwrap(), before);
     }
 
@@ -344,9 +422,17 @@ mod tests {
         let mut learner = MetaLearner::new(config(), 3).unwrap();
         let b = family(false, 3, 1);
         let before = learner.embed(&b).unwrap();
-        let err = learner.train_step(&[&b], |e| e.mean().mul_scalar(f32::NAN)).unwrap_err();
+        let err = learner.train_step(&[&b], |e| (f32::NAN, vec![0.0; e.len()])).unwrap_err();
         assert_eq!(err.to_string(), "the meta-training loss is NaN");
+        let err = learner.train_step(&[&b], |e| (1.0, vec![f32::INFINITY; e.len()])).unwrap_err();
+        assert_eq!(err.to_string(), "the loss's gradient with respect to the embeddings holds inf");
+        let err = learner.train_step(&[&b], |_| (1.0, vec![0.0; 3])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the loss's gradient with respect to the embeddings 3 values for 1 embeddings of 8"
+        );
         assert_eq!(learner.embed(&b).unwrap(), before);
+        assert_eq!(learner.updates(), 0);
     }
 
     #[test]
@@ -378,5 +464,91 @@ mod tests {
         }
         MetaConfig::flash(15).check().unwrap();
         assert_eq!(MetaConfig::flash(15).embedding, 32);
+    }
+
+    #[test]
+    fn a_step_on_a_stale_pass_is_refused() {
+        let mut learner = MetaLearner::new(config(), 3).unwrap();
+        let b = family(true, 3, 0);
+        let old = learner.forward(&[&b]).unwrap();
+        let fresh = learner.forward(&[&b]).unwrap();
+        learner.step(&fresh, &[0.1; 8]).unwrap();
+        let err = learner.step(&old, &[0.1; 8]).unwrap_err();
+        assert!(err.to_string().ends_with("its pass predates the last meta-training step"), "{err}");
+    }
+
+    /// Small sizes, uneven lengths, two bundles: the fused pass against burn's network.
+    fn small() -> (MetaConfig, Vec<Bundle>) {
+        let c = MetaConfig { hidden: 6, fc: 5, embedding: 4, min_trajectories: 1, ..MetaConfig::aware(3) };
+        let traj = |lengths: &[usize], salt: usize| -> Vec<Vec<Vec<f32>>> {
+            lengths
+                .iter()
+                .enumerate()
+                .map(|(m, &len)| {
+                    (0..len)
+                        .map(|t| {
+                            (0..3).map(|f| (((m * 37 + t * 11 + f * 5 + salt * 13) % 17) as f32 / 8.0) - 1.0).collect()
+                        })
+                        .collect()
+                })
+                .collect()
+        };
+        (c, vec![Bundle::new(&traj(&[5, 2, 4], 0)).unwrap(), Bundle::new(&traj(&[3, 3], 1)).unwrap()])
+    }
+
+    fn close(a: &[f32], b: &[f32], what: &str) {
+        assert_eq!(a.len(), b.len(), "{what}: lengths");
+        for (i, (x, y)) in a.iter().zip(b).enumerate() {
+            assert!((x - y).abs() <= 1e-5 + 1e-3 * y.abs(), "{what}[{i}]: fused {x} vs burn {y}");
+        }
+    }
+
+    #[test]
+    fn the_fused_pass_embeds_as_burns_network() {
+        let (c, bundles) = small();
+        for seed in [1, 2, 3] {
+            let learner = MetaLearner::new(c.clone(), seed).unwrap();
+            let refs: Vec<&Bundle> = bundles.iter().collect();
+            let d = Device::default();
+            let burn = learner.to_net(&d).forward(&Batch::new(&refs, &d)).into_data().try_to_vec::<f32>().unwrap();
+            let fused: Vec<f32> = learner.embed_many(&refs).unwrap().concat();
+            close(&fused, &burn, "embedding");
+        }
+    }
+
+    #[test]
+    fn the_fused_gradient_is_burns_autodiff() {
+        use burn::module::{Module, ModuleVisitor, Param};
+        use burn::tensor::{Tensor, TensorData};
+        let (c, bundles) = small();
+        let refs: Vec<&Bundle> = bundles.iter().collect();
+        let mut learner = MetaLearner::new(c.clone(), 11).unwrap();
+        // Loss = Σ w ⊙ e for fixed weights w: its gradient with respect to e is w.
+        let w: Vec<f32> = (0..2 * c.embedding).map(|i| ((i * 7) % 5) as f32 / 2.0 - 1.0).collect();
+        let pass = learner.forward(&refs).unwrap();
+        assert!(pass.embeddings().iter().filter(|v| **v > 0.0).count() >= 2, "mostly dead: {:?}", pass.embeddings());
+        let fused = learner.gradient(&pass, &w);
+        let d = Device::default().autodiff();
+        let net = learner.to_net(&d);
+        let e = net.forward(&Batch::new(&refs, &d));
+        let loss = (e * Tensor::<2>::from_data(TensorData::new(w.clone(), [2, c.embedding]), &d)).sum();
+        let grads = loss.backward();
+        struct Collect<'a>(&'a burn::tensor::Gradients, Vec<f32>);
+        impl ModuleVisitor for Collect<'_> {
+            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+                let g = param.val().grad(self.0).expect("every parameter has a gradient");
+                self.1.extend(g.into_data().try_to_vec::<f32>().unwrap());
+            }
+        }
+        let mut collect = Collect(&grads, Vec::new());
+        net.visit(&mut collect);
+        // The module visits parameters in declaration order, which is the flat layout's.
+        close(&fused, &collect.1, "gradient");
+        assert!(fused.iter().filter(|g| g.abs() > 1e-6).count() > fused.len() / 2, "most gradients vanish");
+        // And a step moves the embedding along −w.
+        let before: f32 = pass.embeddings().iter().zip(&w).map(|(a, b)| a * b).sum();
+        learner.step(&pass, &w).unwrap();
+        let after: f32 = learner.forward(&refs).unwrap().embeddings().iter().zip(&w).map(|(a, b)| a * b).sum();
+        assert!(after < before, "Σ w·e {before} → {after}");
     }
 }

@@ -9,22 +9,16 @@
 //! it was, so its final forward state is the one at its own last step and its backward pass
 //! starts from zero at its own end.
 
+use crate::bundle::Packed;
+use crate::fused::Layout;
 use crate::{Bundle, MetaConfig};
 use burn::module::{Module, Param};
 use burn::nn::{Dropout, DropoutConfig, Linear};
 use burn::tensor::activation::{relu, sigmoid};
 use burn::tensor::{Device, Tensor, TensorData};
-use rand::RngExt;
-use rand_pcg::Pcg64Mcg;
 
-/// Uniform in ±1/√fan_in, PyTorch's initialisation for GRU and linear layers alike.
-fn uniform(rng: &mut Pcg64Mcg, len: usize, fan_in: usize) -> Vec<f32> {
-    let k = 1.0 / (fan_in as f32).sqrt();
-    (0..len).map(|_| rng.random_range(-k..k)).collect()
-}
-
-fn param<const D: usize>(values: Vec<f32>, shape: [usize; D], device: &Device) -> Param<Tensor<D>> {
-    Param::from_tensor(Tensor::<D>::from_data(TensorData::new(values, shape), device))
+fn param<const D: usize>(values: &[f32], shape: [usize; D], device: &Device) -> Param<Tensor<D>> {
+    Param::from_tensor(Tensor::<D>::from_data(TensorData::new(values.to_vec(), shape), device))
 }
 
 /// One bidirectional GRU layer; index 0 of every weight is the forward direction, 1 the backward.
@@ -43,13 +37,13 @@ pub struct BiGruLayer {
 }
 
 impl BiGruLayer {
-    fn new(input: usize, hidden: usize, rng: &mut Pcg64Mcg, device: &Device) -> Self {
+    fn new(p: &[f32], input: usize, hidden: usize, o: [usize; 4], device: &Device) -> Self {
         let g = 3 * hidden;
         Self {
-            input_weight: param(uniform(rng, 2 * input * g, hidden), [2, input, g], device),
-            input_bias: param(uniform(rng, 2 * g, hidden), [2, 1, g], device),
-            hidden_weight: param(uniform(rng, 2 * hidden * g, hidden), [2, hidden, g], device),
-            hidden_bias: param(uniform(rng, 2 * g, hidden), [2, 1, g], device),
+            input_weight: param(&p[o[0]..o[1]], [2, input, g], device),
+            input_bias: param(&p[o[1]..o[2]], [2, 1, g], device),
+            hidden_weight: param(&p[o[2]..o[3]], [2, hidden, g], device),
+            hidden_bias: param(&p[o[3]..o[3] + 2 * g], [2, 1, g], device),
             hidden,
         }
     }
@@ -119,53 +113,48 @@ pub struct Batch {
 }
 
 impl Batch {
-    /// Lays bundles side by side (padded to the longest). All must have `features` features.
+    /// Lays bundles side by side (padded to the longest). All must have the same features.
     pub fn new(bundles: &[&Bundle], device: &Device) -> Self {
-        let t_len = bundles.iter().map(|b| b.steps()).max().unwrap_or(0);
-        let n: usize = bundles.iter().map(|b| b.trajectories()).sum();
-        let f = bundles.first().map_or(0, |b| b.features());
-        let mut x = vec![0.0f32; t_len * n * f];
-        let mut mask = vec![0.0f32; t_len * n];
-        let mut pool = vec![0.0f32; bundles.len() * n];
-        let mut col = 0;
-        for (bi, b) in bundles.iter().enumerate() {
-            let (m, data, own) = (b.trajectories(), b.data(), b.mask());
-            for t in 0..b.steps() {
-                let src = &data[t * m * f..(t + 1) * m * f];
-                let at = (t * n + col) * f;
-                x[at..at + m * f].copy_from_slice(src);
-                mask[t * n + col..t * n + col + m].copy_from_slice(&own[t * m..(t + 1) * m]);
-            }
-            for j in 0..m {
-                pool[bi * n + col + j] = 1.0 / m as f32;
-            }
-            col += m;
+        let p = Packed::new(bundles);
+        let (t_len, n) = (p.steps, p.rows);
+        let mut pool = vec![0.0f32; p.groups.len() * n];
+        for (bi, &(first, count)) in p.groups.iter().enumerate() {
+            pool[bi * n + first..bi * n + first + count].fill(1.0 / count as f32);
         }
-        let mask = Tensor::<2>::from_data(TensorData::new(mask, [t_len, n]), device);
+        let mask = Tensor::<2>::from_data(TensorData::new(p.mask, [t_len, n]), device);
         let mask = Tensor::stack::<3>(vec![mask.clone(), mask.flip([0])], 0).reshape([2, t_len, n, 1]);
         Self {
-            x: Tensor::from_data(TensorData::new(x, [t_len, n, f]), device),
+            x: Tensor::from_data(TensorData::new(p.x, [t_len, n, p.features]), device),
             mask,
-            pool: Tensor::from_data(TensorData::new(pool, [bundles.len(), n]), device),
+            pool: Tensor::from_data(TensorData::new(pool, [p.groups.len(), n]), device),
         }
     }
 }
 
 impl MetaNet {
+    /// The network with PyTorch's initialisation drawn from `seed`.
     pub fn new(config: &MetaConfig, seed: u64, device: &Device) -> Self {
-        let mut rng = <Pcg64Mcg as rand::SeedableRng>::seed_from_u64(seed);
+        Self::from_params(config, &Layout::new(config).init(seed), device)
+    }
+
+    /// The network holding `params`, laid out as [`crate::MetaLearner::params`] are.
+    pub fn from_params(config: &MetaConfig, params: &[f32], device: &Device) -> Self {
+        let layout = Layout::new(config);
+        assert_eq!(params.len(), layout.len, "parameter vector does not match the configuration");
         let h = config.hidden;
-        let layers = (0..config.layers)
-            .map(|l| BiGruLayer::new(if l == 0 { config.features } else { 2 * h }, h, &mut rng, device))
-            .collect();
-        let linear = |rng: &mut Pcg64Mcg, i: usize, o: usize| Linear {
-            weight: param(uniform(rng, i * o, i), [i, o], device),
-            bias: Some(param(uniform(rng, o, i), [o], device)),
-        };
+        let layers = layout.layers.iter().map(|&(input, o)| BiGruLayer::new(params, input, h, o, device)).collect();
+        let [w1, b1, w2, b2] = layout.head;
+        let (fc, e) = (config.fc, config.embedding);
         Self {
             layers,
-            hidden_fc: linear(&mut rng, 2 * h, config.fc),
-            embedding_fc: linear(&mut rng, config.fc, config.embedding),
+            hidden_fc: Linear {
+                weight: param(&params[w1..b1], [2 * h, fc], device),
+                bias: Some(param(&params[b1..w2], [fc], device)),
+            },
+            embedding_fc: Linear {
+                weight: param(&params[w2..b2], [fc, e], device),
+                bias: Some(param(&params[b2..b2 + e], [e], device)),
+            },
             dropout: DropoutConfig::new(config.dropout).init(),
         }
     }

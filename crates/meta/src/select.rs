@@ -145,7 +145,7 @@ mod tests {
         assert_eq!(cache.computed(), 2);
         let (_, bundle) = select(&store, "a", &learner).unwrap();
         assert_eq!((bundle.trajectories(), bundle.steps(), bundle.features()), (3, 5, 3));
-        learner.train_step(&[&bundle], |e| e.powf_scalar(2.0).mean()).unwrap();
+        learner.train_step(&[&bundle], |e| crate::mean_squared_error(e, &[0.0; 4])).unwrap();
         cache.embedding(&store, "a", &learner).unwrap();
         assert_eq!(cache.computed(), 3);
         // Another pair has its own (too few) episodes.
