@@ -11,16 +11,20 @@
 //! - [`select`] and [`EmbeddingCache`]: the pair's chosen stored episodes (top-M by total
 //!   reward, or FLASH's best and worst halves) and its embedding, recomputed only when they or
 //!   the meta-learner change;
+//! - [`OodDetector`]: flags an embedding farther from the training pool's than its members lie
+//!   from each other (a workload unlike any seen);
 //! - [`bench`]: `aware bench meta`.
 
 pub mod bench;
 mod bundle;
 mod fused;
 mod net;
+mod ood;
 mod select;
 
 pub use bundle::{Bundle, step_features};
 pub use net::{Batch, BiGruLayer, MetaNet};
+pub use ood::OodDetector;
 pub use select::{EmbeddingCache, select};
 
 use burn::tensor::Device;
@@ -137,6 +141,8 @@ pub enum MetaError {
     Loss(f32),
     #[error("the loss's gradient with respect to the embeddings {0}")]
     Gradient(String),
+    #[error("the embedding {0}")]
+    Embedding(String),
     #[error("episode {id}: {reason}")]
     Episode { id: aware_store::EpisodeId, reason: String },
     #[error(transparent)]
