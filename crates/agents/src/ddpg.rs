@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::{Checkpoint, module_file};
 use crate::net::{FrozenMlp, Mlp, matrix, soft_update, values};
-use crate::replay::ReplayBuffer;
+use crate::replay::{Batch, ReplayBuffer};
 use crate::{AgentError, Experience, check_batch, check_observation};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -292,37 +292,51 @@ impl Ddpg {
         self.replay.len()
     }
 
+    /// The critic's regression targets r + γ (1 − terminal) Q′(s′, μ′(s′)), computed without
+    /// autodiff bookkeeping.
+    fn targets(&self, b: &Batch) -> Vec<f32> {
+        let next = matrix(&b.next_states, b.size, self.state_dim, &Device::default());
+        let next_q = values(self.critic_target.forward(next.clone(), self.actor_target.forward(next)));
+        (0..b.size).map(|i| b.rewards[i] + self.config.gamma * (1.0 - b.terminals[i]) * next_q[i]).collect()
+    }
+
+    /// The critic's loss: the mean squared TD error.
+    fn critic_loss(&self, critic: &Critic, states: Tensor<2>, b: &Batch, y: &[f32]) -> Tensor<1> {
+        let actions = matrix(&b.actions, b.size, self.action_dim, &self.device);
+        let q = critic.forward(states, actions);
+        (q - matrix(y, b.size, 1, &self.device)).powf_scalar(2.0).mean()
+    }
+
+    /// The actor's loss: −Q(s, μ(s)), plus TD3+BC's behaviour term with `bc_alpha`.
+    fn actor_loss(&self, actor: &Actor, critic: &Critic, states: Tensor<2>, b: &Batch) -> Tensor<1> {
+        let pi = actor.forward(states.clone());
+        let q_pi = critic.forward(states, pi.clone());
+        match self.config.bc_alpha {
+            None => q_pi.mean().neg(),
+            Some(alpha) => {
+                // λ normalises Q's scale so that α alone sets the balance (TD3+BC, eq. 3).
+                let mean_abs_q = values(q_pi.clone().abs().mean().reshape([1, 1]).detach())[0];
+                let lambda = alpha / mean_abs_q.max(1e-6);
+                let behaviour = matrix(&b.actions, b.size, self.action_dim, &self.device);
+                q_pi.mean().mul_scalar(-lambda) + (pi - behaviour).powf_scalar(2.0).mean()
+            }
+        }
+    }
+
     fn update(&mut self) -> (f32, f32) {
         let c = self.config.clone();
         let b = self.replay.sample(c.batch_size);
-        let (n, d) = (b.size, &self.device);
-        let states = matrix(&b.states, n, self.state_dim, d);
-        let actions = matrix(&b.actions, n, self.action_dim, d);
-        // Critic: regress Q(s, a) on r + γ (1 − terminal) Q′(s′, μ′(s′)); the targets run
-        // without autodiff bookkeeping.
-        let next = matrix(&b.next_states, n, self.state_dim, &Device::default());
-        let next_q = values(self.critic_target.forward(next.clone(), self.actor_target.forward(next)));
-        let y: Vec<f32> = (0..n).map(|i| b.rewards[i] + c.gamma * (1.0 - b.terminals[i]) * next_q[i]).collect();
-        let q = self.critic.forward(states.clone(), actions);
-        let critic_loss = (q - matrix(&y, n, 1, d)).powf_scalar(2.0).mean();
+        let states = matrix(&b.states, b.size, self.state_dim, &self.device);
+        // Critic: regress Q(s, a) on the targets.
+        let y = self.targets(&b);
+        let critic_loss = self.critic_loss(&self.critic, states.clone(), &b, &y);
         let critic_value = values(critic_loss.clone().reshape([1, 1]).detach())[0];
         let grads = GradientsParams::from_grads(critic_loss.backward(), &self.critic);
         self.critic = self.critic_optimizer.step(c.critic_learning_rate, self.critic.clone(), grads);
         // Actor: ascend Q(s, μ(s)); only the actor's parameters are stepped, so the critic is
         // used without parameter gradients (backward skips its weight products).
         let frozen_critic = self.critic.clone().no_grad();
-        let pi = self.actor.forward(states.clone());
-        let q_pi = frozen_critic.forward(states, pi.clone());
-        let actor_loss = match c.bc_alpha {
-            None => q_pi.mean().neg(),
-            Some(alpha) => {
-                // λ normalises Q's scale so that α alone sets the balance (TD3+BC, eq. 3).
-                let mean_abs_q = values(q_pi.clone().abs().mean().reshape([1, 1]).detach())[0];
-                let lambda = alpha / mean_abs_q.max(1e-6);
-                let behaviour = matrix(&b.actions, n, self.action_dim, d);
-                q_pi.mean().mul_scalar(-lambda) + (pi - behaviour).powf_scalar(2.0).mean()
-            }
-        };
+        let actor_loss = self.actor_loss(&self.actor, &frozen_critic, states, &b);
         let actor_value = values(actor_loss.clone().reshape([1, 1]).detach())[0];
         let grads = GradientsParams::from_grads(actor_loss.backward(), &self.actor);
         self.actor = self.actor_optimizer.step(c.actor_learning_rate, self.actor.clone(), grads);
@@ -333,6 +347,33 @@ impl Ddpg {
         self.frozen = std::sync::OnceLock::new();
         self.updates += 1;
         (critic_value, actor_value)
+    }
+
+    /// The gradient, with respect to the states of `batch`, of the losses an update minimises
+    /// (the critic's TD loss plus the actor's), at the current parameters, which it leaves as
+    /// they are. Row-major `[batch.size, state_dim]`. A meta-learner whose embedding is part of
+    /// the state back-propagates its part of it (AWARE's end-to-end meta-training).
+    pub fn state_gradient(&self, b: &Batch) -> Result<Vec<f32>, AgentError> {
+        check_batch(&b.states, b.size, self.state_dim)?;
+        check_batch(&b.next_states, b.size, self.state_dim)?;
+        check_batch(&b.actions, b.size, self.action_dim)?;
+        let y = self.targets(b);
+        let states = matrix(&b.states, b.size, self.state_dim, &self.device).require_grad();
+        let (actor, critic) = (self.actor.clone().no_grad(), self.critic.clone().no_grad());
+        let loss =
+            self.critic_loss(&critic, states.clone(), b, &y) + self.actor_loss(&actor, &critic, states.clone(), b);
+        let grads = loss.backward();
+        Ok(states.grad(&grads).map(values).unwrap_or_else(|| vec![0.0; b.size * self.state_dim]))
+    }
+
+    /// The losses [`Ddpg::state_gradient`] differentiates, as numbers (critic + actor).
+    pub fn losses(&self, b: &Batch) -> Result<f32, AgentError> {
+        check_batch(&b.states, b.size, self.state_dim)?;
+        let y = self.targets(b);
+        let states = matrix(&b.states, b.size, self.state_dim, &self.device);
+        let (actor, critic) = (self.actor.clone().no_grad(), self.critic.clone().no_grad());
+        let loss = self.critic_loss(&critic, states.clone(), b, &y) + self.actor_loss(&actor, &critic, states, b);
+        Ok(values(loss.reshape([1, 1]).detach())[0])
     }
 
     pub fn updates(&self) -> u64 {
@@ -376,6 +417,40 @@ impl Ddpg {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The state gradient is the derivative of the update's losses: central differences agree.
+    #[test]
+    fn the_state_gradient_is_the_losses_derivative() {
+        let config = DdpgConfig { hidden: vec![16, 16], ..DdpgConfig::default() };
+        let ddpg = Ddpg::new(3, 2, config, 9);
+        let n = 5;
+        let f = |i: usize, k: usize| ((i * k + 3 * i + k) % 13) as f32 / 13.0 - 0.5;
+        let batch = Batch {
+            size: n,
+            states: (0..n * 3).map(|i| f(i, 7)).collect(),
+            actions: (0..n * 2).map(|i| f(i, 5)).collect(),
+            rewards: (0..n).map(|i| f(i, 3)).collect(),
+            next_states: (0..n * 3).map(|i| f(i, 11)).collect(),
+            terminals: vec![0.0, 0.0, 1.0, 0.0, 0.0],
+        };
+        let grad = ddpg.state_gradient(&batch).unwrap();
+        assert_eq!(grad.len(), n * 3);
+        assert!(grad.iter().filter(|g| g.abs() > 1e-5).count() > n * 3 / 2, "{grad:?}");
+        let h = 1e-2;
+        for (k, analytic) in grad.iter().enumerate() {
+            let (mut up, mut down) = (batch.clone(), batch.clone());
+            up.states[k] += h;
+            down.states[k] -= h;
+            let numeric = (ddpg.losses(&up).unwrap() - ddpg.losses(&down).unwrap()) / (2.0 * h);
+            assert!(
+                (numeric - analytic).abs() <= 2e-3 + 0.05 * numeric.abs(),
+                "state component {k}: analytic {analytic} vs numeric {numeric}"
+            );
+        }
+        // Nothing learned from it.
+        assert_eq!(ddpg.updates(), 0);
+        assert!(ddpg.state_gradient(&Batch { size: 2, ..batch }).is_err());
+    }
 
     /// Acting for a batch draws what acting row by row draws: the same greedy actions (to float
     /// rounding) and the same noise for the exploring rows, in row order.

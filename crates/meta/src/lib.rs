@@ -21,6 +21,7 @@ mod fused;
 mod net;
 mod ood;
 mod select;
+pub mod train;
 
 pub use bundle::{Bundle, step_features};
 pub use net::{Batch, BiGruLayer, MetaNet};

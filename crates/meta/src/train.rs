@@ -1,0 +1,308 @@
+//! Meta-training and adaptation: one shared DDPG base learner whose state is the encoded
+//! observation ⊕ the app's workload embedding, driven through lab's one rollout loop.
+//!
+//! Per application the driver keeps its finished episodes (the best M by total reward: the
+//! meta-learner's input) and its recent transitions. Every `meta_every` intervals, while the
+//! meta-learner learns, it takes one end-to-end step: the embeddings of a batch of apps are
+//! computed with gradients, a minibatch of each app's transitions is formed with that app's
+//! embedding in the state, and the base learner's losses (critic TD error + actor loss, summed
+//! over the apps) are back-propagated through the base learner's input into the meta-learner
+//! (AWARE §4.3). The base learner itself learns from every transition as DDPG always does.
+//! Embeddings are refreshed at episode ends. An app with fewer finished episodes than the
+//! meta-learner needs acts with a zero embedding.
+
+use std::collections::VecDeque;
+
+use aware_agents::ddpg::Ddpg;
+use aware_agents::{Agent, Batch, Experience, action_values};
+use aware_core::{Action, StepInfo, VecStep};
+use aware_env::Control;
+use aware_lab::LabError;
+use aware_lab::rollout::{Arena, Driver};
+use rand::{RngExt, SeedableRng};
+use rand_pcg::Pcg64Mcg;
+
+use crate::{Bundle, MetaError, MetaLearner, Selection};
+
+/// How meta-training interleaves with the base learner.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetaTrainConfig {
+    /// Intervals between meta-learner steps.
+    pub meta_every: u64,
+    /// Apps per meta-learner step.
+    pub meta_apps: usize,
+    /// Transitions per app in a meta-learner step.
+    pub meta_samples: usize,
+    /// Recent transitions kept per app for those minibatches.
+    pub recent: usize,
+}
+
+impl Default for MetaTrainConfig {
+    fn default() -> Self {
+        Self { meta_every: 1, meta_apps: 8, meta_samples: 16, recent: 2_000 }
+    }
+}
+
+/// One app's memory: finished episodes (best first, at most M), the episode being recorded,
+/// and recent transitions (observation only, without embedding).
+#[derive(Debug, Default, Clone)]
+struct AppMemory {
+    episodes: Vec<(f64, Vec<Vec<f32>>)>,
+    current: Vec<Vec<f32>>,
+    current_reward: f64,
+    recent: VecDeque<Experience>,
+}
+
+/// The meta-conditioned base learner as a rollout driver.
+pub struct MetaDriver {
+    pub agent: Ddpg,
+    pub meta: MetaLearner,
+    pub config: MetaTrainConfig,
+    /// Explore (training) or act greedily (evaluation).
+    pub explore: bool,
+    /// The base learner learns from the transitions.
+    pub learn: bool,
+    /// Probe instead of acting: uniform random actions, as a behaviour policy that is the same
+    /// in meta-training and at adaptation (AWARE's fallback in OFFLINE plays this part).
+    pub probing: bool,
+    /// Whether episodes the agent drove (not probes) also enter the apps' kept episodes. Off,
+    /// embeddings read probe episodes only, so the meta-learner never learns to read back the
+    /// agent's own embedding-conditioned behaviour (a shortcut that fails on unseen apps).
+    pub embed_own_episodes: bool,
+    observation_dim: usize,
+    apps: Vec<AppMemory>,
+    embeddings: Vec<Option<Vec<f32>>>,
+    intervals: u64,
+    rng: Pcg64Mcg,
+    /// Meta-learner steps taken by this driver, and the last one's base-learner loss.
+    pub meta_steps: u64,
+}
+
+impl MetaDriver {
+    /// `agent`'s state must be `observation_dim` + the meta-learner's embedding.
+    pub fn new(agent: Ddpg, meta: MetaLearner, observation_dim: usize, config: MetaTrainConfig, seed: u64) -> Self {
+        Self {
+            agent,
+            meta,
+            config,
+            explore: true,
+            learn: true,
+            probing: false,
+            embed_own_episodes: true,
+            observation_dim,
+            apps: Vec::new(),
+            embeddings: Vec::new(),
+            intervals: 0,
+            rng: Pcg64Mcg::seed_from_u64(seed),
+            meta_steps: 0,
+        }
+    }
+
+    /// Forgets every app (a new pool: adaptation to unseen apps starts from nothing known).
+    pub fn forget_apps(&mut self) {
+        self.apps.clear();
+        self.embeddings.clear();
+    }
+
+    /// The current embedding of app `i`, if it has one.
+    pub fn embedding(&self, app: usize) -> Option<&[f32]> {
+        self.embeddings.get(app).and_then(|e| e.as_deref())
+    }
+
+    fn embedding_width(&self) -> usize {
+        self.meta.config().embedding
+    }
+
+    fn ensure(&mut self, apps: usize) {
+        if self.apps.len() < apps {
+            self.apps.resize_with(apps, AppMemory::default);
+            self.embeddings.resize(apps, None);
+        }
+    }
+
+    fn conditioned(&self, app: usize, observation: &[f32]) -> Vec<f32> {
+        let mut s = observation.to_vec();
+        match self.embedding(app) {
+            Some(e) => s.extend_from_slice(e),
+            None => s.extend(std::iter::repeat_n(0.0, self.embedding_width())),
+        }
+        s
+    }
+
+    fn bundle(&self, app: usize) -> Result<Bundle, MetaError> {
+        Bundle::new(&self.apps[app].episodes.iter().map(|(_, t)| t.clone()).collect::<Vec<_>>())
+    }
+
+    /// Recomputes the embedding of every app with enough finished episodes, in one batched pass.
+    pub fn refresh_embeddings(&mut self) -> Result<(), MetaError> {
+        let need = self.meta.config().min_trajectories;
+        let ready: Vec<usize> = (0..self.apps.len()).filter(|&i| self.apps[i].episodes.len() >= need).collect();
+        if ready.is_empty() {
+            return Ok(());
+        }
+        let bundles = ready.iter().map(|&i| self.bundle(i)).collect::<Result<Vec<_>, _>>()?;
+        let refs: Vec<&Bundle> = bundles.iter().collect();
+        for (i, e) in ready.into_iter().zip(self.meta.embed_many(&refs)?) {
+            self.embeddings[i] = Some(e);
+        }
+        Ok(())
+    }
+
+    /// One end-to-end meta-learner step over a random batch of apps with embeddings and data.
+    fn meta_step(&mut self) -> Result<(), MetaError> {
+        let (s_dim, e_dim) = (self.observation_dim, self.embedding_width());
+        let need = self.meta.config().min_trajectories;
+        let mut candidates: Vec<usize> = (0..self.apps.len())
+            .filter(|&i| self.apps[i].episodes.len() >= need && self.apps[i].recent.len() >= self.config.meta_samples)
+            .collect();
+        if candidates.is_empty() {
+            return Ok(());
+        }
+        // A random subset, without replacement.
+        for k in (1..candidates.len()).rev() {
+            let j = self.rng.random_range(0..=k);
+            candidates.swap(k, j);
+        }
+        candidates.truncate(self.config.meta_apps);
+        let bundles = candidates.iter().map(|&i| self.bundle(i)).collect::<Result<Vec<_>, _>>()?;
+        let refs: Vec<&Bundle> = bundles.iter().collect();
+        let pass = self.meta.forward(&refs)?;
+        let k = self.config.meta_samples;
+        let mut batch = Batch {
+            size: candidates.len() * k,
+            states: Vec::new(),
+            actions: Vec::new(),
+            rewards: Vec::new(),
+            next_states: Vec::new(),
+            terminals: Vec::new(),
+        };
+        for (b, &app) in candidates.iter().enumerate() {
+            let e = &pass.embeddings()[b * e_dim..(b + 1) * e_dim];
+            let recent = &self.apps[app].recent;
+            for _ in 0..k {
+                let x = &recent[self.rng.random_range(0..recent.len())];
+                batch.states.extend_from_slice(&x.state);
+                batch.states.extend_from_slice(e);
+                batch.next_states.extend_from_slice(&x.next_state);
+                batch.next_states.extend_from_slice(e);
+                batch.actions.extend_from_slice(&x.action);
+                batch.rewards.push(x.reward);
+                batch.terminals.push(if x.terminal { 1.0 } else { 0.0 });
+            }
+        }
+        let grad = self.agent.state_gradient(&batch).map_err(|e| MetaError::Gradient(e.to_string()))?;
+        let width = s_dim + e_dim;
+        let mut d = vec![0.0f32; candidates.len() * e_dim];
+        for (row, g) in grad.chunks_exact(width).enumerate() {
+            let b = row / k;
+            d[b * e_dim..(b + 1) * e_dim].iter_mut().zip(&g[s_dim..]).for_each(|(a, v)| *a += v);
+        }
+        self.meta.step(&pass, &d)?;
+        self.meta_steps += 1;
+        Ok(())
+    }
+
+    /// Files the app's episode in progress among its kept episodes: the best M by total reward
+    /// (AWARE), or the best ⌈M/2⌉ and the worst ⌊M/2⌋ (FLASH).
+    fn finish_episode(&mut self, app: usize) {
+        let (m, selection) = (self.meta.config().trajectories, self.meta.config().selection);
+        let mem = &mut self.apps[app];
+        if !mem.current.is_empty() {
+            let episode = std::mem::take(&mut mem.current);
+            mem.episodes.push((mem.current_reward, episode));
+            mem.episodes.sort_by(|a, b| b.0.total_cmp(&a.0));
+            if mem.episodes.len() > m {
+                let best = match selection {
+                    Selection::Best => m,
+                    Selection::BestAndWorst => m.div_ceil(2),
+                };
+                let excess = mem.episodes.len() - m;
+                mem.episodes.drain(best..best + excess);
+            }
+        }
+        mem.current_reward = 0.0;
+    }
+}
+
+fn lab(e: MetaError) -> LabError {
+    LabError::input("meta-learner", e.to_string())
+}
+
+impl Driver for MetaDriver {
+    fn decide(
+        &mut self,
+        _arena: &dyn Arena,
+        states: &[Vec<f32>],
+        _infos: &[StepInfo],
+    ) -> Result<Vec<Control>, LabError> {
+        self.ensure(states.len());
+        if self.probing {
+            let d = self.agent.action_dim();
+            return Ok((0..states.len())
+                .map(|_| {
+                    Control::Action(Action::Continuous((0..d).map(|_| self.rng.random_range(-1.0..=1.0)).collect()))
+                })
+                .collect());
+        }
+        let rows: Vec<Vec<f32>> = states.iter().enumerate().map(|(i, s)| self.conditioned(i, s)).collect();
+        let actions = Agent::act(&mut self.agent, &rows, self.explore)?;
+        Ok(actions.into_iter().map(Control::Action).collect())
+    }
+
+    fn feedback(&mut self, states: &[Vec<f32>], controls: &[Control], out: &VecStep) -> Result<(), LabError> {
+        self.ensure(states.len());
+        let mut ended = false;
+        for (i, ((state, control), step)) in states.iter().zip(controls).zip(&out.steps).enumerate() {
+            let Control::Action(action) = control else { continue };
+            let action = action_values(action);
+            let raw = Experience {
+                state: state.clone(),
+                action: action.clone(),
+                reward: step.reward as f32,
+                next_state: step.observation.clone(),
+                terminal: step.terminated,
+            };
+            if self.learn {
+                let e = Experience {
+                    state: self.conditioned(i, state),
+                    next_state: self.conditioned(i, &step.observation),
+                    ..raw.clone()
+                };
+                Agent::observe(&mut self.agent, i, &e, step.truncated)?;
+            }
+            let mem = &mut self.apps[i];
+            if self.probing || self.embed_own_episodes {
+                let mut features = state.clone();
+                features.extend_from_slice(&action);
+                features.push(step.reward as f32);
+                mem.current.push(features);
+                mem.current_reward += step.reward;
+            }
+            mem.recent.push_back(raw);
+            if mem.recent.len() > self.config.recent {
+                mem.recent.pop_front();
+            }
+            if step.truncated || step.terminated {
+                self.finish_episode(i);
+                ended = true;
+            }
+        }
+        self.intervals += 1;
+        if self.learn && self.meta.is_learning() && self.intervals.is_multiple_of(self.config.meta_every) {
+            self.meta_step().map_err(lab)?;
+        }
+        if ended {
+            self.refresh_embeddings().map_err(lab)?;
+        }
+        Ok(())
+    }
+}
+
+/// Closes every app's episode in progress (an episode the arena did not truncate itself, at
+/// the end of a rollout's step budget) and refreshes the embeddings.
+pub fn end_episodes(driver: &mut MetaDriver) -> Result<(), MetaError> {
+    for app in 0..driver.apps.len() {
+        driver.finish_episode(app);
+    }
+    driver.refresh_embeddings()
+}

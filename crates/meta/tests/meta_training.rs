@@ -1,0 +1,126 @@
+//! Meta-training learns: on apps whose best action depends on a property hidden from the state
+//! and only visible in their trajectories, a base learner conditioned on the meta-learner's
+//! embedding serves unseen apps far better than any policy without it can.
+
+use aware_agents::ddpg::{Ddpg, DdpgConfig};
+use aware_core::{Action, Step, StepInfo, VecStep};
+use aware_env::Control;
+use aware_lab::LabError;
+use aware_lab::progress::Silent;
+use aware_lab::rollout::{Arena, rollout};
+use aware_meta::train::{MetaDriver, MetaTrainConfig};
+use aware_meta::{MetaConfig, MetaLearner};
+use rand::{RngExt, SeedableRng};
+use rand_pcg::Pcg64Mcg;
+
+/// A contextual bandit per app: the state is noise, the reward −(a − θ)² for the app's hidden
+/// θ. No policy blind to θ earns more than −θ² on average over apps with θ = ±c.
+struct HiddenTarget {
+    thetas: Vec<f32>,
+    steps: u32,
+    t: u32,
+    rng: Pcg64Mcg,
+}
+
+impl HiddenTarget {
+    fn new(thetas: Vec<f32>, steps: u32) -> Self {
+        Self { thetas, steps, t: 0, rng: Pcg64Mcg::seed_from_u64(0) }
+    }
+
+    fn state(&mut self) -> Vec<f32> {
+        vec![self.rng.random_range(-1.0..1.0), 1.0]
+    }
+}
+
+impl Arena for HiddenTarget {
+    fn num_apps(&self) -> usize {
+        self.thetas.len()
+    }
+
+    fn interval_s(&self) -> f64 {
+        1.0
+    }
+
+    fn reset(&mut self, seed: u64) -> Result<Vec<(Vec<f32>, StepInfo)>, LabError> {
+        self.rng = Pcg64Mcg::seed_from_u64(seed);
+        self.t = 0;
+        Ok((0..self.thetas.len()).map(|_| (self.state(), StepInfo::default())).collect())
+    }
+
+    fn step(&mut self, controls: &[Control]) -> Result<VecStep, LabError> {
+        self.t += 1;
+        let truncated = self.t >= self.steps;
+        let steps = controls
+            .iter()
+            .zip(self.thetas.clone())
+            .map(|(c, theta)| {
+                let Control::Action(Action::Continuous(a)) = c else { panic!("actions only") };
+                Step {
+                    observation: self.state(),
+                    reward: -((a[0] - theta) as f64).powi(2),
+                    terminated: false,
+                    truncated,
+                    info: StepInfo::default(),
+                }
+            })
+            .collect();
+        Ok(VecStep { steps })
+    }
+}
+
+/// Meta-trains on a pool of apps (θ = ±0.6, alternating), then serves four unseen apps after
+/// three probe episodes each, the meta-learner frozen and the base learner no longer learning.
+/// Returns the unseen apps' mean reward per step, and the pool's over the last training episode.
+fn meta_train_and_adapt(seed: u64) -> (f64, f64) {
+    let (theta, steps) = (0.6f32, 10u32);
+    let meta_config = MetaConfig {
+        hidden: 16,
+        fc: 16,
+        embedding: 8,
+        trajectories: 5,
+        min_trajectories: 3,
+        learning_rate: 3e-3,
+        ..MetaConfig::aware(2 + 1 + 1)
+    };
+    let meta = MetaLearner::new(meta_config, seed).unwrap();
+    // A bandit: nothing to bootstrap from the next state.
+    let ddpg_config = DdpgConfig { hidden: vec![32, 32], warmup: 200, gamma: 0.0, ..DdpgConfig::default() };
+    let agent = Ddpg::new(2 + 8, 1, ddpg_config, seed);
+    let mut driver = MetaDriver::new(agent, meta, 2, MetaTrainConfig::default(), seed);
+    // Embeddings read probe episodes only: the same behaviour in training and at adaptation.
+    driver.embed_own_episodes = false;
+    let pool: Vec<f32> = (0..24).map(|i| if i % 2 == 0 { theta } else { -theta }).collect();
+    let mut arena = HiddenTarget::new(pool, steps);
+    let mut pool_reward = 0.0;
+    for episode in 0..200 {
+        driver.probing = episode < 3;
+        let t = rollout(&mut arena, &mut driver, episode, steps as u64, &mut [], &Silent).unwrap();
+        pool_reward = t.reward / t.app_steps as f64;
+    }
+    assert!(driver.meta_steps > 1_000, "{} meta-learner steps", driver.meta_steps);
+    driver.forget_apps();
+    driver.meta.set_learning(false);
+    driver.learn = false;
+    let mut unseen = HiddenTarget::new(vec![theta, -theta, -theta, theta], steps);
+    driver.probing = true;
+    for episode in 0..3 {
+        rollout(&mut unseen, &mut driver, 1_000 + episode, steps as u64, &mut [], &Silent).unwrap();
+    }
+    assert!((0..4).all(|i| driver.embedding(i).is_some()), "every unseen app has an embedding");
+    driver.probing = false;
+    driver.explore = false;
+    let totals = rollout(&mut unseen, &mut driver, 2_000, steps as u64, &mut [], &Silent).unwrap();
+    (totals.reward / totals.app_steps as f64, pool_reward)
+}
+
+/// Measured over seeds 1–10: 9 of 10 serve unseen apps at −0.000 to −0.007 per step (the
+/// optimum is 0; exploration noise costs the pool ~−0.04 in training); the tenth never learned
+/// the pool (−0.43) and stayed blind. The claim is checked on three seeds, two of which must
+/// hold it.
+#[test]
+fn an_embedding_conditioned_learner_serves_unseen_apps_by_what_their_trajectories_show() {
+    let blind = -0.36; // −θ²: the best any policy blind to θ earns on average
+    let results: Vec<(f64, f64)> = [1, 2, 3].into_iter().map(meta_train_and_adapt).collect();
+    let served = results.iter().filter(|(unseen, _)| *unseen > 0.25 * blind).count();
+    assert!(served >= 2, "unseen and pool mean reward per step by seed: {results:?}; blind policies earn {blind}");
+}
