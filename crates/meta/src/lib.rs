@@ -20,6 +20,7 @@ mod bundle;
 mod fused;
 mod net;
 mod ood;
+pub mod pool;
 mod select;
 pub mod train;
 
@@ -148,6 +149,8 @@ pub enum MetaError {
     Episode { id: aware_store::EpisodeId, reason: String },
     #[error(transparent)]
     Store(#[from] aware_store::StoreError),
+    #[error(transparent)]
+    Lab(#[from] aware_lab::LabError),
 }
 
 /// The meta-learner: its parameters (one flat vector, laid out as [`MetaNet::from_params`]

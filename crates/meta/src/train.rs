@@ -15,10 +15,11 @@ use std::collections::VecDeque;
 
 use aware_agents::ddpg::Ddpg;
 use aware_agents::{Agent, Batch, Experience, action_values};
+use aware_core::Bounds;
 use aware_core::{Action, StepInfo, VecStep};
-use aware_env::Control;
+use aware_env::{ActionKind, Control, coordinates};
 use aware_lab::LabError;
-use aware_lab::rollout::{Arena, Driver};
+use aware_lab::rollout::{Arena, Driver, Recommenders};
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
@@ -74,8 +75,21 @@ pub struct MetaDriver {
     embeddings: Vec<Option<Vec<f32>>>,
     intervals: u64,
     rng: Pcg64Mcg,
-    /// Meta-learner steps taken by this driver, and the last one's base-learner loss.
+    /// Meta-learner steps taken by this driver.
     pub meta_steps: u64,
+    /// Who probes: the fallback recommenders (AWARE's OFFLINE behaviour), whose choices are
+    /// recorded as the agent's action would be; uniform random actions without one.
+    fallback: Option<Fallback>,
+    /// The probe's actions this interval, in the agent's action space.
+    probe_actions: Vec<Vec<f32>>,
+}
+
+/// The fallback probing for every app, and how its choices read in the agent's action space.
+pub struct Fallback {
+    pub recommenders: Recommenders,
+    pub kind: ActionKind,
+    /// Per app, the bounds the action space spans.
+    pub bounds: Vec<Bounds>,
 }
 
 impl MetaDriver {
@@ -95,7 +109,15 @@ impl MetaDriver {
             intervals: 0,
             rng: Pcg64Mcg::seed_from_u64(seed),
             meta_steps: 0,
+            fallback: None,
+            probe_actions: Vec::new(),
         }
+    }
+
+    /// Probes with `fallback` instead of uniform random actions.
+    pub fn with_fallback(mut self, fallback: Fallback) -> Self {
+        self.fallback = Some(fallback);
+        self
     }
 
     /// Forgets every app (a new pool: adaptation to unseen apps starts from nothing known).
@@ -229,20 +251,40 @@ fn lab(e: MetaError) -> LabError {
 }
 
 impl Driver for MetaDriver {
-    fn decide(
-        &mut self,
-        _arena: &dyn Arena,
-        states: &[Vec<f32>],
-        _infos: &[StepInfo],
-    ) -> Result<Vec<Control>, LabError> {
+    fn decide(&mut self, arena: &dyn Arena, states: &[Vec<f32>], infos: &[StepInfo]) -> Result<Vec<Control>, LabError> {
         self.ensure(states.len());
         if self.probing {
             let d = self.agent.action_dim();
-            return Ok((0..states.len())
-                .map(|_| {
-                    Control::Action(Action::Continuous((0..d).map(|_| self.rng.random_range(-1.0..=1.0)).collect()))
+            let Some(fallback) = self.fallback.as_mut() else {
+                return Ok((0..states.len())
+                    .map(|_| {
+                        Control::Action(Action::Continuous((0..d).map(|_| self.rng.random_range(-1.0..=1.0)).collect()))
+                    })
+                    .collect());
+            };
+            let controls = fallback.recommenders.decide(arena, states, infos)?;
+            self.probe_actions = controls
+                .iter()
+                .zip(infos)
+                .enumerate()
+                .map(|(i, (c, info))| match c {
+                    Control::Recommendation(rec) => {
+                        let l = rec.containers.first().map(|c| c.limits);
+                        let target = l.map_or((info.cpu_limit_millicores, info.memory_limit_bytes), |l| {
+                            (l.cpu_millicores, l.memory_bytes)
+                        });
+                        coordinates(
+                            fallback.kind,
+                            &fallback.bounds[i],
+                            (target.0, target.1, rec.replicas),
+                            (info.cpu_limit_millicores, info.memory_limit_bytes, info.replicas),
+                        )
+                        .unwrap_or_else(|| vec![0.0; d])
+                    }
+                    _ => vec![0.0; d],
                 })
-                .collect());
+                .collect();
+            return Ok(controls);
         }
         let rows: Vec<Vec<f32>> = states.iter().enumerate().map(|(i, s)| self.conditioned(i, s)).collect();
         let actions = Agent::act(&mut self.agent, &rows, self.explore)?;
@@ -253,8 +295,13 @@ impl Driver for MetaDriver {
         self.ensure(states.len());
         let mut ended = false;
         for (i, ((state, control), step)) in states.iter().zip(controls).zip(&out.steps).enumerate() {
-            let Control::Action(action) = control else { continue };
-            let action = action_values(action);
+            let action = match control {
+                Control::Action(a) => action_values(a),
+                Control::Recommendation(_) | Control::Hold if self.probing && self.fallback.is_some() => {
+                    self.probe_actions.get(i).cloned().unwrap_or_default()
+                }
+                _ => continue,
+            };
             let raw = Experience {
                 state: state.clone(),
                 action: action.clone(),

@@ -1,0 +1,144 @@
+//! Meta-training over a pool of generated applications on the simulator: the fallback (the MPA
+//! default) probes each app for its first episodes, as it does in AWARE's OFFLINE stage, and
+//! those probe episodes are what each app's embedding is read from; then the shared base
+//! learner, conditioned on the embeddings, trains on every app at once through the vectorised
+//! environment while the meta-learner trains through its loss.
+
+use std::time::Instant;
+
+use aware_agents::ddpg::{Ddpg, DdpgConfig};
+use aware_env::{ActionKind, STATE_DIM};
+use aware_lab::policy::{Policy, PolicyName};
+use aware_lab::progress::Progress;
+use aware_lab::rollout::{Recommenders, rollout};
+use aware_lab::workload::Workload;
+use serde::Serialize;
+
+use crate::train::{Fallback, MetaDriver, MetaTrainConfig, end_episodes};
+use crate::{MetaConfig, MetaError, MetaLearner};
+
+/// The action space the base learner acts in (the lifecycle's: multiplicative changes, one
+/// policy for apps of any size).
+pub const ACTIONS: ActionKind = ActionKind::Relative;
+
+#[derive(Debug, Clone)]
+pub struct PoolSpec {
+    /// Episodes the fallback probes every app (its embedding is read from them).
+    pub probes: u64,
+    /// Episodes the conditioned base learner then trains.
+    pub episodes: u64,
+    /// Intervals per episode.
+    pub episode_steps: u64,
+    pub seed: u64,
+    pub fallback: PolicyName,
+    pub meta: MetaConfig,
+    pub train: MetaTrainConfig,
+    pub ddpg: DdpgConfig,
+}
+
+impl PoolSpec {
+    /// AWARE's sizes: the meta-learner of the paper, M = probe episodes.
+    pub fn new(probes: u64, episodes: u64, episode_steps: u64, seed: u64) -> Self {
+        let features = STATE_DIM + ACTIONS.space().dim() + 1;
+        Self {
+            probes,
+            episodes,
+            episode_steps,
+            seed,
+            fallback: PolicyName::Mpa,
+            meta: MetaConfig {
+                trajectories: probes.max(1) as usize,
+                min_trajectories: 1,
+                ..MetaConfig::aware(features)
+            },
+            train: MetaTrainConfig::default(),
+            ddpg: aware_lab::agent::autoscaling_ddpg(),
+        }
+    }
+}
+
+/// One episode of pool training.
+#[derive(Debug, Clone, Serialize)]
+pub struct PoolEpisode {
+    pub episode: u64,
+    /// The fallback acted (a probe episode).
+    pub probe: bool,
+    /// Σ reward over the episode, averaged over apps.
+    pub mean_reward: f64,
+    pub slo_violations: u64,
+    pub meta_steps: u64,
+    pub seconds: f64,
+}
+
+/// Meta-trains on every app of `workload`; returns the driver (base learner, meta-learner,
+/// each app's embedding) and the curve.
+pub fn train_pool(
+    workload: &Workload,
+    spec: &PoolSpec,
+    progress: &dyn Progress,
+) -> Result<(MetaDriver, Vec<PoolEpisode>), MetaError> {
+    let apps = workload.apps.len();
+    let meta = MetaLearner::new(spec.meta.clone(), spec.seed)?;
+    let agent = Ddpg::new(STATE_DIM + spec.meta.embedding, ACTIONS.space().dim(), spec.ddpg.clone(), spec.seed);
+    let policies = (0..apps)
+        .map(|i| Policy::build(&spec.fallback, &workload.app_profile(i), Some(&workload.apps[i]), None))
+        .collect::<Result<Vec<_>, _>>()?;
+    let fallback = Fallback {
+        recommenders: Recommenders::new(policies),
+        kind: ACTIONS,
+        bounds: (0..apps).map(|i| workload.profile.bounds_for(&workload.apps[i].bounds)).collect(),
+    };
+    let mut driver = MetaDriver::new(agent, meta, STATE_DIM, spec.train.clone(), spec.seed).with_fallback(fallback);
+    // Embeddings read the fallback's episodes only: the same behaviour at adaptation.
+    driver.embed_own_episodes = false;
+    let mut arena = workload.env(ACTIONS, spec.episode_steps, workload.trace_seed);
+    let total = spec.probes + spec.episodes;
+    progress.start(total, "meta-training");
+    let mut curve = Vec::with_capacity(total as usize);
+    for episode in 0..total {
+        let start = Instant::now();
+        driver.probing = episode < spec.probes;
+        let seed = workload.trace_seed.wrapping_add(episode);
+        let totals = rollout(&mut arena, &mut driver, seed, spec.episode_steps, &mut [], &aware_lab::progress::Silent)?;
+        end_episodes(&mut driver)?;
+        let row = PoolEpisode {
+            episode,
+            probe: driver.probing,
+            mean_reward: totals.reward / apps as f64,
+            slo_violations: totals.slo_violations,
+            meta_steps: driver.meta_steps,
+            seconds: start.elapsed().as_secs_f64(),
+        };
+        progress.message(&format!("ep {episode} r {:.1} viol {}", row.mean_reward, row.slo_violations));
+        progress.inc(1);
+        curve.push(row);
+    }
+    driver.probing = false;
+    Ok((driver, curve))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aware_lab::workload::WorkloadSpec;
+
+    #[test]
+    fn a_pool_meta_trains_on_the_simulator_with_the_fallback_probing() {
+        let spec = WorkloadSpec { apps: 6, seed: 4, steps: 40, ..WorkloadSpec::default() };
+        let workload = Workload::load(&spec).unwrap();
+        let mut pool = PoolSpec::new(2, 2, 20, 4);
+        pool.meta = MetaConfig { hidden: 16, fc: 16, embedding: 8, ..pool.meta };
+        pool.ddpg = DdpgConfig { hidden: vec![32, 32], warmup: 64, ..pool.ddpg };
+        let (driver, curve) = train_pool(&workload, &pool, &aware_lab::progress::Silent).unwrap();
+        assert_eq!(curve.len(), 4);
+        assert!(curve[0].probe && curve[1].probe && !curve[2].probe);
+        // Probe episodes feed the embeddings; training episodes step the meta-learner.
+        assert!(curve[3].meta_steps > curve[2].meta_steps, "{curve:?}");
+        assert!(driver.meta.updates() > 0);
+        let embeddings: Vec<&[f32]> = (0..6).map(|i| driver.embedding(i).expect("every app is embedded")).collect();
+        assert!(embeddings.iter().all(|e| e.len() == 8 && e.iter().all(|v| v.is_finite())));
+        // Apps with different traffic and sizes are told apart.
+        assert!(embeddings.windows(2).any(|w| w[0] != w[1]));
+        assert!(curve.iter().all(|r| r.mean_reward.is_finite()));
+    }
+}
