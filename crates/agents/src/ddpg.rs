@@ -349,30 +349,30 @@ impl Ddpg {
         (critic_value, actor_value)
     }
 
-    /// The gradient, with respect to the states of `batch`, of the losses an update minimises
-    /// (the critic's TD loss plus the actor's), at the current parameters, which it leaves as
-    /// they are. Row-major `[batch.size, state_dim]`. A meta-learner whose embedding is part of
-    /// the state back-propagates its part of it (AWARE's end-to-end meta-training).
+    /// The gradient, with respect to the states of `batch`, of the critic's TD loss at the
+    /// current parameters, which it leaves as they are. Row-major `[batch.size, state_dim]`. A
+    /// meta-learner whose embedding is part of the state back-propagates its part of it (AWARE's
+    /// end-to-end meta-training). Not the actor's loss: −Q(s, μ(s)) rises wherever the critic
+    /// over-estimates, and an embedding trained on it chases those regions (on the simulator it
+    /// drifted to one large constant vector for every app) instead of describing the workload.
     pub fn state_gradient(&self, b: &Batch) -> Result<Vec<f32>, AgentError> {
         check_batch(&b.states, b.size, self.state_dim)?;
         check_batch(&b.next_states, b.size, self.state_dim)?;
         check_batch(&b.actions, b.size, self.action_dim)?;
         let y = self.targets(b);
         let states = matrix(&b.states, b.size, self.state_dim, &self.device).require_grad();
-        let (actor, critic) = (self.actor.clone().no_grad(), self.critic.clone().no_grad());
-        let loss =
-            self.critic_loss(&critic, states.clone(), b, &y) + self.actor_loss(&actor, &critic, states.clone(), b);
-        let grads = loss.backward();
+        let critic = self.critic.clone().no_grad();
+        let grads = self.critic_loss(&critic, states.clone(), b, &y).backward();
         Ok(states.grad(&grads).map(values).unwrap_or_else(|| vec![0.0; b.size * self.state_dim]))
     }
 
-    /// The losses [`Ddpg::state_gradient`] differentiates, as numbers (critic + actor).
+    /// The loss [`Ddpg::state_gradient`] differentiates (the critic's), as a number.
     pub fn losses(&self, b: &Batch) -> Result<f32, AgentError> {
         check_batch(&b.states, b.size, self.state_dim)?;
         let y = self.targets(b);
         let states = matrix(&b.states, b.size, self.state_dim, &self.device);
-        let (actor, critic) = (self.actor.clone().no_grad(), self.critic.clone().no_grad());
-        let loss = self.critic_loss(&critic, states.clone(), b, &y) + self.actor_loss(&actor, &critic, states, b);
+        let critic = self.critic.clone().no_grad();
+        let loss = self.critic_loss(&critic, states, b, &y);
         Ok(values(loss.reshape([1, 1]).detach())[0])
     }
 

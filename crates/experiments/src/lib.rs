@@ -5,6 +5,7 @@
 pub mod agents;
 pub mod classic;
 pub mod lifecycle;
+pub mod meta;
 
 /// Why an experiment could not run to completion.
 #[derive(Debug, thiserror::Error)]
@@ -16,6 +17,8 @@ pub enum ExperimentError {
     Agent(#[from] aware_agents::AgentError),
     #[error(transparent)]
     Lifecycle(#[from] aware_lifecycle::LifecycleError),
+    #[error(transparent)]
+    Meta(#[from] aware_meta::MetaError),
     #[error("{input}: {reason}")]
     Input { input: String, reason: String },
 }

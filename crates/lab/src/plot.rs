@@ -173,3 +173,50 @@ pub fn learning_curve(path: &Path, label: &str, points: &[(f64, f64)]) -> Result
     root.present().map_err(|e| err(&e))?;
     Ok(())
 }
+
+/// A scatter plot of labelled 2-D points, one colour per group (in order of first appearance),
+/// with a legend.
+pub fn scatter(path: &Path, title: &str, axes: (&str, &str), points: &[(String, f64, f64)]) -> Result<()> {
+    register_font()?;
+    let err = |e: &dyn std::fmt::Display| LabError::Plot { path: path.to_path_buf(), reason: e.to_string() };
+    let root = BitMapBackend::new(path, (900, 700)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let range = |f: fn(&(String, f64, f64)) -> f64| {
+        let (lo, hi) = points.iter().map(f).fold((f64::MAX, f64::MIN), |(l, h), v| (l.min(v), h.max(v)));
+        let (lo, hi) = if lo > hi { (-1.0, 1.0) } else { (lo, hi) };
+        let pad = ((hi - lo) * 0.08).max(1e-6);
+        (lo - pad)..(hi + pad)
+    };
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(range(|p| p.1), range(|p| p.2))
+        .map_err(|e| err(&e))?;
+    chart.configure_mesh().x_desc(axes.0).y_desc(axes.1).label_style(("sans-serif", 14)).draw().map_err(|e| err(&e))?;
+    let mut groups: Vec<&str> = Vec::new();
+    for p in points {
+        if !groups.contains(&p.0.as_str()) {
+            groups.push(&p.0);
+        }
+    }
+    for (g, name) in groups.iter().enumerate() {
+        let color = COLORS[g % COLORS.len()];
+        let members = points.iter().filter(|p| p.0 == *name).map(|p| Circle::new((p.1, p.2), 5, color.filled()));
+        chart
+            .draw_series(members)
+            .map_err(|e| err(&e))?
+            .label(*name)
+            .legend(move |(x, y)| Circle::new((x + 8, y), 5, color.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}

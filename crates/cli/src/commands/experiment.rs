@@ -31,6 +31,70 @@ pub enum Experiment {
     /// AWARE Figure 10: bootstrapping; AWARE vs no-bootstrap vs the MPA default vs converged,
     /// from the first interval to the end. Exits 0 when it completes.
     Fig10(LifecycleArgs),
+    /// AWARE Figure 6: workload embeddings of a meta-trained pool; mean cosine similarity of app
+    /// pairs alike in resource sensitivity and load pattern against pairs unlike in both, and a
+    /// 2-D projection plot. Exits 0 when it completes.
+    Fig6(Fig6Args),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Fig6Args {
+    /// A smaller run (minutes): 16 apps, a smaller meta-learner, fewer episodes.
+    #[arg(long)]
+    quick: bool,
+    /// Seeds the applications, their traffic, the meta-learner and the base learner.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Applications in the pool (default 16 quick, 48 full).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(2..=10_000))]
+    apps: Option<u64>,
+    /// Write the projection plot (PNG) here.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    #[arg(long)]
+    json: bool,
+}
+
+fn fig6(args: Fig6Args) -> Result<ExitCode> {
+    use aware_experiments::meta::{Fig6Config, PairSet, fig6};
+    use aware_lab::progress::Progress;
+    let mut config = if args.quick { Fig6Config::quick(args.seed) } else { Fig6Config::full(args.seed) };
+    if let Some(n) = args.apps {
+        config.apps = n as usize;
+    }
+    config.plot = args.plot;
+    let bar = Bar::new();
+    let report = fig6(&config, &bar)?;
+    bar.finish();
+    if args.json {
+        print_json(&report)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    outln!(
+        "fig6: {} apps, {}-d embeddings, {} meta-learner steps in {:.0} s, seed {}",
+        report.apps.len(),
+        report.embedding,
+        report.meta_steps,
+        report.training_seconds,
+        report.seed
+    );
+    let show = |label: &str, p: &PairSet| match p.mean_cosine {
+        Some(c) => outln!("{label:<34} {:>6} pairs   mean cosine {c:.3}", p.pairs),
+        None => outln!("{label:<34} {:>6} pairs", p.pairs),
+    };
+    show("alike in sensitivity and pattern", &report.within_group);
+    show("unlike in both", &report.across_group);
+    show("same resource sensitivity", &report.same_sensitivity);
+    show("different resource sensitivity", &report.different_sensitivity);
+    show("same load pattern", &report.same_pattern);
+    show("different load pattern", &report.different_pattern);
+    if report.zero_embeddings > 0 {
+        outln!("{} pairs left out: an all-zero embedding has no direction", report.zero_embeddings);
+    }
+    if let Some(p) = &report.plot {
+        outln!("plot: {p}");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 #[derive(clap::Args, Debug)]
@@ -91,6 +155,7 @@ pub fn run(experiment: Experiment) -> Result<ExitCode> {
         Experiment::Table3(a) => lifecycle(Which::Table3, a),
         Experiment::Fig9(a) => lifecycle(Which::Fig9, a),
         Experiment::Fig10(a) => lifecycle(Which::Fig10, a),
+        Experiment::Fig6(a) => fig6(a),
     }
 }
 
