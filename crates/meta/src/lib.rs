@@ -17,6 +17,7 @@
 
 pub mod bench;
 mod bundle;
+mod checkpoint;
 mod fused;
 mod net;
 mod ood;
@@ -151,6 +152,8 @@ pub enum MetaError {
     Store(#[from] aware_store::StoreError),
     #[error(transparent)]
     Lab(#[from] aware_lab::LabError),
+    #[error(transparent)]
+    Checkpoint(#[from] aware_agents::CheckpointError),
 }
 
 /// The meta-learner: its parameters (one flat vector, laid out as [`MetaNet::from_params`]
@@ -224,6 +227,13 @@ impl MetaLearner {
     /// The same network on burn (the reference implementation; for checkpoints and tests).
     pub fn to_net(&self, device: &Device) -> MetaNet {
         MetaNet::from_params(&self.config, &self.params, device)
+    }
+
+    /// Takes up loaded parameters (a checkpoint's) with a fresh optimiser.
+    fn restore(&mut self, params: Vec<f32>, updates: u64) {
+        self.adam = fused::Adam::new(params.len());
+        self.params = params;
+        self.updates = updates;
     }
 
     /// Meta-training steps taken.
