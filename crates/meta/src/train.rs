@@ -286,9 +286,11 @@ impl Driver for MetaDriver {
                 .collect();
             return Ok(controls);
         }
-        let rows: Vec<Vec<f32>> = states.iter().enumerate().map(|(i, s)| self.conditioned(i, s)).collect();
-        let actions = Agent::act(&mut self.agent, &rows, self.explore)?;
-        Ok(actions.into_iter().map(Control::Action).collect())
+        // One batched forward pass for every app (the fused inference path).
+        let rows: Vec<f32> = states.iter().enumerate().flat_map(|(i, s)| self.conditioned(i, s)).collect();
+        let explore = vec![self.explore; states.len()];
+        let actions = self.agent.act_batch(&rows, states.len(), &explore)?;
+        Ok(actions.into_iter().map(|a| Control::Action(Action::Continuous(a))).collect())
     }
 
     fn feedback(&mut self, states: &[Vec<f32>], controls: &[Control], out: &VecStep) -> Result<(), LabError> {

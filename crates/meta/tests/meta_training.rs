@@ -113,10 +113,10 @@ fn meta_train_and_adapt(seed: u64) -> (f64, f64) {
     (totals.reward / totals.app_steps as f64, pool_reward)
 }
 
-/// Measured over seeds 1–10: 9 of 10 serve unseen apps at −0.000 to −0.007 per step (the
-/// optimum is 0; exploration noise costs the pool ~−0.04 in training); the tenth never learned
-/// the pool (−0.43) and stayed blind. The claim is checked on three seeds, two of which must
-/// hold it.
+/// Measured over seeds 1–10: 8 of 10 serve unseen apps at −0.001 to −0.020 per step (the
+/// optimum is 0; exploration noise costs the pool ~−0.035 in training); the other two never
+/// learned the pool (−0.38, −0.40) and stayed blind. The claim is checked on three seeds, two of
+/// which must hold it.
 #[test]
 fn an_embedding_conditioned_learner_serves_unseen_apps_by_what_their_trajectories_show() {
     let blind = -0.36; // −θ²: the best any policy blind to θ earns on average
