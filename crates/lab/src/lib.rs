@@ -10,10 +10,12 @@
 //! - [`score`]: per-app summaries (utilisation, SLO violations, drops, core-seconds, reward, p99).
 //! - [`evaluate`]: `simulate` and `compare`; [`train`]: `train`; [`provision`]: the
 //!   provisioning problem; [`bench`]: `bench sim|store|agents`; [`record`]: trajectories into a
-//!   store.
+//!   store; [`embed`]: the [`embed::WorkloadEmbedder`] seam the lifecycle calls and the
+//!   meta-learner implements.
 
 pub mod agent;
 pub mod bench;
+pub mod embed;
 mod error;
 pub mod evaluate;
 pub mod output;

@@ -87,6 +87,41 @@ impl EmbeddingCache {
     }
 }
 
+/// The meta-learner behind lab's [`aware_lab::embed::WorkloadEmbedder`] seam: embeddings from
+/// the store through the cache, judged against the training pool when a detector is given.
+#[derive(Debug)]
+pub struct StoreEmbedder {
+    pub learner: MetaLearner,
+    pub cache: EmbeddingCache,
+    pub ood: Option<crate::OodDetector>,
+}
+
+impl StoreEmbedder {
+    pub fn new(learner: MetaLearner, ood: Option<crate::OodDetector>) -> Self {
+        Self { learner, cache: EmbeddingCache::new(), ood }
+    }
+}
+
+impl aware_lab::embed::WorkloadEmbedder for StoreEmbedder {
+    fn width(&self) -> usize {
+        self.learner.config().embedding
+    }
+
+    fn embed(
+        &mut self,
+        store: &dyn TrajectoryStore,
+        app: &str,
+    ) -> Result<aware_lab::embed::WorkloadEmbedding, aware_lab::embed::EmbedRefusal> {
+        let refuse = |e: MetaError| aware_lab::embed::EmbedRefusal { app: app.to_string(), reason: e.to_string() };
+        let values = self.cache.embedding(store, app, &self.learner).map_err(refuse)?.to_vec();
+        let (ood_score, out_of_distribution) = match &self.ood {
+            Some(d) => (Some(d.score(&values).map_err(refuse)?), d.is_out_of_distribution(&values).map_err(refuse)?),
+            None => (None, false),
+        };
+        Ok(aware_lab::embed::WorkloadEmbedding { values, ood_score, out_of_distribution })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,5 +185,34 @@ mod tests {
         assert_eq!(cache.computed(), 3);
         // Another pair has its own (too few) episodes.
         assert!(matches!(cache.embedding(&store, "b", &learner), Err(MetaError::TooFewTrajectories { have: 1, .. })));
+    }
+
+    #[test]
+    fn the_lifecycle_seam_refuses_with_a_reason_and_flags_unfamiliar_workloads() {
+        use aware_lab::embed::WorkloadEmbedder;
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = SqliteStore::open(&dir.path().join("s.db"), Sync::Normal).unwrap();
+        let config = MetaConfig { hidden: 8, fc: 8, embedding: 4, trajectories: 3, ..MetaConfig::aware(3) };
+        let learner = MetaLearner::new(config, 1).unwrap();
+        record(&mut store, "a", 0, 0.5);
+        let mut plain = StoreEmbedder::new(learner, None);
+        let err = plain.embed(&store, "a").unwrap_err();
+        assert_eq!(err.to_string(), "no workload embedding for a: 1 trajectories, the meta-learner needs at least 3");
+        record(&mut store, "a", 1, 0.6);
+        record(&mut store, "a", 2, 0.7);
+        let e = plain.embed(&store, "a").unwrap();
+        assert_eq!((e.values.len(), e.ood_score, e.out_of_distribution), (4, None, false));
+        // A pool far from this app's embedding flags it; one around it does not.
+        let far: Vec<Vec<f32>> =
+            (0..10).map(|i| e.values.iter().map(|v| v + 100.0 + i as f32 * 0.01).collect()).collect();
+        let near: Vec<Vec<f32>> =
+            (0..10).map(|i| e.values.iter().map(|v| v + (i as f32 - 4.5) * 0.01).collect()).collect();
+        for (pool, unfamiliar) in [(far, true), (near, false)] {
+            let learner = MetaLearner::new(plain.learner.config().clone(), 1).unwrap();
+            let mut judged = StoreEmbedder::new(learner, Some(crate::OodDetector::fit(pool, 3, 0.95).unwrap()));
+            let got = judged.embed(&store, "a").unwrap();
+            assert_eq!(got.out_of_distribution, unfamiliar, "{got:?}");
+            assert!(got.ood_score.is_some());
+        }
     }
 }
