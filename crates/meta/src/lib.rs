@@ -500,19 +500,7 @@ mod tests {
     /// Small sizes, uneven lengths, two bundles: the fused pass against burn's network.
     fn small() -> (MetaConfig, Vec<Bundle>) {
         let c = MetaConfig { hidden: 6, fc: 5, embedding: 4, min_trajectories: 1, ..MetaConfig::aware(3) };
-        let traj = |lengths: &[usize], salt: usize| -> Vec<Vec<Vec<f32>>> {
-            lengths
-                .iter()
-                .enumerate()
-                .map(|(m, &len)| {
-                    (0..len)
-                        .map(|t| {
-                            (0..3).map(|f| (((m * 37 + t * 11 + f * 5 + salt * 13) % 17) as f32 / 8.0) - 1.0).collect()
-                        })
-                        .collect()
-                })
-                .collect()
-        };
+        let traj = |lengths: &[usize], salt: usize| crate::net::tests::trajectories(lengths, 3, salt);
         (c, vec![Bundle::new(&traj(&[5, 2, 4], 0)).unwrap(), Bundle::new(&traj(&[3, 3], 1)).unwrap()])
     }
 

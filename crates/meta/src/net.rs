@@ -180,7 +180,7 @@ impl MetaNet {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn flat<const D: usize>(p: &Param<Tensor<D>>) -> Vec<f32> {
@@ -277,7 +277,8 @@ mod tests {
         dense(&net.embedding_fc, &dense(&net.hidden_fc, &pooled))
     }
 
-    fn trajectories(lengths: &[usize], features: usize, salt: usize) -> Vec<Vec<Vec<f32>>> {
+    /// Deterministic trajectories of the given lengths, values in [−1, 1].
+    pub(crate) fn trajectories(lengths: &[usize], features: usize, salt: usize) -> Vec<Vec<Vec<f32>>> {
         lengths
             .iter()
             .enumerate()
