@@ -15,7 +15,8 @@ use serde::Serialize;
 use crate::LabError;
 use crate::progress::Progress;
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// The median of timings (the upper one of an even count).
+pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }

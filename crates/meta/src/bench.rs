@@ -53,8 +53,7 @@ fn median_us(repeats: u32, mut f: impl FnMut() -> Result<(), MetaError>) -> Resu
         f()?;
         times.push(start.elapsed().as_secs_f64() * 1e6);
     }
-    times.sort_by(f64::total_cmp);
-    Ok(times[times.len() / 2])
+    Ok(aware_lab::bench::median(times))
 }
 
 /// A deterministic bundle of the asked shape (values in [−1, 1]).
