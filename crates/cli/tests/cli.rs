@@ -506,6 +506,23 @@ fn bench_agents_reports_every_algorithm() {
     assert_eq!(v["threads"], want.as_str());
 }
 
+#[test]
+fn bench_meta_reports_its_medians() {
+    let args = ["bench", "meta", "--trajectories", "3", "--steps", "8", "--repeats", "1", "--apps", "4", "--json"];
+    let o = aware(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["benchmark"], "meta");
+    for field in ["embed_us", "meta_train_step_us", "act_us_per_app", "embedding_refresh_us_per_app"] {
+        assert!(v[field].as_f64().unwrap() > 0.0, "{field} in {v}");
+    }
+    assert_eq!((v["trajectories"].as_u64(), v["apps"].as_u64()), (Some(3), Some(4)));
+    assert_eq!(v["parameters"], 1_749_824);
+    let bad = aware(&["bench", "meta", "--trajectories", "0"]);
+    assert_eq!(bad.status.code(), Some(2), "a usage error");
+    assert!(stderr(&bad).starts_with("error: invalid value '0' for '--trajectories"), "{}", stderr(&bad));
+}
+
 /// `aware run --store` records what `aware explain` then reads; a bad store URL is one line.
 #[test]
 fn run_records_into_a_store_that_explain_reads() {

@@ -18,11 +18,25 @@ pub struct MetaBenchSpec {
     pub features: usize,
     /// Timed repetitions of each measurement (after two untimed ones).
     pub repeats: u32,
+    /// Apps a run manages at once, for the per-app policy compute with meta-learning on.
+    pub apps: usize,
+    /// Probe trajectories per app its embedding is refreshed from (the pool's default: 5).
+    pub refresh_trajectories: usize,
+    /// Intervals per episode (an app's embedding is refreshed once per episode).
+    pub episode_steps: usize,
 }
 
 impl Default for MetaBenchSpec {
     fn default() -> Self {
-        Self { trajectories: 20, steps: 100, features: 15, repeats: 10 }
+        Self {
+            trajectories: 20,
+            steps: 100,
+            features: 15,
+            repeats: 10,
+            apps: 1000,
+            refresh_trajectories: 5,
+            episode_steps: 100,
+        }
     }
 }
 
@@ -41,6 +55,16 @@ pub struct MetaBenchReport {
     pub embed_us: f64,
     /// One meta-training step: forward with gradients, backward, Adam.
     pub meta_train_step_us: f64,
+    pub apps: usize,
+    /// One batched greedy action of the embedding-conditioned DDPG (256 × 256) for every app,
+    /// per app.
+    pub act_us_per_app: f64,
+    /// Refreshing every app's embedding from `refresh_trajectories` trajectories, per app.
+    pub embedding_refresh_us_per_app: f64,
+    /// Policy compute per app per interval with meta-learning on: the action plus the
+    /// refresh spread over an episode of `episode_steps` intervals.
+    pub policy_us_per_app_step: f64,
+    pub episode_steps: usize,
 }
 
 fn median_us(repeats: u32, mut f: impl FnMut() -> Result<(), MetaError>) -> Result<f64, MetaError> {
@@ -77,7 +101,28 @@ pub fn run(spec: &MetaBenchSpec) -> Result<MetaBenchReport, MetaError> {
     let zeros = vec![0.0; learner.config().embedding];
     let meta_train_step_us =
         median_us(spec.repeats, || learner.train_step(&[&bundle], |e| crate::mean_squared_error(e, &zeros)).map(drop))?;
+    // Serving `apps` apps: one batched action of the conditioned base learner per interval, one
+    // embedding refresh per episode (three timed refreshes: each embeds every app).
+    let e = learner.config().embedding;
+    let state = aware_env::STATE_DIM;
+    let mut agent = aware_agents::ddpg::Ddpg::new(state + e, 3, aware_agents::ddpg::DdpgConfig::default(), 1);
+    let rows: Vec<f32> = (0..spec.apps * (state + e)).map(|i| ((i * 37) % 200) as f32 / 100.0 - 1.0).collect();
+    let explore = vec![false; spec.apps];
+    let act_us = median_us(spec.repeats, || Ok(agent.act_batch(&rows, spec.apps, &explore).map(drop)?))?;
+    let probes: Vec<Bundle> = (0..spec.apps)
+        .map(|_| synthetic_bundle(spec.refresh_trajectories, spec.steps, spec.features))
+        .collect::<Result<_, _>>()?;
+    let refs: Vec<&Bundle> = probes.iter().collect();
+    let refresh_us = median_us(3, || learner.embed_many(&refs).map(drop))?;
+    let apps = spec.apps.max(1) as f64;
+    let act_us_per_app = act_us / apps;
+    let embedding_refresh_us_per_app = refresh_us / apps;
     Ok(MetaBenchReport {
+        apps: spec.apps,
+        act_us_per_app,
+        embedding_refresh_us_per_app,
+        policy_us_per_app_step: act_us_per_app + embedding_refresh_us_per_app / spec.episode_steps.max(1) as f64,
+        episode_steps: spec.episode_steps,
         benchmark: "meta",
         release_build: !cfg!(debug_assertions),
         threads: rayon::current_num_threads(),

@@ -154,6 +154,8 @@ pub enum MetaError {
     Lab(#[from] aware_lab::LabError),
     #[error(transparent)]
     Checkpoint(#[from] aware_agents::CheckpointError),
+    #[error(transparent)]
+    Agent(#[from] aware_agents::AgentError),
 }
 
 /// The meta-learner: its parameters (one flat vector, laid out as [`MetaNet::from_params`]
@@ -177,6 +179,9 @@ impl std::fmt::Debug for MetaLearner {
         f.debug_struct("MetaLearner").field("config", &self.config).field("updates", &self.updates).finish()
     }
 }
+
+/// Trajectories per fused pass when embedding many bundles.
+pub const EMBED_ROWS: usize = 256;
 
 /// One forward pass with what its backward pass needs: the embeddings (`[B, E]` row-major) and
 /// the tape. Hand it back to [`MetaLearner::step`] with the loss's gradient.
@@ -280,11 +285,26 @@ impl MetaLearner {
     }
 
     /// One embedding per bundle, computed in one batched pass (no dropout).
+    ///
+    /// Bundles go through in groups of at most [`EMBED_ROWS`] trajectories, so embedding a
+    /// thousand apps at once needs the memory of a few hundred trajectories, not of all.
     pub fn embed_many(&self, bundles: &[&Bundle]) -> Result<Vec<Vec<f32>>, MetaError> {
         self.check(bundles)?;
-        let packed = bundle::Packed::new(bundles);
-        let (flat, _) = fused::forward(&self.layout, &self.params, 0.0, &packed.input(), None);
-        Ok(flat.chunks(self.config.embedding).map(<[f32]>::to_vec).collect())
+        let mut out = Vec::with_capacity(bundles.len());
+        let mut start = 0;
+        while start < bundles.len() {
+            let mut end = start + 1;
+            let mut rows = bundles[start].trajectories();
+            while end < bundles.len() && rows + bundles[end].trajectories() <= EMBED_ROWS {
+                rows += bundles[end].trajectories();
+                end += 1;
+            }
+            let packed = bundle::Packed::new(&bundles[start..end]);
+            let (flat, _) = fused::forward(&self.layout, &self.params, 0.0, &packed.input(), None);
+            out.extend(flat.chunks(self.config.embedding).map(<[f32]>::to_vec));
+            start = end;
+        }
+        Ok(out)
     }
 
     /// A training forward pass (dropout on) over `bundles`: their embeddings, for a caller that
@@ -484,6 +504,22 @@ mod tests {
         }
         MetaConfig::flash(15).check().unwrap();
         assert_eq!(MetaConfig::flash(15).embedding, 32);
+    }
+
+    #[test]
+    fn many_bundles_embed_in_groups_as_each_does_alone() {
+        let learner = MetaLearner::new(config(), 5).unwrap();
+        let bundles: Vec<Bundle> = (0..30).map(|i| family(i % 2 == 0, 10, i)).collect();
+        let refs: Vec<&Bundle> = bundles.iter().collect();
+        assert!(refs.iter().map(|b| b.trajectories()).sum::<usize>() > EMBED_ROWS);
+        let together = learner.embed_many(&refs).unwrap();
+        assert_eq!(together.len(), 30);
+        for (b, e) in bundles.iter().zip(&together) {
+            let alone = learner.embed(b).unwrap();
+            for (x, y) in alone.iter().zip(e) {
+                assert!((x - y).abs() < 1e-5, "{alone:?} vs {e:?}");
+            }
+        }
     }
 
     #[test]

@@ -36,6 +36,9 @@ pub struct MetaArgs {
     /// Timed repetitions of each measurement (the median is reported).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     repeats: u32,
+    /// Apps served at once, for the per-app policy compute with meta-learning on.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    apps: u32,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -47,6 +50,8 @@ fn meta(args: MetaArgs) -> Result<ExitCode> {
         steps: args.steps as usize,
         features: args.features as usize,
         repeats: args.repeats,
+        apps: args.apps as usize,
+        ..Default::default()
     };
     let report = aware_meta::bench::run(&spec)?;
     if args.json {
@@ -64,6 +69,14 @@ fn meta(args: MetaArgs) -> Result<ExitCode> {
     );
     outln!("embedding:          {:>12.0} µs median", report.embed_us);
     outln!("meta-training step: {:>12.0} µs median", report.meta_train_step_us);
+    outln!(
+        "serving {} apps: {:.2} µs per app-interval (action {:.2} µs, embedding refresh {:.0} µs per app per {}-interval episode)",
+        report.apps,
+        report.policy_us_per_app_step,
+        report.act_us_per_app,
+        report.embedding_refresh_us_per_app,
+        report.episode_steps
+    );
     Ok(ExitCode::SUCCESS)
 }
 
