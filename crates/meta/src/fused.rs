@@ -171,7 +171,6 @@ pub(crate) struct Tape {
     layers: Vec<LayerTape>,
     /// Dropout masks (already scaled by 1/keep) on each layer's output but the last: `[T, N, 2H]`.
     dropped: Vec<Option<Vec<f32>>>,
-    last: Vec<f32>,
     pooled: Vec<f32>,
     a1: Vec<f32>,
     h1: Vec<f32>,
@@ -327,7 +326,6 @@ pub(crate) fn forward(
     let tape = Tape {
         layers: tapes,
         dropped,
-        last,
         pooled,
         a1,
         h1,
@@ -375,7 +373,6 @@ pub(crate) fn backward(layout: &Layout, p: &[f32], tape: &Tape, d_embedding: &[f
                 .for_each(|(d, v)| *d = v / count as f32);
         }
     }
-    let _ = &tape.last;
     // GRU layers, last to first: the last layer's gradient enters through its final states,
     // the others' through their outputs at every step.
     let mut d_out: Option<Vec<f32>> = None;
