@@ -225,9 +225,43 @@ pub fn fig6(config: &Fig6Config, progress: &dyn Progress) -> Result<Fig6Report, 
     })
 }
 
+/// fig8's `episodes_to_convergence`: the (1-based) episode from which the episode reward stays
+/// at or above r* − 0.02·|r*| for `window` consecutive episodes, r* being the scratch policy's
+/// converged reward; at least 1. If no such run fits in the budget: the budget, censored.
+pub fn episodes_to_convergence(rewards: &[f64], r_star: f64, window: usize) -> (u64, bool) {
+    let threshold = r_star - 0.02 * r_star.abs();
+    let window = window.max(1);
+    let mut run = 0;
+    for (i, r) in rewards.iter().enumerate() {
+        run = if *r >= threshold { run + 1 } else { 0 };
+        if run == window {
+            return ((i + 2 - window) as u64, false);
+        }
+    }
+    ((rewards.len() as u64).max(1), true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn convergence_is_the_start_of_the_first_run_that_stays_near_the_reference() {
+        let r_star = 100.0; // threshold 98
+        let cases: [(&[f64], usize, (u64, bool)); 6] = [
+            (&[99.0, 99.0, 99.0], 3, (1, false)),
+            (&[50.0, 98.0, 99.0, 120.0], 3, (2, false)),
+            (&[98.0, 97.9, 98.0, 98.0, 98.0], 3, (3, false)),
+            (&[99.0, 99.0], 3, (2, true)),
+            (&[], 10, (1, true)),
+            (&[10.0, 99.0, 10.0, 99.0], 1, (2, false)),
+        ];
+        for (rewards, window, want) in cases {
+            assert_eq!(episodes_to_convergence(rewards, r_star, window), want, "{rewards:?} window {window}");
+        }
+        // A negative reference: the band is 2 % of its magnitude below it.
+        assert_eq!(episodes_to_convergence(&[-103.0, -101.9, -101.0], -100.0, 2), (2, false));
+    }
 
     #[test]
     fn the_projection_finds_the_direction_of_most_spread() {

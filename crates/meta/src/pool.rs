@@ -77,30 +77,67 @@ pub fn train_pool(
     spec: &PoolSpec,
     progress: &dyn Progress,
 ) -> Result<(MetaDriver, Vec<PoolEpisode>), MetaError> {
-    let apps = workload.apps.len();
     let meta = MetaLearner::new(spec.meta.clone(), spec.seed)?;
     let agent = Ddpg::new(STATE_DIM + spec.meta.embedding, ACTIONS.space().dim(), spec.ddpg.clone(), spec.seed);
+    let mut driver =
+        MetaDriver::new(agent, meta, STATE_DIM, spec.train.clone(), spec.seed).with_fallback(fallback(workload, spec)?);
+    // Embeddings read the fallback's episodes only: the same behaviour at adaptation.
+    driver.embed_own_episodes = false;
+    let curve = run_episodes(&mut driver, workload, spec, progress, "meta-training")?;
+    Ok((driver, curve))
+}
+
+/// The fallback probing every app of `workload`, its choices read in [`ACTIONS`].
+fn fallback(workload: &Workload, spec: &PoolSpec) -> Result<Fallback, MetaError> {
+    let apps = workload.apps.len();
     let policies = (0..apps)
         .map(|i| Policy::build(&spec.fallback, &workload.app_profile(i), Some(&workload.apps[i]), None))
         .collect::<Result<Vec<_>, _>>()?;
-    let fallback = Fallback {
+    Ok(Fallback {
         recommenders: Recommenders::new(policies),
         kind: ACTIONS,
         bounds: (0..apps).map(|i| workload.profile.bounds_for(&workload.apps[i].bounds)).collect(),
-    };
-    let mut driver = MetaDriver::new(agent, meta, STATE_DIM, spec.train.clone(), spec.seed).with_fallback(fallback);
-    // Embeddings read the fallback's episodes only: the same behaviour at adaptation.
+    })
+}
+
+/// Adapts a meta-trained driver to the apps of `workload` it has never seen (AWARE §4.4): the
+/// meta-learner frozen, the fallback probes each new app for `probes` episodes (its embedding is
+/// read from them), then the shared base learner acts on the new apps and keeps training for
+/// `episodes` episodes. Returns the curve (probe episodes first).
+pub fn adapt(
+    driver: &mut MetaDriver,
+    workload: &Workload,
+    spec: &PoolSpec,
+    progress: &dyn Progress,
+) -> Result<Vec<PoolEpisode>, MetaError> {
+    driver.set_fallback(fallback(workload, spec)?);
+    driver.forget_apps();
+    driver.meta.set_learning(false);
+    driver.learn = true;
+    driver.explore = true;
     driver.embed_own_episodes = false;
+    run_episodes(driver, workload, spec, progress, "adapting")
+}
+
+/// `spec.probes` fallback episodes then `spec.episodes` agent episodes on `workload`.
+fn run_episodes(
+    driver: &mut MetaDriver,
+    workload: &Workload,
+    spec: &PoolSpec,
+    progress: &dyn Progress,
+    what: &str,
+) -> Result<Vec<PoolEpisode>, MetaError> {
+    let apps = workload.apps.len();
     let mut arena = workload.env(ACTIONS, spec.episode_steps, workload.trace_seed);
     let total = spec.probes + spec.episodes;
-    progress.start(total, "meta-training");
+    progress.start(total, what);
     let mut curve = Vec::with_capacity(total as usize);
     for episode in 0..total {
         let start = Instant::now();
         driver.probing = episode < spec.probes;
         let seed = workload.trace_seed.wrapping_add(episode);
-        let totals = rollout(&mut arena, &mut driver, seed, spec.episode_steps, &mut [], &aware_lab::progress::Silent)?;
-        end_episodes(&mut driver)?;
+        let totals = rollout(&mut arena, driver, seed, spec.episode_steps, &mut [], &aware_lab::progress::Silent)?;
+        end_episodes(driver)?;
         let row = PoolEpisode {
             episode,
             probe: driver.probing,
@@ -114,7 +151,7 @@ pub fn train_pool(
         curve.push(row);
     }
     driver.probing = false;
-    Ok((driver, curve))
+    Ok(curve)
 }
 
 #[cfg(test)]
@@ -140,5 +177,15 @@ mod tests {
         // Apps with different traffic and sizes are told apart.
         assert!(embeddings.windows(2).any(|w| w[0] != w[1]));
         assert!(curve.iter().all(|r| r.mean_reward.is_finite()));
+        // Unseen apps: the meta-learner frozen, the new apps probed and embedded, the base
+        // learner training on.
+        let (meta_updates, agent_updates) = (driver.meta.updates(), driver.agent.updates());
+        let mut driver = driver;
+        let unseen = Workload::load(&WorkloadSpec { apps: 3, seed: 99, steps: 40, ..WorkloadSpec::default() }).unwrap();
+        let curve = adapt(&mut driver, &unseen, &pool, &aware_lab::progress::Silent).unwrap();
+        assert_eq!(curve.len(), 4);
+        assert_eq!(driver.meta.updates(), meta_updates, "frozen");
+        assert!(driver.agent.updates() > agent_updates, "the base learner keeps learning");
+        assert!((0..3).all(|i| driver.embedding(i).is_some()) && driver.embedding(3).is_none());
     }
 }

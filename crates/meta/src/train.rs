@@ -120,6 +120,11 @@ impl MetaDriver {
         self
     }
 
+    /// Replaces the fallback (new apps: adaptation).
+    pub fn set_fallback(&mut self, fallback: Fallback) {
+        self.fallback = Some(fallback);
+    }
+
     /// Forgets every app (a new pool: adaptation to unseen apps starts from nothing known).
     pub fn forget_apps(&mut self) {
         self.apps.clear();
