@@ -507,6 +507,40 @@ fn bench_agents_reports_every_algorithm() {
 }
 
 #[test]
+fn experiment_fig6_reports_similarities_and_draws_the_projection() {
+    let dir = tempfile::tempdir().unwrap();
+    let plot = dir.path().join("fig6.png");
+    let o = aware(&[
+        "experiment",
+        "fig6",
+        "--quick",
+        "--apps",
+        "4",
+        "--seed",
+        "3",
+        "--json",
+        "--plot",
+        plot.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["experiment"], "fig6");
+    assert_eq!(v["apps"].as_array().unwrap().len(), 4);
+    let pairs = |k: &str| v[k]["pairs"].as_u64().unwrap();
+    assert_eq!(pairs("same_sensitivity") + pairs("different_sensitivity") + v["zero_embeddings"].as_u64().unwrap(), 6);
+    for a in v["apps"].as_array().unwrap() {
+        assert!(["cpu", "io"].contains(&a["sensitivity"].as_str().unwrap()), "{a}");
+        assert_eq!(a["embedding"].as_array().unwrap().len(), 16);
+    }
+    assert!(std::fs::read(&plot).unwrap().starts_with(b"\x89PNG"), "a PNG");
+    // A plot it could not write is refused before training.
+    assert_one_line_error(
+        &aware(&["experiment", "fig6", "--quick", "--plot", "/nonexistent/dir/x.png"]),
+        &["--plot", "does not exist"],
+    );
+}
+
+#[test]
 fn bench_meta_reports_its_medians() {
     let args = ["bench", "meta", "--trajectories", "3", "--steps", "8", "--repeats", "1", "--apps", "4", "--json"];
     let o = aware(&args);
