@@ -1,15 +1,16 @@
 //! Meta-training and adaptation: one shared DDPG base learner whose state is the encoded
 //! observation ⊕ the app's workload embedding, driven through lab's one rollout loop.
 //!
-//! Per application the driver keeps its finished episodes (the best M by total reward: the
-//! meta-learner's input) and its recent transitions. Every `meta_every` intervals, while the
+//! Per application the driver keeps its finished episodes (the best M by total reward, or FLASH's
+//! best and worst halves: the meta-learner's input; probe episodes only unless
+//! `embed_own_episodes`) and its recent transitions. Every `meta_every` intervals, while the
 //! meta-learner learns, it takes one end-to-end step: the embeddings of a batch of apps are
 //! computed with gradients, a minibatch of each app's transitions is formed with that app's
-//! embedding in the state, and the base learner's losses (critic TD error + actor loss, summed
-//! over the apps) are back-propagated through the base learner's input into the meta-learner
-//! (AWARE §4.3). The base learner itself learns from every transition as DDPG always does.
-//! Embeddings are refreshed at episode ends. An app with fewer finished episodes than the
-//! meta-learner needs acts with a zero embedding.
+//! embedding in the state, and the critic's TD loss, summed over the apps, is back-propagated
+//! through the base learner's input into the meta-learner (AWARE §4.3; not the actor's loss, see
+//! [`Ddpg::state_gradient`]). The base learner itself learns from every transition as DDPG
+//! always does. Embeddings are refreshed at episode ends. An app with fewer finished episodes
+//! than the meta-learner needs acts with a zero embedding.
 
 use std::collections::VecDeque;
 
@@ -63,8 +64,9 @@ pub struct MetaDriver {
     pub explore: bool,
     /// The base learner learns from the transitions.
     pub learn: bool,
-    /// Probe instead of acting: uniform random actions, as a behaviour policy that is the same
-    /// in meta-training and at adaptation (AWARE's fallback in OFFLINE plays this part).
+    /// Probe instead of acting: the fallback's choices (see [`MetaDriver::with_fallback`]), or
+    /// uniform random actions without one; a behaviour that is the same in meta-training and at
+    /// adaptation (AWARE's fallback in OFFLINE plays this part).
     pub probing: bool,
     /// Whether episodes the agent drove (not probes) also enter the apps' kept episodes. Off,
     /// embeddings read probe episodes only, so the meta-learner never learns to read back the
