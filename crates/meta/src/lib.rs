@@ -13,7 +13,7 @@
 //!   the meta-learner change;
 //! - [`OodDetector`]: flags an embedding farther from the training pool's than its members lie
 //!   from each other (a workload unlike any seen);
-//! - [`bench`]: `aware bench meta`.
+//! - [`mod@bench`]: `aware bench meta`.
 
 pub mod bench;
 mod bundle;
