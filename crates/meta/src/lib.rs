@@ -18,6 +18,7 @@
 pub mod bench;
 mod bundle;
 mod checkpoint;
+pub mod forecast;
 mod fused;
 mod net;
 mod ood;
