@@ -1,7 +1,7 @@
-//! The next-step load forecast TL+ adds to the state (fig8's transfer-learning baseline with
-//! state features): an ARIMA(p, d, 0) model — an autoregression of order p on the d-times
-//! differenced series, fitted by least squares — refitted on a sliding window of recent
-//! observations.
+//! The state features TL+ (fig8's transfer-learning baseline with state features) adds: the
+//! next-step load forecast, an ARIMA(p, d, 0) model — an autoregression of order p on the
+//! d-times differenced series, fitted by least squares — refitted on a sliding window of recent
+//! observations; and a resource→performance table learned online.
 
 use crate::MetaError;
 
@@ -186,5 +186,79 @@ mod tests {
             m.observe(x);
         }
         assert!((m.forecast().unwrap() - 11.0).abs() < 1e-6, "{:?}", m.forecast());
+    }
+}
+
+/// TL+'s resource→performance table: the mean performance seen at each level of a resource
+/// measure (e.g. latency / SLO against CPU utilisation), in equal-width bins over a range,
+/// learned online. A bin never seen answers with the nearest bin that was.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PerformanceTable {
+    low: f64,
+    high: f64,
+    /// Per bin: observations and their mean.
+    bins: Vec<(u64, f64)>,
+}
+
+impl PerformanceTable {
+    pub fn new(low: f64, high: f64, bins: usize) -> Result<Self, MetaError> {
+        if !(low.is_finite() && high.is_finite() && low < high) || bins == 0 {
+            return Err(MetaError::Config {
+                field: "performance_table",
+                reason: format!("range [{low}, {high}) with {bins} bins"),
+            });
+        }
+        Ok(Self { low, high, bins: vec![(0, 0.0); bins] })
+    }
+
+    fn bin(&self, x: f64) -> usize {
+        let n = self.bins.len();
+        (((x - self.low) / (self.high - self.low) * n as f64).floor().max(0.0) as usize).min(n - 1)
+    }
+
+    /// Records `performance` seen at `resource` (non-finite pairs are skipped).
+    pub fn observe(&mut self, resource: f64, performance: f64) {
+        if !(resource.is_finite() && performance.is_finite()) {
+            return;
+        }
+        let b = self.bin(resource);
+        let (n, mean) = &mut self.bins[b];
+        *n += 1;
+        *mean += (performance - *mean) / *n as f64;
+    }
+
+    /// The expected performance at `resource`; `None` before any observation.
+    pub fn predict(&self, resource: f64) -> Option<f64> {
+        if !resource.is_finite() {
+            return None;
+        }
+        let b = self.bin(resource) as isize;
+        (0..self.bins.len() as isize)
+            .flat_map(|d| [b - d, b + d])
+            .filter(|&i| i >= 0 && (i as usize) < self.bins.len())
+            .map(|i| self.bins[i as usize])
+            .find(|(n, _)| *n > 0)
+            .map(|(_, mean)| mean)
+    }
+}
+
+#[cfg(test)]
+mod table_tests {
+    use super::*;
+
+    #[test]
+    fn the_table_answers_with_the_mean_of_the_nearest_seen_level() {
+        let mut t = PerformanceTable::new(0.0, 1.0, 10).unwrap();
+        assert_eq!(t.predict(0.5), None);
+        t.observe(0.31, 0.5);
+        t.observe(0.39, 0.7);
+        t.observe(0.92, 2.0);
+        t.observe(f64::NAN, 9.0);
+        assert!((t.predict(0.35).unwrap() - 0.6).abs() < 1e-12);
+        assert_eq!(t.predict(0.1), Some(0.6), "nearest seen bin below");
+        assert_eq!(t.predict(0.99), Some(2.0));
+        assert_eq!(t.predict(7.0), Some(2.0), "beyond the range: the last bin");
+        assert_eq!(t.predict(0.7), Some(2.0), "0.9 is nearer than 0.3");
+        assert!(PerformanceTable::new(1.0, 1.0, 4).is_err());
     }
 }
