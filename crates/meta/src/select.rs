@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use aware_store::{EpisodeId, TopMode, TrajectoryStore};
+use aware_store::{EpisodeId, EpisodeRecord, TopMode, TrajectoryStore};
 
 use crate::{Bundle, MetaError, MetaLearner, Selection};
 
@@ -23,13 +23,30 @@ pub fn select(
     app: &str,
     learner: &MetaLearner,
 ) -> Result<(Vec<EpisodeId>, Bundle), MetaError> {
+    let records = chosen(store, app, learner)?;
+    let bundle = bundle_of(store, &records, learner)?;
+    Ok((records.iter().map(|r| r.id).collect(), bundle))
+}
+
+/// The episode records [`select`] reads, without their transitions.
+fn chosen(store: &dyn TrajectoryStore, app: &str, learner: &MetaLearner) -> Result<Vec<EpisodeRecord>, MetaError> {
     let config = learner.config();
-    let records = store.top_episodes(app, config.trajectories, config.selection.into())?;
-    if records.len() < config.min_trajectories {
-        return Err(MetaError::TooFewTrajectories { have: records.len(), need: config.min_trajectories });
+    Ok(store.top_episodes(app, config.trajectories, config.selection.into())?)
+}
+
+/// The chosen episodes' transitions as a bundle: enough of them, each with a finite total
+/// reward and at least one transition.
+fn bundle_of(
+    store: &dyn TrajectoryStore,
+    records: &[EpisodeRecord],
+    learner: &MetaLearner,
+) -> Result<Bundle, MetaError> {
+    let need = learner.config().min_trajectories;
+    if records.len() < need {
+        return Err(MetaError::TooFewTrajectories { have: records.len(), need });
     }
     let mut episodes = Vec::with_capacity(records.len());
-    for r in &records {
+    for r in records {
         if let Some(reward) = r.total_reward.filter(|v| !v.is_finite()) {
             return Err(MetaError::Episode { id: r.id, reason: format!("total reward is {reward}") });
         }
@@ -39,8 +56,7 @@ pub fn select(
         }
         episodes.push(transitions);
     }
-    let bundle = Bundle::from_transitions(&episodes)?;
-    Ok((records.iter().map(|r| r.id).collect(), bundle))
+    Bundle::from_transitions(&episodes)
 }
 
 /// What an embedding was made from: the meta-learner's update count and the chosen episodes.
@@ -68,15 +84,13 @@ impl EmbeddingCache {
         app: &str,
         learner: &MetaLearner,
     ) -> Result<&[f32], MetaError> {
-        let config = learner.config();
-        let chosen: Vec<EpisodeId> =
-            store.top_episodes(app, config.trajectories, config.selection.into())?.iter().map(|r| r.id).collect();
-        let key = (learner.updates(), chosen);
+        // One query for the chosen episodes; their transitions are read only on a miss.
+        let records = chosen(store, app, learner)?;
+        let key = (learner.updates(), records.iter().map(|r| r.id).collect::<Vec<_>>());
         if self.entries.get(app).is_none_or(|(k, _)| *k != key) {
-            let (ids, bundle) = select(store, app, learner)?;
-            let embedding = learner.embed(&bundle)?;
+            let embedding = learner.embed(&bundle_of(store, &records, learner)?)?;
             self.computed += 1;
-            self.entries.insert(app.to_string(), ((learner.updates(), ids), embedding));
+            self.entries.insert(app.to_string(), (key, embedding));
         }
         Ok(&self.entries[app].1)
     }
