@@ -4,6 +4,7 @@
 
 pub mod agents;
 pub mod classic;
+pub mod fig8;
 pub mod lifecycle;
 pub mod meta;
 

@@ -77,6 +77,22 @@ impl Bundle {
         Self::new(&trajectories)
     }
 
+    /// The bundle with every real step's features mapped to `(x − mean) / scale` (padding
+    /// stays zero). `mean` and `scale` hold one value per feature.
+    pub fn standardised(&self, mean: &[f32], scale: &[f32]) -> Bundle {
+        let (m, f) = (self.trajectories, self.features);
+        let mut out = self.clone();
+        for (i, &len) in self.lengths.iter().enumerate() {
+            for t in 0..len {
+                let at = (t * m + i) * f;
+                for (j, x) in out.data[at..at + f].iter_mut().enumerate() {
+                    *x = (*x - mean[j]) / scale[j];
+                }
+            }
+        }
+        out
+    }
+
     /// M.
     pub fn trajectories(&self) -> usize {
         self.trajectories

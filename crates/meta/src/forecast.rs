@@ -262,3 +262,79 @@ mod table_tests {
         assert!(PerformanceTable::new(1.0, 1.0, 4).is_err());
     }
 }
+
+/// TL+'s two state features for one application, appended to the encoded observation: the
+/// ARIMA forecast of the next interval's load as a relative change from the current load
+/// (tanh-squashed like the state's `load_change`), and the SLO preservation the performance
+/// table expects at the current CPU utilisation (1 before anything is known).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TlPlusFeatures {
+    arima: Arima,
+    table: PerformanceTable,
+}
+
+/// The number of features [`TlPlusFeatures`] adds.
+pub const TL_PLUS_FEATURES: usize = 2;
+
+impl TlPlusFeatures {
+    /// ARIMA(2, 1, 0) on the last 32 intervals; the table over CPU utilisation [0, 1.5) in 15 bins.
+    pub fn new() -> Self {
+        Self {
+            arima: Arima::new(2, 1, 32).expect("ARIMA(2, 1, 0) fits a 32-point window"),
+            table: PerformanceTable::new(0.0, 1.5, 15).expect("a valid range"),
+        }
+    }
+
+    /// Records an interval — its arrival rate, CPU utilisation and SLO preservation — and
+    /// returns the features for the state that follows it.
+    pub fn observe(&mut self, arrival_rps: f64, cpu_utilisation: f64, slo_preservation: f64) -> [f32; 2] {
+        self.arima.observe(arrival_rps);
+        self.table.observe(cpu_utilisation, slo_preservation);
+        self.features(arrival_rps, cpu_utilisation)
+    }
+
+    /// Starts a new episode: the load history restarts (a replayed day does not continue the
+    /// last one); the performance table keeps what it learned.
+    pub fn new_episode(&mut self) {
+        self.arima = Arima::new(self.arima.p, self.arima.d, self.arima.window).unwrap_or_else(|_| self.arima.clone());
+    }
+
+    /// The features at the current load and utilisation, without recording anything.
+    pub fn features(&self, arrival_rps: f64, cpu_utilisation: f64) -> [f32; 2] {
+        let change = match self.arima.forecast() {
+            Some(f) if f.is_finite() && arrival_rps.is_finite() => ((f - arrival_rps) / arrival_rps.max(1e-3)).tanh(),
+            _ => 0.0,
+        };
+        let performance = self.table.predict(cpu_utilisation).unwrap_or(1.0).clamp(0.0, 1.0);
+        [change as f32, performance as f32]
+    }
+}
+
+impl Default for TlPlusFeatures {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tl_plus_tests {
+    use super::*;
+
+    #[test]
+    fn tl_plus_features_forecast_a_rising_load_and_recall_performance() {
+        let mut f = TlPlusFeatures::new();
+        assert_eq!(f.features(10.0, 0.5), [0.0, 1.0], "nothing known yet");
+        let mut last = [0.0; 2];
+        for t in 0..20 {
+            // Load rising 10 % an interval; the SLO slips when utilisation is high.
+            let load = 10.0 * 1.1f64.powi(t);
+            let util = if t % 2 == 0 { 0.4 } else { 0.95 };
+            last = f.observe(load, util, if util > 0.9 { 0.6 } else { 1.0 });
+        }
+        assert!(last[0] > 0.05 && last[0] < 0.2, "a rise of about 10 %: {last:?}");
+        let load = 10.0 * 1.1f64.powi(19);
+        assert!((f.features(load, 0.95)[1] - 0.6).abs() < 1e-6);
+        assert!((f.features(load, 0.4)[1] - 1.0).abs() < 1e-6);
+        assert!(f.features(f64::NAN, 0.4)[0] == 0.0);
+    }
+}

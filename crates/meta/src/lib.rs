@@ -67,6 +67,65 @@ pub struct MetaConfig {
     pub selection: Selection,
     /// Adam's learning rate for the meta-learner's parameters.
     pub learning_rate: f64,
+    /// Per-feature standardisation of the steps read, fitted on the training pool's
+    /// trajectories ([`MetaLearner::fit_normaliser`]); none: steps are read as they are.
+    #[serde(default)]
+    pub normaliser: Option<Normaliser>,
+}
+
+/// `(x − mean) / scale` per step feature, so every feature moves the GRU by comparable amounts:
+/// the encoded state's features sit in [0, 1] and apps under the same fallback differ in them
+/// by hundredths, which unscaled inputs leave invisible next to the network's biases.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Normaliser {
+    pub mean: Vec<f32>,
+    pub scale: Vec<f32>,
+}
+
+impl Normaliser {
+    /// The smallest scale a feature gets: a feature (nearly) constant over the pool is centred,
+    /// not blown up from its noise.
+    pub const MIN_SCALE: f32 = 0.01;
+
+    /// Mean and standard deviation of every feature over the real (unpadded) steps of `bundles`.
+    pub fn fit(bundles: &[&Bundle]) -> Result<Self, MetaError> {
+        let f = bundles.first().ok_or(MetaError::EmptyBundle)?.features();
+        let (mut n, mut sum, mut sq) = (0.0f64, vec![0.0f64; f], vec![0.0f64; f]);
+        for b in bundles {
+            if b.features() != f {
+                return Err(MetaError::Features { got: b.features(), expected: f });
+            }
+            let m = b.trajectories();
+            for (i, &len) in b.lengths().iter().enumerate() {
+                for t in 0..len {
+                    let at = (t * m + i) * f;
+                    for (j, &x) in b.data()[at..at + f].iter().enumerate() {
+                        sum[j] += x as f64;
+                        sq[j] += x as f64 * x as f64;
+                    }
+                    n += 1.0;
+                }
+            }
+        }
+        let mean: Vec<f64> = sum.iter().map(|s| s / n.max(1.0)).collect();
+        let scale = sq
+            .iter()
+            .zip(&mean)
+            .map(|(q, m)| ((q / n.max(1.0) - m * m).max(0.0).sqrt() as f32).max(Self::MIN_SCALE))
+            .collect();
+        Ok(Self { mean: mean.into_iter().map(|m| m as f32).collect(), scale })
+    }
+
+    fn check(&self, features: usize) -> Result<(), MetaError> {
+        let bad = |reason: String| Err(MetaError::Config { field: "normaliser", reason });
+        if self.mean.len() != features || self.scale.len() != features {
+            return bad(format!("{} means and {} scales for {features} features", self.mean.len(), self.scale.len()));
+        }
+        if !self.mean.iter().all(|m| m.is_finite()) || !self.scale.iter().all(|s| s.is_finite() && *s > 0.0) {
+            return bad("means must be finite and scales positive".into());
+        }
+        Ok(())
+    }
 }
 
 impl MetaConfig {
@@ -83,6 +142,7 @@ impl MetaConfig {
             min_trajectories: 3,
             selection: Selection::Best,
             learning_rate: 1e-3,
+            normaliser: None,
         }
     }
 
@@ -121,6 +181,9 @@ impl MetaConfig {
                 field: "learning_rate",
                 reason: format!("{} is not a positive number", self.learning_rate),
             });
+        }
+        if let Some(n) = &self.normaliser {
+            n.check(self.features)?;
         }
         Ok(())
     }
@@ -280,6 +343,20 @@ impl MetaLearner {
         Ok(())
     }
 
+    /// Fits the input standardisation on `bundles` (the training pool's trajectories) and keeps
+    /// it from here on: in every embedding, every training step and the checkpoint.
+    pub fn fit_normaliser(&mut self, bundles: &[&Bundle]) -> Result<(), MetaError> {
+        self.check(bundles)?;
+        self.config.normaliser = Some(Normaliser::fit(bundles)?);
+        Ok(())
+    }
+
+    /// The bundles standardised, when the meta-learner has a normaliser.
+    fn standardised(&self, bundles: &[&Bundle]) -> Option<Vec<Bundle>> {
+        let n = self.config.normaliser.as_ref()?;
+        Some(bundles.iter().map(|b| b.standardised(&n.mean, &n.scale)).collect())
+    }
+
     /// The embedding of one bundle.
     pub fn embed(&self, bundle: &Bundle) -> Result<Vec<f32>, MetaError> {
         Ok(self.embed_many(&[bundle])?.pop().expect("one bundle, one embedding"))
@@ -291,6 +368,15 @@ impl MetaLearner {
     /// thousand apps at once needs the memory of a few hundred trajectories, not of all.
     pub fn embed_many(&self, bundles: &[&Bundle]) -> Result<Vec<Vec<f32>>, MetaError> {
         self.check(bundles)?;
+        let standardised = self.standardised(bundles);
+        let owned: Vec<&Bundle>;
+        let bundles = match &standardised {
+            Some(v) => {
+                owned = v.iter().collect();
+                &owned[..]
+            }
+            None => bundles,
+        };
         let mut out = Vec::with_capacity(bundles.len());
         let mut start = 0;
         while start < bundles.len() {
@@ -312,7 +398,11 @@ impl MetaLearner {
     /// builds its loss from them (the base learner's), and the tape [`MetaLearner::step`] needs.
     pub fn forward(&mut self, bundles: &[&Bundle]) -> Result<Pass, MetaError> {
         self.check(bundles)?;
-        let packed = bundle::Packed::new(bundles);
+        let standardised = self.standardised(bundles);
+        let packed = match &standardised {
+            Some(v) => bundle::Packed::new(&v.iter().collect::<Vec<_>>()),
+            None => bundle::Packed::new(bundles),
+        };
         let (embeddings, tape) =
             fused::forward(&self.layout, &self.params, self.config.dropout, &packed.input(), Some(&mut self.rng));
         Ok(Pass { embeddings, tape, bundles: bundles.len(), updates: self.updates })
@@ -595,5 +685,42 @@ mod tests {
         learner.step(&pass, &w).unwrap();
         let after: f32 = learner.forward(&refs).unwrap().embeddings().iter().zip(&w).map(|(a, b)| a * b).sum();
         assert!(after < before, "Σ w·e {before} → {after}");
+    }
+
+    #[test]
+    fn the_normaliser_standardises_real_steps_and_travels_with_the_learner() {
+        // Feature 0 varies, feature 1 is constant; trajectory 1 is shorter (padding).
+        let b = Bundle::new(&[vec![vec![1.0, 5.0], vec![3.0, 5.0], vec![5.0, 5.0]], vec![vec![7.0, 5.0]]]).unwrap();
+        let n = Normaliser::fit(&[&b]).unwrap();
+        assert!((n.mean[0] - 4.0).abs() < 1e-6 && (n.mean[1] - 5.0).abs() < 1e-6, "{n:?}");
+        assert!((n.scale[0] - 5.0f32.sqrt()).abs() < 1e-5, "{n:?}");
+        assert_eq!(n.scale[1], Normaliser::MIN_SCALE, "a constant feature is centred, not blown up");
+        let z = b.standardised(&n.mean, &n.scale);
+        let real: Vec<f32> = [0usize, 1, 2, 4].iter().map(|&t| z.data()[t * 2]).collect();
+        assert!((real.iter().sum::<f32>()).abs() < 1e-5 && z.data()[6..8] == [0.0, 0.0], "{:?}", z.data());
+        // A fitted learner reads standardised steps: shifting every input by the pool's mean
+        // changes nothing once it is refitted, and the normaliser is checked and kept.
+        let mut learner = MetaLearner::new(MetaConfig { features: 2, ..config() }, 3).unwrap();
+        let raw = learner.embed(&b).unwrap();
+        learner.fit_normaliser(&[&b]).unwrap();
+        let fitted = learner.embed(&b).unwrap();
+        assert_ne!(raw, fitted);
+        let shifted =
+            Bundle::new(&[vec![vec![101.0, 5.0], vec![103.0, 5.0], vec![105.0, 5.0]], vec![vec![107.0, 5.0]]]).unwrap();
+        let mut other = MetaLearner::new(MetaConfig { features: 2, ..config() }, 3).unwrap();
+        other.fit_normaliser(&[&shifted]).unwrap();
+        let e = other.embed(&shifted).unwrap();
+        assert!(e.iter().zip(&fitted).all(|(a, b)| (a - b).abs() < 1e-5), "{e:?} vs {fitted:?}");
+        let dir = tempfile::tempdir().unwrap();
+        learner.save(dir.path()).unwrap();
+        let loaded = MetaLearner::load(dir.path(), 3).unwrap();
+        assert_eq!(loaded.config().normaliser, learner.config().normaliser);
+        assert_eq!(loaded.embed(&b).unwrap(), fitted);
+        let bad = MetaConfig {
+            features: 2,
+            normaliser: Some(Normaliser { mean: vec![0.0; 2], scale: vec![1.0, 0.0] }),
+            ..config()
+        };
+        assert!(MetaLearner::new(bad, 1).unwrap_err().to_string().contains("normaliser"));
     }
 }

@@ -34,6 +34,9 @@ pub struct PoolSpec {
     pub meta: MetaConfig,
     pub train: MetaTrainConfig,
     pub ddpg: DdpgConfig,
+    /// Standardise the meta-learner's input on the pool's probe episodes (fitted once, after
+    /// the probes; kept at adaptation and in the checkpoint).
+    pub normalise: bool,
 }
 
 impl PoolSpec {
@@ -53,6 +56,7 @@ impl PoolSpec {
             },
             train: MetaTrainConfig::default(),
             ddpg: aware_lab::agent::autoscaling_ddpg(),
+            normalise: true,
         }
     }
 }
@@ -88,7 +92,7 @@ pub fn train_pool(
 }
 
 /// The fallback probing every app of `workload`, its choices read in [`ACTIONS`].
-fn fallback(workload: &Workload, spec: &PoolSpec) -> Result<Fallback, MetaError> {
+pub fn fallback(workload: &Workload, spec: &PoolSpec) -> Result<Fallback, MetaError> {
     let apps = workload.apps.len();
     let policies = (0..apps)
         .map(|i| Policy::build(&spec.fallback, &workload.app_profile(i), Some(&workload.apps[i]), None))
@@ -110,13 +114,20 @@ pub fn adapt(
     spec: &PoolSpec,
     progress: &dyn Progress,
 ) -> Result<Vec<PoolEpisode>, MetaError> {
+    prepare_adaptation(driver, workload, spec)?;
+    run_episodes(driver, workload, spec, progress, "adapting")
+}
+
+/// Readies a meta-trained driver for the unseen apps of `workload`: their fallback probes, no
+/// app remembered, the meta-learner frozen, the base learner learning and exploring.
+pub fn prepare_adaptation(driver: &mut MetaDriver, workload: &Workload, spec: &PoolSpec) -> Result<(), MetaError> {
     driver.set_fallback(fallback(workload, spec)?);
     driver.forget_apps();
     driver.meta.set_learning(false);
     driver.learn = true;
     driver.explore = true;
     driver.embed_own_episodes = false;
-    run_episodes(driver, workload, spec, progress, "adapting")
+    Ok(())
 }
 
 /// `spec.probes` fallback episodes then `spec.episodes` agent episodes on `workload`.
@@ -138,6 +149,10 @@ fn run_episodes(
         let seed = workload.trace_seed.wrapping_add(episode);
         let totals = rollout(&mut arena, driver, seed, spec.episode_steps, &mut [], &aware_lab::progress::Silent)?;
         end_episodes(driver)?;
+        // After the pool's probes, before any meta-training step: the input standardisation.
+        if spec.normalise && episode + 1 == spec.probes && driver.meta.is_learning() {
+            driver.fit_normaliser()?;
+        }
         let row = PoolEpisode {
             episode,
             probe: driver.probing,

@@ -177,6 +177,21 @@ impl MetaDriver {
         Ok(())
     }
 
+    /// Fits the meta-learner's input standardisation on every app's kept episodes (the pool's
+    /// probe episodes) and re-embeds them.
+    pub fn fit_normaliser(&mut self) -> Result<(), MetaError> {
+        let need = self.meta.config().min_trajectories;
+        let bundles = (0..self.apps.len())
+            .filter(|&i| self.apps[i].episodes.len() >= need)
+            .map(|i| self.bundle(i))
+            .collect::<Result<Vec<_>, _>>()?;
+        if bundles.is_empty() {
+            return Err(MetaError::TooFewTrajectories { have: 0, need });
+        }
+        self.meta.fit_normaliser(&bundles.iter().collect::<Vec<_>>())?;
+        self.refresh_embeddings()
+    }
+
     /// One end-to-end meta-learner step over a random batch of apps with embeddings and data.
     fn meta_step(&mut self) -> Result<(), MetaError> {
         let (s_dim, e_dim) = (self.observation_dim, self.embedding_width());

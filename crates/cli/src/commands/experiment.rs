@@ -35,6 +35,77 @@ pub enum Experiment {
     /// pairs alike in resource sensitivity and load pattern against pairs unlike in both, and a
     /// 2-D projection plot. Exits 0 when it completes.
     Fig6(Fig6Args),
+    /// AWARE Figure 8: episodes to adapt to unseen apps — AWARE (meta-trained shared policy)
+    /// vs TL vs TL+ vs training from scratch, with each row's utilisation deficit, SLO
+    /// violations and core-seconds over the same adaptation window. Exits 0 when it completes.
+    Fig8(Fig8Args),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Fig8Args {
+    /// A smaller run (minutes): 16 pool apps, 4 unseen, a smaller meta-learner, 40 episodes.
+    #[arg(long)]
+    quick: bool,
+    /// Seeds the pool, the unseen apps, their traffic and every learner.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Unseen applications (default 4 quick, 8 full).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000))]
+    apps: Option<u64>,
+    #[arg(long)]
+    json: bool,
+}
+
+fn fig8(args: Fig8Args) -> Result<ExitCode> {
+    use aware_experiments::fig8::{Fig8Config, fig8};
+    use aware_lab::progress::Progress;
+    let mut config = if args.quick { Fig8Config::quick(args.seed) } else { Fig8Config::full(args.seed) };
+    if let Some(n) = args.apps {
+        config.unseen_apps = n as usize;
+    }
+    let bar = Bar::new();
+    let report = fig8(&config, &bar)?;
+    bar.finish();
+    if args.json {
+        print_json(&report)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    outln!(
+        "fig8: {} unseen apps after a pool of {}, seed {}; window B = {} episodes of {} intervals ({} probes for aware)",
+        report.unseen_apps,
+        report.pool_apps,
+        report.seed,
+        report.budget,
+        report.episode_steps,
+        report.probes
+    );
+    outln!(
+        "{:<8} {:>9} {:>9} {:>11} {:>11} {:>12} {:>9} {:>8}",
+        "policy",
+        "episodes",
+        "censored",
+        "util.def.",
+        "SLO viol.",
+        "core-s",
+        "dropped",
+        "cpu s"
+    );
+    for p in &report.policies {
+        let s = &p.row.summary;
+        outln!(
+            "{:<8} {:>9.1} {:>9} {:>11.3} {:>11} {:>12.0} {:>9.0} {:>8}",
+            p.row.policy,
+            p.episodes_to_convergence,
+            format!("{}/{}", p.censored_apps, report.unseen_apps),
+            s.utilisation_deficit,
+            s.slo_violations,
+            s.core_seconds,
+            s.dropped_requests,
+            p.cpu_seconds.map_or("-".into(), |c| format!("{c:.0}"))
+        );
+    }
+    outln!("tl / aware episodes to convergence: {:.2}", report.tl_over_aware);
+    Ok(ExitCode::SUCCESS)
 }
 
 #[derive(clap::Args, Debug)]
@@ -156,6 +227,7 @@ pub fn run(experiment: Experiment) -> Result<ExitCode> {
         Experiment::Fig9(a) => lifecycle(Which::Fig9, a),
         Experiment::Fig10(a) => lifecycle(Which::Fig10, a),
         Experiment::Fig6(a) => fig6(a),
+        Experiment::Fig8(a) => fig8(a),
     }
 }
 

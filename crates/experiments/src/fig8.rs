@@ -1,0 +1,626 @@
+//! AWARE Figure 8: how many episodes a policy needs on an application it has never seen.
+//!
+//! Four rows adapt to the same K unseen apps, run together in one simulated cluster on the same
+//! traffic (every episode replays the same day, so an episode's reward moves only with the
+//! policy):
+//! - `aware`: the meta-trained shared base learner (`aware_meta::pool::train_pool` over a pool of
+//!   generated apps). On the unseen apps the meta-learner is frozen; the fallback serves the first
+//!   `probes` episodes, the embeddings are read from them, then the base learner acts and keeps
+//!   training on every unseen app at once;
+//! - `tl`: transfer learning as FIRM does it: a DDPG agent trained on one pool app, its parameters
+//!   copied to a fresh agent per unseen app, which then fine-tunes on its app;
+//! - `tl+`: `tl` with TL+'s two state features ([`TlPlusFeatures`]: an ARIMA load forecast and a
+//!   resource→performance table), in the source agent and in the copies;
+//! - `scratch`: a fresh DDPG agent per unseen app; its converged reward is the reference r*.
+//!
+//! After every training episode the row's policy is evaluated greedily on the same day (no
+//! exploration, no learning): that reward is "the policy's episode reward" of
+//! [`episodes_to_convergence`] (r* is the mean of scratch's last `window` evaluated rewards).
+//! `aware`'s count includes its probe episodes. The operator's figures (utilisation deficit,
+//! SLO violations, core-seconds, drops) are those of the first `budget` episodes as served —
+//! exploration, probes and all — the adaptation window, the same for every row.
+
+use std::time::Instant;
+
+use aware_agents::Experience;
+use aware_agents::ddpg::{Ddpg, DdpgConfig};
+use aware_core::{Action, Space, StepInfo, VecStep};
+use aware_env::{Control, STATE_DIM, StateEncoder};
+use aware_lab::LabError;
+use aware_lab::evaluate::{PolicyRow, aggregate};
+use aware_lab::progress::{Progress, Silent};
+use aware_lab::rollout::{Arena, Driver, Interval, Observer, rollout};
+use aware_lab::score::{Scorer, Summary};
+use aware_lab::workload::{Workload, WorkloadSpec};
+use aware_meta::MetaConfig;
+use aware_meta::forecast::{TL_PLUS_FEATURES, TlPlusFeatures};
+use aware_meta::pool::{ACTIONS, PoolSpec, prepare_adaptation, train_pool};
+use aware_meta::train::{MetaDriver, end_episodes};
+use serde::Serialize;
+
+use crate::ExperimentError;
+use crate::meta::episodes_to_convergence;
+
+#[derive(Debug, Clone)]
+pub struct Fig8Config {
+    pub seed: u64,
+    pub quick: bool,
+    /// Apps the meta-learner and the shared base learner train on.
+    pub pool_apps: usize,
+    /// K: apps none of the rows has seen, generated from another seed.
+    pub unseen_apps: usize,
+    /// B: episodes every row adapts for; the operator's figures cover these.
+    pub budget: u64,
+    /// Episodes scratch trains for (r* is read from its last `window`); at least `budget`.
+    pub scratch_episodes: u64,
+    /// Episodes TL's source agent trains on its app.
+    pub source_episodes: u64,
+    /// Consecutive episodes within 2 % of r* that make convergence (10 in the paper).
+    pub window: usize,
+    /// The pool's meta-training: probe and training episodes, intervals per episode, the
+    /// meta-learner's and the base learner's settings (TL and scratch use the same DDPG).
+    pub pool: PoolSpec,
+}
+
+impl Fig8Config {
+    /// Minutes on 2 cores: 16 pool apps, 4 unseen, 48-interval episodes, a meta-learner of hidden
+    /// 64 with a 16-d embedding, 40 adaptation episodes.
+    pub fn quick(seed: u64) -> Self {
+        let mut pool = PoolSpec::new(3, 30, 48, seed);
+        pool.meta = MetaConfig { hidden: 64, fc: 64, embedding: 16, ..pool.meta };
+        Self {
+            seed,
+            quick: true,
+            pool_apps: 16,
+            unseen_apps: 4,
+            budget: 40,
+            scratch_episodes: 60,
+            source_episodes: 33,
+            window: 10,
+            pool,
+        }
+    }
+
+    /// AWARE's meta-learner on 64 pool apps, 8 unseen, 96-interval episodes, 150 adaptation
+    /// episodes.
+    pub fn full(seed: u64) -> Self {
+        Self {
+            seed,
+            quick: false,
+            pool_apps: 64,
+            unseen_apps: 8,
+            budget: 150,
+            scratch_episodes: 200,
+            source_episodes: 105,
+            window: 10,
+            pool: PoolSpec::new(5, 100, 96, seed),
+        }
+    }
+
+    fn check(&self) -> Result<(), ExperimentError> {
+        let bad = |input: &str, reason: String| Err(ExperimentError::Input { input: input.into(), reason });
+        if self.pool_apps == 0 || self.unseen_apps == 0 {
+            return bad("--apps", "the pool and the unseen set need at least one app each".into());
+        }
+        if self.budget <= self.pool.probes {
+            return bad("budget", format!("{} episodes leave none after {} probes", self.budget, self.pool.probes));
+        }
+        if self.scratch_episodes < self.budget {
+            return bad("scratch_episodes", format!("{} is below the budget {}", self.scratch_episodes, self.budget));
+        }
+        if self.window == 0 || self.pool.episode_steps == 0 || self.source_episodes == 0 {
+            return bad("window", "the window, episode length and source episodes must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// One policy's row: `compare --json`'s fields over the adaptation window (mean over the
+/// unseen apps), and the mean episodes to convergence.
+#[derive(Debug, Clone, Serialize)]
+pub struct Fig8Row {
+    #[serde(flatten)]
+    pub row: PolicyRow,
+    /// Mean over the unseen apps (censored apps count at the budget).
+    pub episodes_to_convergence: f64,
+    /// Whether any app did not converge within the budget.
+    pub censored: bool,
+    pub censored_apps: usize,
+    /// Process CPU time of the row's adaptation (probes, training, evaluation), seconds; null
+    /// where the platform does not report it.
+    pub cpu_seconds: Option<f64>,
+    pub wall_seconds: f64,
+}
+
+/// One app under one policy.
+#[derive(Debug, Clone, Serialize)]
+pub struct Fig8App {
+    pub app: String,
+    pub policy: String,
+    pub episodes_to_convergence: u64,
+    pub censored: bool,
+    /// The reference r* this app's rows are measured against.
+    pub r_star: f64,
+    pub utilisation_deficit: f64,
+    pub slo_violations: u64,
+    pub core_seconds: f64,
+    pub dropped_requests: f64,
+    pub mean_reward: f64,
+    /// The greedy policy's reward after each training episode (`aware`: after its probes).
+    pub evaluated_rewards: Vec<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Fig8Report {
+    pub experiment: &'static str,
+    pub seed: u64,
+    pub quick: bool,
+    pub pool_apps: usize,
+    pub unseen_apps: usize,
+    /// B: the adaptation window every row's operator figures cover.
+    pub budget: u64,
+    pub probes: u64,
+    pub window: usize,
+    pub episode_steps: u64,
+    pub policies: Vec<Fig8Row>,
+    pub per_app: Vec<Fig8App>,
+    /// TL's mean episodes to convergence over AWARE's (the paper: 5.5).
+    pub tl_over_aware: f64,
+    pub meta_steps: u64,
+    pub pool_training_seconds: f64,
+    pub source_training_seconds: f64,
+}
+
+/// How a row's driver is told what the next episode is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// The fallback serves (AWARE's probes).
+    Probe,
+    /// The policy acts, exploring and learning.
+    Train,
+    /// The policy acts greedily and learns nothing.
+    Evaluate,
+}
+
+trait Adapting: Driver {
+    fn set_mode(&mut self, mode: Mode);
+    fn end_episode(&mut self) -> Result<(), ExperimentError>;
+}
+
+impl Adapting for MetaDriver {
+    fn set_mode(&mut self, mode: Mode) {
+        self.probing = mode == Mode::Probe;
+        self.explore = mode != Mode::Evaluate;
+        self.learn = mode != Mode::Evaluate;
+    }
+
+    fn end_episode(&mut self) -> Result<(), ExperimentError> {
+        Ok(end_episodes(self)?)
+    }
+}
+
+/// One DDPG agent per application, each acting for and learning from its own app only (TL's
+/// copies, scratch), optionally with TL+'s state features appended to the observation.
+///
+/// With features, an interval's next state is known only when the next interval's load is
+/// observed, so each transition is completed at the next decision (or, at an episode's end,
+/// with the last features).
+struct Independent {
+    agents: Vec<Ddpg>,
+    features: Option<Vec<TlPlusFeatures>>,
+    explore: bool,
+    learn: bool,
+    /// The (augmented) states the agents decided on, and the actions they took.
+    decided: Vec<(Vec<f32>, Vec<f32>)>,
+    /// Transitions waiting for their next state: (state, action, reward, terminal).
+    pending: Vec<Option<(Vec<f32>, Vec<f32>, f32, bool)>>,
+}
+
+impl Independent {
+    fn new(agents: Vec<Ddpg>, features: bool) -> Self {
+        let n = agents.len();
+        Self {
+            features: features.then(|| vec![TlPlusFeatures::new(); n]),
+            agents,
+            explore: true,
+            learn: true,
+            decided: vec![(Vec::new(), Vec::new()); n],
+            pending: vec![None; n],
+        }
+    }
+}
+
+fn agent_error(e: aware_agents::AgentError) -> LabError {
+    LabError::input("agent", e.to_string())
+}
+
+impl Driver for Independent {
+    fn decide(&mut self, arena: &dyn Arena, states: &[Vec<f32>], infos: &[StepInfo]) -> Result<Vec<Control>, LabError> {
+        let mut controls = Vec::with_capacity(states.len());
+        for (i, state) in states.iter().enumerate() {
+            let mut s = state.clone();
+            if let Some(features) = self.features.as_mut() {
+                let obs = arena
+                    .observe(i)
+                    .ok_or_else(|| LabError::input("tl+", "its features need an arena that reports observations"))??;
+                let info = &infos[i];
+                s.extend_from_slice(&features[i].observe(
+                    obs.arrival_rate,
+                    info.cpu_utilisation,
+                    info.slo_preservation,
+                ));
+            }
+            if let Some((state, action, reward, terminal)) = self.pending[i].take() {
+                let e = Experience { state, action, reward, next_state: s.clone(), terminal };
+                self.agents[i].observe(&e).map_err(agent_error)?;
+            }
+            let a = self.agents[i].act(&s, self.explore).map_err(agent_error)?;
+            self.decided[i] = (s, a.clone());
+            controls.push(Control::Action(Action::Continuous(a)));
+        }
+        Ok(controls)
+    }
+
+    fn feedback(&mut self, _states: &[Vec<f32>], _controls: &[Control], out: &VecStep) -> Result<(), LabError> {
+        if !self.learn {
+            return Ok(());
+        }
+        for (i, step) in out.steps.iter().enumerate() {
+            let (state, action) = self.decided[i].clone();
+            let (reward, terminal) = (step.reward as f32, step.terminated);
+            if self.features.is_some() && !(step.truncated || step.terminated) {
+                self.pending[i] = Some((state, action, reward, terminal));
+                continue;
+            }
+            let mut next = step.observation.clone();
+            if self.features.is_some() {
+                // The episode ends here: the features the last decision saw stand in.
+                next.extend_from_slice(&state[STATE_DIM..]);
+            }
+            let e = Experience { state, action, reward, next_state: next, terminal };
+            self.agents[i].observe(&e).map_err(agent_error)?;
+        }
+        Ok(())
+    }
+}
+
+impl Adapting for Independent {
+    fn set_mode(&mut self, mode: Mode) {
+        self.explore = mode != Mode::Evaluate;
+        self.learn = mode != Mode::Evaluate;
+    }
+
+    fn end_episode(&mut self) -> Result<(), ExperimentError> {
+        self.pending.iter_mut().for_each(|p| *p = None);
+        if let Some(features) = self.features.as_mut() {
+            features.iter_mut().for_each(TlPlusFeatures::new_episode);
+        }
+        Ok(())
+    }
+}
+
+/// Σ reward per app over one rollout.
+struct EpisodeRewards(Vec<f64>);
+
+impl Observer for EpisodeRewards {
+    fn record(&mut self, _arena: &dyn Arena, interval: &Interval) -> Result<(), LabError> {
+        for (total, step) in self.0.iter_mut().zip(&interval.out.steps) {
+            *total += step.reward;
+        }
+        Ok(())
+    }
+}
+
+/// What one row's adaptation gave.
+struct RowRun {
+    /// Per app, the adaptation window as served.
+    window: Vec<Summary>,
+    latencies: aware_lab::score::LatencyHistogram,
+    /// Per app, the greedy policy's reward after each training episode.
+    evaluated: Vec<Vec<f64>>,
+    cpu_seconds: Option<f64>,
+    wall_seconds: f64,
+}
+
+/// User + system CPU time of this process, seconds (Linux's `/proc/self/stat`, in 1/100 s).
+fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces) closed by the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}
+
+struct Run<'a> {
+    workload: &'a Workload,
+    names: Vec<String>,
+    targets: Vec<f64>,
+    episode_steps: u64,
+    seed: u64,
+    budget: u64,
+    progress: &'a dyn Progress,
+}
+
+impl Run<'_> {
+    /// `probes` probe episodes then `episodes − probes` training episodes, each followed by a
+    /// greedy evaluation; the first `budget` episodes scored as the adaptation window.
+    fn row(&self, driver: &mut dyn Adapting, probes: u64, episodes: u64) -> Result<RowRun, ExperimentError> {
+        let (cpu0, start) = (process_cpu_seconds(), Instant::now());
+        let mut arena = self.workload.env(ACTIONS, self.episode_steps, self.seed);
+        let mut scorer = Scorer::new(&arena, &self.names).with_cpu_targets(&self.targets);
+        let apps = self.names.len();
+        let mut evaluated = vec![Vec::new(); apps];
+        for episode in 0..episodes {
+            driver.set_mode(if episode < probes { Mode::Probe } else { Mode::Train });
+            if episode < self.budget {
+                rollout(&mut arena, driver, self.seed, self.episode_steps, &mut [&mut scorer], &Silent)?;
+            } else {
+                rollout(&mut arena, driver, self.seed, self.episode_steps, &mut [], &Silent)?;
+            }
+            driver.end_episode()?;
+            if episode >= probes {
+                driver.set_mode(Mode::Evaluate);
+                let mut rewards = EpisodeRewards(vec![0.0; apps]);
+                rollout(&mut arena, driver, self.seed, self.episode_steps, &mut [&mut rewards], &Silent)?;
+                driver.end_episode()?;
+                for (curve, r) in evaluated.iter_mut().zip(rewards.0) {
+                    curve.push(r);
+                }
+            }
+            self.progress.inc(1);
+        }
+        let latencies = scorer.merged_latencies();
+        let (window, _) = scorer.finish(&[]);
+        Ok(RowRun {
+            window,
+            latencies,
+            evaluated,
+            cpu_seconds: cpu0.zip(process_cpu_seconds()).map(|(a, b)| b - a),
+            wall_seconds: start.elapsed().as_secs_f64(),
+        })
+    }
+}
+
+/// The DDPG settings TL's copies, TL's source and scratch learn with: the base learner's, with
+/// uniform warm-up cut to two episodes (an agent per app sees one app's transitions only).
+fn per_app_ddpg(base: &DdpgConfig, episode_steps: u64) -> DdpgConfig {
+    DdpgConfig { warmup: (2 * episode_steps as usize).max(base.batch_size), ..base.clone() }
+}
+
+fn observation_space(features: bool) -> Space {
+    let Space::Box { mut low, mut high } = StateEncoder::space() else { unreachable!("the state space is a box") };
+    if features {
+        low.extend([-1.0, 0.0]);
+        high.extend([1.0, 1.0]);
+    }
+    Space::Box { low, high }
+}
+
+/// Trains TL's source agent on one pool app, and returns per unseen app a copy of its
+/// parameters ready to fine-tune: it learns from its first minibatch on and never acts
+/// uniformly at random (that would throw away what was transferred).
+fn transferred(
+    config: &Fig8Config,
+    pool: &Workload,
+    unseen: usize,
+    features: bool,
+    progress: &dyn Progress,
+) -> Result<Vec<Ddpg>, ExperimentError> {
+    let source = Workload {
+        apps: vec![pool.apps[0].clone()],
+        traces: pool.traces.iter().take(1).cloned().collect(),
+        ..pool.clone()
+    };
+    let dim = STATE_DIM + if features { TL_PLUS_FEATURES } else { 0 };
+    let action_dim = ACTIONS.space().dim();
+    let ddpg = per_app_ddpg(&config.pool.ddpg, config.pool.episode_steps);
+    let mut driver = Independent::new(vec![Ddpg::new(dim, action_dim, ddpg, config.seed ^ 0x7f4a)], features);
+    let mut arena = source.env(ACTIONS, config.pool.episode_steps, source.trace_seed);
+    for episode in 0..config.source_episodes {
+        let seed = source.trace_seed.wrapping_add(episode);
+        rollout(&mut arena, &mut driver, seed, config.pool.episode_steps, &mut [], &Silent)?;
+        driver.end_episode()?;
+        progress.inc(1);
+    }
+    let dir = tempfile::tempdir()
+        .map_err(|e| ExperimentError::Input { input: "temporary directory".into(), reason: e.to_string() })?;
+    let space = observation_space(features);
+    driver.agents[0].save(dir.path(), &space, config.source_episodes * config.pool.episode_steps)?;
+    (0..unseen)
+        .map(|i| {
+            let mut agent = Ddpg::load(dir.path(), &space, action_dim, config.seed.wrapping_add(101 + i as u64))?;
+            agent.config.uniform_warmup = false;
+            agent.config.warmup = agent.config.batch_size;
+            Ok(agent)
+        })
+        .collect()
+}
+
+pub fn fig8(config: &Fig8Config, progress: &dyn Progress) -> Result<Fig8Report, ExperimentError> {
+    config.check()?;
+    let steps = config.pool.episode_steps;
+    let pool =
+        Workload::load(&WorkloadSpec { apps: config.pool_apps, seed: config.seed, steps, ..Default::default() })?;
+    // Unseen apps: the same population, drawn from another seed.
+    let unseen_seed = config.seed.wrapping_mul(7919).wrapping_add(104_729);
+    let unseen =
+        Workload::load(&WorkloadSpec { apps: config.unseen_apps, seed: unseen_seed, steps, ..Default::default() })?;
+    let k = config.unseen_apps;
+    let probes = config.pool.probes;
+    let total = config.pool.probes
+        + config.pool.episodes
+        + 2 * config.source_episodes
+        + 3 * config.budget
+        + config.scratch_episodes;
+    progress.start(total, "fig8");
+
+    // AWARE: meta-training on the pool, then adaptation.
+    let start = Instant::now();
+    let (mut aware, _) = train_pool(&pool, &config.pool, &Silent)?;
+    progress.inc(config.pool.probes + config.pool.episodes);
+    let pool_training_seconds = start.elapsed().as_secs_f64();
+    prepare_adaptation(&mut aware, &unseen, &config.pool)?;
+
+    let start = Instant::now();
+    let tl = transferred(config, &pool, k, false, progress)?;
+    let tl_plus = transferred(config, &pool, k, true, progress)?;
+    let source_training_seconds = start.elapsed().as_secs_f64();
+
+    let run = Run {
+        workload: &unseen,
+        names: unseen.apps.iter().map(|a| a.name.clone()).collect(),
+        targets: unseen.cpu_targets(),
+        episode_steps: steps,
+        seed: unseen.trace_seed,
+        budget: config.budget,
+        progress,
+    };
+    progress.message("fig8: aware adapting");
+    let aware_run = run.row(&mut aware, probes, config.budget)?;
+    progress.message("fig8: tl fine-tuning");
+    let tl_run = run.row(&mut Independent::new(tl, false), 0, config.budget)?;
+    progress.message("fig8: tl+ fine-tuning");
+    let tl_plus_run = run.row(&mut Independent::new(tl_plus, true), 0, config.budget)?;
+    progress.message("fig8: scratch training");
+    let ddpg = per_app_ddpg(&config.pool.ddpg, steps);
+    let fresh: Vec<Ddpg> = (0..k)
+        .map(|i| Ddpg::new(STATE_DIM, ACTIONS.space().dim(), ddpg.clone(), config.seed.wrapping_add(501 + i as u64)))
+        .collect();
+    let scratch_run = run.row(&mut Independent::new(fresh, false), 0, config.scratch_episodes)?;
+
+    // r*: scratch's converged reward per app.
+    let r_star: Vec<f64> = scratch_run
+        .evaluated
+        .iter()
+        .map(|curve| {
+            let tail = &curve[curve.len().saturating_sub(config.window)..];
+            tail.iter().sum::<f64>() / tail.len().max(1) as f64
+        })
+        .collect();
+    let mut policies = Vec::new();
+    let mut per_app = Vec::new();
+    for (policy, r, offset) in
+        [("aware", &aware_run, probes), ("tl", &tl_run, 0), ("tl+", &tl_plus_run, 0), ("scratch", &scratch_run, 0)]
+    {
+        let mut episodes = Vec::with_capacity(k);
+        for (i, summary) in r.window.iter().enumerate() {
+            let (e, censored) = episodes_to_convergence(&r.evaluated[i], r_star[i], config.window);
+            let e = e + offset;
+            episodes.push((e, censored));
+            per_app.push(Fig8App {
+                app: summary.app.clone(),
+                policy: policy.into(),
+                episodes_to_convergence: e,
+                censored,
+                r_star: r_star[i],
+                utilisation_deficit: summary.utilisation_deficit,
+                slo_violations: summary.slo_violations,
+                core_seconds: summary.core_seconds,
+                dropped_requests: summary.dropped_requests,
+                mean_reward: summary.mean_reward,
+                evaluated_rewards: r.evaluated[i].clone(),
+            });
+        }
+        let censored_apps = episodes.iter().filter(|(_, c)| *c).count();
+        policies.push(Fig8Row {
+            row: PolicyRow::new(policy, aggregate(policy, &r.window, &r.latencies), steps),
+            episodes_to_convergence: episodes.iter().map(|(e, _)| *e as f64).sum::<f64>() / k as f64,
+            censored: censored_apps > 0,
+            censored_apps,
+            cpu_seconds: r.cpu_seconds,
+            wall_seconds: r.wall_seconds,
+        });
+    }
+    progress.finish();
+    let tl_over_aware = policies[1].episodes_to_convergence / policies[0].episodes_to_convergence.max(1.0);
+    Ok(Fig8Report {
+        experiment: "fig8",
+        seed: config.seed,
+        quick: config.quick,
+        pool_apps: config.pool_apps,
+        unseen_apps: k,
+        budget: config.budget,
+        probes,
+        window: config.window,
+        episode_steps: steps,
+        policies,
+        per_app,
+        tl_over_aware,
+        meta_steps: aware.meta_steps,
+        pool_training_seconds,
+        source_training_seconds,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_cpu_time_is_read_and_grows() {
+        let Some(a) = process_cpu_seconds() else { return };
+        let mut x = 0u64;
+        for i in 0..20_000_000u64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        let b = process_cpu_seconds().expect("read once, read again");
+        assert!(b >= a, "{a} then {b}");
+    }
+
+    #[test]
+    fn a_budget_that_leaves_no_episode_after_the_probes_is_refused() {
+        let mut c = Fig8Config::quick(1);
+        c.budget = c.pool.probes;
+        assert!(matches!(c.check(), Err(ExperimentError::Input { .. })));
+        let mut c = Fig8Config::quick(1);
+        c.scratch_episodes = c.budget - 1;
+        assert!(c.check().is_err());
+        assert!(Fig8Config::quick(1).check().is_ok() && Fig8Config::full(1).check().is_ok());
+    }
+
+    #[test]
+    fn every_row_adapts_on_the_same_window_and_convergence_is_read_off_its_curve() {
+        let mut pool = PoolSpec::new(1, 2, 12, 5);
+        pool.meta = MetaConfig { hidden: 8, fc: 8, embedding: 4, ..pool.meta };
+        pool.ddpg = DdpgConfig { hidden: vec![16, 16], warmup: 24, ..pool.ddpg };
+        let config = Fig8Config {
+            seed: 5,
+            quick: true,
+            pool_apps: 3,
+            unseen_apps: 2,
+            budget: 4,
+            scratch_episodes: 5,
+            source_episodes: 2,
+            window: 2,
+            pool,
+        };
+        let r = fig8(&config, &Silent).unwrap();
+        let names: Vec<&str> = r.policies.iter().map(|p| p.row.policy.as_str()).collect();
+        assert_eq!(names, ["aware", "tl", "tl+", "scratch"]);
+        assert_eq!(r.per_app.len(), 8);
+        for p in &r.policies {
+            // The window is B episodes of every unseen app, for every row.
+            assert_eq!(p.row.summary.intervals, 2 * 4 * 12, "{}", p.row.policy);
+            assert!(p.row.summary.core_seconds > 0.0 && p.episodes_to_convergence >= 1.0);
+        }
+        for a in &r.per_app {
+            let curve = a.evaluated_rewards.len();
+            match a.policy.as_str() {
+                "aware" => assert_eq!(curve, 3, "B − probes evaluations"),
+                "scratch" => assert_eq!(curve, 5),
+                _ => assert_eq!(curve, 4),
+            }
+            let offset = if a.policy == "aware" { 1 } else { 0 };
+            let (e, censored) = episodes_to_convergence(&a.evaluated_rewards, a.r_star, 2);
+            assert_eq!((a.episodes_to_convergence, a.censored), (e + offset, censored), "{a:?}");
+            assert!(a.evaluated_rewards.iter().all(|x| x.is_finite()));
+        }
+        // r* is scratch's last `window` evaluations.
+        let s = r.per_app.iter().find(|a| a.policy == "scratch").unwrap();
+        assert!((s.r_star - (s.evaluated_rewards[3] + s.evaluated_rewards[4]) / 2.0).abs() < 1e-9);
+        assert!(r.meta_steps > 0);
+    }
+}
