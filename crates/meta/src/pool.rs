@@ -187,6 +187,7 @@ mod tests {
         // Probe episodes feed the embeddings; training episodes step the meta-learner.
         assert!(curve[3].meta_steps > curve[2].meta_steps, "{curve:?}");
         assert!(driver.meta.updates() > 0);
+        assert!(driver.meta.config().normaliser.is_some(), "fitted on the probes");
         let embeddings: Vec<&[f32]> = (0..6).map(|i| driver.embedding(i).expect("every app is embedded")).collect();
         assert!(embeddings.iter().all(|e| e.len() == 8 && e.iter().all(|v| v.is_finite())));
         // Apps with different traffic and sizes are told apart.

@@ -149,10 +149,13 @@ impl MetaDriver {
         }
     }
 
+    /// The observation ⊕ the app's embedding as the base learner reads it: scaled to unit
+    /// length (its direction is the workload; its size would be one more input the critic could
+    /// lean on as a bias), zeros without one.
     fn conditioned(&self, app: usize, observation: &[f32]) -> Vec<f32> {
         let mut s = observation.to_vec();
         match self.embedding(app) {
-            Some(e) => s.extend_from_slice(e),
+            Some(e) => s.extend_from_slice(&unit(e).0),
             None => s.extend(std::iter::repeat_n(0.0, self.embedding_width())),
         }
         s
@@ -220,8 +223,9 @@ impl MetaDriver {
             next_states: Vec::new(),
             terminals: Vec::new(),
         };
+        let units: Vec<(Vec<f32>, f32)> = pass.embeddings().chunks_exact(e_dim).map(unit).collect();
         for (b, &app) in candidates.iter().enumerate() {
-            let e = &pass.embeddings()[b * e_dim..(b + 1) * e_dim];
+            let e = &units[b].0;
             let recent = &self.apps[app].recent;
             for _ in 0..k {
                 let x = &recent[self.rng.random_range(0..recent.len())];
@@ -240,6 +244,24 @@ impl MetaDriver {
         for (row, g) in grad.chunks_exact(width).enumerate() {
             let b = row / k;
             d[b * e_dim..(b + 1) * e_dim].iter_mut().zip(&g[s_dim..]).for_each(|(a, v)| *a += v);
+        }
+        // Only what differs between the apps trains the meta-learner: the gradient's component
+        // common to every app of the batch is removed. That component asks every embedding to
+        // move the same way — the critic using the embedding as one more bias, to reach the
+        // magnitude of its targets sooner — which carries nothing about any workload, and, left
+        // in, it grew every embedding into the same large vector (cosine 0.99999999 between
+        // any two apps, norm ~50 after 200 steps on `experiment fig6 --quick`).
+        if candidates.len() > 1 {
+            for j in 0..e_dim {
+                let mean = (0..candidates.len()).map(|b| d[b * e_dim + j]).sum::<f32>() / candidates.len() as f32;
+                (0..candidates.len()).for_each(|b| d[b * e_dim + j] -= mean);
+            }
+        }
+        // Through the unit scaling: d/de (e/‖e‖) = (I − u uᵀ) / ‖e‖.
+        for (b, (u, norm)) in units.iter().enumerate() {
+            let g = &mut d[b * e_dim..(b + 1) * e_dim];
+            let along: f32 = g.iter().zip(u).map(|(a, b)| a * b).sum();
+            g.iter_mut().zip(u).for_each(|(a, u)| *a = if *norm > 0.0 { (*a - along * u) / norm } else { 0.0 });
         }
         self.meta.step(&pass, &d)?;
         self.meta_steps += 1;
@@ -266,6 +288,12 @@ impl MetaDriver {
         }
         mem.current_reward = 0.0;
     }
+}
+
+/// `e / ‖e‖` and `‖e‖`; the zero vector (every ReLU off) stays zero.
+fn unit(e: &[f32]) -> (Vec<f32>, f32) {
+    let norm = e.iter().map(|v| v * v).sum::<f32>().sqrt();
+    if norm > 1e-12 { (e.iter().map(|v| v / norm).collect(), norm) } else { (vec![0.0; e.len()], 0.0) }
 }
 
 fn lab(e: MetaError) -> LabError {
