@@ -15,7 +15,7 @@
 //!
 //! After every training episode the row's policy is evaluated greedily on the same day (no
 //! exploration, no learning): that reward is "the policy's episode reward" of
-//! [`episodes_to_convergence`] (r* is the mean of scratch's last `window` evaluated rewards).
+//! [`episodes_to_convergence`] (r* is the median of scratch's last `window` evaluated rewards).
 //! `aware`'s count includes its probe episodes. The operator's figures (utilisation deficit,
 //! SLO violations, core-seconds, drops) are those of the first `budget` episodes as served —
 //! exploration, probes and all — the adaptation window, the same for every row.
@@ -490,13 +490,20 @@ pub fn fig8(config: &Fig8Config, progress: &dyn Progress) -> Result<Fig8Report, 
         .collect();
     let scratch_run = run.row(&mut Independent::new(fresh, false), 0, config.scratch_episodes)?;
 
-    // r*: scratch's converged reward per app.
+    // r*: scratch's converged reward per app, the median of its last `window` evaluations (a
+    // greedy DDPG policy on relative actions now and then collapses for an episode — rewards
+    // near 0 between ones near 50 — and a mean would let one such episode set the bar).
     let r_star: Vec<f64> = scratch_run
         .evaluated
         .iter()
         .map(|curve| {
-            let tail = &curve[curve.len().saturating_sub(config.window)..];
-            tail.iter().sum::<f64>() / tail.len().max(1) as f64
+            let mut tail = curve[curve.len().saturating_sub(config.window)..].to_vec();
+            tail.sort_by(f64::total_cmp);
+            match tail.len() {
+                0 => f64::NAN,
+                n if n % 2 == 1 => tail[n / 2],
+                n => (tail[n / 2 - 1] + tail[n / 2]) / 2.0,
+            }
         })
         .collect();
     let mut policies = Vec::new();
@@ -618,7 +625,7 @@ mod tests {
             assert_eq!((a.episodes_to_convergence, a.censored), (e + offset, censored), "{a:?}");
             assert!(a.evaluated_rewards.iter().all(|x| x.is_finite()));
         }
-        // r* is scratch's last `window` evaluations.
+        // r* is the median of scratch's last `window` evaluations (two here: their mean).
         let s = r.per_app.iter().find(|a| a.policy == "scratch").unwrap();
         assert!((s.r_star - (s.evaluated_rewards[3] + s.evaluated_rewards[4]) / 2.0).abs() < 1e-9);
         assert!(r.meta_steps > 0);
