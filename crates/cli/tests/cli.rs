@@ -574,6 +574,16 @@ fn run_records_into_a_store_that_explain_reads() {
     let steps: Vec<u64> =
         explained["decisions"].as_array().unwrap().iter().map(|d| d["step"].as_u64().unwrap()).collect();
     assert_eq!(steps, [97, 98, 99], "the last three decisions of {app}");
+    // A second run into the same store (a restart) goes on numbering each app's episodes.
+    let o = aware(&["run", "--apps", "2", "--steps", "100", "--episode-steps", "50", "--store", &url, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let agent = format!("aware@{app}");
+    let o = aware(&["store", "episodes", "--store", &url, "--agent", &agent, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let episodes: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let numbers: Vec<u64> =
+        episodes.as_array().unwrap().iter().map(|e| e["meta"]["episode"].as_u64().unwrap()).collect();
+    assert_eq!(numbers, [0, 1, 2, 3]);
     let o = aware(&["run", "--apps", "1", "--steps", "10", "--store", "bogus:x"]);
     assert_one_line_error(&o, &["bogus:x", "unknown scheme"]);
 }

@@ -10,6 +10,7 @@ use aware_core::{Action, Observation, Recommendation, StepInfo, VecStep};
 use aware_env::Control;
 use aware_env::{ActionDecoder, ActionKind};
 use aware_lab::LabError;
+use aware_lab::embed::{EmbedRefusal, WorkloadEmbedding};
 use aware_lab::policy::{Policy, PolicyName};
 use aware_lab::rollout::{Arena, Driver};
 use aware_lab::workload::Workload;
@@ -111,6 +112,47 @@ pub struct Counts {
     pub guard_limited: u64,
     /// The last reason the guard refused an observation.
     pub last_guard_reason: Option<String>,
+    /// Intervals the fallback acted because the meta-learner held the app back (its workload
+    /// unlike the training pool's, or no embedding could be made; a subset of
+    /// `fallback_actions`).
+    pub workload_holds: u64,
+    /// The meta-learner's last verdict on the app, when the run has one.
+    pub workload_verdict: Option<String>,
+}
+
+/// What the meta-learner said of an application's workload (runs with a meta-learner only).
+#[derive(Debug, Clone, PartialEq)]
+pub enum WorkloadVerdict {
+    /// Like the training pool's: the agent acts as the stage allows.
+    Known { ood_score: Option<f32> },
+    /// The fallback keeps acting, whatever the stage: the workload is unlike anything the
+    /// meta-learner was trained on, or no embedding could be made (too few episodes, NaN
+    /// rewards, the store away).
+    Hold { reason: String },
+}
+
+impl WorkloadVerdict {
+    /// The verdict on an embedding request's answer.
+    pub fn of(answer: Result<WorkloadEmbedding, EmbedRefusal>) -> Self {
+        match answer {
+            Ok(e) if e.out_of_distribution => WorkloadVerdict::Hold {
+                reason: match e.ood_score {
+                    Some(s) => format!("workload out of distribution (OOD score {s:.3} above the pool's threshold)"),
+                    None => "workload out of distribution".into(),
+                },
+            },
+            Ok(e) => WorkloadVerdict::Known { ood_score: e.ood_score },
+            Err(refusal) => WorkloadVerdict::Hold { reason: refusal.to_string() },
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            WorkloadVerdict::Known { ood_score: Some(s) } => format!("known workload (OOD score {s:.3})"),
+            WorkloadVerdict::Known { ood_score: None } => "known workload".into(),
+            WorkloadVerdict::Hold { reason } => reason.clone(),
+        }
+    }
 }
 
 struct Managed {
@@ -134,6 +176,8 @@ struct Managed {
     counts: Counts,
     /// `counts.agent_actions` when the episode began.
     episode_start_agent_actions: u64,
+    /// The meta-learner's verdict; `None` in a run without one.
+    workload: Option<WorkloadVerdict>,
 }
 
 /// The agent's action space: multiplicative changes of the current allocation, so one policy
@@ -229,6 +273,7 @@ impl<'w> Manager<'w> {
                     recent_rates: Default::default(),
                     counts: Counts::default(),
                     episode_start_agent_actions: 0,
+                    workload: None,
                 })
             })
             .collect::<Result<Vec<_>, LabError>>()?;
@@ -314,6 +359,22 @@ impl<'w> Manager<'w> {
     /// Intervals the fallback stood in for the agent, per application (for the scorer).
     pub fn fallbacks(&self) -> Vec<u64> {
         self.apps.iter().map(|a| a.counts.fallback_actions).collect()
+    }
+
+    /// Takes up the meta-learner's answer for app `app` (asked when the app arrives and after
+    /// each of its episodes): a workload unlike the training pool's, or no embedding, keeps the
+    /// fallback acting for it, and every decision says why.
+    pub fn judge_workload(&mut self, app: usize, answer: Result<WorkloadEmbedding, EmbedRefusal>) {
+        if let Some(a) = self.apps.get_mut(app) {
+            let verdict = WorkloadVerdict::of(answer);
+            a.counts.workload_verdict = Some(verdict.describe());
+            a.workload = Some(verdict);
+        }
+    }
+
+    /// The meta-learner's verdict on app `app`, if the run has one.
+    pub fn workload_verdict(&self, app: usize) -> Option<&WorkloadVerdict> {
+        self.apps.get(app).and_then(|a| a.workload.as_ref())
     }
 
     fn log(&mut self, app: usize, t: Transition) {
@@ -423,16 +484,20 @@ impl Driver for Manager<'_> {
                 .observe(i)
                 .ok_or_else(|| LabError::input("backend", "the lifecycle manager needs observations"))??;
             let stage = self.apps[i].lifecycle.stage();
-            let wants_agent = self.agent_acts(stage);
+            let held = match &self.apps[i].workload {
+                Some(WorkloadVerdict::Hold { reason }) if self.agent_acts(stage) => Some(reason.clone()),
+                _ => None,
+            };
+            let wants_agent = self.agent_acts(stage) && held.is_none();
             let checked = self.apps[i].guard.check(&obs, state);
-            seen.push((obs, stage, wants_agent, checked));
+            seen.push((obs, stage, wants_agent, checked, held));
         }
         // One forward pass for every app the agent acts for this interval.
         let acting: Vec<usize> = (0..seen.len()).filter(|&i| seen[i].2 && seen[i].3.is_ok()).collect();
         let batch: Vec<f32> = acting.iter().flat_map(|&i| states[i].iter().copied()).collect();
         let explore: Vec<bool> = acting.iter().map(|&i| seen[i].1 == Stage::Online).collect();
         let mut actions = self.agent.act_batch(&batch, acting.len(), &explore)?.into_iter();
-        for (i, (state, (obs, stage, wants_agent, checked))) in states.iter().zip(seen).enumerate() {
+        for (i, (state, (obs, stage, wants_agent, checked, held))) in states.iter().zip(seen).enumerate() {
             let agent_action = if wants_agent && checked.is_ok() { actions.next() } else { None };
             let attribution = match &agent_action {
                 Some(v) if self.config.log => {
@@ -443,6 +508,10 @@ impl Driver for Manager<'_> {
             let a = &mut self.apps[i];
             a.rates.push(obs.arrival_rate.max(0.0));
             let mut verdict = "passed".to_string();
+            if let Some(reason) = held {
+                a.counts.workload_holds += 1;
+                verdict = format!("fallback: {reason}");
+            }
             if let (Err(reason), true) = (&checked, wants_agent) {
                 a.counts.guard_fallbacks += 1;
                 a.counts.last_guard_reason = Some(reason.to_string());

@@ -5,6 +5,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use aware_env::STATE_DIM;
+use aware_lab::embed::WorkloadEmbedder;
 use aware_store::{DecisionRecord, EpisodeMeta, StageRecord, TrajectoryStore, Transition};
 
 use crate::LifecycleError;
@@ -14,16 +15,55 @@ use crate::run::EpisodeSink;
 /// The agent name the manager's records carry.
 pub const AGENT: &str = "aware";
 
-/// Writes the manager's log into a store after every episode.
+/// Writes the manager's log into a store after every episode, and, with a meta-learner, asks
+/// it about every app's workload from what the store now holds.
 pub struct StoreSink<'s> {
     pub store: &'s mut dyn TrajectoryStore,
     /// Stage changes already written.
     written_changes: usize,
+    embedder: Option<&'s mut dyn WorkloadEmbedder>,
+    /// Per app, the number its first episode of this run gets: one past the last the store
+    /// holds for it, so a run into a store an earlier run wrote continues its numbering.
+    first_episode: Option<Vec<u64>>,
 }
 
 impl<'s> StoreSink<'s> {
     pub fn new(store: &'s mut dyn TrajectoryStore) -> Self {
-        Self { store, written_changes: 0 }
+        Self { store, written_changes: 0, embedder: None, first_episode: None }
+    }
+
+    /// After each episode is written, `embedder` judges every app's workload from the store
+    /// ([`Manager::judge_workload`]): an app it cannot embed, or whose workload is unlike its
+    /// training pool's, is served by the fallback, and the decision log says why.
+    pub fn with_embedder(mut self, embedder: &'s mut dyn WorkloadEmbedder) -> Self {
+        self.embedder = Some(embedder);
+        self
+    }
+
+    /// One past the highest episode number the store holds for each app's agent. A store that
+    /// cannot answer (away, its writes spooled) counts from 0: episodes whose numbers then
+    /// collide are set aside when the spool is flushed, not lost.
+    fn first_episodes(&self, names: &[String]) -> Vec<u64> {
+        names
+            .iter()
+            .map(|name| {
+                self.store
+                    .episodes(Some(&format!("{AGENT}@{name}")))
+                    .ok()
+                    .and_then(|e| e.iter().map(|r| r.meta.episode + 1).max())
+                    .unwrap_or(0)
+            })
+            .collect()
+    }
+
+    /// Asks the embedder about every app (the run's start: apps arriving with history in the
+    /// store are judged before their first interval).
+    fn judge(&mut self, manager: &mut Manager) {
+        if let Some(embedder) = self.embedder.as_deref_mut() {
+            for (i, name) in manager.app_names().iter().enumerate() {
+                manager.judge_workload(i, embedder.embed(&*self.store, name));
+            }
+        }
     }
 }
 
@@ -32,9 +72,19 @@ fn now_s() -> f64 {
 }
 
 impl EpisodeSink for StoreSink<'_> {
+    fn start(&mut self, manager: &mut Manager) -> Result<(), LifecycleError> {
+        self.first_episode = Some(self.first_episodes(&manager.app_names()));
+        self.judge(manager);
+        Ok(())
+    }
+
     fn episode(&mut self, episode: u64, manager: &mut Manager) -> Result<(), LifecycleError> {
         let log = manager.take_log();
         let names = manager.app_names();
+        if self.first_episode.is_none() {
+            self.first_episode = Some(self.first_episodes(&names));
+        }
+        let first = self.first_episode.clone().unwrap_or_default();
         let fallback = manager.fallback_name();
         for (i, transitions) in log.transitions.iter().enumerate() {
             let acted = log.agent_acted.get(i).copied().unwrap_or(false);
@@ -42,7 +92,7 @@ impl EpisodeSink for StoreSink<'_> {
             let meta = EpisodeMeta {
                 agent: format!("{AGENT}@{}", names[i]),
                 app: names[i].clone(),
-                episode,
+                episode: first.get(i).copied().unwrap_or(0) + episode,
                 stage: log.episode_stage.get(i).map_or("initialized", |s| s.name()).into(),
                 policy: if acted { AGENT.to_string() } else { fallback.clone() },
                 state_dim: STATE_DIM as u32,
@@ -94,6 +144,7 @@ impl EpisodeSink for StoreSink<'_> {
             })?;
         }
         self.written_changes = manager.changes().len();
+        self.judge(manager);
         Ok(())
     }
 }

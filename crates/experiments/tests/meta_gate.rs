@@ -1,0 +1,103 @@
+//! The lifecycle manager asking the meta-learner about each app's workload through lab's
+//! `WorkloadEmbedder` seam (the manager knows nothing of `aware-meta`): an app the meta-learner
+//! cannot embed, or whose workload is unlike its training pool's, is served by the fallback even
+//! in SERVING, and the decision log in the store says why; a known workload lets the agent act.
+
+use aware_agents::ddpg::{Ddpg, DdpgConfig};
+use aware_env::STATE_DIM;
+use aware_lab::embed::WorkloadEmbedder;
+use aware_lab::progress::Silent;
+use aware_lab::workload::{Workload, WorkloadSpec};
+use aware_lifecycle::Stage;
+use aware_lifecycle::manager::{AGENT_ACTION_DIM, ManagerConfig};
+use aware_lifecycle::record::StoreSink;
+use aware_lifecycle::run::{Plan, run_agent};
+use aware_meta::{MetaConfig, MetaLearner, OodDetector, StoreEmbedder};
+use aware_store::{DecisionQuery, SqliteStore, Sync, TrajectoryStore};
+
+fn agent() -> Ddpg {
+    Ddpg::new(STATE_DIM, AGENT_ACTION_DIM, DdpgConfig { hidden: vec![16, 16], ..DdpgConfig::default() }, 3)
+}
+
+fn meta() -> MetaLearner {
+    let config = MetaConfig {
+        hidden: 8,
+        fc: 8,
+        embedding: 4,
+        trajectories: 3,
+        min_trajectories: 2,
+        ..MetaConfig::aware(STATE_DIM + AGENT_ACTION_DIM + 1)
+    };
+    MetaLearner::new(config, 11).unwrap()
+}
+
+/// Runs `workload` for two 15-interval episodes, every app held in SERVING (the agent would
+/// act at every interval), recording into `store` and asking `embedder`.
+fn serve(
+    workload: &Workload,
+    store: &mut SqliteStore,
+    embedder: Option<&mut dyn WorkloadEmbedder>,
+) -> Vec<aware_lifecycle::manager::Counts> {
+    let plan = Plan::new(workload, 30, 15).unwrap();
+    let config =
+        ManagerConfig { episode_steps: 15, fixed_stage: Some(Stage::Serving), log: true, ..Default::default() };
+    let sink = StoreSink::new(store);
+    let mut sink = match embedder {
+        Some(e) => sink.with_embedder(e),
+        None => sink,
+    };
+    let (arm, _) = run_agent(workload, &plan, agent(), "aware", &config, &mut sink, &Silent).unwrap();
+    arm.counts
+}
+
+#[test]
+fn the_lifecycle_keeps_the_fallback_for_workloads_the_meta_learner_cannot_vouch_for() {
+    let workload = Workload::load(&WorkloadSpec { apps: 2, seed: 7, steps: 30, ..WorkloadSpec::default() }).unwrap();
+    let names: Vec<String> = workload.apps.iter().map(|a| a.name.clone()).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SqliteStore::open(&dir.path().join("aware.db"), Sync::Normal).unwrap();
+
+    // No history: nothing to embed, so the fallback serves from the first interval and says why.
+    let mut embedder = StoreEmbedder::new(meta(), None);
+    let counts = serve(&workload, &mut store, Some(&mut embedder));
+    for (c, name) in counts.iter().zip(&names) {
+        assert_eq!(c.agent_actions, 0, "{name}: {c:?}");
+        assert_eq!(c.workload_holds, 30, "{c:?}");
+        // Before the run no trajectory, after the first episode one, fewer than the two the
+        // meta-learner needs; after the second, two: the last verdict is an embedding.
+        assert!(c.workload_verdict.as_deref().unwrap().contains("known workload"), "{c:?}");
+    }
+    let first = store.decisions(&names[0], DecisionQuery::Step(0)).unwrap();
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].acting_policy, "mpa");
+    assert!(first[0].guard.starts_with("fallback: no workload embedding for"), "{}", first[0].guard);
+    let second_episode = store.decisions(&names[0], DecisionQuery::Step(15)).unwrap();
+    assert!(second_episode[0].guard.contains("the meta-learner needs at least 2"), "{}", second_episode[0].guard);
+
+    // The pool: these apps' own embeddings, and one 20 away from them, so that the threshold
+    // (the pool's largest leave-one-out distance) holds what more episodes move the embeddings
+    // by. Known workloads: the agent acts.
+    let pool: Vec<Vec<f32>> = names.iter().map(|n| embedder.embed(&store, n).unwrap().values).collect();
+    let mut wide = pool.clone();
+    wide.push(pool[0].iter().map(|v| v + 10.0).collect());
+    let mut known = StoreEmbedder::new(meta(), Some(OodDetector::fit(wide, 1, 1.0).unwrap()));
+    let counts = serve(&workload, &mut store, Some(&mut known));
+    for c in &counts {
+        assert_eq!((c.agent_actions, c.workload_holds), (30, 0), "{c:?}");
+    }
+
+    // A pool far from these apps: their workloads are out of distribution, the fallback serves.
+    let far: Vec<Vec<f32>> = pool.iter().map(|e| e.iter().map(|v| v + 100.0).collect()).collect();
+    let mut strange = StoreEmbedder::new(meta(), Some(OodDetector::fit(far, 1, 1.0).unwrap()));
+    let counts = serve(&workload, &mut store, Some(&mut strange));
+    for c in &counts {
+        assert_eq!((c.agent_actions, c.workload_holds), (0, 30), "{c:?}");
+        assert!(c.workload_verdict.as_deref().unwrap().starts_with("workload out of distribution"), "{c:?}");
+    }
+    let last = store.decisions(&names[1], DecisionQuery::Last(1)).unwrap();
+    assert!(last[0].guard.starts_with("fallback: workload out of distribution (OOD score"), "{}", last[0].guard);
+
+    // Without a meta-learner nothing is held.
+    let counts = serve(&workload, &mut store, None);
+    assert!(counts.iter().all(|c| c.workload_holds == 0 && c.agent_actions == 30 && c.workload_verdict.is_none()));
+}
