@@ -2,8 +2,7 @@
 //! remote environment exactly as an in-process one (`aware train --env grpc://ADDR`).
 //!
 //! The client runs its own single-threaded tokio runtime and blocks on each call: call it from
-//! plain threads, not from inside another async runtime. Plaintext connections use hyper's
-//! HTTP/2 client directly (see `transport.rs`); TLS goes through tonic's `Channel`.
+//! plain threads, not from inside another async runtime.
 
 use std::time::Duration;
 
@@ -11,14 +10,13 @@ use aware_core::{Action, ClusterError, Env, EnvError, Space, Step, StepInfo, Vec
 use tonic::metadata::{Ascii, MetadataValue};
 use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::{Code, Request, Status};
 
 use crate::convert;
 use crate::envs::{EnvId, MakeConfig};
 use crate::proto;
 use crate::proto::env_service_client::EnvServiceClient;
-use crate::transport::Transport;
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -26,7 +24,7 @@ pub enum ClientError {
     #[error("{address}: not a server address ({reason})")]
     Address { address: String, reason: String },
     #[error("{address}: cannot connect: {source}")]
-    Connect { address: String, source: Box<dyn std::error::Error + Send + Sync> },
+    Connect { address: String, source: tonic::transport::Error },
     #[error("token: a bearer token must be visible ASCII")]
     BadToken,
     #[error("{call}: {}: {message}", code_label(.code))]
@@ -101,7 +99,7 @@ impl Interceptor for Bearer {
     }
 }
 
-type Stub = EnvServiceClient<InterceptedService<Transport, Bearer>>;
+type Stub = EnvServiceClient<InterceptedService<Channel, Bearer>>;
 
 /// `host:port`, `grpc://host:port` or `http(s)://host:port` → an endpoint URI.
 fn endpoint_uri(address: &str, tls: bool) -> String {
@@ -116,9 +114,6 @@ fn endpoint_uri(address: &str, tls: bool) -> String {
         if tls || address.starts_with("grpcs://") || address.starts_with("https://") { "https" } else { "http" }
     )
 }
-
-/// How long connecting may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A connection with one open session.
 struct Connection {
@@ -140,39 +135,26 @@ impl Connection {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let uri = endpoint_uri(address, options.tls_ca_pem.is_some());
         let bad = |reason: String| ClientError::Address { address: address.to_string(), reason };
-        let timeout = options.timeout.unwrap_or(Duration::from_secs(60));
-        let connect_error = |source| ClientError::Connect { address: address.to_string(), source };
-        let transport = if options.tls_ca_pem.is_none() && uri.starts_with("http://") {
-            // Plaintext: hyper's HTTP/2 client straight on the socket, no buffer task in between.
-            let origin: tonic::transport::Uri = uri.parse().map_err(|e: http::uri::InvalidUri| bad(e.to_string()))?;
-            if origin.host().is_none() {
-                return Err(bad("no host".into()));
+        let mut endpoint = Endpoint::from_shared(uri)
+            .map_err(|e| bad(e.to_string()))?
+            .tcp_nodelay(true)
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(options.timeout.unwrap_or(Duration::from_secs(60)));
+        if let Some(ca) = &options.tls_ca_pem {
+            let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca));
+            if let Some(d) = &options.tls_domain {
+                tls = tls.domain_name(d.clone());
             }
-            runtime
-                .block_on(async { tokio::time::timeout(CONNECT_TIMEOUT, Transport::direct(origin, timeout)).await })
-                .map_err(|_| connect_error("connect timed out".into()))?
-                .map_err(connect_error)?
-        } else {
-            let mut endpoint = Endpoint::from_shared(uri)
-                .map_err(|e| bad(e.to_string()))?
-                .tcp_nodelay(true)
-                .connect_timeout(CONNECT_TIMEOUT)
-                .timeout(timeout);
-            if let Some(ca) = &options.tls_ca_pem {
-                let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca));
-                if let Some(d) = &options.tls_domain {
-                    tls = tls.domain_name(d.clone());
-                }
-                endpoint = endpoint.tls_config(tls).map_err(|e| bad(e.to_string()))?;
-            }
-            let channel = runtime.block_on(endpoint.connect()).map_err(|e| connect_error(e.into()))?;
-            Transport::Channel(channel)
-        };
+            endpoint = endpoint.tls_config(tls).map_err(|e| bad(e.to_string()))?;
+        }
+        let channel = runtime
+            .block_on(endpoint.connect())
+            .map_err(|source| ClientError::Connect { address: address.to_string(), source })?;
         let bearer = match &options.token {
             Some(t) => Some(format!("Bearer {t}").parse().map_err(|_| ClientError::BadToken)?),
             None => None,
         };
-        let mut stub = EnvServiceClient::with_interceptor(transport, Bearer(bearer))
+        let mut stub = EnvServiceClient::with_interceptor(channel, Bearer(bearer))
             .max_decoding_message_size(64 << 20)
             .max_encoding_message_size(64 << 20);
         let made = runtime

@@ -17,7 +17,6 @@ pub mod convert;
 mod envs;
 mod server;
 mod train;
-mod transport;
 
 /// The generated messages and service stubs of `aware.env.v1`.
 pub mod proto {
