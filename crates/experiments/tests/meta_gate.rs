@@ -97,6 +97,16 @@ fn the_lifecycle_keeps_the_fallback_for_workloads_the_meta_learner_cannot_vouch_
     let last = store.decisions(&names[1], DecisionQuery::Last(1)).unwrap();
     assert!(last[0].guard.starts_with("fallback: workload out of distribution (OOD score"), "{}", last[0].guard);
 
+    // Stages do not move on episodes the meta-learner held back: ONLINE apps served by the
+    // fallback throughout are neither promoted on its rewards nor judged by them.
+    let plan = Plan::new(&workload, 120, 15).unwrap();
+    let config = ManagerConfig { episode_steps: 15, bootstrapping: Some(false), log: true, ..Default::default() };
+    let mut sink = StoreSink::new(&mut store).with_embedder(&mut strange);
+    let (arm, _) = run_agent(&workload, &plan, agent(), "aware", &config, &mut sink, &Silent).unwrap();
+    assert!(arm.final_stages.iter().all(|s| *s == Stage::Online), "{:?}", arm.final_stages);
+    assert!(arm.stages.iter().all(|c| c.from == Stage::Initialized), "{:?}", arm.stages);
+    assert!(arm.counts.iter().all(|c| c.agent_actions == 0 && c.workload_holds == 120), "{:?}", arm.counts);
+
     // Without a meta-learner nothing is held.
     let counts = serve(&workload, &mut store, None);
     assert!(counts.iter().all(|c| c.workload_holds == 0 && c.agent_actions == 30 && c.workload_verdict.is_none()));

@@ -178,6 +178,8 @@ struct Managed {
     episode_start_agent_actions: u64,
     /// The meta-learner's verdict; `None` in a run without one.
     workload: Option<WorkloadVerdict>,
+    /// `counts.workload_holds` when the episode began.
+    episode_start_workload_holds: u64,
 }
 
 /// The agent's action space: multiplicative changes of the current allocation, so one policy
@@ -274,6 +276,7 @@ impl<'w> Manager<'w> {
                     counts: Counts::default(),
                     episode_start_agent_actions: 0,
                     workload: None,
+                    episode_start_workload_holds: 0,
                 })
             })
             .collect::<Result<Vec<_>, LabError>>()?;
@@ -449,8 +452,13 @@ impl<'w> Manager<'w> {
                     _ => None,
                 }
             };
+            // An episode the meta-learner held back for the fallback says nothing about the
+            // agent: no stage moves on it (a held ONLINE app is not promoted on the fallback's
+            // rewards, a held SERVING one not judged degraded by them).
+            let held = a.counts.workload_holds > a.episode_start_workload_holds && !agent_acted;
             let transition = match self.config.fixed_stage {
                 Some(_) => None,
+                None if held => None,
                 None => self.apps[i].lifecycle.episode_end(outcome, shadow),
             };
             if let Some(t) = transition {
@@ -459,6 +467,7 @@ impl<'w> Manager<'w> {
             let a = &mut self.apps[i];
             (a.reward, a.intervals, a.violations) = (0.0, 0, 0);
             a.episode_start_agent_actions = a.counts.agent_actions;
+            a.episode_start_workload_holds = a.counts.workload_holds;
         }
         self.episode += 1;
         Ok(())

@@ -23,13 +23,14 @@ pub struct StoreSink<'s> {
     written_changes: usize,
     embedder: Option<&'s mut dyn WorkloadEmbedder>,
     /// Per app, the number its first episode of this run gets: one past the last the store
-    /// holds for it, so a run into a store an earlier run wrote continues its numbering.
-    first_episode: Option<Vec<u64>>,
+    /// holds for it, so a run into a store an earlier run wrote continues its numbering. `None`
+    /// until the store has answered (asked again at every episode while it is away).
+    first_episode: Vec<Option<u64>>,
 }
 
 impl<'s> StoreSink<'s> {
     pub fn new(store: &'s mut dyn TrajectoryStore) -> Self {
-        Self { store, written_changes: 0, embedder: None, first_episode: None }
+        Self { store, written_changes: 0, embedder: None, first_episode: Vec::new() }
     }
 
     /// After each episode is written, `embedder` judges every app's workload from the store
@@ -40,20 +41,22 @@ impl<'s> StoreSink<'s> {
         self
     }
 
-    /// One past the highest episode number the store holds for each app's agent. A store that
-    /// cannot answer (away, its writes spooled) counts from 0: episodes whose numbers then
-    /// collide are set aside when the spool is flushed, not lost.
-    fn first_episodes(&self, names: &[String]) -> Vec<u64> {
-        names
-            .iter()
-            .map(|name| {
-                self.store
+    /// Asks the store, for every app it has not answered for yet, one past the highest episode
+    /// number it holds for the app's agent. While the store is away (its writes spooled) the
+    /// app's episodes are numbered from 0 and it is asked again next episode; episodes whose
+    /// numbers then collide with stored ones are set aside (`rejected.jsonl`) when the spool is
+    /// flushed, not lost.
+    fn number_from_store(&mut self, names: &[String]) {
+        self.first_episode.resize(names.len(), None);
+        for (slot, name) in self.first_episode.iter_mut().zip(names) {
+            if slot.is_none() {
+                *slot = self
+                    .store
                     .episodes(Some(&format!("{AGENT}@{name}")))
                     .ok()
-                    .and_then(|e| e.iter().map(|r| r.meta.episode + 1).max())
-                    .unwrap_or(0)
-            })
-            .collect()
+                    .map(|e| e.iter().map(|r| r.meta.episode + 1).max().unwrap_or(0));
+            }
+        }
     }
 
     /// Asks the embedder about every app (the run's start: apps arriving with history in the
@@ -73,7 +76,7 @@ fn now_s() -> f64 {
 
 impl EpisodeSink for StoreSink<'_> {
     fn start(&mut self, manager: &mut Manager) -> Result<(), LifecycleError> {
-        self.first_episode = Some(self.first_episodes(&manager.app_names()));
+        self.number_from_store(&manager.app_names());
         self.judge(manager);
         Ok(())
     }
@@ -81,10 +84,8 @@ impl EpisodeSink for StoreSink<'_> {
     fn episode(&mut self, episode: u64, manager: &mut Manager) -> Result<(), LifecycleError> {
         let log = manager.take_log();
         let names = manager.app_names();
-        if self.first_episode.is_none() {
-            self.first_episode = Some(self.first_episodes(&names));
-        }
-        let first = self.first_episode.clone().unwrap_or_default();
+        self.number_from_store(&names);
+        let first: Vec<u64> = self.first_episode.iter().map(|f| f.unwrap_or(0)).collect();
         let fallback = manager.fallback_name();
         for (i, transitions) in log.transitions.iter().enumerate() {
             let acted = log.agent_acted.get(i).copied().unwrap_or(false);

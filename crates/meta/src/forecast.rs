@@ -286,21 +286,30 @@ impl TlPlusFeatures {
     }
 
     /// Records an interval — its arrival rate, CPU utilisation and SLO preservation — and
-    /// returns the features for the state that follows it.
-    pub fn observe(&mut self, arrival_rps: f64, cpu_utilisation: f64, slo_preservation: f64) -> [f32; 2] {
+    /// returns the features for the state that follows it. With `learn` off the load history
+    /// still grows (the forecast needs it) but the performance table learns nothing.
+    pub fn observe(
+        &mut self,
+        arrival_rps: f64,
+        cpu_utilisation: f64,
+        slo_preservation: f64,
+        learn: bool,
+    ) -> [f32; TL_PLUS_FEATURES] {
         self.arima.observe(arrival_rps);
-        self.table.observe(cpu_utilisation, slo_preservation);
+        if learn {
+            self.table.observe(cpu_utilisation, slo_preservation);
+        }
         self.features(arrival_rps, cpu_utilisation)
     }
 
     /// Starts a new episode: the load history restarts (a replayed day does not continue the
     /// last one); the performance table keeps what it learned.
     pub fn new_episode(&mut self) {
-        self.arima = Arima::new(self.arima.p, self.arima.d, self.arima.window).unwrap_or_else(|_| self.arima.clone());
+        self.arima.history.clear();
     }
 
     /// The features at the current load and utilisation, without recording anything.
-    pub fn features(&self, arrival_rps: f64, cpu_utilisation: f64) -> [f32; 2] {
+    pub fn features(&self, arrival_rps: f64, cpu_utilisation: f64) -> [f32; TL_PLUS_FEATURES] {
         let change = match self.arima.forecast() {
             Some(f) if f.is_finite() && arrival_rps.is_finite() => ((f - arrival_rps) / arrival_rps.max(1e-3)).tanh(),
             _ => 0.0,
@@ -329,12 +338,15 @@ mod tl_plus_tests {
             // Load rising 10 % an interval; the SLO slips when utilisation is high.
             let load = 10.0 * 1.1f64.powi(t);
             let util = if t % 2 == 0 { 0.4 } else { 0.95 };
-            last = f.observe(load, util, if util > 0.9 { 0.6 } else { 1.0 });
+            last = f.observe(load, util, if util > 0.9 { 0.6 } else { 1.0 }, true);
         }
         assert!(last[0] > 0.05 && last[0] < 0.2, "a rise of about 10 %: {last:?}");
         let load = 10.0 * 1.1f64.powi(19);
         assert!((f.features(load, 0.95)[1] - 0.6).abs() < 1e-6);
         assert!((f.features(load, 0.4)[1] - 1.0).abs() < 1e-6);
         assert!(f.features(f64::NAN, 0.4)[0] == 0.0);
+        // Not learning: the table keeps what it knew.
+        f.observe(load, 0.4, 0.1, false);
+        assert!((f.features(load, 0.4)[1] - 1.0).abs() < 1e-6);
     }
 }

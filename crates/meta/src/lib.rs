@@ -368,15 +368,6 @@ impl MetaLearner {
     /// thousand apps at once needs the memory of a few hundred trajectories, not of all.
     pub fn embed_many(&self, bundles: &[&Bundle]) -> Result<Vec<Vec<f32>>, MetaError> {
         self.check(bundles)?;
-        let standardised = self.standardised(bundles);
-        let owned: Vec<&Bundle>;
-        let bundles = match &standardised {
-            Some(v) => {
-                owned = v.iter().collect();
-                &owned[..]
-            }
-            None => bundles,
-        };
         let mut out = Vec::with_capacity(bundles.len());
         let mut start = 0;
         while start < bundles.len() {
@@ -386,7 +377,12 @@ impl MetaLearner {
                 rows += bundles[end].trajectories();
                 end += 1;
             }
-            let packed = bundle::Packed::new(&bundles[start..end]);
+            let chunk = &bundles[start..end];
+            // Standardised chunk by chunk, so memory stays that of one chunk.
+            let packed = match self.standardised(chunk) {
+                Some(v) => bundle::Packed::new(&v.iter().collect::<Vec<_>>()),
+                None => bundle::Packed::new(chunk),
+            };
             let (flat, _) = fused::forward(&self.layout, &self.params, 0.0, &packed.input(), None);
             out.extend(flat.chunks(self.config.embedding).map(<[f32]>::to_vec));
             start = end;

@@ -143,6 +143,12 @@ fn run_episodes(
     let total = spec.probes + spec.episodes;
     progress.start(total, what);
     let mut curve = Vec::with_capacity(total as usize);
+    // The meta-learner waits for its input standardisation: no step on unscaled probes.
+    let fit_pending =
+        spec.normalise && spec.probes > 0 && driver.meta.is_learning() && driver.meta.config().normaliser.is_none();
+    if fit_pending {
+        driver.meta.set_learning(false);
+    }
     for episode in 0..total {
         let start = Instant::now();
         driver.probing = episode < spec.probes;
@@ -150,7 +156,8 @@ fn run_episodes(
         let totals = rollout(&mut arena, driver, seed, spec.episode_steps, &mut [], &aware_lab::progress::Silent)?;
         end_episodes(driver)?;
         // After the pool's probes, before any meta-training step: the input standardisation.
-        if spec.normalise && episode + 1 == spec.probes && driver.meta.is_learning() {
+        if fit_pending && episode + 1 == spec.probes {
+            driver.meta.set_learning(true);
             driver.fit_normaliser()?;
         }
         let row = PoolEpisode {
@@ -184,6 +191,7 @@ mod tests {
         let (driver, curve) = train_pool(&workload, &pool, &aware_lab::progress::Silent).unwrap();
         assert_eq!(curve.len(), 4);
         assert!(curve[0].probe && curve[1].probe && !curve[2].probe);
+        assert_eq!(curve[1].meta_steps, 0, "no meta-learner step before the normaliser is fitted");
         // Probe episodes feed the embeddings; training episodes step the meta-learner.
         assert!(curve[3].meta_steps > curve[2].meta_steps, "{curve:?}");
         assert!(driver.meta.updates() > 0);

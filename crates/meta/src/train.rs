@@ -261,7 +261,10 @@ impl MetaDriver {
         for (b, (u, norm)) in units.iter().enumerate() {
             let g = &mut d[b * e_dim..(b + 1) * e_dim];
             let along: f32 = g.iter().zip(u).map(|(a, b)| a * b).sum();
-            g.iter_mut().zip(u).for_each(|(a, u)| *a = if *norm > 0.0 { (*a - along * u) / norm } else { 0.0 });
+            // An embedding near zero would blow the step up: its norm is floored at 10⁻³.
+            g.iter_mut()
+                .zip(u)
+                .for_each(|(a, u)| *a = if *norm > 0.0 { (*a - along * u) / norm.max(1e-3) } else { 0.0 });
         }
         self.meta.step(&pass, &d)?;
         self.meta_steps += 1;
