@@ -59,6 +59,22 @@ pub struct Fig6App {
     pub embedding: Vec<f32>,
 }
 
+/// How one app property moves with the embeddings' principal components (Pearson).
+#[derive(Debug, Clone, Serialize)]
+pub struct Tracks {
+    pub property: &'static str,
+    pub pc1: Option<f64>,
+    pub pc2: Option<f64>,
+}
+
+fn pearson(x: &[f64], y: &[f64]) -> Option<f64> {
+    let n = x.len() as f64;
+    let (mx, my) = (x.iter().sum::<f64>() / n, y.iter().sum::<f64>() / n);
+    let cov: f64 = x.iter().zip(y).map(|(a, b)| (a - mx) * (b - my)).sum();
+    let (vx, vy) = (x.iter().map(|a| (a - mx).powi(2)).sum::<f64>(), y.iter().map(|b| (b - my).powi(2)).sum::<f64>());
+    (vx > 0.0 && vy > 0.0).then(|| cov / (vx * vy).sqrt())
+}
+
 /// Mean cosine similarity over a set of app pairs.
 #[derive(Debug, Clone, Serialize)]
 pub struct PairSet {
@@ -82,6 +98,9 @@ pub struct Fig6Report {
     pub different_pattern: PairSet,
     /// Pairs left out because an embedding was all zeros (no direction to compare).
     pub zero_embeddings: usize,
+    /// What the embeddings follow: the correlation of each app property with the embeddings'
+    /// first two principal components.
+    pub tracks: Vec<Tracks>,
     pub embedding: usize,
     pub meta_steps: u64,
     pub training_seconds: f64,
@@ -205,6 +224,18 @@ pub fn fig6(config: &Fig6Config, progress: &dyn Progress) -> Result<Fig6Report, 
         }
     }
     let pair = |v: &Vec<f64>| PairSet { pairs: v.len(), mean_cosine: mean(v) };
+    let properties: [(&'static str, Vec<f64>); 5] = [
+        ("cpu_share", apps.iter().map(|a| a.cpu_share).collect()),
+        ("burst_intensity", apps.iter().map(|a| a.burst_intensity).collect()),
+        ("log_mean_rps", workload.apps.iter().map(|a| a.mean_rps.max(1e-9).ln()).collect()),
+        ("peak_replicas", workload.apps.iter().map(|a| a.peak_replicas as f64).collect()),
+        ("slo_p99_ms", workload.apps.iter().map(|a| a.slo_p99_ms).collect()),
+    ];
+    let pcs: [Vec<f64>; 2] = [0, 1].map(|c| apps.iter().map(|a| a.projection[c]).collect());
+    let tracks = properties
+        .iter()
+        .map(|(property, v)| Tracks { property, pc1: pearson(v, &pcs[0]), pc2: pearson(v, &pcs[1]) })
+        .collect();
     let plot = match &config.plot {
         Some(path) => {
             let points: Vec<(String, f64, f64)> = apps
@@ -227,6 +258,7 @@ pub fn fig6(config: &Fig6Config, progress: &dyn Progress) -> Result<Fig6Report, 
         same_pattern: pair(&sets[4]),
         different_pattern: pair(&sets[5]),
         zero_embeddings: zero,
+        tracks,
         embedding: config.pool.meta.embedding,
         meta_steps: driver.meta_steps,
         training_seconds,
@@ -281,6 +313,10 @@ mod tests {
         assert!(spread(0) > 100.0 * spread(1), "{p:?}");
         assert!((p[19][0] - p[0][0]).abs() > 18.0);
         assert_eq!(cosine(&[1.0, 0.0], &[0.0, 0.0]), None);
+        let p1: Vec<f64> = p.iter().map(|r| r[0]).collect();
+        let along: Vec<f64> = (0..20).map(|i| i as f64).collect();
+        assert!(pearson(&along, &p1).unwrap().abs() > 0.999, "the spread's direction is the first component");
+        assert_eq!(pearson(&[1.0, 1.0], &[0.0, 1.0]), None);
         assert!((cosine(&[1.0, 1.0], &[2.0, 2.0]).unwrap() - 1.0).abs() < 1e-12);
     }
 }

@@ -159,6 +159,10 @@ fn fig6(args: Fig6Args) -> Result<ExitCode> {
     show("different resource sensitivity", &report.different_sensitivity);
     show("same load pattern", &report.same_pattern);
     show("different load pattern", &report.different_pattern);
+    for t in &report.tracks {
+        let r = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:+.2}"));
+        outln!("{:<34} corr. with PC 1 {:>6}   PC 2 {:>6}", t.property, r(t.pc1), r(t.pc2));
+    }
     if report.zero_embeddings > 0 {
         outln!("{} pairs left out: an all-zero embedding has no direction", report.zero_embeddings);
     }
