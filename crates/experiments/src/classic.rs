@@ -152,7 +152,7 @@ pub fn zoo_ddpg_pendulum() -> DdpgConfig {
         epsilon_decay: 0.0,
         epsilon_min: 1.0,
         uniform_warmup: true,
-        bc_alpha: None,
+        ..DdpgConfig::default()
     }
 }
 

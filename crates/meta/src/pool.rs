@@ -55,7 +55,7 @@ impl PoolSpec {
                 ..MetaConfig::aware(features)
             },
             train: MetaTrainConfig::default(),
-            ddpg: aware_lab::agent::autoscaling_ddpg(),
+            ddpg: aware_lab::agent::autoscaling_ddpg().td3(),
             normalise: true,
         }
     }
