@@ -1,0 +1,265 @@
+//! Out-of-distribution detection on workload embeddings: does the meta-learner's embedding tell a
+//! workload family it never saw from new apps of the families it trained on?
+//!
+//! A pool of one population (the trained families) is meta-trained as `aware_meta::pool` does it;
+//! an [`OodDetector`] is fitted on the pool's embeddings. Then, with the meta-learner frozen, two
+//! sets of apps it has never seen are probed by the fallback and embedded exactly as unseen apps
+//! are at adaptation: new apps of the pool's population (drawn from another seed: in family) and
+//! apps of the excluded population (out of family). The report gives the share of each set the
+//! detector flags: AWARE's lifecycle keeps the fallback acting for a flagged app, so flagging
+//! in-family apps costs the learned policy's gains and missing out-of-family ones lets it act on a
+//! workload it knows nothing about.
+
+use std::time::Instant;
+
+use aware_core::Population;
+use aware_lab::progress::Progress;
+use aware_lab::workload::{Workload, WorkloadSpec};
+use aware_meta::pool::{PoolSpec, adapt, train_pool};
+use aware_meta::train::MetaDriver;
+use aware_meta::{MetaConfig, OodDetector};
+use serde::Serialize;
+
+use crate::ExperimentError;
+
+#[derive(Debug, Clone)]
+pub struct OodConfig {
+    pub seed: u64,
+    pub quick: bool,
+    /// The population the meta-learner trains on; its new apps are the in-family set.
+    pub trained: Population,
+    /// The population excluded from meta-training: the out-of-family set.
+    pub excluded: Population,
+    pub pool_apps: usize,
+    /// Apps in each of the two unseen sets.
+    pub unseen_apps: usize,
+    /// The detector's neighbours and the quantile of the pool's own scores it sets its
+    /// threshold at.
+    pub k: usize,
+    pub quantile: f64,
+    pub pool: PoolSpec,
+}
+
+impl OodConfig {
+    /// Minutes on 2 cores: 32 microservices in the pool, 20 unseen microservices and 20
+    /// serverless functions, a meta-learner of hidden 64 with a 16-d embedding.
+    pub fn quick(seed: u64) -> Self {
+        let mut pool = PoolSpec::new(3, 4, 48, seed);
+        pool.meta = MetaConfig { hidden: 64, fc: 64, embedding: 16, ..pool.meta };
+        Self {
+            seed,
+            quick: true,
+            trained: Population::Microservices,
+            excluded: Population::Serverless,
+            pool_apps: 32,
+            unseen_apps: 20,
+            k: 3,
+            quantile: 0.95,
+            pool,
+        }
+    }
+
+    /// AWARE's meta-learner on 96 pool apps, 50 unseen apps per set.
+    pub fn full(seed: u64) -> Self {
+        Self { pool_apps: 96, unseen_apps: 50, quick: false, pool: PoolSpec::new(5, 10, 96, seed), ..Self::quick(seed) }
+    }
+
+    fn check(&self) -> Result<(), ExperimentError> {
+        let bad = |input: &str, reason: String| Err(ExperimentError::Input { input: input.into(), reason });
+        if self.trained == self.excluded {
+            return bad("--excluded", format!("{} is the population the meta-learner trains on", self.excluded.name()));
+        }
+        if self.pool_apps <= self.k {
+            return bad("--apps", format!("{} pool apps: the detector needs more than k = {}", self.pool_apps, self.k));
+        }
+        if self.unseen_apps == 0 {
+            return bad("--unseen", "each unseen set needs at least one app".into());
+        }
+        if self.pool.probes == 0 {
+            return bad("probes", "embeddings are read from probe episodes: at least one".into());
+        }
+        Ok(())
+    }
+}
+
+/// One embedded app and the detector's verdict on it.
+#[derive(Debug, Clone, Serialize)]
+pub struct OodApp {
+    pub app: String,
+    /// `pool`, `in_family` or `out_of_family`.
+    pub set: &'static str,
+    pub population: &'static str,
+    /// Mean distance to the k nearest pool embeddings.
+    pub score: f32,
+    pub flagged: bool,
+    /// The app's mean request rate and peak replica need (what embeddings follow most).
+    pub mean_rps: f64,
+    pub peak_replicas: u32,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct OodReport {
+    pub experiment: &'static str,
+    pub seed: u64,
+    pub quick: bool,
+    pub trained_population: &'static str,
+    pub excluded_population: &'static str,
+    pub pool_apps: usize,
+    pub unseen_apps: usize,
+    pub k: usize,
+    pub quantile: f64,
+    pub threshold: f32,
+    /// Share of the excluded population's apps flagged (goal ≥ 0.9).
+    pub out_of_family_flagged: f64,
+    /// Share of the trained population's unseen apps flagged (goal ≤ 0.1).
+    pub in_family_flagged: f64,
+    /// Apps whose probes left no embedding (every ReLU off): scored as the zero vector.
+    pub zero_embeddings: usize,
+    pub meta_steps: u64,
+    pub training_seconds: f64,
+    pub apps: Vec<OodApp>,
+}
+
+/// Probes every app of `workload` with the fallback, the meta-learner frozen, and returns their
+/// embeddings (the zero vector for an app left without one) and how many were zero.
+fn embed_unseen(
+    driver: &mut MetaDriver,
+    workload: &Workload,
+    pool: &PoolSpec,
+    progress: &dyn Progress,
+) -> Result<(Vec<Vec<f32>>, usize), ExperimentError> {
+    let probes_only = PoolSpec { episodes: 0, ..pool.clone() };
+    adapt(driver, workload, &probes_only, &aware_lab::progress::Silent)?;
+    progress.inc(pool.probes);
+    let width = pool.meta.embedding;
+    let mut zero = 0;
+    let embeddings = (0..workload.apps.len())
+        .map(|i| match driver.embedding(i) {
+            Some(e) if e.iter().any(|v| *v != 0.0) => e.to_vec(),
+            _ => {
+                zero += 1;
+                vec![0.0; width]
+            }
+        })
+        .collect();
+    Ok((embeddings, zero))
+}
+
+pub fn ood(config: &OodConfig, progress: &dyn Progress) -> Result<OodReport, ExperimentError> {
+    config.check()?;
+    let steps = config.pool.episode_steps * (config.pool.probes + config.pool.episodes);
+    let load = |apps: usize, seed: u64, population: Population| {
+        Workload::load(&WorkloadSpec { apps, seed, steps, population: Some(population), ..WorkloadSpec::default() })
+    };
+    let pool = load(config.pool_apps, config.seed, config.trained)?;
+    let unseen_seed = config.seed.wrapping_mul(7919).wrapping_add(104_729);
+    let in_family = load(config.unseen_apps, unseen_seed, config.trained)?;
+    let out_of_family = load(config.unseen_apps, unseen_seed.wrapping_add(1), config.excluded)?;
+    progress.start(config.pool.probes * 3 + config.pool.episodes, "ood");
+
+    let start = Instant::now();
+    let (mut driver, _) = train_pool(&pool, &config.pool, &aware_lab::progress::Silent)?;
+    progress.inc(config.pool.probes + config.pool.episodes);
+    let training_seconds = start.elapsed().as_secs_f64();
+    // The pool's embeddings as the meta-learner ends: what the detector compares against.
+    driver.refresh_embeddings()?;
+    let width = config.pool.meta.embedding;
+    let mut zero = 0;
+    let pool_embeddings: Vec<Vec<f32>> = (0..pool.apps.len())
+        .map(|i| match driver.embedding(i) {
+            Some(e) if e.iter().any(|v| *v != 0.0) => e.to_vec(),
+            _ => {
+                zero += 1;
+                vec![0.0; width]
+            }
+        })
+        .collect();
+    let detector = OodDetector::fit(pool_embeddings.clone(), config.k, config.quantile)?;
+    let meta_steps = driver.meta_steps;
+    progress.message("ood: embedding unseen apps");
+    let (inside, z1) = embed_unseen(&mut driver, &in_family, &config.pool, progress)?;
+    let (outside, z2) = embed_unseen(&mut driver, &out_of_family, &config.pool, progress)?;
+    progress.finish();
+    zero += z1 + z2;
+
+    let mut apps = Vec::new();
+    let mut rates = [0.0f64; 2];
+    for (set, workload, embeddings) in [
+        ("pool", &pool, &pool_embeddings),
+        ("in_family", &in_family, &inside),
+        ("out_of_family", &out_of_family, &outside),
+    ] {
+        let mut flagged = 0;
+        for (spec, e) in workload.apps.iter().zip(embeddings) {
+            let score = detector.score(e)?;
+            let is_flagged = detector.is_out_of_distribution(e)?;
+            flagged += usize::from(is_flagged);
+            apps.push(OodApp {
+                app: spec.name.clone(),
+                set,
+                population: spec.population.name(),
+                score,
+                flagged: is_flagged,
+                mean_rps: spec.mean_rps,
+                peak_replicas: spec.peak_replicas,
+            });
+        }
+        let rate = flagged as f64 / workload.apps.len() as f64;
+        match set {
+            "in_family" => rates[0] = rate,
+            "out_of_family" => rates[1] = rate,
+            _ => {}
+        }
+    }
+    Ok(OodReport {
+        experiment: "ood",
+        seed: config.seed,
+        quick: config.quick,
+        trained_population: config.trained.name(),
+        excluded_population: config.excluded.name(),
+        pool_apps: config.pool_apps,
+        unseen_apps: config.unseen_apps,
+        k: config.k,
+        quantile: config.quantile,
+        threshold: detector.threshold(),
+        out_of_family_flagged: rates[1],
+        in_family_flagged: rates[0],
+        zero_embeddings: zero,
+        meta_steps,
+        training_seconds,
+        apps,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aware_agents::ddpg::DdpgConfig;
+
+    #[test]
+    fn a_population_the_pool_lacks_is_scored_against_the_pool_and_rates_add_up() {
+        let mut pool = PoolSpec::new(2, 1, 12, 3);
+        pool.meta = MetaConfig { hidden: 8, fc: 8, embedding: 4, ..pool.meta };
+        pool.ddpg = DdpgConfig { hidden: vec![16, 16], warmup: 24, ..pool.ddpg };
+        let config = OodConfig { pool_apps: 6, unseen_apps: 3, pool, ..OodConfig::quick(3) };
+        let r = ood(&config, &aware_lab::progress::Silent).unwrap();
+        assert_eq!(r.apps.len(), 6 + 3 + 3);
+        let set = |s: &str| r.apps.iter().filter(|a| a.set == s).collect::<Vec<_>>();
+        assert!(set("out_of_family").iter().all(|a| a.population == "serverless"));
+        assert!(set("in_family").iter().chain(&set("pool")).all(|a| a.population == "microservices"));
+        for (name, rate) in [("in_family", r.in_family_flagged), ("out_of_family", r.out_of_family_flagged)] {
+            let apps = set(name);
+            let flagged = apps.iter().filter(|a| a.flagged).count() as f64 / apps.len() as f64;
+            assert!((flagged - rate).abs() < 1e-12, "{name}: {flagged} vs {rate}");
+        }
+        // Flagged means scored above the threshold, for every app.
+        assert!(r.apps.iter().all(|a| a.flagged == (a.score > r.threshold) && a.score.is_finite()));
+        // The threshold is the quantile of the pool's leave-one-out scores: at most
+        // ⌈(1 − q)·n⌉ pool members lie above it.
+        let above = set("pool").iter().filter(|a| a.score > r.threshold).count();
+        assert!(above <= 1, "{above} of 6 pool apps above the threshold");
+        assert!(r.meta_steps > 0);
+        let same = OodConfig { excluded: Population::Microservices, ..config };
+        assert!(matches!(same.check(), Err(ExperimentError::Input { .. })));
+    }
+}
