@@ -62,7 +62,7 @@ pub struct DdpgConfig {
     /// TD3: the standard deviation of the Gaussian noise added to the target action (0: none).
     #[serde(default)]
     pub target_noise: f32,
-    /// TD3: that noise is clipped to ±this.
+    /// TD3: that noise is clipped to ±this (0: not clipped).
     #[serde(default)]
     pub target_noise_clip: f32,
     /// TD3: critic steps per actor step (and per soft update of the targets); 1 is DDPG's.
@@ -144,6 +144,14 @@ impl Critic {
     }
 }
 
+/// TD3's second critic: the online network, its soft-updated target and its optimiser.
+struct Twin {
+    online: Critic,
+    /// Outside autodiff, like the other targets.
+    target: Critic,
+    optimizer: ModuleOptimizer,
+}
+
 pub struct Ddpg {
     pub config: DdpgConfig,
     state_dim: usize,
@@ -151,8 +159,8 @@ pub struct Ddpg {
     device: Device,
     actor: Actor,
     critic: Critic,
-    /// TD3's second critic, its target and its optimiser (`twin_critic`).
-    twin: Option<(Critic, Critic, ModuleOptimizer)>,
+    /// TD3's second critic (`twin_critic`).
+    twin: Option<Twin>,
     /// Targets live outside autodiff: they are only ever evaluated and averaged.
     actor_target: Actor,
     critic_target: Critic,
@@ -167,8 +175,8 @@ pub struct Ddpg {
     rng: Pcg64Mcg,
     epsilon: f32,
     ou_state: Vec<f32>,
+    /// Critic steps taken (the actor steps on every `policy_delay`-th).
     updates: u64,
-    critic_updates: u64,
     /// The last actor loss (the actor steps only every `policy_delay` critic steps).
     actor_loss: f32,
 }
@@ -185,7 +193,7 @@ impl Ddpg {
             )
         });
         Self {
-            twin: twin.map(|c| (c.valid(), c, AdamConfig::new().init())),
+            twin: twin.map(|c| Twin { target: c.valid(), online: c, optimizer: AdamConfig::new().init() }),
             actor_target: actor.valid(),
             critic_target: critic.valid(),
             policy: actor.valid(),
@@ -203,7 +211,6 @@ impl Ddpg {
             action_dim,
             device,
             updates: 0,
-            critic_updates: 0,
             actor_loss: 0.0,
         }
     }
@@ -289,8 +296,8 @@ impl Ddpg {
         a
     }
 
-    /// Stores an experience and, once past warm-up, takes one critic and one actor step.
-    /// Returns (critic loss, actor loss).
+    /// Stores an experience and, once past warm-up, takes one critic step (and, every
+    /// `policy_delay`-th, an actor step). Returns (critic loss, the actor's last loss).
     pub fn observe(&mut self, e: &Experience) -> Result<Option<(f32, f32)>, AgentError> {
         self.check_experience(e, false)?;
         self.replay.push(e);
@@ -322,8 +329,8 @@ impl Ddpg {
         Ok(())
     }
 
-    /// `updates` critic and actor steps on the stored experiences (none while fewer than a
-    /// minibatch are stored). Returns the last (critic loss, actor loss).
+    /// `updates` critic steps (with their delayed actor steps) on the stored experiences (none
+    /// while fewer than a minibatch are stored). Returns the last (critic loss, actor loss).
     pub fn train_offline(&mut self, updates: usize) -> Option<(f32, f32)> {
         if self.replay.len() < self.config.batch_size {
             return None;
@@ -347,8 +354,8 @@ impl Ddpg {
             next_action = (next_action + noise).clamp(-1.0, 1.0);
         }
         let mut next_q = values(self.critic_target.forward(next.clone(), next_action.clone()));
-        if let Some((_, twin_target, _)) = &self.twin {
-            let other = values(twin_target.forward(next, next_action));
+        if let Some(twin) = &self.twin {
+            let other = values(twin.target.forward(next, next_action));
             next_q.iter_mut().zip(other).for_each(|(q, o)| *q = q.min(o));
         }
         (0..b.size).map(|i| b.rewards[i] + self.config.gamma * (1.0 - b.terminals[i]) * next_q[i]).collect()
@@ -361,7 +368,8 @@ impl Ddpg {
             (0..rows * self.action_dim)
                 .map(|_| {
                     let z: f32 = StandardNormal.sample(&mut self.rng);
-                    (sigma * z).clamp(-clip, clip)
+                    // A clip of 0 (or less) leaves the noise unclipped.
+                    if clip > 0.0 { (sigma * z).clamp(-clip, clip) } else { sigma * z }
                 })
                 .collect()
         })
@@ -401,14 +409,13 @@ impl Ddpg {
         let critic_value = values(critic_loss.clone().reshape([1, 1]).detach())[0];
         let grads = GradientsParams::from_grads(critic_loss.backward(), &self.critic);
         self.critic = self.critic_optimizer.step(c.critic_learning_rate, self.critic.clone(), grads);
-        if let Some((twin_target, twin, mut optimizer)) = self.twin.take() {
-            let loss = self.critic_loss(&twin, states.clone(), &b, &y);
-            let grads = GradientsParams::from_grads(loss.backward(), &twin);
-            let twin = optimizer.step(c.critic_learning_rate, twin, grads);
-            self.twin = Some((twin_target, twin, optimizer));
+        if let Some(Twin { online, target, mut optimizer }) = self.twin.take() {
+            let loss = self.critic_loss(&online, states.clone(), &b, &y);
+            let grads = GradientsParams::from_grads(loss.backward(), &online);
+            let online = optimizer.step(c.critic_learning_rate, online, grads);
+            self.twin = Some(Twin { online, target, optimizer });
         }
-        self.critic_updates += 1;
-        if self.critic_updates.is_multiple_of(u64::from(c.policy_delay.max(1))) {
+        if (self.updates + 1).is_multiple_of(u64::from(c.policy_delay.max(1))) {
             // Actor: ascend Q(s, μ(s)); only the actor's parameters are stepped, so the critic
             // is used without parameter gradients (backward skips its weight products).
             let frozen_critic = self.critic.clone().no_grad();
@@ -420,12 +427,13 @@ impl Ddpg {
             let critic = self.critic.valid();
             self.actor_target = Actor { net: soft_update(self.actor_target.net.clone(), &self.policy.net, c.tau) };
             self.critic_target = Critic { net: soft_update(self.critic_target.net.clone(), &critic.net, c.tau) };
-            if let Some((twin_target, twin, _)) = self.twin.as_mut() {
-                *twin_target = Critic { net: soft_update(twin_target.net.clone(), &twin.valid().net, c.tau) };
+            if let Some(twin) = self.twin.as_mut() {
+                twin.target = Critic { net: soft_update(twin.target.net.clone(), &twin.online.valid().net, c.tau) };
             }
             self.frozen = std::sync::OnceLock::new();
         }
         self.updates += 1;
+        // The actor's last loss: on a step where it waited, the one before (0 before its first).
         (critic_value, self.actor_loss)
     }
 
@@ -470,8 +478,8 @@ impl Ddpg {
         let critic = module_file(dir, &self.critic.valid())?;
         let space = aware_core::Space::Box { low: vec![-1.0; self.action_dim], high: vec![1.0; self.action_dim] };
         let mut files = vec![("actor.safetensors", actor), ("critic.safetensors", critic)];
-        if let Some((_, twin, _)) = &self.twin {
-            files.push(("critic2.safetensors", module_file(dir, &twin.valid())?));
+        if let Some(twin) = &self.twin {
+            files.push(("critic2.safetensors", module_file(dir, &twin.online.valid())?));
         }
         Checkpoint::save(dir, "ddpg", &self.config, observation_space, space, training_step, &files)?;
         Ok(())
@@ -491,9 +499,9 @@ impl Ddpg {
         agent.critic = c.module(agent.critic.clone(), "critic.safetensors")?;
         agent.actor_target = agent.actor.valid();
         agent.critic_target = agent.critic.valid();
-        if let Some((_, twin, optimizer)) = agent.twin.take() {
-            let twin = c.module(twin, "critic2.safetensors")?;
-            agent.twin = Some((twin.valid(), twin, optimizer));
+        if let Some(Twin { online, optimizer, .. }) = agent.twin.take() {
+            let online = c.module(online, "critic2.safetensors")?;
+            agent.twin = Some(Twin { target: online.valid(), online, optimizer });
         }
         agent.policy = agent.actor.valid();
         agent.frozen = std::sync::OnceLock::new();
@@ -626,21 +634,27 @@ mod tests {
     /// single critic would compute it.
     #[test]
     fn the_twin_target_takes_the_smaller_critic() {
-        let config = DdpgConfig { hidden: vec![16, 16], ..DdpgConfig::default() }.td3();
-        let agent = Ddpg::new(3, 2, config, 11);
+        let config = DdpgConfig { hidden: vec![16, 16], batch_size: 8, warmup: 8, ..DdpgConfig::default() }.td3();
+        let mut agent = Ddpg::new(3, 2, config, 11);
+        // Three updates: the online critics have moved away from their targets.
+        fill(&mut agent, 16);
+        agent.train_offline(3).unwrap();
         let b = small_batch(6);
         let y = agent.targets(&b, None);
         let next = matrix(&b.next_states, b.size, 3, &Device::default());
         let a = agent.actor_target.forward(next.clone());
         let q1 = values(agent.critic_target.forward(next.clone(), a.clone()));
-        let q2 = values(agent.twin.as_ref().unwrap().0.forward(next, a));
+        let twin = agent.twin.as_ref().unwrap();
+        let q2 = values(twin.target.forward(next.clone(), a.clone()));
+        let q2_online = values(twin.online.valid().forward(next, a));
         assert!(q1.iter().zip(&q2).any(|(a, b)| (a - b).abs() > 1e-4), "two different critics");
+        assert!(q2.iter().zip(&q2_online).any(|(a, b)| (a - b).abs() > 1e-4), "a target that lags its critic");
         for i in 0..b.size {
             let expected = b.rewards[i] + 0.99 * q1[i].min(q2[i]);
+            // The twin's target, not its online network.
             assert!((y[i] - expected).abs() < 1e-5, "row {i}: {} vs {expected}", y[i]);
         }
         // Smoothing noise moves the target action, clipped: the targets move too.
-        let mut agent = agent;
         let noise = agent.smoothing_noise(b.size).expect("σ 0.2");
         assert!(noise.iter().all(|n| n.abs() <= 0.5) && noise.iter().any(|n| *n != 0.0));
         assert_ne!(agent.targets(&b, Some(&noise)), y);
@@ -680,13 +694,26 @@ mod tests {
         let q = |a: &Ddpg| {
             let s = matrix(&b.states, b.size, 3, &Device::default());
             let act = matrix(&b.actions, b.size, 2, &Device::default());
-            let twin = a.twin.as_ref().unwrap().1.valid();
+            let twin = a.twin.as_ref().unwrap().online.valid();
             (values(a.critic.valid().forward(s.clone(), act.clone())), values(twin.forward(s, act)))
         };
         let ((a1, a2), (b1, b2)) = (q(&agent), q(&loaded));
         for (x, y) in a1.iter().chain(&a2).zip(b1.iter().chain(&b2)) {
             assert!((x - y).abs() < 1e-5, "{x} vs {y}");
         }
+    }
+
+    /// A configuration saved before TD3's options existed reads as plain DDPG.
+    #[test]
+    fn a_config_without_td3_fields_is_plain_ddpg() {
+        let mut json = serde_json::to_value(DdpgConfig::default()).unwrap();
+        let fields = json.as_object_mut().unwrap();
+        for f in ["twin_critic", "target_noise", "target_noise_clip", "policy_delay"] {
+            assert!(fields.remove(f).is_some(), "{f}");
+        }
+        let old: DdpgConfig = serde_json::from_value(json).unwrap();
+        assert_eq!(old, DdpgConfig::default());
+        assert_eq!(old.policy_delay, 1);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::time::Instant;
 use aware_core::Population;
 use aware_lab::progress::Progress;
 use aware_lab::workload::{Workload, WorkloadSpec};
-use aware_meta::pool::{PoolSpec, adapt, train_pool};
+use aware_meta::pool::{PoolSpec, prepare_adaptation, run_episodes, train_pool};
 use aware_meta::train::MetaDriver;
 use aware_meta::{MetaConfig, OodDetector};
 use serde::Serialize;
@@ -70,10 +70,10 @@ impl OodConfig {
             return bad("--excluded", format!("{} is the population the meta-learner trains on", self.excluded.name()));
         }
         if self.pool_apps <= self.k {
-            return bad("--apps", format!("{} pool apps: the detector needs more than k = {}", self.pool_apps, self.k));
+            return bad("pool_apps", format!("{}: the detector needs more than k = {}", self.pool_apps, self.k));
         }
         if self.unseen_apps == 0 {
-            return bad("--unseen", "each unseen set needs at least one app".into());
+            return bad("unseen_apps", "each unseen set needs at least one app".into());
         }
         if self.pool.probes == 0 {
             return bad("probes", "embeddings are read from probe episodes: at least one".into());
@@ -89,7 +89,7 @@ pub struct OodApp {
     /// `pool`, `in_family` or `out_of_family`.
     pub set: &'static str,
     pub population: &'static str,
-    /// Mean distance to the k nearest pool embeddings.
+    /// Mean distance to the k nearest pool embeddings (for a pool app, the k nearest others).
     pub score: f32,
     pub flagged: bool,
     /// The app's mean request rate and peak replica need (what embeddings follow most).
@@ -129,7 +129,10 @@ fn embed_unseen(
     progress: &dyn Progress,
 ) -> Result<(Vec<Vec<f32>>, usize), ExperimentError> {
     let probes_only = PoolSpec { episodes: 0, ..pool.clone() };
-    adapt(driver, workload, &probes_only, &aware_lab::progress::Silent)?;
+    prepare_adaptation(driver, workload, &probes_only)?;
+    // Embeddings read the fallback's probes only: the base learner has nothing to learn here.
+    driver.learn = false;
+    run_episodes(driver, workload, &probes_only, &aware_lab::progress::Silent, "embedding")?;
     progress.inc(pool.probes);
     let width = pool.meta.embedding;
     let mut zero = 0;
@@ -190,9 +193,13 @@ pub fn ood(config: &OodConfig, progress: &dyn Progress) -> Result<OodReport, Exp
         ("out_of_family", &out_of_family, &outside),
     ] {
         let mut flagged = 0;
-        for (spec, e) in workload.apps.iter().zip(embeddings) {
-            let score = detector.score(e)?;
-            let is_flagged = detector.is_out_of_distribution(e)?;
+        for (i, (spec, e)) in workload.apps.iter().zip(embeddings).enumerate() {
+            // A pool member is scored as the threshold's scores are: leaving itself out.
+            let score = match set {
+                "pool" => detector.pool_score(i).expect("one score per pool member"),
+                _ => detector.score(e)?,
+            };
+            let is_flagged = score > detector.threshold();
             flagged += usize::from(is_flagged);
             apps.push(OodApp {
                 app: spec.name.clone(),
@@ -254,10 +261,12 @@ mod tests {
         }
         // Flagged means scored above the threshold, for every app.
         assert!(r.apps.iter().all(|a| a.flagged == (a.score > r.threshold) && a.score.is_finite()));
-        // The threshold is the quantile of the pool's leave-one-out scores: at most
-        // ⌈(1 − q)·n⌉ pool members lie above it.
-        let above = set("pool").iter().filter(|a| a.score > r.threshold).count();
-        assert!(above <= 1, "{above} of 6 pool apps above the threshold");
+        // The threshold is the 95th percentile of the pool's leave-one-out scores: with 6 apps
+        // the largest of them, so exactly one pool app scores it and none above.
+        let pool_scores: Vec<f32> = set("pool").iter().map(|a| a.score).collect();
+        let top = pool_scores.iter().copied().fold(f32::MIN, f32::max);
+        assert_eq!(top, r.threshold, "{pool_scores:?}");
+        assert!(set("pool").iter().all(|a| !a.flagged));
         assert!(r.meta_steps > 0);
         let same = OodConfig { excluded: Population::Microservices, ..config };
         assert!(matches!(same.check(), Err(ExperimentError::Input { .. })));

@@ -66,6 +66,12 @@ impl OodDetector {
         Ok(knn_score(&self.pool, embedding, self.k, None))
     }
 
+    /// Pool member `i`'s leave-one-out score (its distance to the k nearest *other* members):
+    /// the scores the threshold is the quantile of.
+    pub fn pool_score(&self, i: usize) -> Option<f32> {
+        (i < self.pool.len()).then(|| knn_score(&self.pool, &self.pool[i], self.k, Some(i)))
+    }
+
     /// True when the embedding is farther from the pool than the threshold.
     pub fn is_out_of_distribution(&self, embedding: &[f32]) -> Result<bool, MetaError> {
         Ok(self.score(embedding)? > self.threshold)

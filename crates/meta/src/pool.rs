@@ -131,7 +131,7 @@ pub fn prepare_adaptation(driver: &mut MetaDriver, workload: &Workload, spec: &P
 }
 
 /// `spec.probes` fallback episodes then `spec.episodes` agent episodes on `workload`.
-fn run_episodes(
+pub fn run_episodes(
     driver: &mut MetaDriver,
     workload: &Workload,
     spec: &PoolSpec,

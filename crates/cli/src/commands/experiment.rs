@@ -55,7 +55,7 @@ pub struct OodArgs {
     seed: u64,
     /// The population left out of meta-training (the other one trains).
     #[arg(long, default_value = "serverless")]
-    excluded: String,
+    excluded: aware_core::Population,
     #[arg(long)]
     json: bool,
 }
@@ -64,8 +64,7 @@ fn ood(args: OodArgs) -> Result<ExitCode> {
     use aware_core::Population;
     use aware_experiments::ood::{OodConfig, ood};
     use aware_lab::progress::Progress;
-    let excluded: Population =
-        args.excluded.parse().map_err(|e| anyhow::anyhow!("--excluded {}: {e}", args.excluded))?;
+    let excluded = args.excluded;
     let mut config = if args.quick { OodConfig::quick(args.seed) } else { OodConfig::full(args.seed) };
     config.excluded = excluded;
     config.trained = Population::ALL.into_iter().find(|p| *p != excluded).expect("two populations, one excluded");
