@@ -33,6 +33,9 @@ pub struct PodObservation {
     pub ready_since_s: Option<f64>,
     pub cpu_usage_cores: Option<f64>,
     pub memory_working_set_bytes: Option<f64>,
+    /// The resources the container runs with (`status.containerStatuses[].resources` since
+    /// in-place resize), which utilisation is measured against; a resize still in flight (or a
+    /// memory decrease deferred while the working set is above it) shows here once applied.
     pub resources: ContainerResources,
     pub restarts: u32,
     /// The memory usage at the last OOM kill in this interval, for VPA's OOM bump.

@@ -1210,7 +1210,10 @@ impl Cluster for SimCluster {
                         ready_since_s: p.ready_since,
                         cpu_usage_cores: cpu,
                         memory_working_set_bytes: memory,
-                        resources: p.resources.clone(),
+                        // What the container runs with (the kubelet's `status.containerStatuses[]
+                        // .resources`), not the spec: a memory decrease the kubelet defers while
+                        // the working set is above it must not read as a container at 100 %.
+                        resources: p.running.clone(),
                         restarts: p.restarts,
                         oom_killed_at_bytes: p.oom_at_bytes,
                         deleting: false,
