@@ -7,6 +7,7 @@ pub mod classic;
 pub mod fig8;
 pub mod lifecycle;
 pub mod meta;
+pub mod simppo;
 
 /// Why an experiment could not run to completion.
 #[derive(Debug, thiserror::Error)]
