@@ -752,6 +752,43 @@ mod tests {
         }
     }
 
+    /// With critic-only inputs the policy ignores them (greedy and sampled log-probabilities
+    /// alike) while the critic reads them.
+    #[test]
+    fn critic_only_inputs_reach_the_critic_not_the_policy() {
+        let config = PpoConfig { critic_extra: 2, ..PpoConfig::default() };
+        let mut ppo = Ppo::new(5, PpoActions::Discrete(4), config, 3);
+        assert_eq!((ppo.policy_dim(), ppo.state_dim()), (3, 5));
+        let a = vec![0.1, 0.2, 0.3, 0.0, 0.0];
+        let b = vec![0.1, 0.2, 0.3, 5.0, -5.0];
+        assert_eq!(ppo.greedy(&a).unwrap(), ppo.greedy(&b).unwrap());
+        let d = Device::default();
+        let heads = |s: &[f32]| values(ppo.acting.head(matrix(s, 1, 5, &d)));
+        assert_eq!(heads(&a), heads(&b));
+        let value = |s: &[f32]| values(ppo.acting.value(matrix(s, 1, 5, &d)))[0];
+        assert_ne!(value(&a), value(&b));
+        // It trains: a full rollout runs an update through the sliced policy.
+        let config = PpoConfig { critic_extra: 2, rollout_steps: 10, ..PpoConfig::default() };
+        ppo = Ppo::new(5, PpoActions::Discrete(4), config, 3);
+        for _ in 0..10 {
+            let act = ppo.act(std::slice::from_ref(&b), true).unwrap().remove(0);
+            let e = Experience { state: b.clone(), action: act, reward: 1.0, next_state: a.clone(), terminal: false };
+            ppo.observe(0, &e, false).unwrap();
+        }
+        assert_eq!(ppo.updates(), 1);
+    }
+
+    #[test]
+    fn weights_move_between_agents() {
+        let one = Ppo::new(3, PpoActions::Discrete(2), PpoConfig::default(), 1);
+        let mut two = Ppo::new(3, PpoActions::Discrete(2), PpoConfig::default(), 2);
+        assert_ne!(one.weights().parameters(), two.weights().parameters());
+        two.set_weights(one.weights()).unwrap();
+        assert_eq!(one.weights().parameters(), two.weights().parameters());
+        let wider = Ppo::new(4, PpoActions::Discrete(2), PpoConfig::default(), 1);
+        assert!(two.set_weights(wider.weights()).is_err());
+    }
+
     #[test]
     fn an_outcome_must_follow_its_sampled_action() {
         let mut ppo = Ppo::new(1, PpoActions::Discrete(3), PpoConfig::default(), 1);

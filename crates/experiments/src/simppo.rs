@@ -17,7 +17,6 @@
 use std::time::Instant;
 
 use aware_agents::ppo::PpoConfig;
-use aware_core::Cluster;
 use aware_lab::evaluate::{PolicyRow, aggregate};
 use aware_lab::policy::{Policy, PolicyName};
 use aware_lab::progress::{Progress, Silent};
@@ -102,7 +101,7 @@ impl SimppoConfig {
         if self.added > self.apps {
             return bad("added", format!("{} agents cannot leave a team of {}", self.added, self.apps));
         }
-        if !(self.add_at < self.remove_at && self.remove_at < self.incremental_episodes) {
+        if !(0 < self.add_at && self.add_at < self.remove_at && self.remove_at < self.incremental_episodes) {
             return bad("add_at", "the changes must fall in order within the incremental run".into());
         }
         if self.train_episodes == 0 || self.eval_episodes == 0 || self.episode_steps == 0 {
@@ -334,7 +333,6 @@ fn serving(config: &SimppoConfig, progress: &dyn Progress) -> Result<(Vec<Simppo
     let l = scorer.latencies().to_vec();
     let (s, _) = scorer.finish(&driver.refusals);
     rows.push(row("mpa", &s, &l, steps, 0.0));
-    let _ = shared.cluster().interval_s();
 
     let reference = rows[0].row.summary.p99_latency_ms;
     for r in rows.iter_mut().skip(1) {

@@ -156,6 +156,13 @@ impl Team {
     /// running (added between episodes, present from the reset).
     pub fn add(&mut self, app: AgentId, arrival: Option<Recommendation>) -> Result<(), SimppoError> {
         let category = *self.categories.get(app).ok_or(SimppoError::UnknownAgent(app))?;
+        if self.agents[app].is_some() {
+            return Err(SimppoError::AlreadyMember(app));
+        }
+        if self.coordinator.is_member(app) {
+            // Removed during this episode and not yet dropped: it comes back as a new agent.
+            self.coordinator.leave(app)?;
+        }
         let base = self.coordinator.join(app, category)?;
         let mut agent = self.fresh_agent(app);
         if self.config.parameter_sharing
@@ -177,11 +184,12 @@ impl Team {
         if self.agents.get(app).and_then(Option::as_ref).is_none() {
             return Err(SimppoError::UnknownAgent(app));
         }
+        let between_episodes = departure.is_none();
         self.agents[app] = None;
         self.changes[app] = departure;
         self.decided[app] = None;
         self.batched = None;
-        if departure.is_none() {
+        if between_episodes {
             // Between episodes nobody waits for the timeout.
             let _ = self.coordinator.leave(app);
         }
