@@ -220,8 +220,13 @@ impl Team {
 
     /// Explore and learn (training) or act greedily through the batched policies (serving).
     pub fn set_training(&mut self, training: bool) {
-        self.explore = training;
-        self.learn = training;
+        self.set_mode(training, training);
+    }
+
+    /// Sample actions (`explore`) or act greedily; learn from the outcomes or not.
+    pub fn set_mode(&mut self, explore: bool, learn: bool) {
+        self.explore = explore;
+        self.learn = learn;
         self.batched = None;
     }
 
