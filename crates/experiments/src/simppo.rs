@@ -263,7 +263,11 @@ fn serve(
 fn row(name: &str, per_app: &[Summary], latencies: &[LatencyHistogram], steps: u64, training: f64) -> SimppoRow {
     let mut merged = LatencyHistogram::default();
     latencies.iter().for_each(|h| merged.merge(h));
-    SimppoRow { row: PolicyRow::new(name, aggregate(name, per_app, &merged), steps), degradation: None, training_seconds: training }
+    SimppoRow {
+        row: PolicyRow::new(name, aggregate(name, per_app, &merged), steps),
+        degradation: None,
+        training_seconds: training,
+    }
 }
 
 /// The serving comparison; returns the rows and the shared cluster's node count.
@@ -321,9 +325,13 @@ fn serving(config: &SimppoConfig, progress: &dyn Progress) -> Result<(Vec<Simppo
     }
 
     progress.message("simppo: mpa");
-    let mpa: PolicyName = "mpa".parse().map_err(|e: aware_lab::ParseError| ExperimentError::Input { input: "mpa".into(), reason: e.to_string() })?;
+    let mpa: PolicyName = "mpa"
+        .parse()
+        .map_err(|e: aware_lab::ParseError| ExperimentError::Input { input: "mpa".into(), reason: e.to_string() })?;
     let policies = (0..config.apps)
-        .map(|i| Policy::build(&mpa, &workload.app_profile(i), Some(&workload.apps[i]), Some(shared.cluster().slo_p99_ms(i))))
+        .map(|i| {
+            Policy::build(&mpa, &workload.app_profile(i), Some(&workload.apps[i]), Some(shared.cluster().slo_p99_ms(i)))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let mut driver = Recommenders::new(policies);
     let mut scorer = Scorer::new(&shared, &names).with_cpu_targets(&targets);
@@ -358,7 +366,10 @@ fn reconvergence(curve: &[f64], at: usize, window: usize, end: usize) -> (f64, f
     (before, after, drop, (end - at) as u64, true)
 }
 
-fn incremental(config: &SimppoConfig, progress: &dyn Progress) -> Result<(Vec<IncrementalRow>, Vec<IncrementalCurve>), ExperimentError> {
+fn incremental(
+    config: &SimppoConfig,
+    progress: &dyn Progress,
+) -> Result<(Vec<IncrementalRow>, Vec<IncrementalCurve>), ExperimentError> {
     let steps = config.episode_steps;
     let roster = config.apps + config.added;
     let workload = Workload::load(&WorkloadSpec { apps: roster, seed: config.seed, steps, ..Default::default() })?;

@@ -44,11 +44,17 @@ impl BatchedPolicy {
             .collect();
         for (a, net) in agents.iter().enumerate() {
             if net.len() != layers.len() {
-                return Err(SimppoError::input("policy", format!("agent {a} has {} layers, agent 0 {}", net.len(), layers.len())));
+                return Err(SimppoError::input(
+                    "policy",
+                    format!("agent {a} has {} layers, agent 0 {}", net.len(), layers.len()),
+                ));
             }
             for (l, (w, b, k, m)) in layers.iter_mut().zip(net) {
                 if (*k, *m) != (l.k, l.m) || w.len() != k * m || b.len() != *m {
-                    return Err(SimppoError::input("policy", format!("agent {a}: layer {k}×{m} differs from agent 0's {}×{}", l.k, l.m)));
+                    return Err(SimppoError::input(
+                        "policy",
+                        format!("agent {a}: layer {k}×{m} differs from agent 0's {}×{}", l.k, l.m),
+                    ));
                 }
                 l.weights.extend_from_slice(w);
                 l.biases.extend_from_slice(b);
@@ -84,7 +90,10 @@ impl BatchedPolicy {
             ));
         }
         if let Some(i) = states.iter().position(|v| !v.is_finite()) {
-            return Err(SimppoError::input("states", format!("row {} holds {}", i / self.input_dim().max(1), states[i])));
+            return Err(SimppoError::input(
+                "states",
+                format!("row {} holds {}", i / self.input_dim().max(1), states[i]),
+            ));
         }
         let mut x = states.to_vec();
         let last = self.layers.len().saturating_sub(1);

@@ -246,7 +246,14 @@ impl Team {
     pub fn insert_agent(&mut self, app: AgentId, agent: Ppo) -> Result<(), SimppoError> {
         let category = *self.categories.get(app).ok_or(SimppoError::UnknownAgent(app))?;
         if agent.state_dim() != STATE_DIM + self.config.variant.critic_extra() {
-            return Err(SimppoError::input("agent", format!("observes {} values, the team {}", agent.state_dim(), STATE_DIM + self.config.variant.critic_extra())));
+            return Err(SimppoError::input(
+                "agent",
+                format!(
+                    "observes {} values, the team {}",
+                    agent.state_dim(),
+                    STATE_DIM + self.config.variant.critic_extra()
+                ),
+            ));
         }
         if !self.coordinator.is_member(app) {
             self.coordinator.join(app, category)?;
@@ -319,7 +326,8 @@ impl Team {
                 out
             }
             Variant::SimppoAll => {
-                let present: Vec<&[f32]> = self.present().into_iter().filter(|&a| a < n).map(|a| states[a].as_slice()).collect();
+                let present: Vec<&[f32]> =
+                    self.present().into_iter().filter(|&a| a < n).map(|a| states[a].as_slice()).collect();
                 let mean = if present.is_empty() { vec![0.0; STATE_DIM] } else { mean_state(&present) };
                 vec![mean; n]
             }
@@ -375,7 +383,12 @@ impl Team {
 }
 
 impl Driver for Team {
-    fn decide(&mut self, _arena: &dyn Arena, states: &[Vec<f32>], infos: &[StepInfo]) -> Result<Vec<Control>, LabError> {
+    fn decide(
+        &mut self,
+        _arena: &dyn Arena,
+        states: &[Vec<f32>],
+        infos: &[StepInfo],
+    ) -> Result<Vec<Control>, LabError> {
         let n = states.len();
         if n != self.agents.len() || infos.len() != n {
             return Err(LabError::input("team", format!("{n} states for a roster of {}", self.agents.len())));
@@ -444,7 +457,8 @@ impl Driver for Team {
                 let mut next = step.observation.clone();
                 next.extend_from_slice(&aux[a]);
                 let reward = if self.config.variant.team_reward() { team } else { step.reward };
-                let e = Experience { state, action, reward: reward as f32, next_state: next, terminal: step.terminated };
+                let e =
+                    Experience { state, action, reward: reward as f32, next_state: next, terminal: step.terminated };
                 if let Some(agent) = self.agents[a].as_mut() {
                     agent.observe(0, &e, step.truncated).map_err(agent_lab)?;
                 }

@@ -129,19 +129,8 @@ impl Totals {
         let sum: Vec<f64> = (0..6).map(|k| self.sum[k] - f[k]).collect();
         let sq: Vec<f64> = (0..6).map(|k| self.sum_sq[k] - f[k] * f[k]).collect();
         let std = |k: usize| ((sq[k] / m - (sum[k] / m).powi(2)).max(0.0)).sqrt();
-        [
-            sum[0],
-            sum[1],
-            sum[2] / m,
-            sum[3] / m,
-            sum[4] / m,
-            sum[5] / m,
-            std(0),
-            std(1),
-            std(4),
-            std(5),
-        ]
-        .map(|v| v as f32)
+        [sum[0], sum[1], sum[2] / m, sum[3] / m, sum[4] / m, sum[5] / m, std(0), std(1), std(4), std(5)]
+            .map(|v| v as f32)
     }
 }
 
@@ -177,8 +166,11 @@ mod tests {
     /// Three agents; agent 0's g excludes itself and matches a hand computation over 1 and 2.
     #[test]
     fn the_global_state_summarises_the_others_only() {
-        let reports =
-            [report(0.9, 0.9, 2.0, 1.0, 0.1, 1.9), report(0.1, 0.2, 1.0, -1.0, 1.0, 0.4), report(0.3, 0.4, -1.0, 0.0, 0.8, 0.6)];
+        let reports = [
+            report(0.9, 0.9, 2.0, 1.0, 0.1, 1.9),
+            report(0.1, 0.2, 1.0, -1.0, 1.0, 0.4),
+            report(0.3, 0.4, -1.0, 0.0, 0.8, 0.6),
+        ];
         let t = Totals::of(&reports);
         let g = t.excluding(&reports[0]);
         // Others: cpu 0.1 + 0.3 = 0.4; memory 0.6; vertical (1 − 1)/2 = 0; horizontal −0.5;
@@ -195,7 +187,8 @@ mod tests {
     #[test]
     fn reports_read_allocation_and_action_from_the_infos() {
         let cap = Capacity { cores: 16.0, memory_bytes: 64.0 * (1u64 << 30) as f64 };
-        let before = StepInfo { replicas: 2, cpu_limit_millicores: 1000, memory_limit_bytes: 1 << 30, ..Default::default() };
+        let before =
+            StepInfo { replicas: 2, cpu_limit_millicores: 1000, memory_limit_bytes: 1 << 30, ..Default::default() };
         let after = StepInfo {
             replicas: 3,
             cpu_limit_millicores: 500,

@@ -44,7 +44,10 @@ impl Tenancy {
             return Err(SimppoError::input("headroom", format!("{headroom} is not a positive number")));
         }
         if let Some(&bad) = sized_for.iter().find(|&&a| a >= workload.apps.len()) {
-            return Err(SimppoError::input("apps", format!("application {bad} is not in the roster of {}", workload.apps.len())));
+            return Err(SimppoError::input(
+                "apps",
+                format!("application {bad} is not in the roster of {}", workload.apps.len()),
+            ));
         }
         let cores: f64 = sized_for.iter().map(|&a| reference_cores(&workload, a)).sum();
         let memory: f64 = sized_for.iter().map(|&a| reference_memory(&workload, a)).sum();
@@ -68,15 +71,33 @@ impl Tenancy {
     /// The shared cluster with the `present` applications running (the others at zero
     /// replicas), as a vectorised environment over the whole roster (one sub-environment per
     /// application; absent ones are held), discrete actions, episodes of `episode_steps`.
-    pub fn env(&self, present: &[bool], episode_steps: u64, trace_seed: u64) -> Result<ClusterVecEnv<SimCluster>, SimppoError> {
-        self.env_on(present, self.nodes, self.workload.sim.node_cores, self.workload.sim.node_memory_bytes as f64, episode_steps, trace_seed)
+    pub fn env(
+        &self,
+        present: &[bool],
+        episode_steps: u64,
+        trace_seed: u64,
+    ) -> Result<ClusterVecEnv<SimCluster>, SimppoError> {
+        self.env_on(
+            present,
+            self.nodes,
+            self.workload.sim.node_cores,
+            self.workload.sim.node_memory_bytes as f64,
+            episode_steps,
+            trace_seed,
+        )
     }
 
     /// Application `app` alone on its share of the shared cluster: one node holding the
     /// fraction of the cluster's cores and memory that `app`'s reference reservation is of the
     /// `shared_by` applications' (every other application absent, so traffic is the same as
     /// in the shared cluster).
-    pub fn alone(&self, app: usize, shared_by: &[usize], episode_steps: u64, trace_seed: u64) -> Result<ClusterVecEnv<SimCluster>, SimppoError> {
+    pub fn alone(
+        &self,
+        app: usize,
+        shared_by: &[usize],
+        episode_steps: u64,
+        trace_seed: u64,
+    ) -> Result<ClusterVecEnv<SimCluster>, SimppoError> {
         if app >= self.roster() {
             return Err(SimppoError::input("app", format!("{app} is not in the roster of {}", self.roster())));
         }
@@ -88,7 +109,14 @@ impl Tenancy {
         let mut present = vec![false; self.roster()];
         present[app] = true;
         // Whole millicores and bytes, as a node reports them.
-        self.env_on(&present, 1, (share_cores * 1000.0).floor() / 1000.0, share_memory.floor(), episode_steps, trace_seed)
+        self.env_on(
+            &present,
+            1,
+            (share_cores * 1000.0).floor() / 1000.0,
+            share_memory.floor(),
+            episode_steps,
+            trace_seed,
+        )
     }
 
     fn env_on(
@@ -101,7 +129,10 @@ impl Tenancy {
         trace_seed: u64,
     ) -> Result<ClusterVecEnv<SimCluster>, SimppoError> {
         if present.len() != self.roster() {
-            return Err(SimppoError::input("present", format!("{} flags for a roster of {}", present.len(), self.roster())));
+            return Err(SimppoError::input(
+                "present",
+                format!("{} flags for a roster of {}", present.len(), self.roster()),
+            ));
         }
         let mut w = self.workload.clone();
         for (app, here) in w.apps.iter_mut().zip(present) {
@@ -120,7 +151,10 @@ impl Tenancy {
         let r = self.workload.apps[app].reference;
         Recommendation {
             replicas: r.replicas,
-            containers: vec![aware_core::ContainerResources::guaranteed(CONTAINER, Resources::new(r.cpu_millicores, r.memory_bytes))],
+            containers: vec![aware_core::ContainerResources::guaranteed(
+                CONTAINER,
+                Resources::new(r.cpu_millicores, r.memory_bytes),
+            )],
         }
     }
 

@@ -19,7 +19,14 @@ fn tenancy(apps: usize, seed: u64) -> Tenancy {
 }
 
 fn config(variant: Variant, sharing: bool, capacity: Capacity) -> TeamConfig {
-    TeamConfig { variant, ppo: PpoConfig::default(), parameter_sharing: sharing, seed: 3, heartbeat_timeout: 1, capacity }
+    TeamConfig {
+        variant,
+        ppo: PpoConfig::default(),
+        parameter_sharing: sharing,
+        seed: 3,
+        heartbeat_timeout: 1,
+        capacity,
+    }
 }
 
 #[test]
@@ -83,7 +90,8 @@ fn absent_apps_run_no_pods_and_join_or_leave_mid_episode() {
 fn a_new_agent_starts_from_its_categorys_base_model_only_with_sharing() {
     let cap = Capacity { cores: 32.0, memory_bytes: 1e11 };
     for sharing in [true, false] {
-        let mut team = Team::new(config(Variant::Simppo, sharing, cap), vec![Category::Cpu, Category::Cpu, Category::Io]);
+        let mut team =
+            Team::new(config(Variant::Simppo, sharing, cap), vec![Category::Cpu, Category::Cpu, Category::Io]);
         team.add(0, None).unwrap();
         team.end_episode();
         let base = team.coordinator().base(Category::Cpu).expect("the episode's best agent is the base").parameters();
@@ -150,6 +158,9 @@ fn simppo_improves_over_its_untrained_start() {
         let sampled = served(&mut team, &t, 9000..9005, true);
         let greedy = served(&mut team, &t, 9000..9005, false);
         eprintln!("{variant:?}: untrained {before:.3}, trained sampling {sampled:.3}, greedy {greedy:.3}");
-        assert!(sampled > before + 0.03 && greedy > before + 0.02, "{variant:?}: {before:.3} → {sampled:.3} / {greedy:.3}");
+        assert!(
+            sampled > before + 0.03 && greedy > before + 0.02,
+            "{variant:?}: {before:.3} → {sampled:.3} / {greedy:.3}"
+        );
     }
 }
