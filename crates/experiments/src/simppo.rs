@@ -67,12 +67,12 @@ impl SimppoConfig {
             apps: 12,
             headroom: 1.25,
             episode_steps: 50,
-            train_episodes: 80,
+            train_episodes: 300,
             eval_episodes: 4,
             added: 5,
-            add_at: 60,
-            remove_at: 120,
-            incremental_episodes: 180,
+            add_at: 200,
+            remove_at: 400,
+            incremental_episodes: 600,
             scale_agents: vec![10, 100, 1000],
             scale_episodes: 3,
             ppo: PpoConfig::default(),
@@ -83,12 +83,12 @@ impl SimppoConfig {
     pub fn full(seed: u64) -> Self {
         Self {
             quick: false,
-            train_episodes: 400,
+            train_episodes: 1000,
             eval_episodes: 10,
-            add_at: 300,
-            remove_at: 600,
-            incremental_episodes: 900,
-            scale_episodes: 20,
+            add_at: 500,
+            remove_at: 1000,
+            incremental_episodes: 1500,
+            scale_episodes: 10,
             ..Self::quick(seed)
         }
     }
@@ -131,14 +131,17 @@ pub struct IncrementalRow {
     pub at_episode: u64,
     pub agents_before: usize,
     pub agents_after: usize,
-    /// Mean team reward per interval over the `window` training episodes before the change.
+    /// Mean team reward per interval over the 10 training episodes before the change.
     pub reward_before: f64,
+    /// The new team's converged level: mean of the last 10 episodes before the next change.
+    pub reward_converged: f64,
     /// Team reward of the first episode after the change.
     pub reward_after: f64,
     /// (reward_before − reward_after) / |reward_before|.
     pub drop_fraction: f64,
-    /// Episodes after the change until the `window`-episode moving average is back within
-    /// 2 % of `reward_before` (or above it); the episodes left when `censored`.
+    /// Episodes after the change until the 10-episode moving average is within 2 % of the
+    /// new team's converged level (the mean of the last 10 episodes before the next change);
+    /// `censored` when only that last window reaches it.
     pub episodes_to_reconverge: u64,
     pub censored: bool,
 }
@@ -349,18 +352,22 @@ fn serving(config: &SimppoConfig, progress: &dyn Progress) -> Result<(Vec<Simppo
     Ok((rows, tenancy.nodes))
 }
 
-/// The drop and re-convergence after a change at episode `at` of `curve`.
+/// The drop and re-convergence after a change at episode `at` of `curve`, whose segment runs
+/// to `end`: the level before (mean of the `window` episodes before the change), the first
+/// episode after it, the drop, and the episodes until the `window`-episode moving average is
+/// within 2 % of the segment's converged level (the mean of its last `window` episodes) —
+/// `censored` when only the segment's last window gets there.
 fn reconvergence(curve: &[f64], at: usize, window: usize, end: usize) -> (f64, f64, f64, u64, bool) {
-    let lo = at.saturating_sub(window);
-    let before = curve[lo..at].iter().sum::<f64>() / (at - lo).max(1) as f64;
+    let mean = |s: &[f64]| s.iter().sum::<f64>() / s.len().max(1) as f64;
+    let before = mean(&curve[at.saturating_sub(window)..at]);
     let after = curve.get(at).copied().unwrap_or(f64::NAN);
     let drop = (before - after) / before.abs().max(1e-9);
-    let bar = before - 0.02 * before.abs();
-    for e in at..end {
-        let from = (e + 1).saturating_sub(window).max(at);
-        let avg = curve[from..=e].iter().sum::<f64>() / (e + 1 - from) as f64;
-        if e + 1 - from >= window.min(end - at) && avg >= bar {
-            return (before, after, drop, (e + 1 - at) as u64, false);
+    let w = window.min(end - at).max(1);
+    let level = mean(&curve[end - w..end]);
+    let bar = level - 0.02 * level.abs();
+    for e in at + w - 1..end {
+        if mean(&curve[e + 1 - w..=e]) >= bar {
+            return (before, after, drop, (e + 1 - at) as u64, e + 1 == end);
         }
     }
     (before, after, drop, (end - at) as u64, true)
@@ -418,6 +425,8 @@ fn incremental(
             ("remove", config.remove_at as usize, config.incremental_episodes as usize),
         ] {
             let (before, after, drop, episodes, censored) = reconvergence(&curve, at, window, end);
+            let w = window.min(end - at).max(1);
+            let converged = curve[end - w..end].iter().sum::<f64>() / w as f64;
             rows.push(IncrementalRow {
                 parameter_sharing: sharing,
                 change: change.into(),
@@ -425,6 +434,7 @@ fn incremental(
                 agents_before: agents[at - 1],
                 agents_after: agents[at],
                 reward_before: before,
+                reward_converged: converged,
                 reward_after: after,
                 drop_fraction: drop,
                 episodes_to_reconverge: episodes,
@@ -517,4 +527,26 @@ pub fn simppo(config: &SimppoConfig, progress: &dyn Progress) -> Result<SimppoRe
         scale,
         wall_seconds: start.elapsed().as_secs_f64(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reconvergence_is_read_against_the_new_level() {
+        // Level 1.0, a change at 10 drops to 0.5, climbing by 0.1 per episode to a new level of 0.9.
+        let mut curve = vec![1.0; 10];
+        curve.extend((0..5).map(|k| 0.5 + 0.1 * k as f64));
+        curve.extend(vec![0.9; 15]);
+        let (before, after, drop, episodes, censored) = reconvergence(&curve, 10, 3, 30);
+        assert_eq!((before, after), (1.0, 0.5));
+        assert!((drop - 0.5).abs() < 1e-12);
+        // Windows of 3 ending at episode 10 + k − 1: the first within 2 % of 0.9 (≥ 0.882) is
+        // 0.8, 0.9, 0.9 (mean 0.867) no; 0.9, 0.9, 0.9 at k = 7.
+        assert_eq!((episodes, censored), (7, false));
+        // A segment still climbing at its end is censored.
+        let rising: Vec<f64> = (0..20).map(|k| k as f64).collect();
+        assert!(reconvergence(&rising, 5, 3, 20).4);
+    }
 }

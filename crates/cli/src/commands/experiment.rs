@@ -59,6 +59,9 @@ pub struct SimppoArgs {
     /// Applications sharing the cluster (default 12).
     #[arg(long, value_parser = clap::value_parser!(u64).range(2..=1_000))]
     apps: Option<u64>,
+    /// Shared cluster capacity over the applications' reference reservation (default 1.25).
+    #[arg(long)]
+    headroom: Option<f64>,
     #[arg(long)]
     json: bool,
 }
@@ -69,6 +72,9 @@ fn simppo(args: SimppoArgs) -> Result<ExitCode> {
     let mut config = if args.quick { SimppoConfig::quick(args.seed) } else { SimppoConfig::full(args.seed) };
     if let Some(n) = args.apps {
         config.apps = n as usize;
+    }
+    if let Some(h) = args.headroom {
+        config.headroom = h;
     }
     let bar = Bar::new();
     let report = simppo(&config, &bar)?;
