@@ -500,9 +500,11 @@ pub fn simppo(config: &SimppoConfig, progress: &dyn Progress) -> Result<SimppoRe
         + 2 * config.incremental_episodes
         + config.scale_agents.len() as u64 * config.scale_episodes;
     progress.start(total, "simppo");
+    // Scale first: its resident-memory growth is then not hidden by memory the other phases
+    // freed.
+    let scale = scale(config, progress)?;
     let (policies, nodes) = serving(config, progress)?;
     let (incremental, incremental_curves) = incremental(config, progress)?;
-    let scale = scale(config, progress)?;
     progress.finish();
     let find = |name: &str| policies.iter().find(|r| r.row.policy == name);
     let simppo_beats_mpa = match (find("simppo"), find("mpa")) {
