@@ -95,6 +95,9 @@ impl SimppoConfig {
 
     fn check(&self) -> Result<(), ExperimentError> {
         let bad = |input: &str, reason: String| Err(ExperimentError::Input { input: input.into(), reason });
+        if !(self.headroom.is_finite() && self.headroom > 0.0) {
+            return bad("--headroom", format!("{} is not a positive number", self.headroom));
+        }
         if self.apps < 2 {
             return bad("--apps", format!("{}: a shared cluster needs at least 2 applications", self.apps));
         }

@@ -49,7 +49,7 @@ pub enum Experiment {
 
 #[derive(clap::Args, Debug)]
 pub struct SimppoArgs {
-    /// A smaller run (≤ 30 minutes on 2 cores): 80 training episodes per row, 180 incremental
+    /// A smaller run (≤ 30 minutes on 2 cores): 300 training episodes per row, 600 incremental
     /// episodes, 3 training episodes per scale row.
     #[arg(long)]
     quick: bool,
