@@ -121,6 +121,11 @@ pub struct SimppoRow {
     pub row: PolicyRow,
     /// `p99_latency_ms` / the reference's − 1 (null for the reference itself or without a p99).
     pub degradation: Option<f64>,
+    /// Mean over applications of (the application's p99 / its SLO): a latency figure every
+    /// application weighs in equally (the pooled p99 follows the latency-heaviest one).
+    pub mean_p99_over_slo: Option<f64>,
+    /// `mean_p99_over_slo` / the reference's − 1.
+    pub normalised_degradation: Option<f64>,
     /// Training wall time, seconds (0 for `mpa`).
     pub training_seconds: f64,
 }
@@ -269,9 +274,14 @@ fn serve(
 fn row(name: &str, per_app: &[Summary], latencies: &[LatencyHistogram], steps: u64, training: f64) -> SimppoRow {
     let mut merged = LatencyHistogram::default();
     latencies.iter().for_each(|h| merged.merge(h));
+    let ratios: Vec<f64> =
+        per_app.iter().filter_map(|s| s.p99_latency_ms.map(|p| p / s.slo_p99_ms)).filter(|r| r.is_finite()).collect();
+    let mean_p99_over_slo = (!ratios.is_empty()).then(|| ratios.iter().sum::<f64>() / ratios.len() as f64);
     SimppoRow {
         row: PolicyRow::new(name, aggregate(name, per_app, &merged), steps),
         degradation: None,
+        mean_p99_over_slo,
+        normalised_degradation: None,
         training_seconds: training,
     }
 }
@@ -349,8 +359,10 @@ fn serving(config: &SimppoConfig, progress: &dyn Progress) -> Result<(Vec<Simppo
     rows.push(row("mpa", &s, &l, steps, 0.0));
 
     let reference = rows[0].row.summary.p99_latency_ms;
+    let normalised = rows[0].mean_p99_over_slo;
     for r in rows.iter_mut().skip(1) {
         r.degradation = reference.zip(r.row.summary.p99_latency_ms).map(|(a, b)| b / a - 1.0);
+        r.normalised_degradation = normalised.zip(r.mean_p99_over_slo).map(|(a, b)| b / a - 1.0);
     }
     Ok((rows, tenancy.nodes))
 }
