@@ -55,6 +55,11 @@ impl Mlp {
         Self { layers, activation }
     }
 
+    /// Width of the first layer's input.
+    pub fn input_dim(&self) -> usize {
+        self.layers[0].weight.val().dims()[0]
+    }
+
     pub fn forward(&self, mut x: Tensor<2>) -> Tensor<2> {
         let last = self.layers.len() - 1;
         for (i, layer) in self.layers.iter().enumerate() {

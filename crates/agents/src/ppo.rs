@@ -89,6 +89,12 @@ pub struct PpoConfig {
     /// steps (Stable-Baselines3's `lin_` schedules, CleanRL's `anneal_lr`); `None`: constant.
     #[serde(default)]
     pub anneal_steps: Option<u64>,
+    /// Trailing inputs only the critic reads (SIMPPO's auxiliary global state): an agent's
+    /// observation is its local state followed by these, the policy reads the first
+    /// `state_dim − critic_extra` values and the value network all of them. 0: both read the
+    /// whole observation.
+    #[serde(default)]
+    pub critic_extra: usize,
 }
 
 fn enabled() -> bool {
@@ -113,6 +119,7 @@ impl Default for PpoConfig {
             normalize_rewards: true,
             activation: Activation::Relu,
             anneal_steps: None,
+            critic_extra: 0,
         }
     }
 }
@@ -126,9 +133,11 @@ pub struct PolicyValue {
 }
 
 impl PolicyValue {
+    /// `state_dim` is the critic's input width; the policy reads `state_dim − critic_extra`.
     pub fn new(state_dim: usize, actions: PpoActions, config: &PpoConfig, device: &Device) -> Self {
-        let sizes = |out: usize| {
-            let mut s = vec![state_dim];
+        let policy_dim = state_dim.saturating_sub(config.critic_extra).max(1);
+        let sizes = |input: usize, out: usize| {
+            let mut s = vec![input];
             s.extend_from_slice(&config.hidden);
             s.push(out);
             s
@@ -139,18 +148,34 @@ impl PolicyValue {
                 Some(Param::from_tensor(Tensor::<1>::full([d], config.initial_log_std, device)))
             }
         };
-        let mlp = |out: usize| Mlp::with_activation(&sizes(out), config.activation, device);
-        Self { policy: mlp(actions.width()), value: mlp(1), log_std }
+        let mlp = |input: usize, out: usize| Mlp::with_activation(&sizes(input, out), config.activation, device);
+        Self { policy: mlp(policy_dim, actions.width()), value: mlp(state_dim, 1), log_std }
     }
 
-    /// Logits (discrete) or the Gaussian mean in [−1, 1] (continuous).
+    /// Logits (discrete) or the Gaussian mean in [−1, 1] (continuous). Columns beyond the
+    /// policy's input width (the critic's extra inputs) are not read.
     pub fn head(&self, states: Tensor<2>) -> Tensor<2> {
+        let k = self.policy.input_dim();
+        let states = if states.dims()[1] > k { states.narrow(1, 0, k) } else { states };
         let out = self.policy.forward(states);
         if self.log_std.is_some() { out.tanh() } else { out }
     }
 
     pub fn value(&self, states: Tensor<2>) -> Tensor<2> {
         self.value.forward(states)
+    }
+
+    /// Every parameter (policy, critic, log σ) flattened in a fixed order.
+    pub fn parameters(&self) -> Vec<f32> {
+        struct Collect(Vec<f32>);
+        impl burn::module::ModuleVisitor for Collect {
+            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+                self.0.extend(param.val().into_data().try_to_vec::<f32>().expect("f32"));
+            }
+        }
+        let mut c = Collect(Vec::new());
+        self.visit(&mut c);
+        c.0
     }
 
     fn log_std_values(&self) -> Vec<f32> {
@@ -289,6 +314,42 @@ impl Ppo {
         self.actions.space()
     }
 
+    /// A copy of the trained policy and critic (what parameter sharing hands a new agent).
+    pub fn weights(&self) -> PolicyValue {
+        self.net.clone()
+    }
+
+    /// Replaces the policy and critic with `weights` (of the same shapes), keeping the
+    /// optimiser, rollouts and reward statistics.
+    pub fn set_weights(&mut self, weights: PolicyValue) -> Result<(), AgentError> {
+        if weights.parameters().len() != self.net.parameters().len() {
+            return Err(AgentError::BadObservation(format!(
+                "weights hold {} parameters, the agent {}",
+                weights.parameters().len(),
+                self.net.parameters().len()
+            )));
+        }
+        self.net = weights;
+        self.acting = self.net.valid();
+        self.frozen = std::sync::OnceLock::new();
+        Ok(())
+    }
+
+    /// The acting policy network's layers as plain floats (for batched serving across agents).
+    pub fn policy_layers(&self) -> Vec<crate::net::FrozenLinear> {
+        self.acting.policy.frozen_layers()
+    }
+
+    /// The policy's input width: the observation less the critic's extra inputs.
+    pub fn policy_dim(&self) -> usize {
+        self.acting.policy.input_dim()
+    }
+
+    /// The observation width the agent takes (policy inputs and critic-only inputs).
+    pub fn state_dim(&self) -> usize {
+        self.state_dim
+    }
+
     pub fn updates(&self) -> u64 {
         self.updates
     }
@@ -315,7 +376,16 @@ impl Ppo {
     /// the fused inference path (equal to the burn forward up to float rounding).
     pub fn greedy_batch(&self, obs: &[f32], n: usize) -> Result<Vec<f32>, AgentError> {
         check_batch(obs, n, self.state_dim)?;
-        let out = self.frozen.get_or_init(|| self.acting.policy.frozen()).forward(obs, n);
+        let frozen = self.frozen.get_or_init(|| self.acting.policy.frozen());
+        let k = frozen.input_dim();
+        let local: Vec<f32>;
+        let obs = if k < self.state_dim {
+            local = obs.chunks(self.state_dim).flat_map(|row| row[..k].iter().copied()).collect();
+            &local
+        } else {
+            obs
+        };
+        let out = frozen.forward(obs, n);
         Ok(match self.actions {
             PpoActions::Discrete(a) => out.chunks(a).map(|row| argmax(row) as f32).collect(),
             PpoActions::Continuous(_) => out.into_iter().map(f32::tanh).collect(),
@@ -680,6 +750,43 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// With critic-only inputs the policy ignores them (greedy and sampled log-probabilities
+    /// alike) while the critic reads them.
+    #[test]
+    fn critic_only_inputs_reach_the_critic_not_the_policy() {
+        let config = PpoConfig { critic_extra: 2, ..PpoConfig::default() };
+        let mut ppo = Ppo::new(5, PpoActions::Discrete(4), config, 3);
+        assert_eq!((ppo.policy_dim(), ppo.state_dim()), (3, 5));
+        let a = vec![0.1, 0.2, 0.3, 0.0, 0.0];
+        let b = vec![0.1, 0.2, 0.3, 5.0, -5.0];
+        assert_eq!(ppo.greedy(&a).unwrap(), ppo.greedy(&b).unwrap());
+        let d = Device::default();
+        let heads = |s: &[f32]| values(ppo.acting.head(matrix(s, 1, 5, &d)));
+        assert_eq!(heads(&a), heads(&b));
+        let value = |s: &[f32]| values(ppo.acting.value(matrix(s, 1, 5, &d)))[0];
+        assert_ne!(value(&a), value(&b));
+        // It trains: a full rollout runs an update through the sliced policy.
+        let config = PpoConfig { critic_extra: 2, rollout_steps: 10, ..PpoConfig::default() };
+        ppo = Ppo::new(5, PpoActions::Discrete(4), config, 3);
+        for _ in 0..10 {
+            let act = ppo.act(std::slice::from_ref(&b), true).unwrap().remove(0);
+            let e = Experience { state: b.clone(), action: act, reward: 1.0, next_state: a.clone(), terminal: false };
+            ppo.observe(0, &e, false).unwrap();
+        }
+        assert_eq!(ppo.updates(), 1);
+    }
+
+    #[test]
+    fn weights_move_between_agents() {
+        let one = Ppo::new(3, PpoActions::Discrete(2), PpoConfig::default(), 1);
+        let mut two = Ppo::new(3, PpoActions::Discrete(2), PpoConfig::default(), 2);
+        assert_ne!(one.weights().parameters(), two.weights().parameters());
+        two.set_weights(one.weights()).unwrap();
+        assert_eq!(one.weights().parameters(), two.weights().parameters());
+        let wider = Ppo::new(4, PpoActions::Discrete(2), PpoConfig::default(), 1);
+        assert!(two.set_weights(wider.weights()).is_err());
     }
 
     #[test]

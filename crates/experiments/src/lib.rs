@@ -8,6 +8,7 @@ pub mod fig8;
 pub mod lifecycle;
 pub mod meta;
 pub mod ood;
+pub mod simppo;
 
 /// Why an experiment could not run to completion.
 #[derive(Debug, thiserror::Error)]

@@ -43,6 +43,12 @@ pub enum Experiment {
     /// embeds new apps of it and apps of a population it never saw (serverless); the share of
     /// each the detector flags. Exits 0 when it completes.
     Ood(OodArgs),
+    /// SIMPPO: many PPO agents on one shared cluster — S-RL trained alone (the reference) and
+    /// together, SIMPPO and SIMPPO-All trained in the shared cluster, and MPA, on the same
+    /// held-out traces; incremental training (agents added and removed) with and without
+    /// parameter sharing; policy compute and memory per agent at 10, 100 and 1,000 agents.
+    /// Exits 0 when it completes, whatever it shows.
+    Simppo(SimppoArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -97,6 +103,98 @@ fn ood(args: OodArgs) -> Result<ExitCode> {
     );
     if report.zero_embeddings > 0 {
         outln!("{} apps left without an embedding (scored as the zero vector)", report.zero_embeddings);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(clap::Args, Debug)]
+pub struct SimppoArgs {
+    /// A smaller run (≤ 30 minutes on 2 cores): 300 training episodes per row, 600 incremental
+    /// episodes, 3 training episodes per scale row.
+    #[arg(long)]
+    quick: bool,
+    /// Seeds the applications, their traffic and every agent.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Applications sharing the cluster (default 12).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(2..=1_000))]
+    apps: Option<u64>,
+    /// Shared cluster capacity over the applications' reference reservation (default 1.25).
+    #[arg(long)]
+    headroom: Option<f64>,
+    #[arg(long)]
+    json: bool,
+}
+
+fn simppo(args: SimppoArgs) -> Result<ExitCode> {
+    use aware_experiments::simppo::{SimppoConfig, simppo};
+    use aware_lab::progress::Progress;
+    let mut config = if args.quick { SimppoConfig::quick(args.seed) } else { SimppoConfig::full(args.seed) };
+    if let Some(n) = args.apps {
+        config.apps = n as usize;
+    }
+    if let Some(h) = args.headroom {
+        config.headroom = h;
+    }
+    let bar = Bar::new();
+    let report = simppo(&config, &bar)?;
+    bar.finish();
+    if args.json {
+        print_json(&report)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    outln!(
+        "simppo: {} apps on {} nodes, seed {}; {} training and {} held-out episodes of {} intervals",
+        report.apps,
+        report.nodes,
+        report.seed,
+        report.train_episodes,
+        report.eval_episodes,
+        report.episode_steps
+    );
+    outln!(
+        "{:<20} {:>10} {:>12} {:>10} {:>14} {:>10}",
+        "policy",
+        "p99 ms",
+        "degradation",
+        "SLO viol.",
+        "core-s",
+        "reward"
+    );
+    for p in &report.policies {
+        let s = &p.row.summary;
+        outln!(
+            "{:<20} {:>10} {:>12} {:>10} {:>14.0} {:>10.3}",
+            p.row.policy,
+            s.p99_latency_ms.map_or("-".into(), |v| format!("{v:.0}")),
+            p.degradation.map_or("-".into(), |d| format!("{:+.1}%", d * 100.0)),
+            s.slo_violations,
+            s.core_seconds,
+            s.mean_reward
+        );
+    }
+    outln!("simppo beats mpa: {}", report.simppo_beats_mpa);
+    for r in &report.incremental {
+        outln!(
+            "incremental {:<6} at {:>4} ({} → {} agents), sharing {:<5}: drop {:+.1}%, {} episodes to re-converge{}",
+            r.change,
+            r.at_episode,
+            r.agents_before,
+            r.agents_after,
+            r.parameter_sharing,
+            r.drop_fraction * 100.0,
+            r.episodes_to_reconverge,
+            if r.censored { " (censored)" } else { "" }
+        );
+    }
+    for r in &report.scale {
+        outln!(
+            "scale {:>5} agents: {:.1} µs policy per agent-step, {:.0} bytes per agent, team reward {:.3}",
+            r.agents,
+            r.policy_us_per_agent_step,
+            r.memory_bytes_per_agent,
+            r.team_reward
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -293,6 +391,7 @@ pub fn run(experiment: Experiment) -> Result<ExitCode> {
         Experiment::Fig6(a) => fig6(a),
         Experiment::Fig8(a) => fig8(a),
         Experiment::Ood(a) => ood(a),
+        Experiment::Simppo(a) => simppo(a),
     }
 }
 
