@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use aware_core::{ContainerResources, Observation, PodObservation, PodPhase, Resources};
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, Pod, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::Deserialize;
@@ -75,10 +75,36 @@ fn seconds(t: &Time) -> f64 {
 
 /// Requests and limits summed over a pod's containers; the name is the first container's.
 pub fn pod_resources(containers: &[Container]) -> Result<ContainerResources, QuantityError> {
+    let name = containers.first().map(|c| c.name.clone()).unwrap_or_default();
+    summed(name, containers.iter().map(|c| c.resources.as_ref()))
+}
+
+/// The resources a pod's containers run with: `status.containerStatuses[].resources` (reported
+/// since in-place resize) when every container reports them, else the spec's. A resize in
+/// flight, or a memory decrease the kubelet defers while the working set is above it, must not
+/// read as a container running with its new limit (it would read as one at 100 %).
+fn running_resources(pod: &Pod, containers: &[Container]) -> Result<ContainerResources, QuantityError> {
+    let statuses = pod.status.as_ref().and_then(|s| s.container_statuses.as_deref()).unwrap_or_default();
+    let reported: Option<Vec<&ResourceRequirements>> = containers
+        .iter()
+        .map(|c| statuses.iter().find(|s| s.name == c.name).and_then(|s| s.resources.as_ref()))
+        .collect();
+    match reported {
+        Some(r) if !r.is_empty() => {
+            let name = containers.first().map(|c| c.name.clone()).unwrap_or_default();
+            summed(name, r.into_iter().map(Some))
+        }
+        _ => pod_resources(containers),
+    }
+}
+
+fn summed<'a>(
+    name: String,
+    containers: impl Iterator<Item = Option<&'a ResourceRequirements>>,
+) -> Result<ContainerResources, QuantityError> {
     let mut requests = Resources::default();
     let mut limits = Resources::default();
-    for c in containers {
-        let r = c.resources.as_ref();
+    for r in containers {
         let get = |m: Option<&BTreeMap<String, Quantity>>, k: &str| m.and_then(|m| m.get(k)).cloned();
         let req = r.and_then(|r| r.requests.as_ref());
         let lim = r.and_then(|r| r.limits.as_ref());
@@ -97,7 +123,6 @@ pub fn pod_resources(containers: &[Container]) -> Result<ContainerResources, Qua
     if limits.memory_bytes == 0 {
         limits.memory_bytes = requests.memory_bytes;
     }
-    let name = containers.first().map(|c| c.name.clone()).unwrap_or_default();
     Ok(ContainerResources { name, requests, limits })
 }
 
@@ -113,7 +138,7 @@ pub fn pod_observation(
     let spec = pod.spec.as_ref();
     let status = pod.status.as_ref();
     let containers = spec.map(|s| s.containers.as_slice()).unwrap_or_default();
-    let resources = pod_resources(containers)?;
+    let resources = running_resources(pod, containers)?;
     let ready_condition = status
         .and_then(|s| s.conditions.as_ref())
         .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready" && c.status == "True"));
@@ -237,6 +262,27 @@ mod tests {
         assert_eq!(o.oom_killed_at_bytes, Some((128u64 << 20) as f64));
         // The same kill 40 s ago is outside a 15 s interval.
         assert_eq!(pod_observation(&oom, None, NOW + 30.0, 15.0).unwrap().oom_killed_at_bytes, None);
+    }
+
+    /// A pod whose status reports the resources its container runs with (a memory decrease the
+    /// kubelet defers) is observed with those, not with the spec's new limit.
+    #[test]
+    fn a_deferred_resize_is_observed_with_the_running_resources() {
+        let resized = pod(json!({
+            "metadata": {"name": "r"},
+            "spec": {"nodeName": "n", "containers": [{"name": "c", "resources": {"limits": {"cpu": "500m", "memory": "256Mi"}}}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
+                "containerStatuses": [{"name": "c", "ready": true, "restartCount": 0, "image": "i", "imageID": "",
+                    "resources": {"limits": {"cpu": "500m", "memory": "1Gi"}, "requests": {"cpu": "500m", "memory": "1Gi"}}}]},
+        }));
+        let o =
+            pod_observation(&resized, Some(&PodUsage { cpu_cores: 0.1, memory_bytes: 512.0 * 1048576.0 }), NOW, 15.0)
+                .unwrap();
+        assert_eq!(o.resources.limits, Resources::new(500, 1 << 30));
+        // Without a reported status the spec stands in (clusters before in-place resize).
+        let mut old = resized.clone();
+        old.status.as_mut().unwrap().container_statuses.as_mut().unwrap()[0].resources = None;
+        assert_eq!(pod_observation(&old, None, NOW, 15.0).unwrap().resources.limits, Resources::new(500, 256 << 20));
     }
 
     #[test]
