@@ -134,9 +134,14 @@ fn embed_unseen(
     driver.learn = false;
     run_episodes(driver, workload, &probes_only, &aware_lab::progress::Silent, "embedding")?;
     progress.inc(pool.probes);
-    let width = pool.meta.embedding;
+    Ok(embeddings_of(driver, workload.apps.len(), pool.meta.embedding))
+}
+
+/// The driver's embeddings of its first `apps` apps, the zero vector for an app without one
+/// (or with every ReLU off), and how many were zero.
+fn embeddings_of(driver: &MetaDriver, apps: usize, width: usize) -> (Vec<Vec<f32>>, usize) {
     let mut zero = 0;
-    let embeddings = (0..workload.apps.len())
+    let embeddings = (0..apps)
         .map(|i| match driver.embedding(i) {
             Some(e) if e.iter().any(|v| *v != 0.0) => e.to_vec(),
             _ => {
@@ -145,7 +150,7 @@ fn embed_unseen(
             }
         })
         .collect();
-    Ok((embeddings, zero))
+    (embeddings, zero)
 }
 
 pub fn ood(config: &OodConfig, progress: &dyn Progress) -> Result<OodReport, ExperimentError> {
@@ -166,17 +171,7 @@ pub fn ood(config: &OodConfig, progress: &dyn Progress) -> Result<OodReport, Exp
     let training_seconds = start.elapsed().as_secs_f64();
     // The pool's embeddings as the meta-learner ends: what the detector compares against.
     driver.refresh_embeddings()?;
-    let width = config.pool.meta.embedding;
-    let mut zero = 0;
-    let pool_embeddings: Vec<Vec<f32>> = (0..pool.apps.len())
-        .map(|i| match driver.embedding(i) {
-            Some(e) if e.iter().any(|v| *v != 0.0) => e.to_vec(),
-            _ => {
-                zero += 1;
-                vec![0.0; width]
-            }
-        })
-        .collect();
+    let (pool_embeddings, mut zero) = embeddings_of(&driver, pool.apps.len(), config.pool.meta.embedding);
     let detector = OodDetector::fit(pool_embeddings.clone(), config.k, config.quantile)?;
     let meta_steps = driver.meta_steps;
     progress.message("ood: embedding unseen apps");
