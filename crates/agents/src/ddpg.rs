@@ -519,15 +519,7 @@ mod tests {
         let config = DdpgConfig { hidden: vec![16, 16], ..DdpgConfig::default() };
         let ddpg = Ddpg::new(3, 2, config, 9);
         let n = 5;
-        let f = |i: usize, k: usize| ((i * k + 3 * i + k) % 13) as f32 / 13.0 - 0.5;
-        let batch = Batch {
-            size: n,
-            states: (0..n * 3).map(|i| f(i, 7)).collect(),
-            actions: (0..n * 2).map(|i| f(i, 5)).collect(),
-            rewards: (0..n).map(|i| f(i, 3)).collect(),
-            next_states: (0..n * 3).map(|i| f(i, 11)).collect(),
-            terminals: vec![0.0, 0.0, 1.0, 0.0, 0.0],
-        };
+        let batch = Batch { terminals: vec![0.0, 0.0, 1.0, 0.0, 0.0], ..small_batch(n) };
         let grad = ddpg.state_gradient(&batch).unwrap();
         assert_eq!(grad.len(), n * 3);
         assert!(grad.iter().filter(|g| g.abs() > 1e-5).count() > n * 3 / 2, "{grad:?}");
