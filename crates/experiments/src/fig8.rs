@@ -458,7 +458,7 @@ pub fn fig8(config: &Fig8Config, progress: &dyn Progress) -> Result<Fig8Report, 
     let pool =
         Workload::load(&WorkloadSpec { apps: config.pool_apps, seed: config.seed, steps, ..Default::default() })?;
     // Unseen apps: the same population, drawn from another seed.
-    let unseen_seed = config.seed.wrapping_mul(7919).wrapping_add(104_729);
+    let unseen_seed = crate::unseen_seed(config.seed);
     let unseen =
         Workload::load(&WorkloadSpec { apps: config.unseen_apps, seed: unseen_seed, steps, ..Default::default() })?;
     let k = config.unseen_apps;

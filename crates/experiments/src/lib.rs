@@ -10,6 +10,12 @@ pub mod meta;
 pub mod ood;
 pub mod simppo;
 
+/// The seed the apps no learner has seen are drawn from: the same population as the pool of
+/// `seed`, other apps (fig8's unseen apps, ood's unseen sets).
+pub(crate) fn unseen_seed(seed: u64) -> u64 {
+    seed.wrapping_mul(7919).wrapping_add(104_729)
+}
+
 /// Why an experiment could not run to completion.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

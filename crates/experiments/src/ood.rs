@@ -160,7 +160,7 @@ pub fn ood(config: &OodConfig, progress: &dyn Progress) -> Result<OodReport, Exp
         Workload::load(&WorkloadSpec { apps, seed, steps, population: Some(population), ..WorkloadSpec::default() })
     };
     let pool = load(config.pool_apps, config.seed, config.trained)?;
-    let unseen_seed = config.seed.wrapping_mul(7919).wrapping_add(104_729);
+    let unseen_seed = crate::unseen_seed(config.seed);
     let in_family = load(config.unseen_apps, unseen_seed, config.trained)?;
     let out_of_family = load(config.unseen_apps, unseen_seed.wrapping_add(1), config.excluded)?;
     progress.start(config.pool.probes * 3 + config.pool.episodes, "ood");
