@@ -2,7 +2,7 @@
 //! nothing above it may know which one it is talking to.
 
 use crate::observation::Observation;
-use crate::recommendation::Recommendation;
+use crate::recommendation::{ContainerResources, Recommendation};
 
 /// Index of an application within one backend; stable for the backend's lifetime.
 pub type AppId = usize;
@@ -26,6 +26,15 @@ pub trait Cluster {
 
     /// The latest measurements for one application.
     fn observe(&self, app: AppId) -> Result<Observation, ClusterError>;
+
+    /// What the application is scaled to now: its desired replicas and the resources its new
+    /// pods get (the Deployment's template), the part of [`Cluster::observe`] an action is
+    /// decoded against. Backends that can answer without building a whole observation (the
+    /// simulator) override it.
+    fn target(&self, app: AppId) -> Result<(u32, ContainerResources), ClusterError> {
+        let obs = self.observe(app)?;
+        Ok((obs.desired_replicas, obs.template))
+    }
 
     /// Hands a recommendation to the backend's actuator; it takes effect over the next
     /// interval(s) with the backend's own delays (pod start-up, rolling restarts).

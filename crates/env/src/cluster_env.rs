@@ -3,7 +3,8 @@
 
 use aware_core::Bounds;
 use aware_core::{
-    Action, AppId, Cluster, Env, EnvError, Observation, Profile, Recommendation, Space, Step, StepInfo, VecEnv, VecStep,
+    Action, AppId, Cluster, ContainerResources, Env, EnvError, Profile, Recommendation, Space, Step, StepInfo, VecEnv,
+    VecStep,
 };
 
 use crate::action::{ActionDecoder, ActionKind, reverses};
@@ -22,15 +23,16 @@ pub enum Control {
 }
 
 /// Direction of change per dimension (CPU limit, memory limit, replicas) from the current
-/// allocation to a recommendation, in the decoder's order.
-pub fn direction(obs: &Observation, rec: &Recommendation) -> [i8; 3] {
+/// allocation (`replicas` desired, new pods getting `template`) to a recommendation, in the
+/// decoder's order.
+pub fn direction(replicas: u32, template: &ContainerResources, rec: &Recommendation) -> [i8; 3] {
     let sign = |a: u64, b: u64| (a.cmp(&b) as i8).signum();
-    let cur = &obs.template.limits;
+    let cur = &template.limits;
     let new = rec.containers.first().map(|c| c.limits).unwrap_or(*cur);
     [
         sign(new.cpu_millicores, cur.cpu_millicores),
         sign(new.memory_bytes, cur.memory_bytes),
-        sign(rec.replicas as u64, obs.desired_replicas as u64),
+        sign(rec.replicas as u64, replicas as u64),
     ]
 }
 use crate::state::StateEncoder;
@@ -208,16 +210,16 @@ impl<C: Cluster> ClusterVecEnv<C> {
                     continue;
                 }
                 Control::Action(action) => {
-                    let obs = self.cluster.observe(m.app)?;
+                    let (replicas, template) = self.cluster.target(m.app)?;
                     let decoded = m
                         .decoder
-                        .decode(action, obs.desired_replicas, &obs.template)
+                        .decode(action, replicas, &template)
                         .map_err(|_| EnvError::ActionOutOfSpace { action: action.clone(), space: m.decoder.space() })?;
                     (decoded.recommendation, decoded.illegal, decoded.direction)
                 }
                 Control::Recommendation(rec) => {
-                    let obs = self.cluster.observe(m.app)?;
-                    (rec.clone(), false, direction(&obs, rec))
+                    let (replicas, template) = self.cluster.target(m.app)?;
+                    (rec.clone(), false, direction(replicas, &template, rec))
                 }
             };
             let oscillation = reverses(m.previous_direction, direction);

@@ -12,6 +12,7 @@
 //! system `protoc` is needed.
 
 pub mod bench;
+mod busy;
 mod client;
 pub mod convert;
 mod envs;
@@ -27,7 +28,8 @@ pub mod proto {
 pub use client::{ClientError, ClientOptions, RemoteEnv, RemoteVecEnv, code_name};
 pub use envs::{BoxedVecEnv, Copies, EnvId, MAX_DAYS, MAX_EPISODE_STEPS, MAX_NUM_ENVS, MakeConfig, MakeError, make};
 pub use server::{
-    BearerAuth, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_SESSIONS, EnvServiceImpl, ServeError,
-    ServeOptions, ServerHandle, ServerSettings, Sessions, TlsFiles, read_token_file, serve, serve_on, service, spawn,
+    BearerAuth, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_MAX_SESSIONS, DEFAULT_SHUTDOWN_GRACE,
+    EnvServiceImpl, ServeError, ServeOptions, ServerHandle, ServerSettings, Sessions, TlsFiles, read_token_file, serve,
+    serve_on, service, spawn,
 };
 pub use train::{RemoteEnvArgs, RemoteTrainError, train_remote};

@@ -78,6 +78,44 @@ fn remote_rollouts_equal_in_process_ones() {
 }
 
 #[test]
+fn busy_polling_server_and_client_serve_the_same_rollouts() {
+    let window = Duration::from_micros(200);
+    let server = server(ServerSettings { busy_poll: window, ..Default::default() });
+    let client = ClientOptions { busy_poll: window, ..opts() };
+    let config = MakeConfig { num_envs: 2, seed: 7, episode_steps: Some(9), ..Default::default() };
+    let mut local = make(EnvId::AutoscaleDiscrete, &config).unwrap();
+    let mut remote =
+        RemoteVecEnv::connect(&server.addr().to_string(), EnvId::AutoscaleDiscrete, &config, &client).unwrap();
+    let id = EnvId::AutoscaleDiscrete;
+    assert_eq!(rollout(&mut remote, id, 3, 20), rollout(local.as_mut(), id, 3, 20));
+    // Idle past the window (the server goes back to sleeping), then calls again.
+    std::thread::sleep(Duration::from_millis(5));
+    assert_eq!(rollout(&mut remote, id, 4, 3), rollout(local.as_mut(), id, 4, 3));
+    // A client that polls against a server that sleeps, and the errors come back the same way.
+    let plain = self::server(ServerSettings::default());
+    let mut remote = RemoteEnv::connect(&plain.addr().to_string(), id, &MakeConfig::default(), &client).unwrap();
+    assert!(matches!(remote.step(&Action::Discrete(0)), Err(EnvError::NeedsReset)));
+    remote.reset(Some(1)).unwrap();
+    remote.step(&Action::Discrete(0)).unwrap();
+}
+
+#[test]
+fn a_connected_client_that_never_reads_cannot_hold_the_server_past_its_grace() {
+    let grace = Duration::from_millis(300);
+    let server = server(ServerSettings { shutdown_grace: grace, ..Default::default() });
+    // Connected with a session open, but idle: its runtime only runs inside a call, so it never
+    // answers the server's GOAWAY.
+    let mut idle =
+        RemoteEnv::connect(&server.addr().to_string(), EnvId::AutoscaleDiscrete, &MakeConfig::default(), &opts())
+            .unwrap();
+    idle.reset(Some(1)).unwrap();
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || done.send(server.shutdown().is_ok()).unwrap());
+    assert_eq!(finished.recv_timeout(Duration::from_secs(30)), Ok(true), "the server did not stop");
+    assert!(idle.step(&Action::Discrete(0)).is_err());
+}
+
+#[test]
 fn single_env_client_matches_in_process_env() {
     let server = server(ServerSettings::default());
     let config = MakeConfig { seed: 11, ..Default::default() };

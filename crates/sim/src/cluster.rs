@@ -1233,6 +1233,11 @@ impl Cluster for SimCluster {
         })
     }
 
+    fn target(&self, app: AppId) -> Result<(u32, ContainerResources), ClusterError> {
+        let dep = self.deployments.get(app).ok_or(ClusterError::UnknownApp(app))?;
+        Ok((dep.desired, dep.template.clone()))
+    }
+
     fn apply(&mut self, app: AppId, rec: &Recommendation) -> Result<(), ClusterError> {
         let name = self.apps.get(app).ok_or(ClusterError::UnknownApp(app))?.name.clone();
         let invalid = |reason: String| ClusterError::InvalidRecommendation { app: name.clone(), reason };

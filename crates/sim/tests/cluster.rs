@@ -410,3 +410,22 @@ fn a_hundred_thousand_apps_schedule_and_step() {
     // Quadratic scheduling took minutes here; the segment tree takes about a second.
     assert!(start.elapsed().as_secs() < 120, "{:?}", start.elapsed());
 }
+
+#[test]
+fn target_is_what_observe_reports_as_desired_and_template() {
+    let mut c = isolated(web_app(), 40.0, SimConfig::default());
+    let check = |c: &SimCluster| {
+        let obs = c.observe(0).unwrap();
+        assert_eq!(c.target(0).unwrap(), (obs.desired_replicas, obs.template));
+    };
+    check(&c);
+    for (i, r) in [rec(3, 500, 256 * MIB), rec(1, 1500, 512 * MIB), rec(5, 250, 128 * MIB)].iter().enumerate() {
+        c.apply(0, r).unwrap();
+        check(&c);
+        for _ in 0..=i {
+            c.advance().unwrap();
+        }
+        check(&c);
+    }
+    assert!(c.target(7).is_err());
+}

@@ -93,14 +93,23 @@ pub struct RpcArgs {
     repeats: u32,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Busy-poll window (µs) of the server and client in the unary measurement, which is also
+    /// measured without; 0 measures only without.
+    #[arg(long, default_value_t = aware_rpc::bench::DEFAULT_BENCH_BUSY_POLL.as_micros() as u64, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    busy_poll_us: u64,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
 }
 
 fn rpc(args: RpcArgs) -> Result<ExitCode> {
-    let options =
-        aware_rpc::bench::BenchOptions { apps: args.apps, steps: args.steps, repeats: args.repeats, seed: args.seed };
+    let options = aware_rpc::bench::BenchOptions {
+        apps: args.apps,
+        steps: args.steps,
+        repeats: args.repeats,
+        seed: args.seed,
+        busy_poll: std::time::Duration::from_micros(args.busy_poll_us),
+    };
     let report = aware_rpc::bench::run(&options)?;
     if args.json {
         let mut value = serde_json::to_value(&report)?;
@@ -108,7 +117,16 @@ fn rpc(args: RpcArgs) -> Result<ExitCode> {
         value["release_build"] = (!cfg!(debug_assertions)).into();
         outln!("{}", serde_json::to_string_pretty(&value)?);
     } else {
-        outln!("single Step calls        {:>12.0} steps/s", report.single_steps_per_s);
+        if report.busy_poll_us > 0 {
+            outln!(
+                "single Step calls        {:>12.0} steps/s (busy-polling {} µs)",
+                report.single_steps_per_s,
+                report.busy_poll_us
+            );
+            outln!("  without busy-polling   {:>12.0} steps/s", report.single_steps_per_s_without_busy_poll);
+        } else {
+            outln!("single Step calls        {:>12.0} steps/s", report.single_steps_per_s);
+        }
         outln!("batched StepMany ({:>4})  {:>12.0} app-steps/s", report.apps, report.batched_app_steps_per_s);
         outln!("in-process ({:>4})        {:>12.0} app-steps/s", report.apps, report.in_process_app_steps_per_s);
     }
