@@ -167,3 +167,29 @@ fn threshold_steps_out_and_aimd_grows_cpu_under_pressure() {
     drive(&mut c, &mut aimd, 20);
     assert!(c.observe(0).unwrap().template.limits.cpu_millicores >= 2000);
 }
+
+/// A controller kept across simulator episodes (each a fresh cluster from time 0, as the
+/// lifecycle experiments run them) behaves in every episode as in the first: its history from
+/// the episode before would otherwise lie in the future, inside every stabilisation window,
+/// and freeze the replica count.
+#[test]
+fn controllers_kept_across_episodes_start_each_episode_afresh() {
+    let mut c = cluster(vec![rate(2.5), rate(0.3)]);
+    let episode = |c: &mut SimCluster, rec: &mut dyn Recommender| {
+        c.reset(Some(5)).unwrap();
+        resize(c, 1, 1000, 16384 * MIB);
+        drive(c, rec, 80)
+    };
+    let mut hpa = HorizontalPodAutoscaler::from_profile(&Profile::default());
+    let first = episode(&mut c, &mut hpa);
+    let peak = first.iter().position(|&r| r >= 4).expect("scales out");
+    assert!(first[peak..].windows(2).any(|w| w[1] < w[0]), "then back in: {first:?}");
+    assert_eq!(episode(&mut c, &mut hpa), first);
+    assert_eq!(episode(&mut c, &mut hpa), first);
+
+    let mut mpa = MultidimPodAutoscaler::from_profile(&Profile::default(), false);
+    let first = episode(&mut c, &mut mpa);
+    assert_eq!(episode(&mut c, &mut mpa), first);
+    let mut fresh = MultidimPodAutoscaler::from_profile(&Profile::default(), false);
+    assert_eq!(episode(&mut c, &mut fresh), first, "a kept controller is a fresh one");
+}
