@@ -341,7 +341,7 @@ pub struct LifecycleArgs {
     /// Applications (default 4 quick, 8 full).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     apps: Option<u64>,
-    /// Episodes per policy (default: table3/fig10 20 quick, 60 full; fig9 16 quick, 40 full).
+    /// Episodes per policy (default: table3/fig10 20 quick, 60 full; fig9 24 quick, 64 full).
     #[arg(long, value_parser = clap::value_parser!(u64).range(2..))]
     episodes: Option<u64>,
     /// Intervals (15 s) per episode.
