@@ -43,4 +43,9 @@ impl Recommender for MultidimPodAutoscaler {
         let vertical = self.vpa.recommend(obs)?;
         Ok(Recommendation { replicas: horizontal.replicas, containers: vertical.containers })
     }
+
+    fn restart(&mut self) {
+        self.hpa.restart();
+        self.vpa.restart();
+    }
 }

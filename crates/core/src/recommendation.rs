@@ -75,6 +75,13 @@ pub trait Recommender {
 
     fn recommend(&mut self, observation: &Observation) -> Result<Recommendation, RecommenderError>;
 
+    /// Forgets what earlier observations taught it, as a controller deployed afresh on a new
+    /// cluster. Episode loops call it when a simulator episode begins: the cluster is rebuilt
+    /// (and its clock starts again, at 0 or a random time of the week), so a history of
+    /// recommendations, scale events or usage samples from the previous episode would describe
+    /// a cluster that no longer exists. Stateless recommenders need nothing.
+    fn restart(&mut self) {}
+
     /// Feeds past observations (oldest first) so internal state matches a controller that had
     /// been running; the recommendations produced along the way are discarded.
     fn warm_up(&mut self, history: &[Observation]) -> Result<(), RecommenderError> {

@@ -7,7 +7,9 @@
 //! from the observation):
 //! - cAdvisor: `container_cpu_usage_seconds_total` (counter: usage integrated over wall-clock time
 //!   between updates, so `rate()` over a window where usage was constant returns that usage),
-//!   `container_memory_working_set_bytes`;
+//!   `container_memory_working_set_bytes`, and the cgroup's limits — what the container runs
+//!   with — `container_spec_cpu_quota` / `container_spec_cpu_period` (µs) and
+//!   `container_spec_memory_limit_bytes` (not for pending pods, which have no container);
 //! - kube-state-metrics: `kube_pod_container_resource_requests` / `_limits`
 //!   (`resource="cpu"|"memory"`, `unit="core"|"byte"`), `kube_pod_status_ready{condition="true"}`,
 //!   `kube_pod_status_phase{phase}`, `kube_pod_container_status_restarts_total`,
@@ -31,6 +33,9 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::http::{self, OPENMETRICS, Reply, ServeError};
+
+/// The kubelet's CFS period, microseconds (`cpu.cfs_period_us`).
+const CFS_PERIOD_US: f64 = 100_000.0;
 
 type Labels = Vec<(String, String)>;
 type GaugeF = Gauge<f64, AtomicU64>;
@@ -215,6 +220,10 @@ impl MetricsExporter {
         let mut r = Registry::default();
         let cpu = counter(&mut r, "container_cpu_usage_seconds", "Cumulative CPU time consumed in seconds (cAdvisor)");
         let mem = gauge(&mut r, "container_memory_working_set_bytes", "Current working set in bytes (cAdvisor)");
+        let quota = gauge(&mut r, "container_spec_cpu_quota", "CPU quota of the container's cgroup (cAdvisor)");
+        let period = gauge(&mut r, "container_spec_cpu_period", "CPU period of the container's cgroup (cAdvisor)");
+        let mem_limit =
+            gauge(&mut r, "container_spec_memory_limit_bytes", "Memory limit of the container's cgroup (cAdvisor)");
         let req = gauge(&mut r, "kube_pod_container_resource_requests", "Requested resources (kube-state-metrics)");
         let lim = gauge(&mut r, "kube_pod_container_resource_limits", "Resource limits (kube-state-metrics)");
         let ready = gauge(&mut r, "kube_pod_status_ready", "Pod ready condition (kube-state-metrics)");
@@ -256,6 +265,11 @@ impl MetricsExporter {
                         mem.get_or_create(&pod_l).set(m);
                     }
                     restarts.get_or_create(&pod_l).inc_by(pod.restarts as f64);
+                    // The cgroup's limits: what the container runs with (the kubelet's
+                    // `status.containerStatuses[].resources`, which the observation carries).
+                    quota.get_or_create(&pod_l).set(c.limits.cpu_cores() * CFS_PERIOD_US);
+                    period.get_or_create(&pod_l).set(CFS_PERIOD_US);
+                    mem_limit.get_or_create(&pod_l).set(c.limits.memory_bytes as f64);
                 }
                 let res = |resource: &str, unit: &str| {
                     labels(&[

@@ -59,8 +59,19 @@ impl Default for Queries {
         Self {
             pod_cpu_request_cores: ksm("kube_pod_container_resource_requests", r#",resource="cpu""#),
             pod_memory_request_bytes: ksm("kube_pod_container_resource_requests", r#",resource="memory""#),
-            pod_cpu_limit_cores: ksm("kube_pod_container_resource_limits", r#",resource="cpu""#),
-            pod_memory_limit_bytes: ksm("kube_pod_container_resource_limits", r#",resource="memory""#),
+            // What the containers run with: the cgroup's limits as cAdvisor reads them, which
+            // follow an in-place resize only once the kubelet has applied it (a memory decrease
+            // waits while the working set is above it). kube-state-metrics' limits are the
+            // spec's, so a deferred decrease would read as a container at 100 % memory. Pods
+            // with no container yet (pending), or unlimited ones, fall back to the spec.
+            pod_cpu_limit_cores: format!(
+                "(sum by (pod) (container_spec_cpu_quota{{{pods},container!=\"\"}} / container_spec_cpu_period{{{pods},container!=\"\"}} > 0)) or {}",
+                ksm("kube_pod_container_resource_limits", r#",resource="cpu""#)
+            ),
+            pod_memory_limit_bytes: format!(
+                "(sum by (pod) (container_spec_memory_limit_bytes{{{pods},container!=\"\"}} > 0)) or {}",
+                ksm("kube_pod_container_resource_limits", r#",resource="memory""#)
+            ),
             pod_ready: ksm("kube_pod_status_ready", r#",condition="true""#),
             pod_pending: ksm("kube_pod_status_phase", r#",phase="Pending""#),
             pod_cpu_usage_cores: format!(

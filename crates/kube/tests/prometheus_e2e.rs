@@ -120,3 +120,36 @@ fn prometheus_backend_reads_what_the_simulator_served() {
     let seen = backend.observe(0).unwrap_or_else(|e| panic!("after the exporter returned: {e}"));
     compare(24, &truth, &seen);
 }
+
+/// The exporter's cAdvisor series carry the limits each container runs with (the observation's
+/// running resources), which the backend's default limit queries read first; pending pods have
+/// no container and no such series.
+#[test]
+fn exporter_serves_the_cgroup_limits_of_running_containers() {
+    let apps = generate_apps(1, 7, 3600.0);
+    let name = apps[0].name.clone();
+    let mut sim = SimCluster::new(apps, Vec::new(), SimConfig::default(), 7);
+    sim.advance().unwrap();
+    let mut obs = sim.observe(0).unwrap();
+    assert!(!obs.pods.is_empty());
+    obs.pods[0].resources.limits.cpu_millicores = 750;
+    obs.pods[0].resources.limits.memory_bytes = 300 << 20;
+    let mut pending = obs.pods[0].clone();
+    pending.name = format!("{}-pending", obs.pods[0].name);
+    pending.phase = PodPhase::Pending;
+    obs.pods.push(pending.clone());
+    let exporter = MetricsExporter::new("default");
+    exporter.update(1, &[(name, obs.clone())]);
+    let text = exporter.render();
+    let value = |metric: &str, pod: &str| -> Option<f64> {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{metric}{{")) && l.contains(&format!("pod=\"{pod}\"")))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    };
+    let first = &obs.pods[0].name;
+    assert_eq!(value("container_spec_cpu_quota", first), Some(75_000.0), "{text}");
+    assert_eq!(value("container_spec_cpu_period", first), Some(100_000.0));
+    assert_eq!(value("container_spec_memory_limit_bytes", first), Some((300u64 << 20) as f64));
+    assert_eq!(value("container_spec_memory_limit_bytes", &pending.name), None);
+    assert!(value("kube_pod_container_resource_limits", &pending.name).is_some());
+}

@@ -197,6 +197,12 @@ impl Recommender for RlRecommender {
             .map_err(|e| RecommenderError::Other(e.to_string()))?;
         Ok(decoded.recommendation)
     }
+
+    /// The agent keeps its weights; the fallback restarts and the load history is dropped.
+    fn restart(&mut self) {
+        self.fallback.restart();
+        self.previous_arrival = None;
+    }
 }
 
 /// DDPG for the autoscaling environment: AWARE's Table 2, but the first `warmup` (1,000)

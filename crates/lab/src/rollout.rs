@@ -109,6 +109,10 @@ pub trait Driver {
     fn feedback(&mut self, _states: &[Vec<f32>], _controls: &[Control], _out: &VecStep) -> Result<(), LabError> {
         Ok(())
     }
+
+    /// A new episode began: the arena was reset, its cluster rebuilt. Rule-based controllers
+    /// held by the driver restart ([`aware_core::Recommender::restart`]); learned ones keep their weights.
+    fn episode_start(&mut self) {}
 }
 
 /// One interval as the observers see it.
@@ -147,6 +151,7 @@ pub fn rollout(
     progress: &dyn Progress,
 ) -> Result<Totals, LabError> {
     let (mut states, mut infos): (Vec<Vec<f32>>, Vec<StepInfo>) = arena.reset(seed)?.into_iter().unzip();
+    driver.episode_start();
     let mut totals = Totals::default();
     for _ in 0..steps {
         let controls = driver.decide(&*arena, &states, &infos)?;
@@ -207,6 +212,12 @@ impl Driver for Recommenders {
             });
         }
         Ok(controls)
+    }
+
+    fn episode_start(&mut self) {
+        for policy in &mut self.policies {
+            policy.recommender().restart();
+        }
     }
 }
 

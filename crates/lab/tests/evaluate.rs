@@ -92,3 +92,28 @@ fn recorded_runs_land_in_the_store_one_episode_per_app() {
     evaluate(&w, &PolicyName::Mpa, 50, 2, &mut sinks, &Silent).unwrap();
     assert_eq!(store.stats().unwrap().episodes, 6);
 }
+
+/// The rollout loop restarts the rule-based controllers a driver holds at every episode: MPA
+/// kept across episodes of other traffic scores each episode exactly as a fresh MPA does.
+#[test]
+fn recommenders_kept_across_episodes_score_as_fresh_ones() {
+    use aware_lab::policy::Policy;
+    use aware_lab::rollout::{Recommenders, rollout};
+    let w = workload(3, 5, 300);
+    let mpa = || {
+        Recommenders::new(
+            (0..w.apps.len())
+                .map(|i| Policy::build(&PolicyName::Mpa, &w.app_profile(i), Some(&w.apps[i]), None).unwrap())
+                .collect(),
+        )
+    };
+    let run = |driver: &mut Recommenders, seed: u64| {
+        let mut env = w.env(aware_env::ActionKind::Continuous, 100, seed);
+        let t = rollout(&mut env, driver, seed, 100, &mut [], &Silent).unwrap();
+        (t.reward.to_bits(), t.slo_violations)
+    };
+    let mut kept = mpa();
+    for seed in [11, 3, 17, 3] {
+        assert_eq!(run(&mut kept, seed), run(&mut mpa(), seed), "seed {seed}");
+    }
+}

@@ -99,6 +99,12 @@ impl Guard {
         Self { config, last_time_s: None, unchanged: 0, recent: std::collections::VecDeque::new() }
     }
 
+    /// Forgets the clock and the recent proposals: a new simulator episode is a new cluster,
+    /// whose first decreases must not be held against the previous episode's proposals.
+    pub fn restart(&mut self) {
+        *self = Self::new(self.config.clone());
+    }
+
     /// Why `obs` (with its encoded `state`) must not reach the agent, if it must not.
     pub fn check(&mut self, obs: &Observation, state: &[f32]) -> Result<(), Untrusted> {
         // A clock that moved either way is live (backwards: the backend restarted an episode).

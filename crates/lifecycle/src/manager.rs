@@ -475,6 +475,15 @@ impl<'w> Manager<'w> {
 }
 
 impl Driver for Manager<'_> {
+    /// Every app's fallback and guard start afresh with the new episode's cluster; the agent
+    /// and the lifecycles carry on.
+    fn episode_start(&mut self) {
+        for a in &mut self.apps {
+            a.fallback.recommender().restart();
+            a.guard.restart();
+        }
+    }
+
     fn decide(
         &mut self,
         arena: &dyn Arena,

@@ -304,6 +304,12 @@ fn lab(e: MetaError) -> LabError {
 }
 
 impl Driver for MetaDriver {
+    fn episode_start(&mut self) {
+        if let Some(f) = self.fallback.as_mut() {
+            f.recommenders.episode_start();
+        }
+    }
+
     fn decide(&mut self, arena: &dyn Arena, states: &[Vec<f32>], infos: &[StepInfo]) -> Result<Vec<Control>, LabError> {
         self.ensure(states.len());
         if self.probing {

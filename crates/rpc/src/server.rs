@@ -336,11 +336,17 @@ impl EnvServiceImpl {
         Self { sessions, activity: None }
     }
 
+    /// The window runs from the reply, not the request: a call longer than the window (a
+    /// `StepMany` over many apps) still leaves the server polling for the next one.
     fn with_env<T>(&self, id: &str, f: impl FnOnce(&mut Session) -> Result<T, Status>) -> Result<T, Status> {
         if let Some(a) = &self.activity {
             a.touch();
         }
-        with_env(&self.sessions, id, f)
+        let out = with_env(&self.sessions, id, f);
+        if let Some(a) = &self.activity {
+            a.touch();
+        }
+        out
     }
 }
 
@@ -469,6 +475,10 @@ fn service_with(
 }
 
 /// Serves on `listener` until `shutdown` completes, then finishes in-flight calls and returns.
+/// In-flight calls and connected clients get [`ServerSettings::shutdown_grace`]; after it the
+/// function returns even if connections are still open. Their tasks live on the runtime, so
+/// a caller running this on a runtime of its own should drop that runtime afterwards (as
+/// [`serve`] and [`spawn`] do) to close them.
 pub async fn serve_on(
     listener: TcpListener,
     settings: ServerSettings,

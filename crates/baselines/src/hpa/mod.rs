@@ -131,8 +131,6 @@ pub struct HorizontalPodAutoscaler {
     scale_up_events: Vec<ScaleEvent>,
     scale_down_events: Vec<ScaleEvent>,
     last: Option<Decision>,
-    /// The clock of the last observation `recommend` saw.
-    last_seen_s: Option<f64>,
 }
 
 /// The per-resource view of the pods and the samples the metrics API would return.
@@ -165,21 +163,7 @@ impl HorizontalPodAutoscaler {
             scale_up_events: Vec::new(),
             scale_down_events: Vec::new(),
             last: None,
-            last_seen_s: None,
         }
-    }
-
-    /// Forgets every recommendation and scale event, as a controller started afresh: what
-    /// `recommend` does when the clock goes backwards (a simulator episode starts a fresh
-    /// cluster at time 0). Kept across it, the previous episode's history would sit "in the
-    /// future", inside every stabilisation window and scaling period for ever, and freeze the
-    /// replica count.
-    pub fn restart(&mut self) {
-        self.recommendations.clear();
-        self.scale_up_events.clear();
-        self.scale_down_events.clear();
-        self.last = None;
-        self.last_seen_s = None;
     }
 
     /// CPU-utilisation HPA with the profile's target and replica bounds and default behaviour.
@@ -468,13 +452,19 @@ impl Recommender for HorizontalPodAutoscaler {
 
     fn recommend(&mut self, obs: &Observation) -> Result<Recommendation, RecommenderError> {
         obs.validate()?;
-        if self.last_seen_s.is_some_and(|t| obs.time_s < t) {
-            self.restart();
-        }
-        self.last_seen_s = Some(obs.time_s);
         let views: Vec<PodView> =
             self.spec.metrics.iter().map(|m| pod_view_with(obs, m, &self.unlisted_pod_metrics)).collect();
         let decision = self.reconcile(obs.time_s, obs.desired_replicas as i32, &views);
         Ok(Recommendation { replicas: decision.desired_replicas.max(0) as u32, containers: vec![obs.template.clone()] })
+    }
+
+    /// Forgets every recommendation and scale event. Kept across a simulator episode (whose
+    /// clock starts again), the previous episode's history could lie "in the future", inside
+    /// every stabilisation window and scaling period for ever, and freeze the replica count.
+    fn restart(&mut self) {
+        self.recommendations.clear();
+        self.scale_up_events.clear();
+        self.scale_down_events.clear();
+        self.last = None;
     }
 }

@@ -196,8 +196,6 @@ pub struct VerticalPodAutoscaler {
     latest: Option<RecommendedResources>,
     containers_latest: Vec<ContainerRecommendation>,
     decisions: Vec<UpdateDecision>,
-    /// The clock of the last observation `observe` saw.
-    last_seen_s: Option<f64>,
 }
 
 impl VerticalPodAutoscaler {
@@ -211,15 +209,7 @@ impl VerticalPodAutoscaler {
             latest: None,
             containers_latest: Vec::new(),
             decisions: Vec::new(),
-            last_seen_s: None,
         }
-    }
-
-    /// Forgets every sample, OOM and recommendation, as a recommender started afresh without
-    /// a checkpoint: what `observe` does when the clock goes backwards (a simulator episode
-    /// starts a fresh cluster at time 0), where the old samples' times would lie in the future.
-    pub fn restart(&mut self) {
-        *self = Self::new(self.spec.clone());
     }
 
     /// Starts a container's history from a `VerticalPodAutoscalerCheckpoint`, as the
@@ -253,10 +243,6 @@ impl VerticalPodAutoscaler {
     /// Feeds one observation: OOM kills always, usage samples once per recommender interval;
     /// then recomputes the recommendation and the updater's decisions.
     pub fn observe(&mut self, obs: &Observation) {
-        if self.last_seen_s.is_some_and(|t| obs.time_s < t) {
-            self.restart();
-        }
-        self.last_seen_s = Some(obs.time_s);
         let template = obs.template.name.clone();
         let run = self.last_run_s.is_none_or(|t| obs.time_s - t >= RECOMMENDER_INTERVAL_S);
         let measure_start = obs.time_s - obs.interval_s;
@@ -408,6 +394,12 @@ impl Recommender for VerticalPodAutoscaler {
         let act = self.spec.update_mode != UpdateMode::Off && self.decisions.iter().any(|d| d.update && d.evictable);
         let template = if act { self.resources_for(&obs.template) } else { obs.template.clone() };
         Ok(Recommendation { replicas: obs.desired_replicas, containers: vec![template] })
+    }
+
+    /// Forgets every sample, OOM and recommendation, as a recommender started without a
+    /// checkpoint (a new simulator episode: the samples' times belong to the old cluster).
+    fn restart(&mut self) {
+        *self = Self::new(self.spec.clone());
     }
 }
 
