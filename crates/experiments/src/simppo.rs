@@ -1,8 +1,9 @@
 //! SIMPPO (SoCC'22): many autoscaling agents on one shared cluster.
 //!
 //! - **Serving**: `apps` applications share one simulated cluster sized `headroom` × their
-//!   reference reservation. Rows, every one but the reference evaluated in that cluster on the
-//!   same held-out traces:
+//!   reference reservation, every allocation requesting `request_ratio` × its CPU limit
+//!   (Burstable pods below 1, so tenants contend on over-committed nodes). Rows, every one
+//!   but the reference evaluated in that cluster on the same held-out traces:
 //!   `s-rl-single-tenant` (one PPO agent per application, trained and evaluated alone on its
 //!   share of the nodes: the reference), `s-rl-multi-tenant` (those agents evaluated together),
 //!   `simppo` and `simppo-all` (trained and evaluated in the shared cluster), `mpa`.
@@ -45,8 +46,9 @@ pub struct SimppoConfig {
     /// (0, 1]. 1 is the Guaranteed QoS class; below 1 pods are Burstable: the scheduler (and
     /// the cluster's size, `headroom` × the reference requests) counts the request, a pod may
     /// use up to its limit, and co-located tenants slow each other when their usage
-    /// over-commits a node. Default 0.5: CPU requests at half the limit, a common multi-tenant
-    /// setting (and OpenShift's documented example of its cluster-wide override).
+    /// over-commits a node. Default 0.5: CPU requests at half the limit, a common Burstable
+    /// setting (a 2× CPU over-commit). MPA's HPA, which measures utilisation against
+    /// requests, runs at the profile's target / ratio, the same operating point over limits.
     pub request_ratio: f64,
     /// Intervals per episode (SIMPPO: 50).
     pub episode_steps: u64,
