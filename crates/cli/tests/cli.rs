@@ -94,6 +94,14 @@ fn a_good_trace_drives_the_load() {
 }
 
 #[test]
+fn simppo_request_ratio_outside_0_1_is_a_one_line_error() {
+    for bad in ["0", "1.5", "-0.2", "NaN"] {
+        let o = aware(&["experiment", "simppo", "--quick", &format!("--request-ratio={bad}")]);
+        assert_one_line_error(&o, &["--request-ratio", "(0, 1]"]);
+    }
+}
+
+#[test]
 fn unknown_scenario_is_a_usage_error() {
     let o = aware(&["simulate", "--scenario", "meteor-strike"]);
     assert!(!o.status.success());

@@ -40,6 +40,20 @@ impl ContainerResources {
     pub fn guaranteed(name: impl Into<String>, resources: Resources) -> Self {
         Self { name: name.into(), requests: resources, limits: resources }
     }
+
+    /// Limits `limits` with a CPU request of `cpu_request_ratio` × the CPU limit (whole
+    /// millicores, rounded, at least 1) and memory requested in full: the Burstable QoS class
+    /// of a cluster whose tenants may burst into CPU their neighbours leave idle. Memory is not
+    /// over-committed (it is not compressible: a node short of it evicts or OOM-kills).
+    /// A ratio of 1 (or anything outside (0, 1)) is [`Self::guaranteed`].
+    pub fn burstable(name: impl Into<String>, limits: Resources, cpu_request_ratio: f64) -> Self {
+        let mut out = Self::guaranteed(name, limits);
+        if cpu_request_ratio > 0.0 && cpu_request_ratio < 1.0 {
+            let cpu = (limits.cpu_millicores as f64 * cpu_request_ratio).round() as u64;
+            out.requests.cpu_millicores = cpu.clamp(1.min(limits.cpu_millicores), limits.cpu_millicores);
+        }
+        out
+    }
 }
 
 /// A proposed shape for one workload: horizontal (replicas) and vertical (per-container

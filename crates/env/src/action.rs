@@ -56,6 +56,10 @@ pub struct ActionDecoder {
     pub kind: ActionKind,
     pub bounds: Bounds,
     pub container: String,
+    /// CPU request of the decoded container as a fraction of its CPU limit (the action sets
+    /// limits): 1 asks for the Guaranteed QoS class, below 1 for Burstable
+    /// ([`ContainerResources::burstable`]). Memory is requested in full either way.
+    pub cpu_request_ratio: f64,
 }
 
 impl ActionKind {
@@ -164,7 +168,11 @@ impl ActionDecoder {
         Ok(Decoded {
             recommendation: Recommendation {
                 replicas: reps.max(0) as u32,
-                containers: vec![ContainerResources::guaranteed(self.container.clone(), resources)],
+                containers: vec![ContainerResources::burstable(
+                    self.container.clone(),
+                    resources,
+                    self.cpu_request_ratio,
+                )],
             },
             illegal,
             direction,
@@ -221,7 +229,7 @@ mod tests {
     use aware_core::Profile;
 
     fn decoder(kind: ActionKind) -> ActionDecoder {
-        ActionDecoder { kind, bounds: Profile::default().bounds, container: "app".into() }
+        ActionDecoder { kind, bounds: Profile::default().bounds, container: "app".into(), cpu_request_ratio: 1.0 }
     }
 
     fn current() -> ContainerResources {
@@ -383,5 +391,31 @@ mod tests {
         assert!(reverses([-1, 0, 0], [1, 1, 0]));
         assert!(!reverses([0, 0, 1], [0, 0, 1]));
         assert!(!reverses([0, 0, 0], [1, -1, 1]));
+    }
+
+    #[test]
+    fn request_ratio_sets_cpu_requests() {
+        // Every action space: requests = ratio × the decoded CPU limit, memory in full.
+        let cases: [(ActionKind, Action); 3] = [
+            (ActionKind::Discrete, Action::Discrete(3)),
+            (ActionKind::Continuous, Action::Continuous(vec![0.3, 0.0, 0.0])),
+            (ActionKind::Relative, Action::Continuous(vec![0.5, 0.0, 0.0])),
+        ];
+        for (kind, action) in cases {
+            for ratio in [1.0, 0.5, 0.3] {
+                let d = ActionDecoder { cpu_request_ratio: ratio, ..decoder(kind) };
+                let c = &d.decode(&action, 3, &current()).unwrap().recommendation.containers[0];
+                let lim = c.limits.cpu_millicores;
+                assert_eq!(c.requests.cpu_millicores, (lim as f64 * ratio).round() as u64, "{kind:?} {ratio}");
+                assert_eq!(c.requests.memory_bytes, c.limits.memory_bytes);
+            }
+        }
+        // Halves round to the nearest millicore; a request is never 0 nor above the limit.
+        let b = |cpu: u64, ratio: f64| ContainerResources::burstable("app", Resources::new(cpu, MIB), ratio).requests;
+        assert_eq!(b(1125, 0.5).cpu_millicores, 563);
+        assert_eq!(b(1, 0.3).cpu_millicores, 1);
+        assert_eq!(b(1000, 1e-9).cpu_millicores, 1);
+        assert_eq!(b(1000, 1.0), Resources::new(1000, MIB));
+        assert_eq!(b(1000, 0.0), Resources::new(1000, MIB), "no ratio in (0, 1): Guaranteed");
     }
 }

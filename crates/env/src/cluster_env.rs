@@ -100,6 +100,7 @@ impl<C: Cluster> ClusterVecEnv<C> {
                     kind: config.action,
                     bounds: bounds.clone(),
                     container: config.container.clone(),
+                    cpu_request_ratio: 1.0,
                 },
                 previous_direction: [0; 3],
                 previous_arrival: None,
@@ -107,13 +108,28 @@ impl<C: Cluster> ClusterVecEnv<C> {
             .collect();
         Self {
             cluster,
-            decoder: ActionDecoder { kind: config.action, bounds: p.bounds.clone(), container: config.container },
+            decoder: ActionDecoder {
+                kind: config.action,
+                bounds: p.bounds.clone(),
+                container: config.container,
+                cpu_request_ratio: 1.0,
+            },
             reward: RewardFunction { weights: p.reward.clone() },
             members,
             episode_steps: config.episode_steps.max(1),
             steps: 0,
             needs_reset: true,
         }
+    }
+
+    /// Every decoded action requests `ratio` × its CPU limit ([`ActionDecoder::cpu_request_ratio`]):
+    /// the Burstable QoS class below 1, the default 1 Guaranteed.
+    pub fn with_cpu_request_ratio(mut self, ratio: f64) -> Self {
+        self.decoder.cpu_request_ratio = ratio;
+        for m in &mut self.members {
+            m.decoder.cpu_request_ratio = ratio;
+        }
+        self
     }
 
     pub fn cluster(&self) -> &C {

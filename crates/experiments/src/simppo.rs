@@ -1,8 +1,9 @@
 //! SIMPPO (SoCC'22): many autoscaling agents on one shared cluster.
 //!
 //! - **Serving**: `apps` applications share one simulated cluster sized `headroom` × their
-//!   reference reservation. Rows, every one but the reference evaluated in that cluster on the
-//!   same held-out traces:
+//!   reference reservation, every allocation requesting `request_ratio` × its CPU limit
+//!   (Burstable pods below 1, so tenants contend on over-committed nodes). Rows, every one
+//!   but the reference evaluated in that cluster on the same held-out traces:
 //!   `s-rl-single-tenant` (one PPO agent per application, trained and evaluated alone on its
 //!   share of the nodes: the reference), `s-rl-multi-tenant` (those agents evaluated together),
 //!   `simppo` and `simppo-all` (trained and evaluated in the shared cluster), `mpa`.
@@ -40,6 +41,15 @@ pub struct SimppoConfig {
     pub apps: usize,
     /// Cluster capacity over the applications' reference reservation.
     pub headroom: f64,
+    /// CPU request over CPU limit of every allocation in the shared cluster — the pods the
+    /// applications start with, the agents' decoded actions, MPA's recommendations — in
+    /// (0, 1]. 1 is the Guaranteed QoS class; below 1 pods are Burstable: the scheduler (and
+    /// the cluster's size, `headroom` × the reference requests) counts the request, a pod may
+    /// use up to its limit, and co-located tenants slow each other when their usage
+    /// over-commits a node. Default 0.5: CPU requests at half the limit, a common Burstable
+    /// setting (a 2× CPU over-commit). MPA's HPA, which measures utilisation against
+    /// requests, runs at the profile's target / ratio, the same operating point over limits.
+    pub request_ratio: f64,
     /// Intervals per episode (SIMPPO: 50).
     pub episode_steps: u64,
     /// Training episodes of every serving row.
@@ -66,6 +76,7 @@ impl SimppoConfig {
             quick: true,
             apps: 12,
             headroom: 1.25,
+            request_ratio: 0.5,
             episode_steps: 50,
             train_episodes: 300,
             eval_episodes: 4,
@@ -97,6 +108,9 @@ impl SimppoConfig {
         let bad = |input: &str, reason: String| Err(ExperimentError::Input { input: input.into(), reason });
         if !(self.headroom.is_finite() && self.headroom > 0.0) {
             return bad("--headroom", format!("{} is not a positive number", self.headroom));
+        }
+        if !(self.request_ratio > 0.0 && self.request_ratio <= 1.0) {
+            return bad("--request-ratio", format!("{} is not in (0, 1]", self.request_ratio));
         }
         if self.apps < 2 {
             return bad("--apps", format!("{}: a shared cluster needs at least 2 applications", self.apps));
@@ -189,6 +203,8 @@ pub struct SimppoReport {
     pub quick: bool,
     pub apps: usize,
     pub nodes: usize,
+    /// CPU request over CPU limit of every allocation (`SimppoConfig::request_ratio`).
+    pub request_ratio: f64,
     pub episode_steps: u64,
     pub train_episodes: u64,
     pub eval_episodes: u64,
@@ -211,6 +227,15 @@ fn train_seed(seed: u64, e: u64) -> u64 {
 /// Held-out traffic: seeds training never draws.
 fn eval_seed(seed: u64, e: u64) -> u64 {
     seed.wrapping_mul(1_000_003).wrapping_add(900_000 + e)
+}
+
+/// `apps` applications of the run's seed, every allocation requesting `request_ratio` × its
+/// CPU limit.
+fn shared_workload(config: &SimppoConfig, apps: usize) -> Result<Workload, ExperimentError> {
+    let spec = WorkloadSpec { apps, seed: config.seed, steps: config.episode_steps, ..Default::default() };
+    let mut workload = Workload::load(&spec)?;
+    workload.sim.cpu_request_ratio = config.request_ratio;
+    Ok(workload)
 }
 
 fn team(config: &SimppoConfig, tenancy: &Tenancy, variant: Variant, sharing: bool, seed: u64) -> Team {
@@ -289,7 +314,7 @@ fn row(name: &str, per_app: &[Summary], latencies: &[LatencyHistogram], steps: u
 /// The serving comparison; returns the rows and the shared cluster's node count.
 fn serving(config: &SimppoConfig, progress: &dyn Progress) -> Result<(Vec<SimppoRow>, usize), ExperimentError> {
     let steps = config.episode_steps;
-    let workload = Workload::load(&WorkloadSpec { apps: config.apps, seed: config.seed, steps, ..Default::default() })?;
+    let workload = shared_workload(config, config.apps)?;
     let all: Vec<usize> = (0..config.apps).collect();
     let tenancy = Tenancy::new(workload.clone(), &all, config.headroom).map_err(aware_lab::LabError::from)?;
     let names: Vec<String> = workload.apps.iter().map(|a| a.name.clone()).collect();
@@ -344,9 +369,15 @@ fn serving(config: &SimppoConfig, progress: &dyn Progress) -> Result<(Vec<Simppo
     let mpa: PolicyName = "mpa"
         .parse()
         .map_err(|e: aware_lab::ParseError| ExperimentError::Input { input: "mpa".into(), reason: e.to_string() })?;
+    // The HPA's utilisation is usage over *requests*; the profile's target (and the agents'
+    // utilisation) is over limits. The same target over limits is target / ratio over
+    // requests, so MPA runs at the operating point it has with Guaranteed pods (without it,
+    // it would reserve 1 / ratio × as many cores for the same usage).
     let policies = (0..config.apps)
         .map(|i| {
-            Policy::build(&mpa, &workload.app_profile(i), Some(&workload.apps[i]), Some(shared.cluster().slo_p99_ms(i)))
+            let mut profile = workload.app_profile(i);
+            profile.targets.cpu_utilisation /= config.request_ratio;
+            Policy::build(&mpa, &profile, Some(&workload.apps[i]), Some(shared.cluster().slo_p99_ms(i)))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let mut driver = Recommenders::new(policies);
@@ -394,7 +425,7 @@ fn incremental(
 ) -> Result<(Vec<IncrementalRow>, Vec<IncrementalCurve>), ExperimentError> {
     let steps = config.episode_steps;
     let roster = config.apps + config.added;
-    let workload = Workload::load(&WorkloadSpec { apps: roster, seed: config.seed, steps, ..Default::default() })?;
+    let workload = shared_workload(config, roster)?;
     let initial: Vec<usize> = (0..config.apps).collect();
     let tenancy = Tenancy::new(workload, &initial, config.headroom).map_err(aware_lab::LabError::from)?;
     let (mut rows, mut curves) = (Vec::new(), Vec::new());
@@ -474,7 +505,7 @@ fn scale(config: &SimppoConfig, progress: &dyn Progress) -> Result<Vec<ScaleRow>
     for &n in &config.scale_agents {
         progress.message(&format!("simppo: scale, {n} agents"));
         let start = Instant::now();
-        let workload = Workload::load(&WorkloadSpec { apps: n, seed: config.seed, steps, ..Default::default() })?;
+        let workload = shared_workload(config, n)?;
         let all: Vec<usize> = (0..n).collect();
         let tenancy = Tenancy::new(workload, &all, config.headroom).map_err(aware_lab::LabError::from)?;
         let before = resident_bytes();
@@ -532,6 +563,7 @@ pub fn simppo(config: &SimppoConfig, progress: &dyn Progress) -> Result<SimppoRe
         quick: config.quick,
         apps: config.apps,
         nodes,
+        request_ratio: config.request_ratio,
         episode_steps: config.episode_steps,
         train_episodes: config.train_episodes,
         eval_episodes: config.eval_episodes,
@@ -565,5 +597,67 @@ mod tests {
         // A segment still climbing at its end is censored.
         let rising: Vec<f64> = (0..20).map(|k| k as f64).collect();
         assert!(reconvergence(&rising, 5, 3, 20).4);
+    }
+
+    #[test]
+    fn request_ratio_reaches_every_allocation() {
+        use aware_core::{Cluster, ContainerResources};
+        let config = SimppoConfig { apps: 3, request_ratio: 0.5, ..SimppoConfig::quick(3) };
+        let workload = shared_workload(&config, config.apps).unwrap();
+        let all: Vec<usize> = (0..config.apps).collect();
+        let tenancy = Tenancy::new(workload.clone(), &all, config.headroom).unwrap();
+        let burstable = |c: &ContainerResources| {
+            c.requests.cpu_millicores == ((c.limits.cpu_millicores as f64 * 0.5).round() as u64).max(1)
+                && c.requests.cpu_millicores > 0
+                && c.requests.memory_bytes == c.limits.memory_bytes
+        };
+        // The cluster is sized by the requests: half the CPU of the Guaranteed one (or memory's).
+        let guaranteed = Tenancy::new(
+            shared_workload(&SimppoConfig { request_ratio: 1.0, ..config.clone() }, 3).unwrap(),
+            &all,
+            config.headroom,
+        )
+        .unwrap();
+        assert!(tenancy.capacity().cores <= guaranteed.capacity().cores);
+        // The pods the applications start with, and an application added later.
+        let mut t = team(&config, &tenancy, Variant::Simppo, true, 3);
+        for &app in &all {
+            t.add(app, None).unwrap();
+        }
+        let mut arena = tenancy.env(&t.presence(), 10, 0).unwrap();
+        for &app in &all {
+            assert!(burstable(&arena.cluster().target(app).unwrap().1));
+        }
+        assert!(burstable(&tenancy.arrival(0).containers[0]));
+        // The agents' decoded actions, as applied.
+        t.set_training(true);
+        rollout(&mut arena, &mut t, 1, 10, &mut [], &Silent).unwrap();
+        let mut resized = 0;
+        for &app in &all {
+            let (_, c) = arena.cluster().target(app).unwrap();
+            assert!(burstable(&c), "{c:?}");
+            resized += usize::from(c.limits.cpu_millicores != workload.apps[app].reference.cpu_millicores);
+        }
+        assert!(resized > 0, "the agents resized some CPU limit");
+        // MPA's recommendations, as applied.
+        let mpa: PolicyName = "mpa".parse().unwrap();
+        let policies = (0..config.apps)
+            .map(|i| Policy::build(&mpa, &workload.app_profile(i), Some(&workload.apps[i]), None).unwrap())
+            .collect();
+        let mut driver = Recommenders::new(policies);
+        rollout(&mut arena, &mut driver, 2, 10, &mut [], &Silent).unwrap();
+        for &app in &all {
+            let (_, c) = arena.cluster().target(app).unwrap();
+            assert!(burstable(&c), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn request_ratio_is_checked() {
+        for bad in [0.0, -0.5, 1.5, f64::NAN] {
+            let err = SimppoConfig { request_ratio: bad, ..SimppoConfig::quick(1) }.check().unwrap_err().to_string();
+            assert!(err.contains("--request-ratio"), "{err}");
+        }
+        assert!(SimppoConfig { request_ratio: 1.0, ..SimppoConfig::quick(1) }.check().is_ok());
     }
 }

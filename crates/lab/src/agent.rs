@@ -150,7 +150,12 @@ impl RlRecommender {
                 latency_slo_ms: profile.slo.latency_p99_ms.or(slo_p99_ms),
                 throughput_slo_rps: profile.slo.throughput_rps,
             },
-            decoder: ActionDecoder { kind, bounds: profile.bounds.clone(), container: CONTAINER.into() },
+            decoder: ActionDecoder {
+                kind,
+                bounds: profile.bounds.clone(),
+                container: CONTAINER.into(),
+                cpu_request_ratio: 1.0,
+            },
             agent,
             previous_arrival: None,
             fallback: MultidimPodAutoscaler::from_profile(profile, false),

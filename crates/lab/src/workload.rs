@@ -169,6 +169,7 @@ impl Workload {
             episode_steps: episode_steps.min(u32::MAX as u64) as u32,
             container: CONTAINER.into(),
         };
-        ClusterVecEnv::with_bounds(cluster, &members, config)
+        let ratio = self.sim.cpu_request_ratio;
+        ClusterVecEnv::with_bounds(cluster, &members, config).with_cpu_request_ratio(ratio)
     }
 }

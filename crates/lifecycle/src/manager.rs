@@ -266,6 +266,7 @@ impl<'w> Manager<'w> {
                         kind: AGENT_ACTIONS,
                         bounds: app_profile.bounds.clone(),
                         container: CONTAINER.into(),
+                        cpu_request_ratio: 1.0,
                     },
                     action: Vec::new(),
                     reward: 0.0,

@@ -42,7 +42,12 @@ pub fn compare(app: &ShadowApp, agent: &Ddpg, fallback: &PolicyName) -> Result<S
     let fallback_outcome = self::fallback(app, fallback)?;
     let mut greedy = Greedy {
         agent,
-        decoder: ActionDecoder { kind: AGENT_ACTIONS, bounds: app.profile.bounds.clone(), container: CONTAINER.into() },
+        decoder: ActionDecoder {
+            kind: AGENT_ACTIONS,
+            bounds: app.profile.bounds.clone(),
+            container: CONTAINER.into(),
+            cpu_request_ratio: 1.0,
+        },
         guard: Guard::new(Default::default()),
     };
     let agent_outcome = run(app, steps, &mut greedy)?;

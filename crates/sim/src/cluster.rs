@@ -102,6 +102,13 @@ pub struct SimConfig {
     pub scenario: Option<Scenario>,
     /// Overrides every app's derived p99 SLO, milliseconds.
     pub slo_p99_ms: Option<f64>,
+    /// CPU request of the pods an application starts with, as a fraction of their CPU limit
+    /// (its reference allocation): 1 is the Guaranteed QoS class (request = limit, the
+    /// default); below 1 the Burstable class, where the scheduler reserves the request, a pod
+    /// may use up to its limit, and co-located pods contend when their usage over-commits a
+    /// node. Memory is always requested in full. Sizing a cluster (`nodes` = `None`) counts
+    /// the requests.
+    pub cpu_request_ratio: f64,
 }
 
 impl Default for SimConfig {
@@ -126,6 +133,7 @@ impl Default for SimConfig {
             work_cv: REQUEST_SIZE_CV,
             scenario: None,
             slo_p99_ms: None,
+            cpu_request_ratio: 1.0,
         }
     }
 }
@@ -492,6 +500,12 @@ impl SimCluster {
         &self.config
     }
 
+    /// The configured CPU request ratio, 1 unless it is in (0, 1).
+    fn request_ratio(&self) -> f64 {
+        let r = self.config.cpu_request_ratio;
+        if r > 0.0 && r < 1.0 { r } else { 1.0 }
+    }
+
     pub fn step_index(&self) -> u64 {
         self.step
     }
@@ -546,7 +560,8 @@ impl SimCluster {
                 .apps
                 .iter()
                 .map(|a| a.reference.replicas as f64 * a.reference.cpu_millicores as f64 / 1000.0)
-                .sum();
+                .sum::<f64>()
+                * self.request_ratio();
             let memory: f64 =
                 self.apps.iter().map(|a| a.reference.replicas as f64 * a.reference.memory_bytes as f64).sum();
             let h = self.config.node_headroom;
@@ -580,6 +595,7 @@ impl SimCluster {
         self.next_pod_id = 0;
         self.scenario_active = None;
         self.deployments = Vec::with_capacity(self.apps.len());
+        let ratio = self.request_ratio();
         for (i, app) in self.apps.iter().enumerate() {
             let source = if self.traces.is_empty() {
                 LoadSource::Synthetic(app.load.clone())
@@ -589,7 +605,8 @@ impl SimCluster {
             let load_rng = Pcg64Mcg::seed_from_u64(stream_seed(self.seed, i as u64, STREAM_LOAD));
             let noise_rng = Pcg64Mcg::seed_from_u64(stream_seed(self.seed, i as u64, STREAM_NOISE));
             let r = app.reference;
-            let template = ContainerResources::guaranteed(CONTAINER, Resources::new(r.cpu_millicores, r.memory_bytes));
+            let template =
+                ContainerResources::burstable(CONTAINER, Resources::new(r.cpu_millicores, r.memory_bytes), ratio);
             self.deployments.push(Deployment {
                 desired: r.replicas,
                 template,

@@ -429,3 +429,53 @@ fn target_is_what_observe_reports_as_desired_and_template() {
     }
     assert!(c.target(7).is_err());
 }
+
+/// Burstable pods (CPU request at half the limit) let the scheduler place more limits on a
+/// node than it has cores, and under load the co-located tenants slow each other (the one
+/// contention model: a node's demand over its cores); Guaranteed pods of the same limits do
+/// not all fit — the surplus is pending — and the placed one runs undisturbed.
+#[test]
+fn burstable_pods_over_commit_a_node_and_contend() {
+    // Two tenants, one 1-core replica each, on a 1-core node; each pod wants ~0.75 core.
+    let tenant = |name: &str| {
+        let mut app = web_app();
+        app.name = name.into();
+        app.reference.replicas = 1;
+        app.reference.cpu_millicores = 1000;
+        app
+    };
+    let rps = 0.75 / web_app().cost().cpu_s;
+    let run = |ratio: f64, neighbour_rps: f64| {
+        let traces = vec![
+            Arc::new(Trace { name: "a".into(), interval_s: 15.0, rates: vec![rps] }),
+            Arc::new(Trace { name: "b".into(), interval_s: 15.0, rates: vec![neighbour_rps] }),
+        ];
+        let config =
+            SimConfig { nodes: Some(1), node_cores: 1.0, noise: 0.0, cpu_request_ratio: ratio, ..SimConfig::default() };
+        let mut c = SimCluster::new(vec![tenant("a"), tenant("b")], traces, config, 1);
+        let (mut worst, mut core_seconds) = (0.0f64, 0.0);
+        for _ in 0..8 {
+            c.advance().unwrap();
+            worst = worst.max(c.stats(0).latency_mean_ms.unwrap_or(f64::INFINITY));
+            core_seconds += c.stats(0).core_seconds;
+        }
+        let template = c.observe(0).unwrap().template;
+        (worst, c.stats(0).pending_replicas, c.stats(1).pending_replicas, core_seconds, template)
+    };
+    // Burstable: both pods are placed (requests 0.5 + 0.5 cores; limits 2 cores on 1).
+    let (alone, p0, p1, core_seconds, template) = run(0.5, 0.0);
+    assert_eq!((p0, p1), (0, 0));
+    assert_eq!((template.requests.cpu_millicores, template.limits.cpu_millicores), (500, 1000));
+    assert_eq!(template.requests.memory_bytes, template.limits.memory_bytes, "memory is requested in full");
+    // Core-seconds count the request, not the limit.
+    assert!((core_seconds - 8.0 * 15.0 * 0.5).abs() < 1e-6, "{core_seconds}");
+    let (contended, p0, p1, ..) = run(0.5, rps);
+    assert_eq!((p0, p1), (0, 0));
+    assert!(contended > 1.5 * alone, "a busy neighbour slows a burstable pod: {alone} vs {contended} ms");
+    // Guaranteed: the neighbour's pod does not fit and pends; the placed pod is not slowed.
+    let (quiet, p0, p1, core_seconds, _) = run(1.0, 0.0);
+    assert_eq!((p0, p1), (0, 1));
+    assert!((core_seconds - 8.0 * 15.0).abs() < 1e-6, "{core_seconds}");
+    let (busy, ..) = run(1.0, rps);
+    assert_eq!(busy, quiet, "a pending neighbour does not interfere");
+}

@@ -39,6 +39,9 @@ fn reference_memory(w: &Workload, app: usize) -> f64 {
 impl Tenancy {
     /// A cluster sized `headroom` × the reference reservation of the `sized_for` applications
     /// (the simulator's own sizing rule, applied to the applications present at the start).
+    /// The reservation is what the scheduler reserves: with the workload's
+    /// `sim.cpu_request_ratio` below 1 (Burstable pods) the CPU requests, that ratio × the
+    /// reference CPU limits, so a node's pods may together be allowed more cores than it has.
     pub fn new(workload: Workload, sized_for: &[usize], headroom: f64) -> Result<Self, SimppoError> {
         if !(headroom.is_finite() && headroom > 0.0) {
             return Err(SimppoError::input("headroom", format!("{headroom} is not a positive number")));
@@ -49,7 +52,11 @@ impl Tenancy {
                 format!("application {bad} is not in the roster of {}", workload.apps.len()),
             ));
         }
-        let cores: f64 = sized_for.iter().map(|&a| reference_cores(&workload, a)).sum();
+        let ratio = workload.sim.cpu_request_ratio;
+        if !(ratio > 0.0 && ratio <= 1.0) {
+            return Err(SimppoError::input("request_ratio", format!("{ratio} is not in (0, 1]")));
+        }
+        let cores: f64 = sized_for.iter().map(|&a| reference_cores(&workload, a)).sum::<f64>() * ratio;
         let memory: f64 = sized_for.iter().map(|&a| reference_memory(&workload, a)).sum();
         let by_cpu = (headroom * cores / workload.sim.node_cores).ceil() as usize;
         let by_memory = (headroom * memory / workload.sim.node_memory_bytes as f64).ceil() as usize;
@@ -146,14 +153,22 @@ impl Tenancy {
         Ok(w.env(ActionKind::Discrete, episode_steps, trace_seed))
     }
 
-    /// What adding `app` during an episode applies: its reference allocation.
+    /// CPU request over CPU limit of every allocation in this cluster (the workload's
+    /// `sim.cpu_request_ratio`): 1 Guaranteed, below 1 Burstable.
+    pub fn request_ratio(&self) -> f64 {
+        self.workload.sim.cpu_request_ratio
+    }
+
+    /// What adding `app` during an episode applies: its reference allocation (requests at
+    /// [`Self::request_ratio`] of the limits, as the pods it starts with).
     pub fn arrival(&self, app: usize) -> Recommendation {
         let r = self.workload.apps[app].reference;
         Recommendation {
             replicas: r.replicas,
-            containers: vec![aware_core::ContainerResources::guaranteed(
+            containers: vec![aware_core::ContainerResources::burstable(
                 CONTAINER,
                 Resources::new(r.cpu_millicores, r.memory_bytes),
+                self.request_ratio(),
             )],
         }
     }

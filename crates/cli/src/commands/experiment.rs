@@ -122,6 +122,11 @@ pub struct SimppoArgs {
     /// Shared cluster capacity over the applications' reference reservation (default 1.25).
     #[arg(long)]
     headroom: Option<f64>,
+    /// CPU request over CPU limit of every pod in the shared cluster, in (0, 1]: 1 is the
+    /// Guaranteed QoS class (request = limit), below 1 Burstable pods that may use idle CPU
+    /// their requests do not reserve, where tenants interfere (default 0.5).
+    #[arg(long)]
+    request_ratio: Option<f64>,
     #[arg(long)]
     json: bool,
 }
@@ -136,6 +141,9 @@ fn simppo(args: SimppoArgs) -> Result<ExitCode> {
     if let Some(h) = args.headroom {
         config.headroom = h;
     }
+    if let Some(r) = args.request_ratio {
+        config.request_ratio = r;
+    }
     let bar = Bar::new();
     let report = simppo(&config, &bar)?;
     bar.finish();
@@ -144,9 +152,10 @@ fn simppo(args: SimppoArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     outln!(
-        "simppo: {} apps on {} nodes, seed {}; {} training and {} held-out episodes of {} intervals",
+        "simppo: {} apps on {} nodes (CPU requests {} × limits), seed {}; {} training and {} held-out episodes of {} intervals",
         report.apps,
         report.nodes,
+        report.request_ratio,
         report.seed,
         report.train_episodes,
         report.eval_episodes,
