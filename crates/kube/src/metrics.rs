@@ -283,8 +283,10 @@ impl MetricsExporter {
                 };
                 req.get_or_create(&res("cpu", "core")).set(c.requests.cpu_cores());
                 req.get_or_create(&res("memory", "byte")).set(c.requests.memory_bytes as f64);
-                lim.get_or_create(&res("cpu", "core")).set(c.limits.cpu_cores());
-                lim.get_or_create(&res("memory", "byte")).set(c.limits.memory_bytes as f64);
+                // kube-state-metrics reads the spec (the template: in-place resizes change it
+                // first), cAdvisor above the cgroup (what the container runs with).
+                lim.get_or_create(&res("cpu", "core")).set(obs.template.limits.cpu_cores());
+                lim.get_or_create(&res("memory", "byte")).set(obs.template.limits.memory_bytes as f64);
                 let pod_only =
                     |k: &str, v: &str| labels(&[("namespace", ns), ("pod", &pod.name), ("app", app), (k, v)]);
                 ready.get_or_create(&pod_only("condition", "true")).set(f64::from(pod.phase == PodPhase::Ready));

@@ -34,8 +34,13 @@ use serde_json::Value;
 pub struct Queries {
     pub pod_cpu_request_cores: String,
     pub pod_memory_request_bytes: String,
+    /// The limits each pod's containers run with (the cgroup's).
     pub pod_cpu_limit_cores: String,
     pub pod_memory_limit_bytes: String,
+    /// The limits in each pod's spec: what the Deployment asks for, ahead of the running
+    /// limits while an in-place resize is pending. The template is built from these.
+    pub pod_cpu_spec_limit_cores: String,
+    pub pod_memory_spec_limit_bytes: String,
     pub pod_ready: String,
     pub pod_pending: String,
     pub pod_cpu_usage_cores: String,
@@ -72,6 +77,8 @@ impl Default for Queries {
                 "(sum by (pod) (container_spec_memory_limit_bytes{{{pods},container!=\"\"}} > 0)) or {}",
                 ksm("kube_pod_container_resource_limits", r#",resource="memory""#)
             ),
+            pod_cpu_spec_limit_cores: ksm("kube_pod_container_resource_limits", r#",resource="cpu""#),
+            pod_memory_spec_limit_bytes: ksm("kube_pod_container_resource_limits", r#",resource="memory""#),
             pod_ready: ksm("kube_pod_status_ready", r#",condition="true""#),
             pod_pending: ksm("kube_pod_status_phase", r#",phase="Pending""#),
             pod_cpu_usage_cores: format!(
@@ -347,6 +354,9 @@ impl<A: Actuator> PrometheusCluster<A> {
         let mem_req = self.per_pod(&q.pod_memory_request_bytes, app, time)?;
         let cpu_lim = self.per_pod(&q.pod_cpu_limit_cores, app, time)?;
         let mem_lim = self.per_pod(&q.pod_memory_limit_bytes, app, time)?;
+        let cpu_spec = self.per_pod(&q.pod_cpu_spec_limit_cores, app, time)?;
+        let mem_spec = self.per_pod(&q.pod_memory_spec_limit_bytes, app, time)?;
+        let mut specs = Vec::with_capacity(cpu_req.len());
         let ready = self.per_pod(&q.pod_ready, app, time)?;
         let pending = self.per_pod(&q.pod_pending, app, time)?;
         let cpu = self.per_pod(&q.pod_cpu_usage_cores, app, time)?;
@@ -358,9 +368,22 @@ impl<A: Actuator> PrometheusCluster<A> {
                 (req_cores * 1000.0).round() as u64,
                 mem_req.get(name).copied().unwrap_or(0.0).round() as u64,
             );
+            let millicores = |c: &f64| (c * 1000.0).round() as u64;
+            let bytes = |m: &f64| m.round() as u64;
+            let spec = Resources::new(
+                cpu_spec.get(name).or(cpu_lim.get(name)).map(millicores).unwrap_or(requests.cpu_millicores),
+                mem_spec.get(name).or(mem_lim.get(name)).map(bytes).unwrap_or(requests.memory_bytes),
+            );
+            specs.push(ContainerResources { name: app.to_string(), requests, limits: spec });
             let limits = Resources::new(
-                cpu_lim.get(name).map(|c| (c * 1000.0).round() as u64).unwrap_or(requests.cpu_millicores),
-                mem_lim.get(name).map(|m| m.round() as u64).unwrap_or(requests.memory_bytes),
+                cpu_lim.get(name).map(millicores).unwrap_or(spec.cpu_millicores),
+                mem_lim.get(name).map(bytes).unwrap_or(spec.memory_bytes),
+            );
+            // While a resize is pending the spec's requests can be above the running limits;
+            // what the container runs with never requests more than its limits.
+            let requests = Resources::new(
+                requests.cpu_millicores.min(limits.cpu_millicores),
+                requests.memory_bytes.min(limits.memory_bytes),
             );
             let phase = if pending.get(name).copied().unwrap_or(0.0) > 0.5 {
                 PodPhase::Pending
@@ -391,7 +414,11 @@ impl<A: Actuator> PrometheusCluster<A> {
         if pods.is_empty() {
             return Err(ClusterError::Unavailable(format!("{app}: no pods in Prometheus")));
         }
-        let template = pods.iter().find(|p| p.phase == PodPhase::Ready).unwrap_or(&pods[0]).resources.clone();
+        // The template is the spec's (what new pods get, and what a recommender that keeps the
+        // allocation echoes back), not the running limits: echoing those would cancel a
+        // pending resize.
+        let first = pods.iter().position(|p| p.phase == PodPhase::Ready).unwrap_or(0);
+        let template = specs.swap_remove(first);
         let desired = self.scalar(&q.desired_replicas, app, time)?.map(|r| r.round().max(0.0) as u32);
         Ok(Observation {
             app: app.to_string(),

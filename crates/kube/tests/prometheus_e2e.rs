@@ -37,6 +37,7 @@ const HOLD: Duration = Duration::from_millis(4500);
 
 fn compare(step: u64, truth: &Observation, seen: &Observation) {
     assert_eq!(seen.desired_replicas, truth.desired_replicas, "step {step}: desired replicas");
+    assert_eq!(seen.template.limits, truth.template.limits, "step {step}: template (the spec's limits)");
     let truth_pods: BTreeMap<&str, _> = truth.pods.iter().map(|p| (p.name.as_str(), p)).collect();
     let seen_pods: BTreeMap<&str, _> = seen.pods.iter().map(|p| (p.name.as_str(), p)).collect();
     assert_eq!(seen_pods.keys().collect::<Vec<_>>(), truth_pods.keys().collect::<Vec<_>>(), "step {step}: pods");
@@ -152,4 +153,13 @@ fn exporter_serves_the_cgroup_limits_of_running_containers() {
     assert_eq!(value("container_spec_memory_limit_bytes", first), Some((300u64 << 20) as f64));
     assert_eq!(value("container_spec_memory_limit_bytes", &pending.name), None);
     assert!(value("kube_pod_container_resource_limits", &pending.name).is_some());
+    // kube-state-metrics serves the spec (the template), not the running limits.
+    assert!(
+        text.lines().any(|l| l.starts_with("kube_pod_container_resource_limits{")
+            && l.contains(&format!("pod=\"{first}\""))
+            && l.contains("resource=\"memory\"")
+            && l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok())
+                == Some(obs.template.limits.memory_bytes as f64)),
+        "{text}"
+    );
 }
