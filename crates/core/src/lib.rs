@@ -11,7 +11,9 @@
 //!   a policy acts on; [`AppId`] indexes it within a backend.
 //! - **interval** (also *step*): one control period (15 s, the HPA sync period); an
 //!   **app-interval** is one application during one interval, the unit SLO violations count.
-//! - **episode**: a run of intervals an agent learns from (100 for DDPG, 50 for PPO).
+//! - **episode**: a run of intervals an agent learns from (100 for DDPG, 50 for PPO). On the
+//!   simulator each episode is a freshly built cluster: agents keep what they learned, rule-based
+//!   recommenders **restart** ([`Recommender::restart`]) as if deployed on a new cluster.
 //! - **observation** ([`Observation`]): what a backend reports about an application — possibly
 //!   noisy, late or missing. **state**: an observation encoded for a learner (a fixed-length
 //!   vector). **truth**: what really happened (only the simulator knows it; reports score it).
