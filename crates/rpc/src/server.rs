@@ -339,9 +339,6 @@ impl EnvServiceImpl {
     /// The window runs from the reply, not the request: a call longer than the window (a
     /// `StepMany` over many apps) still leaves the server polling for the next one.
     fn with_env<T>(&self, id: &str, f: impl FnOnce(&mut Session) -> Result<T, Status>) -> Result<T, Status> {
-        if let Some(a) = &self.activity {
-            a.touch();
-        }
         let out = with_env(&self.sessions, id, f);
         if let Some(a) = &self.activity {
             a.touch();
