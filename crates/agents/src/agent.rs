@@ -13,7 +13,8 @@ use crate::ppo::{Ppo, PpoActions};
 use crate::tabular::QTable;
 use crate::{AgentError, Experience};
 
-pub trait Agent {
+/// `Send`: a policy may serve from a controller's worker threads (the Kubernetes recommender).
+pub trait Agent: Send {
     /// The name written into checkpoints (`ddpg`, `ppo`, `dqn`, `d3qn`, `qtable`).
     fn algorithm(&self) -> &'static str;
 

@@ -143,34 +143,50 @@ impl<C: Cluster> ClusterVecEnv<C> {
     fn outcome(&mut self, i: usize, illegal: bool, oscillation: bool) -> Result<Step, EnvError> {
         let m = &mut self.members[i];
         let obs = self.cluster.observe(m.app)?;
-        let state = m.encoder.encode(&obs, m.previous_arrival)?;
+        let (state, reward, info) = measure(&m.encoder, &self.reward, &obs, m.previous_arrival, illegal, oscillation)?;
         m.previous_arrival = Some(obs.arrival_rate);
-        let sp = slo_preservation(
-            m.encoder.latency_slo_ms,
-            m.encoder.throughput_slo_rps,
-            obs.latency_p99_ms,
-            obs.throughput,
-            obs.arrival_rate,
-        )
-        .min(served_preservation(obs.dropped_requests as f64, obs.arrival_rate * obs.interval_s));
-        let cpu = obs.cpu_utilisation().unwrap_or(0.0);
-        let memory = obs.memory_utilisation().unwrap_or(0.0);
-        let reward = self.reward.reward(sp, cpu, memory, illegal, oscillation);
-        let info = StepInfo {
-            slo_violated: sp < 1.0,
-            dropped_requests: obs.dropped_requests,
-            oom_events: obs.oom_events,
-            illegal_action: illegal,
-            oscillation,
-            cpu_utilisation: cpu,
-            memory_utilisation: memory,
-            slo_preservation: sp,
-            replicas: obs.desired_replicas,
-            cpu_limit_millicores: obs.template.limits.cpu_millicores,
-            memory_limit_bytes: obs.template.limits.memory_bytes,
-        };
         Ok(Step { observation: state, reward, terminated: false, truncated: self.steps >= self.episode_steps, info })
     }
+}
+
+/// What one interval's observation says, as every backend reports it: the encoded state, the
+/// reward and the step's info (`previous_arrival_rps`: the arrival rate the interval before,
+/// for the state's load trend; `illegal`, `oscillation`: what the action that led here was).
+/// The simulator's environment and the lifecycle on a live backend both measure with this one
+/// function, so a policy is paid the same on either.
+pub fn measure(
+    encoder: &StateEncoder,
+    reward: &RewardFunction,
+    obs: &aware_core::Observation,
+    previous_arrival_rps: Option<f64>,
+    illegal: bool,
+    oscillation: bool,
+) -> Result<(Vec<f32>, f64, StepInfo), aware_core::ObservationError> {
+    let state = encoder.encode(obs, previous_arrival_rps)?;
+    let sp = slo_preservation(
+        encoder.latency_slo_ms,
+        encoder.throughput_slo_rps,
+        obs.latency_p99_ms,
+        obs.throughput,
+        obs.arrival_rate,
+    )
+    .min(served_preservation(obs.dropped_requests as f64, obs.arrival_rate * obs.interval_s));
+    let cpu = obs.cpu_utilisation().unwrap_or(0.0);
+    let memory = obs.memory_utilisation().unwrap_or(0.0);
+    let info = StepInfo {
+        slo_violated: sp < 1.0,
+        dropped_requests: obs.dropped_requests,
+        oom_events: obs.oom_events,
+        illegal_action: illegal,
+        oscillation,
+        cpu_utilisation: cpu,
+        memory_utilisation: memory,
+        slo_preservation: sp,
+        replicas: obs.desired_replicas,
+        cpu_limit_millicores: obs.template.limits.cpu_millicores,
+        memory_limit_bytes: obs.template.limits.memory_bytes,
+    };
+    Ok((state, reward.reward(sp, cpu, memory, illegal, oscillation), info))
 }
 
 impl<C: Cluster> VecEnv for ClusterVecEnv<C> {

@@ -13,7 +13,7 @@ pub use action::{
     ActionDecoder, ActionKind, DISCRETE_ACTION_NAMES, DISCRETE_ACTIONS, DecodeError, Decoded, RELATIVE_RANGE,
     RELATIVE_TOLERANCE, coordinates, reverses,
 };
-pub use cluster_env::{AppSlo, ClusterEnv, ClusterVecEnv, Control, EnvConfig, direction};
+pub use cluster_env::{AppSlo, ClusterEnv, ClusterVecEnv, Control, EnvConfig, direction, measure};
 pub use reward::{DROP_TOLERANCE, RESOURCES, RewardFunction, served_preservation, slo_preservation};
 pub use state::{STATE_DIM, STATE_FEATURES, StateEncoder};
 pub use window::ObservationWindow;

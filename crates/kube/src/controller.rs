@@ -740,6 +740,8 @@ pub enum RunError {
     Listen(#[from] crate::http::ServeError),
     #[error("lost the leader lease {0}: stopping so that another replica takes over")]
     LostLease(String),
+    #[error("--checkpoint {path}: {reason}")]
+    Checkpoint { path: String, reason: String },
 }
 
 /// How `aware controller` runs besides the controller's own configuration.
@@ -751,6 +753,26 @@ pub struct RunOptions {
     pub vertical_cpu: bool,
     /// Leader election: the Lease's namespace and settings; `None` runs unconditionally.
     pub leader: Option<(String, crate::leader::LeaderConfig)>,
+    /// AWARE decides, with the agent and the apps' stages from this `aware run --checkpoint`
+    /// directory; `None`: the MPA default decides.
+    pub checkpoint: Option<std::path::PathBuf>,
+}
+
+/// The lifecycle decider from a checkpoint directory: its agent, and its apps' stages for the
+/// MPAs whose `namespace/name` it names. The directory must hold a checkpoint that verifies.
+pub fn lifecycle_decider(dir: &std::path::Path) -> Result<crate::decide::LifecycleDecider, RunError> {
+    let fail = |reason: String| RunError::Checkpoint { path: dir.display().to_string(), reason };
+    let restored = aware_lifecycle::checkpoint::read(dir, 0)
+        .map_err(|e| fail(e.to_string()))?
+        .ok_or_else(|| fail("no checkpoint there (`aware run --checkpoint DIR` writes one)".into()))?;
+    let from = format!("checkpoint {} (after {} episodes)", dir.display(), restored.episodes);
+    crate::decide::LifecycleDecider::new(
+        restored.agent,
+        aware_lifecycle::manager::ManagerConfig::default(),
+        restored.apps,
+        from,
+    )
+    .map_err(|e| fail(e.to_string()))
 }
 
 /// `aware controller`: connects with the in-cluster service account or the local kubeconfig,
@@ -758,11 +780,23 @@ pub struct RunOptions {
 /// recommender and/or updater with the MPA default behind the decision seam until SIGINT or
 /// SIGTERM (or until the lease is lost, which is an error so the pod restarts as a candidate).
 pub fn run_blocking(config: ControllerConfig, options: RunOptions) -> Result<(), RunError> {
+    match &options.checkpoint {
+        Some(dir) => {
+            let decider = lifecycle_decider(dir)?;
+            run_with(config, options, decider)
+        }
+        None => {
+            let decider = crate::decide::MpaDefaultDecider::new(options.vertical_cpu);
+            run_with(config, options, decider)
+        }
+    }
+}
+
+fn run_with<D: Decider>(config: ControllerConfig, options: RunOptions, decider: D) -> Result<(), RunError> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(RunError::Runtime)?;
     runtime.block_on(async move {
         let client = Client::try_default().await.map_err(RunError::Config)?;
-        let ctx =
-            Arc::new(Context::new(client.clone(), config, crate::decide::MpaDefaultDecider::new(options.vertical_cpu)));
+        let ctx = Arc::new(Context::new(client.clone(), config, decider));
         let metrics = ctx.metrics.clone();
         let handler: crate::http::Handler = Arc::new(move |path| match path {
             "/metrics" => crate::http::Reply::ok(crate::http::OPENMETRICS, metrics.encode()),

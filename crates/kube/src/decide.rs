@@ -1,14 +1,18 @@
 //! The decision seam of the recommender controller: for one MPA and its latest observation,
-//! propose a shape. The AWARE lifecycle manager (fallback or RL) will implement [`Decider`];
-//! until it exists, [`MpaDefaultDecider`] runs `aware-baselines`' MultidimPodAutoscaler default
+//! propose a shape. [`MpaDefaultDecider`] runs `aware-baselines`' MultidimPodAutoscaler default
 //! (HPA on CPU for replicas, VPA for resources), one instance per MPA so each keeps its own
 //! stabilisation window and histograms, as upstream's controllers keep per-object state.
+//! [`LifecycleDecider`] is AWARE: the lifecycle manager on a live backend
+//! ([`aware_lifecycle::live`]), its guard on every observation, the MPA default as its fallback.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use aware_baselines::MultidimPodAutoscaler as MpaDefault;
 use aware_core::{Observation, Profile, Recommendation, Recommender, RecommenderError};
+use aware_lifecycle::algorithm::LifecycleState;
+use aware_lifecycle::live::{LiveAppReport, LiveManager};
+use aware_lifecycle::manager::ManagerConfig;
 
 /// Proposes a recommendation for the MPA identified by `key` (`namespace/name`).
 pub trait Decider: Send + Sync + 'static {
@@ -65,6 +69,118 @@ impl Decider for MpaDefaultDecider {
     fn forget(&self, key: &str) {
         if let Ok(mut state) = self.state.lock() {
             state.remove(key);
+        }
+    }
+}
+
+/// AWARE behind the [`Decider`] seam: one [`LiveManager`] for every MPA served (one agent for
+/// all), each MPA an application keyed `namespace/name`.
+///
+/// An MPA starts in the stage its key has in the checkpoint the decider was built with (the
+/// lifecycles `aware run --checkpoint DIR` wrote, by app name), otherwise in its first stage —
+/// with bootstrapping OFFLINE, the fallback acting (see [`aware_lifecycle::live`] for why a
+/// live backend cannot hand an app over to the agent by itself). An edited profile restarts the
+/// app's fallback and guard under the new one and keeps its lifecycle. A pass whose observation
+/// the guard refuses and the fallback cannot act on either proposes nothing: the error says
+/// why, and the controller keeps the allocation and backs off, as for the MPA default.
+pub struct LifecycleDecider {
+    manager: Mutex<LiveManager>,
+    /// Lifecycles to take up, by app name, when an app first appears.
+    checkpointed: Vec<(String, LifecycleState)>,
+    restored_from: String,
+}
+
+impl LifecycleDecider {
+    /// `agent`: the shared policy (a checkpoint's); `checkpointed`: the lifecycles to start
+    /// apps in, by name, and where they came from (for the stage change's reason).
+    pub fn new(
+        agent: aware_agents::ddpg::Ddpg,
+        config: ManagerConfig,
+        checkpointed: Vec<(String, LifecycleState)>,
+        restored_from: impl Into<String>,
+    ) -> Result<Self, aware_lifecycle::LifecycleError> {
+        Ok(Self {
+            manager: Mutex::new(LiveManager::new(&[], &Profile::default(), agent, config)?),
+            checkpointed,
+            restored_from: restored_from.into(),
+        })
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, LiveManager>, RecommenderError> {
+        self.manager.lock().map_err(|_| RecommenderError::Other("decider state poisoned".into()))
+    }
+
+    /// Every app's stage and counts of who acted.
+    pub fn report(&self) -> Vec<LiveAppReport> {
+        self.lock().map(|m| m.report()).unwrap_or_default()
+    }
+
+    /// Every stage change so far.
+    pub fn stage_changes(&self) -> Vec<aware_lifecycle::StageChange> {
+        self.lock().map(|m| m.changes().to_vec()).unwrap_or_default()
+    }
+}
+
+impl Decider for LifecycleDecider {
+    fn name(&self) -> &str {
+        "aware"
+    }
+
+    fn decide(
+        &self,
+        key: &str,
+        profile: &Profile,
+        observation: &Observation,
+    ) -> Result<Recommendation, RecommenderError> {
+        let mut m = self.lock()?;
+        let changes_before = m.changes().len();
+        let i = match m.app_index(key) {
+            Some(i) if m.app_profile(i) == Some(profile) => i,
+            known => {
+                // New, or its profile was edited: (re)start it under this profile, its
+                // lifecycle carried over (or taken from the checkpoint).
+                let carried = known.and_then(|i| m.lifecycle(i)).map(|s| (s, "profile edited".to_string()));
+                if let Some(i) = known {
+                    m.remove_app(i);
+                }
+                let i = m.add_app(key, profile).map_err(|e| RecommenderError::Other(e.to_string()))?;
+                let from_checkpoint = self
+                    .checkpointed
+                    .iter()
+                    .find(|(name, _)| name == key)
+                    .map(|(_, s)| (s.clone(), format!("restored from {}", self.restored_from)));
+                if let Some((state, reason)) = carried.or(from_checkpoint) {
+                    m.restore_lifecycles(&[(key.to_string(), state)], &reason);
+                }
+                i
+            }
+        };
+        let decided =
+            m.decide(vec![(i, Ok(observation.clone()))]).map_err(|e| RecommenderError::Other(e.to_string()))?;
+        for c in &m.changes()[changes_before..] {
+            tracing::info!(app = %c.app, from = c.from.name(), to = c.to.name(), reason = %c.reason, "stage change");
+        }
+        let d = decided.into_iter().next().ok_or_else(|| RecommenderError::Other("no decision".into()))?;
+        tracing::info!(
+            app = key,
+            stage = d.decision.stage.name(),
+            acting = %d.decision.acting_policy,
+            guard = %d.decision.guard,
+            "decided"
+        );
+        d.recommendation.ok_or_else(|| {
+            RecommenderError::BadObservation(format!(
+                "{} acted and kept the allocation ({})",
+                d.decision.acting_policy, d.decision.guard
+            ))
+        })
+    }
+
+    fn forget(&self, key: &str) {
+        if let Ok(mut m) = self.manager.lock()
+            && let Some(i) = m.app_index(key)
+        {
+            m.remove_app(i);
         }
     }
 }

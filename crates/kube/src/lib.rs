@@ -28,6 +28,6 @@ pub use crd::{
     RecommendedContainerResources, RecommendedPodResources, RecommenderSelector, ResourceList, ScalingConstraints,
     UpdateMode, VerticalScalingConstraints, crd, crd_yaml, json_schema_for_validation, open_api_v3_schema,
 };
-pub use decide::{Decider, MpaDefaultDecider};
+pub use decide::{Decider, LifecycleDecider, MpaDefaultDecider};
 pub use metrics::{ControllerMetrics, ExporterHandle, MetricsExporter};
 pub use prometheus::{Actuator, PrometheusCluster, PrometheusConfig, PrometheusConfigError, Queries, Sample};

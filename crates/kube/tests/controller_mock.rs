@@ -537,6 +537,85 @@ async fn the_mpa_default_recommender_serves_through_the_decider_seam() {
     assert_eq!(status["recommendation"]["containerRecommendations"][0]["containerName"], "web");
 }
 
+/// AWARE behind the seam: an MPA whose key the checkpoint has SERVING gets the agent's
+/// (guarded) recommendation; when metrics.k8s.io fails, the guard refuses the observation to
+/// the agent and the fallback (the MPA default) acts on it instead: without usage it keeps the
+/// replicas, as upstream's HPA does.
+#[tokio::test]
+async fn the_lifecycle_serves_through_the_decider_seam_and_falls_back_without_metrics() {
+    use aware_lifecycle::Stage;
+    use aware_lifecycle::algorithm::LifecycleState;
+    let serving = LifecycleState { stage: Stage::Serving, behind: 0, recent: Vec::new(), reference: Some(-1e6) };
+    let decider = aware_kube::LifecycleDecider::new(
+        aware_lifecycle::manager::fresh_agent(1),
+        aware_lifecycle::manager::ManagerConfig::default(),
+        vec![("default/web".into(), serving)],
+        "a test checkpoint",
+    )
+    .unwrap();
+    let (ctx, handle) = context(recommend_only(), decider);
+    let server = serve(
+        handle,
+        vec![
+            step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))),
+            step(Method::GET, PODS, StatusCode::OK, Some(pods(2))),
+            step(Method::GET, METRICS, StatusCode::OK, Some(pod_metrics(2))),
+            step(Method::PUT, STATUS, StatusCode::OK, None),
+            step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))),
+            step(Method::GET, PODS, StatusCode::OK, Some(pods(2))),
+            step(Method::GET, METRICS, StatusCode::SERVICE_UNAVAILABLE, Some(api_status(503, "ServiceUnavailable"))),
+            step(Method::PUT, STATUS, StatusCode::OK, None),
+        ],
+    );
+    reconcile_once(&owned("Off"), &ctx).await.unwrap();
+    let report = ctx.decider.report();
+    assert_eq!(report.len(), 1);
+    assert_eq!((report[0].app.as_str(), report[0].stage), ("default/web", Stage::Serving));
+    assert_eq!(report[0].counts.agent_actions, 1, "{report:?}");
+    reconcile_once(&owned("Off"), &ctx).await.unwrap();
+    let report = ctx.decider.report();
+    let c = &report[0].counts;
+    assert_eq!((c.agent_actions, c.fallback_actions, c.guard_fallbacks), (1, 1, 1), "{report:?}");
+    assert!(report[0].counts.last_guard_reason.as_deref().is_some_and(|r| r.contains("metrics missing")), "{report:?}");
+    let changes = ctx.decider.stage_changes();
+    assert!(changes.iter().any(|c| c.to == Stage::Serving && c.reason.contains("a test checkpoint")), "{changes:?}");
+    drop(ctx);
+    let calls = server.await.unwrap();
+    let status = &calls[3].body["status"];
+    let provided = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "RecommendationProvided");
+    assert_eq!(provided.unwrap()["message"], "recommended by aware", "{status}");
+    assert_eq!(calls[7].body["status"]["desiredReplicas"], 2, "{}", calls[7].body);
+}
+
+/// An MPA the checkpoint does not name starts bootstrapping: the MPA default acts for it.
+#[tokio::test]
+async fn an_mpa_the_checkpoint_does_not_name_is_served_by_the_fallback() {
+    let decider = aware_kube::LifecycleDecider::new(
+        aware_lifecycle::manager::fresh_agent(1),
+        aware_lifecycle::manager::ManagerConfig::default(),
+        Vec::new(),
+        "an empty checkpoint",
+    )
+    .unwrap();
+    let (ctx, handle) = context(recommend_only(), decider);
+    let server = serve(
+        handle,
+        vec![
+            step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))),
+            step(Method::GET, PODS, StatusCode::OK, Some(pods(2))),
+            step(Method::GET, METRICS, StatusCode::OK, Some(pod_metrics(2))),
+            step(Method::PUT, STATUS, StatusCode::OK, None),
+        ],
+    );
+    reconcile_once(&owned("Off"), &ctx).await.unwrap();
+    let report = ctx.decider.report();
+    assert_eq!((report[0].stage, report[0].counts.fallback_actions), (aware_lifecycle::Stage::Offline, 1));
+    drop(ctx);
+    let calls = server.await.unwrap();
+    // The same recommendation the MPA default gives on its own (see the test above).
+    assert_eq!(calls[3].body["status"]["desiredReplicas"], 4, "{}", calls[3].body);
+}
+
 mod leader {
     use std::time::Duration;
 

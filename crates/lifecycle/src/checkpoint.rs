@@ -68,6 +68,25 @@ pub struct CheckpointReport {
     pub last_save_error: Option<String>,
 }
 
+/// A checkpoint read back: the agent, every app's lifecycle by name, and the episodes the
+/// writing run had finished.
+pub struct Restored {
+    pub agent: Ddpg,
+    pub apps: Vec<(String, LifecycleState)>,
+    pub episodes: u64,
+}
+
+/// Reads the checkpoint in `dir` without changing it (a live backend's, which may sit on a
+/// read-only volume): `None` when there is none, an error naming the file when it does not
+/// verify. `seed` seeds the agent's exploration.
+pub fn read(dir: &Path, seed: u64) -> Result<Option<Restored>, LifecycleError> {
+    Ok(CheckpointSink::new(dir, seed).read()?.map(|(agent, file)| Restored {
+        agent,
+        apps: file.apps.into_iter().map(|e| (e.app, e.state)).collect(),
+        episodes: file.episodes,
+    }))
+}
+
 /// The checkpoint as an [`EpisodeSink`]: restores at the start, writes after every episode.
 pub struct CheckpointSink {
     dir: PathBuf,

@@ -4,7 +4,6 @@
 //! variant of AWARE.
 
 use aware_agents::ddpg::{Ddpg, DdpgConfig};
-use aware_env::STATE_DIM;
 use aware_lab::progress::Progress;
 use aware_lab::workload::Workload;
 use aware_sim::Scenario;
@@ -73,7 +72,7 @@ pub fn train(
         log: false,
         ..config.clone()
     };
-    let mut agent = Ddpg::new(STATE_DIM, crate::manager::AGENT_ACTION_DIM, DdpgConfig::default(), seed);
+    let mut agent = crate::manager::fresh_agent(seed);
     let mut rewards = Vec::new();
     let (mut best, mut since_best) = (f64::NEG_INFINITY, 0);
     let mut converged = false;

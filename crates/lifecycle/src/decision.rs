@@ -139,7 +139,8 @@ pub struct Decision {
     pub stage: Stage,
     /// `aware` when the agent proposed, else the fallback's name.
     pub acting_policy: String,
-    pub observation: Seen,
+    /// `None`: the backend gave no observation (the allocation was kept).
+    pub observation: Option<Seen>,
     /// `None`: the app kept its allocation (no proposal).
     pub action: Option<Set>,
     /// `passed`, `limited: …` or `fallback: …` (the observation was refused to the agent).

@@ -10,6 +10,8 @@
 //! - [`guard`]: observation checks (NaN, missing, stale → the fallback acts) and action limits.
 //! - [`shadow`]: the bootstrapping check, the agent against the fallback on the same traffic.
 //! - [`manager`]: all of it as a driver of `aware_lab`'s one rollout loop.
+//! - [`live`]: the same on a live backend (Prometheus, the Kubernetes controller): no episodes,
+//!   observations that can be missing, no simulator for the bootstrapping check.
 //! - [`checkpoint`]: the agent and every app's lifecycle kept between runs, verified on load.
 //! - [`metrics`]: Prometheus metrics of stages, stage changes, who acted and guard verdicts.
 //! - [`record`]: the manager's episodes, stage changes and decisions in a trajectory store.
@@ -26,6 +28,7 @@ pub mod demo;
 mod error;
 pub mod explain;
 pub mod guard;
+pub mod live;
 pub mod manager;
 pub mod metrics;
 pub mod record;

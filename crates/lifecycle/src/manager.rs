@@ -189,6 +189,12 @@ pub const AGENT_ACTIONS: ActionKind = ActionKind::Relative;
 /// The agent's action: CPU, memory and replicas, each in [-1, 1].
 pub const AGENT_ACTION_DIM: usize = 3;
 
+/// A fresh agent for the lifecycle: DDPG on the state encoder's features and the agent's
+/// relative actions, AWARE's hyper-parameters, weights seeded with `seed`.
+pub fn fresh_agent(seed: u64) -> Ddpg {
+    Ddpg::new(aware_env::STATE_DIM, AGENT_ACTION_DIM, aware_agents::ddpg::DdpgConfig::default(), seed)
+}
+
 /// The agent's continuous action as the allocation it means from the app's current one.
 pub(crate) fn decode_action(
     decoder: &ActionDecoder,
@@ -588,7 +594,7 @@ impl Driver for Manager<'_> {
                     step: self.step,
                     stage,
                     acting_policy,
-                    observation: Seen::of(&obs),
+                    observation: Some(Seen::of(&obs)),
                     action,
                     guard: verdict,
                     attribution,

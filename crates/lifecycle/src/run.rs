@@ -3,9 +3,8 @@
 //! by the one scoring path. `aware run`, `aware demo` and the lifecycle experiments are built
 //! from [`run_manager`] and [`run_fallback`] over one [`Plan`].
 
-use aware_agents::ddpg::{Ddpg, DdpgConfig};
+use aware_agents::ddpg::Ddpg;
 use aware_env::ActionKind;
-use aware_env::STATE_DIM;
 use aware_lab::evaluate::{PolicyRow, aggregate};
 use aware_lab::policy::{Policy, PolicyName};
 use aware_lab::progress::Progress;
@@ -221,7 +220,7 @@ pub fn run_manager(
     sink: &mut dyn EpisodeSink,
     progress: &dyn Progress,
 ) -> Result<Arm, LifecycleError> {
-    let agent = Ddpg::new(STATE_DIM, crate::manager::AGENT_ACTION_DIM, DdpgConfig::default(), agent_seed);
+    let agent = crate::manager::fresh_agent(agent_seed);
     run_agent(workload, plan, agent, variant.label(), &variant.configure(config), sink, progress).map(|(arm, _)| arm)
 }
 

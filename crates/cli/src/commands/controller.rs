@@ -50,6 +50,11 @@ pub struct Args {
     /// Name of the leader Lease.
     #[arg(long, default_value = "aware-controller")]
     pub lease_name: String,
+    /// AWARE decides (the lifecycle, its guard, the MPA default as fallback) with the agent and
+    /// the apps' stages of this `aware run --checkpoint` directory; an MPA whose namespace/name
+    /// it does not name starts in its first stage. Without it, the MPA default decides.
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint: Option<std::path::PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
@@ -74,7 +79,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
         let identity = std::env::var("HOSTNAME").unwrap_or_else(|_| format!("aware-{}", std::process::id()));
         (namespace, aware_kube::leader::LeaderConfig::new(args.lease_name, identity))
     });
-    let options = aware_kube::RunOptions { listen: args.listen, vertical_cpu: args.vertical_cpu, leader };
+    let options = aware_kube::RunOptions {
+        listen: args.listen,
+        vertical_cpu: args.vertical_cpu,
+        leader,
+        checkpoint: args.checkpoint,
+    };
     aware_kube::run_blocking(config, options)?;
     Ok(ExitCode::SUCCESS)
 }

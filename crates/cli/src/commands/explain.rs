@@ -42,19 +42,17 @@ pub fn run(args: Args) -> Result<ExitCode> {
             }
             None => "kept the allocation".into(),
         };
-        let o = &d.observation;
-        outln!(
-            "step {}  {}  {} acted: {}  (saw {} replicas, {:.2} req/s, CPU utilisation {}, p99 {})  guard: {}",
-            d.step,
-            d.stage,
-            d.acting_policy,
-            set,
-            o.replicas,
-            o.arrival_rate_per_s,
-            o.cpu_utilisation.map_or("n/a".into(), |u| format!("{:.0} %", u * 100.0)),
-            o.latency_p99_ms.map_or("n/a".into(), |l| format!("{l:.0} ms")),
-            d.guard
-        );
+        let saw = match &d.observation {
+            Some(o) => format!(
+                "saw {} replicas, {:.2} req/s, CPU utilisation {}, p99 {}",
+                o.replicas,
+                o.arrival_rate_per_s,
+                o.cpu_utilisation.map_or("n/a".into(), |u| format!("{:.0} %", u * 100.0)),
+                o.latency_p99_ms.map_or("n/a".into(), |l| format!("{l:.0} ms")),
+            ),
+            None => "no observation".into(),
+        };
+        outln!("step {}  {}  {} acted: {}  ({saw})  guard: {}", d.step, d.stage, d.acting_policy, set, d.guard);
         for dim in d.attribution.iter().flatten() {
             let top: Vec<String> = dim
                 .features

@@ -1,0 +1,202 @@
+//! The lifecycle on the Prometheus backend, end to end against a real Prometheus server that the
+//! test starts, stops and starts again: the simulator's pods are served by the exporter,
+//! scraped by Prometheus, read back through the Prometheus `Cluster`, decided on by the live
+//! lifecycle (the agent SERVING), and the decisions applied back to the simulator. Stopping
+//! Prometheus makes the rule-based fallback act (with nothing to read, it keeps the
+//! allocation) and the decision log say why; the agent resumes once Prometheus is back.
+//!
+//! Needs Debian's `prometheus` binary on the PATH (`.ci/services.sh start` installs it). CI sets
+//! `AWARE_REQUIRE_SERVERS=1`, so a missing binary fails there; elsewhere the test says it
+//! skipped.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use aware_core::{Cluster, Recommendation};
+use aware_kube::{MetricsExporter, PrometheusCluster, PrometheusConfig};
+use aware_lifecycle::Stage;
+use aware_lifecycle::algorithm::LifecycleState;
+use aware_lifecycle::live::{LiveDecision, LiveManager};
+use aware_lifecycle::manager::{ManagerConfig, fresh_agent};
+use aware_sim::{SimCluster, SimConfig, generate_apps};
+
+fn prometheus_binary() -> Option<PathBuf> {
+    let found = std::env::var_os("PATH")
+        .and_then(|paths| std::env::split_paths(&paths).map(|d| d.join("prometheus")).find(|p| p.is_file()));
+    match found {
+        Some(p) => Some(p),
+        None if std::env::var("AWARE_REQUIRE_SERVERS").as_deref() == Ok("1") => {
+            panic!("no prometheus binary on the PATH but AWARE_REQUIRE_SERVERS=1")
+        }
+        None => {
+            eprintln!("skipped: no prometheus binary on the PATH (`bash .ci/services.sh start` installs it)");
+            None
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A Prometheus server of the test's own, scraping the exporter every 500 ms.
+struct Server {
+    binary: PathBuf,
+    dir: PathBuf,
+    port: u16,
+    child: Option<Child>,
+}
+
+impl Server {
+    fn new(binary: PathBuf, dir: &Path, exporter: &str) -> Self {
+        let config = format!(
+            "global:\n  scrape_interval: 500ms\n  scrape_timeout: 400ms\nscrape_configs:\n  - job_name: aware-sim\n    static_configs:\n      - targets: [\"{exporter}\"]\n"
+        );
+        std::fs::write(dir.join("prometheus.yml"), config).unwrap();
+        Self { binary, dir: dir.to_path_buf(), port: free_port(), child: None }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn start(&mut self) {
+        let log = std::fs::File::create(self.dir.join("prometheus.log")).unwrap();
+        let child = Command::new(&self.binary)
+            .arg(format!("--config.file={}", self.dir.join("prometheus.yml").display()))
+            .arg(format!("--storage.tsdb.path={}", self.dir.join("data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{}", self.port))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{}: {e}", self.binary.display()));
+        self.child = Some(child);
+        let ready = format!("{}/-/ready", self.url());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while ureq::get(&ready).call().is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "prometheus did not become ready: see {}/prometheus.log",
+                self.dir.display()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Long enough after an update for the 2 s rate window to hold only its samples.
+const HOLD: Duration = Duration::from_millis(2600);
+
+#[test]
+fn stopping_prometheus_makes_the_fallback_act_and_the_agent_resumes_when_it_returns() {
+    let Some(binary) = prometheus_binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let exporter_addr = format!("127.0.0.1:{}", free_port());
+    let mut prometheus = Server::new(binary, dir.path(), &exporter_addr);
+    prometheus.start();
+
+    let apps = generate_apps(1, 11, 3600.0);
+    let name = apps[0].name.clone();
+    let sim = Arc::new(Mutex::new(SimCluster::new(apps, Vec::new(), SimConfig::default(), 11)));
+    for _ in 0..20 {
+        sim.lock().unwrap().advance().unwrap();
+    }
+    let handle = MetricsExporter::new("default").serve(&exporter_addr).unwrap_or_else(|e| panic!("{e}"));
+    let mut config = PrometheusConfig::new(prometheus.url(), vec![name.clone()]);
+    config.rate_window = "2s".into();
+    config.max_staleness_s = 3.0;
+    config.timeout_s = 1.0;
+    config.wait_on_advance = false;
+    let actuated = sim.clone();
+    let mut backend =
+        PrometheusCluster::new(config, move |_: &str, rec: &Recommendation| actuated.lock().unwrap().apply(0, rec));
+
+    let serving = LifecycleState { stage: Stage::Serving, behind: 0, recent: Vec::new(), reference: Some(-1e6) };
+    let profile = aware_core::Profile::default();
+    let mut manager = LiveManager::new(
+        std::slice::from_ref(&name),
+        &profile,
+        fresh_agent(5),
+        ManagerConfig { log: true, ..Default::default() },
+    )
+    .unwrap();
+    manager.restore_lifecycles(&[(name.clone(), serving)], "test: a checkpoint that serves");
+    assert_eq!(manager.stages(), vec![Stage::Serving]);
+
+    // One control interval: the simulator moves on, the exporter serves it, Prometheus scrapes
+    // it, and the lifecycle decides on what Prometheus says.
+    let mut step = 20u64;
+    let mut interval = |manager: &mut LiveManager, backend: &mut dyn Cluster| -> LiveDecision {
+        let truth = {
+            let mut sim = sim.lock().unwrap();
+            sim.advance().unwrap();
+            sim.observe(0).unwrap()
+        };
+        handle.update(step, &[(name.clone(), truth)]);
+        step += 1;
+        std::thread::sleep(HOLD);
+        manager.interval(backend).unwrap().remove(0)
+    };
+
+    // Prometheus up: once its rate window has samples, the agent acts.
+    let mut first = None;
+    for i in 0..6 {
+        let d = interval(&mut manager, &mut backend);
+        if d.agent_acted {
+            first = Some(i);
+            break;
+        }
+    }
+    assert!(first.is_some(), "the agent never acted while Prometheus was up: {:?}", manager.take_decisions());
+    for _ in 0..2 {
+        let d = interval(&mut manager, &mut backend);
+        assert!(d.agent_acted, "{:?}", d.decision);
+        assert_eq!(d.decision.acting_policy, "aware");
+        assert!(d.decision.observation.is_some());
+    }
+
+    // Prometheus stops: no observation; the fallback acts and keeps the allocation.
+    prometheus.stop();
+    let before = sim.lock().unwrap().target(0).unwrap();
+    for _ in 0..3 {
+        let d = interval(&mut manager, &mut backend);
+        assert!(!d.agent_acted);
+        assert_eq!(d.decision.acting_policy, "mpa");
+        assert!(d.recommendation.is_none(), "{:?}", d.decision);
+        assert!(d.decision.observation.is_none());
+        assert!(d.decision.guard.contains("backend unavailable"), "{}", d.decision.guard);
+    }
+    assert_eq!(sim.lock().unwrap().target(0).unwrap(), before, "nothing was applied while Prometheus was down");
+
+    // Prometheus returns (same data directory): the agent resumes once fresh samples arrive.
+    prometheus.start();
+    let mut resumed = false;
+    for _ in 0..6 {
+        let d = interval(&mut manager, &mut backend);
+        if d.agent_acted {
+            resumed = true;
+            break;
+        }
+        assert!(d.decision.guard.starts_with("fallback"), "{:?}", d.decision);
+    }
+    assert!(resumed, "the agent did not resume after Prometheus returned: {:?}", manager.take_decisions());
+    let report = manager.report();
+    assert_eq!(report[0].stage, Stage::Serving);
+    assert!(report[0].unavailable >= 3, "{report:?}");
+}

@@ -1,0 +1,633 @@
+//! The lifecycle on a live backend: Kubernetes read through Prometheus, or the controller's own
+//! observations. The same stages, guard, fallback, state encoder and reward as on the simulator
+//! ([`crate::manager`]); what differs is what a live cluster cannot do.
+//!
+//! - **No episodes to reset.** The lifecycle's windows are runs of `episode_steps` *measured*
+//!   intervals per application; Algorithm 1 reads their mean rewards as it reads episodes'.
+//! - **Observations can be missing.** A backend that cannot answer (Prometheus stopped, metrics
+//!   older than the backend's staleness limit) gives no observation: the fallback acts for that
+//!   interval — with nothing to read, it keeps the allocation, as upstream's HPA does when its
+//!   metrics fail — and the decision log says why. The agent resumes with the first observation
+//!   the guard trusts again. An interval without an observation is not measured: it neither
+//!   pays a reward nor ends a transition (the agent never learns across a gap).
+//! - **No simulator to replay traffic in.** OFFLINE → ONLINE needs the bootstrapping check, the
+//!   agent run against the fallback on the app's recent traffic in the simulator
+//!   ([`crate::shadow`]); a live backend has no model of the app to run it in. So an app starts
+//!   live in the stage a checkpoint (`aware run --checkpoint DIR` on the simulator) gives it, and
+//!   an app the checkpoint does not name — or one that falls back to OFFLINE — is served by the
+//!   fallback while the agent learns offline from it, until a simulator run hands it over.
+//!   ONLINE → SERVING (rewards converged) and SERVING → ONLINE (rewards degraded) need only
+//!   rewards and happen live.
+
+use aware_agents::Experience;
+use aware_agents::ddpg::Ddpg;
+use aware_core::{Cluster, Observation, Profile, Recommendation};
+use aware_env::{ActionDecoder, RewardFunction, StateEncoder};
+use aware_lab::policy::Policy;
+use aware_sim::CONTAINER;
+use serde::Serialize;
+
+use crate::LifecycleError;
+use crate::algorithm::{AppLifecycle, EpisodeOutcome, LifecycleState, Transition};
+use crate::decision::{self, Decision, Seen, Set};
+use crate::guard::Guard;
+use crate::manager::{AGENT_ACTIONS, Counts, ManagerConfig, decode_action};
+use crate::stage::{Stage, StageChange};
+
+/// The last interval's decision for one app, waiting for the next observation to say what it
+/// earned.
+#[derive(Debug, Clone)]
+struct Pending {
+    state: Vec<f32>,
+    /// In the agent's coordinates (what the fallback did, mapped, when the fallback acted).
+    action: Vec<f32>,
+    oscillation: bool,
+}
+
+/// One application under the live lifecycle.
+pub struct LiveApp {
+    name: String,
+    /// The app's profile (its bounds, SLO, targets, reward weights, thresholds).
+    profile: Profile,
+    lifecycle: AppLifecycle,
+    guard: Guard,
+    fallback: Policy,
+    decoder: ActionDecoder,
+    encoder: StateEncoder,
+    reward: RewardFunction,
+    previous_arrival: Option<f64>,
+    previous_direction: [i8; 3],
+    pending: Option<Pending>,
+    /// The window so far: measured intervals, their reward and SLO-violating intervals.
+    window_reward: f64,
+    window_intervals: u64,
+    window_violations: u64,
+    counts: Counts,
+    /// Intervals the backend gave no observation (a subset of `counts.fallback_actions`).
+    unavailable: u64,
+}
+
+impl LiveApp {
+    /// `profile`: the app's (its bounds, SLO, targets and reward weights).
+    fn new(name: &str, profile: &Profile, config: &ManagerConfig) -> Result<Self, LifecycleError> {
+        let bootstrapping = config.bootstrapping.unwrap_or(profile.bootstrapping);
+        let lifecycle = AppLifecycle::new(profile.lifecycle.clone(), bootstrapping);
+        Ok(Self {
+            name: name.to_string(),
+            profile: profile.clone(),
+            lifecycle: if config.retraining { lifecycle } else { lifecycle.without_retraining() },
+            guard: Guard::new(config.guard.clone()),
+            fallback: Policy::build(&config.fallback, profile, None, profile.slo.latency_p99_ms)?,
+            decoder: ActionDecoder {
+                kind: AGENT_ACTIONS,
+                bounds: profile.bounds.clone(),
+                container: CONTAINER.into(),
+                cpu_request_ratio: 1.0,
+            },
+            encoder: StateEncoder {
+                bounds: profile.bounds.clone(),
+                latency_slo_ms: profile.slo.latency_p99_ms,
+                throughput_slo_rps: profile.slo.throughput_rps,
+            },
+            reward: RewardFunction { weights: profile.reward.clone() },
+            previous_arrival: None,
+            previous_direction: [0; 3],
+            pending: None,
+            window_reward: 0.0,
+            window_intervals: 0,
+            window_violations: 0,
+            counts: Counts::default(),
+            unavailable: 0,
+        })
+    }
+}
+
+/// Per-application figures of a live run.
+#[derive(Debug, Clone, Serialize)]
+pub struct LiveAppReport {
+    pub app: String,
+    pub stage: Stage,
+    pub counts: Counts,
+    /// Intervals the backend gave no observation (the fallback kept the allocation).
+    pub unavailable: u64,
+}
+
+/// What one interval decided for one app.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveDecision {
+    /// What to apply; `None` keeps the allocation.
+    pub recommendation: Option<Recommendation>,
+    /// Whether the agent proposed it (otherwise the fallback, or nobody).
+    pub agent_acted: bool,
+    /// The decision as the log keeps it.
+    pub decision: Decision,
+}
+
+/// What the guard and the stage made of one app's observation.
+struct Taken {
+    obs: Option<Observation>,
+    state: Option<Vec<f32>>,
+    stage: Stage,
+    /// Why the agent may not act on it, if it wanted to.
+    refused: Option<String>,
+    wants_agent: bool,
+}
+
+/// The lifecycle manager on a live backend: Algorithm 1 and the guard per application, one
+/// agent for all.
+pub struct LiveManager {
+    pub agent: Ddpg,
+    config: ManagerConfig,
+    apps: Vec<LiveApp>,
+    step: u64,
+    changes: Vec<StageChange>,
+    decisions: Vec<Decision>,
+}
+
+impl LiveManager {
+    /// Manages `apps` (names as the backend knows them) under `profile`; every app starts in
+    /// its first stage (with bootstrapping, OFFLINE: the fallback acts).
+    pub fn new(apps: &[String], profile: &Profile, agent: Ddpg, config: ManagerConfig) -> Result<Self, LifecycleError> {
+        let mut agent = agent;
+        agent.config.noise_sigma = config.online_noise_sigma;
+        let mut m = Self { agent, config, apps: Vec::new(), step: 0, changes: Vec::new(), decisions: Vec::new() };
+        for name in apps {
+            m.add_app(name, profile)?;
+        }
+        Ok(m)
+    }
+
+    /// Starts managing one more application (a new MPA, say) under `profile`; its index.
+    pub fn add_app(&mut self, name: &str, profile: &Profile) -> Result<usize, LifecycleError> {
+        let mut app = LiveApp::new(name, profile, &self.config)?;
+        let start = app.lifecycle.start();
+        self.apps.push(app);
+        let i = self.apps.len() - 1;
+        if let Some(t) = start {
+            self.log(i, t);
+        }
+        Ok(i)
+    }
+
+    /// The index of the app named `name`.
+    pub fn app_index(&self, name: &str) -> Option<usize> {
+        self.apps.iter().position(|a| a.name == name)
+    }
+
+    /// Stops managing app `i` (its MPA was deleted); later apps' indices shift down by one.
+    pub fn remove_app(&mut self, i: usize) {
+        if i < self.apps.len() {
+            self.apps.remove(i);
+        }
+    }
+
+    /// The profile app `i` is managed under.
+    pub fn app_profile(&self, i: usize) -> Option<&Profile> {
+        self.apps.get(i).map(|a| &a.profile)
+    }
+
+    /// App `i`'s lifecycle as a checkpoint keeps it.
+    pub fn lifecycle(&self, i: usize) -> Option<LifecycleState> {
+        self.apps.get(i).map(|a| a.lifecycle.snapshot())
+    }
+
+    /// Takes up checkpointed lifecycles for the apps they name; each stage that changes is a
+    /// stage change with `reason`. Apps it does not name keep theirs.
+    pub fn restore_lifecycles(&mut self, states: &[(String, LifecycleState)], reason: &str) {
+        for i in 0..self.apps.len() {
+            let Some((_, state)) = states.iter().find(|(name, _)| *name == self.apps[i].name) else { continue };
+            if let Some(t) = self.apps[i].lifecycle.restore(state, reason.to_string()) {
+                self.log(i, t);
+            }
+        }
+    }
+
+    pub fn stages(&self) -> Vec<Stage> {
+        self.apps.iter().map(|a| a.lifecycle.stage()).collect()
+    }
+
+    /// Every stage change so far.
+    pub fn changes(&self) -> &[StageChange] {
+        &self.changes
+    }
+
+    /// The decisions logged since the last call (kept only with `ManagerConfig::log`).
+    pub fn take_decisions(&mut self) -> Vec<Decision> {
+        std::mem::take(&mut self.decisions)
+    }
+
+    /// Intervals decided so far.
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
+    pub fn report(&self) -> Vec<LiveAppReport> {
+        self.apps
+            .iter()
+            .map(|a| LiveAppReport {
+                app: a.name.clone(),
+                stage: a.lifecycle.stage(),
+                counts: a.counts.clone(),
+                unavailable: a.unavailable,
+            })
+            .collect()
+    }
+
+    fn log(&mut self, app: usize, t: Transition) {
+        self.changes.push(StageChange {
+            app: self.apps[app].name.clone(),
+            step: self.step,
+            from: t.from,
+            to: t.to,
+            reason: t.reason,
+        });
+    }
+
+    fn agent_acts(&self, stage: Stage) -> bool {
+        match stage {
+            Stage::Serving => true,
+            Stage::Online => !self.config.high_stakes,
+            Stage::Initialized | Stage::Offline => false,
+        }
+    }
+
+    /// One interval of every app of `cluster`: observe each, decide, apply. The caller moves
+    /// time on (`cluster.advance()`). An app whose observation or actuation fails is held and
+    /// logged; only the agent's own failure is an error.
+    pub fn interval(&mut self, cluster: &mut dyn Cluster) -> Result<Vec<LiveDecision>, LifecycleError> {
+        let names = cluster.app_names();
+        let observations: Vec<(usize, Result<Observation, String>)> = (0..self.apps.len())
+            .map(|i| {
+                let obs = match names.iter().position(|n| *n == self.apps[i].name) {
+                    Some(id) => cluster.observe(id).map_err(|e| e.to_string()),
+                    None => Err(format!("the backend does not know the application {}", self.apps[i].name)),
+                };
+                (i, obs)
+            })
+            .collect();
+        let mut decisions = self.decide(observations)?;
+        for d in &mut decisions {
+            let (Some(rec), Some(id)) = (&d.recommendation, names.iter().position(|n| *n == d.decision.app)) else {
+                continue;
+            };
+            if let Err(e) = cluster.apply(id, rec) {
+                // Not applied: nothing to learn from, and the log says so.
+                let i = self.app_index(&d.decision.app).expect("decided apps are managed");
+                self.apps[i].pending = None;
+                d.decision.guard = format!("{}; not applied: {e}", d.decision.guard);
+                if let Some(logged) = self.decisions.iter_mut().rev().find(|x| x.app == d.decision.app) {
+                    logged.guard = d.decision.guard.clone();
+                }
+                d.recommendation = None;
+            }
+        }
+        Ok(decisions)
+    }
+
+    /// One interval for the apps given, each with its observation or why there is none: what
+    /// to apply to each (the caller applies it). One forward pass for every app the agent acts
+    /// for. Apps not given are not decided this interval.
+    pub fn decide(
+        &mut self,
+        observations: Vec<(usize, Result<Observation, String>)>,
+    ) -> Result<Vec<LiveDecision>, LifecycleError> {
+        let mut taken = Vec::with_capacity(observations.len());
+        let mut offline = 0usize;
+        for (i, obs) in observations {
+            if i >= self.apps.len() {
+                return Err(LifecycleError::input("app", format!("no managed application with index {i}")));
+            }
+            let (t, learned) = self.take(i, obs)?;
+            offline += learned as usize;
+            taken.push((i, t));
+        }
+        if offline > 0 {
+            self.agent.config.bc_alpha = Some(self.config.bc_alpha);
+            self.agent.train_offline(offline * self.config.offline_updates);
+            self.agent.config.bc_alpha = None;
+        }
+        let acting: Vec<usize> =
+            (0..taken.len()).filter(|&k| taken[k].1.wants_agent && taken[k].1.refused.is_none()).collect();
+        let batch: Vec<f32> = acting.iter().flat_map(|&k| taken[k].1.state.clone().unwrap_or_default()).collect();
+        let explore: Vec<bool> = acting.iter().map(|&k| taken[k].1.stage == Stage::Online).collect();
+        let mut actions = self.agent.act_batch(&batch, acting.len(), &explore)?.into_iter();
+        let mut out = Vec::with_capacity(taken.len());
+        for (k, (i, t)) in taken.into_iter().enumerate() {
+            let action = if acting.contains(&k) { actions.next() } else { None };
+            out.push(self.finish(i, t, action)?);
+        }
+        self.step += 1;
+        Ok(out)
+    }
+
+    /// Measures what the last interval earned (learning from it as the stage allows), and
+    /// checks the new observation; whether a transition was kept for offline learning.
+    fn take(&mut self, i: usize, obs: Result<Observation, String>) -> Result<(Taken, bool), LifecycleError> {
+        let stage = self.apps[i].lifecycle.stage();
+        let wants_agent = self.agent_acts(stage);
+        let learns_offline = stage == Stage::Offline || (stage == Stage::Online && self.config.high_stakes);
+        let a = &mut self.apps[i];
+        let obs = match obs {
+            Ok(obs) => obs,
+            Err(reason) => {
+                // A gap: the last decision's outcome is unknown, and the next state's load trend
+                // has no previous interval to compare with.
+                a.unavailable += 1;
+                a.pending = None;
+                a.previous_arrival = None;
+                let refused = Some(format!("backend unavailable: {reason}"));
+                return Ok((Taken { obs: None, state: None, stage, refused, wants_agent }, false));
+            }
+        };
+        let oscillation = a.pending.as_ref().is_some_and(|p| p.oscillation);
+        let measured = aware_env::measure(&a.encoder, &a.reward, &obs, a.previous_arrival, false, oscillation);
+        a.previous_arrival = obs.arrival_rate.is_finite().then_some(obs.arrival_rate);
+        let mut learned = false;
+        let state = match measured {
+            Ok((state, reward, info)) => {
+                if let Some(p) = a.pending.take() {
+                    let e = Experience {
+                        state: p.state,
+                        action: p.action,
+                        reward: reward as f32,
+                        next_state: state.clone(),
+                        terminal: false,
+                    };
+                    let finite = e.state.iter().chain(&e.next_state).all(|v| v.is_finite()) && e.reward.is_finite();
+                    if finite {
+                        a.window_reward += reward;
+                        a.window_intervals += 1;
+                        a.window_violations += info.slo_violated as u64;
+                        if learns_offline {
+                            self.agent.remember(&e)?;
+                            learned = true;
+                        } else if stage == Stage::Online && self.config.online_learning {
+                            self.agent.config.bc_alpha = self.config.online_bc.then_some(self.config.bc_alpha);
+                            self.agent.observe(&e)?;
+                            self.agent.config.bc_alpha = None;
+                        }
+                    }
+                }
+                Some(state)
+            }
+            Err(_) => {
+                a.pending = None;
+                None
+            }
+        };
+        let checked = match &state {
+            Some(s) => a.guard.check(&obs, s).map_err(|e| e.to_string()),
+            None => a.guard.check(&obs, &[]).map_err(|e| e.to_string()).and(Err("the state cannot be encoded".into())),
+        };
+        let refused = checked.err();
+        Ok((Taken { obs: Some(obs), state, stage, refused, wants_agent }, learned))
+    }
+
+    /// Decides app `i`'s interval from what [`LiveManager::take`] made of its observation and the
+    /// agent's action (when it was asked), and ends its window when it is full.
+    fn finish(&mut self, i: usize, t: Taken, agent_action: Option<Vec<f32>>) -> Result<LiveDecision, LifecycleError> {
+        let attribution = match (&agent_action, &t.state) {
+            (Some(v), Some(state)) if self.config.log => {
+                Some(decision::attribution(state, v, &decision::gradient_times_input(&self.agent, state)?))
+            }
+            _ => None,
+        };
+        let fallback_name = self.config.fallback.to_string();
+        let a = &mut self.apps[i];
+        let mut verdict = "passed".to_string();
+        if let (Some(reason), true) = (&t.refused, t.wants_agent) {
+            a.counts.guard_fallbacks += 1;
+            a.counts.last_guard_reason = Some(reason.clone());
+            verdict = format!("fallback: {reason}");
+        } else if t.obs.is_none() {
+            verdict = format!("fallback: {}", t.refused.clone().unwrap_or_default());
+        }
+        let agent_acted = agent_action.is_some();
+        let recommendation = match (&t.obs, agent_action) {
+            (Some(obs), Some(v)) => {
+                let proposal = decode_action(&a.decoder, v, obs)?;
+                let (rec, limited) = a.guard.limit(&proposal, obs.desired_replicas, &obs.template, &a.decoder.bounds);
+                if let Some(why) = limited {
+                    a.counts.guard_limited += 1;
+                    verdict = format!("limited: {why}");
+                }
+                Some(rec)
+            }
+            // The fallback sees every observation the backend gave (its own checks refuse bad ones).
+            (Some(obs), None) => {
+                let p = a.fallback.recommender().recommend(obs).ok();
+                if let Some(p) = &p {
+                    a.guard.witness(p, &obs.template);
+                }
+                p
+            }
+            (None, _) => None,
+        };
+        if agent_acted {
+            a.counts.agent_actions += 1;
+        } else {
+            a.counts.fallback_actions += 1;
+        }
+        // What was decided, in the agent's coordinates, waits for its outcome.
+        a.pending = match (&t.obs, &t.state) {
+            (Some(obs), Some(state)) => {
+                let now = obs.template.limits;
+                let (target, direction) = match &recommendation {
+                    Some(rec) => {
+                        let c = rec.containers.first().map(|c| c.limits).unwrap_or(now);
+                        (
+                            (c.cpu_millicores, c.memory_bytes, rec.replicas),
+                            aware_env::direction(obs.desired_replicas, &obs.template, rec),
+                        )
+                    }
+                    None => ((now.cpu_millicores, now.memory_bytes, obs.desired_replicas), [0; 3]),
+                };
+                let action = aware_env::coordinates(
+                    AGENT_ACTIONS,
+                    &a.decoder.bounds,
+                    target,
+                    (now.cpu_millicores, now.memory_bytes, obs.desired_replicas),
+                )
+                .unwrap_or_else(|| vec![0.0; 3]);
+                let oscillation = aware_env::reverses(a.previous_direction, direction);
+                if direction != [0; 3] {
+                    a.previous_direction = direction;
+                }
+                Some(Pending { state: state.clone(), action, oscillation })
+            }
+            _ => None,
+        };
+        let decision = Decision {
+            app: a.name.clone(),
+            step: self.step,
+            stage: t.stage,
+            acting_policy: if agent_acted { "aware".into() } else { fallback_name },
+            observation: t.obs.as_ref().map(Seen::of),
+            action: recommendation.as_ref().and_then(Set::of),
+            guard: verdict,
+            attribution,
+        };
+        if self.config.log {
+            self.decisions.push(decision.clone());
+        }
+        if a.window_intervals >= self.config.episode_steps.max(1) {
+            self.end_window(i);
+        }
+        Ok(LiveDecision { recommendation, agent_acted, decision })
+    }
+
+    /// App `i`'s window is full: Algorithm 1 reads its mean reward. No bootstrapping check
+    /// runs live (nothing to replay the traffic in), so OFFLINE holds.
+    fn end_window(&mut self, i: usize) {
+        let a = &mut self.apps[i];
+        let outcome = EpisodeOutcome {
+            mean_reward: a.window_reward / a.window_intervals.max(1) as f64,
+            slo_violations: a.window_violations,
+        };
+        let transition = a.lifecycle.episode_end(outcome, None);
+        (a.window_reward, a.window_intervals, a.window_violations) = (0.0, 0, 0);
+        if let Some(t) = transition {
+            self.log(i, t);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aware_core::{AppId, ClusterError, ContainerResources};
+    use aware_sim::{SimCluster, SimConfig};
+
+    /// The simulator behind a switch: while `down`, every observation is unavailable, as from a
+    /// stopped Prometheus.
+    struct Flaky {
+        sim: SimCluster,
+        down: bool,
+    }
+
+    impl Cluster for Flaky {
+        fn app_names(&self) -> Vec<String> {
+            self.sim.app_names()
+        }
+        fn interval_s(&self) -> f64 {
+            self.sim.interval_s()
+        }
+        fn observe(&self, app: AppId) -> Result<Observation, ClusterError> {
+            if self.down {
+                return Err(ClusterError::Unavailable("connection refused".into()));
+            }
+            self.sim.observe(app)
+        }
+        fn target(&self, app: AppId) -> Result<(u32, ContainerResources), ClusterError> {
+            self.sim.target(app)
+        }
+        fn apply(&mut self, app: AppId, rec: &Recommendation) -> Result<(), ClusterError> {
+            self.sim.apply(app, rec)
+        }
+        fn advance(&mut self) -> Result<(), ClusterError> {
+            self.sim.advance()
+        }
+    }
+
+    fn cluster() -> Flaky {
+        let apps = aware_sim::generate_apps(2, 7, 86_400.0);
+        let mut sim = SimCluster::new(apps, Vec::new(), SimConfig::default(), 7);
+        for _ in 0..4 {
+            sim.advance().expect("warm-up");
+        }
+        Flaky { sim, down: false }
+    }
+
+    fn manager(c: &Flaky, config: ManagerConfig) -> LiveManager {
+        let agent = crate::manager::fresh_agent(3);
+        LiveManager::new(&c.app_names(), &Profile::default(), agent, ManagerConfig { log: true, ..config })
+            .expect("manager")
+    }
+
+    /// Every app SERVING, held to a reference reward no interval falls below.
+    fn serving(m: &mut LiveManager) {
+        let state = LifecycleState { stage: Stage::Serving, behind: 0, recent: Vec::new(), reference: Some(-1e6) };
+        let names: Vec<String> = m.apps.iter().map(|a| a.name.clone()).collect();
+        let states: Vec<_> = names.into_iter().map(|n| (n, state.clone())).collect();
+        m.restore_lifecycles(&states, "test: a checkpoint that serves");
+    }
+
+    #[test]
+    fn with_bootstrapping_the_fallback_acts_and_the_agent_learns_offline() {
+        let mut c = cluster();
+        let mut m = manager(&c, ManagerConfig::default());
+        assert_eq!(m.stages(), vec![Stage::Offline; 2]);
+        for _ in 0..5 {
+            let ds = m.interval(&mut c).expect("interval");
+            assert!(ds.iter().all(|d| !d.agent_acted && d.decision.acting_policy == "mpa"));
+            c.advance().expect("advance");
+        }
+        // Each interval after the first ends one transition per app.
+        assert_eq!(m.agent.stored(), 8);
+        assert_eq!(m.agent.updates(), 0, "fewer transitions than a batch");
+        assert_eq!(m.take_decisions().len(), 10);
+        for _ in 0..30 {
+            m.interval(&mut c).expect("interval");
+            c.advance().expect("advance");
+        }
+        assert!(m.agent.updates() > 0, "the agent learned nothing offline from the fallback");
+    }
+
+    #[test]
+    fn an_unavailable_backend_makes_the_fallback_hold_and_the_agent_resumes_after() {
+        let mut c = cluster();
+        let mut m = manager(&c, ManagerConfig::default());
+        serving(&mut m);
+        assert_eq!(m.stages(), vec![Stage::Serving; 2]);
+        let mut acted = Vec::new();
+        for step in 0..12 {
+            c.down = (4..8).contains(&step);
+            let ds = m.interval(&mut c).expect("an unavailable backend is not an error");
+            acted.push(ds.iter().all(|d| d.agent_acted));
+            if c.down {
+                for d in &ds {
+                    assert!(d.recommendation.is_none(), "nothing to act on: the allocation is kept");
+                    assert_eq!(d.decision.acting_policy, "mpa");
+                    assert!(d.decision.observation.is_none());
+                    assert!(d.decision.guard.contains("backend unavailable"), "{}", d.decision.guard);
+                }
+            }
+            c.advance().expect("advance");
+        }
+        assert_eq!(acted, [true, true, true, true, false, false, false, false, true, true, true, true]);
+        let report = m.report();
+        assert!(report.iter().all(|r| r.unavailable == 4 && r.counts.agent_actions == 8));
+    }
+
+    #[test]
+    fn a_frozen_clock_is_stale_and_the_fallback_acts_on_it() {
+        let mut c = cluster();
+        let mut m = manager(&c, ManagerConfig::default());
+        serving(&mut m);
+        // The backend answers, but with the same measurements every interval (no advance).
+        let mut verdicts = Vec::new();
+        for _ in 0..5 {
+            let ds = m.interval(&mut c).expect("interval");
+            verdicts.push(ds[0].decision.guard.clone());
+        }
+        assert!(verdicts[0].starts_with("passed") || verdicts[0].starts_with("limited"), "{verdicts:?}");
+        assert!(verdicts[4].contains("stale"), "{verdicts:?}");
+    }
+
+    #[test]
+    fn serving_degrades_to_online_on_rewards_alone() {
+        let mut c = cluster();
+        let config = ManagerConfig { episode_steps: 5, ..ManagerConfig::default() };
+        let mut m = manager(&c, config);
+        // A SERVING lifecycle held to a reference no allocation can earn.
+        let state = LifecycleState { stage: Stage::Serving, behind: 0, recent: Vec::new(), reference: Some(1e6) };
+        let web = m.apps[0].name.clone();
+        m.restore_lifecycles(&[(web.clone(), state)], "test");
+        for _ in 0..15 {
+            m.interval(&mut c).expect("interval");
+            c.advance().expect("advance");
+        }
+        let change = m.changes().iter().find(|c| c.app == web && c.from == Stage::Serving).expect("degraded");
+        assert_eq!(change.to, Stage::Online);
+    }
+}
