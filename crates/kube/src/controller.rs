@@ -114,6 +114,10 @@ pub enum ControllerError {
     Conflict { object: String, attempts: u32 },
     #[error("MultidimPodAutoscaler {object} has no namespace")]
     NoNamespace { object: String },
+    /// The target could not be observed (Prometheus unreachable, its samples stale): nothing
+    /// was decided or written, and the pass is backed off.
+    #[error("MultidimPodAutoscaler {object}: cannot observe the target: {reason}")]
+    Unobservable { object: String, reason: String },
 }
 
 /// What one pass did, for logs, metrics and tests.
@@ -141,6 +145,10 @@ pub struct Context<D: Decider> {
     pub client: Client,
     pub config: ControllerConfig,
     pub decider: D,
+    /// Observe targets through Prometheus (the `Observation` with the application's latency,
+    /// throughput and load, as the agent was trained on) instead of the API server and
+    /// metrics.k8s.io (usage only). Its `namespace` and `apps` are each MPA's own.
+    pub prometheus: Option<crate::prometheus::PrometheusConfig>,
     pending: Mutex<HashMap<String, Pending>>,
     failures: Mutex<HashMap<String, u32>>,
     pub metrics: crate::metrics::ControllerMetrics,
@@ -152,10 +160,17 @@ impl<D: Decider> Context<D> {
             client,
             config,
             decider,
+            prometheus: None,
             pending: Mutex::default(),
             failures: Mutex::default(),
             metrics: crate::metrics::ControllerMetrics::default(),
         }
+    }
+
+    /// Observes targets through Prometheus with `config`'s queries.
+    pub fn with_prometheus(mut self, config: crate::prometheus::PrometheusConfig) -> Self {
+        self.prometheus = Some(config);
+        self
     }
 
     /// Whether this controller serves `mpa`.
@@ -523,6 +538,31 @@ async fn update<D: Decider>(
     Ok(())
 }
 
+/// The observation of `mpa`'s target from Prometheus, queried in the MPA's namespace for its
+/// target's name (on a blocking thread: the backend's HTTP client blocks).
+async fn observe_through_prometheus(
+    config: &crate::prometheus::PrometheusConfig,
+    ns: &str,
+    mpa: &MultidimPodAutoscaler,
+) -> Result<aware_core::Observation, String> {
+    let mut config = config.clone();
+    let target = mpa.spec.scale_target_ref.name.clone();
+    config.namespace = ns.to_string();
+    config.apps = vec![target];
+    let observed = tokio::task::spawn_blocking(move || {
+        let backend = crate::prometheus::PrometheusCluster::new(config, |_: &str, _: &Recommendation| {
+            Ok::<(), aware_core::ClusterError>(())
+        });
+        aware_core::Cluster::observe(&backend, 0)
+    })
+    .await;
+    match observed {
+        Ok(Ok(obs)) => Ok(obs),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(e) => Err(format!("the Prometheus query task failed: {e}")),
+    }
+}
+
 /// One pass for one MPA. Public so tests (and a dry-run mode) can drive it without a watcher.
 pub async fn reconcile_once<D: Decider>(
     mpa: &MultidimPodAutoscaler,
@@ -569,17 +609,28 @@ pub async fn reconcile_once<D: Decider>(
         let (rec, limited) = match reuse {
             Some(found) => found,
             None => {
-                let selector = view.scale.status.as_ref().and_then(|s| s.selector.clone()).unwrap_or_default();
-                let usage = read_usage(&ctx.client, &ns, &selector).await;
-                let obs = observe::observation(
-                    &key,
-                    desired_now.max(0) as u32,
-                    &view.pods,
-                    &usage,
-                    unix_now_s(),
-                    ctx.config.interval.as_secs_f64(),
-                )
-                .map_err(|source| ControllerError::Quantity { object: key.clone(), source })?;
+                let obs = match &ctx.prometheus {
+                    None => {
+                        let selector = view.scale.status.as_ref().and_then(|s| s.selector.clone()).unwrap_or_default();
+                        let usage = read_usage(&ctx.client, &ns, &selector).await;
+                        observe::observation(
+                            &key,
+                            desired_now.max(0) as u32,
+                            &view.pods,
+                            &usage,
+                            unix_now_s(),
+                            ctx.config.interval.as_secs_f64(),
+                        )
+                        .map_err(|source| ControllerError::Quantity { object: key.clone(), source })?
+                    }
+                    Some(config) => match observe_through_prometheus(config, &ns, mpa).await {
+                        Ok(obs) => obs,
+                        Err(reason) => {
+                            ctx.decider.unavailable(&key, &profile, &reason);
+                            return Err(ControllerError::Unobservable { object: key, reason });
+                        }
+                    },
+                };
                 let mut rec = ctx
                     .decider
                     .decide(&key, &profile, &obs)
@@ -756,6 +807,8 @@ pub struct RunOptions {
     /// AWARE decides, with the agent and the apps' stages from this `aware run --checkpoint`
     /// directory; `None`: the MPA default decides.
     pub checkpoint: Option<std::path::PathBuf>,
+    /// Observe targets through Prometheus instead of metrics.k8s.io.
+    pub prometheus: Option<crate::prometheus::PrometheusConfig>,
 }
 
 /// The lifecycle decider from a checkpoint directory: its agent, and its apps' stages for the
@@ -796,7 +849,11 @@ fn run_with<D: Decider>(config: ControllerConfig, options: RunOptions, decider: 
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(RunError::Runtime)?;
     runtime.block_on(async move {
         let client = Client::try_default().await.map_err(RunError::Config)?;
-        let ctx = Arc::new(Context::new(client.clone(), config, decider));
+        let mut ctx = Context::new(client.clone(), config, decider);
+        if let Some(p) = options.prometheus.clone() {
+            ctx = ctx.with_prometheus(p);
+        }
+        let ctx = Arc::new(ctx);
         let metrics = ctx.metrics.clone();
         let handler: crate::http::Handler = Arc::new(move |path| match path {
             "/metrics" => crate::http::Reply::ok(crate::http::OPENMETRICS, metrics.encode()),

@@ -26,6 +26,10 @@ pub trait Decider: Send + Sync + 'static {
         observation: &Observation,
     ) -> Result<Recommendation, RecommenderError>;
 
+    /// The pass could not observe the MPA's target (`reason`: Prometheus unreachable, its
+    /// samples stale): nothing is decided, and a decider that keeps a decision log says so.
+    fn unavailable(&self, _key: &str, _profile: &Profile, _reason: &str) {}
+
     /// Forgets the state kept for an MPA that was deleted.
     fn forget(&self, _key: &str) {}
 }
@@ -121,6 +125,39 @@ impl LifecycleDecider {
     }
 }
 
+fn log_changes(m: &LiveManager, from: usize) {
+    for c in &m.changes()[from..] {
+        tracing::info!(app = %c.app, from = c.from.name(), to = c.to.name(), reason = %c.reason, "stage change");
+    }
+}
+
+impl LifecycleDecider {
+    /// The index of the MPA `key` in the manager: added when new, or restarted under an edited
+    /// profile with its lifecycle carried over (a new one takes the checkpoint's).
+    fn app(&self, m: &mut LiveManager, key: &str, profile: &Profile) -> Result<usize, RecommenderError> {
+        let known = m.app_index(key);
+        if let Some(i) = known
+            && m.app_profile(i) == Some(profile)
+        {
+            return Ok(i);
+        }
+        let carried = known.and_then(|i| m.lifecycle(i)).map(|s| (s, "profile edited".to_string()));
+        if let Some(i) = known {
+            m.remove_app(i);
+        }
+        let i = m.add_app(key, profile).map_err(|e| RecommenderError::Other(e.to_string()))?;
+        let from_checkpoint = self
+            .checkpointed
+            .iter()
+            .find(|(name, _)| name == key)
+            .map(|(_, s)| (s.clone(), format!("restored from {}", self.restored_from)));
+        if let Some((state, reason)) = carried.or(from_checkpoint) {
+            m.restore_lifecycles(&[(key.to_string(), state)], &reason);
+        }
+        Ok(i)
+    }
+}
+
 impl Decider for LifecycleDecider {
     fn name(&self) -> &str {
         "aware"
@@ -134,32 +171,10 @@ impl Decider for LifecycleDecider {
     ) -> Result<Recommendation, RecommenderError> {
         let mut m = self.lock()?;
         let changes_before = m.changes().len();
-        let i = match m.app_index(key) {
-            Some(i) if m.app_profile(i) == Some(profile) => i,
-            known => {
-                // New, or its profile was edited: (re)start it under this profile, its
-                // lifecycle carried over (or taken from the checkpoint).
-                let carried = known.and_then(|i| m.lifecycle(i)).map(|s| (s, "profile edited".to_string()));
-                if let Some(i) = known {
-                    m.remove_app(i);
-                }
-                let i = m.add_app(key, profile).map_err(|e| RecommenderError::Other(e.to_string()))?;
-                let from_checkpoint = self
-                    .checkpointed
-                    .iter()
-                    .find(|(name, _)| name == key)
-                    .map(|(_, s)| (s.clone(), format!("restored from {}", self.restored_from)));
-                if let Some((state, reason)) = carried.or(from_checkpoint) {
-                    m.restore_lifecycles(&[(key.to_string(), state)], &reason);
-                }
-                i
-            }
-        };
+        let i = self.app(&mut m, key, profile)?;
         let decided =
             m.decide(vec![(i, Ok(observation.clone()))]).map_err(|e| RecommenderError::Other(e.to_string()))?;
-        for c in &m.changes()[changes_before..] {
-            tracing::info!(app = %c.app, from = c.from.name(), to = c.to.name(), reason = %c.reason, "stage change");
-        }
+        log_changes(&m, changes_before);
         let d = decided.into_iter().next().ok_or_else(|| RecommenderError::Other("no decision".into()))?;
         tracing::info!(
             app = key,
@@ -174,6 +189,21 @@ impl Decider for LifecycleDecider {
                 d.decision.acting_policy, d.decision.guard
             ))
         })
+    }
+
+    fn unavailable(&self, key: &str, profile: &Profile, reason: &str) {
+        let Ok(mut m) = self.lock() else { return };
+        let changes_before = m.changes().len();
+        let Ok(i) = self.app(&mut m, key, profile) else { return };
+        match m.decide(vec![(i, Err(reason.to_string()))]) {
+            Ok(d) => {
+                if let Some(d) = d.first() {
+                    tracing::warn!(app = key, acting = %d.decision.acting_policy, guard = %d.decision.guard, "decided");
+                }
+            }
+            Err(e) => tracing::warn!(app = key, "{e}"),
+        }
+        log_changes(&m, changes_before);
     }
 
     fn forget(&self, key: &str) {

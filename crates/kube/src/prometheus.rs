@@ -108,7 +108,10 @@ pub struct PrometheusConfig {
     pub url: String,
     #[serde(default = "default_namespace")]
     pub namespace: String,
-    /// The applications (Deployment names) observed, in `AppId` order.
+    /// The applications (Deployment names) observed, in `AppId` order, when the backend is a
+    /// `Cluster`. `aware controller --prometheus` ignores it: it observes each MPA's target, in
+    /// the MPA's namespace.
+    #[serde(default)]
     pub apps: Vec<String>,
     /// Control interval, seconds.
     #[serde(default = "default_interval")]
@@ -199,9 +202,6 @@ impl PrometheusConfig {
         };
         if !(self.url.starts_with("http://") || self.url.starts_with("https://")) {
             return invalid("url", "must start with http:// or https://");
-        }
-        if self.apps.is_empty() {
-            return invalid("apps", "must name at least one application");
         }
         for (field, v) in
             [("interval_s", self.interval_s), ("max_staleness_s", self.max_staleness_s), ("timeout_s", self.timeout_s)]

@@ -2,6 +2,8 @@
 //! as kube's own `mock_tests.rs`): each test scripts the exact API calls a pass must make, in
 //! order, with the server's answers, and fails on any call it did not script.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -614,6 +616,145 @@ async fn an_mpa_the_checkpoint_does_not_name_is_served_by_the_fallback() {
     let calls = server.await.unwrap();
     // The same recommendation the MPA default gives on its own (see the test above).
     assert_eq!(calls[3].body["status"]["desiredReplicas"], 4, "{}", calls[3].body);
+}
+
+/// Observing through Prometheus: unreachable, nothing is decided or written, the decision log
+/// says the fallback kept the allocation, and the pass is an error to back off.
+#[tokio::test]
+async fn an_unreachable_prometheus_decides_and_writes_nothing() {
+    let decider = aware_kube::LifecycleDecider::new(
+        aware_lifecycle::manager::fresh_agent(1),
+        aware_lifecycle::manager::ManagerConfig::default(),
+        Vec::new(),
+        "an empty checkpoint",
+    )
+    .unwrap();
+    let mut prometheus = aware_kube::PrometheusConfig::new("http://127.0.0.1:9", Vec::new());
+    prometheus.timeout_s = 1.0;
+    let (ctx, handle) = context(recommend_only(), decider);
+    let ctx = ctx.with_prometheus(prometheus);
+    let server = serve(
+        handle,
+        vec![
+            step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))),
+            step(Method::GET, PODS, StatusCode::OK, Some(pods(2))),
+        ],
+    );
+    let err = reconcile_once(&owned("Off"), &ctx).await.unwrap_err();
+    assert!(matches!(err, ControllerError::Unobservable { .. }), "{err}");
+    assert!(err.to_string().contains("default/web") && err.to_string().contains("127.0.0.1:9"), "{err}");
+    let report = ctx.decider.report();
+    assert_eq!((report[0].unavailable, report[0].counts.fallback_actions), (1, 1), "{report:?}");
+    drop(ctx);
+    assert_eq!(server.await.unwrap().len(), 2, "no metrics.k8s.io read, no status write");
+}
+
+/// The controller observing through a real Prometheus (the test's own, scraping the simulator's
+/// exporter): the agent SERVING acts on what Prometheus says; with Prometheus stopped, the pass
+/// decides and writes nothing and the fallback is logged as having kept the allocation; once
+/// Prometheus returns, the agent acts again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_observes_through_prometheus_and_resumes_after_it_stops() {
+    use aware_core::Cluster;
+    use aware_lifecycle::Stage;
+    use aware_lifecycle::algorithm::LifecycleState;
+    let Some(binary) = common::prometheus_binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let exporter_addr = format!("127.0.0.1:{}", common::free_port());
+    let mut prometheus = common::Server::new(binary, dir.path(), &exporter_addr);
+    prometheus.start();
+    let mut apps = aware_sim::generate_apps(1, 13, 3600.0);
+    apps[0].name = "web".into(); // the MPA's target; its pods are web-…
+    let mut sim = aware_sim::SimCluster::new(apps, Vec::new(), aware_sim::SimConfig::default(), 13);
+    for _ in 0..20 {
+        sim.advance().unwrap();
+    }
+    let exporter = aware_kube::MetricsExporter::new("default").serve(&exporter_addr).unwrap();
+    let mut config = aware_kube::PrometheusConfig::new(prometheus.url(), Vec::new());
+    config.rate_window = "2s".into();
+    config.max_staleness_s = 3.0;
+    config.timeout_s = 1.0;
+    // Serves the simulator's next interval and waits until Prometheus has it in its rate window.
+    let mut serve_next = |sim: &mut aware_sim::SimCluster, step: u64| {
+        sim.advance().unwrap();
+        exporter.update(step, &[("web".into(), sim.observe(0).unwrap())]);
+        std::thread::sleep(Duration::from_millis(2600));
+    };
+
+    let serving = LifecycleState { stage: Stage::Serving, behind: 0, recent: Vec::new(), reference: Some(-1e6) };
+    let decider = aware_kube::LifecycleDecider::new(
+        aware_lifecycle::manager::fresh_agent(1),
+        aware_lifecycle::manager::ManagerConfig::default(),
+        vec![("default/web".into(), serving)],
+        "a test checkpoint",
+    )
+    .unwrap();
+    let (ctx, handle) = context(recommend_only(), decider);
+    let ctx = ctx.with_prometheus(config.clone());
+    let pass = || {
+        vec![
+            step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))),
+            step(Method::GET, PODS, StatusCode::OK, Some(pods(2))),
+        ]
+    };
+    let mut script = Vec::new();
+    for _ in 0..2 {
+        script.extend(pass());
+        script.push(step(Method::PUT, STATUS, StatusCode::OK, None));
+    }
+    script.extend(pass());
+    script.extend(pass());
+    script.push(step(Method::PUT, STATUS, StatusCode::OK, None));
+    let server = serve(handle, script);
+
+    // Until Prometheus has scraped the exporter twice (a rate needs two samples).
+    let probe = aware_kube::PrometheusCluster::new(
+        aware_kube::PrometheusConfig { apps: vec!["web".into()], ..config.clone() },
+        |_: &str, _: &Recommendation| Ok::<(), aware_core::ClusterError>(()),
+    );
+    // Samples of every kind, CPU rates included (a rate needs two scrapes in its window).
+    let ready = || {
+        probe.observe(0).is_ok_and(|o| {
+            let ready: Vec<_> = o.pods.iter().filter(|p| p.phase == aware_core::PodPhase::Ready).collect();
+            !ready.is_empty() && ready.iter().all(|p| p.cpu_usage_cores.is_some())
+        })
+    };
+    let mut step_no = 20;
+    while !ready() {
+        assert!(step_no < 32, "Prometheus never had the exporter's samples: {:?}", probe.observe(0));
+        serve_next(&mut sim, step_no);
+        step_no += 1;
+    }
+    for _ in 0..2 {
+        serve_next(&mut sim, step_no);
+        step_no += 1;
+        reconcile_once(&owned("Off"), &ctx).await.unwrap_or_else(|e| panic!("Prometheus up: {e}"));
+    }
+    assert_eq!(ctx.decider.report()[0].counts.agent_actions, 2, "{:?}", ctx.decider.report());
+
+    prometheus.stop();
+    serve_next(&mut sim, step_no);
+    let err = reconcile_once(&owned("Off"), &ctx).await.unwrap_err();
+    assert!(matches!(err, ControllerError::Unobservable { .. }), "{err}");
+    let report = ctx.decider.report();
+    assert_eq!((report[0].unavailable, report[0].counts.agent_actions), (1, 2), "{report:?}");
+
+    // Prometheus' service discovery hands targets to the scraper up to 5 s after start.
+    prometheus.start();
+    for k in 1..=6 {
+        serve_next(&mut sim, step_no + k);
+        if ready() {
+            break;
+        }
+    }
+    reconcile_once(&owned("Off"), &ctx).await.unwrap_or_else(|e| panic!("after Prometheus returned: {e}"));
+    let report = ctx.decider.report();
+    assert_eq!((report[0].stage, report[0].counts.agent_actions), (Stage::Serving, 3), "{report:?}");
+    drop(ctx);
+    let calls = server.await.unwrap();
+    let status = &calls.last().unwrap().body["status"];
+    let replicas = status["desiredReplicas"].as_i64().unwrap();
+    assert!((1..=10).contains(&replicas), "within the MPA's constraints: {status}");
 }
 
 mod leader {

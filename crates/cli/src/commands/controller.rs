@@ -55,9 +55,19 @@ pub struct Args {
     /// it does not name starts in its first stage. Without it, the MPA default decides.
     #[arg(long, value_name = "DIR")]
     pub checkpoint: Option<std::path::PathBuf>,
+    /// Observe each MPA's target through Prometheus with this backend configuration (YAML:
+    /// `url`, `queries`, staleness; `namespace` and `apps` are each MPA's own), which gives the
+    /// agent the latency and load it was trained on; without it, the API server and
+    /// metrics.k8s.io (usage only). Unreachable or stale: nothing is decided that pass.
+    #[arg(long, value_name = "FILE")]
+    pub prometheus: Option<std::path::PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
+    let prometheus = match &args.prometheus {
+        Some(path) => Some(aware_kube::PrometheusConfig::load(path).map_err(|e| anyhow::anyhow!("--prometheus {e}"))?),
+        None => None,
+    };
     let both = !args.recommender && !args.updater;
     let config = ControllerConfig {
         recommender_name: args.recommender_name,
@@ -84,6 +94,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         vertical_cpu: args.vertical_cpu,
         leader,
         checkpoint: args.checkpoint,
+        prometheus,
     };
     aware_kube::run_blocking(config, options)?;
     Ok(ExitCode::SUCCESS)
