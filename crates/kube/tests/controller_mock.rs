@@ -675,7 +675,7 @@ async fn the_controller_observes_through_prometheus_and_resumes_after_it_stops()
     config.max_staleness_s = 3.0;
     config.timeout_s = 1.0;
     // Serves the simulator's next interval and waits until Prometheus has it in its rate window.
-    let mut serve_next = |sim: &mut aware_sim::SimCluster, step: u64| {
+    let serve_next = |sim: &mut aware_sim::SimCluster, step: u64| {
         sim.advance().unwrap();
         exporter.update(step, &[("web".into(), sim.observe(0).unwrap())]);
         std::thread::sleep(Duration::from_millis(2600));
