@@ -173,6 +173,15 @@ impl<D: Decider> Context<D> {
         self
     }
 
+    /// The controller's metrics and the decider's (the lifecycle's), as one OpenMetrics text.
+    pub fn encode_metrics(&self) -> String {
+        let own = self.metrics.encode();
+        match self.decider.encode_metrics() {
+            Some(more) => format!("{}{more}", own.strip_suffix("# EOF\n").unwrap_or(&own)),
+            None => own,
+        }
+    }
+
     /// Whether this controller serves `mpa`.
     pub fn owns(&self, mpa: &MultidimPodAutoscaler) -> bool {
         match mpa.recommender_name() {
@@ -854,9 +863,9 @@ fn run_with<D: Decider>(config: ControllerConfig, options: RunOptions, decider: 
             ctx = ctx.with_prometheus(p);
         }
         let ctx = Arc::new(ctx);
-        let metrics = ctx.metrics.clone();
+        let metrics = ctx.clone();
         let handler: crate::http::Handler = Arc::new(move |path| match path {
-            "/metrics" => crate::http::Reply::ok(crate::http::OPENMETRICS, metrics.encode()),
+            "/metrics" => crate::http::Reply::ok(crate::http::OPENMETRICS, metrics.encode_metrics()),
             "/healthz" => crate::http::Reply::ok("text/plain", "ok\n".into()),
             _ => crate::http::Reply::not_found(),
         });

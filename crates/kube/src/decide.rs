@@ -32,6 +32,11 @@ pub trait Decider: Send + Sync + 'static {
 
     /// Forgets the state kept for an MPA that was deleted.
     fn forget(&self, _key: &str) {}
+
+    /// The decider's own metrics (OpenMetrics text ending in `# EOF`), if it has any.
+    fn encode_metrics(&self) -> Option<String> {
+        None
+    }
 }
 
 /// `aware-baselines`' MPA default behind the [`Decider`] seam.
@@ -89,6 +94,8 @@ impl Decider for MpaDefaultDecider {
 /// why, and the controller keeps the allocation and backs off, as for the MPA default.
 pub struct LifecycleDecider {
     manager: Mutex<LiveManager>,
+    /// Stage per MPA, stage changes, who acted, guard verdicts (as `aware run` exports them).
+    pub metrics: aware_lifecycle::metrics::LifecycleMetrics,
     /// Lifecycles to take up, by app name, when an app first appears.
     checkpointed: Vec<(String, LifecycleState)>,
     restored_from: String,
@@ -105,6 +112,7 @@ impl LifecycleDecider {
     ) -> Result<Self, aware_lifecycle::LifecycleError> {
         Ok(Self {
             manager: Mutex::new(LiveManager::new(&[], &Profile::default(), agent, config)?),
+            metrics: Default::default(),
             checkpointed,
             restored_from: restored_from.into(),
         })
@@ -175,6 +183,7 @@ impl Decider for LifecycleDecider {
         let decided =
             m.decide(vec![(i, Ok(observation.clone()))]).map_err(|e| RecommenderError::Other(e.to_string()))?;
         log_changes(&m, changes_before);
+        self.metrics.update_live(&m);
         let d = decided.into_iter().next().ok_or_else(|| RecommenderError::Other("no decision".into()))?;
         tracing::info!(
             app = key,
@@ -204,6 +213,11 @@ impl Decider for LifecycleDecider {
             Err(e) => tracing::warn!(app = key, "{e}"),
         }
         log_changes(&m, changes_before);
+        self.metrics.update_live(&m);
+    }
+
+    fn encode_metrics(&self) -> Option<String> {
+        Some(self.metrics.encode())
     }
 
     fn forget(&self, key: &str) {

@@ -581,6 +581,17 @@ async fn the_lifecycle_serves_through_the_decider_seam_and_falls_back_without_me
     assert!(report[0].counts.last_guard_reason.as_deref().is_some_and(|r| r.contains("metrics missing")), "{report:?}");
     let changes = ctx.decider.stage_changes();
     assert!(changes.iter().any(|c| c.to == Stage::Serving && c.reason.contains("a test checkpoint")), "{changes:?}");
+    // /metrics: the controller's and the lifecycle's, one OpenMetrics text.
+    let text = ctx.encode_metrics();
+    assert_eq!(text.matches("# EOF").count(), 1, "{text}");
+    assert!(text.ends_with("# EOF\n"), "{text}");
+    for line in [
+        r#"aware_lifecycle_stage{app="default/web",stage="serving"} 1"#,
+        r#"aware_lifecycle_actions_total{app="default/web",policy="agent"} 1"#,
+        r#"aware_lifecycle_guard_total{app="default/web",verdict="fallback"} 1"#,
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} missing from\n{text}");
+    }
     drop(ctx);
     let calls = server.await.unwrap();
     let status = &calls[3].body["status"];

@@ -8,6 +8,9 @@
 //! - `aware_lifecycle_guard_total{app, verdict="fallback"|"limited"}`: observations the guard
 //!   refused to the agent, and agent proposals it clamped or capped;
 //! - `aware_lifecycle_episodes_total`, `aware_lifecycle_step` (intervals run so far).
+//!
+//! `aware controller --checkpoint DIR` serves the same metrics for its MPAs on its own
+//! `/metrics`, updated after every pass ([`LifecycleMetrics::update_live`]).
 
 use std::sync::{Arc, Mutex};
 
@@ -38,8 +41,9 @@ pub struct LifecycleMetrics {
     episodes: Counter,
     step: Gauge<i64, std::sync::atomic::AtomicI64>,
     registry: Arc<Registry>,
-    /// What was already counted: stage changes, and per app the counts at the last update.
-    seen: Arc<Mutex<(usize, Vec<Counts>)>>,
+    /// What was already counted: stage changes, and per app (by name) the counts at the last
+    /// update.
+    seen: Arc<Mutex<(usize, std::collections::HashMap<String, Counts>)>>,
 }
 
 impl Default for LifecycleMetrics {
@@ -60,20 +64,36 @@ impl Default for LifecycleMetrics {
 impl LifecycleMetrics {
     /// Brings every metric up to the manager's state.
     pub fn update(&self, manager: &Manager) {
-        let names = manager.app_names();
-        for (name, stage) in names.iter().zip(manager.stages()) {
+        let apps: Vec<_> = manager
+            .app_names()
+            .into_iter()
+            .zip(manager.stages())
+            .zip(manager.counts())
+            .map(|((n, s), c)| (n, s, c))
+            .collect();
+        self.bring_up(&apps, manager.changes(), manager.stage_series().len() as u64);
+    }
+
+    /// Brings every metric up to a live manager's state (its apps come and go with their MPAs).
+    pub fn update_live(&self, manager: &crate::live::LiveManager) {
+        let apps: Vec<_> = manager.report().into_iter().map(|r| (r.app, r.stage, r.counts)).collect();
+        self.bring_up(&apps, manager.changes(), manager.step());
+    }
+
+    /// `apps`: name, stage and counts so far; `changes`: every stage change so far.
+    fn bring_up(&self, apps: &[(String, Stage, Counts)], changes: &[crate::StageChange], step: u64) {
+        for (name, stage, _) in apps {
             for s in Stage::ALL {
-                self.stage.get_or_create(&labels(&[("app", name), ("stage", s.name())])).set((s == stage) as i64);
+                self.stage.get_or_create(&labels(&[("app", name), ("stage", s.name())])).set((s == *stage) as i64);
             }
         }
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        for c in &manager.changes()[seen.0.min(manager.changes().len())..] {
+        for c in &changes[seen.0.min(changes.len())..] {
             self.changes.get_or_create(&labels(&[("app", &c.app), ("from", c.from.name()), ("to", c.to.name())])).inc();
         }
-        seen.0 = manager.changes().len();
-        let counts = manager.counts();
-        seen.1.resize_with(counts.len(), Counts::default);
-        for ((name, now), before) in names.iter().zip(&counts).zip(seen.1.iter_mut()) {
+        seen.0 = changes.len();
+        for (name, _, now) in apps {
+            let before = seen.1.entry(name.clone()).or_default();
             let add = |family: &Family<Labels, Counter>, key: &str, value: &str, n: u64, m: u64| {
                 family.get_or_create(&labels(&[("app", name), (key, value)])).inc_by(n.saturating_sub(m));
             };
@@ -83,7 +103,7 @@ impl LifecycleMetrics {
             add(&self.guard, "verdict", "limited", now.guard_limited, before.guard_limited);
             *before = now.clone();
         }
-        self.step.set(manager.stage_series().len() as i64);
+        self.step.set(step.min(i64::MAX as u64) as i64);
     }
 
     /// The OpenMetrics text of every metric.
