@@ -36,9 +36,9 @@ use serde_json::json;
 
 use crate::crd::{
     CONDITION_ABLE_TO_SCALE, CONDITION_CONFIG_UNSUPPORTED, CONDITION_RECOMMENDATION_PROVIDED, CONDITION_SCALING_ACTIVE,
-    CONDITION_SCALING_LIMITED, ExtensionError, MultidimPodAutoscaler, MultidimPodAutoscalerCondition,
-    MultidimPodAutoscalerStatus, RecommendedContainerResources, RecommendedPodResources, ResourceList, UpdateMode,
-    ContainerResourcePolicy, VerticalScalingConstraints,
+    CONDITION_SCALING_LIMITED, ContainerResourcePolicy, ExtensionError, MultidimPodAutoscaler,
+    MultidimPodAutoscalerCondition, MultidimPodAutoscalerStatus, RecommendedContainerResources,
+    RecommendedPodResources, ResourceList, UpdateMode, VerticalScalingConstraints,
 };
 use crate::decide::Decider;
 use crate::observe::{self, PodMetricsList};

@@ -133,7 +133,11 @@ pub struct PodMutation {
 pub fn applies_to_new_pods(mpa: &MultidimPodAutoscaler, config: &WebhookConfig) -> bool {
     mpa.served_by(&config.recommender_name, config.claim_default)
         && mpa.update_mode() != UpdateMode::Off
-        && mpa.status.as_ref().and_then(|s| s.recommendation.as_ref()).is_some_and(|r| !r.container_recommendations.is_empty())
+        && mpa
+            .status
+            .as_ref()
+            .and_then(|s| s.recommendation.as_ref())
+            .is_some_and(|r| !r.container_recommendations.is_empty())
 }
 
 fn pod_name(pod: &Pod) -> String {
@@ -435,7 +439,8 @@ pub struct WebhookState<S: MpaSource> {
 /// Answers one request body posted to [`MUTATE_PATH`]: 400 unless it is an
 /// `admission.k8s.io/v1` AdmissionReview with a request; otherwise 200 with the response review.
 pub async fn admit<S: MpaSource>(body: &[u8], state: &WebhookState<S>) -> Reply {
-    let bad = |reason: String| Reply { status: StatusCode::BAD_REQUEST, content_type: "text/plain", body: reason + "\n" };
+    let bad =
+        |reason: String| Reply { status: StatusCode::BAD_REQUEST, content_type: "text/plain", body: reason + "\n" };
     let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(body) {
         Ok(r) => r,
         Err(e) => return bad(format!("malformed AdmissionReview: {e}")),
@@ -464,7 +469,10 @@ pub async fn admit<S: MpaSource>(body: &[u8], state: &WebhookState<S>) -> Reply 
 
 /// Allowed in every case: with the patch when an MPA applies, with a warning when something
 /// went wrong.
-async fn respond<S: MpaSource>(request: &AdmissionRequest<DynamicObject>, state: &WebhookState<S>) -> AdmissionResponse {
+async fn respond<S: MpaSource>(
+    request: &AdmissionRequest<DynamicObject>,
+    state: &WebhookState<S>,
+) -> AdmissionResponse {
     let response = AdmissionResponse::from(request);
     let warn = |mut response: AdmissionResponse, message: String| {
         tracing::warn!("webhook: {message}; admitting the pod unchanged");
@@ -570,7 +578,9 @@ impl ReloadingCert {
                         state.key = Arc::new(k);
                         state.stamp = stamp;
                     }
-                    Err(e) => tracing::warn!("webhook: certificate files changed but do not load ({e}); keeping the old"),
+                    Err(e) => {
+                        tracing::warn!("webhook: certificate files changed but do not load ({e}); keeping the old")
+                    }
                 }
             }
         }
@@ -656,10 +666,9 @@ async fn handle<S: MpaSource>(
         (&Method::GET, "/healthz") => text(StatusCode::OK, "ok\n"),
         (&Method::POST, MUTATE_PATH) => match Limited::new(req.into_body(), MAX_BODY_BYTES).collect().await {
             Ok(body) => admit(&body.to_bytes(), &state).await,
-            Err(e) if e.is::<http_body_util::LengthLimitError>() => text(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                &format!("request body larger than {MAX_BODY_BYTES} bytes\n"),
-            ),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+                text(StatusCode::PAYLOAD_TOO_LARGE, &format!("request body larger than {MAX_BODY_BYTES} bytes\n"))
+            }
             Err(e) => text(StatusCode::BAD_REQUEST, &format!("cannot read the request body: {e}\n")),
         },
         (_, MUTATE_PATH) => text(StatusCode::METHOD_NOT_ALLOWED, "POST an AdmissionReview\n"),
@@ -667,7 +676,9 @@ async fn handle<S: MpaSource>(
     };
     let mut response = Response::new(Full::new(Bytes::from(reply.body)));
     *response.status_mut() = reply.status;
-    response.headers_mut().insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static(reply.content_type));
+    response
+        .headers_mut()
+        .insert(hyper::header::CONTENT_TYPE, hyper::header::HeaderValue::from_static(reply.content_type));
     Ok(response)
 }
 
@@ -763,7 +774,8 @@ mod tests {
     fn the_annotation_says_what_was_applied() {
         let p = pod(|_| {});
         let m = decide(&p, &[targeted(mpa("web", |_| {}), "app=web")]).unwrap();
-        let expected = "Pod resources updated by web: container 0: cpu request, memory request, cpu limit, memory limit";
+        let expected =
+            "Pod resources updated by web: container 0: cpu request, memory request, cpu limit, memory limit";
         assert_eq!(m.annotation, expected);
         assert_eq!(apply(&p, &m)["metadata"]["annotations"][UPDATES_ANNOTATION], expected);
         // Existing annotations are kept.
@@ -779,7 +791,10 @@ mod tests {
         let other = mpa("web", |v| v["spec"]["recommenders"] = json!([{"name": "upstream"}]));
         assert_eq!(decide(&p, &[targeted(other, "app=web")]), None);
         // An empty list is upstream's default recommender's: served only with claim_default.
-        let default = targeted(mpa("web", |v| v["spec"].as_object_mut().unwrap().remove("recommenders").map(drop).unwrap()), "app=web");
+        let default = targeted(
+            mpa("web", |v| v["spec"].as_object_mut().unwrap().remove("recommenders").map(drop).unwrap()),
+            "app=web",
+        );
         assert_eq!(decide(&p, std::slice::from_ref(&default)), None);
         let claim = WebhookConfig { claim_default: true, ..WebhookConfig::default() };
         assert!(mutate_pod(&p, &[default], &claim).unwrap().is_some());
@@ -841,7 +856,9 @@ mod tests {
         assert_eq!(resources(&doc, 1), &pod_json()["spec"]["containers"][0]["resources"]);
         assert!(mutation.annotation.contains("container 0:") && !mutation.annotation.contains("container 1"));
         // Off through resourcePolicy, for every container: nothing to do.
-        let all_off = mpa("web", |v| v["spec"]["resourcePolicy"] = json!({"containerPolicies": [{"containerName": "*", "mode": "Off"}]}));
+        let all_off = mpa("web", |v| {
+            v["spec"]["resourcePolicy"] = json!({"containerPolicies": [{"containerName": "*", "mode": "Off"}]})
+        });
         assert_eq!(decide(&p, &[targeted(all_off, "app=web")]), None);
     }
 
@@ -880,7 +897,8 @@ mod tests {
         let m = mpa("web", |v| {
             v["spec"]["resourcePolicy"] =
                 json!({"containerPolicies": [{"containerName": "app", "maxAllowed": {"cpu": "300m"}}]});
-            v["spec"]["constraints"] = json!({"container": [{"name": "*", "requests": {"minAllowed": {"memory": "1Gi"}}}]});
+            v["spec"]["constraints"] =
+                json!({"container": [{"name": "*", "requests": {"minAllowed": {"memory": "1Gi"}}}]});
         });
         let doc = apply(&p, &decide(&p, &[targeted(m, "app=web")]).unwrap());
         assert_eq!(resources(&doc, 0)["requests"], json!({"cpu": "300m", "memory": "1Gi"}));
@@ -897,17 +915,23 @@ mod tests {
         // A limit on one resource only: only that one is scaled.
         let p = pod(|v| v["spec"]["containers"][0]["resources"] = json!({"limits": {"memory": "512Mi"}}));
         let doc = apply(&p, &decide(&p, &[targeted(mpa("web", |_| {}), "app=web")]).unwrap());
-        assert_eq!(resources(&doc, 0), &json!({"requests": {"cpu": "500m", "memory": "256Mi"}, "limits": {"memory": "256Mi"}}));
+        assert_eq!(
+            resources(&doc, 0),
+            &json!({"requests": {"cpu": "500m", "memory": "256Mi"}, "limits": {"memory": "256Mi"}})
+        );
     }
 
     #[test]
     fn a_bad_quantity_is_an_error_naming_the_object() {
         let p = pod(|_| {});
-        let bad = mpa("web", |v| v["status"]["recommendation"]["containerRecommendations"][0]["target"]["cpu"] = json!("lots"));
+        let bad = mpa("web", |v| {
+            v["status"]["recommendation"]["containerRecommendations"][0]["target"]["cpu"] = json!("lots")
+        });
         let e = mutate_pod(&p, &[targeted(bad, "app=web")], &WebhookConfig::default()).unwrap_err().to_string();
         assert!(e.contains("default/web") && e.contains("lots"), "{e}");
         let bad_pod = pod(|v| v["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("-1"));
-        let e = mutate_pod(&bad_pod, &[targeted(mpa("web", |_| {}), "app=web")], &WebhookConfig::default()).unwrap_err();
+        let e =
+            mutate_pod(&bad_pod, &[targeted(mpa("web", |_| {}), "app=web")], &WebhookConfig::default()).unwrap_err();
         assert!(e.to_string().starts_with("pod default/web-*:"), "{e}");
     }
 
@@ -919,8 +943,20 @@ mod tests {
         };
         assert!(s.matches(&labels(&[("app", "web"), ("tier", "b"), ("track", "x"), ("release", "1")])));
         assert!(!s.matches(&labels(&[("app", "web"), ("tier", "c"), ("track", "x"), ("release", "1")])));
-        assert!(!s.matches(&labels(&[("app", "web"), ("tier", "a"), ("track", "x"), ("release", "1"), ("canary", "")])));
-        assert!(!s.matches(&labels(&[("app", "web"), ("tier", "a"), ("track", "x"), ("release", "1"), ("env", "prod")])));
+        assert!(!s.matches(&labels(&[
+            ("app", "web"),
+            ("tier", "a"),
+            ("track", "x"),
+            ("release", "1"),
+            ("canary", "")
+        ])));
+        assert!(!s.matches(&labels(&[
+            ("app", "web"),
+            ("tier", "a"),
+            ("track", "x"),
+            ("release", "1"),
+            ("env", "prod")
+        ])));
         assert!(!s.matches(&labels(&[("app", "web"), ("tier", "a"), ("release", "1")])));
         let notin = parse_selector("tier notin (db)").unwrap();
         assert!(notin.matches(&labels(&[("tier", "web")])) && !notin.matches(&labels(&[("tier", "db")])));
@@ -1005,7 +1041,10 @@ mod tests {
     async fn a_malformed_review_is_a_400_with_a_one_line_reason() {
         for (body, says) in [
             (&b"{not json"[..], "malformed AdmissionReview"),
-            (br#"{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":null}"#, "admission.k8s.io/v1"),
+            (
+                br#"{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":null}"#,
+                "admission.k8s.io/v1",
+            ),
             (br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#, "no request"),
             (br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":1}}"#, "malformed"),
         ] {

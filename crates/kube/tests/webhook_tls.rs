@@ -34,12 +34,31 @@ fn connector(trusted: &Path) -> TlsConnector {
     TlsConnector::from(Arc::new(config))
 }
 
-/// One HTTP/1.1 request over TLS; `Err` with the reason when the handshake fails.
-async fn call(addr: SocketAddr, trusted: &Path, method: &str, path: &str, body: Vec<u8>) -> Result<(StatusCode, Vec<u8>), String> {
+/// One HTTP/1.1 request over TLS to `localhost`; `Err` with the reason when the handshake fails.
+async fn call(
+    addr: SocketAddr,
+    trusted: &Path,
+    method: &str,
+    path: &str,
+    body: Vec<u8>,
+) -> Result<(StatusCode, Vec<u8>), String> {
+    call_as(addr, trusted, "localhost", method, path, body).await
+}
+
+/// [`call`] with the server name the client checks the certificate against.
+async fn call_as(
+    addr: SocketAddr,
+    trusted: &Path,
+    server_name: &str,
+    method: &str,
+    path: &str,
+    body: Vec<u8>,
+) -> Result<(StatusCode, Vec<u8>), String> {
     let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-    let name = ServerName::try_from("localhost").unwrap();
+    let name = ServerName::try_from(server_name.to_string()).unwrap();
     let tls = connector(trusted).connect(name, tcp).await.map_err(|e| e.to_string())?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await.map_err(|e| e.to_string())?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(TokioIo::new(tls)).await.map_err(|e| e.to_string())?;
     tokio::spawn(connection);
     let request = Request::builder()
         .method(method)
@@ -107,11 +126,17 @@ fn mpa() -> MultidimPodAutoscaler {
 }
 
 async fn start() -> SocketAddr {
+    start_with("server").await
+}
+
+/// The webhook serving `tests/tls/{name}.crt` and `.key`.
+async fn start_with(name: &str) -> SocketAddr {
     let state = Arc::new(WebhookState {
         source: StaticMpaSource(vec![TargetedMpa { mpa: mpa(), selector: parse_selector("app=hamster").unwrap() }]),
         config: WebhookConfig::default(),
     });
-    let (addr, _task) = serve_webhook("127.0.0.1:0", &tls_file("server.crt"), &tls_file("server.key"), state).await.unwrap();
+    let (cert, key) = (tls_file(&format!("{name}.crt")), tls_file(&format!("{name}.key")));
+    let (addr, _task) = serve_webhook("127.0.0.1:0", &cert, &key, state).await.unwrap();
     addr
 }
 
@@ -159,4 +184,19 @@ async fn a_client_that_does_not_trust_the_certificate_fails_the_handshake() {
     assert!(error.contains("certificate"), "{error}");
     // The server is still there for a client that trusts it.
     assert_eq!(call(addr, &tls_file("server.crt"), "GET", "/healthz", vec![]).await.unwrap().0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_certificate_made_as_the_readme_says_is_trusted_through_its_ca() {
+    // What the API server does: trust the caBundle, connect to the Service's DNS name.
+    let addr = start_with("svc").await;
+    let ca = tls_file("ca.crt");
+    let (status, body) =
+        call_as(addr, &ca, "aware-webhook.aware-system.svc", "POST", "/mutate-pods", review("c1")).await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    let answer: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(answer["response"]["uid"], "c1");
+    // Another name is refused: the certificate names only the Service.
+    let error = call_as(addr, &ca, "aware-webhook.default.svc", "GET", "/healthz", vec![]).await.unwrap_err();
+    assert!(error.contains("certificate"), "{error}");
 }

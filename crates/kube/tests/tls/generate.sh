@@ -15,3 +15,12 @@ for name in server other; do
     -addext "keyUsage=critical,digitalSignature" \
     -addext "extendedKeyUsage=serverAuth"
 done
+
+# A CA and a serving certificate for the in-cluster Service name, made the way
+# crates/kube/README.md tells operators to (RSA, openssl x509 -req with the same extensions),
+# but valid for 100 years instead of one. The CA key is not kept.
+openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 36500 -subj "/CN=aware-webhook-ca"
+openssl req -newkey rsa:2048 -nodes -keyout svc.key -out svc.csr -subj "/CN=aware-webhook.aware-system.svc"
+printf 'subjectAltName=DNS:aware-webhook.aware-system.svc,DNS:aware-webhook.aware-system.svc.cluster.local\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n' > ext.cnf
+openssl x509 -req -in svc.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out svc.crt -days 36500 -extfile ext.cnf
+rm ca.key ca.srl svc.csr ext.cnf
