@@ -666,3 +666,19 @@ fn train_through_serve_env_equals_training_in_process() {
     server.kill().unwrap();
     let _ = server.wait();
 }
+
+#[test]
+fn controller_webhook_certificate_problems_are_one_line_errors_naming_flag_and_file() {
+    let tls = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../kube/tests/tls");
+    let (cert, key) = (tls.join("server.crt"), tls.join("server.key"));
+    let (cert, key) = (cert.to_str().unwrap(), key.to_str().unwrap());
+    let missing = aware(&["controller", "--webhook", "--webhook-cert", "/nonexistent/tls.crt", "--webhook-key", key]);
+    assert_one_line_error(&missing, &["--webhook-cert", "/nonexistent/tls.crt"]);
+    let not_a_key = temp_file("not-a-key.pem", "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n");
+    let not_a_key =
+        aware(&["controller", "--webhook", "--webhook-cert", cert, "--webhook-key", not_a_key.to_str().unwrap()]);
+    assert_one_line_error(&not_a_key, &["--webhook-key", "not-a-key.pem"]);
+    // --webhook without its certificate is a usage error.
+    let usage = aware(&["controller", "--webhook"]);
+    assert!(!usage.status.success() && stderr(&usage).contains("--webhook-cert"), "{}", stderr(&usage));
+}

@@ -36,8 +36,9 @@ use serde_json::json;
 
 use crate::crd::{
     CONDITION_ABLE_TO_SCALE, CONDITION_CONFIG_UNSUPPORTED, CONDITION_RECOMMENDATION_PROVIDED, CONDITION_SCALING_ACTIVE,
-    CONDITION_SCALING_LIMITED, ExtensionError, MultidimPodAutoscaler, MultidimPodAutoscalerCondition,
-    MultidimPodAutoscalerStatus, RecommendedContainerResources, RecommendedPodResources, ResourceList, UpdateMode,
+    CONDITION_SCALING_LIMITED, ContainerResourcePolicy, ExtensionError, MultidimPodAutoscaler,
+    MultidimPodAutoscalerCondition, MultidimPodAutoscalerStatus, RecommendedContainerResources,
+    RecommendedPodResources, ResourceList, UpdateMode, VerticalScalingConstraints,
 };
 use crate::decide::Decider;
 use crate::observe::{self, PodMetricsList};
@@ -184,10 +185,7 @@ impl<D: Decider> Context<D> {
 
     /// Whether this controller serves `mpa`.
     pub fn owns(&self, mpa: &MultidimPodAutoscaler) -> bool {
-        match mpa.recommender_name() {
-            Some(name) => name == self.config.recommender_name,
-            None => self.config.claim_default,
-        }
+        mpa.served_by(&self.config.recommender_name, self.config.claim_default)
     }
 }
 
@@ -197,7 +195,7 @@ struct TargetView {
     pods: Vec<Pod>,
 }
 
-fn target_api(
+pub(crate) fn target_api(
     client: &Client,
     ns: &str,
     mpa: &MultidimPodAutoscaler,
@@ -266,31 +264,42 @@ pub fn clamp(mpa: &MultidimPodAutoscaler, rec: &mut Recommendation) -> Result<bo
         rec.replicas = clamped;
     }
     for c in &mut rec.containers {
-        for (min, max) in container_bounds(mpa, &c.name) {
-            let before = c.requests;
-            if let Some(q) = min.get("cpu") {
-                c.requests.cpu_millicores = c.requests.cpu_millicores.max(quantity::cpu_millicores(q)?);
-            }
-            if let Some(q) = min.get("memory") {
-                c.requests.memory_bytes = c.requests.memory_bytes.max(quantity::memory_bytes(q)?);
-            }
-            if let Some(q) = max.get("cpu") {
-                c.requests.cpu_millicores = c.requests.cpu_millicores.min(quantity::cpu_millicores(q)?);
-            }
-            if let Some(q) = max.get("memory") {
-                c.requests.memory_bytes = c.requests.memory_bytes.min(quantity::memory_bytes(q)?);
-            }
-            if before != c.requests {
-                limited = true;
-                scale_limits(c, before);
-            }
+        let before = c.requests;
+        if clamp_requests(mpa, &c.name, &mut c.requests)? {
+            limited = true;
+            scale_limits(c, before);
         }
     }
     Ok(limited)
 }
 
+/// Clamps one container's requests to the MPA's `minAllowed`/`maxAllowed` for it; returns
+/// whether anything was capped.
+pub(crate) fn clamp_requests(
+    mpa: &MultidimPodAutoscaler,
+    container: &str,
+    requests: &mut aware_core::Resources,
+) -> Result<bool, QuantityError> {
+    let before = *requests;
+    for (min, max) in container_bounds(mpa, container) {
+        if let Some(q) = min.get("cpu") {
+            requests.cpu_millicores = requests.cpu_millicores.max(quantity::cpu_millicores(q)?);
+        }
+        if let Some(q) = min.get("memory") {
+            requests.memory_bytes = requests.memory_bytes.max(quantity::memory_bytes(q)?);
+        }
+        if let Some(q) = max.get("cpu") {
+            requests.cpu_millicores = requests.cpu_millicores.min(quantity::cpu_millicores(q)?);
+        }
+        if let Some(q) = max.get("memory") {
+            requests.memory_bytes = requests.memory_bytes.min(quantity::memory_bytes(q)?);
+        }
+    }
+    Ok(before != *requests)
+}
+
 /// Keeps each limit's ratio to its request when the request moves (VPA `RequestsAndLimits`).
-fn scale_limits(c: &mut ContainerResources, old_requests: aware_core::Resources) {
+pub(crate) fn scale_limits(c: &mut ContainerResources, old_requests: aware_core::Resources) {
     let ratio = |limit: u64, old: u64, new: u64| {
         if old == 0 { limit.max(new) } else { ((limit as f64 / old as f64) * new as f64).round() as u64 }
     };
@@ -302,39 +311,62 @@ fn scale_limits(c: &mut ContainerResources, old_requests: aware_core::Resources)
 /// `resourcePolicy.containerPolicies`, by exact name, else the `*` entry.
 fn container_bounds<'a>(mpa: &'a MultidimPodAutoscaler, name: &str) -> Vec<(&'a ResourceList, &'a ResourceList)> {
     let mut out = Vec::new();
-    if let Some(c) = &mpa.spec.constraints {
-        let pick = c.container.iter().find(|v| v.name == name).or_else(|| c.container.iter().find(|v| v.name == "*"));
-        if let Some(r) = pick.and_then(|v| v.requests.as_ref()) {
-            out.push((&r.min_allowed, &r.max_allowed));
-        }
+    if let Some(r) = container_constraint(mpa, name).and_then(|v| v.requests.as_ref()) {
+        out.push((&r.min_allowed, &r.max_allowed));
     }
-    if let Some(p) = &mpa.spec.resource_policy {
-        let policies = &p.container_policies;
-        let pick = policies
-            .iter()
-            .find(|v| v.container_name == name)
-            .or_else(|| policies.iter().find(|v| v.container_name == "*"));
-        if let Some(v) = pick {
-            out.push((&v.min_allowed, &v.max_allowed));
-        }
+    if let Some(v) = container_policy(mpa, name) {
+        out.push((&v.min_allowed, &v.max_allowed));
     }
     out
 }
 
+/// The `constraints.container` entry for a container: by exact name, else `*`.
+fn container_constraint<'a>(mpa: &'a MultidimPodAutoscaler, name: &str) -> Option<&'a VerticalScalingConstraints> {
+    let all = &mpa.spec.constraints.as_ref()?.container;
+    all.iter().find(|v| v.name == name).or_else(|| all.iter().find(|v| v.name == "*"))
+}
+
+/// The `resourcePolicy.containerPolicies` entry for a container: by exact name, else `*`.
+fn container_policy<'a>(mpa: &'a MultidimPodAutoscaler, name: &str) -> Option<&'a ContainerResourcePolicy> {
+    let all = &mpa.spec.resource_policy.as_ref()?.container_policies;
+    all.iter().find(|v| v.container_name == name).or_else(|| all.iter().find(|v| v.container_name == "*"))
+}
+
 /// Whether the MPA switches vertical scaling off for a container (`mode: Off` in
 /// `constraints.container` or `resourcePolicy.containerPolicies`, by exact name, else `*`).
-fn vertical_off(mpa: &MultidimPodAutoscaler, name: &str) -> bool {
+pub(crate) fn vertical_off(mpa: &MultidimPodAutoscaler, name: &str) -> bool {
     use crate::crd::ContainerScalingMode::Off;
-    let from_constraints = mpa.spec.constraints.as_ref().and_then(|c| {
-        let pick = c.container.iter().find(|v| v.name == name).or_else(|| c.container.iter().find(|v| v.name == "*"));
-        pick.and_then(|v| v.mode)
-    });
-    let from_policy = mpa.spec.resource_policy.as_ref().and_then(|p| {
-        let ps = &p.container_policies;
-        let pick = ps.iter().find(|v| v.container_name == name).or_else(|| ps.iter().find(|v| v.container_name == "*"));
-        pick.and_then(|v| v.mode)
-    });
-    from_constraints == Some(Off) || from_policy == Some(Off)
+    container_constraint(mpa, name).and_then(|v| v.mode) == Some(Off)
+        || container_policy(mpa, name).and_then(|v| v.mode) == Some(Off)
+}
+
+/// What the MPA may change in one container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Controlled {
+    pub cpu: bool,
+    pub memory: bool,
+    /// Limits follow requests in ratio (`RequestsAndLimits`, the default); `RequestsOnly`
+    /// leaves them alone.
+    pub limits: bool,
+}
+
+/// The resources and values the MPA controls in a container: a resource is controlled when
+/// `constraints.containerControlledResources` (default: cpu and memory) and the container
+/// policy's `controlledResources` (default: both) both name it; `controlledValues` picks
+/// whether limits follow.
+pub(crate) fn controlled(mpa: &MultidimPodAutoscaler, name: &str) -> Controlled {
+    use crate::crd::{ContainerControlledValues, ControlledResource};
+    let global = mpa.spec.constraints.as_ref().map(|c| c.container_controlled_resources.as_slice()).unwrap_or(&[]);
+    let policy = container_policy(mpa, name);
+    let listed = |resource: ControlledResource, key: &str| {
+        (global.is_empty() || global.iter().any(|r| r == key))
+            && policy.and_then(|p| p.controlled_resources.as_ref()).is_none_or(|rs| rs.contains(&resource))
+    };
+    Controlled {
+        cpu: listed(ControlledResource::Cpu, "cpu"),
+        memory: listed(ControlledResource::Memory, "memory"),
+        limits: policy.and_then(|p| p.controlled_values) != Some(ContainerControlledValues::RequestsOnly),
+    }
 }
 
 fn resource_list(r: aware_core::Resources) -> ResourceList {
@@ -416,6 +448,15 @@ fn relative_change(current: u64, target: u64) -> f64 {
     (target as f64 - current as f64).abs() / current as f64
 }
 
+/// The recommendation for a container: by name, else an entry without a name (for every
+/// container).
+pub(crate) fn recommendation_for<'a>(
+    targets: &'a [RecommendedContainerResources],
+    container: &str,
+) -> Option<&'a RecommendedContainerResources> {
+    targets.iter().find(|t| t.container_name == container || t.container_name.is_empty())
+}
+
 /// Pods (not terminating, one container, vertical scaling not `Off`) whose requests differ from the recommendation
 /// by at least [`MIN_CHANGE_FRACTION`], with the resources they should get.
 fn pods_to_update(
@@ -433,10 +474,7 @@ fn pods_to_update(
         if vertical_off(mpa, &container.name) {
             continue;
         }
-        let Some(target) = targets.iter().find(|t| t.container_name == container.name || t.container_name.is_empty())
-        else {
-            continue;
-        };
+        let Some(target) = recommendation_for(targets, &container.name) else { continue };
         let current = observe::pod_resources(std::slice::from_ref(container))?;
         let mut wanted = current.clone();
         if let Some(q) = target.target.get("cpu") {
@@ -802,6 +840,18 @@ pub enum RunError {
     LostLease(String),
     #[error("--checkpoint {path}: {reason}")]
     Checkpoint { path: String, reason: String },
+    #[error(transparent)]
+    Webhook(#[from] crate::webhook::WebhookError),
+}
+
+/// The admission webhook's settings for [`run_blocking`].
+#[derive(Debug, Clone)]
+pub struct WebhookOptions {
+    /// Address of the TLS listener (`0.0.0.0:8443`).
+    pub listen: String,
+    /// PEM certificate chain and private key (a Secret's `tls.crt` / `tls.key`).
+    pub cert: std::path::PathBuf,
+    pub key: std::path::PathBuf,
 }
 
 /// How `aware controller` runs besides the controller's own configuration.
@@ -818,6 +868,8 @@ pub struct RunOptions {
     pub checkpoint: Option<std::path::PathBuf>,
     /// Observe targets through Prometheus instead of metrics.k8s.io.
     pub prometheus: Option<crate::prometheus::PrometheusConfig>,
+    /// Serve the admission webhook too (on every replica, leader or not).
+    pub webhook: Option<WebhookOptions>,
 }
 
 /// The lifecycle decider from a checkpoint directory: its agent, and its apps' stages for the
@@ -837,27 +889,66 @@ pub fn lifecycle_decider(dir: &std::path::Path) -> Result<crate::decide::Lifecyc
     .map_err(|e| fail(e.to_string()))
 }
 
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        return;
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
 /// `aware controller`: connects with the in-cluster service account or the local kubeconfig,
-/// serves `/healthz` and `/metrics`, optionally waits to hold the leader Lease, and runs the
-/// recommender and/or updater with the MPA default behind the decision seam until SIGINT or
-/// SIGTERM (or until the lease is lost, which is an error so the pod restarts as a candidate).
+/// serves `/healthz` and `/metrics` and, with [`RunOptions::webhook`], the admission webhook;
+/// optionally waits to hold the leader Lease, and runs the recommender and/or updater with the
+/// MPA default behind the decision seam until SIGINT or SIGTERM (or until the lease is lost,
+/// which is an error so the pod restarts as a candidate). With neither recommender nor updater
+/// it serves the webhook until SIGINT or SIGTERM.
 pub fn run_blocking(config: ControllerConfig, options: RunOptions) -> Result<(), RunError> {
+    // Certificate problems are reported before anything else (they are the operator's to fix).
+    let tls = match &options.webhook {
+        Some(w) => Some(crate::webhook::tls_config(&w.cert, &w.key)?),
+        None => None,
+    };
     match &options.checkpoint {
         Some(dir) => {
             let decider = lifecycle_decider(dir)?;
-            run_with(config, options, decider)
+            run_with(config, options, tls, decider)
         }
         None => {
             let decider = crate::decide::MpaDefaultDecider::new(options.vertical_cpu);
-            run_with(config, options, decider)
+            run_with(config, options, tls, decider)
         }
     }
 }
 
-fn run_with<D: Decider>(config: ControllerConfig, options: RunOptions, decider: D) -> Result<(), RunError> {
+fn run_with<D: Decider>(
+    config: ControllerConfig,
+    options: RunOptions,
+    tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+    decider: D,
+) -> Result<(), RunError> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(RunError::Runtime)?;
     runtime.block_on(async move {
         let client = Client::try_default().await.map_err(RunError::Config)?;
+        let webhook = match (options.webhook, tls) {
+            (Some(w), Some(tls)) => {
+                let webhook_config = crate::webhook::WebhookConfig {
+                    recommender_name: config.recommender_name.clone(),
+                    claim_default: config.claim_default,
+                };
+                let source = crate::webhook::KubeMpaSource { client: client.clone(), config: webhook_config.clone() };
+                let state = Arc::new(crate::webhook::WebhookState { source, config: webhook_config });
+                let (bound, task) = crate::webhook::serve_webhook_with(&w.listen, tls, state).await?;
+                tracing::info!("serving the admission webhook on https://{bound}{}", crate::webhook::MUTATE_PATH);
+                Some(task)
+            }
+            _ => None,
+        };
         let mut ctx = Context::new(client.clone(), config, decider);
         if let Some(p) = options.prometheus.clone() {
             ctx = ctx.with_prometheus(p);
@@ -872,6 +963,10 @@ fn run_with<D: Decider>(config: ControllerConfig, options: RunOptions, decider: 
         let (bound, server) = crate::http::serve(&options.listen, handler).await?;
         tracing::info!("serving /healthz and /metrics on {bound}");
         let result = match options.leader {
+            _ if !(ctx.config.recommend || ctx.config.update) => {
+                shutdown_signal().await;
+                Ok(())
+            }
             None => {
                 run(ctx).await;
                 Ok(())
@@ -888,6 +983,9 @@ fn run_with<D: Decider>(config: ControllerConfig, options: RunOptions, decider: 
             }
         };
         server.abort();
+        if let Some(task) = webhook {
+            task.abort();
+        }
         result
     })
 }

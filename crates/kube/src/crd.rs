@@ -374,6 +374,15 @@ impl MultidimPodAutoscaler {
         self.spec.recommenders.first().map(|r| r.name.as_str())
     }
 
+    /// Whether a recommender called `recommender_name` serves this MPA: `spec.recommenders[0]`
+    /// names it, or the list is empty (upstream's default recommender) and `claim_default` is set.
+    pub fn served_by(&self, recommender_name: &str, claim_default: bool) -> bool {
+        match self.recommender_name() {
+            Some(name) => name == recommender_name,
+            None => claim_default,
+        }
+    }
+
     /// The AWARE profile: the annotation's YAML when present, else the default; replica bounds
     /// from `constraints.global` override the profile's (the MPA object is the operator's
     /// contract with the cluster).

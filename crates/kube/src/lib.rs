@@ -13,10 +13,11 @@ mod metrics;
 pub mod observe;
 mod prometheus;
 pub mod quantity;
+pub mod webhook;
 
 pub use controller::{
     Context, ControllerConfig, ControllerError, FIELD_MANAGER, MIN_CHANGE_FRACTION, PassOutcome, RunError, RunOptions,
-    backoff, clamp, error_policy, reconcile, reconcile_once, run, run_blocking,
+    WebhookOptions, backoff, clamp, error_policy, reconcile, reconcile_once, run, run_blocking,
 };
 pub use crd::{
     CONDITION_ABLE_TO_SCALE, CONDITION_CONFIG_DEPRECATED, CONDITION_CONFIG_UNSUPPORTED, CONDITION_FETCHING_HISTORY,

@@ -1,5 +1,6 @@
 //! `aware controller`: the Kubernetes MultidimPodAutoscaler recommender and updater.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -7,9 +8,12 @@ use anyhow::Result;
 use aware_kube::ControllerConfig;
 
 #[derive(clap::Args, Debug)]
-#[command(after_help = "With neither --recommender nor --updater, both run. \
-The admission webhook is not implemented yet: for Recreate/Auto pass --evict only when another \
-admission controller (upstream's MPA admission controller) applies recommendations to new pods.")]
+#[command(after_help = "--recommender, --updater and --webhook select what runs; with none of them, \
+the recommender and the updater run (not the webhook: it needs a certificate). The admission \
+webhook (--webhook, TLS on --webhook-listen) sets the recommended resources on pods as they are \
+created, on every replica whether or not it holds the leader lease. For updateMode Recreate/Auto, \
+pass --evict only where a webhook (this one, or upstream's MPA admission controller) applies \
+recommendations to new pods: without one, evicted pods come back with their old resources.")]
 pub struct Args {
     /// Run the recommender: compute recommendations and write MPA status.
     #[arg(long)]
@@ -17,6 +21,19 @@ pub struct Args {
     /// Run the updater: scale subresource, in-place resize, eviction.
     #[arg(long)]
     pub updater: bool,
+    /// Run the admission webhook: set recommended resources on new pods (needs --webhook-cert and
+    /// --webhook-key).
+    #[arg(long, requires_all = ["webhook_cert", "webhook_key"])]
+    pub webhook: bool,
+    /// Address of the webhook's TLS listener.
+    #[arg(long, default_value = "0.0.0.0:8443", value_name = "ADDR")]
+    pub webhook_listen: String,
+    /// PEM certificate chain the webhook serves (re-read when the file changes).
+    #[arg(long, value_name = "FILE", requires = "webhook")]
+    pub webhook_cert: Option<PathBuf>,
+    /// PEM private key of --webhook-cert.
+    #[arg(long, value_name = "FILE", requires = "webhook")]
+    pub webhook_key: Option<PathBuf>,
     /// Serve MPAs whose spec.recommenders names this recommender.
     #[arg(long, default_value = aware_kube::DEFAULT_RECOMMENDER_NAME)]
     pub recommender_name: String,
@@ -26,7 +43,8 @@ pub struct Args {
     /// Watch one namespace (default: all).
     #[arg(long)]
     pub namespace: Option<String>,
-    /// Evict pods for updateMode Recreate/Auto (needs an admission webhook to apply resources).
+    /// Evict pods for updateMode Recreate/Auto (needs an admission webhook, e.g. --webhook, to
+    /// apply resources to the recreated pods).
     #[arg(long)]
     pub evict: bool,
     /// Ready pods that must remain after an eviction.
@@ -68,7 +86,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Some(path) => Some(aware_kube::PrometheusConfig::load(path).map_err(|e| anyhow::anyhow!("--prometheus {e}"))?),
         None => None,
     };
-    let both = !args.recommender && !args.updater;
+    let both = !args.recommender && !args.updater && !args.webhook;
     let config = ControllerConfig {
         recommender_name: args.recommender_name,
         claim_default: args.claim_default,
@@ -89,10 +107,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
         let identity = std::env::var("HOSTNAME").unwrap_or_else(|_| format!("aware-{}", std::process::id()));
         (namespace, aware_kube::leader::LeaderConfig::new(args.lease_name, identity))
     });
+    let webhook = match (args.webhook, args.webhook_cert, args.webhook_key) {
+        (true, Some(cert), Some(key)) => Some(aware_kube::WebhookOptions { listen: args.webhook_listen, cert, key }),
+        (true, _, _) => anyhow::bail!("--webhook needs --webhook-cert and --webhook-key"),
+        _ => None,
+    };
     let options = aware_kube::RunOptions {
         listen: args.listen,
         vertical_cpu: args.vertical_cpu,
         leader,
+        webhook,
         checkpoint: args.checkpoint,
         prometheus,
     };
