@@ -463,7 +463,7 @@ fn pods_to_update(
     mpa: &MultidimPodAutoscaler,
     pods: &[Pod],
     targets: &[RecommendedContainerResources],
-) -> Result<Vec<(String, String, ContainerResources)>, QuantityError> {
+) -> Result<Vec<(String, String, serde_json::Value)>, QuantityError> {
     let mut out = Vec::new();
     for pod in pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none()) {
         let Some(spec) = &pod.spec else { continue };
@@ -475,22 +475,60 @@ fn pods_to_update(
             continue;
         }
         let Some(target) = recommendation_for(targets, &container.name) else { continue };
+        let controlled = controlled(mpa, &container.name);
         let current = observe::pod_resources(std::slice::from_ref(container))?;
         let mut wanted = current.clone();
-        if let Some(q) = target.target.get("cpu") {
+        if let (Some(q), true) = (target.target.get("cpu"), controlled.cpu) {
             wanted.requests.cpu_millicores = quantity::cpu_millicores(q)?;
         }
-        if let Some(q) = target.target.get("memory") {
+        if let (Some(q), true) = (target.target.get("memory"), controlled.memory) {
             wanted.requests.memory_bytes = quantity::memory_bytes(q)?;
+        }
+        if controlled.limits {
+            scale_limits(&mut wanted, current.requests);
+        } else {
+            // RequestsOnly: the limits stay, and a request never exceeds its limit.
+            for (request, limit) in [
+                (&mut wanted.requests.cpu_millicores, current.limits.cpu_millicores),
+                (&mut wanted.requests.memory_bytes, current.limits.memory_bytes),
+            ] {
+                if limit > 0 {
+                    *request = (*request).min(limit);
+                }
+            }
         }
         let change = relative_change(current.requests.cpu_millicores, wanted.requests.cpu_millicores)
             .max(relative_change(current.requests.memory_bytes, wanted.requests.memory_bytes));
         if change >= MIN_CHANGE_FRACTION {
-            scale_limits(&mut wanted, current.requests);
-            out.push((pod.name_any(), container.name.clone(), wanted));
+            out.push((pod.name_any(), container.name.clone(), resize_resources(&current, &wanted, controlled)));
         }
     }
     Ok(out)
+}
+
+/// The `resources` of a resize patch: the controlled requests, and their limits where they
+/// follow requests (`RequestsAndLimits`) and the container has one (a container without a limit
+/// is not given one).
+fn resize_resources(current: &ContainerResources, wanted: &ContainerResources, c: Controlled) -> serde_json::Value {
+    let mut requests = serde_json::Map::new();
+    let mut limits = serde_json::Map::new();
+    if c.cpu {
+        requests.insert("cpu".into(), json!(quantity::cpu_quantity(wanted.requests.cpu_millicores)));
+        if c.limits && current.limits.cpu_millicores > 0 {
+            limits.insert("cpu".into(), json!(quantity::cpu_quantity(wanted.limits.cpu_millicores)));
+        }
+    }
+    if c.memory {
+        requests.insert("memory".into(), json!(quantity::memory_quantity(wanted.requests.memory_bytes)));
+        if c.limits && current.limits.memory_bytes > 0 {
+            limits.insert("memory".into(), json!(quantity::memory_quantity(wanted.limits.memory_bytes)));
+        }
+    }
+    let mut resources = json!({"requests": requests});
+    if !limits.is_empty() {
+        resources["limits"] = serde_json::Value::Object(limits);
+    }
+    resources
 }
 
 fn is_ready(pod: &Pod) -> bool {
@@ -534,11 +572,8 @@ async fn update<D: Decider>(
     }
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), ns);
     if mode == UpdateMode::InPlaceOrRecreate {
-        for (pod, container, wanted) in &updates {
-            let patch = json!({"spec": {"containers": [{
-                "name": container,
-                "resources": {"requests": resource_list(wanted.requests), "limits": resource_list(wanted.limits)},
-            }]}});
+        for (pod, container, resources) in &updates {
+            let patch = json!({"spec": {"containers": [{"name": container, "resources": resources}]}});
             pods.patch_resize(pod, &PatchParams::default(), &Patch::Strategic(&patch)).await?;
             outcome.resized.push(pod.clone());
         }

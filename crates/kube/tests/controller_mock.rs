@@ -270,6 +270,51 @@ async fn updater_patches_scale_and_resizes_in_place() {
     assert!(status["lastScaleTime"].is_string(), "{status}");
 }
 
+/// One in-place pass for an MPA edited by `edit`, replicas unchanged: the resize patch's
+/// `resources` for web-1.
+async fn resize_of(edit: impl FnOnce(&mut Value)) -> Value {
+    let (decider, _) = fixed(shape(2, 300, 256));
+    let (ctx, handle) = context(ControllerConfig::default(), decider);
+    let mut object = serde_json::to_value(owned("InPlaceOrRecreate")).unwrap();
+    edit(&mut object);
+    let mpa: MultidimPodAutoscaler = serde_json::from_value(object).unwrap();
+    let server = serve(
+        handle,
+        vec![
+            step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))),
+            step(Method::GET, PODS, StatusCode::OK, Some(pods(1))),
+            step(Method::GET, METRICS, StatusCode::OK, Some(pod_metrics(1))),
+            step(
+                Method::PATCH,
+                "/api/v1/namespaces/default/pods/web-1/resize",
+                StatusCode::OK,
+                Some(pod("web-1", true)),
+            ),
+            step(Method::PUT, STATUS, StatusCode::OK, None),
+        ],
+    );
+    reconcile_once(&mpa, &ctx).await.unwrap();
+    drop(ctx);
+    server.await.unwrap()[3].body["spec"]["containers"][0]["resources"].clone()
+}
+
+#[tokio::test]
+async fn requests_only_resizes_leave_the_limits_alone() {
+    let resources = resize_of(|mpa| {
+        mpa["spec"]["resourcePolicy"] =
+            json!({"containerPolicies": [{"containerName": "*", "controlledValues": "RequestsOnly"}]});
+    })
+    .await;
+    assert_eq!(resources, json!({"requests": {"cpu": "200m", "memory": "256Mi"}}), "requests capped at the limits");
+}
+
+#[tokio::test]
+async fn only_the_controlled_resources_are_resized() {
+    let resources =
+        resize_of(|mpa| mpa["spec"]["constraints"]["containerControlledResources"] = json!(["memory"])).await;
+    assert_eq!(resources, json!({"requests": {"memory": "256Mi"}, "limits": {"memory": "512Mi"}}));
+}
+
 #[tokio::test]
 async fn containers_with_vertical_mode_off_are_not_resized() {
     let (decider, _) = fixed(shape(4, 300, 256));
