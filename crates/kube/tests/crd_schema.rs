@@ -277,3 +277,14 @@ fn profile_annotation_errors_name_the_object_and_field() {
     let p = ok.profile().unwrap();
     assert_eq!((p.bounds.min_replicas, p.bounds.max_replicas), (1, 6));
 }
+
+/// The example ConfigMap's backend configuration is one `aware controller --prometheus` reads.
+#[test]
+fn the_example_prometheus_configuration_parses() {
+    let path = root().join("deploy/examples/prometheus-config.yaml");
+    let docs = yaml_docs(&path);
+    let text = docs[0]["data"]["prometheus.yaml"].as_str().expect("data.prometheus.yaml");
+    let config =
+        aware_kube::PrometheusConfig::parse(text, &path.display().to_string()).unwrap_or_else(|e| panic!("{e}"));
+    assert!(config.apps.is_empty() && config.url.starts_with("http://"));
+}
