@@ -30,5 +30,5 @@ pub use crd::{
     UpdateMode, VerticalScalingConstraints, crd, crd_yaml, json_schema_for_validation, open_api_v3_schema,
 };
 pub use decide::{Decider, LifecycleDecider, MpaDefaultDecider};
-pub use metrics::{ControllerMetrics, ExporterHandle, MetricsExporter};
+pub use metrics::{ControllerMetrics, ExporterHandle, ExportingObserver, MetricsExporter};
 pub use prometheus::{Actuator, PrometheusCluster, PrometheusConfig, PrometheusConfigError, Queries, Sample};

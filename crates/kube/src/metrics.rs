@@ -338,3 +338,79 @@ impl Drop for ExporterHandle {
         self.shutdown_now();
     }
 }
+
+/// Serves a simulation run to Prometheus as it goes (`aware simulate --serve-metrics ADDR`): after
+/// every interval the exporter takes each app's observation, and the loop holds for `pace` so
+/// that scrapes (and `rate()` windows) see each interval.
+pub struct ExportingObserver {
+    handle: ExporterHandle,
+    pace: std::time::Duration,
+    step: u64,
+}
+
+impl ExportingObserver {
+    pub fn new(handle: ExporterHandle, pace: std::time::Duration) -> Self {
+        Self { handle, pace, step: 0 }
+    }
+
+    pub fn handle(&self) -> &ExporterHandle {
+        &self.handle
+    }
+}
+
+impl aware_lab::rollout::Observer for ExportingObserver {
+    fn record(
+        &mut self,
+        arena: &dyn aware_lab::rollout::Arena,
+        _interval: &aware_lab::rollout::Interval,
+    ) -> Result<(), aware_lab::LabError> {
+        let apps: Vec<(String, Observation)> =
+            (0..arena.num_apps()).filter_map(|i| arena.observe(i)?.ok()).map(|obs| (obs.app.clone(), obs)).collect();
+        self.handle.update(self.step, &apps);
+        self.step += 1;
+        std::thread::sleep(self.pace);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod exporting_tests {
+    use super::*;
+    use aware_lab::policy::PolicyName;
+    use aware_lab::progress::Silent;
+    use aware_lab::workload::{Workload, WorkloadSpec};
+
+    /// `aware simulate --serve-metrics`: a run served as it goes; after it, the exporter holds
+    /// the last interval's pods under cAdvisor's names, one series per pod of the app.
+    #[test]
+    fn a_simulation_run_is_served_interval_by_interval() {
+        let workload = Workload::load(&WorkloadSpec { apps: 2, seed: 3, steps: 6, ..WorkloadSpec::default() }).unwrap();
+        let handle = MetricsExporter::new("default").serve("127.0.0.1:0").unwrap();
+        let mut observer = ExportingObserver::new(handle, std::time::Duration::ZERO);
+        let report = aware_lab::evaluate::simulate_observed(
+            &workload,
+            &PolicyName::Mpa,
+            6,
+            None,
+            vec![&mut observer as &mut dyn aware_lab::rollout::Observer],
+            &Silent,
+        )
+        .unwrap();
+        assert_eq!(report.steps, 6);
+        assert_eq!(observer.step, 6, "one update per interval");
+        let text = ureq::get(&format!("http://{}/metrics", observer.handle().addr()))
+            .call()
+            .unwrap()
+            .body_mut()
+            .read_to_string()
+            .unwrap();
+        for app in &workload.apps {
+            let prefix = format!("{}-", app.name);
+            assert!(
+                text.lines().any(|l| l.starts_with("container_cpu_usage_seconds_total{") && l.contains(&prefix)),
+                "no CPU series for {}'s pods",
+                app.name
+            );
+        }
+    }
+}

@@ -152,9 +152,24 @@ pub fn simulate(
     store: Option<&str>,
     progress: &dyn Progress,
 ) -> Result<SimulateReport, LabError> {
+    simulate_observed(workload, policy, steps, store, Vec::new(), progress)
+}
+
+/// [`simulate`] with every interval also shown to `observers` (`aware simulate
+/// --serve-metrics`'s exporter).
+pub fn simulate_observed(
+    workload: &Workload,
+    policy: &PolicyName,
+    steps: u64,
+    store: Option<&str>,
+    mut observers: Vec<&mut dyn Observer>,
+    progress: &dyn Progress,
+) -> Result<SimulateReport, LabError> {
     let mut opened = store.map(open_store).transpose()?;
-    let mut sinks =
-        Sinks { store: opened.as_mut().map(|b| b.as_mut() as &mut dyn TrajectoryStore), observers: Vec::new() };
+    let mut sinks = Sinks {
+        store: opened.as_mut().map(|b| b.as_mut() as &mut dyn TrajectoryStore),
+        observers: observers.iter_mut().map(|o| &mut **o as &mut dyn Observer).collect(),
+    };
     simulate_into(workload, policy, steps, &mut sinks, progress)
 }
 

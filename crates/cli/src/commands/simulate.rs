@@ -21,6 +21,15 @@ pub struct Args {
     /// Record into the profile's `store` (default sqlite:aware.db).
     #[arg(long, conflicts_with = "store")]
     record: bool,
+    /// Serve every simulated pod's metrics on http://ADDR/metrics while the run lasts, under
+    /// cAdvisor's, kube-state-metrics' and an HTTP service's metric names, for a Prometheus to
+    /// scrape (the Prometheus backend reads them back as it would a cluster's).
+    #[arg(long, value_name = "ADDR")]
+    serve_metrics: Option<String>,
+    /// With --serve-metrics: wall-clock seconds each interval is held for scrapes (default: the
+    /// interval itself, real time; keep it above the scrape interval and within the rate window).
+    #[arg(long, requires = "serve_metrics", value_parser = crate::commands::positive_f64)]
+    step_seconds: Option<f64>,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -29,7 +38,21 @@ pub struct Args {
 pub fn run(args: Args) -> Result<ExitCode> {
     let workload = args.sim.workload(&args.apps)?;
     let store = workload.recording_store(args.store.as_deref(), args.record);
-    let report = aware_lab::evaluate::simulate(&workload, &args.policy, args.sim.steps, store, &Bar::new())?;
+    let mut exporter = match &args.serve_metrics {
+        Some(addr) => {
+            let handle = aware_kube::MetricsExporter::new("default")
+                .serve(addr)
+                .map_err(|e| anyhow::anyhow!("--serve-metrics: {e}"))?;
+            eprintln!("serving the simulated pods' metrics on http://{}/metrics", handle.addr());
+            let pace = std::time::Duration::from_secs_f64(args.step_seconds.unwrap_or(workload.sim.interval_s));
+            Some(aware_kube::ExportingObserver::new(handle, pace))
+        }
+        None => None,
+    };
+    let observers: Vec<&mut dyn aware_lab::rollout::Observer> =
+        exporter.iter_mut().map(|e| e as &mut dyn aware_lab::rollout::Observer).collect();
+    let report =
+        aware_lab::evaluate::simulate_observed(&workload, &args.policy, args.sim.steps, store, observers, &Bar::new())?;
     if args.json {
         print_json(&report)?;
         return Ok(ExitCode::SUCCESS);
