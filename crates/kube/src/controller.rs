@@ -152,6 +152,8 @@ pub struct Context<D: Decider> {
     pub prometheus: Option<crate::prometheus::PrometheusConfig>,
     pending: Mutex<HashMap<String, Pending>>,
     failures: Mutex<HashMap<String, u32>>,
+    /// When each MPA's target was last reported unobservable to the decider.
+    unobservable: Mutex<HashMap<String, Instant>>,
     pub metrics: crate::metrics::ControllerMetrics,
 }
 
@@ -164,6 +166,7 @@ impl<D: Decider> Context<D> {
             prometheus: None,
             pending: Mutex::default(),
             failures: Mutex::default(),
+            unobservable: Mutex::default(),
             metrics: crate::metrics::ControllerMetrics::default(),
         }
     }
@@ -484,43 +487,54 @@ fn pods_to_update(
         if let (Some(q), true) = (target.target.get("memory"), controlled.memory) {
             wanted.requests.memory_bytes = quantity::memory_bytes(q)?;
         }
+        // Which limits the spec sets (`pod_resources` reports a missing limit as the request).
+        let limit_set =
+            |k: &str| container.resources.as_ref().and_then(|r| r.limits.as_ref()).is_some_and(|l| l.contains_key(k));
+        let has_limit = (limit_set("cpu"), limit_set("memory"));
         if controlled.limits {
             scale_limits(&mut wanted, current.requests);
         } else {
-            // RequestsOnly: the limits stay, and a request never exceeds its limit.
-            for (request, limit) in [
-                (&mut wanted.requests.cpu_millicores, current.limits.cpu_millicores),
-                (&mut wanted.requests.memory_bytes, current.limits.memory_bytes),
-            ] {
-                if limit > 0 {
-                    *request = (*request).min(limit);
-                }
-            }
+            cap_at_limits(&mut wanted.requests, current.limits, has_limit);
         }
         let change = relative_change(current.requests.cpu_millicores, wanted.requests.cpu_millicores)
             .max(relative_change(current.requests.memory_bytes, wanted.requests.memory_bytes));
         if change >= MIN_CHANGE_FRACTION {
-            out.push((pod.name_any(), container.name.clone(), resize_resources(&current, &wanted, controlled)));
+            out.push((pod.name_any(), container.name.clone(), resize_resources(&wanted, controlled, has_limit)));
         }
     }
     Ok(out)
 }
 
+/// `RequestsOnly`: the limits stay, so a request never exceeds the limit the spec sets
+/// (`has_limit`: CPU, memory); the API server would refuse it.
+pub(crate) fn cap_at_limits(
+    requests: &mut aware_core::Resources,
+    limits: aware_core::Resources,
+    has_limit: (bool, bool),
+) {
+    if has_limit.0 {
+        requests.cpu_millicores = requests.cpu_millicores.min(limits.cpu_millicores);
+    }
+    if has_limit.1 {
+        requests.memory_bytes = requests.memory_bytes.min(limits.memory_bytes);
+    }
+}
+
 /// The `resources` of a resize patch: the controlled requests, and their limits where they
-/// follow requests (`RequestsAndLimits`) and the container has one (a container without a limit
-/// is not given one).
-fn resize_resources(current: &ContainerResources, wanted: &ContainerResources, c: Controlled) -> serde_json::Value {
+/// follow requests (`RequestsAndLimits`) and the container's spec sets one (`has_limit`: CPU,
+/// memory); a container without a limit is not given one.
+fn resize_resources(wanted: &ContainerResources, c: Controlled, has_limit: (bool, bool)) -> serde_json::Value {
     let mut requests = serde_json::Map::new();
     let mut limits = serde_json::Map::new();
     if c.cpu {
         requests.insert("cpu".into(), json!(quantity::cpu_quantity(wanted.requests.cpu_millicores)));
-        if c.limits && current.limits.cpu_millicores > 0 {
+        if c.limits && has_limit.0 {
             limits.insert("cpu".into(), json!(quantity::cpu_quantity(wanted.limits.cpu_millicores)));
         }
     }
     if c.memory {
         requests.insert("memory".into(), json!(quantity::memory_quantity(wanted.requests.memory_bytes)));
-        if c.limits && current.limits.memory_bytes > 0 {
+        if c.limits && has_limit.1 {
             limits.insert("memory".into(), json!(quantity::memory_quantity(wanted.limits.memory_bytes)));
         }
     }
@@ -706,9 +720,28 @@ pub async fn reconcile_once<D: Decider>(
                         .map_err(|source| ControllerError::Quantity { object: key.clone(), source })?
                     }
                     Some(config) => match observe_through_prometheus(config, &ns, mpa).await {
-                        Ok(obs) => obs,
+                        Ok(mut obs) => {
+                            // Prometheus names the template after the workload; recommendations
+                            // name the container (single-container pods, as the updater needs).
+                            if let Some(c) = view.pods.iter().find_map(|p| p.spec.as_ref()?.containers.first()) {
+                                obs.template.name = c.name.clone();
+                            }
+                            obs.app = key.clone();
+                            obs
+                        }
                         Err(reason) => {
-                            ctx.decider.unavailable(&key, &profile, &reason);
+                            // Once per interval: back-off retries are not intervals.
+                            let notice = {
+                                let mut noticed = ctx.unobservable.lock().expect("unobservable map");
+                                let due = noticed.get(&key).is_none_or(|t| t.elapsed() >= ctx.config.interval);
+                                if due {
+                                    noticed.insert(key.clone(), Instant::now());
+                                }
+                                due
+                            };
+                            if notice {
+                                ctx.decider.unavailable(&key, &profile, &reason);
+                            }
                             return Err(ControllerError::Unobservable { object: key, reason });
                         }
                     },
@@ -797,7 +830,8 @@ pub async fn reconcile_once<D: Decider>(
             }
         };
         write_status(&mpas, mpa, build, ctx.config.max_conflict_retries, &mut outcome).await?;
-        ctx.pending.lock().expect("pending map").remove(&key);
+        // The recommendation stands for the rest of the interval: passes the watch triggers
+        // meanwhile (this status write among them) reuse it rather than decide again.
     } else if outcome.scaled_to.is_some() {
         let patch = json!({"status": {"lastScaleTime": now_time()}});
         mpas.patch_status(&mpa.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await?;

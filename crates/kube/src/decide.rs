@@ -90,8 +90,7 @@ impl Decider for MpaDefaultDecider {
 /// with bootstrapping OFFLINE, the fallback acting (see [`aware_lifecycle::live`] for why a
 /// live backend cannot hand an app over to the agent by itself). An edited profile restarts the
 /// app's fallback and guard under the new one and keeps its lifecycle. A pass whose observation
-/// the guard refuses and the fallback cannot act on either proposes nothing: the error says
-/// why, and the controller keeps the allocation and backs off, as for the MPA default.
+/// the guard refuses and the fallback cannot act on either recommends the allocation the app has.
 pub struct LifecycleDecider {
     manager: Mutex<LiveManager>,
     /// Stage per MPA, stage changes, who acted, guard verdicts (as `aware run` exports them).
@@ -192,12 +191,12 @@ impl Decider for LifecycleDecider {
             guard = %d.decision.guard,
             "decided"
         );
-        d.recommendation.ok_or_else(|| {
-            RecommenderError::BadObservation(format!(
-                "{} acted and kept the allocation ({})",
-                d.decision.acting_policy, d.decision.guard
-            ))
-        })
+        // Nobody proposed (the fallback had nothing it could act on): the allocation is kept,
+        // and the recommendation says so rather than failing the pass.
+        Ok(d.recommendation.unwrap_or_else(|| Recommendation {
+            replicas: observation.desired_replicas,
+            containers: vec![observation.template.clone()],
+        }))
     }
 
     fn unavailable(&self, key: &str, profile: &Profile, reason: &str) {

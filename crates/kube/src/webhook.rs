@@ -295,10 +295,14 @@ fn container_update(
     if memory.is_some() {
         wanted.requests.memory_bytes = clamped.memory_bytes;
     }
-    scale_limits(&mut wanted, current.requests);
     // Only limits the container has: a pod without a limit keeps none.
     let limits = container.resources.as_ref().and_then(|r| r.limits.as_ref());
     let has_limit = |r: &str| limits.is_some_and(|l| l.contains_key(r));
+    if control.limits {
+        scale_limits(&mut wanted, current.requests);
+    } else {
+        crate::controller::cap_at_limits(&mut wanted.requests, current.limits, (has_limit("cpu"), has_limit("memory")));
+    }
     Ok(ContainerUpdate {
         cpu_request: cpu.map(|_| quantity::cpu_quantity(wanted.requests.cpu_millicores)),
         memory_request: memory.map(|_| quantity::memory_quantity(wanted.requests.memory_bytes)),
@@ -874,6 +878,20 @@ mod tests {
         assert_eq!(resources(&doc, 0)["requests"], json!({"cpu": "500m", "memory": "256Mi"}));
         assert_eq!(resources(&doc, 0)["limits"], json!({"cpu": "1", "memory": "256Mi"}));
         assert!(!mutation.annotation.contains("limit"), "{}", mutation.annotation);
+    }
+
+    #[test]
+    fn requests_only_never_asks_more_than_the_limit() {
+        let p = pod(|_| {});
+        let m = mpa("web", |v| {
+            v["spec"]["resourcePolicy"] =
+                json!({"containerPolicies": [{"containerName": "app", "controlledValues": "RequestsOnly"}]});
+            v["status"]["recommendation"]["containerRecommendations"][0]["target"] =
+                json!({"cpu": "3", "memory": "2Gi"});
+        });
+        let doc = apply(&p, &decide(&p, &[targeted(m, "app=web")]).unwrap());
+        assert_eq!(resources(&doc, 0)["requests"], json!({"cpu": "1", "memory": "256Mi"}), "capped at the limits");
+        assert_eq!(resources(&doc, 0)["limits"], json!({"cpu": "1", "memory": "256Mi"}));
     }
 
     #[test]

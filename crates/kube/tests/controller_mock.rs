@@ -308,6 +308,35 @@ async fn requests_only_resizes_leave_the_limits_alone() {
     assert_eq!(resources, json!({"requests": {"cpu": "200m", "memory": "256Mi"}}), "requests capped at the limits");
 }
 
+/// A container without limits keeps none (the updater must not change its QoS class).
+#[tokio::test]
+async fn a_container_without_limits_is_given_none() {
+    let (decider, _) = fixed(shape(2, 300, 256));
+    let (ctx, handle) = context(ControllerConfig::default(), decider);
+    let mut limitless = pods(1);
+    limitless["items"][0]["spec"]["containers"][0]["resources"] =
+        json!({"requests": {"cpu": "100m", "memory": "128Mi"}});
+    let server = serve(
+        handle,
+        vec![
+            step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))),
+            step(Method::GET, PODS, StatusCode::OK, Some(limitless)),
+            step(Method::GET, METRICS, StatusCode::OK, Some(pod_metrics(1))),
+            step(
+                Method::PATCH,
+                "/api/v1/namespaces/default/pods/web-1/resize",
+                StatusCode::OK,
+                Some(pod("web-1", true)),
+            ),
+            step(Method::PUT, STATUS, StatusCode::OK, None),
+        ],
+    );
+    reconcile_once(&owned("InPlaceOrRecreate"), &ctx).await.unwrap();
+    drop(ctx);
+    let resources = server.await.unwrap()[3].body["spec"]["containers"][0]["resources"].clone();
+    assert_eq!(resources, json!({"requests": {"cpu": "300m", "memory": "256Mi"}}));
+}
+
 #[tokio::test]
 async fn only_the_controlled_resources_are_resized() {
     let resources =
@@ -600,7 +629,8 @@ async fn the_lifecycle_serves_through_the_decider_seam_and_falls_back_without_me
         "a test checkpoint",
     )
     .unwrap();
-    let (ctx, handle) = context(recommend_only(), decider);
+    // Every pass a new interval (none reuses the last recommendation).
+    let (ctx, handle) = context(ControllerConfig { interval: Duration::ZERO, ..recommend_only() }, decider);
     let server = serve(
         handle,
         vec![
@@ -640,6 +670,8 @@ async fn the_lifecycle_serves_through_the_decider_seam_and_falls_back_without_me
     drop(ctx);
     let calls = server.await.unwrap();
     let status = &calls[3].body["status"];
+    // The agent's allocation names the pods' container.
+    assert_eq!(status["recommendation"]["containerRecommendations"][0]["containerName"], "web", "{status}");
     let provided = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "RecommendationProvided");
     assert_eq!(provided.unwrap()["message"], "recommended by aware", "{status}");
     assert_eq!(calls[7].body["status"]["desiredReplicas"], 2, "{}", calls[7].body);
@@ -745,7 +777,7 @@ async fn the_controller_observes_through_prometheus_and_resumes_after_it_stops()
         "a test checkpoint",
     )
     .unwrap();
-    let (ctx, handle) = context(recommend_only(), decider);
+    let (ctx, handle) = context(ControllerConfig { interval: Duration::ZERO, ..recommend_only() }, decider);
     let ctx = ctx.with_prometheus(config.clone());
     let pass = || {
         vec![
@@ -811,6 +843,8 @@ async fn the_controller_observes_through_prometheus_and_resumes_after_it_stops()
     let status = &calls.last().unwrap().body["status"];
     let replicas = status["desiredReplicas"].as_i64().unwrap();
     assert!((1..=10).contains(&replicas), "within the MPA's constraints: {status}");
+    // Prometheus names the workload; the recommendation names the pods' container.
+    assert_eq!(status["recommendation"]["containerRecommendations"][0]["containerName"], "web", "{status}");
 }
 
 mod leader {

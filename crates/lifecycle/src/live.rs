@@ -42,7 +42,16 @@ struct Pending {
     /// In the agent's coordinates (what the fallback did, mapped, when the fallback acted).
     action: Vec<f32>,
     oscillation: bool,
+    /// The stage the decision was taken in (it says how the outcome may be learned from).
+    stage: Stage,
+    /// The backend's clock at the decision: an outcome read much later is not its outcome.
+    time_s: f64,
+    interval_s: f64,
 }
+
+/// An outcome read more than this many intervals after its decision closes no transition
+/// (a backend that answered late, a pass backed off, an MPA recreated).
+const MAX_TRANSITION_INTERVALS: f64 = 1.5;
 
 /// One application under the live lifecycle.
 pub struct LiveApp {
@@ -99,6 +108,25 @@ impl LiveApp {
             counts: Counts::default(),
             unavailable: 0,
         })
+    }
+}
+
+/// Requests in the ratio to limits the app's template has (a Burstable pod stays Burstable):
+/// the agent decides limits, and a recommendation's target is read as requests (the MPA
+/// status, the updater, the webhook).
+fn keep_request_ratio(rec: &mut Recommendation, template: &aware_core::ContainerResources) {
+    let scaled = |limit: u64, t_request: u64, t_limit: u64| {
+        if t_limit == 0 || t_request >= t_limit {
+            limit
+        } else {
+            ((limit as f64 * t_request as f64 / t_limit as f64).round() as u64).clamp(1, limit.max(1))
+        }
+    };
+    for c in &mut rec.containers {
+        c.requests.cpu_millicores =
+            scaled(c.limits.cpu_millicores, template.requests.cpu_millicores, template.limits.cpu_millicores);
+        c.requests.memory_bytes =
+            scaled(c.limits.memory_bytes, template.requests.memory_bytes, template.limits.memory_bytes);
     }
 }
 
@@ -325,7 +353,8 @@ impl LiveManager {
     fn take(&mut self, i: usize, obs: Result<Observation, String>) -> Result<(Taken, bool), LifecycleError> {
         let stage = self.apps[i].lifecycle.stage();
         let wants_agent = self.agent_acts(stage);
-        let learns_offline = stage == Stage::Offline || (stage == Stage::Online && self.config.high_stakes);
+        let high_stakes = self.config.high_stakes;
+        let learns_offline = |stage: Stage| stage == Stage::Offline || (stage == Stage::Online && high_stakes);
         let a = &mut self.apps[i];
         let obs = match obs {
             Ok(obs) => obs,
@@ -339,6 +368,13 @@ impl LiveManager {
                 return Ok((Taken { obs: None, state: None, stage, refused, wants_agent }, false));
             }
         };
+        // A decision whose outcome comes too late (or from a clock that went back) is dropped.
+        if let Some(p) = &a.pending {
+            let elapsed = obs.time_s - p.time_s;
+            if !(elapsed > 0.0 && elapsed <= MAX_TRANSITION_INTERVALS * p.interval_s.max(f64::EPSILON)) {
+                a.pending = None;
+            }
+        }
         let oscillation = a.pending.as_ref().is_some_and(|p| p.oscillation);
         let measured = aware_env::measure(&a.encoder, &a.reward, &obs, a.previous_arrival, false, oscillation);
         a.previous_arrival = obs.arrival_rate.is_finite().then_some(obs.arrival_rate);
@@ -346,6 +382,7 @@ impl LiveManager {
         let state = match measured {
             Ok((state, reward, info)) => {
                 if let Some(p) = a.pending.take() {
+                    let decided_in = p.stage;
                     let e = Experience {
                         state: p.state,
                         action: p.action,
@@ -358,10 +395,10 @@ impl LiveManager {
                         a.window_reward += reward;
                         a.window_intervals += 1;
                         a.window_violations += info.slo_violated as u64;
-                        if learns_offline {
+                        if learns_offline(decided_in) {
                             self.agent.remember(&e)?;
                             learned = true;
-                        } else if stage == Stage::Online && self.config.online_learning {
+                        } else if decided_in == Stage::Online && self.config.online_learning {
                             self.agent.config.bc_alpha = self.config.online_bc.then_some(self.config.bc_alpha);
                             self.agent.observe(&e)?;
                             self.agent.config.bc_alpha = None;
@@ -395,7 +432,7 @@ impl LiveManager {
         let fallback_name = self.config.fallback.to_string();
         let a = &mut self.apps[i];
         let mut verdict = "passed".to_string();
-        if let (Some(reason), true) = (&t.refused, t.wants_agent) {
+        if let (Some(reason), true, true) = (&t.refused, t.wants_agent, t.obs.is_some()) {
             a.counts.guard_fallbacks += 1;
             a.counts.last_guard_reason = Some(reason.clone());
             verdict = format!("fallback: {reason}");
@@ -405,12 +442,16 @@ impl LiveManager {
         let agent_acted = agent_action.is_some();
         let recommendation = match (&t.obs, agent_action) {
             (Some(obs), Some(v)) => {
+                // The agent's allocation is in limits, for the app's own container.
+                a.decoder.container = obs.template.name.clone();
                 let proposal = decode_action(&a.decoder, v, obs)?;
-                let (rec, limited) = a.guard.limit(&proposal, obs.desired_replicas, &obs.template, &a.decoder.bounds);
+                let (mut rec, limited) =
+                    a.guard.limit(&proposal, obs.desired_replicas, &obs.template, &a.decoder.bounds);
                 if let Some(why) = limited {
                     a.counts.guard_limited += 1;
                     verdict = format!("limited: {why}");
                 }
+                keep_request_ratio(&mut rec, &obs.template);
                 Some(rec)
             }
             // The fallback sees every observation the backend gave (its own checks refuse bad ones).
@@ -453,7 +494,14 @@ impl LiveManager {
                 if direction != [0; 3] {
                     a.previous_direction = direction;
                 }
-                Some(Pending { state: state.clone(), action, oscillation })
+                Some(Pending {
+                    state: state.clone(),
+                    action,
+                    oscillation,
+                    stage: t.stage,
+                    time_s: obs.time_s,
+                    interval_s: obs.interval_s,
+                })
             }
             _ => None,
         };
@@ -597,6 +645,28 @@ mod tests {
         assert_eq!(acted, [true, true, true, true, false, false, false, false, true, true, true, true]);
         let report = m.report();
         assert!(report.iter().all(|r| r.unavailable == 4 && r.counts.agent_actions == 8));
+    }
+
+    #[test]
+    fn no_transition_spans_a_gap_or_an_outcome_read_late() {
+        let mut c = cluster();
+        let mut m = manager(&c, ManagerConfig::default());
+        let mut stored = Vec::new();
+        for step in 0..9 {
+            c.down = (3..5).contains(&step);
+            m.interval(&mut c).expect("interval");
+            stored.push(m.agent.stored());
+            c.advance().expect("advance");
+            if step == 6 {
+                // Three intervals pass unseen: the decision of step 6 is not step 7's outcome.
+                for _ in 0..3 {
+                    c.advance().expect("advance");
+                }
+            }
+        }
+        // Two apps: a transition each per interval after the first, none across the outage
+        // (steps 3–4) or into the first interval after it (5), none across the late read (7).
+        assert_eq!(stored, [0, 2, 4, 4, 4, 4, 6, 6, 8]);
     }
 
     #[test]
