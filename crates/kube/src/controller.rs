@@ -457,7 +457,11 @@ pub(crate) fn recommendation_for<'a>(
     targets: &'a [RecommendedContainerResources],
     container: &str,
 ) -> Option<&'a RecommendedContainerResources> {
-    targets.iter().find(|t| t.container_name == container || t.container_name.is_empty())
+    // The entry naming the container wins over an unnamed one, whatever their order.
+    targets
+        .iter()
+        .find(|t| t.container_name == container)
+        .or_else(|| targets.iter().find(|t| t.container_name.is_empty()))
 }
 
 /// Pods (not terminating, one container, vertical scaling not `Off`) whose requests differ from the recommendation

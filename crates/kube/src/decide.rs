@@ -139,27 +139,20 @@ fn log_changes(m: &LiveManager, from: usize) {
 }
 
 impl LifecycleDecider {
-    /// The index of the MPA `key` in the manager: added when new, or restarted under an edited
-    /// profile with its lifecycle carried over (a new one takes the checkpoint's).
+    /// The index of the MPA `key` in the manager: added when new (in the checkpoint's stage when
+    /// it names the MPA), its profile replaced in place when edited (lifecycle and counts carry on).
     fn app(&self, m: &mut LiveManager, key: &str, profile: &Profile) -> Result<usize, RecommenderError> {
-        let known = m.app_index(key);
-        if let Some(i) = known
-            && m.app_profile(i) == Some(profile)
-        {
+        let fail = |e: aware_lifecycle::LifecycleError| RecommenderError::Other(e.to_string());
+        if let Some(i) = m.app_index(key) {
+            if m.app_profile(i) != Some(profile) {
+                m.set_profile(i, profile).map_err(fail)?;
+                tracing::info!(app = key, "profile edited: fallback, guard and reward restarted under it");
+            }
             return Ok(i);
         }
-        let carried = known.and_then(|i| m.lifecycle(i)).map(|s| (s, "profile edited".to_string()));
-        if let Some(i) = known {
-            m.remove_app(i);
-        }
-        let i = m.add_app(key, profile).map_err(|e| RecommenderError::Other(e.to_string()))?;
-        let from_checkpoint = self
-            .checkpointed
-            .iter()
-            .find(|(name, _)| name == key)
-            .map(|(_, s)| (s.clone(), format!("restored from {}", self.restored_from)));
-        if let Some((state, reason)) = carried.or(from_checkpoint) {
-            m.restore_lifecycles(&[(key.to_string(), state)], &reason);
+        let i = m.add_app(key, profile).map_err(fail)?;
+        if let Some((_, state)) = self.checkpointed.iter().find(|(name, _)| name == key) {
+            m.restore_lifecycles(&[(key.to_string(), state.clone())], &format!("restored from {}", self.restored_from));
         }
         Ok(i)
     }

@@ -202,6 +202,24 @@ impl LiveManager {
         self.apps.iter().position(|a| a.name == name)
     }
 
+    /// Manages app `i` under an edited `profile`: its fallback, guard, bounds, SLO and reward
+    /// start afresh from it; its lifecycle, counts and window carry on.
+    pub fn set_profile(&mut self, i: usize, profile: &Profile) -> Result<(), LifecycleError> {
+        let Some(a) = self.apps.get_mut(i) else {
+            return Err(LifecycleError::input("app", format!("no managed application with index {i}")));
+        };
+        let fresh = LiveApp::new(&a.name, profile, &self.config)?;
+        a.profile = fresh.profile;
+        a.guard = fresh.guard;
+        a.fallback = fresh.fallback;
+        a.decoder = fresh.decoder;
+        a.encoder = fresh.encoder;
+        a.reward = fresh.reward;
+        // The last decision was scored under the old profile: no transition spans the edit.
+        a.pending = None;
+        Ok(())
+    }
+
     /// Stops managing app `i` (its MPA was deleted); later apps' indices shift down by one.
     pub fn remove_app(&mut self, i: usize) {
         if i < self.apps.len() {
@@ -667,6 +685,27 @@ mod tests {
         // Two apps: a transition each per interval after the first, none across the outage
         // (steps 3–4) or into the first interval after it (5), none across the late read (7).
         assert_eq!(stored, [0, 2, 4, 4, 4, 4, 6, 6, 8]);
+    }
+
+    #[test]
+    fn an_edited_profile_keeps_the_lifecycle_and_the_counts() {
+        let mut c = cluster();
+        let mut m = manager(&c, ManagerConfig::default());
+        serving(&mut m);
+        for _ in 0..3 {
+            m.interval(&mut c).expect("interval");
+            c.advance().expect("advance");
+        }
+        let changes = m.changes().len();
+        let mut edited = Profile::default();
+        edited.bounds.max_replicas = 7;
+        m.set_profile(0, &edited).expect("edit");
+        assert_eq!(m.app_profile(0), Some(&edited));
+        assert_eq!(m.stages()[0], Stage::Serving);
+        assert_eq!(m.changes().len(), changes, "an edit is not a stage change");
+        assert_eq!(m.report()[0].counts.agent_actions, 3);
+        m.interval(&mut c).expect("interval under the edited profile");
+        assert_eq!(m.report()[0].counts.agent_actions, 4);
     }
 
     #[test]
