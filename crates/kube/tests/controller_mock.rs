@@ -173,6 +173,20 @@ fn context<D: Decider>(config: ControllerConfig, decider: D) -> (Context<D>, Han
     (Context::new(Client::new(service, "default"), config, decider), handle)
 }
 
+/// AWARE's decider with a fresh agent, the apps' stages `checkpointed` (from `source`).
+fn lifecycle_decider(
+    checkpointed: Vec<(String, aware_lifecycle::algorithm::LifecycleState)>,
+    source: &str,
+) -> aware_kube::LifecycleDecider {
+    aware_kube::LifecycleDecider::new(
+        aware_lifecycle::manager::fresh_agent(1),
+        aware_lifecycle::manager::ManagerConfig::default(),
+        checkpointed,
+        source,
+    )
+    .unwrap()
+}
+
 fn fixed(rec: Recommendation) -> (FixedDecider, Arc<AtomicUsize>) {
     let calls = Arc::new(AtomicUsize::new(0));
     (FixedDecider { recommendation: rec, calls: calls.clone() }, calls)
@@ -622,13 +636,7 @@ async fn the_lifecycle_serves_through_the_decider_seam_and_falls_back_without_me
     use aware_lifecycle::Stage;
     use aware_lifecycle::algorithm::LifecycleState;
     let serving = LifecycleState { stage: Stage::Serving, behind: 0, recent: Vec::new(), reference: Some(-1e6) };
-    let decider = aware_kube::LifecycleDecider::new(
-        aware_lifecycle::manager::fresh_agent(1),
-        aware_lifecycle::manager::ManagerConfig::default(),
-        vec![("default/web".into(), serving)],
-        "a test checkpoint",
-    )
-    .unwrap();
+    let decider = lifecycle_decider(vec![("default/web".into(), serving)], "a test checkpoint");
     // Every pass a new interval (none reuses the last recommendation).
     let (ctx, handle) = context(ControllerConfig { interval: Duration::ZERO, ..recommend_only() }, decider);
     let server = serve(
@@ -680,13 +688,7 @@ async fn the_lifecycle_serves_through_the_decider_seam_and_falls_back_without_me
 /// An MPA the checkpoint does not name starts bootstrapping: the MPA default acts for it.
 #[tokio::test]
 async fn an_mpa_the_checkpoint_does_not_name_is_served_by_the_fallback() {
-    let decider = aware_kube::LifecycleDecider::new(
-        aware_lifecycle::manager::fresh_agent(1),
-        aware_lifecycle::manager::ManagerConfig::default(),
-        Vec::new(),
-        "an empty checkpoint",
-    )
-    .unwrap();
+    let decider = lifecycle_decider(Vec::new(), "an empty checkpoint");
     let (ctx, handle) = context(recommend_only(), decider);
     let server = serve(
         handle,
@@ -710,13 +712,7 @@ async fn an_mpa_the_checkpoint_does_not_name_is_served_by_the_fallback() {
 /// says the fallback kept the allocation, and the pass is an error to back off.
 #[tokio::test]
 async fn an_unreachable_prometheus_decides_and_writes_nothing() {
-    let decider = aware_kube::LifecycleDecider::new(
-        aware_lifecycle::manager::fresh_agent(1),
-        aware_lifecycle::manager::ManagerConfig::default(),
-        Vec::new(),
-        "an empty checkpoint",
-    )
-    .unwrap();
+    let decider = lifecycle_decider(Vec::new(), "an empty checkpoint");
     let mut prometheus = aware_kube::PrometheusConfig::new("http://127.0.0.1:9", Vec::new());
     prometheus.timeout_s = 1.0;
     let (ctx, handle) = context(recommend_only(), decider);
@@ -770,13 +766,7 @@ async fn the_controller_observes_through_prometheus_and_resumes_after_it_stops()
     };
 
     let serving = LifecycleState { stage: Stage::Serving, behind: 0, recent: Vec::new(), reference: Some(-1e6) };
-    let decider = aware_kube::LifecycleDecider::new(
-        aware_lifecycle::manager::fresh_agent(1),
-        aware_lifecycle::manager::ManagerConfig::default(),
-        vec![("default/web".into(), serving)],
-        "a test checkpoint",
-    )
-    .unwrap();
+    let decider = lifecycle_decider(vec![("default/web".into(), serving)], "a test checkpoint");
     let (ctx, handle) = context(ControllerConfig { interval: Duration::ZERO, ..recommend_only() }, decider);
     let ctx = ctx.with_prometheus(config.clone());
     let pass = || {
