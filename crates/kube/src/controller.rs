@@ -854,6 +854,7 @@ pub async fn reconcile<D: Decider>(
     let outcome = result?;
     ctx.failures.lock().expect("failure map").remove(&mpa.key());
     if !outcome.owned {
+        forget_mpa(&ctx, &mpa.key());
         return Ok(Action::await_change());
     }
     tracing::info!(mpa = %mpa.key(), ?outcome, "reconciled");
@@ -889,15 +890,37 @@ pub async fn run<D: Decider>(ctx: Arc<Context<D>>) {
         Some(ns) => Api::namespaced(ctx.client.clone(), ns),
         None => Api::all(ctx.client.clone()),
     };
-    Controller::new(api, watcher::Config::default())
+    // A deleted MPA's state (the decider's, the interval's recommendation) is forgotten: a new
+    // MPA of the same name starts afresh.
+    let forget = {
+        let ctx = ctx.clone();
+        watcher::watcher(api.clone(), watcher::Config::default()).for_each(move |event| {
+            if let Ok(watcher::Event::Delete(mpa)) = event {
+                forget_mpa(&ctx, &mpa.key());
+            }
+            futures::future::ready(())
+        })
+    };
+    let controller = Controller::new(api, watcher::Config::default())
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|result| async move {
             if let Err(e) = result {
                 tracing::debug!("controller: {e}");
             }
-        })
-        .await;
+        });
+    tokio::select! {
+        _ = controller => {}
+        _ = forget => {}
+    }
+}
+
+/// Drops everything kept for the MPA `key`: it was deleted, or another recommender owns it now.
+pub fn forget_mpa<D: Decider>(ctx: &Context<D>, key: &str) {
+    ctx.decider.forget(key);
+    ctx.pending.lock().expect("pending map").remove(key);
+    ctx.unobservable.lock().expect("unobservable map").remove(key);
+    ctx.failures.lock().expect("failure map").remove(key);
 }
 
 #[derive(Debug, thiserror::Error)]

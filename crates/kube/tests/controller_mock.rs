@@ -685,6 +685,31 @@ async fn the_lifecycle_serves_through_the_decider_seam_and_falls_back_without_me
     assert_eq!(calls[7].body["status"]["desiredReplicas"], 2, "{}", calls[7].body);
 }
 
+/// An MPA handed to another recommender is forgotten: its lifecycle, counts and the interval's
+/// recommendation go (a deleted one is forgotten the same way, from the watch's delete events).
+#[tokio::test]
+async fn an_mpa_another_recommender_takes_over_is_forgotten() {
+    let decider = lifecycle_decider(Vec::new(), "an empty checkpoint");
+    let (ctx, handle) = context(recommend_only(), decider);
+    let server = serve(
+        handle,
+        vec![
+            step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))),
+            step(Method::GET, PODS, StatusCode::OK, Some(pods(2))),
+            step(Method::GET, METRICS, StatusCode::OK, Some(pod_metrics(2))),
+            step(Method::PUT, STATUS, StatusCode::OK, None),
+        ],
+    );
+    let ctx = Arc::new(ctx);
+    aware_kube::reconcile(Arc::new(owned("Off")), ctx.clone()).await.unwrap();
+    assert_eq!(ctx.decider.report().len(), 1);
+    let action = aware_kube::reconcile(Arc::new(mpa(json!([{"name": "other"}]), "Off")), ctx.clone()).await.unwrap();
+    assert_eq!(action, Action::await_change());
+    assert!(ctx.decider.report().is_empty(), "{:?}", ctx.decider.report());
+    drop(ctx);
+    server.await.unwrap();
+}
+
 /// An MPA the checkpoint does not name starts bootstrapping: the MPA default acts for it.
 #[tokio::test]
 async fn an_mpa_the_checkpoint_does_not_name_is_served_by_the_fallback() {
