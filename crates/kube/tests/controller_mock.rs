@@ -754,6 +754,11 @@ async fn an_unreachable_prometheus_decides_and_writes_nothing() {
     assert!(err.to_string().contains("default/web") && err.to_string().contains("127.0.0.1:9"), "{err}");
     let report = ctx.decider.report();
     assert_eq!((report[0].unavailable, report[0].counts.fallback_actions), (1, 1), "{report:?}");
+    let text = ctx.encode_metrics();
+    assert!(
+        text.lines().any(|l| l == r#"aware_lifecycle_guard_total{app="default/web",verdict="unavailable"} 1"#),
+        "{text}"
+    );
     drop(ctx);
     assert_eq!(server.await.unwrap().len(), 2, "no metrics.k8s.io read, no status write");
 }

@@ -5,8 +5,9 @@
 //! - `aware_lifecycle_stage_changes_total{app, from, to}`;
 //! - `aware_lifecycle_actions_total{app, policy="agent"|"fallback"}`: who proposed each
 //!   interval's allocation;
-//! - `aware_lifecycle_guard_total{app, verdict="fallback"|"limited"}`: observations the guard
-//!   refused to the agent, and agent proposals it clamped or capped;
+//! - `aware_lifecycle_guard_total{app, verdict="fallback"|"limited"|"unavailable"}`:
+//!   observations the guard refused to the agent, agent proposals it clamped or capped, and (on
+//!   a live backend) intervals the backend gave no observation;
 //! - `aware_lifecycle_episodes_total`, `aware_lifecycle_step` (intervals run so far).
 //!
 //! `aware controller --checkpoint DIR` serves the same metrics for its MPAs on its own
@@ -43,7 +44,7 @@ pub struct LifecycleMetrics {
     registry: Arc<Registry>,
     /// What was already counted: stage changes, and per app (by name) the counts at the last
     /// update.
-    seen: Arc<Mutex<(usize, std::collections::HashMap<String, Counts>)>>,
+    seen: Arc<Mutex<(usize, std::collections::HashMap<String, (Counts, u64)>)>>,
 }
 
 impl Default for LifecycleMetrics {
@@ -69,20 +70,21 @@ impl LifecycleMetrics {
             .into_iter()
             .zip(manager.stages())
             .zip(manager.counts())
-            .map(|((n, s), c)| (n, s, c))
+            .map(|((n, s), c)| (n, s, c, 0))
             .collect();
         self.bring_up(&apps, manager.changes(), manager.stage_series().len() as u64);
     }
 
     /// Brings every metric up to a live manager's state (its apps come and go with their MPAs).
     pub fn update_live(&self, manager: &crate::live::LiveManager) {
-        let apps: Vec<_> = manager.report().into_iter().map(|r| (r.app, r.stage, r.counts)).collect();
+        let apps: Vec<_> = manager.report().into_iter().map(|r| (r.app, r.stage, r.counts, r.unavailable)).collect();
         self.bring_up(&apps, manager.changes(), manager.step());
     }
 
-    /// `apps`: name, stage and counts so far; `changes`: every stage change so far.
-    fn bring_up(&self, apps: &[(String, Stage, Counts)], changes: &[crate::StageChange], step: u64) {
-        for (name, stage, _) in apps {
+    /// `apps`: name, stage, counts and intervals without an observation so far; `changes`:
+    /// every stage change so far.
+    fn bring_up(&self, apps: &[(String, Stage, Counts, u64)], changes: &[crate::StageChange], step: u64) {
+        for (name, stage, _, _) in apps {
             for s in Stage::ALL {
                 self.stage.get_or_create(&labels(&[("app", name), ("stage", s.name())])).set((s == *stage) as i64);
             }
@@ -92,8 +94,8 @@ impl LifecycleMetrics {
             self.changes.get_or_create(&labels(&[("app", &c.app), ("from", c.from.name()), ("to", c.to.name())])).inc();
         }
         seen.0 = changes.len();
-        for (name, _, now) in apps {
-            let before = seen.1.entry(name.clone()).or_default();
+        for (name, _, now, unavailable) in apps {
+            let (before, before_unavailable) = seen.1.entry(name.clone()).or_default();
             let add = |family: &Family<Labels, Counter>, key: &str, value: &str, n: u64, m: u64| {
                 family.get_or_create(&labels(&[("app", name), (key, value)])).inc_by(n.saturating_sub(m));
             };
@@ -101,7 +103,11 @@ impl LifecycleMetrics {
             add(&self.actions, "policy", "fallback", now.fallback_actions, before.fallback_actions);
             add(&self.guard, "verdict", "fallback", now.guard_fallbacks, before.guard_fallbacks);
             add(&self.guard, "verdict", "limited", now.guard_limited, before.guard_limited);
+            if *unavailable > 0 {
+                add(&self.guard, "verdict", "unavailable", *unavailable, *before_unavailable);
+            }
             *before = now.clone();
+            *before_unavailable = *unavailable;
         }
         self.step.set(step.min(i64::MAX as u64) as i64);
     }
