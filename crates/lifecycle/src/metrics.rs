@@ -32,6 +32,10 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
     pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
+/// What the metrics already count: stage changes, and per app its counts and intervals without
+/// an observation.
+type Seen = (usize, std::collections::HashMap<String, (Counts, u64)>);
+
 /// The metrics, shareable with the thread that serves them.
 #[derive(Debug, Clone)]
 pub struct LifecycleMetrics {
@@ -44,7 +48,7 @@ pub struct LifecycleMetrics {
     registry: Arc<Registry>,
     /// What was already counted: stage changes, and per app (by name) the counts at the last
     /// update.
-    seen: Arc<Mutex<(usize, std::collections::HashMap<String, (Counts, u64)>)>>,
+    seen: Arc<Mutex<Seen>>,
 }
 
 impl Default for LifecycleMetrics {
