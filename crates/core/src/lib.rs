@@ -13,7 +13,10 @@
 //!   **app-interval** is one application during one interval, the unit SLO violations count.
 //! - **episode**: a run of intervals an agent learns from (100 for DDPG, 50 for PPO). On the
 //!   simulator each episode is a freshly built cluster: agents keep what they learned, rule-based
-//!   recommenders **restart** ([`Recommender::restart`]) as if deployed on a new cluster.
+//!   recommenders **restart** ([`Recommender::restart`]) as if deployed on a new cluster. A
+//!   **live** backend (Kubernetes, Prometheus) has no episodes to reset: the lifecycle reads
+//!   **windows** of measured intervals instead, and an interval without an observation is a
+//!   **gap** (the fallback keeps the allocation; no transition spans it).
 //! - **observation** ([`Observation`]): what a backend reports about an application — possibly
 //!   noisy, late or missing. **state**: an observation encoded for a learner (a fixed-length
 //!   vector). **truth**: what really happened (only the simulator knows it; reports score it).
