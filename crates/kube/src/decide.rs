@@ -217,6 +217,7 @@ impl Decider for LifecycleDecider {
             && let Some(i) = m.app_index(key)
         {
             m.remove_app(i);
+            self.metrics.update_live(&m);
         }
     }
 }

@@ -706,6 +706,8 @@ async fn an_mpa_another_recommender_takes_over_is_forgotten() {
     let action = aware_kube::reconcile(Arc::new(mpa(json!([{"name": "other"}]), "Off")), ctx.clone()).await.unwrap();
     assert_eq!(action, Action::await_change());
     assert!(ctx.decider.report().is_empty(), "{:?}", ctx.decider.report());
+    let text = ctx.encode_metrics();
+    assert!(!text.contains(r#"aware_lifecycle_stage{app="default/web""#), "{text}");
     drop(ctx);
     server.await.unwrap();
 }

@@ -136,6 +136,12 @@ impl Guard {
         self.remember((proposal.replicas, template.limits.cpu_millicores, template.limits.memory_bytes));
     }
 
+    /// Forgets the last proposal remembered: it was never applied (the backend refused it), so
+    /// it must not hold later decreases back.
+    pub fn forget_last(&mut self) {
+        self.recent.pop_back();
+    }
+
     fn remember(&mut self, proposal: (u32, u64, u64)) {
         self.recent.push_back(proposal);
         while self.recent.len() > self.config.stabilisation_intervals.max(1) {

@@ -66,6 +66,8 @@ pub struct LiveApp {
     reward: RewardFunction,
     previous_arrival: Option<f64>,
     previous_direction: [i8; 3],
+    /// `previous_direction` before this interval's decision (restored if it is not applied).
+    direction_before: [i8; 3],
     pending: Option<Pending>,
     /// The window so far: measured intervals, their reward and SLO-violating intervals.
     window_reward: f64,
@@ -101,6 +103,7 @@ impl LiveApp {
             reward: RewardFunction { weights: profile.reward.clone() },
             previous_arrival: None,
             previous_direction: [0; 3],
+            direction_before: [0; 3],
             pending: None,
             window_reward: 0.0,
             window_intervals: 0,
@@ -319,7 +322,10 @@ impl LiveManager {
             if let Err(e) = cluster.apply(id, rec) {
                 // Not applied: nothing to learn from, and the log says so.
                 let i = self.app_index(&d.decision.app).expect("decided apps are managed");
-                self.apps[i].pending = None;
+                let a = &mut self.apps[i];
+                a.pending = None;
+                a.previous_direction = a.direction_before;
+                a.guard.forget_last();
                 d.decision.guard = format!("{}; not applied: {e}", d.decision.guard);
                 if let Some(logged) = self.decisions.iter_mut().rev().find(|x| x.app == d.decision.app) {
                     logged.guard = d.decision.guard.clone();
@@ -508,6 +514,7 @@ impl LiveManager {
                     (now.cpu_millicores, now.memory_bytes, obs.desired_replicas),
                 )
                 .unwrap_or_else(|| vec![0.0; 3]);
+                a.direction_before = a.previous_direction;
                 let oscillation = aware_env::reverses(a.previous_direction, direction);
                 if direction != [0; 3] {
                     a.previous_direction = direction;
@@ -569,6 +576,8 @@ mod tests {
     struct Flaky {
         sim: SimCluster,
         down: bool,
+        /// Every recommendation is refused (an API server answering 500).
+        refuse: bool,
     }
 
     impl Cluster for Flaky {
@@ -588,6 +597,9 @@ mod tests {
             self.sim.target(app)
         }
         fn apply(&mut self, app: AppId, rec: &Recommendation) -> Result<(), ClusterError> {
+            if self.refuse {
+                return Err(ClusterError::Unavailable("the API server answered 500".into()));
+            }
             self.sim.apply(app, rec)
         }
         fn advance(&mut self) -> Result<(), ClusterError> {
@@ -601,7 +613,7 @@ mod tests {
         for _ in 0..4 {
             sim.advance().expect("warm-up");
         }
-        Flaky { sim, down: false }
+        Flaky { sim, down: false, refuse: false }
     }
 
     fn manager(c: &Flaky, config: ManagerConfig) -> LiveManager {
@@ -685,6 +697,24 @@ mod tests {
         // Two apps: a transition each per interval after the first, none across the outage
         // (steps 3–4) or into the first interval after it (5), none across the late read (7).
         assert_eq!(stored, [0, 2, 4, 4, 4, 4, 6, 6, 8]);
+    }
+
+    #[test]
+    fn a_refused_recommendation_is_logged_and_not_learned_from() {
+        let mut c = cluster();
+        let mut m = manager(&c, ManagerConfig::default());
+        m.interval(&mut c).expect("interval");
+        c.advance().expect("advance");
+        c.refuse = true;
+        let ds = m.interval(&mut c).expect("a refused recommendation is not an error");
+        assert!(ds.iter().all(|d| d.recommendation.is_none() && d.decision.guard.contains("not applied")), "{ds:?}");
+        let logged = m.take_decisions();
+        assert!(logged.iter().rev().take(2).all(|d| d.guard.contains("not applied")), "{logged:?}");
+        c.advance().expect("advance");
+        c.refuse = false;
+        let before = m.agent.stored();
+        m.interval(&mut c).expect("interval");
+        assert_eq!(m.agent.stored(), before, "the refused decision closed no transition");
     }
 
     #[test]

@@ -88,12 +88,20 @@ impl LifecycleMetrics {
     /// `apps`: name, stage, counts and intervals without an observation so far; `changes`:
     /// every stage change so far.
     fn bring_up(&self, apps: &[(String, Stage, Counts, u64)], changes: &[crate::StageChange], step: u64) {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        // Apps no longer managed (a deleted MPA) leave the stage gauges and the counts kept.
+        let gone: Vec<String> = seen.1.keys().filter(|k| !apps.iter().any(|a| a.0 == **k)).cloned().collect();
+        for name in gone {
+            for s in Stage::ALL {
+                self.stage.remove(&labels(&[("app", &name), ("stage", s.name())]));
+            }
+            seen.1.remove(&name);
+        }
         for (name, stage, _, _) in apps {
             for s in Stage::ALL {
                 self.stage.get_or_create(&labels(&[("app", name), ("stage", s.name())])).set((s == *stage) as i64);
             }
         }
-        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         for c in &changes[seen.0.min(changes.len())..] {
             self.changes.get_or_create(&labels(&[("app", &c.app), ("from", c.from.name()), ("to", c.to.name())])).inc();
         }
