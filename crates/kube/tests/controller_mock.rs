@@ -869,6 +869,61 @@ async fn the_controller_observes_through_prometheus_and_resumes_after_it_stops()
     assert_eq!(status["recommendation"]["containerRecommendations"][0]["containerName"], "web", "{status}");
 }
 
+/// The webhook's API-server lookup: one list of the namespace's MPAs, then the scale
+/// subresource of each MPA that could apply (owned, not `Off`, with a recommendation); a target
+/// that cannot be read is skipped, never an error that would fail admission.
+#[tokio::test]
+async fn the_webhook_reads_mpas_and_their_target_selectors_from_the_api_server() {
+    use aware_kube::webhook::{KubeMpaSource, MpaSource, WebhookConfig};
+    let with_recommendation = |mut m: Value| {
+        m["status"] = json!({"recommendation": {"containerRecommendations": [
+            {"containerName": "web", "target": {"cpu": "300m", "memory": "256Mi"}}]}});
+        m
+    };
+    let applies = with_recommendation(serde_json::to_value(owned("Auto")).unwrap());
+    let mut broken = applies.clone();
+    broken["metadata"]["name"] = json!("api");
+    broken["spec"]["scaleTargetRef"]["name"] = json!("api");
+    let others = with_recommendation(serde_json::to_value(mpa(json!([{"name": "other"}]), "Auto")).unwrap());
+    let off = with_recommendation(serde_json::to_value(owned("Off")).unwrap());
+    let unrecommended = serde_json::to_value(owned("Auto")).unwrap();
+    let list = json!({"apiVersion": "autoscaling.k8s.io/v1alpha1", "kind": "MultidimPodAutoscalerList",
+        "metadata": {"resourceVersion": "9"}, "items": [applies, others, off, unrecommended, broken]});
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let server = serve(
+        handle,
+        vec![
+            step(
+                Method::GET,
+                "/apis/autoscaling.k8s.io/v1alpha1/namespaces/default/multidimpodautoscalers",
+                StatusCode::OK,
+                Some(list),
+            ),
+            step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))),
+            step(
+                Method::GET,
+                "/apis/apps/v1/namespaces/default/deployments/api/scale",
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Some(api_status(500, "InternalError")),
+            ),
+        ],
+    );
+    let source = KubeMpaSource {
+        client: Client::new(service, "default"),
+        config: WebhookConfig { recommender_name: "aware".into(), claim_default: false },
+    };
+    let found = source.candidates("default").await.unwrap();
+    assert_eq!(found.len(), 1, "only the owned, acting, recommended MPA whose target could be read");
+    assert_eq!(found[0].mpa.key(), "default/web");
+    let web: std::collections::BTreeMap<String, String> = [("app".to_string(), "web".to_string())].into();
+    let db: std::collections::BTreeMap<String, String> = [("app".to_string(), "db".to_string())].into();
+    use kube::core::SelectorExt;
+    assert!(found[0].selector.matches(&web) && !found[0].selector.matches(&db));
+    drop(source);
+    let calls = server.await.unwrap();
+    assert_eq!(calls.len(), 3);
+}
+
 mod leader {
     use std::time::Duration;
 
