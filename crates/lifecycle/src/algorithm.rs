@@ -75,6 +75,22 @@ pub struct LifecycleState {
     pub reference: Option<f64>,
 }
 
+/// Takes up checkpointed lifecycles (`states`, by app name) for the apps (`name`, lifecycle)
+/// they name; each stage that changes, with its app's position, as a transition with `reason`.
+/// Apps it does not name keep theirs.
+pub(crate) fn restore_named<'a>(
+    apps: impl Iterator<Item = (&'a str, &'a mut AppLifecycle)>,
+    states: &[(String, LifecycleState)],
+    reason: &str,
+) -> Vec<(usize, Transition)> {
+    apps.enumerate()
+        .filter_map(|(i, (name, lifecycle))| {
+            let (_, state) = states.iter().find(|(n, _)| n == name)?;
+            lifecycle.restore(state, reason.to_string()).map(|t| (i, t))
+        })
+        .collect()
+}
+
 /// One application's lifecycle.
 #[derive(Debug, Clone)]
 pub struct AppLifecycle {

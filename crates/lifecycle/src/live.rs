@@ -243,11 +243,9 @@ impl LiveManager {
     /// Takes up checkpointed lifecycles for the apps they name; each stage that changes is a
     /// stage change with `reason`. Apps it does not name keep theirs.
     pub fn restore_lifecycles(&mut self, states: &[(String, LifecycleState)], reason: &str) {
-        for i in 0..self.apps.len() {
-            let Some((_, state)) = states.iter().find(|(name, _)| *name == self.apps[i].name) else { continue };
-            if let Some(t) = self.apps[i].lifecycle.restore(state, reason.to_string()) {
-                self.log(i, t);
-            }
+        let apps = self.apps.iter_mut().map(|a| (a.name.as_str(), &mut a.lifecycle));
+        for (i, t) in crate::algorithm::restore_named(apps, states, reason) {
+            self.log(i, t);
         }
     }
 

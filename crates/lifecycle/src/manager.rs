@@ -327,11 +327,9 @@ impl<'w> Manager<'w> {
     /// Takes up checkpointed lifecycles for the apps they name (apps it does not name keep
     /// theirs); each stage that changes is a stage change with `reason`.
     pub fn restore_lifecycles(&mut self, states: &[(String, LifecycleState)], reason: &str) {
-        for i in 0..self.apps.len() {
-            let Some((_, state)) = states.iter().find(|(name, _)| *name == self.apps[i].name) else { continue };
-            if let Some(t) = self.apps[i].lifecycle.restore(state, reason.to_string()) {
-                self.log(i, t);
-            }
+        let apps = self.apps.iter_mut().map(|a| (a.name.as_str(), &mut a.lifecycle));
+        for (i, t) in crate::algorithm::restore_named(apps, states, reason) {
+            self.log(i, t);
         }
     }
 
