@@ -192,6 +192,7 @@ fn compare_is_an_ab_test_over_identical_traces() {
         "dropped_requests",
         "replica_seconds",
         "core_seconds",
+        "memory_gib_seconds",
         "scaling_actions",
         "direction_reversals",
         "mean_episode_reward",

@@ -51,7 +51,7 @@ pub use cluster::{AppId, Cluster, ClusterError};
 pub use env::{Env, EnvError, Step, StepInfo, VecEnv, VecStep};
 pub use observation::{ContainerObservation, Observation, ObservationError, PodObservation, PodPhase, ReplicaCounts};
 pub use profile::{
-    Bounds, BoundsOverrides, CPU_MILLICORES_RANGE, LifecycleThresholds, MEMORY_MIB_RANGE, MIB, Population, Profile,
+    Bounds, BoundsOverrides, CPU_MILLICORES_RANGE, LifecycleThresholds, MEMORY_MIB_RANGE, MIB, GIB, DEFAULT_MEMORY_PRICE, Population, Profile,
     ProfileError, REPLICAS_RANGE, RewardWeights, STORE_SCHEMES, Simulation, Slo, Targets, UnknownPopulation,
     resolve_bounds,
 };

@@ -31,8 +31,11 @@ pub struct Targets {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RewardWeights {
-    /// Weight of SLO preservation against utilisation: `r = α·SP·|R| + (1−α)·Σ RU_i`.
+    /// Weight of SLO preservation against cost: `r = |R|·(α·SP + (1−α)·([SP = 1] − cost))`
+    /// (`aware_env::RewardFunction`).
     pub alpha: f64,
+    /// What one GiB of memory costs in cores, in the reward's cost term.
+    pub memory_price: f64,
     /// Subtracted when an action asks for something outside the bounds.
     pub illegal_action_penalty: f64,
     /// Subtracted when an action reverses the previous one.
@@ -265,7 +268,12 @@ impl Default for Profile {
             app: None,
             slo: Slo { latency_p99_ms: None, throughput_rps: None },
             targets: Targets { cpu_utilisation: 0.5, memory_utilisation: 0.8 },
-            reward: RewardWeights { alpha: 0.3, illegal_action_penalty: 0.1, oscillation_penalty: 0.05 },
+            reward: RewardWeights {
+                alpha: 0.3,
+                memory_price: DEFAULT_MEMORY_PRICE,
+                illegal_action_penalty: 0.1,
+                oscillation_penalty: 0.05,
+            },
             bounds: Bounds {
                 min_replicas: 1,
                 max_replicas: 20,
@@ -299,6 +307,11 @@ impl Bounds {
 }
 
 pub const MIB: u64 = 1024 * 1024;
+pub const GIB: u64 = 1024 * MIB;
+
+/// Default `reward.memory_price`: what one GiB of memory costs in cores. On-demand prices of
+/// general-purpose cloud machines put a GiB-hour at about 1/7.5 of a vCPU-hour.
+pub const DEFAULT_MEMORY_PRICE: f64 = 0.134;
 
 impl Profile {
     /// An app's effective bounds: its own with this profile's overrides ([`resolve_bounds`]).
@@ -347,6 +360,7 @@ struct RawTargets {
 #[serde(deny_unknown_fields, default)]
 struct RawReward {
     alpha: S<f64>,
+    memory_price: S<f64>,
     illegal_action_penalty: S<f64>,
     oscillation_penalty: S<f64>,
 }
@@ -498,6 +512,8 @@ impl Profile {
                 if v.is_finite() && v > 0.0 && v <= 1.0 { Ok(()) } else { Err("must be in (0, 1]".into()) }
             });
         let (alpha, _) = c.take("reward.alpha", raw.reward.alpha, d.reward.alpha, unit());
+        let (memory_price, _) =
+            c.take("reward.memory_price", raw.reward.memory_price, d.reward.memory_price, finite_in(0.0, 10.0));
         let (illegal, _) = c.take(
             "reward.illegal_action_penalty",
             raw.reward.illegal_action_penalty,
@@ -606,7 +622,7 @@ impl Profile {
             app: raw.app,
             slo,
             targets: Targets { cpu_utilisation: cpu_t, memory_utilisation: mem_t },
-            reward: RewardWeights { alpha, illegal_action_penalty: illegal, oscillation_penalty: osc },
+            reward: RewardWeights { alpha, memory_price, illegal_action_penalty: illegal, oscillation_penalty: osc },
             bounds: resolve_bounds(&d.bounds, &o),
             bound_overrides: o,
             population,

@@ -186,7 +186,8 @@ pub fn measure(
         cpu_limit_millicores: obs.template.limits.cpu_millicores,
         memory_limit_bytes: obs.template.limits.memory_bytes,
     };
-    Ok((state, reward.reward(sp, cpu, memory, illegal, oscillation), info))
+    let cost = reward.cost(&encoder.bounds, obs.desired_replicas, obs.template.requests);
+    Ok((state, reward.reward(sp, cost, illegal, oscillation), info))
 }
 
 impl<C: Cluster> VecEnv for ClusterVecEnv<C> {

@@ -1,24 +1,43 @@
-//! The reward: `r = α·SP·|R| + (1−α)·[SP = 1]·Σ_{i∈R} RU_i − penalties`, R = {CPU, memory}.
+//! The reward: `r = |R|·(α·SP + (1−α)·([SP = 1] − cost)) − penalties`, |R| = 2 (CPU, memory).
 //!
-//! AWARE's reward is `α·SP·|R| + (1−α)·Σ RU_i`. Taken literally it pays for starving the
-//! application: a starved app runs at full utilisation, and at α = 0.3 the utilisation terms
-//! (up to 1.4) outweigh the whole SLO term (0.6), so a policy violating its SLO in every interval
-//! out-earns one that serves. Two changes make the reward rank policies as an operator does:
+//! AWARE's reward is `α·SP·|R| + (1−α)·Σ_{i∈R} RU_i`: SLO preservation plus the utilisation of
+//! each resource. Taken literally it pays for starving the application: a starved app runs at
+//! full utilisation, and at α = 0.3 the utilisation terms (up to 1.4) outweigh the whole SLO term
+//! (0.6), so a policy violating its SLO in every interval out-earns one that serves. Gating the
+//! utilisation on the SLO being met fixes that, but per-interval utilisation still ranks policies
+//! differently from the operator, who compares SLO-violating intervals and core-seconds
+//! ("A beats B" = fewer core-seconds with no more violations, or the reverse):
 //!
-//! - **SP counts lost requests.** SLO preservation is the smaller of the latency/throughput
-//!   preservation and the served share of the demand ([`served_preservation`]): an interval that
-//!   drops more than [`DROP_TOLERANCE`] of its requests (or lets them pile up unserved) is not
-//!   meeting its SLO, however fast the requests it did serve were.
-//! - **Utilisation is only paid while the SLO is met** (`SP = 1`). Any interval that meets its SLO
-//!   then earns at least `2α`, and any interval that misses it at most `2α·SP < 2α`, for every α:
-//!   meeting the SLO always beats missing it, and among intervals that meet it the cheaper
-//!   allocation (higher utilisation) earns more. So "fewer core-seconds with no more SLO
-//!   violations" and "fewer violations with no more core-seconds" both earn more reward.
+//! - **Utilisation is a ratio per interval; the bill is a sum.** Squeezing a quiet interval
+//!   raises its utilisation far more than the same cores saved at the peak, so a policy can earn
+//!   more while spending more core-seconds. Measured: in `aware experiment fig10 --quick` (seeds
+//!   1–3) 3 of 10 pairs where one policy beat another in the operator's sense were ranked the
+//!   other way round, e.g. an agent with 48 SLO-violating intervals and 780,945 core-seconds
+//!   earning more than the MPA default with 6 and 777,135.
+//! - **Memory utilisation was paid like CPU**, so a learner squeezed memory: 2,196 OOM kills and
+//!   14× the MPA default's SLO violations, at a reward equal to the default's.
 //!
-//! α keeps the papers' default of 0.3: with the gate it no longer decides whether starving pays
-//! (it never does), only how steep the slope of missing the SLO is against the efficiency bonus.
+//! So the efficiency term is the allocation's *cost*, charged in every interval, and meeting the
+//! SLO is paid in full:
+//!
+//! - `cost` = replicas × (CPU cores + `memory_price` × memory GiB) of the requests the app asked
+//!   for (what the scheduler reserves, and what the operator's core-seconds count), over the app's cost scale `max_replicas` × 1 core, clamped to [0, 1]
+//!   ([`RewardFunction::cost`]). `memory_price` (profile `reward.memory_price`, default 0.134)
+//!   is what a GiB costs in cores: the ratio of on-demand GiB-hour to vCPU-hour prices of
+//!   general-purpose cloud machines, about 1 : 7.5.
+//! - An episode's return is then a constant minus `(1−α)·|R|` per SLO-violating interval minus
+//!   a multiple of the core-seconds (and GiB-seconds) it reserved, plus `α·|R|·SP` for how close
+//!   the violating intervals came: fewer core-seconds with no more violations earns more, as
+//!   does the reverse. (The `α·SP` term can only reorder policies whose violation counts differ
+//!   by a handful of intervals of very different depths.)
+//! - **Starving never pays:** an interval that meets its SLO earns at least `α·|R|` (cost ≤ 1);
+//!   one that misses it at most `α·|R|·SP < α·|R|`, for every α and every allocation.
+//!
+//! α keeps the papers' default of 0.3: one SLO-violating interval costs as much as reserving the
+//! whole cost scale (`max_replicas` one-core pods, about four times the app's peak need) for
+//! `1 + α/(1−α)·(1−SP)` intervals.
 
-use aware_core::RewardWeights;
+use aware_core::{Bounds, GIB, Resources, RewardWeights};
 
 /// Number of resources in R (CPU and memory): the weight that puts the SLO term on the same
 /// scale as the summed utilisations.
@@ -76,24 +95,35 @@ pub struct RewardFunction {
 }
 
 impl RewardFunction {
-    /// Lowest value the reward can take.
+    /// Lowest value the reward can take: the SLO missed completely at the full cost scale, with
+    /// both penalties.
     pub fn min(&self) -> f64 {
-        -(self.weights.illegal_action_penalty + self.weights.oscillation_penalty)
+        -(1.0 - self.weights.alpha) * RESOURCES - (self.weights.illegal_action_penalty + self.weights.oscillation_penalty)
     }
 
-    /// Highest value: SLO met with both resources fully used.
+    /// Highest value: the SLO met at no cost.
     pub fn max(&self) -> f64 {
         RESOURCES
     }
 
-    /// `sp`, `cpu` and `memory` are clamped into [0, 1] so that the documented bounds always hold;
-    /// the utilisation terms count only when the SLO is met (`sp` = 1).
-    pub fn reward(&self, sp: f64, cpu: f64, memory: f64, illegal: bool, oscillation: bool) -> f64 {
+    /// The cost of `replicas` pods with container `requests`, as a fraction in [0, 1] of the
+    /// app's cost scale (`bounds.max_replicas` one-core pods): replicas × (cores +
+    /// `memory_price` × GiB) / `max_replicas`.
+    pub fn cost(&self, bounds: &Bounds, replicas: u32, requests: Resources) -> f64 {
+        let per_pod = requests.cpu_cores() + self.weights.memory_price * requests.memory_bytes as f64 / GIB as f64;
+        let scale = bounds.max_replicas.max(1) as f64;
+        let c = replicas as f64 * per_pod / scale;
+        if c.is_finite() { c.clamp(0.0, 1.0) } else { 1.0 }
+    }
+
+    /// `sp` and `cost` are clamped into [0, 1] (a non-finite one counts as the worst: SP 0,
+    /// cost 1) so that the documented bounds always hold.
+    pub fn reward(&self, sp: f64, cost: f64, illegal: bool, oscillation: bool) -> f64 {
         let a = self.weights.alpha;
-        let unit = |v: f64| if v.is_finite() { v.clamp(0.0, 1.0) } else { 0.0 };
-        let sp = unit(sp);
-        let efficiency = if sp >= 1.0 { unit(cpu) + unit(memory) } else { 0.0 };
-        let mut r = a * sp * RESOURCES + (1.0 - a) * efficiency;
+        let sp = if sp.is_finite() { sp.clamp(0.0, 1.0) } else { 0.0 };
+        let cost = if cost.is_finite() { cost.clamp(0.0, 1.0) } else { 1.0 };
+        let met = if sp >= 1.0 { 1.0 } else { 0.0 };
+        let mut r = RESOURCES * (a * sp + (1.0 - a) * (met - cost));
         if illegal {
             r -= self.weights.illegal_action_penalty;
         }
@@ -107,7 +137,7 @@ impl RewardFunction {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aware_core::Profile;
+    use aware_core::{DEFAULT_MEMORY_PRICE, Profile};
     use proptest::prelude::*;
 
     #[test]
@@ -128,16 +158,57 @@ mod tests {
         }
     }
 
+    fn weights(alpha: f64) -> RewardWeights {
+        RewardWeights { alpha, memory_price: DEFAULT_MEMORY_PRICE, illegal_action_penalty: 0.1, oscillation_penalty: 0.05 }
+    }
+
     #[test]
     fn reward_matches_formula() {
         let f = RewardFunction { weights: Profile::default().reward };
         let a = f.weights.alpha;
-        assert!((f.reward(1.0, 0.5, 0.25, false, false) - (2.0 * a + (1.0 - a) * 0.75)).abs() < 1e-12);
-        assert!((f.reward(1.0, 1.0, 1.0, false, false) - 2.0).abs() < 1e-12);
-        // A missed SLO earns no utilisation: starving never pays.
-        assert!((f.reward(0.9, 1.0, 1.0, false, false) - 2.0 * a * 0.9).abs() < 1e-12);
-        let penalised = f.reward(1.0, 1.0, 1.0, true, true);
+        assert!((f.reward(1.0, 0.25, false, false) - 2.0 * (a + (1.0 - a) * 0.75)).abs() < 1e-12);
+        assert!((f.reward(1.0, 0.0, false, false) - 2.0).abs() < 1e-12);
+        // A missed SLO loses the whole (1 − α)·|R| and is still charged for what it reserved.
+        assert!((f.reward(0.9, 0.25, false, false) - 2.0 * (a * 0.9 - (1.0 - a) * 0.25)).abs() < 1e-12);
+        let penalised = f.reward(1.0, 0.0, true, true);
         assert!((f.max() - penalised - f.weights.illegal_action_penalty - f.weights.oscillation_penalty).abs() < 1e-12);
+        assert!((f.reward(0.0, 1.0, true, true) - f.min()).abs() < 1e-12);
+        // Not-a-number counts as the worst case, never as a free interval.
+        assert_eq!(f.reward(f64::NAN, f64::NAN, false, false), f.reward(0.0, 1.0, false, false));
+    }
+
+    #[test]
+    fn cost_counts_replicas_cores_and_priced_memory_over_the_scale() {
+        let f = RewardFunction { weights: Profile::default().reward };
+        let bounds = Bounds { max_replicas: 40, ..Profile::default().bounds };
+        let pod = Resources::new(500, 2 * GIB);
+        let want = 10.0 * (0.5 + DEFAULT_MEMORY_PRICE * 2.0) / 40.0;
+        assert!((f.cost(&bounds, 10, pod) - want).abs() < 1e-12);
+        assert_eq!(f.cost(&bounds, 0, pod), 0.0);
+        // Beyond the scale the cost saturates, so serving never earns less than starving.
+        assert_eq!(f.cost(&bounds, 1_000, Resources::new(4_000, 64 * GIB)), 1.0);
+        let free_memory = RewardFunction { weights: RewardWeights { memory_price: 0.0, ..f.weights.clone() } };
+        assert!((free_memory.cost(&bounds, 10, pod) - 10.0 * 0.5 / 40.0).abs() < 1e-12);
+    }
+
+    /// The case that made the reward cost-based: per-interval utilisation paid a policy that
+    /// squeezed its quiet intervals and spent more core-seconds at its peak more than one that
+    /// spent fewer core-seconds in total with the same SLO record. A cost charge per interval
+    /// sums to the core-seconds, so the cheaper policy earns more.
+    #[test]
+    fn fewer_core_seconds_earn_more_whatever_the_per_interval_utilisation() {
+        let f = RewardFunction { weights: Profile::default().reward };
+        let bounds = Bounds { max_replicas: 40, ..Profile::default().bounds };
+        let usage = [1.0, 1.0, 1.0, 8.0]; // cores busy per interval: quiet, quiet, quiet, peak
+        let squeezer = [1.25, 1.25, 1.25, 16.0]; // 80 % busy when quiet, 50 % at the peak
+        let even = [2.0, 2.0, 2.0, 10.0]; // 50 % when quiet, 80 % at the peak
+        let utilisation = |alloc: &[f64]| usage.iter().zip(alloc).map(|(u, a)| u / a).sum::<f64>();
+        assert!(utilisation(&squeezer) > utilisation(&even), "the case needs the squeezer ahead on utilisation");
+        assert!(squeezer.iter().sum::<f64>() > even.iter().sum::<f64>(), "and behind on core-seconds");
+        let ret = |alloc: &[f64]| {
+            alloc.iter().map(|&c| f.reward(1.0, f.cost(&bounds, 1, Resources::new((c * 1000.0) as u64, 0)), false, false)).sum::<f64>()
+        };
+        assert!(ret(&even) > ret(&squeezer));
     }
 
     #[test]
@@ -158,23 +229,30 @@ mod tests {
     }
 
     proptest! {
-        /// Meeting the SLO earns at least as much as missing it, whatever the utilisations.
+        /// Meeting the SLO earns at least as much as missing it, whatever either allocation costs.
         #[test]
         fn meeting_the_slo_always_beats_missing_it(
-            alpha in 0.0f64..=1.0, sp in 0.0f64..0.999_999, c1 in 0.0f64..1.0, m1 in 0.0f64..1.0,
-            c2 in 0.0f64..1.0, m2 in 0.0f64..1.0,
+            alpha in 0.0f64..=1.0, sp in 0.0f64..0.999_999, c1 in 0.0f64..=1.0, c2 in 0.0f64..=1.0,
         ) {
-            let f = RewardFunction { weights: RewardWeights { alpha, illegal_action_penalty: 0.1, oscillation_penalty: 0.05 } };
-            prop_assert!(f.reward(1.0, c1, m1, false, false) >= f.reward(sp, c2, m2, false, false));
+            let f = RewardFunction { weights: weights(alpha) };
+            prop_assert!(f.reward(1.0, c1, false, false) >= f.reward(sp, c2, false, false));
+        }
+
+        /// With the same SLO preservation, the cheaper allocation never earns less.
+        #[test]
+        fn cheaper_never_earns_less(alpha in 0.0f64..=1.0, sp in 0.0f64..=1.0, c1 in 0.0f64..=1.0, c2 in 0.0f64..=1.0) {
+            let f = RewardFunction { weights: weights(alpha) };
+            let (lo, hi) = if c1 <= c2 { (c1, c2) } else { (c2, c1) };
+            prop_assert!(f.reward(sp, lo, false, false) >= f.reward(sp, hi, false, false));
         }
 
         #[test]
         fn reward_is_within_documented_bounds(
-            alpha in 0.0f64..=1.0, sp in -1.0f64..2.0, cpu in -1.0f64..2.0, mem in -1.0f64..2.0,
+            alpha in 0.0f64..=1.0, sp in -1.0f64..2.0, cost in -1.0f64..2.0,
             illegal: bool, osc: bool, pi in 0.0f64..10.0, po in 0.0f64..10.0,
         ) {
-            let f = RewardFunction { weights: RewardWeights { alpha, illegal_action_penalty: pi, oscillation_penalty: po } };
-            let r = f.reward(sp, cpu, mem, illegal, osc);
+            let f = RewardFunction { weights: RewardWeights { alpha, memory_price: DEFAULT_MEMORY_PRICE, illegal_action_penalty: pi, oscillation_penalty: po } };
+            let r = f.reward(sp, cost, illegal, osc);
             prop_assert!(r >= f.min() - 1e-12 && r <= f.max() + 1e-12, "{r}");
         }
     }

@@ -16,7 +16,7 @@
 
 use std::path::PathBuf;
 
-use aware_lab::evaluate::{PolicyRow, aggregate};
+use aware_lab::evaluate::{PolicyRow, aggregate, reward_misrankings};
 use aware_lab::policy::PolicyName;
 use aware_lab::progress::Progress;
 use aware_lab::score::{LatencyHistogram, Summary};
@@ -147,6 +147,9 @@ pub struct Checks {
     /// fig9: `aware` above `no-retrain` in mean reward with fewer SLO violations.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub aware_above_no_retrain: Option<bool>,
+    /// Pairs of rows the reward ranks against the operator ([`reward_misrankings`]); empty when
+    /// it agrees on every pair the operator can rank.
+    pub reward_misranked: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -282,6 +285,7 @@ pub fn run(
                 }),
                 aware_reward_shortfall_vs_converged: None,
                 aware_above_no_retrain: None,
+                reward_misranked: reward_misrankings(&policies),
             };
             Ok(LifecycleReport {
                 experiment: which.name(),
@@ -383,6 +387,7 @@ fn fig9(
             aware.summary.mean_reward > no_retrain.summary.mean_reward
                 && aware.summary.slo_violations < no_retrain.summary.slo_violations,
         ),
+        reward_misranked: reward_misrankings(&policies),
     };
     Ok(LifecycleReport {
         experiment: "fig9",

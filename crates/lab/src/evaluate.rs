@@ -50,6 +50,7 @@ pub fn aggregate(label: &str, per_app: &[Summary], latencies: &LatencyHistogram)
         arrivals: sum(|s| s.arrivals),
         oom_events: count(|s| s.oom_events),
         core_seconds: sum(|s| s.core_seconds),
+        memory_gib_seconds: sum(|s| s.memory_gib_seconds),
         replica_seconds: sum(|s| s.replica_seconds),
         scaling_actions: count(|s| s.scaling_actions),
         direction_reversals: count(|s| s.direction_reversals),
@@ -234,6 +235,38 @@ impl PolicyRow {
     }
 }
 
+/// Every pair of rows the reward ranks against the operator: the first beats the second
+/// ([`PolicyRow::beats`]) without dropping more requests, yet earned no more mean reward.
+/// Empty when the reward agrees with the operator on every pair the operator ranks
+/// unambiguously; reports carry it so a disagreement is seen, not silently learned from.
+/// (A pair where the cheaper policy dropped more requests is left out: with equal violation
+/// counts, say an app no policy can serve, the reward pays the one that served more.)
+pub fn reward_misrankings(rows: &[PolicyRow]) -> Vec<String> {
+    let mut out = Vec::new();
+    for a in rows {
+        for b in rows {
+            if a.beats(b)
+                && a.summary.dropped_requests <= b.summary.dropped_requests
+                && a.summary.memory_gib_seconds <= b.summary.memory_gib_seconds
+                && a.summary.mean_reward <= b.summary.mean_reward
+            {
+                out.push(format!(
+                    "{} beats {} ({} SLO-violating intervals and {:.0} core-seconds against {} and {:.0}) but earned {:.4} per interval against {:.4}",
+                    a.policy,
+                    b.policy,
+                    a.summary.slo_violations,
+                    a.summary.core_seconds,
+                    b.summary.slo_violations,
+                    b.summary.core_seconds,
+                    a.summary.mean_reward,
+                    b.summary.mean_reward
+                ));
+            }
+        }
+    }
+    out
+}
+
 /// `compare --json`.
 #[derive(Debug, Serialize)]
 pub struct CompareReport {
@@ -245,6 +278,8 @@ pub struct CompareReport {
     pub episode_steps: u64,
     pub scenario: Option<String>,
     pub policies: Vec<PolicyRow>,
+    /// [`reward_misrankings`] of `policies`.
+    pub reward_misranked: Vec<String>,
 }
 
 /// Every policy on identical apps and identical traffic; `store`: a store URL to record every
@@ -298,7 +333,12 @@ pub fn compare_runs(
         runs.push(evaluate(workload, p, steps, workload.trace_seed, sinks, progress)?);
     }
     progress.finish();
+    let policies: Vec<PolicyRow> = runs
+        .iter()
+        .map(|r| PolicyRow::new(&r.policy.to_string(), r.aggregate(&r.policy.to_string()), episode_steps))
+        .collect();
     let report = CompareReport {
+        reward_misranked: reward_misrankings(&policies),
         apps: workload.apps.len(),
         steps,
         seed: workload.seed,
@@ -306,10 +346,7 @@ pub fn compare_runs(
         interval_s: workload.sim.interval_s,
         episode_steps,
         scenario: workload.sim.scenario.map(|s| s.to_string()),
-        policies: runs
-            .iter()
-            .map(|r| PolicyRow::new(&r.policy.to_string(), r.aggregate(&r.policy.to_string()), episode_steps))
-            .collect(),
+        policies,
     };
     Ok((report, runs))
 }

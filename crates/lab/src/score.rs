@@ -31,6 +31,8 @@ pub struct Summary {
     pub oom_events: u64,
     /// Σ CPU requests of scheduled pods × time: what the operator pays for.
     pub core_seconds: f64,
+    /// Σ memory requests of scheduled pods × time, GiB·s: the rest of the bill.
+    pub memory_gib_seconds: f64,
     pub replica_seconds: f64,
     /// Intervals in which the allocation changed (replicas, CPU or memory).
     pub scaling_actions: u64,
@@ -230,6 +232,7 @@ impl Observer for Scorer {
                     s.arrivals += t.arrivals;
                     s.oom_events += t.oom_events as u64;
                     s.core_seconds += t.core_seconds;
+                    s.memory_gib_seconds += t.memory_gib_seconds;
                     cores += t.core_seconds / dt;
                     s.replica_seconds += t.replica_seconds;
                     if let Some(p99) = t.latency_p99_ms {
@@ -251,6 +254,8 @@ impl Observer for Scorer {
                     s.oom_events += info.oom_events as u64;
                     let reserved = info.replicas as f64 * info.cpu_limit_millicores as f64 / 1000.0;
                     s.core_seconds += reserved * dt;
+                    s.memory_gib_seconds +=
+                        info.replicas as f64 * info.memory_limit_bytes as f64 / aware_core::GIB as f64 * dt;
                     cores += reserved;
                     s.replica_seconds += info.replicas as f64 * dt;
                 }

@@ -278,6 +278,8 @@ pub struct AppStepStats {
     pub dropped_on_termination: f64,
     /// Σ CPU requests of scheduled pods × interval.
     pub core_seconds: f64,
+    /// Σ memory requests of scheduled pods × interval, GiB·s.
+    pub memory_gib_seconds: f64,
     pub replica_seconds: f64,
     pub oom_events: u32,
     pub overloaded: bool,
@@ -916,7 +918,7 @@ impl SimCluster {
             }
         }
         let (mut cpu_util, mut mem_util, mut n_util) = (0.0, 0.0, 0usize);
-        let mut requested_m = 0u64;
+        let (mut requested_m, mut requested_bytes) = (0u64, 0u64);
         for pod in dep.pods.iter_mut() {
             pod.oom_at_bytes = None;
             let Some(n) = pod.node else {
@@ -925,6 +927,7 @@ impl SimCluster {
             };
             st.scheduled_replicas += 1;
             requested_m += pod.resources.requests.cpu_millicores;
+            requested_bytes += pod.resources.requests.memory_bytes;
             let limits = pod.running.limits;
             if pod.phase != PodPhase::Ready {
                 pod.cpu_usage = startup_cpu * limits.cpu_cores();
@@ -1006,6 +1009,7 @@ impl SimCluster {
             }
         }
         st.core_seconds += requested_m as f64 / 1000.0 * dt;
+        st.memory_gib_seconds += requested_bytes as f64 / aware_core::GIB as f64 * dt;
         // Deleted pods drain what they hold, then release their node; the rest is dropped.
         let mut released = Vec::new();
         dep.draining.retain_mut(|pod| {
@@ -1018,6 +1022,7 @@ impl SimCluster {
                 components.push((r.served, r.latency_mean_s, r.latency_var_s2));
             }
             st.core_seconds += pod.resources.requests.cpu_cores() * dt;
+            st.memory_gib_seconds += pod.resources.requests.memory_bytes as f64 / aware_core::GIB as f64 * dt;
             st.draining_replicas += 1;
             nodes[n].demand_cores += r.cpu_usage_cores;
             if pod.drain_until.is_some_and(|t| t <= now + dt) || pod.queue.queued() <= 0.0 {
