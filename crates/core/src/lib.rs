@@ -51,9 +51,9 @@ pub use cluster::{AppId, Cluster, ClusterError};
 pub use env::{Env, EnvError, Step, StepInfo, VecEnv, VecStep};
 pub use observation::{ContainerObservation, Observation, ObservationError, PodObservation, PodPhase, ReplicaCounts};
 pub use profile::{
-    Bounds, BoundsOverrides, CPU_MILLICORES_RANGE, LifecycleThresholds, MEMORY_MIB_RANGE, MIB, GIB, DEFAULT_MEMORY_PRICE, Population, Profile,
-    ProfileError, REPLICAS_RANGE, RewardWeights, STORE_SCHEMES, Simulation, Slo, Targets, UnknownPopulation,
-    resolve_bounds,
+    Bounds, BoundsOverrides, CPU_MILLICORES_RANGE, DEFAULT_MEMORY_PRICE, GIB, LifecycleThresholds, MEMORY_MIB_RANGE,
+    MIB, Population, Profile, ProfileError, REPLICAS_RANGE, RewardWeights, STORE_SCHEMES, Simulation, Slo, Targets,
+    UnknownPopulation, resolve_bounds,
 };
 pub use recommendation::{
     ContainerResources, FixedRecommender, Recommendation, Recommender, RecommenderError, Resources,

@@ -1,4 +1,4 @@
-//! The reward: `r = |R|·(α·SP + (1−α)·([SP = 1] − cost)) − penalties`, |R| = 2 (CPU, memory).
+//! The reward: `r = |R|·(α·SP + (1−α)·[SP = 1]·(1 − cost)) − penalties`, |R| = 2 (CPU, memory).
 //!
 //! AWARE's reward is `α·SP·|R| + (1−α)·Σ_{i∈R} RU_i`: SLO preservation plus the utilisation of
 //! each resource. Taken literally it pays for starving the application: a starved app runs at
@@ -17,25 +17,32 @@
 //! - **Memory utilisation was paid like CPU**, so a learner squeezed memory: 2,196 OOM kills and
 //!   14× the MPA default's SLO violations, at a reward equal to the default's.
 //!
-//! So the efficiency term is the allocation's *cost*, charged in every interval, and meeting the
-//! SLO is paid in full:
+//! So the efficiency term is one minus the allocation's *cost*, a linear charge whose sum over
+//! an episode is the core-seconds (and GiB-seconds) reserved:
 //!
 //! - `cost` = replicas × (CPU cores + `memory_price` × memory GiB) of the requests the app asked
-//!   for (what the scheduler reserves, and what the operator's core-seconds count), over the app's cost scale `max_replicas` × 1 core, clamped to [0, 1]
-//!   ([`RewardFunction::cost`]). `memory_price` (profile `reward.memory_price`, default 0.134)
-//!   is what a GiB costs in cores: the ratio of on-demand GiB-hour to vCPU-hour prices of
-//!   general-purpose cloud machines, about 1 : 7.5.
-//! - An episode's return is then a constant minus `(1−α)·|R|` per SLO-violating interval minus
-//!   a multiple of the core-seconds (and GiB-seconds) it reserved, plus `α·|R|·SP` for how close
-//!   the violating intervals came: fewer core-seconds with no more violations earns more, as
-//!   does the reverse. (The `α·SP` term can only reorder policies whose violation counts differ
-//!   by a handful of intervals of very different depths.)
+//!   for (what the scheduler reserves, and what the operator's core-seconds count), over the
+//!   app's cost scale `max_replicas` × 1 core, clamped to [0, 1] ([`RewardFunction::cost`]).
+//!   `memory_price` (profile `reward.memory_price`, default 0.134) is what a GiB costs in cores:
+//!   the ratio of on-demand GiB-hour to vCPU-hour prices of general-purpose cloud machines,
+//!   about 1 : 7.5.
+//! - **Only intervals that meet the SLO are charged.** A violating interval earns its SLO term
+//!   alone. Charging it too would pay a policy for cutting resources further once the SLO is
+//!   already lost, a slope towards starvation: measured with the charge in every interval, PPO
+//!   in `aware experiment agents --quick` learned to starve its app (3,000 of 3,000 intervals
+//!   violating, 0.0001 per interval).
+//! - An episode's return is then a constant, minus `(1−α)·|R|` per SLO-violating interval,
+//!   minus a multiple of the core-seconds reserved while meeting the SLO, plus `α·|R|·SP` for
+//!   how close the violating intervals came. Policies the operator ranks are ranked alike unless
+//!   they differ by a handful of violations of very different depth, or one spent its
+//!   core-seconds inside its violations (`aware_lab::evaluate::reward_misrankings` reports any
+//!   such pair in every comparison).
 //! - **Starving never pays:** an interval that meets its SLO earns at least `α·|R|` (cost ≤ 1);
 //!   one that misses it at most `α·|R|·SP < α·|R|`, for every α and every allocation.
 //!
-//! α keeps the papers' default of 0.3: one SLO-violating interval costs as much as reserving the
-//! whole cost scale (`max_replicas` one-core pods, about four times the app's peak need) for
-//! `1 + α/(1−α)·(1−SP)` intervals.
+//! α keeps the papers' default of 0.3: one SLO-violating interval costs at least as much as
+//! reserving the whole cost scale (`max_replicas` one-core pods, about four times the app's peak
+//! need) for one interval that meets it.
 
 use aware_core::{Bounds, GIB, Resources, RewardWeights};
 
@@ -95,10 +102,9 @@ pub struct RewardFunction {
 }
 
 impl RewardFunction {
-    /// Lowest value the reward can take: the SLO missed completely at the full cost scale, with
-    /// both penalties.
+    /// Lowest value the reward can take: the SLO missed completely, with both penalties.
     pub fn min(&self) -> f64 {
-        -(1.0 - self.weights.alpha) * RESOURCES - (self.weights.illegal_action_penalty + self.weights.oscillation_penalty)
+        -(self.weights.illegal_action_penalty + self.weights.oscillation_penalty)
     }
 
     /// Highest value: the SLO met at no cost.
@@ -122,8 +128,8 @@ impl RewardFunction {
         let a = self.weights.alpha;
         let sp = if sp.is_finite() { sp.clamp(0.0, 1.0) } else { 0.0 };
         let cost = if cost.is_finite() { cost.clamp(0.0, 1.0) } else { 1.0 };
-        let met = if sp >= 1.0 { 1.0 } else { 0.0 };
-        let mut r = RESOURCES * (a * sp + (1.0 - a) * (met - cost));
+        let efficiency = if sp >= 1.0 { 1.0 - cost } else { 0.0 };
+        let mut r = RESOURCES * (a * sp + (1.0 - a) * efficiency);
         if illegal {
             r -= self.weights.illegal_action_penalty;
         }
@@ -159,7 +165,12 @@ mod tests {
     }
 
     fn weights(alpha: f64) -> RewardWeights {
-        RewardWeights { alpha, memory_price: DEFAULT_MEMORY_PRICE, illegal_action_penalty: 0.1, oscillation_penalty: 0.05 }
+        RewardWeights {
+            alpha,
+            memory_price: DEFAULT_MEMORY_PRICE,
+            illegal_action_penalty: 0.1,
+            oscillation_penalty: 0.05,
+        }
     }
 
     #[test]
@@ -168,11 +179,12 @@ mod tests {
         let a = f.weights.alpha;
         assert!((f.reward(1.0, 0.25, false, false) - 2.0 * (a + (1.0 - a) * 0.75)).abs() < 1e-12);
         assert!((f.reward(1.0, 0.0, false, false) - 2.0).abs() < 1e-12);
-        // A missed SLO loses the whole (1 − α)·|R| and is still charged for what it reserved.
-        assert!((f.reward(0.9, 0.25, false, false) - 2.0 * (a * 0.9 - (1.0 - a) * 0.25)).abs() < 1e-12);
+        // A missed SLO earns its SLO term alone, whatever it reserved: cutting further never pays.
+        assert!((f.reward(0.9, 0.25, false, false) - 2.0 * a * 0.9).abs() < 1e-12);
+        assert_eq!(f.reward(0.9, 0.25, false, false), f.reward(0.9, 0.0, false, false));
         let penalised = f.reward(1.0, 0.0, true, true);
         assert!((f.max() - penalised - f.weights.illegal_action_penalty - f.weights.oscillation_penalty).abs() < 1e-12);
-        assert!((f.reward(0.0, 1.0, true, true) - f.min()).abs() < 1e-12);
+        assert!((f.reward(0.0, 0.0, true, true) - f.min()).abs() < 1e-12);
         // Not-a-number counts as the worst case, never as a free interval.
         assert_eq!(f.reward(f64::NAN, f64::NAN, false, false), f.reward(0.0, 1.0, false, false));
     }
@@ -206,7 +218,10 @@ mod tests {
         assert!(utilisation(&squeezer) > utilisation(&even), "the case needs the squeezer ahead on utilisation");
         assert!(squeezer.iter().sum::<f64>() > even.iter().sum::<f64>(), "and behind on core-seconds");
         let ret = |alloc: &[f64]| {
-            alloc.iter().map(|&c| f.reward(1.0, f.cost(&bounds, 1, Resources::new((c * 1000.0) as u64, 0)), false, false)).sum::<f64>()
+            alloc
+                .iter()
+                .map(|&c| f.reward(1.0, f.cost(&bounds, 1, Resources::new((c * 1000.0) as u64, 0)), false, false))
+                .sum::<f64>()
         };
         assert!(ret(&even) > ret(&squeezer));
     }
@@ -238,12 +253,16 @@ mod tests {
             prop_assert!(f.reward(1.0, c1, false, false) >= f.reward(sp, c2, false, false));
         }
 
-        /// With the same SLO preservation, the cheaper allocation never earns less.
+        /// With the same SLO preservation, the cheaper allocation never earns less (and earns
+        /// strictly more while the SLO is met).
         #[test]
         fn cheaper_never_earns_less(alpha in 0.0f64..=1.0, sp in 0.0f64..=1.0, c1 in 0.0f64..=1.0, c2 in 0.0f64..=1.0) {
             let f = RewardFunction { weights: weights(alpha) };
             let (lo, hi) = if c1 <= c2 { (c1, c2) } else { (c2, c1) };
             prop_assert!(f.reward(sp, lo, false, false) >= f.reward(sp, hi, false, false));
+            if alpha < 1.0 && hi > lo {
+                prop_assert!(f.reward(1.0, lo, false, false) > f.reward(1.0, hi, false, false));
+            }
         }
 
         #[test]

@@ -248,7 +248,7 @@ pub fn reward_misrankings(rows: &[PolicyRow]) -> Vec<String> {
             if a.beats(b)
                 && a.summary.dropped_requests <= b.summary.dropped_requests
                 && a.summary.memory_gib_seconds <= b.summary.memory_gib_seconds
-                && a.summary.mean_reward <= b.summary.mean_reward
+                && a.summary.mean_reward < b.summary.mean_reward
             {
                 out.push(format!(
                     "{} beats {} ({} SLO-violating intervals and {:.0} core-seconds against {} and {:.0}) but earned {:.4} per interval against {:.4}",

@@ -120,8 +120,10 @@ fn recommenders_kept_across_episodes_score_as_fresh_ones() {
 
 /// The reward ranks the rule-based policies as the operator does, app by app: whenever one
 /// reserved fewer core-seconds with no more SLO-violating intervals (or the reverse), and
-/// dropped no more requests and reserved no more memory, it earned more per interval. Per-interval utilisation, the reward's old efficiency term, failed this (a
-/// policy squeezing its quiet intervals out-earned a cheaper one). Across apps of different sizes
+/// dropped no more requests and reserved no more memory, it did not earn less per interval.
+/// (The case that made the reward cost-based, a learned policy squeezing its quiet intervals,
+/// is `aware_env`'s `fewer_core_seconds_earn_more_whatever_the_per_interval_utilisation`;
+/// `aware experiment fig10` reports any misranked pair of its rows.) Across apps of different sizes
 /// the mean reward weighs each app equally while core-seconds weigh each core equally, so the
 /// check is per app.
 #[test]
