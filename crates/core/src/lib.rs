@@ -35,9 +35,14 @@
 //!   (`cpu_limit_utilisation`). Kubernetes' own fields keep Kubernetes' spelling
 //!   (`averageUtilization`). Pods without a request are left out of utilisation means.
 //! - **core-seconds**: CPU cores *reserved* (requests of scheduled pods) × seconds — what the
-//!   operator pays for. **dropped requests**: rejected, timed out, or lost on scale-down/restart.
+//!   operator pays for. **memory GiB-seconds**: memory reserved the same way, the rest of the
+//!   bill. **dropped requests**: rejected, timed out, or lost on scale-down/restart.
+//! - **cost**: what one interval's allocation reserves, replicas × (cores + memory price × GiB),
+//!   as a fraction of the app's cost scale (`max_replicas` one-core pods); the reward's
+//!   efficiency term, so that its sum is the bill.
 //! - **reward**: the per-interval scalar a learner is paid (see `aware-env`); a policy is judged
-//!   as an operator pays, on SLO violations, dropped requests and core-seconds beside it.
+//!   as an operator pays, on SLO violations, dropped requests and core-seconds beside it, and a
+//!   report lists any pair of its rows the reward ranks otherwise (`reward_misranked`).
 //! - **profile** ([`Profile`]): the operator's promises and limits for a set of applications.
 
 mod cluster;
