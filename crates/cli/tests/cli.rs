@@ -102,6 +102,15 @@ fn simppo_request_ratio_outside_0_1_is_a_one_line_error() {
 }
 
 #[test]
+fn simppo_refuses_a_plot_it_could_not_write_before_running() {
+    assert_one_line_error(
+        &aware(&["experiment", "simppo", "--quick", "--plot", "/nonexistent/dir/x.png"]),
+        &["--plot", "does not exist"],
+    );
+    assert_one_line_error(&aware(&["experiment", "simppo", "--quick", "--plot", "x.svg"]), &["--plot", ".png"]);
+}
+
+#[test]
 fn unknown_scenario_is_a_usage_error() {
     let o = aware(&["simulate", "--scenario", "meteor-strike"]);
     assert!(!o.status.success());

@@ -159,13 +159,8 @@ fn mean(v: &[f64]) -> Option<f64> {
 pub fn fig6(config: &Fig6Config, progress: &dyn Progress) -> Result<Fig6Report, ExperimentError> {
     // A plot that cannot be written is refused before minutes of training, not after.
     if let Some(path) = &config.plot {
-        let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
-        if !parent.is_dir() {
-            return Err(ExperimentError::Input {
-                input: format!("--plot {}", path.display()),
-                reason: format!("directory {} does not exist", parent.display()),
-            });
-        }
+        aware_lab::plot::check_path(path)
+            .map_err(|reason| ExperimentError::Input { input: format!("--plot {}", path.display()), reason })?;
     }
     let spec = WorkloadSpec {
         apps: config.apps,

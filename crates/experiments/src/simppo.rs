@@ -66,6 +66,8 @@ pub struct SimppoConfig {
     pub scale_agents: Vec<usize>,
     pub scale_episodes: u64,
     pub ppo: PpoConfig,
+    /// Where the incremental-training plot goes (PNG), if anywhere.
+    pub plot: Option<std::path::PathBuf>,
 }
 
 impl SimppoConfig {
@@ -87,6 +89,7 @@ impl SimppoConfig {
             scale_agents: vec![10, 100, 1000],
             scale_episodes: 3,
             ppo: PpoConfig::default(),
+            plot: None,
         }
     }
 
@@ -111,6 +114,10 @@ impl SimppoConfig {
         }
         if !(self.request_ratio > 0.0 && self.request_ratio <= 1.0) {
             return bad("--request-ratio", format!("{} is not in (0, 1]", self.request_ratio));
+        }
+        // A plot that cannot be written is refused before the run, not after it.
+        if let Some(path) = &self.plot {
+            aware_lab::plot::check_path(path).or_else(|reason| bad("--plot", reason))?;
         }
         if self.apps < 2 {
             return bad("--apps", format!("{}: a shared cluster needs at least 2 applications", self.apps));
@@ -217,6 +224,9 @@ pub struct SimppoReport {
     pub incremental: Vec<IncrementalRow>,
     pub incremental_curves: Vec<IncrementalCurve>,
     pub scale: Vec<ScaleRow>,
+    /// The incremental-training plot's path, when `--plot` asked for one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plot: Option<String>,
     pub wall_seconds: f64,
 }
 
@@ -552,6 +562,9 @@ pub fn simppo(config: &SimppoConfig, progress: &dyn Progress) -> Result<SimppoRe
     let (policies, nodes) = serving(config, progress)?;
     let (incremental, incremental_curves) = incremental(config, progress)?;
     progress.finish();
+    if let Some(path) = &config.plot {
+        plot_incremental(path, config, &incremental_curves)?;
+    }
     let find = |name: &str| policies.iter().find(|r| r.row.policy == name);
     let simppo_beats_mpa = match (find("simppo"), find("mpa")) {
         (Some(s), Some(m)) => s.row.beats(&m.row),
@@ -574,8 +587,37 @@ pub fn simppo(config: &SimppoConfig, progress: &dyn Progress) -> Result<SimppoRe
         incremental,
         incremental_curves,
         scale,
+        plot: config.plot.as_ref().map(|p| p.display().to_string()),
         wall_seconds: start.elapsed().as_secs_f64(),
     })
+}
+
+/// Team reward per episode of the incremental runs, with and without parameter sharing, the
+/// episodes where agents join and leave marked.
+fn plot_incremental(
+    path: &std::path::Path,
+    config: &SimppoConfig,
+    curves: &[IncrementalCurve],
+) -> Result<(), ExperimentError> {
+    let series: Vec<(String, Vec<(f64, f64)>)> = curves
+        .iter()
+        .map(|c| {
+            let label = if c.parameter_sharing { "with parameter sharing" } else { "without parameter sharing" };
+            (label.to_string(), c.team_reward.iter().enumerate().map(|(e, &r)| (e as f64, r)).collect())
+        })
+        .collect();
+    let markers = [
+        (config.add_at as f64, format!("+{} agents", config.added)),
+        (config.remove_at as f64, format!("−{} agents", config.added)),
+    ];
+    aware_lab::plot::curves(
+        path,
+        &format!("SIMPPO incremental training ({} apps, seed {})", config.apps, config.seed),
+        ("episode", "team reward"),
+        &series,
+        &markers,
+    )?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -650,6 +692,24 @@ mod tests {
             let (_, c) = arena.cluster().target(app).unwrap();
             assert!(burstable(&c), "{c:?}");
         }
+    }
+
+    #[test]
+    fn the_incremental_plot_is_checked_first_and_drawn_from_the_curves() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nope/x.png");
+        let err = SimppoConfig { plot: Some(missing), ..SimppoConfig::quick(1) }.check().unwrap_err().to_string();
+        assert!(err.contains("--plot") && err.contains("does not exist"), "{err}");
+        let path = dir.path().join("incremental.png");
+        let config = SimppoConfig { plot: Some(path.clone()), ..SimppoConfig::quick(1) };
+        assert!(config.check().is_ok());
+        let curve = |sharing: bool| IncrementalCurve {
+            parameter_sharing: sharing,
+            team_reward: (0..600).map(|e| 1.0 + (e as f64 / 50.0).sin() * 0.1).collect(),
+            agents: (0..600).map(|e| if (200..400).contains(&e) { 17 } else { 12 }).collect(),
+        };
+        plot_incremental(&path, &config, &[curve(true), curve(false)]).unwrap();
+        assert!(std::fs::read(&path).unwrap().starts_with(b"\x89PNG"));
     }
 
     #[test]

@@ -294,10 +294,8 @@ pub fn compare(
     plot: Option<&std::path::Path>,
     progress: &dyn Progress,
 ) -> Result<CompareReport, LabError> {
-    if let Some(path) = plot
-        && path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() != Some("png")
-    {
-        return Err(LabError::input("--plot", format!("{} must end in .png", path.display())));
+    if let Some(path) = plot {
+        crate::plot::check_path(path).map_err(|reason| LabError::input("--plot", reason))?;
     }
     let mut opened = store.map(open_store).transpose()?;
     let mut sinks =

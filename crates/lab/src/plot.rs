@@ -146,30 +146,81 @@ fn line_panel<DB: DrawingBackend>(
     Ok(())
 }
 
+/// Where a plot may go: a `.png` path whose directory exists. Checked before a long run, so a
+/// typo costs nothing; the error names the path and the reason.
+pub fn check_path(path: &Path) -> std::result::Result<(), String> {
+    if path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() != Some("png") {
+        return Err(format!("{} must end in .png", path.display()));
+    }
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if !parent.is_dir() {
+        return Err(format!("directory {} does not exist", parent.display()));
+    }
+    Ok(())
+}
+
 /// Episode reward over episodes for `train`.
 pub fn learning_curve(path: &Path, label: &str, points: &[(f64, f64)]) -> Result<()> {
+    curves(
+        path,
+        &format!("Learning curve: {label}"),
+        ("episode", "mean episode reward"),
+        &[(label.into(), points.to_vec())],
+        &[],
+    )
+}
+
+/// Labelled lines over a shared x axis, with labelled vertical `markers` (events such as
+/// agents joining), and a legend.
+pub fn curves(
+    path: &Path,
+    title: &str,
+    axes: (&str, &str),
+    series: &[(String, Vec<(f64, f64)>)],
+    markers: &[(f64, String)],
+) -> Result<()> {
     register_font()?;
     let err = |e: &dyn std::fmt::Display| LabError::Plot { path: path.to_path_buf(), reason: e.to_string() };
     let root = BitMapBackend::new(path, (900, 520)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
-    let x_max = points.iter().map(|p| p.0).fold(1.0, f64::max);
-    let (lo, hi) = points.iter().fold((f64::MAX, f64::MIN), |(l, h), p| (l.min(p.1), h.max(p.1)));
+    let points = || series.iter().flat_map(|(_, p)| p.iter()).filter(|p| p.0.is_finite() && p.1.is_finite());
+    let x_max = points().map(|p| p.0).fold(1.0, f64::max);
+    let (lo, hi) = points().fold((f64::MAX, f64::MIN), |(l, h), p| (l.min(p.1), h.max(p.1)));
+    let (lo, hi) = if lo > hi { (0.0, 1.0) } else { (lo, hi) };
     let pad = ((hi - lo).abs() * 0.05).max(1e-6);
     let mut chart = ChartBuilder::on(&root)
-        .caption(format!("Learning curve: {label}"), ("sans-serif", 22))
+        .caption(title, ("sans-serif", 22))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70)
         .build_cartesian_2d(0.0..x_max, (lo - pad)..(hi + pad))
         .map_err(|e| err(&e))?;
+    chart.configure_mesh().x_desc(axes.0).y_desc(axes.1).label_style(("sans-serif", 14)).draw().map_err(|e| err(&e))?;
+    for (x, label) in markers {
+        let grey = COLORS[7];
+        chart
+            .draw_series(LineSeries::new([(*x, lo - pad), (*x, hi + pad)], grey.stroke_width(1)))
+            .map_err(|e| err(&e))?;
+        chart
+            .draw_series([Text::new(label.clone(), (*x, hi + pad), ("sans-serif", 14).into_font().color(&grey))])
+            .map_err(|e| err(&e))?;
+    }
+    for (i, (label, pts)) in series.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let finite = pts.iter().copied().filter(|p| p.0.is_finite() && p.1.is_finite());
+        chart
+            .draw_series(LineSeries::new(finite, color.stroke_width(2)))
+            .map_err(|e| err(&e))?
+            .label(label.as_str())
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2)));
+    }
     chart
-        .configure_mesh()
-        .x_desc("episode")
-        .y_desc("mean episode reward")
-        .label_style(("sans-serif", 14))
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
         .draw()
         .map_err(|e| err(&e))?;
-    chart.draw_series(LineSeries::new(points.iter().cloned(), COLORS[0].stroke_width(2))).map_err(|e| err(&e))?;
     root.present().map_err(|e| err(&e))?;
     Ok(())
 }
@@ -219,4 +270,33 @@ pub fn scatter(path: &Path, title: &str, axes: (&str, &str), points: &[(String, 
         .map_err(|e| err(&e))?;
     root.present().map_err(|e| err(&e))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plot_paths_must_be_png_in_an_existing_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(check_path(&dir.path().join("a.png")).is_ok());
+        assert!(check_path(&dir.path().join("a.PNG")).is_ok());
+        let wrong = check_path(&dir.path().join("a.svg")).unwrap_err();
+        assert!(wrong.contains("must end in .png"), "{wrong}");
+        let missing = check_path(&dir.path().join("nope/a.png")).unwrap_err();
+        assert!(missing.contains("does not exist") && missing.contains("nope"), "{missing}");
+    }
+
+    #[test]
+    fn curves_with_markers_write_a_png() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("curves.png");
+        let line = |k: f64| (0..50).map(|e| (e as f64, (e as f64 * k).sin())).collect::<Vec<_>>();
+        let series = [("a".to_string(), line(0.1)), ("b".to_string(), line(0.2))];
+        curves(&path, "t", ("episode", "reward"), &series, &[(20.0, "+5 agents".into())]).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(bytes.len() > 1_000 && bytes.starts_with(b"\x89PNG"), "{} bytes", bytes.len());
+        // Nothing to draw still writes a (blank) figure rather than failing on an empty range.
+        curves(&path, "t", ("x", "y"), &[("none".into(), Vec::new())], &[]).unwrap();
+    }
 }

@@ -127,6 +127,10 @@ pub struct SimppoArgs {
     /// their requests do not reserve, where tenants interfere (default 0.5).
     #[arg(long)]
     request_ratio: Option<f64>,
+    /// Write the incremental-training plot (team reward per episode, with and without
+    /// parameter sharing, agents joining and leaving marked) here, a PNG.
+    #[arg(long)]
+    plot: Option<PathBuf>,
     #[arg(long)]
     json: bool,
 }
@@ -144,6 +148,7 @@ fn simppo(args: SimppoArgs) -> Result<ExitCode> {
     if let Some(r) = args.request_ratio {
         config.request_ratio = r;
     }
+    config.plot = args.plot;
     let bar = Bar::new();
     let report = simppo(&config, &bar)?;
     bar.finish();
@@ -183,6 +188,9 @@ fn simppo(args: SimppoArgs) -> Result<ExitCode> {
         );
     }
     outln!("simppo beats mpa: {}", report.simppo_beats_mpa);
+    if let Some(p) = &report.plot {
+        outln!("plot: {p}");
+    }
     for r in &report.incremental {
         outln!(
             "incremental {:<6} at {:>4} ({} → {} agents), sharing {:<5}: drop {:+.1}%, {} episodes to re-converge{}",
