@@ -39,7 +39,8 @@
 //!   bill. **dropped requests**: rejected, timed out, or lost on scale-down/restart.
 //! - **cost**: what one interval's allocation reserves, replicas × (cores + memory price × GiB),
 //!   as a fraction of the app's cost scale (`max_replicas` one-core pods); the reward's
-//!   efficiency term, so that its sum is the bill.
+//!   efficiency term is one minus it in intervals that meet the SLO, so that the reward falls
+//!   in step with the bill.
 //! - **reward**: the per-interval scalar a learner is paid (see `aware-env`); a policy is judged
 //!   as an operator pays, on SLO violations, dropped requests and core-seconds beside it, and a
 //!   report lists any pair of its rows the reward ranks otherwise (`reward_misranked`).

@@ -3,8 +3,8 @@
 
 use aware_core::Bounds;
 use aware_core::{
-    Action, AppId, Cluster, ContainerResources, Env, EnvError, Profile, Recommendation, Space, Step, StepInfo, VecEnv,
-    VecStep,
+    Action, AppId, Cluster, ContainerResources, Env, EnvError, PodPhase, Profile, Recommendation, Resources, Space,
+    Step, StepInfo, VecEnv, VecStep,
 };
 
 use crate::action::{ActionDecoder, ActionKind, reverses};
@@ -186,7 +186,14 @@ pub fn measure(
         cpu_limit_millicores: obs.template.limits.cpu_millicores,
         memory_limit_bytes: obs.template.limits.memory_bytes,
     };
-    let cost = reward.cost(&encoder.bounds, obs.desired_replicas, obs.template.requests);
+    // What the scheduled pods hold: the larger of what each runs with and what the template
+    // asks for (a deferred memory decrease is not paid for until it happens).
+    let asked = obs.template.requests;
+    let held = obs.pods.iter().filter(|p| matches!(p.phase, PodPhase::Starting | PodPhase::Ready)).map(|p| {
+        let r = p.resources.requests;
+        Resources::new(r.cpu_millicores.max(asked.cpu_millicores), r.memory_bytes.max(asked.memory_bytes))
+    });
+    let cost = reward.cost(&encoder.bounds, held);
     Ok((state, reward.reward(sp, cost, illegal, oscillation), info))
 }
 

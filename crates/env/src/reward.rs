@@ -1,4 +1,5 @@
-//! The reward: `r = |R|·(α·SP + (1−α)·[SP = 1]·(1 − cost)) − penalties`, |R| = 2 (CPU, memory).
+//! The reward: `r = (1−α)·|R|·[SP = 1]·(1 − cost) − α·|R|·(1 − SP) − penalties`, |R| = 2
+//! (CPU, memory): the efficiency earned while the SLO is met, less the SLO's shortfall.
 //!
 //! AWARE's reward is `α·SP·|R| + (1−α)·Σ_{i∈R} RU_i`: SLO preservation plus the utilisation of
 //! each resource. Taken literally it pays for starving the application: a starved app runs at
@@ -20,9 +21,12 @@
 //! So the efficiency term is one minus the allocation's *cost*, a linear charge whose sum over
 //! an episode is the core-seconds (and GiB-seconds) reserved:
 //!
-//! - `cost` = replicas × (CPU cores + `memory_price` × memory GiB) of the requests the app asked
-//!   for (what the scheduler reserves, and what the operator's core-seconds count), over the
-//!   app's cost scale `max_replicas` × 1 core, clamped to [0, 1] ([`RewardFunction::cost`]).
+//! - `cost` = Σ over the app's scheduled pods of (CPU cores + `memory_price` × memory GiB)
+//!   requested, what the operator's core-seconds count, over the app's cost scale
+//!   `max_replicas` × 1 core, clamped to [0, 1] ([`RewardFunction::cost`]). A pod is charged
+//!   the larger of what it runs with and the template's requests: a memory decrease the kubelet
+//!   defers (working set above the new limit) is not paid for until it happens, and an increase
+//!   is charged as soon as it is asked for. Pending pods hold nothing and cost nothing.
 //!   `memory_price` (profile `reward.memory_price`, default 0.134) is what a GiB costs in cores:
 //!   the ratio of on-demand GiB-hour to vCPU-hour prices of general-purpose cloud machines,
 //!   about 1 : 7.5.
@@ -32,22 +36,28 @@
 //!   in `aware experiment agents --quick` learned to starve its app (3,000 of 3,000 intervals
 //!   violating, 0.0001 per interval).
 //! - An episode's return is then a constant, minus `(1−α)·|R|` per SLO-violating interval,
-//!   minus a multiple of the core-seconds reserved while meeting the SLO, plus `α·|R|·SP` for
-//!   how close the violating intervals came. Policies the operator ranks are ranked alike unless
-//!   they differ by a handful of violations of very different depth, or one spent its
-//!   core-seconds inside its violations (`aware_lab::evaluate::reward_misrankings` reports any
-//!   such pair in every comparison).
-//! - **Starving never pays:** an interval that meets its SLO earns at least `α·|R|` (cost ≤ 1);
-//!   one that misses it at most `α·|R|·SP < α·|R|`, for every α and every allocation.
+//!   minus a multiple of the core-seconds reserved while meeting the SLO, minus `α·|R|·(1 − SP)`
+//!   for how deep the violations went. Policies the operator ranks are ranked alike unless they
+//!   differ by a handful of violations of very different depth, or one spent its core-seconds
+//!   inside its violations (`aware_lab::evaluate::reward_misrankings` reports any such pair, app
+//!   by app, in every comparison).
+//! - **Starving never pays:** an interval that meets its SLO earns at least 0 (cost ≤ 1); one
+//!   that misses it less than 0, for every α and every allocation.
+//! - **Zero is the floor of serving**, not a constant bonus: the published form's `α·|R|·SP`
+//!   paid every interval that met the SLO 2α whatever it cost, so the lifecycle's ratio
+//!   thresholds (`t_online`: the agent's reward within 5 % of the fallback's; `t_var`,
+//!   `t_serving`) would measure mostly that constant. Without it they measure efficiency.
+//! - Allocations beyond the cost scale are not charged more (the clamp keeps serving above
+//!   starving); the scale is about four times the app's peak need, so only runaway allocations
+//!   reach it.
 //!
 //! α keeps the papers' default of 0.3: one SLO-violating interval costs at least as much as
-//! reserving the whole cost scale (`max_replicas` one-core pods, about four times the app's peak
-//! need) for one interval that meets it.
+//! reserving the whole cost scale (`max_replicas` one-core pods) for one interval that meets it.
 
 use aware_core::{Bounds, GIB, Resources, RewardWeights};
 
-/// Number of resources in R (CPU and memory): the weight that puts the SLO term on the same
-/// scale as the summed utilisations.
+/// Number of resources in R (CPU and memory): the published reward's scale (its utilisation
+/// terms summed over R), kept so α weighs the terms as in the papers.
 pub const RESOURCES: f64 = 2.0;
 
 /// SLO preservation in [0, 1]: `min(1, SLO / measured)` for latency, `min(1, measured / SLO)`
@@ -104,21 +114,20 @@ pub struct RewardFunction {
 impl RewardFunction {
     /// Lowest value the reward can take: the SLO missed completely, with both penalties.
     pub fn min(&self) -> f64 {
-        -(self.weights.illegal_action_penalty + self.weights.oscillation_penalty)
+        -self.weights.alpha * RESOURCES - (self.weights.illegal_action_penalty + self.weights.oscillation_penalty)
     }
 
     /// Highest value: the SLO met at no cost.
     pub fn max(&self) -> f64 {
-        RESOURCES
+        (1.0 - self.weights.alpha) * RESOURCES
     }
 
-    /// The cost of `replicas` pods with container `requests`, as a fraction in [0, 1] of the
-    /// app's cost scale (`bounds.max_replicas` one-core pods): replicas × (cores +
-    /// `memory_price` × GiB) / `max_replicas`.
-    pub fn cost(&self, bounds: &Bounds, replicas: u32, requests: Resources) -> f64 {
-        let per_pod = requests.cpu_cores() + self.weights.memory_price * requests.memory_bytes as f64 / GIB as f64;
-        let scale = bounds.max_replicas.max(1) as f64;
-        let c = replicas as f64 * per_pod / scale;
+    /// The cost of pods holding `requests` each, as a fraction in [0, 1] of the app's cost
+    /// scale (`bounds.max_replicas` one-core pods): Σ (cores + `memory_price` × GiB) /
+    /// `max_replicas`.
+    pub fn cost(&self, bounds: &Bounds, requests: impl IntoIterator<Item = Resources>) -> f64 {
+        let per_pod = |r: Resources| r.cpu_cores() + self.weights.memory_price * r.memory_bytes as f64 / GIB as f64;
+        let c = requests.into_iter().map(per_pod).sum::<f64>() / bounds.max_replicas.max(1) as f64;
         if c.is_finite() { c.clamp(0.0, 1.0) } else { 1.0 }
     }
 
@@ -129,7 +138,7 @@ impl RewardFunction {
         let sp = if sp.is_finite() { sp.clamp(0.0, 1.0) } else { 0.0 };
         let cost = if cost.is_finite() { cost.clamp(0.0, 1.0) } else { 1.0 };
         let efficiency = if sp >= 1.0 { 1.0 - cost } else { 0.0 };
-        let mut r = RESOURCES * (a * sp + (1.0 - a) * efficiency);
+        let mut r = RESOURCES * ((1.0 - a) * efficiency - a * (1.0 - sp));
         if illegal {
             r -= self.weights.illegal_action_penalty;
         }
@@ -177,10 +186,12 @@ mod tests {
     fn reward_matches_formula() {
         let f = RewardFunction { weights: Profile::default().reward };
         let a = f.weights.alpha;
-        assert!((f.reward(1.0, 0.25, false, false) - 2.0 * (a + (1.0 - a) * 0.75)).abs() < 1e-12);
-        assert!((f.reward(1.0, 0.0, false, false) - 2.0).abs() < 1e-12);
-        // A missed SLO earns its SLO term alone, whatever it reserved: cutting further never pays.
-        assert!((f.reward(0.9, 0.25, false, false) - 2.0 * a * 0.9).abs() < 1e-12);
+        assert!((f.reward(1.0, 0.25, false, false) - 2.0 * (1.0 - a) * 0.75).abs() < 1e-12);
+        assert!((f.reward(1.0, 0.0, false, false) - f.max()).abs() < 1e-12);
+        // Serving at the whole cost scale still earns the floor of serving, 0.
+        assert_eq!(f.reward(1.0, 1.0, false, false), 0.0);
+        // A missed SLO loses its shortfall, whatever it reserved: cutting further never pays.
+        assert!((f.reward(0.9, 0.25, false, false) + 2.0 * a * 0.1).abs() < 1e-12);
         assert_eq!(f.reward(0.9, 0.25, false, false), f.reward(0.9, 0.0, false, false));
         let penalised = f.reward(1.0, 0.0, true, true);
         assert!((f.max() - penalised - f.weights.illegal_action_penalty - f.weights.oscillation_penalty).abs() < 1e-12);
@@ -195,12 +206,12 @@ mod tests {
         let bounds = Bounds { max_replicas: 40, ..Profile::default().bounds };
         let pod = Resources::new(500, 2 * GIB);
         let want = 10.0 * (0.5 + DEFAULT_MEMORY_PRICE * 2.0) / 40.0;
-        assert!((f.cost(&bounds, 10, pod) - want).abs() < 1e-12);
-        assert_eq!(f.cost(&bounds, 0, pod), 0.0);
+        assert!((f.cost(&bounds, vec![pod; 10]) - want).abs() < 1e-12);
+        assert_eq!(f.cost(&bounds, []), 0.0);
         // Beyond the scale the cost saturates, so serving never earns less than starving.
-        assert_eq!(f.cost(&bounds, 1_000, Resources::new(4_000, 64 * GIB)), 1.0);
+        assert_eq!(f.cost(&bounds, vec![Resources::new(4_000, 64 * GIB); 1_000]), 1.0);
         let free_memory = RewardFunction { weights: RewardWeights { memory_price: 0.0, ..f.weights.clone() } };
-        assert!((free_memory.cost(&bounds, 10, pod) - 10.0 * 0.5 / 40.0).abs() < 1e-12);
+        assert!((free_memory.cost(&bounds, vec![pod; 10]) - 10.0 * 0.5 / 40.0).abs() < 1e-12);
     }
 
     /// The case that made the reward cost-based: per-interval utilisation paid a policy that
@@ -220,7 +231,7 @@ mod tests {
         let ret = |alloc: &[f64]| {
             alloc
                 .iter()
-                .map(|&c| f.reward(1.0, f.cost(&bounds, 1, Resources::new((c * 1000.0) as u64, 0)), false, false))
+                .map(|&c| f.reward(1.0, f.cost(&bounds, [Resources::new((c * 1000.0) as u64, 0)]), false, false))
                 .sum::<f64>()
         };
         assert!(ret(&even) > ret(&squeezer));

@@ -285,7 +285,13 @@ pub fn run(
                 }),
                 aware_reward_shortfall_vs_converged: None,
                 aware_above_no_retrain: None,
-                reward_misranked: reward_misrankings(&policies),
+                reward_misranked: reward_misrankings(
+                    &[Some(&aware), Some(&scratch), Some(&mpa), converged.as_ref()]
+                        .into_iter()
+                        .flatten()
+                        .map(|arm| (arm.row.policy.as_str(), arm.per_app.as_slice()))
+                        .collect::<Vec<_>>(),
+                ),
             };
             Ok(LifecycleReport {
                 experiment: which.name(),
@@ -387,7 +393,9 @@ fn fig9(
             aware.summary.mean_reward > no_retrain.summary.mean_reward
                 && aware.summary.slo_violations < no_retrain.summary.slo_violations,
         ),
-        reward_misranked: reward_misrankings(&policies),
+        reward_misranked: reward_misrankings(
+            &labels.iter().zip(&merged).map(|(l, m)| (*l, m.per_app.as_slice())).collect::<Vec<_>>(),
+        ),
     };
     Ok(LifecycleReport {
         experiment: "fig9",

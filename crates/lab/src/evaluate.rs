@@ -229,38 +229,38 @@ impl PolicyRow {
     /// The operator's judgement: this row beats `other` when it reserved fewer core-seconds with
     /// no more SLO violations, or had fewer violations with no more core-seconds.
     pub fn beats(&self, other: &PolicyRow) -> bool {
-        let (a, b) = (&self.summary, &other.summary);
-        (a.core_seconds < b.core_seconds && a.slo_violations <= b.slo_violations)
-            || (a.slo_violations < b.slo_violations && a.core_seconds <= b.core_seconds)
+        self.summary.beats(&other.summary)
     }
 }
 
-/// Every pair of rows the reward ranks against the operator: the first beats the second
-/// ([`PolicyRow::beats`]) without dropping more requests, yet earned no more mean reward.
+/// Every pair of policies the reward ranks against the operator on one app: on that app the
+/// first beats the second ([`PolicyRow::beats`]) without dropping more requests or reserving
+/// more memory, yet earned strictly less mean reward (a tie, as between two policies violating
+/// every interval, ranks neither). `policies` are (label, per-app summaries, every policy's apps
+/// in the same order). Judged app by app: across apps of different sizes the mean reward weighs
+/// each app equally (each with its own cost scale) while core-seconds weigh each core equally.
 /// Empty when the reward agrees with the operator on every pair the operator ranks
-/// unambiguously; reports carry it so a disagreement is seen, not silently learned from.
-/// (A pair where the cheaper policy dropped more requests is left out: with equal violation
-/// counts, say an app no policy can serve, the reward pays the one that served more.)
-pub fn reward_misrankings(rows: &[PolicyRow]) -> Vec<String> {
+/// unambiguously; reports carry it so a disagreement is seen, not silently learned from. Left
+/// out: a cheaper policy that dropped more requests (with equal violation counts, say on an app
+/// no policy can serve, the reward pays the one that served more), and one that saved cores by
+/// reserving more memory (the reward prices memory, `reward.memory_price`; core-seconds do not).
+pub fn reward_misrankings(policies: &[(&str, &[Summary])]) -> Vec<String> {
+    let apps = policies.iter().map(|(_, per_app)| per_app.len()).min().unwrap_or(0);
     let mut out = Vec::new();
-    for a in rows {
-        for b in rows {
-            if a.beats(b)
-                && a.summary.dropped_requests <= b.summary.dropped_requests
-                && a.summary.memory_gib_seconds <= b.summary.memory_gib_seconds
-                && a.summary.mean_reward < b.summary.mean_reward
-            {
-                out.push(format!(
-                    "{} beats {} ({} SLO-violating intervals and {:.0} core-seconds against {} and {:.0}) but earned {:.4} per interval against {:.4}",
-                    a.policy,
-                    b.policy,
-                    a.summary.slo_violations,
-                    a.summary.core_seconds,
-                    b.summary.slo_violations,
-                    b.summary.core_seconds,
-                    a.summary.mean_reward,
-                    b.summary.mean_reward
-                ));
+    for app in 0..apps {
+        for (la, pa) in policies {
+            for (lb, pb) in policies {
+                let (a, b) = (&pa[app], &pb[app]);
+                if a.beats(b)
+                    && a.dropped_requests <= b.dropped_requests
+                    && a.memory_gib_seconds <= b.memory_gib_seconds
+                    && a.mean_reward < b.mean_reward
+                {
+                    out.push(format!(
+                        "{}: {la} beats {lb} ({} SLO-violating intervals and {:.0} core-seconds against {} and {:.0}) but earned {:.4} per interval against {:.4}",
+                        a.app, a.slo_violations, a.core_seconds, b.slo_violations, b.core_seconds, a.mean_reward, b.mean_reward
+                    ));
+                }
             }
         }
     }
@@ -278,7 +278,7 @@ pub struct CompareReport {
     pub episode_steps: u64,
     pub scenario: Option<String>,
     pub policies: Vec<PolicyRow>,
-    /// [`reward_misrankings`] of `policies`.
+    /// [`reward_misrankings`] of the policies, app by app.
     pub reward_misranked: Vec<String>,
 }
 
@@ -336,7 +336,9 @@ pub fn compare_runs(
         .map(|r| PolicyRow::new(&r.policy.to_string(), r.aggregate(&r.policy.to_string()), episode_steps))
         .collect();
     let report = CompareReport {
-        reward_misranked: reward_misrankings(&policies),
+        reward_misranked: reward_misrankings(
+            &runs.iter().zip(&policies).map(|(r, p)| (p.policy.as_str(), r.per_app.as_slice())).collect::<Vec<_>>(),
+        ),
         apps: workload.apps.len(),
         steps,
         seed: workload.seed,

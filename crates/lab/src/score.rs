@@ -51,6 +51,15 @@ pub struct Summary {
     pub utilisation_deficit: f64,
 }
 
+impl Summary {
+    /// The operator's judgement: this outcome beats `other` when it reserved fewer core-seconds
+    /// with no more SLO-violating intervals, or had fewer violations with no more core-seconds.
+    pub fn beats(&self, other: &Summary) -> bool {
+        (self.core_seconds < other.core_seconds && self.slo_violations <= other.slo_violations)
+            || (self.slo_violations < other.slo_violations && self.core_seconds <= other.core_seconds)
+    }
+}
+
 /// Per-interval values across all apps, for plots.
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct Series {

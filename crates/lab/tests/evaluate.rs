@@ -33,7 +33,7 @@ fn every_interval_is_scored_with_the_operator_figures() {
     assert_eq!(run.series.reserved_cores.len(), 80);
 }
 
-/// A starved manual allocation can never out-earn the MPA default: the reward pays utilisation
+/// A starved manual allocation can never out-earn the MPA default: the reward pays efficiency
 /// only while the SLO is met, and the operator's judgement (violations, core-seconds) agrees.
 #[test]
 fn starving_never_pays() {
@@ -134,11 +134,14 @@ fn the_reward_ranks_policies_as_the_operator_does() {
         let mut policies = PolicyName::NAMED.to_vec();
         policies.extend(["fixed:1x0.1x64", "fixed:2x1x1024", "fixed:6x2x4096"].map(|p| p.parse().unwrap()));
         let (_, runs) = compare_runs(&w, &policies, 200, 100, &mut Sinks::default(), &Silent).unwrap();
+        let labels: Vec<String> = runs.iter().map(|r| r.policy.to_string()).collect();
+        let per_app: Vec<(&str, &[aware_lab::score::Summary])> =
+            labels.iter().zip(&runs).map(|(l, r)| (l.as_str(), r.per_app.as_slice())).collect();
+        let misranked = reward_misrankings(&per_app);
+        assert!(misranked.is_empty(), "seed {seed}: {misranked:#?}");
         for app in 0..w.apps.len() {
             let rows: Vec<PolicyRow> =
                 runs.iter().map(|r| PolicyRow::new(&r.policy.to_string(), r.per_app[app].clone(), 100)).collect();
-            let misranked = reward_misrankings(&rows);
-            assert!(misranked.is_empty(), "seed {seed} app {app}: {misranked:#?}");
             ranked += rows
                 .iter()
                 .flat_map(|a| {

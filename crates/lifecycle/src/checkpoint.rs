@@ -26,8 +26,10 @@ use crate::algorithm::LifecycleState;
 use crate::manager::{AGENT_ACTION_DIM, Manager};
 use crate::run::EpisodeSink;
 
-/// The version of `lifecycle.json` this build writes and reads.
-pub const FORMAT: u32 = 1;
+/// The version of `lifecycle.json` this build writes and reads. 2: the cost-based reward
+/// (`aware_env::RewardFunction`); a format-1 checkpoint's recent rewards, converged reference
+/// and critic are on the old utilisation reward's scale, so it is refused, not misread.
+pub const FORMAT: u32 = 2;
 const AGENT: &str = "agent";
 const LIFECYCLE: &str = "lifecycle.json";
 
@@ -119,6 +121,12 @@ impl CheckpointSink {
         let file: LifecycleFile = serde_json::from_slice(&text).map_err(|e| bad(e.to_string()))?;
         if file.format > FORMAT {
             return Err(bad(format!("written by a newer build (format {}; this one reads {FORMAT})", file.format)));
+        }
+        if file.format < FORMAT {
+            return Err(bad(format!(
+                "format {} was written with the old utilisation reward; its rewards and agent are on another scale: retrain (aware run --checkpoint DIR into a new DIR)",
+                file.format
+            )));
         }
         let meta = agent_dir.join(METADATA);
         let written_with = std::fs::read(&meta).map_err(|e| bad(format!("{}: {e}", meta.display())))?;

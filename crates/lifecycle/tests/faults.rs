@@ -200,6 +200,18 @@ fn a_corrupted_checkpoint_is_set_aside_and_the_apps_are_served_as_from_scratch()
     assert_eq!(third.policies[0].summary.core_seconds, from_scratch.policies[0].summary.core_seconds);
     assert_eq!(third.stages, from_scratch.stages);
 
-    let fourth = run(&spec(Some(ckpt)), &Silent).unwrap();
+    let fourth = run(&spec(Some(ckpt.clone())), &Silent).unwrap();
     assert!(fourth.checkpoint.unwrap().restored);
+
+    // A checkpoint of the old utilisation reward (format 1) is set aside, not misread.
+    let path = ckpt.join("lifecycle.json");
+    let mut file: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    file["format"] = 1.into();
+    std::fs::write(&path, serde_json::to_vec(&file).unwrap()).unwrap();
+    let fifth = run(&spec(Some(ckpt)), &Silent).unwrap();
+    let c = fifth.checkpoint.as_ref().unwrap();
+    assert!(!c.restored, "{c:?}");
+    let why = c.rejected.as_deref().unwrap();
+    assert!(why.contains("old utilisation reward") && why.contains("retrain"), "{why}");
+    assert_eq!(fifth.stages, from_scratch.stages);
 }

@@ -60,6 +60,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         report.episode_steps
     );
     super::print_rows(&report.policies);
+    super::print_misranked(&report.reward_misranked);
     if let Some(path) = &args.plot {
         outln!("plot: {}", path.display());
     }

@@ -572,6 +572,7 @@ fn lifecycle(which: Which, args: LifecycleArgs) -> Result<ExitCode> {
     let c = &report.checks;
     outln!("\napps that reached serving: {}", report.aware_apps_served);
     outln!("aware beats mpa: {}; converged beats mpa: {}", c.aware_beats_mpa, c.converged_beats_mpa);
+    super::print_misranked(&c.reward_misranked);
     if let Some(ratio) = c.no_bootstrap_violation_ratio {
         match ratio {
             Some(r) => outln!("no-bootstrap has {r:.2}× aware's SLO violations"),

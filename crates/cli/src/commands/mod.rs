@@ -129,6 +129,14 @@ pub fn print_json(value: &impl serde::Serialize) -> Result<()> {
 
 /// The policy table `compare`, `run` and the experiments print: what an operator pays for
 /// (SLO violations, drops, core-seconds) beside the reward.
+/// Says, one line each, which pairs of rows the reward ranked against the operator (nothing
+/// when it agreed on every pair).
+pub fn print_misranked(misranked: &[String]) {
+    for m in misranked {
+        outln!("reward misranks: {m}");
+    }
+}
+
 pub fn print_rows(rows: &[aware_lab::evaluate::PolicyRow]) {
     outln!(
         "{:<16} {:>6} {:>6} {:>9} {:>7} {:>10} {:>12} {:>12} {:>9} {:>8} {:>9} {:>9}",
