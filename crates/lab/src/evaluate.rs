@@ -234,16 +234,17 @@ impl PolicyRow {
 }
 
 /// Every pair of policies the reward ranks against the operator on one app: on that app the
-/// first beats the second ([`PolicyRow::beats`]) without dropping more requests or reserving
-/// more memory, yet earned strictly less mean reward (a tie, as between two policies violating
-/// every interval, ranks neither). `policies` are (label, per-app summaries, every policy's apps
+/// first beats the second ([`PolicyRow::beats`]) without dropping more requests, reserving
+/// more memory or reversing its scaling more often, yet earned strictly less mean reward (a
+/// tie, as between two policies violating every interval, ranks neither). `policies` are (label, per-app summaries, every policy's apps
 /// in the same order). Judged app by app: across apps of different sizes the mean reward weighs
 /// each app equally (each with its own cost scale) while core-seconds weigh each core equally.
 /// Empty when the reward agrees with the operator on every pair the operator ranks
 /// unambiguously; reports carry it so a disagreement is seen, not silently learned from. Left
 /// out: a cheaper policy that dropped more requests (with equal violation counts, say on an app
-/// no policy can serve, the reward pays the one that served more), and one that saved cores by
-/// reserving more memory (the reward prices memory, `reward.memory_price`; core-seconds do not).
+/// no policy can serve, the reward pays the one that served more), one that saved cores by
+/// reserving more memory (the reward prices memory, `reward.memory_price`; core-seconds do not),
+/// and one that thrashed (the reward's oscillation penalty).
 pub fn reward_misrankings(policies: &[(&str, &[Summary])]) -> Vec<String> {
     let apps = policies.iter().map(|(_, per_app)| per_app.len()).min().unwrap_or(0);
     let mut out = Vec::new();
@@ -254,6 +255,7 @@ pub fn reward_misrankings(policies: &[(&str, &[Summary])]) -> Vec<String> {
                 if a.beats(b)
                     && a.dropped_requests <= b.dropped_requests
                     && a.memory_gib_seconds <= b.memory_gib_seconds
+                    && a.direction_reversals <= b.direction_reversals
                     && a.mean_reward < b.mean_reward
                 {
                     out.push(format!(

@@ -149,6 +149,7 @@ fn the_reward_ranks_policies_as_the_operator_does() {
                         a.beats(b)
                             && a.summary.dropped_requests <= b.summary.dropped_requests
                             && a.summary.memory_gib_seconds <= b.summary.memory_gib_seconds
+                            && a.summary.direction_reversals <= b.summary.direction_reversals
                     })
                 })
                 .count();
