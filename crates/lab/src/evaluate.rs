@@ -234,10 +234,9 @@ impl PolicyRow {
 }
 
 /// Every pair of policies the reward ranks against the operator on one app: on that app the
-/// first beats the second ([`PolicyRow::beats`]) without dropping more requests, reserving
-/// more memory or reversing its scaling more often, yet earned strictly less mean reward (a
-/// tie, as between two policies violating every interval, ranks neither). `policies` are (label, per-app summaries, every policy's apps
-/// in the same order). Judged app by app: across apps of different sizes the mean reward weighs
+/// first clearly beats the second ([`Summary::clearly_beats`]), yet earned strictly less mean
+/// reward (a tie, as between two policies violating every interval, ranks neither). `policies`
+/// are (label, per-app summaries, every policy's apps in the same order). Judged app by app: across apps of different sizes the mean reward weighs
 /// each app equally (each with its own cost scale) while core-seconds weigh each core equally.
 /// Empty when the reward agrees with the operator on every pair the operator ranks
 /// unambiguously; reports carry it so a disagreement is seen, not silently learned from. Left
@@ -252,12 +251,7 @@ pub fn reward_misrankings(policies: &[(&str, &[Summary])]) -> Vec<String> {
         for (la, pa) in policies {
             for (lb, pb) in policies {
                 let (a, b) = (&pa[app], &pb[app]);
-                if a.beats(b)
-                    && a.dropped_requests <= b.dropped_requests
-                    && a.memory_gib_seconds <= b.memory_gib_seconds
-                    && a.direction_reversals <= b.direction_reversals
-                    && a.mean_reward < b.mean_reward
-                {
+                if a.clearly_beats(b) && a.mean_reward < b.mean_reward {
                     out.push(format!(
                         "{}: {la} beats {lb} ({} SLO-violating intervals and {:.0} core-seconds against {} and {:.0}) but earned {:.4} per interval against {:.4}",
                         a.app, a.slo_violations, a.core_seconds, b.slo_violations, b.core_seconds, a.mean_reward, b.mean_reward

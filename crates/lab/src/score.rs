@@ -58,6 +58,16 @@ impl Summary {
         (self.core_seconds < other.core_seconds && self.slo_violations <= other.slo_violations)
             || (self.slo_violations < other.slo_violations && self.core_seconds <= other.core_seconds)
     }
+
+    /// The operator ranks this outcome above `other` without ambiguity: it [`beats`](Self::beats)
+    /// `other` without dropping more requests, reserving more memory or reversing its scaling
+    /// more often.
+    pub fn clearly_beats(&self, other: &Summary) -> bool {
+        self.beats(other)
+            && self.dropped_requests <= other.dropped_requests
+            && self.memory_gib_seconds <= other.memory_gib_seconds
+            && self.direction_reversals <= other.direction_reversals
+    }
 }
 
 /// Per-interval values across all apps, for plots.

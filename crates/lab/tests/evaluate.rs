@@ -142,17 +142,8 @@ fn the_reward_ranks_policies_as_the_operator_does() {
         for app in 0..w.apps.len() {
             let rows: Vec<PolicyRow> =
                 runs.iter().map(|r| PolicyRow::new(&r.policy.to_string(), r.per_app[app].clone(), 100)).collect();
-            ranked += rows
-                .iter()
-                .flat_map(|a| {
-                    rows.iter().filter(move |b| {
-                        a.beats(b)
-                            && a.summary.dropped_requests <= b.summary.dropped_requests
-                            && a.summary.memory_gib_seconds <= b.summary.memory_gib_seconds
-                            && a.summary.direction_reversals <= b.summary.direction_reversals
-                    })
-                })
-                .count();
+            ranked +=
+                rows.iter().flat_map(|a| rows.iter().filter(move |b| a.summary.clearly_beats(&b.summary))).count();
         }
     }
     // The check means something only if the operator could rank many pairs.
