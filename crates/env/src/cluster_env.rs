@@ -3,7 +3,7 @@
 
 use aware_core::Bounds;
 use aware_core::{
-    Action, AppId, Cluster, ContainerResources, Env, EnvError, PodPhase, Profile, Recommendation, Resources, Space,
+    Action, AppId, Cluster, ContainerResources, Env, EnvError, PodPhase, Profile, Recommendation, Space,
     Step, StepInfo, VecEnv, VecStep,
 };
 
@@ -186,13 +186,13 @@ pub fn measure(
         cpu_limit_millicores: obs.template.limits.cpu_millicores,
         memory_limit_bytes: obs.template.limits.memory_bytes,
     };
-    // What the scheduled pods hold: the larger of what each runs with and what the template
-    // asks for (a deferred memory decrease is not paid for until it happens).
-    let asked = obs.template.requests;
-    let held = obs.pods.iter().filter(|p| matches!(p.phase, PodPhase::Starting | PodPhase::Ready)).map(|p| {
-        let r = p.resources.requests;
-        Resources::new(r.cpu_millicores.max(asked.cpu_millicores), r.memory_bytes.max(asked.memory_bytes))
-    });
+    // What the scheduled pods hold, as the bill counts it: a resize the node cannot fit yet,
+    // or a memory decrease the kubelet defers, is paid for when it happens, not when asked.
+    let held = obs
+        .pods
+        .iter()
+        .filter(|p| matches!(p.phase, PodPhase::Starting | PodPhase::Ready))
+        .map(|p| p.resources.requests);
     let cost = reward.cost(&encoder.bounds, held);
     Ok((state, reward.reward(sp, cost, illegal, oscillation), info))
 }

@@ -69,6 +69,8 @@ pub fn train(
         online_noise_sigma: DdpgConfig::default().noise_sigma,
         online_bc: false,
         online_learning: true,
+        // The policy alone: no fallback to lean on, in training or evaluation.
+        fallback_floor: false,
         log: false,
         ..config.clone()
     };
@@ -110,6 +112,7 @@ pub fn evaluate(
     config: &ManagerConfig,
     progress: &dyn Progress,
 ) -> Result<Arm, LifecycleError> {
-    let config = ManagerConfig { fixed_stage: Some(Stage::Serving), log: false, ..config.clone() };
+    let config =
+        ManagerConfig { fixed_stage: Some(Stage::Serving), fallback_floor: false, log: false, ..config.clone() };
     run_agent(workload, plan, agent, "converged", &config, &mut (), progress).map(|(arm, _)| arm)
 }

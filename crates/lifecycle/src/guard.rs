@@ -6,8 +6,9 @@
 //! fallback act for that interval instead of the agent. After the agent proposes an allocation
 //! the guard clamps it to the app's bounds and caps how far one interval may move it: replicas
 //! at most doubled (or +4, as HPA's default scale-up policy allows) and at least halved, CPU and
-//! memory limits at most ×2 or ÷2, decreases held by a stabilisation window. Every verdict is
-//! counted and carries its reason.
+//! memory limits at most ×2 or ÷2, decreases held by a stabilisation window; and where the
+//! fallback (asked every interval beside the agent) scales up, the agent's proposal is raised to
+//! the fallback's ([`Guard::floor`]). Every verdict is counted and carries its reason.
 //!
 //! The fallback's proposals pass unchanged ([`Guard::witness`] only remembers them for the
 //! stabilisation window): they are the trusted behaviour, bounded by the same profile and
@@ -225,6 +226,45 @@ impl Guard {
         };
         (rec, (!reasons.is_empty()).then(|| reasons.join(", ")))
     }
+
+    /// `rec` (already [`Guard::limit`]ed) raised, dimension by dimension, to the fallback's
+    /// proposal wherever the fallback asks to grow beyond the current allocation (`replicas`,
+    /// `current`) and the agent asks for less: the agent may save where the rules would hold or
+    /// shrink, but never refuses a scale-up they make under pressure. The fallback's value passes
+    /// uncapped, as its own proposals do. The reason when anything was raised.
+    pub fn floor(
+        &mut self,
+        rec: Recommendation,
+        fallback: &Recommendation,
+        replicas: u32,
+        current: &ContainerResources,
+    ) -> (Recommendation, Option<String>) {
+        let ask = fallback.containers.first().unwrap_or(current).limits;
+        let got = rec.containers.first().unwrap_or(current);
+        let mut reasons = Vec::new();
+        let mut raise = |want: u64, now: u64, fb: u64, what: &str, unit: u64| {
+            if fb > now && fb > want {
+                reasons.push(format!("{what} {} → {}", want / unit, fb / unit));
+                fb
+            } else {
+                want
+            }
+        };
+        let new_replicas = raise(rec.replicas as u64, replicas as u64, fallback.replicas as u64, "replicas", 1) as u32;
+        let cpu = raise(got.limits.cpu_millicores, current.limits.cpu_millicores, ask.cpu_millicores, "cpu millicores", 1);
+        let memory = raise(got.limits.memory_bytes, current.limits.memory_bytes, ask.memory_bytes, "memory MiB", MIB);
+        if reasons.is_empty() {
+            return (rec, None);
+        }
+        let raised = Recommendation {
+            replicas: new_replicas,
+            containers: vec![ContainerResources::guaranteed(got.name.clone(), Resources::new(cpu, memory))],
+        };
+        // The stabilisation window remembers what acts, not what the agent asked for.
+        self.recent.pop_back();
+        self.remember((raised.replicas, cpu, memory));
+        (raised, Some(format!("raised to the fallback's scale-up: {}", reasons.join(", "))))
+    }
 }
 
 #[cfg(test)]
@@ -293,6 +333,44 @@ mod tests {
         assert_eq!(g.limit(&rec(4, 1000, 512), 8, &c, &bounds).0.replicas, 4);
         // Increases are never held back by the window.
         assert_eq!(g.limit(&rec(6, 1000, 512), 4, &c, &bounds).0.replicas, 6);
+    }
+
+    #[test]
+    fn the_fallbacks_scale_ups_floor_the_agent_table() {
+        // Now 4 replicas × (1000 m, 512 MiB). (agent's proposal, fallback's, what acts)
+        let cases = [
+            // The fallback holds or shrinks: the agent's proposal stands, even below it.
+            (rec(3, 800, 512), rec(4, 1000, 512), rec(3, 800, 512)),
+            (rec(2, 1000, 256), rec(3, 900, 400), rec(2, 1000, 256)),
+            // The fallback scales out: replicas at least its ask, the rest the agent's.
+            (rec(3, 800, 512), rec(6, 1000, 512), rec(6, 800, 512)),
+            // It grows memory (an OOM kill) and CPU: both raised, replicas the agent's.
+            (rec(5, 1000, 512), rec(4, 1500, 1024), rec(5, 1500, 1024)),
+            // The agent already asks for more than the fallback: nothing to raise.
+            (rec(8, 2000, 2048), rec(6, 1500, 1024), rec(8, 2000, 2048)),
+        ];
+        for (agent, fallback, want) in cases {
+            let mut g = Guard::new(GuardConfig::default());
+            let (out, why) = g.floor(agent.clone(), &fallback, 4, &container(1000, 512));
+            assert_eq!(out.replicas, want.replicas, "{agent:?} / {fallback:?}");
+            assert_eq!(out.containers[0].limits, want.containers[0].limits, "{agent:?} / {fallback:?}");
+            assert_eq!(why.is_some(), want != agent, "{agent:?} / {fallback:?}: {why:?}");
+            if let Some(why) = why {
+                assert!(why.contains("fallback's scale-up"), "{why}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_raised_allocation_holds_later_decreases_in_the_window() {
+        let bounds = Profile::default().bounds;
+        let mut g = Guard::new(GuardConfig { stabilisation_intervals: 3, ..GuardConfig::default() });
+        let c = container(1000, 512);
+        let (limited, _) = g.limit(&rec(4, 1000, 512), 4, &c, &bounds);
+        let (raised, _) = g.floor(limited, &rec(8, 1000, 512), 4, &c);
+        assert_eq!(raised.replicas, 8);
+        // The agent asks for 4 again: held at 8, what acted, not what it asked for.
+        assert_eq!(g.limit(&rec(4, 1000, 512), 8, &c, &bounds).0.replicas, 8);
     }
 
     fn observation(time_s: f64, cpu: Option<f64>) -> Observation {

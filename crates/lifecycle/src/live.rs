@@ -467,11 +467,16 @@ impl LiveManager {
                 // The agent's allocation is in limits, for the app's own container.
                 a.decoder.container = obs.template.name.clone();
                 let proposal = decode_action(&a.decoder, v, obs)?;
-                let (mut rec, limited) =
-                    a.guard.limit(&proposal, obs.desired_replicas, &obs.template, &a.decoder.bounds);
-                if let Some(why) = limited {
+                let (rec, limited) = a.guard.limit(&proposal, obs.desired_replicas, &obs.template, &a.decoder.bounds);
+                let ask = if self.config.fallback_floor { a.fallback.recommender().recommend(obs).ok() } else { None };
+                let (mut rec, raised) = match &ask {
+                    Some(f) => a.guard.floor(rec, f, obs.desired_replicas, &obs.template),
+                    None => (rec, None),
+                };
+                let why: Vec<String> = limited.into_iter().chain(raised).collect();
+                if !why.is_empty() {
                     a.counts.guard_limited += 1;
-                    verdict = format!("limited: {why}");
+                    verdict = format!("limited: {}", why.join("; "));
                 }
                 keep_request_ratio(&mut rec, &obs.template);
                 Some(rec)

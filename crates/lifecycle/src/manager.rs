@@ -73,6 +73,10 @@ pub struct ManagerConfig {
     /// Hold every app in this stage for the whole run, with no stage checks: ONLINE trains an
     /// agent from scratch (the `converged` reference), SERVING evaluates a trained one.
     pub fixed_stage: Option<Stage>,
+    /// Ask the fallback every interval the agent acts and raise the agent's proposal to the
+    /// fallback's wherever the fallback scales up ([`Guard::floor`]): the agent saves where the
+    /// rules would hold or shrink, never where they react to pressure.
+    pub fallback_floor: bool,
     /// Keep the decision log (with attributions for the agent's actions) and every app's
     /// transitions for the caller, drained with [`Manager::take_log`] (to a store).
     pub log: bool,
@@ -94,6 +98,7 @@ impl Default for ManagerConfig {
             bootstrapping: None,
             retraining: true,
             fixed_stage: None,
+            fallback_floor: true,
             log: false,
         }
     }
@@ -440,7 +445,9 @@ impl<'w> Manager<'w> {
                         let outcomes = a
                             .recent_rates
                             .iter()
-                            .map(|r| shadow::compare(&episode_app(r), &self.agent, &self.config.fallback))
+                            .map(|r| {
+                                shadow::compare(&episode_app(r), &self.agent, &self.config.fallback, self.config.fallback_floor)
+                            })
                             .collect::<Result<Vec<_>, _>>()?;
                         Some(ShadowComparison::pooled(&outcomes))
                     }
@@ -541,6 +548,11 @@ impl Driver for Manager<'_> {
                 verdict = format!("fallback: {reason}");
             }
             let agent_acted = agent_action.is_some();
+            let fallback_ask = if agent_acted && self.config.fallback_floor {
+                a.fallback.recommender().recommend(&obs).ok()
+            } else {
+                None
+            };
             let proposal: Option<Recommendation> = match agent_action {
                 Some(v) => Some(decode_action(&a.decoder, v, &obs)?),
                 // The fallback sees every observation (its own checks refuse bad ones).
@@ -555,9 +567,14 @@ impl Driver for Manager<'_> {
                 Some(p) => {
                     let rec = if agent_acted {
                         let (rec, limited) = a.guard.limit(&p, obs.desired_replicas, &obs.template, &a.decoder.bounds);
-                        if let Some(why) = limited {
+                        let (rec, raised) = match &fallback_ask {
+                            Some(f) => a.guard.floor(rec, f, obs.desired_replicas, &obs.template),
+                            None => (rec, None),
+                        };
+                        let why: Vec<String> = limited.into_iter().chain(raised).collect();
+                        if !why.is_empty() {
                             a.counts.guard_limited += 1;
-                            verdict = format!("limited: {why}");
+                            verdict = format!("limited: {}", why.join("; "));
                         }
                         rec
                     } else {

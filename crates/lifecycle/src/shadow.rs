@@ -36,8 +36,14 @@ pub fn fallback(app: &ShadowApp, fallback: &PolicyName) -> Result<EpisodeOutcome
     run(app, app.rates.len() as u64, &mut Recommenders::new(vec![policy]))
 }
 
-/// The agent (greedy, through the guard) against a fresh fallback of kind `fallback`.
-pub fn compare(app: &ShadowApp, agent: &Ddpg, fallback: &PolicyName) -> Result<ShadowComparison, LabError> {
+/// The agent (greedy, through the guard; with `floor`, raised to the fallback's scale-ups as
+/// the manager does) against a fresh fallback of kind `fallback`.
+pub fn compare(
+    app: &ShadowApp,
+    agent: &Ddpg,
+    fallback: &PolicyName,
+    floor: bool,
+) -> Result<ShadowComparison, LabError> {
     let steps = app.rates.len() as u64;
     let fallback_outcome = self::fallback(app, fallback)?;
     let mut greedy = Greedy {
@@ -49,6 +55,10 @@ pub fn compare(app: &ShadowApp, agent: &Ddpg, fallback: &PolicyName) -> Result<S
             cpu_request_ratio: 1.0,
         },
         guard: Guard::new(Default::default()),
+        floor: match floor {
+            true => Some(Policy::build(fallback, app.profile, Some(app.spec), None)?),
+            false => None,
+        },
     };
     let agent_outcome = run(app, steps, &mut greedy)?;
     Ok(ShadowComparison { agent: agent_outcome, fallback: fallback_outcome })
@@ -79,6 +89,8 @@ struct Greedy<'a> {
     agent: &'a Ddpg,
     decoder: ActionDecoder,
     guard: Guard,
+    /// The fallback whose scale-ups floor the agent's proposals ([`Guard::floor`]).
+    floor: Option<Policy>,
 }
 
 impl Driver for Greedy<'_> {
@@ -94,6 +106,10 @@ impl Driver for Greedy<'_> {
         }
         let proposal = decode_action(&self.decoder, self.agent.greedy(&states[0])?, &obs)?;
         let (rec, _) = self.guard.limit(&proposal, obs.desired_replicas, &obs.template, &self.decoder.bounds);
+        let rec = match self.floor.as_mut().and_then(|f| f.recommender().recommend(&obs).ok()) {
+            Some(ask) => self.guard.floor(rec, &ask, obs.desired_replicas, &obs.template).0,
+            None => rec,
+        };
         Ok(vec![Control::Recommendation(rec)])
     }
 }
