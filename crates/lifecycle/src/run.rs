@@ -24,7 +24,8 @@ use crate::stage::{Stage, StageChange};
 pub enum Variant {
     /// AWARE: bootstrapping from the fallback, serving, retraining.
     Aware,
-    /// The agent acts and learns online from the first interval (no bootstrapping).
+    /// The agent acts and learns online from the first interval (no bootstrapping, no fallback
+    /// floor: RL as deployed without AWARE).
     NoBootstrap,
     /// AWARE whose SERVING is final (no retraining).
     NoRetrain,
@@ -46,9 +47,11 @@ impl Variant {
             Variant::Aware => {}
             Variant::NoBootstrap => {
                 // RL without bootstrapping: the agent acts and learns from its own
-                // transitions from the first interval.
+                // transitions from the first interval, with no fallback in the loop (the
+                // guard's caps and its refusal of unusable observations stay).
                 c.bootstrapping = Some(false);
                 c.online_learning = true;
+                c.fallback_floor = false;
             }
             Variant::NoRetrain => c.retraining = false,
         }
