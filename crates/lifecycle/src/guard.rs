@@ -227,11 +227,17 @@ impl Guard {
         (rec, (!reasons.is_empty()).then(|| reasons.join(", ")))
     }
 
-    /// `rec` (already [`Guard::limit`]ed) raised, dimension by dimension, to the fallback's
-    /// proposal wherever the fallback asks to grow beyond the current allocation (`replicas`,
-    /// `current`) and the agent asks for less: the agent may save where the rules would hold or
-    /// shrink, but never refuses a scale-up they make under pressure. The fallback's value passes
-    /// uncapped, as its own proposals do. The reason when anything was raised.
+    /// `rec` (already [`Guard::limit`]ed) under the fallback's scale-ups: wherever the fallback
+    /// asks to grow a dimension beyond the current allocation (`replicas`, `current`) the agent's
+    /// proposal is raised to the fallback's, and while it grows any, no dimension shrinks (a
+    /// CPU cut the fallback does not manage would otherwise undo its scale-out). The agent may
+    /// save where the rules hold or shrink, but never refuses a scale-up they make under
+    /// pressure. The fallback's value passes uncapped, as its own proposals do. The reason when
+    /// anything was raised or held.
+    ///
+    /// The floor only knows what the fallback proposes: a dimension it never grows (CPU limits,
+    /// with the MPA default, which scales CPU out by replicas) is held under pressure but never
+    /// restored by it; the step caps, the stabilisation window and the stage checks bound it.
     pub fn floor(
         &mut self,
         rec: Recommendation,
@@ -241,18 +247,24 @@ impl Guard {
     ) -> (Recommendation, Option<String>) {
         let ask = fallback.containers.first().unwrap_or(current).limits;
         let got = rec.containers.first().unwrap_or(current);
+        let now = (replicas as u64, current.limits.cpu_millicores, current.limits.memory_bytes);
+        let fb = (fallback.replicas as u64, ask.cpu_millicores, ask.memory_bytes);
+        let pressure = fb.0 > now.0 || fb.1 > now.1 || fb.2 > now.2;
         let mut reasons = Vec::new();
         let mut raise = |want: u64, now: u64, fb: u64, what: &str, unit: u64| {
             if fb > now && fb > want {
                 reasons.push(format!("{what} {} → {}", want / unit, fb / unit));
                 fb
+            } else if pressure && want < now {
+                reasons.push(format!("{what} held at {}", now / unit));
+                now
             } else {
                 want
             }
         };
-        let new_replicas = raise(rec.replicas as u64, replicas as u64, fallback.replicas as u64, "replicas", 1) as u32;
-        let cpu = raise(got.limits.cpu_millicores, current.limits.cpu_millicores, ask.cpu_millicores, "cpu millicores", 1);
-        let memory = raise(got.limits.memory_bytes, current.limits.memory_bytes, ask.memory_bytes, "memory MiB", MIB);
+        let new_replicas = raise(rec.replicas as u64, now.0, fb.0, "replicas", 1) as u32;
+        let cpu = raise(got.limits.cpu_millicores, now.1, fb.1, "cpu millicores", 1);
+        let memory = raise(got.limits.memory_bytes, now.2, fb.2, "memory MiB", MIB);
         if reasons.is_empty() {
             return (rec, None);
         }
@@ -342,8 +354,9 @@ mod tests {
             // The fallback holds or shrinks: the agent's proposal stands, even below it.
             (rec(3, 800, 512), rec(4, 1000, 512), rec(3, 800, 512)),
             (rec(2, 1000, 256), rec(3, 900, 400), rec(2, 1000, 256)),
-            // The fallback scales out: replicas at least its ask, the rest the agent's.
-            (rec(3, 800, 512), rec(6, 1000, 512), rec(6, 800, 512)),
+            // The fallback scales out: replicas at least its ask, and nothing shrinks meanwhile.
+            (rec(3, 800, 512), rec(6, 1000, 512), rec(6, 1000, 512)),
+            (rec(5, 1200, 256), rec(6, 1000, 512), rec(6, 1200, 512)),
             // It grows memory (an OOM kill) and CPU: both raised, replicas the agent's.
             (rec(5, 1000, 512), rec(4, 1500, 1024), rec(5, 1500, 1024)),
             // The agent already asks for more than the fallback: nothing to raise.

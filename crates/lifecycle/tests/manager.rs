@@ -124,3 +124,58 @@ fn nan_observations_make_the_fallback_act_and_say_why() {
     assert_eq!(counts[1].guard_fallbacks, 0);
     assert_eq!(counts[1].agent_actions, 100);
 }
+
+/// A small agent behaviour-cloned (TD3+BC with α 0: cloning alone) onto "halve the replicas,
+/// keep CPU and memory" in every state.
+fn starving_agent() -> Ddpg {
+    let mut starving = small_agent(11);
+    starving.config.bc_alpha = Some(0.0);
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut uniform = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        (rng >> 40) as f32 / (1u64 << 24) as f32
+    };
+    for _ in 0..256 {
+        let state: Vec<f32> = (0..STATE_DIM).map(|_| uniform()).collect();
+        let e = aware_agents::Experience {
+            state: state.clone(),
+            action: vec![0.0, 0.0, -1.0],
+            reward: 0.0,
+            next_state: state,
+            terminal: false,
+        };
+        starving.remember(&e).unwrap();
+    }
+    starving.train_offline(400);
+    starving.config.bc_alpha = None;
+    let probe: Vec<f32> = (0..STATE_DIM).map(|_| uniform()).collect();
+    let a = starving.greedy(&probe).unwrap();
+    assert!(a[2] < -0.5 && a[..2].iter().all(|v| v.abs() < 0.2), "{a:?}");
+    starving
+}
+
+/// An agent that asks to halve its replicas every interval, served with no fallback floor,
+/// starves its apps; with the floor (the default) the fallback's scale-outs still happen.
+#[test]
+fn the_fallbacks_scale_ups_floor_a_starving_agent() {
+    use aware_lab::policy::PolicyName;
+    use aware_lifecycle::run::{Plan, run_agent, run_fallback};
+    let (workload, _dir) = workload(3, None);
+    let plan = Plan::new(&workload, 400, 100).unwrap();
+    let serve = |floor: bool| {
+        let config = ManagerConfig {
+            episode_steps: 100,
+            fixed_stage: Some(Stage::Serving),
+            fallback_floor: floor,
+            ..ManagerConfig::default()
+        };
+        run_agent(&workload, &plan, starving_agent(), "starving", &config, &mut (), &Silent).unwrap().0
+    };
+    let (floored, bare) = (serve(true), serve(false));
+    let mpa = run_fallback(&workload, &plan, &PolicyName::Mpa, &Silent).unwrap();
+    let v = |arm: &aware_lifecycle::run::Arm| arm.row.summary.slo_violations;
+    assert!(v(&bare) > 4 * v(&mpa).max(10), "without the floor: {} against MPA's {}", v(&bare), v(&mpa));
+    assert!(v(&floored) * 2 < v(&bare), "with the floor: {} against {} without", v(&floored), v(&bare));
+}
