@@ -24,7 +24,9 @@
 //!   ([`Recommendation`]) is a proposed allocation; **action**: a learner's output in its action
 //!   space, decoded into a recommendation. A **policy** is anything that decides: a rule-based
 //!   **recommender** ([`Recommender`]), an **agent** (a learner) or a fixed allocation; the
-//!   **fallback** is the rule-based recommender that acts when a learned policy may not.
+//!   **fallback** is the rule-based recommender that acts when a learned policy may not. The
+//!   **guard** checks every observation and limits every agent proposal; its **floor** raises an
+//!   agent's proposal to the fallback's scale-ups (the fallback is asked beside the agent).
 //! - **SLO target** (`slo_p99_ms`): the p99 latency, in milliseconds, an application must stay
 //!   under. It is resolved in one place per run: the profile's `slo.latency_p99_ms` when set,
 //!   otherwise the application's own (the simulator derives one per app). An app-interval
@@ -37,7 +39,7 @@
 //! - **core-seconds**: CPU cores *reserved* (requests of scheduled pods) × seconds — what the
 //!   operator pays for. **memory GiB-seconds**: memory reserved the same way, the rest of the
 //!   bill. **dropped requests**: rejected, timed out, or lost on scale-down/restart.
-//! - **cost**: what one interval's allocation reserves, replicas × (cores + memory price × GiB),
+//! - **cost**: what one interval's scheduled pods hold, Σ (cores + memory price × GiB),
 //!   as a fraction of the app's cost scale (`max_replicas` one-core pods); the reward's
 //!   efficiency term is one minus it in intervals that meet the SLO, so that the reward falls
 //!   in step with the bill.

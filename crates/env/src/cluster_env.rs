@@ -3,8 +3,8 @@
 
 use aware_core::Bounds;
 use aware_core::{
-    Action, AppId, Cluster, ContainerResources, Env, EnvError, PodPhase, Profile, Recommendation, Space,
-    Step, StepInfo, VecEnv, VecStep,
+    Action, AppId, Cluster, ContainerResources, Env, EnvError, PodPhase, Profile, Recommendation, Space, Step,
+    StepInfo, VecEnv, VecStep,
 };
 
 use crate::action::{ActionDecoder, ActionKind, reverses};

@@ -446,7 +446,12 @@ impl<'w> Manager<'w> {
                             .recent_rates
                             .iter()
                             .map(|r| {
-                                shadow::compare(&episode_app(r), &self.agent, &self.config.fallback, self.config.fallback_floor)
+                                shadow::compare(
+                                    &episode_app(r),
+                                    &self.agent,
+                                    &self.config.fallback,
+                                    self.config.fallback_floor,
+                                )
                             })
                             .collect::<Result<Vec<_>, _>>()?;
                         Some(ShadowComparison::pooled(&outcomes))
