@@ -696,6 +696,7 @@ fn pod(name: &str, phase: aware_core::PodPhase, restarts: u32, cpu: Option<f64>)
         cpu_usage_cores: cpu,
         memory_working_set_bytes: Some(100e6),
         resources: aware_core::ContainerResources::guaranteed("app", r),
+        allocated: None,
         restarts,
         oom_killed_at_bytes: None,
         deleting: false,

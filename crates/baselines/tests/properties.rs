@@ -31,6 +31,7 @@ fn observation(usages: &[f64], replicas: u32, cpu_m: u64, mem: u64, p99: Option<
                 cpu_usage_cores: Some(u * cpu_m as f64 / 1000.0),
                 memory_working_set_bytes: Some(0.5 * mem as f64),
                 resources: template.clone(),
+                allocated: None,
                 restarts: 0,
                 oom_killed_at_bytes: None,
                 deleting: false,

@@ -37,6 +37,12 @@ pub struct PodObservation {
     /// in-place resize), which utilisation is measured against; a resize still in flight (or a
     /// memory decrease deferred while the working set is above it) shows here once applied.
     pub resources: ContainerResources,
+    /// The requests the node holds for the pod (`status.containerStatuses[].allocatedResources`:
+    /// the spec once a resize is admitted, before the container runs with it; a decrease the
+    /// kubelet defers is already the smaller value) — what the bill counts. `None` when the
+    /// backend does not report it: `resources.requests` stands in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocated: Option<Resources>,
     pub restarts: u32,
     /// The memory usage at the last OOM kill in this interval, for VPA's OOM bump.
     pub oom_killed_at_bytes: Option<f64>,

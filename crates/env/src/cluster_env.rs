@@ -186,13 +186,14 @@ pub fn measure(
         cpu_limit_millicores: obs.template.limits.cpu_millicores,
         memory_limit_bytes: obs.template.limits.memory_bytes,
     };
-    // What the scheduled pods hold, as the bill counts it: a resize the node cannot fit yet,
-    // or a memory decrease the kubelet defers, is paid for when it happens, not when asked.
+    // What the node holds for each scheduled pod, as the bill counts it: an admitted resize as
+    // soon as it is admitted, a decrease the kubelet defers at its new size, a resize no node
+    // can fit not at all (the container's running requests where the backend does not say).
     let held = obs
         .pods
         .iter()
         .filter(|p| matches!(p.phase, PodPhase::Starting | PodPhase::Ready))
-        .map(|p| p.resources.requests);
+        .map(|p| p.allocated.unwrap_or(p.resources.requests));
     let cost = reward.cost(&encoder.bounds, held);
     Ok((state, reward.reward(sp, cost, illegal, oscillation), info))
 }

@@ -24,12 +24,13 @@
 //! - `cost` = Σ over the app's scheduled pods of (CPU cores + `memory_price` × memory GiB)
 //!   requested, what the operator's core-seconds count, over the app's cost scale
 //!   `max_replicas` × 1 core, clamped to [0, 1] ([`RewardFunction::cost`]). A pod is charged
-//!   what it holds, as the bill counts it: a memory decrease the kubelet defers (working set
-//!   above the new limit) is paid for until it happens, a resize its node cannot fit is not
-//!   paid for until it fits. (Charging the template's requests as soon as they were asked for
-//!   made a policy that kept asking for more than its node could give earn a quarter of what
-//!   a policy with the same violations and 3 % more core-seconds earned: the one pair
-//!   `fig10 --quick` misranked, seed 3.) Pending pods hold nothing and cost nothing.
+//!   what its node holds for it, as the bill counts it (`PodObservation::allocated`): a resize
+//!   once admitted, a memory decrease the kubelet defers at its new size, a resize no node can
+//!   fit not at all. (Charging the template's requests as soon as they were asked for left one
+//!   pair misranked on `fig10 --quick` seed 3: a policy that kept asking for more than its node
+//!   could give earned a quarter of what one with the same violations earned.) Pending pods hold
+//!   nothing and cost nothing; pods draining after a scale-down are billed but not observed, so
+//!   not charged.
 //!   `memory_price` (profile `reward.memory_price`, default 0.134) is what a GiB costs in cores:
 //!   the ratio of on-demand GiB-hour to vCPU-hour prices of general-purpose cloud machines,
 //!   about 1 : 7.5.

@@ -169,6 +169,7 @@ pub fn pod_observation(
         cpu_usage_cores: usage.filter(|_| usable).map(|u| u.cpu_cores),
         memory_working_set_bytes: usage.filter(|_| usable).map(|u| u.memory_bytes),
         resources: resources.clone(),
+        allocated: None,
         restarts,
         oom_killed_at_bytes: oom.then_some(resources.requests.memory_bytes as f64),
         deleting: pod.metadata.deletion_timestamp.is_some(),

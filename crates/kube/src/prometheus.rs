@@ -404,6 +404,7 @@ impl<A: Actuator> PrometheusCluster<A> {
                 cpu_usage_cores: cpu.get(name).copied().filter(|_| usable),
                 memory_working_set_bytes: mem.get(name).copied().filter(|_| usable),
                 resources: ContainerResources { name: app.to_string(), requests, limits },
+                allocated: None,
                 restarts: restarts.get(name).map(|r| r.round().max(0.0) as u32).unwrap_or(0),
                 oom_killed_at_bytes: None,
                 deleting: false,

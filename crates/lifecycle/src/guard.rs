@@ -55,7 +55,8 @@ impl Default for GuardConfig {
 pub enum Verdict {
     /// The proposal went through unchanged.
     Passed,
-    /// The proposal was clamped to the bounds or its step capped.
+    /// The proposal was clamped to the bounds, its step capped, or raised to (or held under) the
+    /// fallback's scale-up.
     Limited,
     /// The observation was unusable: the fallback acted instead of the agent.
     Fallback,
@@ -235,6 +236,9 @@ impl Guard {
     /// pressure. The fallback's value passes uncapped, as its own proposals do. The reason when
     /// anything was raised or held.
     ///
+    /// Call it right after [`Guard::limit`] of the same proposal: it replaces the proposal
+    /// `limit` remembered with what acts. Held values stay within `bounds`.
+    ///
     /// The floor only knows what the fallback proposes: a dimension it never grows (CPU limits,
     /// with the MPA default, which scales CPU out by replicas) is held under pressure but never
     /// restored by it; the step caps, the stabilisation window and the stage checks bound it.
@@ -244,10 +248,17 @@ impl Guard {
         fallback: &Recommendation,
         replicas: u32,
         current: &ContainerResources,
+        bounds: &Bounds,
     ) -> (Recommendation, Option<String>) {
         let ask = fallback.containers.first().unwrap_or(current).limits;
         let got = rec.containers.first().unwrap_or(current);
-        let now = (replicas as u64, current.limits.cpu_millicores, current.limits.memory_bytes);
+        // The current allocation as far as the bounds allow (a profile changed under a running
+        // app can leave it outside them): what "no dimension shrinks" holds to.
+        let now = (
+            (replicas as u64).clamp(bounds.min_replicas as u64, bounds.max_replicas as u64),
+            current.limits.cpu_millicores.clamp(bounds.min_cpu_millicores, bounds.max_cpu_millicores),
+            current.limits.memory_bytes.clamp(bounds.min_memory_bytes(), bounds.max_memory_bytes()),
+        );
         let fb = (fallback.replicas as u64, ask.cpu_millicores, ask.memory_bytes);
         let pressure = fb.0 > now.0 || fb.1 > now.1 || fb.2 > now.2;
         let mut reasons = Vec::new();
@@ -364,7 +375,7 @@ mod tests {
         ];
         for (agent, fallback, want) in cases {
             let mut g = Guard::new(GuardConfig::default());
-            let (out, why) = g.floor(agent.clone(), &fallback, 4, &container(1000, 512));
+            let (out, why) = g.floor(agent.clone(), &fallback, 4, &container(1000, 512), &Profile::default().bounds);
             assert_eq!(out.replicas, want.replicas, "{agent:?} / {fallback:?}");
             assert_eq!(out.containers[0].limits, want.containers[0].limits, "{agent:?} / {fallback:?}");
             assert_eq!(why.is_some(), want != agent, "{agent:?} / {fallback:?}: {why:?}");
@@ -380,7 +391,7 @@ mod tests {
         let mut g = Guard::new(GuardConfig { stabilisation_intervals: 3, ..GuardConfig::default() });
         let c = container(1000, 512);
         let (limited, _) = g.limit(&rec(4, 1000, 512), 4, &c, &bounds);
-        let (raised, _) = g.floor(limited, &rec(8, 1000, 512), 4, &c);
+        let (raised, _) = g.floor(limited, &rec(8, 1000, 512), 4, &c, &bounds);
         assert_eq!(raised.replicas, 8);
         // The agent asks for 4 again: held at 8, what acted, not what it asked for.
         assert_eq!(g.limit(&rec(4, 1000, 512), 8, &c, &bounds).0.replicas, 8);

@@ -1,13 +1,15 @@
 //! AWARE's lifecycle manager (Qiu et al., USENIX ATC'23, Algorithm 1): a learned autoscaling
 //! policy is bootstrapped from the rule-based autoscaler operators already run, acts only once
 //! it is as good, stops learning once its rewards settle, and learns again when they slip; a
-//! guard checks every observation and limits every action, in every stage.
+//! guard checks every observation and limits every action, in every stage, and while the agent
+//! acts the fallback's scale-ups are a floor under it.
 //!
 //! - [`stage`]: the stages (`initialized`, `offline`, `online`, `serving`) and stage changes.
 //! - [`algorithm`]: Algorithm 1 for one application, on episode rewards.
 //! - [`decision`]: the decision log behind `aware explain`.
 //! - [`explain`]: `aware explain`, the decision log read back from the store.
-//! - [`guard`]: observation checks (NaN, missing, stale → the fallback acts) and action limits.
+//! - [`guard`]: observation checks (NaN, missing, stale → the fallback acts), action limits, and
+//!   the fallback's scale-ups as a floor under the agent's proposals.
 //! - [`shadow`]: the bootstrapping check, the agent against the fallback on the same traffic.
 //! - [`manager`]: all of it as a driver of `aware_lab`'s one rollout loop.
 //! - [`live`]: the same on a live backend (Prometheus, the Kubernetes controller): no episodes,

@@ -470,7 +470,7 @@ impl LiveManager {
                 let (rec, limited) = a.guard.limit(&proposal, obs.desired_replicas, &obs.template, &a.decoder.bounds);
                 let ask = if self.config.fallback_floor { a.fallback.recommender().recommend(obs).ok() } else { None };
                 let (mut rec, raised) = match &ask {
-                    Some(f) => a.guard.floor(rec, f, obs.desired_replicas, &obs.template),
+                    Some(f) => a.guard.floor(rec, f, obs.desired_replicas, &obs.template, &a.decoder.bounds),
                     None => (rec, None),
                 };
                 let why: Vec<String> = limited.into_iter().chain(raised).collect();

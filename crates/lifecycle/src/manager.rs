@@ -75,7 +75,11 @@ pub struct ManagerConfig {
     pub fixed_stage: Option<Stage>,
     /// Ask the fallback every interval the agent acts and raise the agent's proposal to the
     /// fallback's wherever the fallback scales up ([`Guard::floor`]): the agent saves where the
-    /// rules would hold or shrink, never where they react to pressure.
+    /// rules would hold or shrink, never where they react to pressure. The fallback then sees
+    /// every observation, so its history (HPA's scale events and stabilisation window, VPA's
+    /// histograms) is current when it takes over; HPA records its own proposals as scale
+    /// events even when the floor did not apply them, as it would on a cluster where another
+    /// controller overrode it.
     pub fallback_floor: bool,
     /// Keep the decision log (with attributions for the agent's actions) and every app's
     /// transitions for the caller, drained with [`Manager::take_log`] (to a store).
@@ -113,7 +117,8 @@ pub struct Counts {
     pub fallback_actions: u64,
     /// Intervals the guard refused the observation to the agent (a subset of the above).
     pub guard_fallbacks: u64,
-    /// Intervals the guard clamped or capped the agent's proposal.
+    /// Intervals the guard clamped or capped the agent's proposal, or raised it to (held it
+    /// under) the fallback's scale-up.
     pub guard_limited: u64,
     /// The last reason the guard refused an observation.
     pub last_guard_reason: Option<String>,
@@ -451,6 +456,7 @@ impl<'w> Manager<'w> {
                                     &self.agent,
                                     &self.config.fallback,
                                     self.config.fallback_floor,
+                                    &self.config.guard,
                                 )
                             })
                             .collect::<Result<Vec<_>, _>>()?;
@@ -573,7 +579,7 @@ impl Driver for Manager<'_> {
                     let rec = if agent_acted {
                         let (rec, limited) = a.guard.limit(&p, obs.desired_replicas, &obs.template, &a.decoder.bounds);
                         let (rec, raised) = match &fallback_ask {
-                            Some(f) => a.guard.floor(rec, f, obs.desired_replicas, &obs.template),
+                            Some(f) => a.guard.floor(rec, f, obs.desired_replicas, &obs.template, &a.decoder.bounds),
                             None => (rec, None),
                         };
                         let why: Vec<String> = limited.into_iter().chain(raised).collect();

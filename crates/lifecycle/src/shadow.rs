@@ -17,7 +17,7 @@ use aware_lab::{LabError, rollout::Observer};
 use aware_sim::{AppSpec, CONTAINER, SimCluster, SimConfig, Trace};
 
 use crate::algorithm::{EpisodeOutcome, ShadowComparison};
-use crate::guard::Guard;
+use crate::guard::{Guard, GuardConfig};
 use crate::manager::{AGENT_ACTIONS, decode_action};
 
 /// What the shadow run needs of one application.
@@ -36,13 +36,15 @@ pub fn fallback(app: &ShadowApp, fallback: &PolicyName) -> Result<EpisodeOutcome
     run(app, app.rates.len() as u64, &mut Recommenders::new(vec![policy]))
 }
 
-/// The agent (greedy, through the guard; with `floor`, raised to the fallback's scale-ups as
-/// the manager does) against a fresh fallback of kind `fallback`.
+/// The agent (greedy, through a guard configured as `guard`; with `floor`, raised to the
+/// fallback's scale-ups, and the fallback acting on observations the guard refuses, as the
+/// manager does) against a fresh fallback of kind `fallback`.
 pub fn compare(
     app: &ShadowApp,
     agent: &Ddpg,
     fallback: &PolicyName,
     floor: bool,
+    guard: &GuardConfig,
 ) -> Result<ShadowComparison, LabError> {
     let steps = app.rates.len() as u64;
     let fallback_outcome = self::fallback(app, fallback)?;
@@ -54,7 +56,7 @@ pub fn compare(
             container: CONTAINER.into(),
             cpu_request_ratio: 1.0,
         },
-        guard: Guard::new(Default::default()),
+        guard: Guard::new(guard.clone()),
         floor: match floor {
             true => Some(Policy::build(fallback, app.profile, Some(app.spec), None)?),
             false => None,
@@ -102,12 +104,19 @@ impl Driver for Greedy<'_> {
     ) -> Result<Vec<Control>, LabError> {
         let obs = arena.observe(0).ok_or_else(|| LabError::input("shadow", "the arena reports no observations"))??;
         if self.guard.check(&obs, &states[0]).is_err() {
-            return Ok(vec![Control::Hold]);
+            // The manager lets the fallback act here (it sees every observation).
+            return Ok(vec![match self.floor.as_mut().and_then(|f| f.recommender().recommend(&obs).ok()) {
+                Some(rec) => {
+                    self.guard.witness(&rec, &obs.template);
+                    Control::Recommendation(rec)
+                }
+                None => Control::Hold,
+            }]);
         }
         let proposal = decode_action(&self.decoder, self.agent.greedy(&states[0])?, &obs)?;
         let (rec, _) = self.guard.limit(&proposal, obs.desired_replicas, &obs.template, &self.decoder.bounds);
         let rec = match self.floor.as_mut().and_then(|f| f.recommender().recommend(&obs).ok()) {
-            Some(ask) => self.guard.floor(rec, &ask, obs.desired_replicas, &obs.template).0,
+            Some(ask) => self.guard.floor(rec, &ask, obs.desired_replicas, &obs.template, &self.decoder.bounds).0,
             None => rec,
         };
         Ok(vec![Control::Recommendation(rec)])

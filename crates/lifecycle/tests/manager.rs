@@ -125,8 +125,8 @@ fn nan_observations_make_the_fallback_act_and_say_why() {
     assert_eq!(counts[1].agent_actions, 100);
 }
 
-/// A small agent behaviour-cloned (TD3+BC with α 0: cloning alone) onto "halve the replicas,
-/// keep CPU and memory" in every state.
+/// A small agent behaviour-cloned (TD3+BC with α 0: cloning alone) onto "quarter the replicas,
+/// keep CPU and memory" in every state (the guard caps each cut at halving).
 fn starving_agent() -> Ddpg {
     let mut starving = small_agent(11);
     starving.config.bc_alpha = Some(0.0);
@@ -156,7 +156,7 @@ fn starving_agent() -> Ddpg {
     starving
 }
 
-/// An agent that asks to halve its replicas every interval, served with no fallback floor,
+/// An agent that asks to cut its replicas every interval, served with no fallback floor,
 /// starves its apps; with the floor (the default) the fallback's scale-outs still happen.
 #[test]
 fn the_fallbacks_scale_ups_floor_a_starving_agent() {

@@ -1236,6 +1236,7 @@ impl Cluster for SimCluster {
                         // .resources`), not the spec: a memory decrease the kubelet defers while
                         // the working set is above it must not read as a container at 100 %.
                         resources: p.running.clone(),
+                        allocated: Some(p.resources.requests),
                         restarts: p.restarts,
                         oom_killed_at_bytes: p.oom_at_bytes,
                         deleting: false,
