@@ -23,6 +23,11 @@ impl Resources {
     pub fn cpu_cores(&self) -> f64 {
         self.cpu_millicores as f64 / 1000.0
     }
+
+    /// Memory in GiB, the unit the bill prices it in.
+    pub fn memory_gib(&self) -> f64 {
+        self.memory_bytes as f64 / crate::GIB as f64
+    }
 }
 
 /// Requests (what the scheduler reserves) and limits (what the container may use) of one

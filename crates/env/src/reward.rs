@@ -58,7 +58,7 @@
 //! α keeps the papers' default of 0.3: one SLO-violating interval costs at least as much as
 //! reserving the whole cost scale (`max_replicas` one-core pods) for one interval that meets it.
 
-use aware_core::{Bounds, GIB, Resources, RewardWeights};
+use aware_core::{Bounds, Resources, RewardWeights};
 
 /// Number of resources in R (CPU and memory): the published reward's scale (its utilisation
 /// terms summed over R), kept so α weighs the terms as in the papers.
@@ -130,7 +130,7 @@ impl RewardFunction {
     /// scale (`bounds.max_replicas` one-core pods): Σ (cores + `memory_price` × GiB) /
     /// `max_replicas`.
     pub fn cost(&self, bounds: &Bounds, requests: impl IntoIterator<Item = Resources>) -> f64 {
-        let per_pod = |r: Resources| r.cpu_cores() + self.weights.memory_price * r.memory_bytes as f64 / GIB as f64;
+        let per_pod = |r: Resources| r.cpu_cores() + self.weights.memory_price * r.memory_gib();
         let c = requests.into_iter().map(per_pod).sum::<f64>() / bounds.max_replicas.max(1) as f64;
         if c.is_finite() { c.clamp(0.0, 1.0) } else { 1.0 }
     }
@@ -156,7 +156,7 @@ impl RewardFunction {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aware_core::{DEFAULT_MEMORY_PRICE, Profile};
+    use aware_core::{DEFAULT_MEMORY_PRICE, GIB, Profile};
     use proptest::prelude::*;
 
     #[test]

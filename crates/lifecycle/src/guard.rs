@@ -228,6 +228,25 @@ impl Guard {
         (rec, (!reasons.is_empty()).then(|| reasons.join(", ")))
     }
 
+    /// An agent's `proposal` [`Guard::limit`]ed, then, when the fallback's proposal for the same
+    /// interval is given, [`Guard::floor`]ed under it; the reasons of both, when anything changed.
+    pub fn limit_under(
+        &mut self,
+        proposal: &Recommendation,
+        fallback: Option<&Recommendation>,
+        replicas: u32,
+        current: &ContainerResources,
+        bounds: &Bounds,
+    ) -> (Recommendation, Option<String>) {
+        let (rec, limited) = self.limit(proposal, replicas, current, bounds);
+        let (rec, raised) = match fallback {
+            Some(f) => self.floor(rec, f, replicas, current, bounds),
+            None => (rec, None),
+        };
+        let why: Vec<String> = limited.into_iter().chain(raised).collect();
+        (rec, (!why.is_empty()).then(|| why.join("; ")))
+    }
+
     /// `rec` (already [`Guard::limit`]ed) under the fallback's scale-ups: wherever the fallback
     /// asks to grow a dimension beyond the current allocation (`replicas`, `current`) the agent's
     /// proposal is raised to the fallback's, and while it grows any, no dimension shrinks (a
@@ -236,13 +255,13 @@ impl Guard {
     /// pressure. The fallback's value passes uncapped, as its own proposals do. The reason when
     /// anything was raised or held.
     ///
-    /// Call it right after [`Guard::limit`] of the same proposal: it replaces the proposal
-    /// `limit` remembered with what acts. Held values stay within `bounds`.
+    /// Only through [`Guard::limit_under`], right after [`Guard::limit`] of the same proposal: it
+    /// replaces the proposal `limit` remembered with what acts. Held values stay within `bounds`.
     ///
     /// The floor only knows what the fallback proposes: a dimension it never grows (CPU limits,
     /// with the MPA default, which scales CPU out by replicas) is held under pressure but never
     /// restored by it; the step caps, the stabilisation window and the stage checks bound it.
-    pub fn floor(
+    fn floor(
         &mut self,
         rec: Recommendation,
         fallback: &Recommendation,

@@ -467,16 +467,17 @@ impl LiveManager {
                 // The agent's allocation is in limits, for the app's own container.
                 a.decoder.container = obs.template.name.clone();
                 let proposal = decode_action(&a.decoder, v, obs)?;
-                let (rec, limited) = a.guard.limit(&proposal, obs.desired_replicas, &obs.template, &a.decoder.bounds);
                 let ask = if self.config.fallback_floor { a.fallback.recommender().recommend(obs).ok() } else { None };
-                let (mut rec, raised) = match &ask {
-                    Some(f) => a.guard.floor(rec, f, obs.desired_replicas, &obs.template, &a.decoder.bounds),
-                    None => (rec, None),
-                };
-                let why: Vec<String> = limited.into_iter().chain(raised).collect();
-                if !why.is_empty() {
+                let (mut rec, limited) = a.guard.limit_under(
+                    &proposal,
+                    ask.as_ref(),
+                    obs.desired_replicas,
+                    &obs.template,
+                    &a.decoder.bounds,
+                );
+                if let Some(why) = limited {
                     a.counts.guard_limited += 1;
-                    verdict = format!("limited: {}", why.join("; "));
+                    verdict = format!("limited: {why}");
                 }
                 keep_request_ratio(&mut rec, &obs.template);
                 Some(rec)

@@ -577,15 +577,16 @@ impl Driver for Manager<'_> {
             let control = match proposal {
                 Some(p) => {
                     let rec = if agent_acted {
-                        let (rec, limited) = a.guard.limit(&p, obs.desired_replicas, &obs.template, &a.decoder.bounds);
-                        let (rec, raised) = match &fallback_ask {
-                            Some(f) => a.guard.floor(rec, f, obs.desired_replicas, &obs.template, &a.decoder.bounds),
-                            None => (rec, None),
-                        };
-                        let why: Vec<String> = limited.into_iter().chain(raised).collect();
-                        if !why.is_empty() {
+                        let (rec, limited) = a.guard.limit_under(
+                            &p,
+                            fallback_ask.as_ref(),
+                            obs.desired_replicas,
+                            &obs.template,
+                            &a.decoder.bounds,
+                        );
+                        if let Some(why) = limited {
                             a.counts.guard_limited += 1;
-                            verdict = format!("limited: {}", why.join("; "));
+                            verdict = format!("limited: {why}");
                         }
                         rec
                     } else {

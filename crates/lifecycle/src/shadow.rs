@@ -114,11 +114,9 @@ impl Driver for Greedy<'_> {
             }]);
         }
         let proposal = decode_action(&self.decoder, self.agent.greedy(&states[0])?, &obs)?;
-        let (rec, _) = self.guard.limit(&proposal, obs.desired_replicas, &obs.template, &self.decoder.bounds);
-        let rec = match self.floor.as_mut().and_then(|f| f.recommender().recommend(&obs).ok()) {
-            Some(ask) => self.guard.floor(rec, &ask, obs.desired_replicas, &obs.template, &self.decoder.bounds).0,
-            None => rec,
-        };
+        let ask = self.floor.as_mut().and_then(|f| f.recommender().recommend(&obs).ok());
+        let (rec, _) =
+            self.guard.limit_under(&proposal, ask.as_ref(), obs.desired_replicas, &obs.template, &self.decoder.bounds);
         Ok(vec![Control::Recommendation(rec)])
     }
 }

@@ -1022,7 +1022,7 @@ impl SimCluster {
                 components.push((r.served, r.latency_mean_s, r.latency_var_s2));
             }
             st.core_seconds += pod.resources.requests.cpu_cores() * dt;
-            st.memory_gib_seconds += pod.resources.requests.memory_bytes as f64 / aware_core::GIB as f64 * dt;
+            st.memory_gib_seconds += pod.resources.requests.memory_gib() * dt;
             st.draining_replicas += 1;
             nodes[n].demand_cores += r.cpu_usage_cores;
             if pod.drain_until.is_some_and(|t| t <= now + dt) || pod.queue.queued() <= 0.0 {
