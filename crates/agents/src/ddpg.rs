@@ -464,6 +464,11 @@ impl Ddpg {
         Ok(values(loss.reshape([1, 1]).detach())[0])
     }
 
+    /// Width of the states the agent acts on.
+    pub fn state_dim(&self) -> usize {
+        self.state_dim
+    }
+
     pub fn updates(&self) -> u64 {
         self.updates
     }

@@ -46,6 +46,9 @@ enum Command {
     ValidateSim(commands::validate::Args),
     /// Train an RL agent on the simulator; writes a checkpoint and a learning curve.
     Train(commands::train::Args),
+    /// Meta-train AWARE's meta-learner and its shared base learner on a pool of generated apps
+    /// and keep them, with the pool's out-of-distribution detector (`aware run --meta DIR`).
+    TrainMeta(commands::train_meta::Args),
     /// AWARE: the lifecycle manager (bootstrapping, online, serving, retraining) over a backend.
     Run(commands::run::Args),
     /// The cloud-provisioning problem: an auto-scaling group billed by the instance-hour.
@@ -81,6 +84,7 @@ fn main() -> ExitCode {
         Command::Bench(b) => commands::bench::run(b),
         Command::Store(s) => commands::store::run(s),
         Command::Train(a) => commands::train::run(a),
+        Command::TrainMeta(a) => commands::train_meta::run(a),
         Command::Run(a) => commands::run::run(a),
         Command::Provision(p) => commands::provision::run(p),
         Command::Experiment(e) => commands::experiment::run(e),

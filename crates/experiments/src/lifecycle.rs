@@ -413,3 +413,30 @@ fn fig9(
         checks,
     })
 }
+
+/// `aware run --meta DIR`: AWARE's lifecycle manager with the meta-learner kept in `dir`
+/// (`aware train-meta --out DIR`): its base learner, conditioned on every app's workload
+/// embedding, is the agent; the embeddings are read from the episodes the pool's fallback drove
+/// and judged by the pool's out-of-distribution detector.
+pub fn run_with_meta(
+    spec: &aware_lifecycle::run::RunSpec,
+    dir: &std::path::Path,
+    progress: &dyn Progress,
+) -> Result<aware_lifecycle::run::RunReport, ExperimentError> {
+    let trained = aware_meta::saved::Trained::load(dir, spec.seed)?;
+    if trained.pool.fallback != spec.manager.fallback.to_string() {
+        return Err(ExperimentError::Input {
+            input: "--meta".into(),
+            reason: format!(
+                "{} was meta-trained on {}'s episodes; the run's fallback is {} (--fallback {})",
+                dir.display(),
+                trained.pool.fallback,
+                spec.manager.fallback,
+                trained.pool.fallback
+            ),
+        });
+    }
+    let (agent, mut embedder) = trained.into_lifecycle();
+    let meta = aware_lifecycle::run::MetaRun { agent, embedder: &mut embedder };
+    Ok(aware_lifecycle::run::run_with(spec, Some(meta), progress)?)
+}

@@ -77,7 +77,12 @@ fn the_lifecycle_keeps_the_fallback_for_workloads_the_meta_learner_cannot_vouch_
     // The pool: these apps' own embeddings, and one 20 away from them, so that the threshold
     // (the pool's largest leave-one-out distance) holds what more episodes move the embeddings
     // by. Known workloads: the agent acts.
-    let pool: Vec<Vec<f32>> = names.iter().map(|n| embedder.embed(&store, n).unwrap().values).collect();
+    // (The detector knows embeddings as the meta-learner makes them; `values` is what the base
+    // learner reads, at unit length.)
+    let pool: Vec<Vec<f32>> =
+        names.iter().map(|n| embedder.cache.embedding(&store, n, &embedder.learner).unwrap().to_vec()).collect();
+    let unit = embedder.embed(&store, &names[0]).unwrap().values;
+    assert!((unit.iter().map(|v| v * v).sum::<f32>().sqrt() - 1.0).abs() < 1e-5, "{unit:?}");
     let mut wide = pool.clone();
     wide.push(pool[0].iter().map(|v| v + 10.0).collect());
     let mut known = StoreEmbedder::new(meta(), Some(OodDetector::fit(wide, 1, 1.0).unwrap()));
@@ -111,3 +116,59 @@ fn the_lifecycle_keeps_the_fallback_for_workloads_the_meta_learner_cannot_vouch_
     let counts = serve(&workload, &mut store, None);
     assert!(counts.iter().all(|c| c.workload_holds == 0 && c.agent_actions == 30 && c.workload_verdict.is_none()));
 }
+
+/// A base learner conditioned on the meta-learner's embedding (`aware run --meta`): it acts for
+/// an app only once the app has an embedding, read from the episodes the fallback drove, and
+/// reads it beside the state; explanations name the embedding's dimensions.
+#[test]
+fn a_conditioned_agent_waits_for_each_apps_embedding_and_reads_it_beside_the_state() {
+    let workload = Workload::load(&WorkloadSpec { apps: 2, seed: 9, steps: 60, ..WorkloadSpec::default() }).unwrap();
+    let names: Vec<String> = workload.apps.iter().map(|a| a.name.clone()).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SqliteStore::open(&dir.path().join("aware.db"), Sync::Normal).unwrap();
+    let conditioned =
+        Ddpg::new(STATE_DIM + 4, AGENT_ACTION_DIM, DdpgConfig { hidden: vec![16, 16], ..DdpgConfig::default() }, 3);
+    let mut embedder = StoreEmbedder::of_policy(meta(), None, "mpa");
+    let plan = Plan::new(&workload, 60, 15).unwrap();
+    let config =
+        ManagerConfig { episode_steps: 15, fixed_stage: Some(Stage::Serving), log: true, ..Default::default() };
+    let mut sink = StoreSink::new(&mut store).with_embedder(&mut embedder);
+    let (arm, _) = run_agent(&workload, &plan, conditioned, "aware", &config, &mut sink, &Silent).unwrap();
+    // Two fallback episodes before the meta-learner (needing 2) can embed; then the agent acts.
+    for c in &arm.counts {
+        assert_eq!((c.workload_holds, c.agent_actions), (30, 30), "{c:?}");
+        assert!(c.workload_verdict.as_deref().unwrap().starts_with("known workload"), "{c:?}");
+    }
+    let held = store.decisions(&names[0], DecisionQuery::Step(0)).unwrap();
+    assert!(held[0].guard.starts_with("fallback: no workload embedding for"), "{}", held[0].guard);
+    let acted = store.decisions(&names[0], DecisionQuery::Step(30)).unwrap();
+    assert_eq!(acted[0].acting_policy, "aware");
+    let features: Vec<String> = acted[0].detail["attribution"][0]["features"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["feature"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(features.len(), STATE_DIM + 4, "{features:?}");
+    assert!(features.iter().any(|f| f == "embedding_3"), "{features:?}");
+    // The agent's own episodes are recorded as its own and not read back into the embedding.
+    let episodes = store.episodes(Some(&format!("aware@{}", names[0]))).unwrap();
+    let policies: Vec<&str> = episodes.iter().map(|e| e.meta.policy.as_str()).collect();
+    assert_eq!(policies, ["mpa", "mpa", "aware", "aware"]);
+
+    // Bootstrapping: the conditioned agent learns from the fallback's transitions once the app
+    // is embedded, and the bootstrapping check tries it with the embedding.
+    let mut store = SqliteStore::open(&dir.path().join("boot.db"), Sync::Normal).unwrap();
+    let small = DdpgConfig { hidden: vec![16, 16], warmup: 16, batch_size: 16, ..DdpgConfig::default() };
+    let conditioned = Ddpg::new(STATE_DIM + 4, AGENT_ACTION_DIM, small, 3);
+    let mut embedder = StoreEmbedder::of_policy(meta(), None, "mpa");
+    let config = ManagerConfig { episode_steps: 15, log: true, ..Default::default() };
+    let mut sink = StoreSink::new(&mut store).with_embedder(&mut embedder);
+    let (arm, agent) = run_agent(&workload, &plan, conditioned, "aware", &config, &mut sink, &Silent).unwrap();
+    // Offline episodes 2 and 3 only (after the embedding): at most 2 apps × 15 intervals × 4
+    // updates each (fewer while the buffer fills its warm-up); all four would allow twice that.
+    assert!(agent.updates() > 0 && agent.updates() <= 2 * 2 * 15 * 4, "{} {:?}", agent.updates(), arm.stages);
+    // The check ran only once the app was embedded: no promotion before the third episode ends.
+    assert!(arm.stages.iter().filter(|c| c.from == Stage::Offline).all(|c| c.step >= 45), "{:?}", arm.stages);
+}
+

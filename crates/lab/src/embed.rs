@@ -7,6 +7,8 @@ use aware_store::TrajectoryStore;
 /// An application's workload embedding and how it relates to what the meta-learner was trained on.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkloadEmbedding {
+    /// What the base learner reads beside the state (for AWARE's meta-learner: the embedding
+    /// scaled to unit length).
     pub values: Vec<f32>,
     /// Distance to the training pool's embeddings (where the embedder knows the pool).
     pub ood_score: Option<f32>,
@@ -22,6 +24,20 @@ pub struct WorkloadEmbedding {
 pub struct EmbedRefusal {
     pub app: String,
     pub reason: String,
+}
+
+/// The space of the states a base learner conditioned on `width` embedding values reads: the
+/// state encoder's features, then the embedding at unit length (each value within [−1, 1]).
+/// The meta-learner's saved base learner and the lifecycle's checkpoint both use it.
+pub fn conditioned_space(width: usize) -> aware_core::Space {
+    match aware_env::StateEncoder::space() {
+        aware_core::Space::Box { mut low, mut high } => {
+            low.extend(std::iter::repeat_n(-1.0, width));
+            high.extend(std::iter::repeat_n(1.0, width));
+            aware_core::Space::Box { low, high }
+        }
+        other => other,
+    }
 }
 
 /// What the lifecycle manager asks of a meta-learner.

@@ -17,13 +17,12 @@ use std::path::{Path, PathBuf};
 
 use aware_agents::ddpg::Ddpg;
 use aware_agents::{METADATA, sha256};
-use aware_env::StateEncoder;
 use aware_lab::output::write_atomically;
 use serde::{Deserialize, Serialize};
 
 use crate::LifecycleError;
 use crate::algorithm::LifecycleState;
-use crate::manager::{AGENT_ACTION_DIM, Manager};
+use crate::manager::{AGENT_ACTION_DIM, Manager, agent_space};
 use crate::run::EpisodeSink;
 
 /// The version of `lifecycle.json` this build writes and reads. 2: the cost-based reward
@@ -80,9 +79,10 @@ pub struct Restored {
 
 /// Reads the checkpoint in `dir` without changing it (a live backend's, which may sit on a
 /// read-only volume): `None` when there is none, an error naming the file when it does not
-/// verify. `seed` seeds the agent's exploration.
+/// verify. `seed` seeds the agent's exploration. (The live backend's agent reads the state
+/// alone, no workload embedding.)
 pub fn read(dir: &Path, seed: u64) -> Result<Option<Restored>, LifecycleError> {
-    Ok(CheckpointSink::new(dir, seed).read()?.map(|(agent, file)| Restored {
+    Ok(CheckpointSink::new(dir, seed).read(0)?.map(|(agent, file)| Restored {
         agent,
         apps: file.apps.into_iter().map(|e| (e.app, e.state)).collect(),
         episodes: file.episodes,
@@ -109,13 +109,13 @@ impl CheckpointSink {
 
     /// The agent and lifecycles in the directory, `None` when there is no checkpoint, or why
     /// they cannot be used.
-    fn read(&self) -> Result<Option<(Ddpg, LifecycleFile)>, LifecycleError> {
+    fn read(&self, embedding_width: usize) -> Result<Option<(Ddpg, LifecycleFile)>, LifecycleError> {
         let agent_dir = self.dir.join(AGENT);
         let lifecycle_path = self.dir.join(LIFECYCLE);
         if !agent_dir.exists() && !lifecycle_path.exists() {
             return Ok(None);
         }
-        let agent = Ddpg::load(&agent_dir, &StateEncoder::space(), AGENT_ACTION_DIM, self.seed)?;
+        let agent = Ddpg::load(&agent_dir, &agent_space(embedding_width), AGENT_ACTION_DIM, self.seed)?;
         let bad = |reason: String| LifecycleError::Checkpoint { path: lifecycle_path.clone(), reason };
         let text = std::fs::read(&lifecycle_path).map_err(|e| bad(e.to_string()))?;
         let file: LifecycleFile = serde_json::from_slice(&text).map_err(|e| bad(e.to_string()))?;
@@ -152,7 +152,7 @@ impl CheckpointSink {
 
     fn write(&self, episodes: u64, manager: &Manager) -> Result<(), LifecycleError> {
         let agent_dir = self.dir.join(AGENT);
-        manager.agent.save(&agent_dir, &StateEncoder::space(), manager.agent.updates())?;
+        manager.agent.save(&agent_dir, &agent_space(manager.embedding_width()), manager.agent.updates())?;
         let meta = agent_dir.join(METADATA);
         let written = std::fs::read(&meta)
             .map_err(|e| LifecycleError::Checkpoint { path: meta.clone(), reason: e.to_string() })?;
@@ -169,7 +169,7 @@ impl CheckpointSink {
 
 impl EpisodeSink for CheckpointSink {
     fn start(&mut self, manager: &mut Manager) -> Result<(), LifecycleError> {
-        match self.read() {
+        match self.read(manager.embedding_width()) {
             Ok(None) => {}
             Ok(Some((agent, file))) => {
                 manager.replace_agent(agent);

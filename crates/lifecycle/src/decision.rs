@@ -115,7 +115,11 @@ pub fn attribution(state: &[f32], action: &[f32], grads: &[Vec<f32>]) -> Vec<Dim
                 .zip(state)
                 .enumerate()
                 .map(|(f, (&g, &v))| Share {
-                    feature: STATE_FEATURES.get(f).map_or_else(|| format!("feature_{f}"), |n| n.to_string()),
+                    // Past the state encoder's features: the workload embedding's dimensions
+                    // (an agent conditioned on the meta-learner's embedding).
+                    feature: STATE_FEATURES
+                        .get(f)
+                        .map_or_else(|| format!("embedding_{}", f - STATE_FEATURES.len()), |n| n.to_string()),
                     value: v,
                     attribution: g,
                 })

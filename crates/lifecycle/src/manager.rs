@@ -190,6 +190,9 @@ struct Managed {
     workload: Option<WorkloadVerdict>,
     /// `counts.workload_holds` when the episode began.
     episode_start_workload_holds: u64,
+    /// The meta-learner's last embedding of the app's workload, which a conditioned agent reads
+    /// beside the state (`None` until one could be made).
+    embedding: Option<Vec<f32>>,
 }
 
 /// The agent's action space: multiplicative changes of the current allocation, so one policy
@@ -203,6 +206,22 @@ pub const AGENT_ACTION_DIM: usize = 3;
 /// relative actions, AWARE's hyper-parameters, weights seeded with `seed`.
 pub fn fresh_agent(seed: u64) -> Ddpg {
     Ddpg::new(aware_env::STATE_DIM, AGENT_ACTION_DIM, aware_agents::ddpg::DdpgConfig::default(), seed)
+}
+
+/// The space of the states the agent reads: the state encoder's, then `embedding_width`
+/// workload-embedding values ([`aware_lab::embed::conditioned_space`]).
+pub fn agent_space(embedding_width: usize) -> aware_core::Space {
+    aware_lab::embed::conditioned_space(embedding_width)
+}
+
+/// A state as an agent conditioned on `width` embedding values reads it: `state` itself when
+/// `width` is 0, else with `embedding` appended (`None` without one).
+pub(crate) fn agent_state(width: usize, embedding: Option<&[f32]>, state: &[f32]) -> Option<Vec<f32>> {
+    if width == 0 {
+        return Some(state.to_vec());
+    }
+    let e = embedding?;
+    Some(state.iter().chain(e).copied().collect())
 }
 
 /// The agent's continuous action as the allocation it means from the app's current one.
@@ -262,6 +281,12 @@ pub struct Log {
 
 impl<'w> Manager<'w> {
     pub fn new(workload: &'w Workload, agent: Ddpg, config: ManagerConfig) -> Result<Self, LabError> {
+        if agent.state_dim() < aware_env::STATE_DIM {
+            return Err(LabError::input(
+                "agent",
+                format!("acts on {} state features, the lifecycle gives {}", agent.state_dim(), aware_env::STATE_DIM),
+            ));
+        }
         let profile = &workload.profile;
         let bootstrapping = config.bootstrapping.unwrap_or(profile.bootstrapping);
         let apps = (0..workload.apps.len())
@@ -294,6 +319,7 @@ impl<'w> Manager<'w> {
                     episode_start_agent_actions: 0,
                     workload: None,
                     episode_start_workload_holds: 0,
+                    embedding: None,
                 })
             })
             .collect::<Result<Vec<_>, LabError>>()?;
@@ -383,11 +409,41 @@ impl<'w> Manager<'w> {
     /// each of its episodes): a workload unlike the training pool's, or no embedding, keeps the
     /// fallback acting for it, and every decision says why.
     pub fn judge_workload(&mut self, app: usize, answer: Result<WorkloadEmbedding, EmbedRefusal>) {
+        let width = self.embedding_width();
         if let Some(a) = self.apps.get_mut(app) {
+            let answer = match answer {
+                // A conditioned agent reads the embedding beside the state: it must fit.
+                Ok(e) if width > 0 && (e.values.len() != width || e.values.iter().any(|v| !v.is_finite())) => {
+                    Err(EmbedRefusal {
+                        app: a.name.clone(),
+                        reason: format!(
+                            "the embedding has {} values{}, the agent reads {width}",
+                            e.values.len(),
+                            if e.values.iter().any(|v| !v.is_finite()) { " (not all finite)" } else { "" }
+                        ),
+                    })
+                }
+                other => other,
+            };
+            if let Ok(e) = &answer {
+                a.embedding = Some(e.values.clone());
+            }
             let verdict = WorkloadVerdict::of(answer);
             a.counts.workload_verdict = Some(verdict.describe());
             a.workload = Some(verdict);
         }
+    }
+
+    /// Width of the workload embedding the agent reads beside the state (0: an agent that is
+    /// not conditioned on one).
+    pub fn embedding_width(&self) -> usize {
+        self.agent.state_dim() - aware_env::STATE_DIM
+    }
+
+    /// App `i`'s state as the agent reads it: with its workload embedding appended when the
+    /// agent is conditioned on one (`None` while the app has none).
+    fn agent_state(&self, i: usize, state: &[f32]) -> Option<Vec<f32>> {
+        agent_state(self.embedding_width(), self.apps[i].embedding.as_deref(), state)
     }
 
     /// The meta-learner's verdict on app `app`, if the run has one.
@@ -446,6 +502,8 @@ impl<'w> Manager<'w> {
                 let profile = self.workload.app_profile(i);
                 let episode_app = |recent| replay(self.workload, &profile, i, recent);
                 match stage {
+                    // A conditioned agent without the app's embedding cannot be tried yet.
+                    Stage::Offline if agent_state(self.embedding_width(), a.embedding.as_deref(), &[]).is_none() => None,
                     Stage::Offline => {
                         let outcomes = a
                             .recent_rates
@@ -454,6 +512,7 @@ impl<'w> Manager<'w> {
                                 shadow::compare(
                                     &episode_app(r),
                                     &self.agent,
+                                    a.embedding.as_deref(),
                                     &self.config.fallback,
                                     self.config.fallback_floor,
                                     &self.config.guard,
@@ -527,6 +586,9 @@ impl Driver for Manager<'_> {
             let stage = self.apps[i].lifecycle.stage();
             let held = match &self.apps[i].workload {
                 Some(WorkloadVerdict::Hold { reason }) if self.agent_acts(stage) => Some(reason.clone()),
+                _ if self.agent_acts(stage) && self.agent_state(i, state).is_none() => {
+                    Some("no workload embedding yet (the meta-learner reads it from the app's recorded episodes)".into())
+                }
                 _ => None,
             };
             let wants_agent = self.agent_acts(stage) && held.is_none();
@@ -535,14 +597,17 @@ impl Driver for Manager<'_> {
         }
         // One forward pass for every app the agent acts for this interval.
         let acting: Vec<usize> = (0..seen.len()).filter(|&i| seen[i].2 && seen[i].3.is_ok()).collect();
-        let batch: Vec<f32> = acting.iter().flat_map(|&i| states[i].iter().copied()).collect();
+        let agent_states: Vec<Option<Vec<f32>>> = (0..states.len())
+            .map(|i| if seen[i].2 && seen[i].3.is_ok() { self.agent_state(i, &states[i]) } else { None })
+            .collect();
+        let batch: Vec<f32> = acting.iter().flat_map(|&i| agent_states[i].iter().flatten().copied()).collect();
         let explore: Vec<bool> = acting.iter().map(|&i| seen[i].1 == Stage::Online).collect();
         let mut actions = self.agent.act_batch(&batch, acting.len(), &explore)?.into_iter();
-        for (i, (state, (obs, stage, wants_agent, checked, held))) in states.iter().zip(seen).enumerate() {
+        for (i, (obs, stage, wants_agent, checked, held)) in seen.into_iter().enumerate() {
             let agent_action = if wants_agent && checked.is_ok() { actions.next() } else { None };
-            let attribution = match &agent_action {
-                Some(v) if self.config.log => {
-                    Some(decision::attribution(state, v, &decision::gradient_times_input(&self.agent, state)?))
+            let attribution = match (&agent_action, &agent_states[i]) {
+                (Some(v), Some(s)) if self.config.log => {
+                    Some(decision::attribution(s, v, &decision::gradient_times_input(&self.agent, s)?))
                 }
                 _ => None,
             };
@@ -634,6 +699,7 @@ impl Driver for Manager<'_> {
 
     fn feedback(&mut self, states: &[Vec<f32>], _controls: &[Control], out: &VecStep) -> Result<(), LabError> {
         let mut offline = 0;
+        let width = self.embedding_width();
         for (i, (state, step)) in states.iter().zip(&out.steps).enumerate() {
             let a = &mut self.apps[i];
             a.reward += step.reward;
@@ -653,6 +719,15 @@ impl Driver for Manager<'_> {
             if self.config.log {
                 self.log.transitions[i].push(e.clone());
             }
+            // A conditioned agent learns from an app's transitions once it has the app's
+            // embedding (the store keeps them all, and the embedding is read from them).
+            let e = match (
+                agent_state(width, a.embedding.as_deref(), &e.state),
+                agent_state(width, a.embedding.as_deref(), &e.next_state),
+            ) {
+                (Some(state), Some(next_state)) => Experience { state, next_state, ..e },
+                _ => continue,
+            };
             let learns_offline = stage == Stage::Offline || (stage == Stage::Online && self.config.high_stakes);
             if learns_offline {
                 self.agent.remember(&e)?;

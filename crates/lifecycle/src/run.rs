@@ -5,6 +5,7 @@
 
 use aware_agents::ddpg::Ddpg;
 use aware_env::ActionKind;
+use aware_lab::embed::WorkloadEmbedder;
 use aware_lab::evaluate::{PolicyRow, aggregate};
 use aware_lab::policy::{Policy, PolicyName};
 use aware_lab::progress::Progress;
@@ -439,6 +440,42 @@ pub struct RunReport {
 
 /// `aware run`: the manager beside the fallback alone.
 pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<RunReport, LifecycleError> {
+    run_with(spec, None, progress)
+}
+
+/// A meta-learner for [`run_with`] (`aware run --meta DIR`): the base learner it was
+/// meta-trained with, conditioned on its workload embeddings, is the lifecycle's agent, and
+/// `embedder` judges every app's workload from the app's recorded episodes when the run starts
+/// and after each episode. Until an app has an embedding, and while its workload is unlike the
+/// training pool's, the fallback serves it and the decision log says why.
+pub struct MetaRun<'m> {
+    pub agent: Ddpg,
+    pub embedder: &'m mut dyn WorkloadEmbedder,
+}
+
+/// [`run`], with a meta-learner when `meta` is given (it needs `spec.store`: embeddings are read
+/// from the apps' recorded episodes).
+pub fn run_with(spec: &RunSpec, meta: Option<MetaRun<'_>>, progress: &dyn Progress) -> Result<RunReport, LifecycleError> {
+    if let Some(m) = &meta {
+        if spec.store.is_none() {
+            return Err(LifecycleError::input(
+                "--meta",
+                "needs a store (--store URL): the meta-learner reads each app's embedding from its recorded episodes",
+            ));
+        }
+        let width = m.agent.state_dim().saturating_sub(aware_env::STATE_DIM);
+        if width == 0 || width != m.embedder.width() {
+            return Err(LifecycleError::input(
+                "--meta",
+                format!(
+                    "the base learner reads {} state values, the lifecycle's {} plus the meta-learner's {}-value embedding",
+                    m.agent.state_dim(),
+                    aware_env::STATE_DIM,
+                    m.embedder.width()
+                ),
+            ));
+        }
+    }
     let workload = Workload::load(&spec.workload)?;
     let plan = Plan::new(&workload, spec.steps, spec.manager.episode_steps)?;
     let mut checkpoint = spec.checkpoint.as_deref().map(|dir| crate::checkpoint::CheckpointSink::new(dir, spec.seed));
@@ -453,9 +490,19 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<RunReport, Lifecyc
             let url: aware_store::StoreUrl = target.url.parse()?;
             let spool = target.spool.clone().unwrap_or_else(|| url.default_spool_dir());
             let mut store = aware_store::open_spooled(&url, Some(&spool), aware_store::DEFAULT_SPOOL_BYTES)?;
-            let mut sink = ((metrics, &mut checkpoint), crate::record::StoreSink::new(&mut store));
             let config = ManagerConfig { log: true, ..spec.manager.clone() };
-            let arm = run_manager(&workload, &plan, Variant::Aware, &config, spec.seed, &mut sink, progress)?;
+            let arm = match meta {
+                None => {
+                    let mut sink = ((metrics, &mut checkpoint), crate::record::StoreSink::new(&mut store));
+                    run_manager(&workload, &plan, Variant::Aware, &config, spec.seed, &mut sink, progress)?
+                }
+                Some(MetaRun { agent, embedder }) => {
+                    let records = crate::record::StoreSink::new(&mut store).with_embedder(embedder);
+                    let mut sink = ((metrics, &mut checkpoint), records);
+                    let config = Variant::Aware.configure(&config);
+                    run_agent(&workload, &plan, agent, Variant::Aware.label(), &config, &mut sink, progress)?.0
+                }
+            };
             // One last attempt to empty the spool; what stays is reported, never dropped.
             let _ = store.flush();
             let report = StoreReport {

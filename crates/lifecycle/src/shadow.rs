@@ -36,20 +36,27 @@ pub fn fallback(app: &ShadowApp, fallback: &PolicyName) -> Result<EpisodeOutcome
     run(app, app.rates.len() as u64, &mut Recommenders::new(vec![policy]))
 }
 
-/// The agent (greedy, through a guard configured as `guard`; with `floor`, raised to the
+/// The agent (greedy, reading `embedding` beside the state when it is conditioned on one;
+/// through a guard configured as `guard`; with `floor`, raised to the
 /// fallback's scale-ups, and the fallback acting on observations the guard refuses, as the
 /// manager does) against a fresh fallback of kind `fallback`.
 pub fn compare(
     app: &ShadowApp,
     agent: &Ddpg,
+    embedding: Option<&[f32]>,
     fallback: &PolicyName,
     floor: bool,
     guard: &GuardConfig,
 ) -> Result<ShadowComparison, LabError> {
     let steps = app.rates.len() as u64;
     let fallback_outcome = self::fallback(app, fallback)?;
+    let width = agent.state_dim().saturating_sub(aware_env::STATE_DIM);
+    if width > 0 && embedding.is_none_or(|e| e.len() != width) {
+        return Err(LabError::input("shadow", format!("the agent reads a workload embedding of {width} values")));
+    }
     let mut greedy = Greedy {
         agent,
+        embedding: embedding.filter(|_| width > 0).map(<[f32]>::to_vec),
         decoder: ActionDecoder {
             kind: AGENT_ACTIONS,
             bounds: app.profile.bounds.clone(),
@@ -89,6 +96,8 @@ fn run(app: &ShadowApp, steps: u64, driver: &mut dyn Driver) -> Result<EpisodeOu
 /// The agent acting greedily for one application, its proposals through the guard's caps.
 struct Greedy<'a> {
     agent: &'a Ddpg,
+    /// Appended to the state for an agent conditioned on a workload embedding.
+    embedding: Option<Vec<f32>>,
     decoder: ActionDecoder,
     guard: Guard,
     /// The fallback whose scale-ups floor the agent's proposals ([`Guard::floor`]).
@@ -113,7 +122,8 @@ impl Driver for Greedy<'_> {
                 None => Control::Hold,
             }]);
         }
-        let proposal = decode_action(&self.decoder, self.agent.greedy(&states[0])?, &obs)?;
+        let state: Vec<f32> = states[0].iter().chain(self.embedding.iter().flatten()).copied().collect();
+        let proposal = decode_action(&self.decoder, self.agent.greedy(&state)?, &obs)?;
         let ask = self.floor.as_mut().and_then(|f| f.recommender().recommend(&obs).ok());
         let (rec, _) =
             self.guard.limit_under(&proposal, ask.as_ref(), obs.desired_replicas, &obs.template, &self.decoder.bounds);

@@ -23,6 +23,7 @@ mod fused;
 mod net;
 mod ood;
 pub mod pool;
+pub mod saved;
 mod select;
 pub mod train;
 

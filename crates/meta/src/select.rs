@@ -23,15 +23,35 @@ pub fn select(
     app: &str,
     learner: &MetaLearner,
 ) -> Result<(Vec<EpisodeId>, Bundle), MetaError> {
-    let records = chosen(store, app, learner)?;
+    let records = chosen(store, app, learner, None)?;
     let bundle = bundle_of(store, &records, learner)?;
     Ok((records.iter().map(|r| r.id).collect(), bundle))
 }
 
-/// The episode records [`select`] reads, without their transitions.
-fn chosen(store: &dyn TrajectoryStore, app: &str, learner: &MetaLearner) -> Result<Vec<EpisodeRecord>, MetaError> {
+/// The episode records [`select`] reads, without their transitions; with `policy`, only the
+/// episodes that policy drove.
+fn chosen(
+    store: &dyn TrajectoryStore,
+    app: &str,
+    learner: &MetaLearner,
+    policy: Option<&str>,
+) -> Result<Vec<EpisodeRecord>, MetaError> {
     let config = learner.config();
-    Ok(store.top_episodes(app, config.trajectories, config.selection.into())?)
+    let mode: TopMode = config.selection.into();
+    let Some(policy) = policy else {
+        return Ok(store.top_episodes(app, config.trajectories, mode)?);
+    };
+    // Every closed episode of the app, best first; the policy's, then chosen as the mode says.
+    let ranked: Vec<EpisodeRecord> = store
+        .top_episodes(app, i32::MAX as usize, TopMode::Best)?
+        .into_iter()
+        .filter(|r| r.meta.policy == policy)
+        .collect();
+    let (best, worst) = mode.split(config.trajectories);
+    // The worst lowest first, as the store's own query returns them.
+    let worst: Vec<EpisodeRecord> = ranked.iter().rev().take(worst).cloned().collect();
+    let best: Vec<EpisodeRecord> = ranked.into_iter().take(best).collect();
+    Ok(aware_store::best_then_worst(best, worst))
 }
 
 /// The chosen episodes' transitions as a bundle: enough of them, each with a finite total
@@ -68,11 +88,20 @@ type Source = (u64, Vec<EpisodeId>);
 pub struct EmbeddingCache {
     entries: HashMap<String, (Source, Vec<f32>)>,
     computed: u64,
+    /// Read only the episodes this policy drove (`None`: any).
+    policy: Option<String>,
 }
 
 impl EmbeddingCache {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A cache that reads only the episodes `policy` drove: the fallback's, in the lifecycle,
+    /// which is the behaviour the meta-learner read in meta-training (its probes), so an
+    /// agent's own embedding-conditioned episodes never feed back into its embedding.
+    pub fn of_policy(policy: impl Into<String>) -> Self {
+        Self { policy: Some(policy.into()), ..Self::default() }
     }
 
     /// The embedding of `app` from its stored episodes: the cached one when the chosen episodes
@@ -85,7 +114,7 @@ impl EmbeddingCache {
         learner: &MetaLearner,
     ) -> Result<&[f32], MetaError> {
         // One query for the chosen episodes; their transitions are read only on a miss.
-        let records = chosen(store, app, learner)?;
+        let records = chosen(store, app, learner, self.policy.as_deref())?;
         let key = (learner.updates(), records.iter().map(|r| r.id).collect::<Vec<_>>());
         if self.entries.get(app).is_none_or(|(k, _)| *k != key) {
             let embedding = learner.embed(&bundle_of(store, &records, learner)?)?;
@@ -114,6 +143,11 @@ impl StoreEmbedder {
     pub fn new(learner: MetaLearner, ood: Option<crate::OodDetector>) -> Self {
         Self { learner, cache: EmbeddingCache::new(), ood }
     }
+
+    /// Reading only the episodes `policy` drove ([`EmbeddingCache::of_policy`]).
+    pub fn of_policy(learner: MetaLearner, ood: Option<crate::OodDetector>, policy: impl Into<String>) -> Self {
+        Self { learner, cache: EmbeddingCache::of_policy(policy), ood }
+    }
 }
 
 impl aware_lab::embed::WorkloadEmbedder for StoreEmbedder {
@@ -127,11 +161,14 @@ impl aware_lab::embed::WorkloadEmbedder for StoreEmbedder {
         app: &str,
     ) -> Result<aware_lab::embed::WorkloadEmbedding, aware_lab::embed::EmbedRefusal> {
         let refuse = |e: MetaError| aware_lab::embed::EmbedRefusal { app: app.to_string(), reason: e.to_string() };
-        let values = self.cache.embedding(store, app, &self.learner).map_err(refuse)?.to_vec();
+        let raw = self.cache.embedding(store, app, &self.learner).map_err(refuse)?.to_vec();
+        // The detector knows the pool's embeddings as the meta-learner made them.
         let (ood_score, out_of_distribution) = match &self.ood {
-            Some(d) => (Some(d.score(&values).map_err(refuse)?), d.is_out_of_distribution(&values).map_err(refuse)?),
+            Some(d) => (Some(d.score(&raw).map_err(refuse)?), d.is_out_of_distribution(&raw).map_err(refuse)?),
             None => (None, false),
         };
+        // The base learner reads it at unit length, as in meta-training.
+        let values = crate::train::unit(&raw).0;
         Ok(aware_lab::embed::WorkloadEmbedding { values, ood_score, out_of_distribution })
     }
 }
@@ -202,6 +239,47 @@ mod tests {
     }
 
     #[test]
+    fn a_cache_of_one_policy_reads_only_the_episodes_it_drove() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = SqliteStore::open(&dir.path().join("s.db"), Sync::Normal).unwrap();
+        let config =
+            MetaConfig { hidden: 8, fc: 8, embedding: 4, trajectories: 2, min_trajectories: 2, ..MetaConfig::aware(3) };
+        let learner = MetaLearner::new(config, 1).unwrap();
+        // Episodes 0–3 by "ddpg" (record's policy); relabel two as the fallback's.
+        for (n, level) in [(0, 0.5), (1, 0.9), (2, 0.6), (3, 0.8)] {
+            record(&mut store, "a", n, level);
+        }
+        let all = chosen(&store, "a", &learner, None).unwrap();
+        assert_eq!(all.iter().map(|r| r.meta.episode).collect::<Vec<_>>(), vec![1, 3]);
+        assert!(chosen(&store, "a", &learner, Some("mpa")).unwrap().is_empty());
+        let mut cache = EmbeddingCache::of_policy("mpa");
+        assert!(matches!(cache.embedding(&store, "a", &learner), Err(MetaError::TooFewTrajectories { have: 0, .. })));
+        for (n, level) in [(4, 0.1), (5, 0.3), (6, 0.2)] {
+            let meta = EpisodeMeta {
+                agent: "aware@a".into(),
+                app: "a".into(),
+                episode: n,
+                stage: "offline".into(),
+                policy: "mpa".into(),
+                state_dim: 1,
+                action_dim: 1,
+                started_at_s: n as f64,
+            };
+            let id = store.begin_episode(&meta).unwrap();
+            let t = Transition { step: 0, state: vec![level], action: vec![0.0], reward: level, next_state: vec![level], done: true };
+            store.append(id, &[t]).unwrap();
+            store.close_episode(id, level as f64).unwrap();
+        }
+        let picked = chosen(&store, "a", &learner, Some("mpa")).unwrap();
+        assert_eq!(picked.iter().map(|r| r.meta.episode).collect::<Vec<_>>(), vec![5, 6]);
+        // FLASH's halves within the policy's episodes: its best and its worst.
+        let flash = MetaLearner::new(MetaConfig { selection: Selection::BestAndWorst, ..learner.config().clone() }, 1).unwrap();
+        let picked = chosen(&store, "a", &flash, Some("mpa")).unwrap();
+        assert_eq!(picked.iter().map(|r| r.meta.episode).collect::<Vec<_>>(), vec![5, 4]);
+        assert_eq!(cache.embedding(&store, "a", &learner).unwrap().len(), 4);
+    }
+
+    #[test]
     fn the_lifecycle_seam_refuses_with_a_reason_and_flags_unfamiliar_workloads() {
         use aware_lab::embed::WorkloadEmbedder;
         let dir = tempfile::tempdir().unwrap();
@@ -216,11 +294,17 @@ mod tests {
         record(&mut store, "a", 2, 0.7);
         let e = plain.embed(&store, "a").unwrap();
         assert_eq!((e.values.len(), e.ood_score, e.out_of_distribution), (4, None, false));
+        // The base learner reads it at unit length; the detector scores it as it was made.
+        let raw = plain.cache.embedding(&store, "a", &plain.learner).unwrap().to_vec();
+        let norm = raw.iter().map(|v| v * v).sum::<f32>().sqrt();
+        for (u, r) in e.values.iter().zip(&raw) {
+            assert!((u - r / norm).abs() < 1e-6, "{:?} vs {raw:?}", e.values);
+        }
         // A pool far from this app's embedding flags it; one around it does not.
         let far: Vec<Vec<f32>> =
-            (0..10).map(|i| e.values.iter().map(|v| v + 100.0 + i as f32 * 0.01).collect()).collect();
+            (0..10).map(|i| raw.iter().map(|v| v + 100.0 + i as f32 * 0.01).collect()).collect();
         let near: Vec<Vec<f32>> =
-            (0..10).map(|i| e.values.iter().map(|v| v + (i as f32 - 4.5) * 0.01).collect()).collect();
+            (0..10).map(|i| raw.iter().map(|v| v + (i as f32 - 4.5) * 0.01).collect()).collect();
         for (pool, unfamiliar) in [(far, true), (near, false)] {
             let learner = MetaLearner::new(plain.learner.config().clone(), 1).unwrap();
             let mut judged = StoreEmbedder::new(learner, Some(crate::OodDetector::fit(pool, 3, 0.95).unwrap()));

@@ -13,6 +13,7 @@ pub mod serve_env;
 pub mod simulate;
 pub mod store;
 pub mod train;
+pub mod train_meta;
 pub mod validate;
 
 use std::path::PathBuf;

@@ -60,6 +60,13 @@ pub struct Args {
     /// fallback serving), written after every episode.
     #[arg(long, value_name = "DIR")]
     checkpoint: Option<PathBuf>,
+    /// Run with AWARE's meta-learner kept in DIR (`aware train-meta --out DIR`): its base
+    /// learner, conditioned on each app's workload embedding, is the agent. An app's embedding
+    /// is read from the episodes the fallback drove (its first ones, in bootstrapping); until
+    /// it has one, and while its workload is unlike the training pool's, the fallback serves it
+    /// and the decision log says why. Needs --store.
+    #[arg(long, value_name = "DIR", requires = "store")]
+    meta: Option<PathBuf>,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -101,7 +108,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
         _ => None,
     };
-    let report = aware_lifecycle::run::run(&spec, &Bar::new())?;
+    let report = match &args.meta {
+        None => aware_lifecycle::run::run(&spec, &Bar::new())?,
+        Some(dir) => aware_experiments::lifecycle::run_with_meta(&spec, dir, &Bar::new())?,
+    };
     if args.json {
         print_json(&report)?;
         return Ok(ExitCode::SUCCESS);
@@ -131,6 +141,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
             c.guard_fallbacks,
             c.guard_limited
         );
+        if let Some(v) = &c.workload_verdict {
+            outln!("    meta-learner: {v} ({} intervals held for the fallback)", c.workload_holds);
+        }
     }
     if let Some(s) = &report.store {
         outln!("recorded into {} (`aware explain --store {} --app APP`)", s.url, s.url);

@@ -1,0 +1,80 @@
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use aware_lab::workload::WorkloadSpec;
+use aware_meta::MetaConfig;
+use aware_meta::pool::PoolSpec;
+
+use super::{AppsArgs, print_json};
+use crate::progress::Bar;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// AWARE profile (YAML): SLO override, targets, reward weights, bounds.
+    #[arg(long)]
+    profile: Option<PathBuf>,
+    #[command(flatten)]
+    apps: AppsArgs,
+    /// Episodes the fallback probes every pool app (each app's embedding is read from them; the
+    /// lifecycle reads a new app's from as many of its first episodes).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    probes: u64,
+    /// Episodes the conditioned base learner and the meta-learner then train on every pool app.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    episodes: u64,
+    /// Intervals per episode (`aware run`'s default is 100).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    episode_steps: u64,
+    /// Hidden width of the meta-learner's GRU layers and of its first FC layer (AWARE: 256).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    hidden: u64,
+    /// Width of the workload embedding (AWARE: 64).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    embedding: u64,
+    /// Where the meta-learner, the base learner and the pool's OOD detector are kept
+    /// (`aware run --meta DIR` reads them).
+    #[arg(long)]
+    out: PathBuf,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `aware train-meta`: meta-trains on a pool of generated apps and keeps the result.
+pub fn run(args: Args) -> Result<ExitCode> {
+    let workload = aware_lab::workload::Workload::load(&WorkloadSpec {
+        apps: args.apps.apps as usize,
+        seed: args.apps.seed,
+        trace_seed: args.apps.trace_seed,
+        day_seconds: args.apps.day_seconds,
+        population: args.apps.population,
+        profile: args.profile.clone(),
+        steps: args.episode_steps,
+        ..WorkloadSpec::default()
+    })?;
+    let mut pool = PoolSpec::new(args.probes, args.episodes, args.episode_steps, args.apps.seed);
+    pool.meta = MetaConfig {
+        hidden: args.hidden as usize,
+        fc: args.hidden as usize,
+        embedding: args.embedding as usize,
+        ..pool.meta
+    };
+    let report = aware_meta::saved::train_and_keep(&workload, &pool, (3, 0.95), &args.out, &Bar::new())?;
+    if args.json {
+        print_json(&report)?;
+    } else {
+        outln!(
+            "meta-trained on {} apps ({} probe + {} training episodes of {} intervals) in {:.0} s: last episode's reward per app {:.2}, {} meta-learner steps",
+            report.pool_apps,
+            report.probes,
+            report.episodes,
+            report.episode_steps,
+            report.seconds,
+            report.final_episode_reward,
+            report.meta_steps
+        );
+        outln!("OOD threshold {:.3}; kept in {} (`aware run --meta {} --store URL`)", report.ood_threshold, report.path, report.path);
+    }
+    Ok(ExitCode::SUCCESS)
+}

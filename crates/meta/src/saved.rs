@@ -1,0 +1,186 @@
+//! A meta-trained pool kept for the lifecycle manager (`aware train-meta --out DIR`, read by
+//! `aware run --meta DIR`): the meta-learner, the shared base learner conditioned on its
+//! embeddings, and the out-of-distribution detector fitted on the pool's embeddings.
+//!
+//! `DIR/meta/` is the meta-learner's checkpoint, `DIR/agent/` the base learner's (a DDPG
+//! checkpoint over [`conditioned_space`]), `DIR/pool.json` the detector and how the pool was
+//! trained, bound to both checkpoints by the SHA-256 of their metadata: a directory whose parts
+//! come from different trainings, or whose files changed, is refused, naming the file.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use aware_agents::ddpg::Ddpg;
+use aware_agents::{METADATA, sha256};
+use aware_lab::embed::conditioned_space;
+use aware_lab::output::write_atomically;
+use aware_lab::progress::Progress;
+use aware_lab::workload::Workload;
+use serde::{Deserialize, Serialize};
+
+use crate::pool::{ACTIONS, PoolSpec, train_pool};
+use crate::{MetaError, MetaLearner, OodDetector, StoreEmbedder};
+
+const META: &str = "meta";
+const AGENT: &str = "agent";
+const POOL: &str = "pool.json";
+/// The version of `pool.json` this build writes and reads.
+const FORMAT: u32 = 1;
+
+/// `DIR/pool.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PoolFile {
+    pub format: u32,
+    /// The rule-based policy that probed every pool app; the lifecycle's embeddings are read
+    /// from the episodes the same policy drove.
+    pub fallback: String,
+    pub embedding: usize,
+    pub seed: u64,
+    pub probes: u64,
+    pub episodes: u64,
+    pub episode_steps: u64,
+    pub pool_apps: Vec<String>,
+    pub ood: OodDetector,
+    pub meta_metadata_sha256: String,
+    pub agent_metadata_sha256: String,
+}
+
+/// A meta-trained pool, as kept.
+pub struct Trained {
+    pub meta: MetaLearner,
+    pub agent: Ddpg,
+    pub pool: PoolFile,
+}
+
+/// What `aware train-meta` reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct TrainedReport {
+    pub path: String,
+    pub pool_apps: usize,
+    pub probes: u64,
+    pub episodes: u64,
+    pub episode_steps: u64,
+    pub embedding: usize,
+    /// Mean reward per app of the last training episode (Σ over its intervals).
+    pub final_episode_reward: f64,
+    pub meta_steps: u64,
+    /// Distance beyond which an app's embedding is out of distribution.
+    pub ood_threshold: f32,
+    pub seconds: f64,
+}
+
+fn metadata_sha(dir: &Path) -> Result<String, MetaError> {
+    let path = dir.join(METADATA);
+    std::fs::read(&path).map(|b| sha256(&b)).map_err(|e| file_error(&path, e.to_string()))
+}
+
+fn file_error(path: &Path, reason: String) -> MetaError {
+    MetaError::Checkpoint(aware_agents::CheckpointError::Format { path: path.display().to_string(), reason })
+}
+
+/// Meta-trains on every app of `workload` as `spec` says, fits the detector (`k` nearest pool
+/// embeddings, threshold at `quantile` of the pool's own scores) and keeps all in `dir`.
+pub fn train_and_keep(
+    workload: &Workload,
+    spec: &PoolSpec,
+    (k, quantile): (usize, f64),
+    dir: &Path,
+    progress: &dyn Progress,
+) -> Result<TrainedReport, MetaError> {
+    let start = Instant::now();
+    let (driver, curve) = train_pool(workload, spec, progress)?;
+    let apps = workload.apps.len();
+    let embeddings: Vec<Vec<f32>> = (0..apps).filter_map(|i| driver.embedding(i).map(<[f32]>::to_vec)).collect();
+    if embeddings.len() < apps {
+        return Err(MetaError::Embedding(format!(
+            "could be made for {} of the {apps} pool apps after {} probe episodes",
+            embeddings.len(),
+            spec.probes
+        )));
+    }
+    let ood = OodDetector::fit(embeddings, k, quantile)?;
+    let trained = Trained {
+        pool: PoolFile {
+            format: FORMAT,
+            fallback: spec.fallback.to_string(),
+            embedding: spec.meta.embedding,
+            seed: spec.seed,
+            probes: spec.probes,
+            episodes: spec.episodes,
+            episode_steps: spec.episode_steps,
+            pool_apps: workload.apps.iter().map(|a| a.name.clone()).collect(),
+            ood,
+            meta_metadata_sha256: String::new(),
+            agent_metadata_sha256: String::new(),
+        },
+        meta: driver.meta,
+        agent: driver.agent,
+    };
+    let ood_threshold = trained.pool.ood.threshold();
+    trained.save(dir)?;
+    Ok(TrainedReport {
+        path: dir.display().to_string(),
+        pool_apps: apps,
+        probes: spec.probes,
+        episodes: spec.episodes,
+        episode_steps: spec.episode_steps,
+        embedding: spec.meta.embedding,
+        final_episode_reward: curve.last().map_or(f64::NAN, |e| e.mean_reward),
+        meta_steps: driver.meta_steps,
+        ood_threshold,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+impl Trained {
+    /// Writes the three parts into `dir` (created if missing), `pool.json` last.
+    pub fn save(&self, dir: &Path) -> Result<(), MetaError> {
+        std::fs::create_dir_all(dir).map_err(|e| file_error(dir, e.to_string()))?;
+        let (meta_dir, agent_dir) = (dir.join(META), dir.join(AGENT));
+        self.meta.save(&meta_dir)?;
+        self.agent.save(&agent_dir, &conditioned_space(self.pool.embedding), self.agent.updates())?;
+        let pool = PoolFile {
+            meta_metadata_sha256: metadata_sha(&meta_dir)?,
+            agent_metadata_sha256: metadata_sha(&agent_dir)?,
+            ..self.pool.clone()
+        };
+        let text = serde_json::to_string_pretty(&pool).expect("serialisable");
+        write_atomically(&dir.join(POOL), &text).map_err(|e| file_error(&dir.join(POOL), e.to_string()))
+    }
+
+    /// Reads `dir` back, verifying every file's checksum and that the parts belong together;
+    /// `seed` seeds the agent's exploration and the meta-learner's dropout from here on.
+    pub fn load(dir: &Path, seed: u64) -> Result<Self, MetaError> {
+        let path: PathBuf = dir.join(POOL);
+        let text = std::fs::read(&path).map_err(|e| file_error(&path, e.to_string()))?;
+        let pool: PoolFile = serde_json::from_slice(&text).map_err(|e| file_error(&path, e.to_string()))?;
+        if pool.format != FORMAT {
+            return Err(file_error(&path, format!("format {} (this build reads {FORMAT})", pool.format)));
+        }
+        let (meta_dir, agent_dir) = (dir.join(META), dir.join(AGENT));
+        for (part, want) in [(&meta_dir, &pool.meta_metadata_sha256), (&agent_dir, &pool.agent_metadata_sha256)] {
+            if &metadata_sha(part)? != want {
+                return Err(file_error(
+                    &path,
+                    format!("written beside another checkpoint than {}", part.join(METADATA).display()),
+                ));
+            }
+        }
+        let meta = MetaLearner::load(&meta_dir, seed)?;
+        if meta.config().embedding != pool.embedding {
+            return Err(file_error(
+                &path,
+                format!("embedding: {} here, {} in the meta-learner", pool.embedding, meta.config().embedding),
+            ));
+        }
+        let agent = Ddpg::load(&agent_dir, &conditioned_space(pool.embedding), ACTIONS.space().dim(), seed)?;
+        Ok(Self { meta, agent, pool })
+    }
+
+    /// The base learner and the embedder the lifecycle manager runs with: embeddings read from
+    /// the episodes the pool's fallback drove, judged by the pool's detector.
+    pub fn into_lifecycle(self) -> (Ddpg, StoreEmbedder) {
+        let embedder = StoreEmbedder::of_policy(self.meta, Some(self.pool.ood), self.pool.fallback);
+        (self.agent, embedder)
+    }
+}
