@@ -692,3 +692,77 @@ fn controller_webhook_certificate_problems_are_one_line_errors_naming_flag_and_f
     let usage = aware(&["controller", "--webhook"]);
     assert!(!usage.status.success() && stderr(&usage).contains("--webhook-cert"), "{}", stderr(&usage));
 }
+
+#[test]
+fn run_with_a_kept_meta_learner_embeds_each_app_from_its_fallback_episodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let kept = dir.path().join("meta");
+    let kept_s = kept.to_str().unwrap();
+    let o = aware(&[
+        "train-meta",
+        "--apps",
+        "5",
+        "--seed",
+        "2",
+        "--probes",
+        "2",
+        "--episodes",
+        "1",
+        "--episode-steps",
+        "20",
+        "--hidden",
+        "8",
+        "--embedding",
+        "4",
+        "--out",
+        kept_s,
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!((report["pool_apps"].as_u64(), report["embedding"].as_u64()), (Some(5), Some(4)));
+    assert!(report["ood_threshold"].as_f64().unwrap() > 0.0);
+
+    // Apps from another seed than the pool's: unseen.
+    let url = format!("sqlite:{}", dir.path().join("aware.db").display());
+    let run = [
+        "run",
+        "--meta",
+        kept_s,
+        "--store",
+        &url,
+        "--apps",
+        "2",
+        "--seed",
+        "5",
+        "--steps",
+        "80",
+        "--episode-steps",
+        "20",
+        "--json",
+    ];
+    let o = aware(&run);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    for app in report["per_app"].as_array().unwrap() {
+        let verdict = app["workload_verdict"].as_str().unwrap();
+        assert!(
+            verdict.starts_with("known workload") || verdict.starts_with("workload out of distribution"),
+            "{verdict}"
+        );
+    }
+    // The decisions say what the meta-learner said of the app before it had an embedding.
+    let app = report["per_app"][0]["app"].as_str().unwrap().to_string();
+    let o = aware(&["explain", "--store", &url, "--app", &app, "--step", "0", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap()["decisions"][0]["acting_policy"], "mpa");
+
+    // Without a store there is nowhere to read embeddings from: a usage error.
+    let o = aware(&["run", "--meta", kept_s, "--apps", "1", "--steps", "20"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    // A directory that holds no kept meta-learner, or another fallback than the pool's.
+    let o = aware(&["run", "--meta", dir.path().to_str().unwrap(), "--store", &url, "--apps", "1", "--steps", "20"]);
+    assert_one_line_error(&o, &["pool.json"]);
+    let o = aware(&["run", "--meta", kept_s, "--store", &url, "--apps", "1", "--steps", "20", "--fallback", "hpa"]);
+    assert_one_line_error(&o, &["--meta", "mpa"]);
+}

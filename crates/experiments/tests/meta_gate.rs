@@ -171,4 +171,3 @@ fn a_conditioned_agent_waits_for_each_apps_embedding_and_reads_it_beside_the_sta
     // The check ran only once the app was embedded: no promotion before the third episode ends.
     assert!(arm.stages.iter().filter(|c| c.from == Stage::Offline).all(|c| c.step >= 45), "{:?}", arm.stages);
 }
-

@@ -503,7 +503,9 @@ impl<'w> Manager<'w> {
                 let episode_app = |recent| replay(self.workload, &profile, i, recent);
                 match stage {
                     // A conditioned agent without the app's embedding cannot be tried yet.
-                    Stage::Offline if agent_state(self.embedding_width(), a.embedding.as_deref(), &[]).is_none() => None,
+                    Stage::Offline if agent_state(self.embedding_width(), a.embedding.as_deref(), &[]).is_none() => {
+                        None
+                    }
                     Stage::Offline => {
                         let outcomes = a
                             .recent_rates
@@ -586,9 +588,9 @@ impl Driver for Manager<'_> {
             let stage = self.apps[i].lifecycle.stage();
             let held = match &self.apps[i].workload {
                 Some(WorkloadVerdict::Hold { reason }) if self.agent_acts(stage) => Some(reason.clone()),
-                _ if self.agent_acts(stage) && self.agent_state(i, state).is_none() => {
-                    Some("no workload embedding yet (the meta-learner reads it from the app's recorded episodes)".into())
-                }
+                _ if self.agent_acts(stage) && self.agent_state(i, state).is_none() => Some(
+                    "no workload embedding yet (the meta-learner reads it from the app's recorded episodes)".into(),
+                ),
                 _ => None,
             };
             let wants_agent = self.agent_acts(stage) && held.is_none();

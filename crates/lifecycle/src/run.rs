@@ -455,7 +455,11 @@ pub struct MetaRun<'m> {
 
 /// [`run`], with a meta-learner when `meta` is given (it needs `spec.store`: embeddings are read
 /// from the apps' recorded episodes).
-pub fn run_with(spec: &RunSpec, meta: Option<MetaRun<'_>>, progress: &dyn Progress) -> Result<RunReport, LifecycleError> {
+pub fn run_with(
+    spec: &RunSpec,
+    meta: Option<MetaRun<'_>>,
+    progress: &dyn Progress,
+) -> Result<RunReport, LifecycleError> {
     if let Some(m) = &meta {
         if spec.store.is_none() {
             return Err(LifecycleError::input(

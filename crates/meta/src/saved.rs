@@ -184,3 +184,72 @@ impl Trained {
         (self.agent, embedder)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MetaConfig;
+    use aware_agents::ddpg::DdpgConfig;
+    use aware_lab::workload::WorkloadSpec;
+
+    fn small(seed: u64) -> (Workload, PoolSpec) {
+        let workload = Workload::load(&WorkloadSpec { apps: 5, seed, steps: 12, ..WorkloadSpec::default() }).unwrap();
+        let mut spec = PoolSpec::new(2, 1, 12, seed);
+        spec.meta = MetaConfig { hidden: 8, fc: 8, embedding: 4, ..spec.meta };
+        spec.ddpg = DdpgConfig { hidden: vec![16, 16], warmup: 16, ..spec.ddpg };
+        (workload, spec)
+    }
+
+    #[test]
+    fn a_kept_pool_reads_back_whole_and_refuses_mixed_or_changed_parts() {
+        let dir = tempfile::tempdir().unwrap();
+        let (workload, spec) = small(2);
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        let report = train_and_keep(&workload, &spec, (2, 0.9), &a, &aware_lab::progress::Silent).unwrap();
+        assert_eq!((report.pool_apps, report.embedding), (5, 4));
+        let trained = Trained::load(&a, 7).unwrap();
+        assert_eq!(trained.pool.pool_apps.len(), 5);
+        assert_eq!(trained.pool.fallback, "mpa");
+        assert_eq!(trained.pool.ood.threshold(), report.ood_threshold);
+        let state = vec![0.3; aware_env::STATE_DIM + 4];
+        let again = Trained::load(&a, 8).unwrap();
+        assert_eq!(trained.agent.greedy(&state).unwrap(), again.agent.greedy(&state).unwrap());
+        let (agent, embedder) = trained.into_lifecycle();
+        assert_eq!(
+            (agent.state_dim(), aware_lab::embed::WorkloadEmbedder::width(&embedder)),
+            (aware_env::STATE_DIM + 4, 4)
+        );
+
+        // Another training's meta-learner beside this pool file: refused, naming the file.
+        train_and_keep(&workload, &PoolSpec { seed: 3, ..spec.clone() }, (2, 0.9), &b, &aware_lab::progress::Silent)
+            .unwrap();
+        std::fs::remove_dir_all(a.join(META)).unwrap();
+        copy_dir(&b.join(META), &a.join(META));
+        let err = Trained::load(&a, 7).err().unwrap().to_string();
+        assert!(err.contains("pool.json") && err.contains("written beside another checkpoint"), "{err}");
+
+        // A changed weight file: its checksum says so.
+        let bytes = std::fs::read(b.join(AGENT).join("actor.safetensors")).unwrap();
+        let mut changed = bytes.clone();
+        let last = changed.len() - 1;
+        changed[last] ^= 1;
+        std::fs::write(b.join(AGENT).join("actor.safetensors"), &changed).unwrap();
+        let err = Trained::load(&b, 7).err().unwrap().to_string();
+        assert!(err.contains("actor.safetensors"), "{err}");
+
+        // No pool file, or not JSON: one line naming it.
+        let err = Trained::load(dir.path(), 7).err().unwrap().to_string();
+        assert!(err.contains("pool.json"), "{err}");
+        std::fs::write(b.join(POOL), "{").unwrap();
+        let err = Trained::load(&b, 7).err().unwrap().to_string();
+        assert!(err.contains("pool.json") && !err.contains('\n'), "{err}");
+    }
+
+    fn copy_dir(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+}

@@ -266,14 +266,22 @@ mod tests {
                 started_at_s: n as f64,
             };
             let id = store.begin_episode(&meta).unwrap();
-            let t = Transition { step: 0, state: vec![level], action: vec![0.0], reward: level, next_state: vec![level], done: true };
+            let t = Transition {
+                step: 0,
+                state: vec![level],
+                action: vec![0.0],
+                reward: level,
+                next_state: vec![level],
+                done: true,
+            };
             store.append(id, &[t]).unwrap();
             store.close_episode(id, level as f64).unwrap();
         }
         let picked = chosen(&store, "a", &learner, Some("mpa")).unwrap();
         assert_eq!(picked.iter().map(|r| r.meta.episode).collect::<Vec<_>>(), vec![5, 6]);
         // FLASH's halves within the policy's episodes: its best and its worst.
-        let flash = MetaLearner::new(MetaConfig { selection: Selection::BestAndWorst, ..learner.config().clone() }, 1).unwrap();
+        let flash =
+            MetaLearner::new(MetaConfig { selection: Selection::BestAndWorst, ..learner.config().clone() }, 1).unwrap();
         let picked = chosen(&store, "a", &flash, Some("mpa")).unwrap();
         assert_eq!(picked.iter().map(|r| r.meta.episode).collect::<Vec<_>>(), vec![5, 4]);
         assert_eq!(cache.embedding(&store, "a", &learner).unwrap().len(), 4);
@@ -301,10 +309,8 @@ mod tests {
             assert!((u - r / norm).abs() < 1e-6, "{:?} vs {raw:?}", e.values);
         }
         // A pool far from this app's embedding flags it; one around it does not.
-        let far: Vec<Vec<f32>> =
-            (0..10).map(|i| raw.iter().map(|v| v + 100.0 + i as f32 * 0.01).collect()).collect();
-        let near: Vec<Vec<f32>> =
-            (0..10).map(|i| raw.iter().map(|v| v + (i as f32 - 4.5) * 0.01).collect()).collect();
+        let far: Vec<Vec<f32>> = (0..10).map(|i| raw.iter().map(|v| v + 100.0 + i as f32 * 0.01).collect()).collect();
+        let near: Vec<Vec<f32>> = (0..10).map(|i| raw.iter().map(|v| v + (i as f32 - 4.5) * 0.01).collect()).collect();
         for (pool, unfamiliar) in [(far, true), (near, false)] {
             let learner = MetaLearner::new(plain.learner.config().clone(), 1).unwrap();
             let mut judged = StoreEmbedder::new(learner, Some(crate::OodDetector::fit(pool, 3, 0.95).unwrap()));

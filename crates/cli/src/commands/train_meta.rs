@@ -74,7 +74,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
             report.final_episode_reward,
             report.meta_steps
         );
-        outln!("OOD threshold {:.3}; kept in {} (`aware run --meta {} --store URL`)", report.ood_threshold, report.path, report.path);
+        outln!(
+            "OOD threshold {:.3}; kept in {} (`aware run --meta {} --store URL`)",
+            report.ood_threshold,
+            report.path,
+            report.path
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
