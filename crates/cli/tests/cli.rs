@@ -757,6 +757,16 @@ fn run_with_a_kept_meta_learner_embeds_each_app_from_its_fallback_episodes() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap()["decisions"][0]["acting_policy"], "mpa");
 
+    // The conditioned agent is kept and taken up again by a checkpoint like any other.
+    let ckpt = dir.path().join("ckpt");
+    let mut again = run.to_vec();
+    let ckpt_s = ckpt.to_str().unwrap().to_string();
+    again.extend(["--checkpoint", &ckpt_s]);
+    assert!(aware(&again).status.success());
+    let o = aware(&again);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(report["checkpoint"]["restored"], true, "{}", report["checkpoint"]);
     // Without a store there is nowhere to read embeddings from: a usage error.
     let o = aware(&["run", "--meta", kept_s, "--apps", "1", "--steps", "20"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
