@@ -751,11 +751,18 @@ fn run_with_a_kept_meta_learner_embeds_each_app_from_its_fallback_episodes() {
             "{verdict}"
         );
     }
-    // The decisions say what the meta-learner said of the app before it had an embedding.
-    let app = report["per_app"][0]["app"].as_str().unwrap().to_string();
-    let o = aware(&["explain", "--store", &url, "--app", &app, "--step", "0", "--json"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert_eq!(serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap()["decisions"][0]["acting_policy"], "mpa");
+    // Nothing leaves bootstrapping before the app has its embedding (2 fallback episodes, as
+    // the pool's probes) and one check with it: step 60.
+    for c in report["stages"].as_array().unwrap() {
+        if c["from"] == "offline" {
+            assert!(c["step"].as_u64().unwrap() >= 60, "{c}");
+        }
+    }
+    // Another episode length than the pool's: its embeddings would be read from other episodes.
+    let mut other = run.to_vec();
+    let at = other.len() - 2;
+    other[at] = "25";
+    assert_one_line_error(&aware(&other), &["--episode-steps 20"]);
 
     // The conditioned agent is kept and taken up again by a checkpoint like any other.
     let ckpt = dir.path().join("ckpt");

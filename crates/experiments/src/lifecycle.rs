@@ -436,7 +436,21 @@ pub fn run_with_meta(
             ),
         });
     }
-    let (agent, mut embedder) = trained.into_lifecycle();
-    let meta = aware_lifecycle::run::MetaRun { agent, embedder: &mut embedder };
+    if trained.pool.episode_steps != spec.manager.episode_steps {
+        return Err(ExperimentError::Input {
+            input: "--meta".into(),
+            reason: format!(
+                "{} was meta-trained on episodes of {} intervals, and its embeddings are read from such episodes; the run's are {} (--episode-steps {})",
+                dir.display(),
+                trained.pool.episode_steps,
+                spec.manager.episode_steps,
+                trained.pool.episode_steps
+            ),
+        });
+    }
+    // The meta-learner's checkpoint metadata's hash: wherever the directory is moved.
+    let id = trained.pool.meta_metadata_sha256.clone();
+    let (agent, mut embedder) = trained.into_lifecycle(&format!("{}@", aware_lifecycle::record::AGENT));
+    let meta = aware_lifecycle::run::MetaRun { agent, embedder: &mut embedder, id };
     Ok(aware_lifecycle::run::run_with(spec, Some(meta), progress)?)
 }

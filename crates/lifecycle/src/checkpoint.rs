@@ -40,6 +40,10 @@ struct LifecycleFile {
     episodes: u64,
     /// SHA-256 of the `agent/checkpoint.json` written with it.
     agent_metadata_sha256: String,
+    /// The meta-learner whose embeddings the agent reads (its identity, as the run was given
+    /// it), `None` for an agent that reads the state alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    meta: Option<String>,
     apps: Vec<AppEntry>,
 }
 
@@ -93,6 +97,8 @@ pub fn read(dir: &Path, seed: u64) -> Result<Option<Restored>, LifecycleError> {
 pub struct CheckpointSink {
     dir: PathBuf,
     seed: u64,
+    /// The meta-learner of this run ([`CheckpointSink::with_meta`]).
+    meta: Option<String>,
     pub report: CheckpointReport,
 }
 
@@ -103,8 +109,16 @@ impl CheckpointSink {
         Self {
             dir: dir.to_path_buf(),
             seed,
+            meta: None,
             report: CheckpointReport { path: dir.display().to_string(), ..CheckpointReport::default() },
         }
+    }
+
+    /// A checkpoint of an agent conditioned on the embeddings of the meta-learner `id`: one
+    /// written with another meta-learner (or none) does not verify, and the reverse.
+    pub fn with_meta(mut self, id: Option<String>) -> Self {
+        self.meta = id;
+        self
     }
 
     /// The agent and lifecycles in the directory, `None` when there is no checkpoint, or why
@@ -127,6 +141,12 @@ impl CheckpointSink {
                 "format {} was written with the old utilisation reward; its rewards and agent are on another scale: retrain (aware run --checkpoint DIR into a new DIR)",
                 file.format
             )));
+        }
+        if file.meta != self.meta {
+            let name = |m: &Option<String>| {
+                m.as_ref().map_or("no meta-learner".to_string(), |id| format!("meta-learner {id}"))
+            };
+            return Err(bad(format!("written with {}, this run has {}", name(&file.meta), name(&self.meta))));
         }
         let meta = agent_dir.join(METADATA);
         let written_with = std::fs::read(&meta).map_err(|e| bad(format!("{}: {e}", meta.display())))?;
@@ -160,6 +180,7 @@ impl CheckpointSink {
             format: FORMAT,
             episodes,
             agent_metadata_sha256: sha256(&written),
+            meta: self.meta.clone(),
             apps: manager.lifecycles().into_iter().map(|(app, state)| AppEntry { app, state }).collect(),
         };
         let text = serde_json::to_string_pretty(&file).expect("serialisable");

@@ -180,7 +180,7 @@ impl LiveManager {
     /// its first stage (with bootstrapping, OFFLINE: the fallback acts).
     pub fn new(apps: &[String], profile: &Profile, agent: Ddpg, config: ManagerConfig) -> Result<Self, LifecycleError> {
         let mut agent = agent;
-        agent.config.noise_sigma = config.online_noise_sigma;
+        crate::manager::serving_settings(&mut agent, &config);
         let mut m = Self { agent, config, apps: Vec::new(), step: 0, changes: Vec::new(), decisions: Vec::new() };
         for name in apps {
             m.add_app(name, profile)?;

@@ -202,6 +202,15 @@ pub const AGENT_ACTIONS: ActionKind = ActionKind::Relative;
 /// The agent's action: CPU, memory and replicas, each in [-1, 1].
 pub const AGENT_ACTION_DIM: usize = 3;
 
+/// How an agent acts for the lifecycle, whatever it was trained with: the manager's exploration
+/// noise, and never uniformly at random (an agent trained with a uniform warm-up, such as the
+/// meta-learner's base learner, would otherwise act at random while its new replay buffer
+/// fills — for ever, once no app is left learning offline).
+pub(crate) fn serving_settings(agent: &mut Ddpg, config: &ManagerConfig) {
+    agent.config.noise_sigma = config.online_noise_sigma;
+    agent.config.uniform_warmup = false;
+}
+
 /// A fresh agent for the lifecycle: DDPG on the state encoder's features and the agent's
 /// relative actions, AWARE's hyper-parameters, weights seeded with `seed`.
 pub fn fresh_agent(seed: u64) -> Ddpg {
@@ -324,7 +333,7 @@ impl<'w> Manager<'w> {
             })
             .collect::<Result<Vec<_>, LabError>>()?;
         let mut agent = agent;
-        agent.config.noise_sigma = config.online_noise_sigma;
+        serving_settings(&mut agent, &config);
         let mut m = Self {
             workload,
             agent,
@@ -351,7 +360,7 @@ impl<'w> Manager<'w> {
 
     /// Hands the apps to `agent` (a restored checkpoint's), with the manager's exploration.
     pub fn replace_agent(&mut self, mut agent: Ddpg) {
-        agent.config.noise_sigma = self.config.online_noise_sigma;
+        serving_settings(&mut agent, &self.config);
         self.agent = agent;
     }
 
@@ -437,7 +446,7 @@ impl<'w> Manager<'w> {
     /// Width of the workload embedding the agent reads beside the state (0: an agent that is
     /// not conditioned on one).
     pub fn embedding_width(&self) -> usize {
-        self.agent.state_dim() - aware_env::STATE_DIM
+        self.agent.state_dim().saturating_sub(aware_env::STATE_DIM)
     }
 
     /// App `i`'s state as the agent reads it: with its workload embedding appended when the
@@ -502,8 +511,13 @@ impl<'w> Manager<'w> {
                 let profile = self.workload.app_profile(i);
                 let episode_app = |recent| replay(self.workload, &profile, i, recent);
                 match stage {
-                    // A conditioned agent without the app's embedding cannot be tried yet.
-                    Stage::Offline if agent_state(self.embedding_width(), a.embedding.as_deref(), &[]).is_none() => {
+                    // A conditioned agent is tried only with an embedding the meta-learner
+                    // vouches for now (none yet, a refusal or an unfamiliar workload: not yet).
+                    Stage::Offline
+                        if self.embedding_width() > 0
+                            && !(a.embedding.is_some()
+                                && matches!(a.workload, Some(WorkloadVerdict::Known { .. }))) =>
+                    {
                         None
                     }
                     Stage::Offline => {

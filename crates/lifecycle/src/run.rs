@@ -451,6 +451,8 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<RunReport, Lifecyc
 pub struct MetaRun<'m> {
     pub agent: Ddpg,
     pub embedder: &'m mut dyn WorkloadEmbedder,
+    /// What identifies the meta-learner (a `--checkpoint` is bound to it).
+    pub id: String,
 }
 
 /// [`run`], with a meta-learner when `meta` is given (it needs `spec.store`: embeddings are read
@@ -482,7 +484,11 @@ pub fn run_with(
     }
     let workload = Workload::load(&spec.workload)?;
     let plan = Plan::new(&workload, spec.steps, spec.manager.episode_steps)?;
-    let mut checkpoint = spec.checkpoint.as_deref().map(|dir| crate::checkpoint::CheckpointSink::new(dir, spec.seed));
+    let meta_id = meta.as_ref().map(|m| m.id.clone());
+    let mut checkpoint = spec
+        .checkpoint
+        .as_deref()
+        .map(|dir| crate::checkpoint::CheckpointSink::new(dir, spec.seed).with_meta(meta_id.clone()));
     let metrics = spec.metrics.clone();
     let (aware, store) = match &spec.store {
         None => {
@@ -500,7 +506,7 @@ pub fn run_with(
                     let mut sink = ((metrics, &mut checkpoint), crate::record::StoreSink::new(&mut store));
                     run_manager(&workload, &plan, Variant::Aware, &config, spec.seed, &mut sink, progress)?
                 }
-                Some(MetaRun { agent, embedder }) => {
+                Some(MetaRun { agent, embedder, .. }) => {
                     let records = crate::record::StoreSink::new(&mut store).with_embedder(embedder);
                     let mut sink = ((metrics, &mut checkpoint), records);
                     let config = Variant::Aware.configure(&config);

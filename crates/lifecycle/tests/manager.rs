@@ -11,7 +11,7 @@ use aware_lab::rollout::{Arena, rollout};
 use aware_lab::workload::{Workload, WorkloadSpec};
 use aware_lifecycle::Stage;
 use aware_lifecycle::manager::{Manager, ManagerConfig};
-use aware_lifecycle::run::{RunSpec, run};
+use aware_lifecycle::run::{MetaRun, RunSpec, run};
 use aware_sim::{AppStepStats, SimCluster};
 
 fn small_agent(seed: u64) -> Ddpg {
@@ -178,4 +178,84 @@ fn the_fallbacks_scale_ups_floor_a_starving_agent() {
     let v = |arm: &aware_lifecycle::run::Arm| arm.row.summary.slo_violations;
     assert!(v(&bare) > 4 * v(&mpa).max(10), "without the floor: {} against MPA's {}", v(&bare), v(&mpa));
     assert!(v(&floored) * 2 < v(&bare), "with the floor: {} against {} without", v(&floored), v(&bare));
+}
+
+/// An embedder of fixed width that embeds every app as the same vector.
+struct Fixed(usize);
+
+impl aware_lab::embed::WorkloadEmbedder for Fixed {
+    fn width(&self) -> usize {
+        self.0
+    }
+
+    fn embed(
+        &mut self,
+        _: &dyn aware_store::TrajectoryStore,
+        _: &str,
+    ) -> Result<aware_lab::embed::WorkloadEmbedding, aware_lab::embed::EmbedRefusal> {
+        Ok(aware_lab::embed::WorkloadEmbedding {
+            values: vec![0.5; self.0],
+            ood_score: None,
+            out_of_distribution: false,
+        })
+    }
+}
+
+#[test]
+fn a_meta_run_needs_a_store_and_an_agent_that_reads_the_embedders_width() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = |store: Option<aware_lifecycle::run::RunStore>| RunSpec {
+        workload: WorkloadSpec { apps: 1, seed: 5, steps: 20, ..WorkloadSpec::default() },
+        steps: 20,
+        manager: ManagerConfig { episode_steps: 10, ..ManagerConfig::default() },
+        seed: 5,
+        store,
+        metrics: None,
+        checkpoint: None,
+    };
+    let conditioned = || Ddpg::new(STATE_DIM + 4, 3, DdpgConfig { hidden: vec![8, 8], ..DdpgConfig::default() }, 1);
+    let mut four = Fixed(4);
+    let err = aware_lifecycle::run::run_with(
+        &spec(None),
+        Some(MetaRun { agent: conditioned(), embedder: &mut four, id: "x".into() }),
+        &Silent,
+    )
+    .err()
+    .unwrap();
+    assert!(err.to_string().starts_with("--meta: needs a store"), "{err}");
+    let store =
+        aware_lifecycle::run::RunStore { url: format!("sqlite:{}", dir.path().join("s.db").display()), spool: None };
+    let mut three = Fixed(3);
+    let err = aware_lifecycle::run::run_with(
+        &spec(Some(store.clone())),
+        Some(MetaRun { agent: conditioned(), embedder: &mut three, id: "x".into() }),
+        &Silent,
+    )
+    .err()
+    .unwrap();
+    assert!(err.to_string().contains("3-value embedding"), "{err}");
+    let report = aware_lifecycle::run::run_with(
+        &spec(Some(store)),
+        Some(MetaRun { agent: conditioned(), embedder: &mut four, id: "x".into() }),
+        &Silent,
+    )
+    .unwrap();
+    assert_eq!(report.per_app[0].counts.workload_verdict.as_deref(), Some("known workload"));
+}
+
+#[test]
+fn an_agent_trained_with_a_uniform_warm_up_acts_by_its_policy_for_the_lifecycle() {
+    let workload = Workload::load(&WorkloadSpec { apps: 1, seed: 5, steps: 20, ..WorkloadSpec::default() }).unwrap();
+    let config = DdpgConfig { hidden: vec![8, 8], uniform_warmup: true, warmup: 1_000_000, ..DdpgConfig::default() };
+    let agent = Ddpg::new(STATE_DIM, 3, config, 1);
+    let state = vec![0.4; STATE_DIM];
+    let greedy = agent.greedy(&state).unwrap();
+    let config =
+        ManagerConfig { fixed_stage: Some(Stage::Online), online_noise_sigma: 0.0, ..ManagerConfig::default() };
+    let mut manager = Manager::new(&workload, agent, config).unwrap();
+    // ONLINE explores (with σ 0 here): the policy's own action, not a uniform draw.
+    for _ in 0..5 {
+        let acted = manager.agent.act_batch(&state, 1, &[true]).unwrap().remove(0);
+        assert!(acted.iter().zip(&greedy).all(|(a, g)| (a - g).abs() < 1e-5), "{acted:?} vs {greedy:?}");
+    }
 }

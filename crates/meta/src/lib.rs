@@ -30,7 +30,7 @@ pub mod train;
 pub use bundle::{Bundle, step_features};
 pub use net::{Batch, BiGruLayer, MetaNet};
 pub use ood::OodDetector;
-pub use select::{EmbeddingCache, StoreEmbedder, select};
+pub use select::{EmbeddingCache, EpisodeFilter, StoreEmbedder, select};
 
 use burn::tensor::Device;
 use serde::{Deserialize, Serialize};

@@ -80,6 +80,22 @@ impl OodDetector {
     pub fn threshold(&self) -> f32 {
         self.threshold
     }
+
+    /// That a detector read back from a file could have been fitted: more than k pool
+    /// embeddings, all of `width` finite values, and a finite threshold.
+    pub fn check(&self, width: usize) -> Result<(), MetaError> {
+        let bad = |reason: String| Err(MetaError::Config { field: "ood", reason });
+        if self.k == 0 || self.pool.len() <= self.k {
+            return bad(format!("{} pool embeddings with k = {}: more than k, k ≥ 1 needed", self.pool.len(), self.k));
+        }
+        if let Some(i) = self.pool.iter().position(|e| e.len() != width || e.iter().any(|v| !v.is_finite())) {
+            return bad(format!("pool embedding {i} is not {width} finite values"));
+        }
+        if !self.threshold.is_finite() {
+            return bad(format!("threshold {} is not finite", self.threshold));
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use aware_lab::workload::Workload;
 use serde::{Deserialize, Serialize};
 
 use crate::pool::{ACTIONS, PoolSpec, train_pool};
-use crate::{MetaError, MetaLearner, OodDetector, StoreEmbedder};
+use crate::{EpisodeFilter, MetaError, MetaLearner, OodDetector, StoreEmbedder};
 
 const META: &str = "meta";
 const AGENT: &str = "agent";
@@ -79,7 +79,8 @@ fn file_error(path: &Path, reason: String) -> MetaError {
 }
 
 /// Meta-trains on every app of `workload` as `spec` says, fits the detector (`k` nearest pool
-/// embeddings, threshold at `quantile` of the pool's own scores) and keeps all in `dir`.
+/// embeddings, threshold at `quantile` of the pool's own scores) and keeps all in `dir`
+/// (created if missing; one that already holds a kept pool is refused before training).
 pub fn train_and_keep(
     workload: &Workload,
     spec: &PoolSpec,
@@ -87,9 +88,22 @@ pub fn train_and_keep(
     dir: &Path,
     progress: &dyn Progress,
 ) -> Result<TrainedReport, MetaError> {
+    let apps = workload.apps.len();
+    if apps <= k {
+        return Err(MetaError::Config {
+            field: "apps",
+            reason: format!(
+                "{apps} pool apps; the OOD detector compares each with its {k} nearest others: at least {} needed",
+                k + 1
+            ),
+        });
+    }
+    if dir.join(POOL).exists() {
+        return Err(file_error(&dir.join(POOL), "already holds a kept pool: choose another directory".into()));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| file_error(dir, e.to_string()))?;
     let start = Instant::now();
     let (driver, curve) = train_pool(workload, spec, progress)?;
-    let apps = workload.apps.len();
     let embeddings: Vec<Vec<f32>> = (0..apps).filter_map(|i| driver.embedding(i).map(<[f32]>::to_vec)).collect();
     if embeddings.len() < apps {
         return Err(MetaError::Embedding(format!(
@@ -166,6 +180,7 @@ impl Trained {
                 ));
             }
         }
+        pool.ood.check(pool.embedding).map_err(|e| file_error(&path, e.to_string()))?;
         let meta = MetaLearner::load(&meta_dir, seed)?;
         if meta.config().embedding != pool.embedding {
             return Err(file_error(
@@ -177,11 +192,17 @@ impl Trained {
         Ok(Self { meta, agent, pool })
     }
 
-    /// The base learner and the embedder the lifecycle manager runs with: embeddings read from
-    /// the episodes the pool's fallback drove, judged by the pool's detector.
-    pub fn into_lifecycle(self) -> (Ddpg, StoreEmbedder) {
-        let embedder = StoreEmbedder::of_policy(self.meta, Some(self.pool.ood), self.pool.fallback);
-        (self.agent, embedder)
+    /// The base learner and the embedder the lifecycle manager runs with: an app's embedding is
+    /// read from the episodes the pool's fallback drove under the store agent
+    /// `{agent_prefix}{app}` (the lifecycle manager's), once there are as many as the pool's
+    /// probes, and judged by the pool's detector.
+    pub fn into_lifecycle(self, agent_prefix: &str) -> (Ddpg, StoreEmbedder) {
+        let filter = EpisodeFilter {
+            agent_prefix: agent_prefix.to_string(),
+            policy: self.pool.fallback.clone(),
+            min_episodes: self.pool.probes.max(1) as usize,
+        };
+        (self.agent, StoreEmbedder::filtered(self.meta, Some(self.pool.ood), filter))
     }
 }
 
@@ -214,7 +235,7 @@ mod tests {
         let state = vec![0.3; aware_env::STATE_DIM + 4];
         let again = Trained::load(&a, 8).unwrap();
         assert_eq!(trained.agent.greedy(&state).unwrap(), again.agent.greedy(&state).unwrap());
-        let (agent, embedder) = trained.into_lifecycle();
+        let (agent, embedder) = trained.into_lifecycle("aware@");
         assert_eq!(
             (agent.state_dim(), aware_lab::embed::WorkloadEmbedder::width(&embedder)),
             (aware_env::STATE_DIM + 4, 4)
@@ -237,6 +258,18 @@ mod tests {
         let err = Trained::load(&b, 7).err().unwrap().to_string();
         assert!(err.contains("actor.safetensors"), "{err}");
 
+        // A detector no fitting could have made.
+        let text = std::fs::read_to_string(b.join(POOL)).unwrap();
+        let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        json["ood"]["pool"] = serde_json::json!([]);
+        std::fs::write(b.join(POOL), json.to_string()).unwrap();
+        let err = Trained::load(&b, 7).err().unwrap().to_string();
+        assert!(err.contains("pool.json") && err.contains("0 pool embeddings"), "{err}");
+        // A directory that already holds a pool is not trained into; too small a pool is refused.
+        let err = train_and_keep(&workload, &spec, (2, 0.9), &b, &aware_lab::progress::Silent).err().unwrap();
+        assert!(err.to_string().contains("already holds a kept pool"), "{err}");
+        let err = train_and_keep(&workload, &spec, (5, 0.9), &dir.path().join("c"), &aware_lab::progress::Silent);
+        assert!(err.err().unwrap().to_string().contains("at least 6 needed"));
         // No pool file, or not JSON: one line naming it.
         let err = Trained::load(dir.path(), 7).err().unwrap().to_string();
         assert!(err.contains("pool.json"), "{err}");

@@ -28,30 +28,51 @@ pub fn select(
     Ok((records.iter().map(|r| r.id).collect(), bundle))
 }
 
-/// The episode records [`select`] reads, without their transitions; with `policy`, only the
-/// episodes that policy drove.
+/// Which of an app's stored episodes its embedding is read from, in the lifecycle: those its
+/// fallback drove under the lifecycle's own store agent, and at least as many as the pool's
+/// embeddings were read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EpisodeFilter {
+    /// The store agent of app A is `{agent_prefix}{A}` (the lifecycle manager's: `aware@`), so
+    /// episodes other commands recorded for an app of the same name are never read.
+    pub agent_prefix: String,
+    /// Only the episodes this policy drove (the fallback: the behaviour the pool's embeddings
+    /// were read from; the agent's own episodes never feed back into its embedding).
+    pub policy: String,
+    /// Fewer such episodes than this: no embedding (the pool's were read from its probes).
+    pub min_episodes: usize,
+}
+
+/// The episode records [`select`] reads, without their transitions; with a filter, only the
+/// episodes it admits, ranked by total reward (then oldest first) and chosen as the mode says.
 fn chosen(
     store: &dyn TrajectoryStore,
     app: &str,
     learner: &MetaLearner,
-    policy: Option<&str>,
+    filter: Option<&EpisodeFilter>,
 ) -> Result<Vec<EpisodeRecord>, MetaError> {
     let config = learner.config();
     let mode: TopMode = config.selection.into();
-    let Some(policy) = policy else {
+    let Some(filter) = filter else {
         return Ok(store.top_episodes(app, config.trajectories, mode)?);
     };
-    // Every closed episode of the app, best first; the policy's, then chosen as the mode says.
-    let ranked: Vec<EpisodeRecord> = store
-        .top_episodes(app, i32::MAX as usize, TopMode::Best)?
+    let mut ranked: Vec<EpisodeRecord> = store
+        .episodes(Some(&format!("{}{app}", filter.agent_prefix)))?
         .into_iter()
-        .filter(|r| r.meta.policy == policy)
+        .filter(|r| r.is_complete() && r.meta.app == app && r.meta.policy == filter.policy)
         .collect();
+    if ranked.len() < filter.min_episodes {
+        return Err(MetaError::TooFewTrajectories { have: ranked.len(), need: filter.min_episodes });
+    }
+    let reward = |r: &EpisodeRecord| r.total_reward.unwrap_or(f64::NEG_INFINITY);
+    ranked.sort_by(|a, b| reward(b).total_cmp(&reward(a)).then(a.id.cmp(&b.id)));
     let (best, worst) = mode.split(config.trajectories);
-    // The worst lowest first, as the store's own query returns them.
-    let worst: Vec<EpisodeRecord> = ranked.iter().rev().take(worst).cloned().collect();
-    let best: Vec<EpisodeRecord> = ranked.into_iter().take(best).collect();
-    Ok(aware_store::best_then_worst(best, worst))
+    // The worst lowest first (oldest first among equals), as the store's own query returns them.
+    let mut low = ranked.clone();
+    low.sort_by(|a, b| reward(a).total_cmp(&reward(b)).then(a.id.cmp(&b.id)));
+    low.truncate(worst);
+    ranked.truncate(best);
+    Ok(aware_store::best_then_worst(ranked, low))
 }
 
 /// The chosen episodes' transitions as a bundle: enough of them, each with a finite total
@@ -88,8 +109,8 @@ type Source = (u64, Vec<EpisodeId>);
 pub struct EmbeddingCache {
     entries: HashMap<String, (Source, Vec<f32>)>,
     computed: u64,
-    /// Read only the episodes this policy drove (`None`: any).
-    policy: Option<String>,
+    /// Read only the episodes this admits (`None`: the app's best, whoever drove them).
+    filter: Option<EpisodeFilter>,
 }
 
 impl EmbeddingCache {
@@ -97,11 +118,9 @@ impl EmbeddingCache {
         Self::default()
     }
 
-    /// A cache that reads only the episodes `policy` drove: the fallback's, in the lifecycle,
-    /// which is the behaviour the meta-learner read in meta-training (its probes), so an
-    /// agent's own embedding-conditioned episodes never feed back into its embedding.
-    pub fn of_policy(policy: impl Into<String>) -> Self {
-        Self { policy: Some(policy.into()), ..Self::default() }
+    /// A cache that reads only the episodes `filter` admits (the lifecycle's).
+    pub fn filtered(filter: EpisodeFilter) -> Self {
+        Self { filter: Some(filter), ..Self::default() }
     }
 
     /// The embedding of `app` from its stored episodes: the cached one when the chosen episodes
@@ -114,7 +133,7 @@ impl EmbeddingCache {
         learner: &MetaLearner,
     ) -> Result<&[f32], MetaError> {
         // One query for the chosen episodes; their transitions are read only on a miss.
-        let records = chosen(store, app, learner, self.policy.as_deref())?;
+        let records = chosen(store, app, learner, self.filter.as_ref())?;
         let key = (learner.updates(), records.iter().map(|r| r.id).collect::<Vec<_>>());
         if self.entries.get(app).is_none_or(|(k, _)| *k != key) {
             let embedding = learner.embed(&bundle_of(store, &records, learner)?)?;
@@ -144,9 +163,9 @@ impl StoreEmbedder {
         Self { learner, cache: EmbeddingCache::new(), ood }
     }
 
-    /// Reading only the episodes `policy` drove ([`EmbeddingCache::of_policy`]).
-    pub fn of_policy(learner: MetaLearner, ood: Option<crate::OodDetector>, policy: impl Into<String>) -> Self {
-        Self { learner, cache: EmbeddingCache::of_policy(policy), ood }
+    /// Reading only the episodes `filter` admits ([`EmbeddingCache::filtered`]).
+    pub fn filtered(learner: MetaLearner, ood: Option<crate::OodDetector>, filter: EpisodeFilter) -> Self {
+        Self { learner, cache: EmbeddingCache::filtered(filter), ood }
     }
 }
 
@@ -162,6 +181,9 @@ impl aware_lab::embed::WorkloadEmbedder for StoreEmbedder {
     ) -> Result<aware_lab::embed::WorkloadEmbedding, aware_lab::embed::EmbedRefusal> {
         let refuse = |e: MetaError| aware_lab::embed::EmbedRefusal { app: app.to_string(), reason: e.to_string() };
         let raw = self.cache.embedding(store, app, &self.learner).map_err(refuse)?.to_vec();
+        if raw.iter().any(|v| !v.is_finite()) {
+            return Err(refuse(MetaError::Embedding(format!("is not finite: {raw:?}"))));
+        }
         // The detector knows the pool's embeddings as the meta-learner made them.
         let (ood_score, out_of_distribution) = match &self.ood {
             Some(d) => (Some(d.score(&raw).map_err(refuse)?), d.is_out_of_distribution(&raw).map_err(refuse)?),
@@ -238,52 +260,66 @@ mod tests {
         assert!(matches!(cache.embedding(&store, "b", &learner), Err(MetaError::TooFewTrajectories { have: 1, .. })));
     }
 
+    /// An episode of `agent` for `app` driven by `policy`, one step at `level`.
+    fn stored(store: &mut SqliteStore, agent: &str, app: &str, policy: &str, n: u64, level: f32) {
+        let meta = EpisodeMeta {
+            agent: agent.into(),
+            app: app.into(),
+            episode: n,
+            stage: "offline".into(),
+            policy: policy.into(),
+            state_dim: 1,
+            action_dim: 1,
+            started_at_s: n as f64,
+        };
+        let id = store.begin_episode(&meta).unwrap();
+        let t = Transition {
+            step: 0,
+            state: vec![level],
+            action: vec![0.0],
+            reward: level,
+            next_state: vec![level],
+            done: true,
+        };
+        store.append(id, &[t]).unwrap();
+        store.close_episode(id, level as f64).unwrap();
+    }
+
     #[test]
-    fn a_cache_of_one_policy_reads_only_the_episodes_it_drove() {
+    fn a_filtered_cache_reads_only_the_lifecycles_fallback_episodes_and_enough_of_them() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = SqliteStore::open(&dir.path().join("s.db"), Sync::Normal).unwrap();
         let config =
             MetaConfig { hidden: 8, fc: 8, embedding: 4, trajectories: 2, min_trajectories: 2, ..MetaConfig::aware(3) };
         let learner = MetaLearner::new(config, 1).unwrap();
-        // Episodes 0–3 by "ddpg" (record's policy); relabel two as the fallback's.
-        for (n, level) in [(0, 0.5), (1, 0.9), (2, 0.6), (3, 0.8)] {
-            record(&mut store, "a", n, level);
+        let filter = EpisodeFilter { agent_prefix: "aware@".into(), policy: "mpa".into(), min_episodes: 3 };
+        // Another agent's episodes of the same app and policy (`aware compare` records `mpa@a`),
+        // and the lifecycle agent's own: never read.
+        for (n, level) in [(0, 0.5), (1, 0.9)] {
+            stored(&mut store, "mpa@a", "a", "mpa", n, level);
         }
-        let all = chosen(&store, "a", &learner, None).unwrap();
-        assert_eq!(all.iter().map(|r| r.meta.episode).collect::<Vec<_>>(), vec![1, 3]);
-        assert!(chosen(&store, "a", &learner, Some("mpa")).unwrap().is_empty());
-        let mut cache = EmbeddingCache::of_policy("mpa");
-        assert!(matches!(cache.embedding(&store, "a", &learner), Err(MetaError::TooFewTrajectories { have: 0, .. })));
-        for (n, level) in [(4, 0.1), (5, 0.3), (6, 0.2)] {
-            let meta = EpisodeMeta {
-                agent: "aware@a".into(),
-                app: "a".into(),
-                episode: n,
-                stage: "offline".into(),
-                policy: "mpa".into(),
-                state_dim: 1,
-                action_dim: 1,
-                started_at_s: n as f64,
-            };
-            let id = store.begin_episode(&meta).unwrap();
-            let t = Transition {
-                step: 0,
-                state: vec![level],
-                action: vec![0.0],
-                reward: level,
-                next_state: vec![level],
-                done: true,
-            };
-            store.append(id, &[t]).unwrap();
-            store.close_episode(id, level as f64).unwrap();
-        }
-        let picked = chosen(&store, "a", &learner, Some("mpa")).unwrap();
-        assert_eq!(picked.iter().map(|r| r.meta.episode).collect::<Vec<_>>(), vec![5, 6]);
-        // FLASH's halves within the policy's episodes: its best and its worst.
+        stored(&mut store, "aware@a", "a", "aware", 0, 0.95);
+        assert_eq!(chosen(&store, "a", &learner, None).unwrap().len(), 2);
+        let mut cache = EmbeddingCache::filtered(filter.clone());
+        assert!(matches!(
+            cache.embedding(&store, "a", &learner),
+            Err(MetaError::TooFewTrajectories { have: 0, need: 3 })
+        ));
+        stored(&mut store, "aware@a", "a", "mpa", 1, 0.1);
+        stored(&mut store, "aware@a", "a", "mpa", 2, 0.3);
+        assert!(matches!(
+            cache.embedding(&store, "a", &learner),
+            Err(MetaError::TooFewTrajectories { have: 2, need: 3 })
+        ));
+        stored(&mut store, "aware@a", "a", "mpa", 3, 0.2);
+        stored(&mut store, "aware@a", "a", "mpa", 4, 0.2);
+        let picked = chosen(&store, "a", &learner, Some(&filter)).unwrap();
+        let episodes = |p: &[EpisodeRecord]| p.iter().map(|r| r.meta.episode).collect::<Vec<_>>();
+        assert_eq!(episodes(&picked), vec![2, 3]);
+        // FLASH's halves within them: the best and the worst (oldest first among equals).
         let flash =
             MetaLearner::new(MetaConfig { selection: Selection::BestAndWorst, ..learner.config().clone() }, 1).unwrap();
-        let picked = chosen(&store, "a", &flash, Some("mpa")).unwrap();
-        assert_eq!(picked.iter().map(|r| r.meta.episode).collect::<Vec<_>>(), vec![5, 4]);
+        assert_eq!(episodes(&chosen(&store, "a", &flash, Some(&filter)).unwrap()), vec![2, 1]);
         assert_eq!(cache.embedding(&store, "a", &learner).unwrap().len(), 4);
     }
 
