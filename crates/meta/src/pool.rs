@@ -36,12 +36,14 @@ pub struct PoolSpec {
     /// The base learner: TD3 that learns with TD3+BC's behaviour term (α 0.5, as the lifecycle's
     /// bootstrapping), so that it stays near the actions its replay buffer holds — the
     /// fallback's from the probes, then its own — and starts every unseen app from what the
-    /// rules would do. Measured on `aware experiment fig8 --quick` (seeds 1–3): episodes to
-    /// convergence 5.0 / 13.0 / 13.0 against 13.0 / 22.0 / 23.0 with plain TD3.
+    /// rules would do. Measured on `aware experiment fig8 --quick` with `adapt_noise_sigma`
+    /// 0.05 (seeds 1–4): episodes to convergence 5.0 / 13.0 / 13.0 / 40.0 against 13.0 / 22.0
+    /// / 23.0 / 32.5 with plain TD3 and σ 0.2; with plain TD3 and σ 0.05 it was not measured.
     pub ddpg: DdpgConfig,
     /// Exploration noise (σ) of the base learner while it adapts to unseen apps: small, since
-    /// it keeps serving them while it learns (0.2, the training noise, cost SLO-violating
-    /// intervals on fig8 seeds 1–3: 1,086 / 1,562 / 548 against 450 / 96 / 2 at 0.05).
+    /// it keeps serving them while it learns (with TD3+BC, 0.2 — the training noise — cost
+    /// SLO-violating intervals on fig8 seeds 1–3: 1,086 / 1,562 / 548 against 450 / 96 / 2 at
+    /// 0.05, with the same episodes to convergence).
     pub adapt_noise_sigma: f32,
     /// Standardise the meta-learner's input on the pool's probe episodes (fitted once, after
     /// the probes; kept at adaptation and in the checkpoint).
