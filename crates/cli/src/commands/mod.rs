@@ -51,15 +51,21 @@ pub struct AppsArgs {
 impl AppsArgs {
     /// The applications alone (default profile unless `profile` is given), as `generate` prints them.
     pub fn workload(&self, profile: Option<PathBuf>) -> Result<Workload> {
-        Ok(Workload::load(&WorkloadSpec {
+        Ok(Workload::load(&self.spec(profile, WorkloadSpec::default().steps))?)
+    }
+
+    /// The workload these options describe, under `profile`, with traces of `steps` intervals.
+    pub fn spec(&self, profile: Option<PathBuf>, steps: u64) -> WorkloadSpec {
+        WorkloadSpec {
             apps: self.apps as usize,
             seed: self.seed,
             trace_seed: self.trace_seed,
             day_seconds: self.day_seconds,
             population: self.population,
             profile,
+            steps,
             ..WorkloadSpec::default()
-        })?)
+        }
     }
 }
 

@@ -76,15 +76,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let Backend::Sim = args.backend;
     let spec = RunSpec {
         workload: WorkloadSpec {
-            apps: args.apps.apps as usize,
-            seed: args.apps.seed,
-            trace_seed: args.apps.trace_seed,
-            day_seconds: args.apps.day_seconds,
-            population: args.apps.population,
-            profile: args.profile.clone(),
             scenario: args.scenario,
-            steps: args.steps.div_ceil(args.episode_steps) * args.episode_steps,
-            ..WorkloadSpec::default()
+            ..args.apps.spec(args.profile.clone(), args.steps.div_ceil(args.episode_steps) * args.episode_steps)
         },
         steps: args.steps,
         manager: ManagerConfig {

@@ -2,7 +2,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use aware_lab::workload::WorkloadSpec;
 use aware_meta::MetaConfig;
 use aware_meta::pool::PoolSpec;
 
@@ -43,16 +42,7 @@ pub struct Args {
 
 /// `aware train-meta`: meta-trains on a pool of generated apps and keeps the result.
 pub fn run(args: Args) -> Result<ExitCode> {
-    let workload = aware_lab::workload::Workload::load(&WorkloadSpec {
-        apps: args.apps.apps as usize,
-        seed: args.apps.seed,
-        trace_seed: args.apps.trace_seed,
-        day_seconds: args.apps.day_seconds,
-        population: args.apps.population,
-        profile: args.profile.clone(),
-        steps: args.episode_steps,
-        ..WorkloadSpec::default()
-    })?;
+    let workload = aware_lab::workload::Workload::load(&args.apps.spec(args.profile.clone(), args.episode_steps))?;
     let mut pool = PoolSpec::new(args.probes, args.episodes, args.episode_steps, args.apps.seed);
     pool.meta = MetaConfig {
         hidden: args.hidden as usize,
