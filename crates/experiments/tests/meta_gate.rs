@@ -149,8 +149,8 @@ fn a_conditioned_agent_waits_for_each_apps_embedding_and_reads_it_beside_the_sta
         .iter()
         .map(|f| f["feature"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(features.len(), STATE_DIM + 4, "{features:?}");
-    assert!(features.iter().any(|f| f == "embedding_3"), "{features:?}");
+    assert_eq!(features.len(), STATE_DIM + 1, "{features:?}");
+    assert!(features.iter().any(|f| f == "workload_embedding"), "{features:?}");
     // The agent's own episodes are recorded as its own and not read back into the embedding.
     let episodes = store.episodes(Some(&format!("aware@{}", names[0]))).unwrap();
     let policies: Vec<&str> = episodes.iter().map(|e| e.meta.policy.as_str()).collect();

@@ -72,31 +72,50 @@ pub struct DimensionAttribution {
     pub features: Vec<Share>,
 }
 
+/// The name under which an agent's workload embedding appears among the features behind its
+/// action (all its dimensions as one).
+pub const EMBEDDING_FEATURE: &str = "workload_embedding";
+
 /// Action dimensions of the agent's relative action space, in order.
 pub const ACTION_DIMENSIONS: [&str; 3] = ["cpu", "memory", "replicas"];
 
 /// Gradient × input of the greedy actor at `state`: `out[a][f] = ∂π(s)_a/∂s_f · s_f`, the
-/// gradient by central differences (ε = 10⁻³) over one batched forward pass of 2·|s| states.
+/// gradient by central differences (ε = 10⁻³) over one batched forward pass. The state
+/// encoder's features each get their own; a workload embedding beyond them (an agent
+/// conditioned on the meta-learner's) gets one, summed over its dimensions — the derivative
+/// along the embedding itself, `Σ_f ∂π_a/∂s_f · s_f` over them, from one pair of states — since
+/// a single embedding dimension means nothing to an operator and costs two forward rows.
 pub fn gradient_times_input(agent: &Ddpg, state: &[f32]) -> Result<Vec<Vec<f32>>, AgentError> {
     const EPS: f32 = 1e-3;
     let n = state.len();
-    let mut batch = Vec::with_capacity(2 * n * n);
-    for f in 0..n {
+    let own = n.min(STATE_FEATURES.len());
+    // Each feature's direction: a unit step in it (scaled back by its value below), or the
+    // embedding's own direction (already scaled by its values).
+    let mut directions: Vec<Vec<f32>> = (0..own)
+        .map(|f| {
+            let mut d = vec![0.0; n];
+            d[f] = 1.0;
+            d
+        })
+        .collect();
+    if n > own {
+        directions.push((0..n).map(|f| if f < own { 0.0 } else { state[f] }).collect());
+    }
+    let rows = 2 * directions.len();
+    let mut batch = Vec::with_capacity(rows * n);
+    for d in &directions {
         for sign in [1.0, -1.0] {
-            let mut s = state.to_vec();
-            s[f] += sign * EPS;
-            batch.extend_from_slice(&s);
+            batch.extend(state.iter().zip(d).map(|(s, d)| s + sign * EPS * d));
         }
     }
-    let out = agent.greedy_batch(&batch, 2 * n)?;
-    let dims = out.len() / (2 * n).max(1);
+    let out = agent.greedy_batch(&batch, rows)?;
+    let dims = out.len() / rows.max(1);
     Ok((0..dims)
         .map(|a| {
-            (0..n)
+            (0..directions.len())
                 .map(|f| {
-                    let plus = out[(2 * f) * dims + a];
-                    let minus = out[(2 * f + 1) * dims + a];
-                    (plus - minus) / (2.0 * EPS) * state[f]
+                    let slope = (out[(2 * f) * dims + a] - out[(2 * f + 1) * dims + a]) / (2.0 * EPS);
+                    if f < own { slope * state[f] } else { slope }
                 })
                 .collect()
         })
@@ -112,15 +131,15 @@ pub fn attribution(state: &[f32], action: &[f32], grads: &[Vec<f32>]) -> Vec<Dim
         .map(|(a, (row, &x))| {
             let mut features: Vec<Share> = row
                 .iter()
-                .zip(state)
                 .enumerate()
-                .map(|(f, (&g, &v))| Share {
-                    // Past the state encoder's features: the workload embedding's dimensions
-                    // (an agent conditioned on the meta-learner's embedding).
-                    feature: STATE_FEATURES
-                        .get(f)
-                        .map_or_else(|| format!("embedding_{}", f - STATE_FEATURES.len()), |n| n.to_string()),
-                    value: v,
+                .map(|(f, &g)| Share {
+                    // Past the state encoder's features: the workload embedding, as one (its
+                    // value: its length).
+                    feature: STATE_FEATURES.get(f).map_or_else(|| EMBEDDING_FEATURE.to_string(), |n| n.to_string()),
+                    value: match STATE_FEATURES.get(f) {
+                        Some(_) => state.get(f).copied().unwrap_or(f32::NAN),
+                        None => state.get(f..).map_or(f32::NAN, |e| e.iter().map(|v| v * v).sum::<f32>().sqrt()),
+                    },
                     attribution: g,
                 })
                 .collect();

@@ -88,6 +88,21 @@ fn agent_decisions_carry_gradient_times_input() {
     // by δ changes the action by about gradient · δ.
     let agent = aware_agents::ddpg::Ddpg::new(aware_env::STATE_DIM, 3, Default::default(), 9);
     let state: Vec<f32> = (0..aware_env::STATE_DIM).map(|i| 0.1 + 0.07 * i as f32).collect();
+    // A conditioned agent's embedding is one feature: scaling the whole embedding by 1 %
+    // changes the action by about its attribution · 0.01.
+    let conditioned = aware_agents::ddpg::Ddpg::new(aware_env::STATE_DIM + 4, 3, Default::default(), 9);
+    let mut with_embedding = state.clone();
+    with_embedding.extend([0.5, -0.5, 0.5, 0.5]);
+    let g = gradient_times_input(&conditioned, &with_embedding).unwrap();
+    assert!(g.iter().all(|row| row.len() == aware_env::STATE_DIM + 1));
+    let base = conditioned.greedy(&with_embedding).unwrap();
+    let mut moved = with_embedding.clone();
+    moved[aware_env::STATE_DIM..].iter_mut().for_each(|v| *v *= 1.01);
+    let after = conditioned.greedy(&moved).unwrap();
+    for a in 0..3 {
+        let (predicted, actual) = (g[a][aware_env::STATE_DIM] * 0.01, after[a] - base[a]);
+        assert!((predicted - actual).abs() <= 1e-4 + 0.05 * actual.abs(), "embedding dim {a}: {predicted} vs {actual}");
+    }
     let g = gradient_times_input(&agent, &state).unwrap();
     let base = agent.greedy(&state).unwrap();
     for f in [0, 3, 10] {
