@@ -449,6 +449,9 @@ fn transferred(
             let mut agent = Ddpg::load(dir.path(), &space, action_dim, config.seed.wrapping_add(101 + i as u64))?;
             agent.config.uniform_warmup = false;
             agent.config.warmup = agent.config.batch_size;
+            // Fine-tuned with the exploration AWARE's base learner adapts with: both serve the
+            // app while they learn.
+            agent.config.noise_sigma = config.pool.adapt_noise_sigma;
             Ok(agent)
         })
         .collect()
