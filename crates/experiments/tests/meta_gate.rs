@@ -182,3 +182,11 @@ fn lifecycle_fallback_episodes() -> EpisodeFilter {
         min_episodes: 2,
     }
 }
+
+/// The pool's base learner acts in the lifecycle agent's action space, so a kept one can be the
+/// lifecycle's agent (`aware run --meta`).
+#[test]
+fn the_pool_and_the_lifecycle_act_in_one_action_space() {
+    assert_eq!(aware_meta::pool::ACTIONS, aware_lifecycle::manager::AGENT_ACTIONS);
+    assert_eq!(aware_meta::pool::ACTIONS.space().dim(), AGENT_ACTION_DIM);
+}
