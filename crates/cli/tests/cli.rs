@@ -774,6 +774,11 @@ fn run_with_a_kept_meta_learner_embeds_each_app_from_its_fallback_episodes() {
     assert!(o.status.success(), "{}", stderr(&o));
     let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(report["checkpoint"]["restored"], true, "{}", report["checkpoint"]);
+    // Too small a pool for its detector: refused before training, naming the flag.
+    let small = dir.path().join("small");
+    let o = aware(&["train-meta", "--apps", "3", "--out", small.to_str().unwrap()]);
+    assert_one_line_error(&o, &["--apps", "at least 4"]);
+    assert!(!small.exists());
     // Without a store there is nowhere to read embeddings from: a usage error.
     let o = aware(&["run", "--meta", kept_s, "--apps", "1", "--steps", "20"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));

@@ -180,6 +180,7 @@ fn lifecycle_fallback_episodes() -> EpisodeFilter {
         agent_prefix: format!("{}@", aware_lifecycle::record::AGENT),
         policy: "mpa".into(),
         min_episodes: 2,
+        episode_steps: 15,
     }
 }
 

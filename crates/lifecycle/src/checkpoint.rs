@@ -129,7 +129,6 @@ impl CheckpointSink {
         if !agent_dir.exists() && !lifecycle_path.exists() {
             return Ok(None);
         }
-        let agent = Ddpg::load(&agent_dir, &agent_space(embedding_width), AGENT_ACTION_DIM, self.seed)?;
         let bad = |reason: String| LifecycleError::Checkpoint { path: lifecycle_path.clone(), reason };
         let text = std::fs::read(&lifecycle_path).map_err(|e| bad(e.to_string()))?;
         let file: LifecycleFile = serde_json::from_slice(&text).map_err(|e| bad(e.to_string()))?;
@@ -142,12 +141,18 @@ impl CheckpointSink {
                 file.format
             )));
         }
+        // Before the agent, whose state width would differ: the cause in plain words.
         if file.meta != self.meta {
             let name = |m: &Option<String>| {
-                m.as_ref().map_or("no meta-learner".to_string(), |id| format!("meta-learner {id}"))
+                m.as_ref().map_or("no meta-learner".to_string(), |id| format!("the meta-learner {id}"))
             };
-            return Err(bad(format!("written with {}, this run has {}", name(&file.meta), name(&self.meta))));
+            return Err(bad(format!(
+                "written with {}, this run has {} (a checkpoint of `aware run --meta DIR` is taken up only with the same DIR)",
+                name(&file.meta),
+                name(&self.meta)
+            )));
         }
+        let agent = Ddpg::load(&agent_dir, &agent_space(embedding_width), AGENT_ACTION_DIM, self.seed)?;
         let meta = agent_dir.join(METADATA);
         let written_with = std::fs::read(&meta).map_err(|e| bad(format!("{}: {e}", meta.display())))?;
         if sha256(&written_with) != file.agent_metadata_sha256 {

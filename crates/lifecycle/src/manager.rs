@@ -736,7 +736,9 @@ impl Driver for Manager<'_> {
                 self.log.transitions[i].push(e.clone());
             }
             // A conditioned agent learns from an app's transitions once it has the app's
-            // embedding (the store keeps them all, and the embedding is read from them).
+            // embedding (the store keeps them all, and the embedding is read from them). It
+            // learns from the fallback's transitions of a held app too, with its last embedding:
+            // they show the fallback on that workload, whatever the verdict on acting.
             let e = match (
                 agent_state(width, a.embedding.as_deref(), &e.state),
                 agent_state(width, a.embedding.as_deref(), &e.next_state),

@@ -41,9 +41,9 @@ pub struct PoolSpec {
     /// / 23.0 / 32.5 with plain TD3 and σ 0.2; with plain TD3 and σ 0.05 it was not measured.
     pub ddpg: DdpgConfig,
     /// Exploration noise (σ) of the base learner while it adapts to unseen apps (and of fig8's
-    /// TL and TL+ while they fine-tune): small, since it keeps serving them while it learns (with TD3+BC, 0.2 — the training noise — cost
-    /// SLO-violating intervals on fig8 seeds 1–3: 1,086 / 1,562 / 548 against 450 / 96 / 2 at
-    /// 0.05, with the same episodes to convergence).
+    /// TL and TL+ while they fine-tune): small, since it keeps serving them while it learns
+    /// (with TD3+BC, 0.2 — the training noise — cost SLO-violating intervals on fig8 seeds 1–3:
+    /// 1,086 / 1,562 / 548 against 450 / 96 / 2 at 0.05, with the same episodes to convergence).
     pub adapt_noise_sigma: f32,
     /// Standardise the meta-learner's input on the pool's probe episodes (fitted once, after
     /// the probes; kept at adaptation and in the checkpoint).

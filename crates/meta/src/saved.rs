@@ -201,6 +201,7 @@ impl Trained {
             agent_prefix: agent_prefix.to_string(),
             policy: self.pool.fallback.clone(),
             min_episodes: self.pool.probes.max(1) as usize,
+            episode_steps: self.pool.episode_steps.min(u32::MAX as u64) as u32,
         };
         (self.agent, StoreEmbedder::filtered(self.meta, Some(self.pool.ood), filter))
     }

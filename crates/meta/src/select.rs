@@ -41,6 +41,9 @@ pub struct EpisodeFilter {
     pub policy: String,
     /// Fewer such episodes than this: no embedding (the pool's were read from its probes).
     pub min_episodes: usize,
+    /// Only episodes of this many intervals (the pool's; 0: any), so that episodes an earlier
+    /// run of another length recorded for an app of the same name are not read.
+    pub episode_steps: u32,
 }
 
 /// The episode records [`select`] reads, without their transitions; with a filter, only the
@@ -60,6 +63,7 @@ fn chosen(
         .episodes(Some(&format!("{}{app}", filter.agent_prefix)))?
         .into_iter()
         .filter(|r| r.is_complete() && r.meta.app == app && r.meta.policy == filter.policy)
+        .filter(|r| filter.episode_steps == 0 || r.length == filter.episode_steps)
         .collect();
     if ranked.len() < filter.min_episodes {
         return Err(MetaError::TooFewTrajectories { have: ranked.len(), need: filter.min_episodes });
@@ -181,8 +185,12 @@ impl aware_lab::embed::WorkloadEmbedder for StoreEmbedder {
     ) -> Result<aware_lab::embed::WorkloadEmbedding, aware_lab::embed::EmbedRefusal> {
         let refuse = |e: MetaError| aware_lab::embed::EmbedRefusal { app: app.to_string(), reason: e.to_string() };
         let raw = self.cache.embedding(store, app, &self.learner).map_err(refuse)?.to_vec();
-        if raw.iter().any(|v| !v.is_finite()) {
-            return Err(refuse(MetaError::Embedding(format!("is not finite: {raw:?}"))));
+        if let Some(first) = raw.iter().position(|v| !v.is_finite()) {
+            let count = raw.iter().filter(|v| !v.is_finite()).count();
+            return Err(refuse(MetaError::Embedding(format!(
+                "has {count} non-finite values of {} (the first at {first})",
+                raw.len()
+            ))));
         }
         // The detector knows the pool's embeddings as the meta-learner made them.
         let (ood_score, out_of_distribution) = match &self.ood {
@@ -292,7 +300,8 @@ mod tests {
         let config =
             MetaConfig { hidden: 8, fc: 8, embedding: 4, trajectories: 2, min_trajectories: 2, ..MetaConfig::aware(3) };
         let learner = MetaLearner::new(config, 1).unwrap();
-        let filter = EpisodeFilter { agent_prefix: "aware@".into(), policy: "mpa".into(), min_episodes: 3 };
+        let filter =
+            EpisodeFilter { agent_prefix: "aware@".into(), policy: "mpa".into(), min_episodes: 3, episode_steps: 1 };
         // Another agent's episodes of the same app and policy (`aware compare` records `mpa@a`),
         // and the lifecycle agent's own: never read.
         for (n, level) in [(0, 0.5), (1, 0.9)] {

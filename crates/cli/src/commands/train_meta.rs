@@ -42,6 +42,12 @@ pub struct Args {
 
 /// `aware train-meta`: meta-trains on a pool of generated apps and keeps the result.
 pub fn run(args: Args) -> Result<ExitCode> {
+    if args.apps.apps < 4 {
+        anyhow::bail!(
+            "--apps: {} pool apps; the out-of-distribution detector compares each with its 3 nearest others, so at least 4",
+            args.apps.apps
+        );
+    }
     let workload = aware_lab::workload::Workload::load(&args.apps.spec(args.profile.clone(), args.episode_steps))?;
     let mut pool = PoolSpec::new(args.probes, args.episodes, args.episode_steps, args.apps.seed);
     pool.meta = MetaConfig {
