@@ -223,6 +223,12 @@ pub fn agent_space(embedding_width: usize) -> aware_core::Space {
     aware_lab::embed::conditioned_space(embedding_width)
 }
 
+/// Width of the workload embedding `agent` reads beside the state encoder's features (0: an
+/// agent that is not conditioned on one).
+pub fn embedding_width_of(agent: &Ddpg) -> usize {
+    agent.state_dim().saturating_sub(aware_env::STATE_DIM)
+}
+
 /// A state as an agent conditioned on `width` embedding values reads it: `state` itself when
 /// `width` is 0, else with `embedding` appended (`None` without one).
 pub(crate) fn agent_state(width: usize, embedding: Option<&[f32]>, state: &[f32]) -> Option<Vec<f32>> {
@@ -422,15 +428,20 @@ impl<'w> Manager<'w> {
         if let Some(a) = self.apps.get_mut(app) {
             let answer = match answer {
                 // A conditioned agent reads the embedding beside the state: it must fit.
-                Ok(e) if width > 0 && (e.values.len() != width || e.values.iter().any(|v| !v.is_finite())) => {
-                    Err(EmbedRefusal {
-                        app: a.name.clone(),
-                        reason: format!(
-                            "the embedding has {} values{}, the agent reads {width}",
-                            e.values.len(),
-                            if e.values.iter().any(|v| !v.is_finite()) { " (not all finite)" } else { "" }
-                        ),
-                    })
+                Ok(e) if width > 0 => {
+                    let finite = e.values.iter().all(|v| v.is_finite());
+                    if e.values.len() == width && finite {
+                        Ok(e)
+                    } else {
+                        Err(EmbedRefusal {
+                            app: a.name.clone(),
+                            reason: format!(
+                                "the embedding has {} values{}, the agent reads {width}",
+                                e.values.len(),
+                                if finite { "" } else { " (not all finite)" }
+                            ),
+                        })
+                    }
                 }
                 other => other,
             };
@@ -446,7 +457,7 @@ impl<'w> Manager<'w> {
     /// Width of the workload embedding the agent reads beside the state (0: an agent that is
     /// not conditioned on one).
     pub fn embedding_width(&self) -> usize {
-        self.agent.state_dim().saturating_sub(aware_env::STATE_DIM)
+        embedding_width_of(&self.agent)
     }
 
     /// App `i`'s state as the agent reads it: with its workload embedding appended when the
@@ -602,7 +613,7 @@ impl Driver for Manager<'_> {
             let stage = self.apps[i].lifecycle.stage();
             let held = match &self.apps[i].workload {
                 Some(WorkloadVerdict::Hold { reason }) if self.agent_acts(stage) => Some(reason.clone()),
-                _ if self.agent_acts(stage) && self.agent_state(i, state).is_none() => Some(
+                _ if self.agent_acts(stage) && self.embedding_width() > 0 && self.apps[i].embedding.is_none() => Some(
                     "no workload embedding yet (the meta-learner reads it from the app's recorded episodes)".into(),
                 ),
                 _ => None,

@@ -469,7 +469,7 @@ pub fn run_with(
                 "needs a store (--store URL): the meta-learner reads each app's embedding from its recorded episodes",
             ));
         }
-        let width = m.agent.state_dim().saturating_sub(aware_env::STATE_DIM);
+        let width = crate::manager::embedding_width_of(&m.agent);
         if width == 0 || width != m.embedder.width() {
             return Err(LifecycleError::input(
                 "--meta",
@@ -484,35 +484,33 @@ pub fn run_with(
     }
     let workload = Workload::load(&spec.workload)?;
     let plan = Plan::new(&workload, spec.steps, spec.manager.episode_steps)?;
-    let meta_id = meta.as_ref().map(|m| m.id.clone());
+    let (agent, embedder, meta_id) = match meta {
+        Some(MetaRun { agent, embedder, id }) => (agent, Some(embedder), Some(id)),
+        None => (crate::manager::fresh_agent(spec.seed), None, None),
+    };
     let mut checkpoint = spec
         .checkpoint
         .as_deref()
         .map(|dir| crate::checkpoint::CheckpointSink::new(dir, spec.seed).with_meta(meta_id.clone()));
     let metrics = spec.metrics.clone();
+    let label = Variant::Aware.label();
     let (aware, store) = match &spec.store {
         None => {
             let mut sink = (metrics, &mut checkpoint);
-            let arm = run_manager(&workload, &plan, Variant::Aware, &spec.manager, spec.seed, &mut sink, progress)?;
-            (arm, None)
+            let config = Variant::Aware.configure(&spec.manager);
+            (run_agent(&workload, &plan, agent, label, &config, &mut sink, progress)?.0, None)
         }
         Some(target) => {
             let url: aware_store::StoreUrl = target.url.parse()?;
             let spool = target.spool.clone().unwrap_or_else(|| url.default_spool_dir());
             let mut store = aware_store::open_spooled(&url, Some(&spool), aware_store::DEFAULT_SPOOL_BYTES)?;
-            let config = ManagerConfig { log: true, ..spec.manager.clone() };
-            let arm = match meta {
-                None => {
-                    let mut sink = ((metrics, &mut checkpoint), crate::record::StoreSink::new(&mut store));
-                    run_manager(&workload, &plan, Variant::Aware, &config, spec.seed, &mut sink, progress)?
-                }
-                Some(MetaRun { agent, embedder, .. }) => {
-                    let records = crate::record::StoreSink::new(&mut store).with_embedder(embedder);
-                    let mut sink = ((metrics, &mut checkpoint), records);
-                    let config = Variant::Aware.configure(&config);
-                    run_agent(&workload, &plan, agent, Variant::Aware.label(), &config, &mut sink, progress)?.0
-                }
-            };
+            let config = Variant::Aware.configure(&ManagerConfig { log: true, ..spec.manager.clone() });
+            let mut records = crate::record::StoreSink::new(&mut store);
+            if let Some(embedder) = embedder {
+                records = records.with_embedder(embedder);
+            }
+            let mut sink = ((metrics, &mut checkpoint), records);
+            let arm = run_agent(&workload, &plan, agent, label, &config, &mut sink, progress)?.0;
             // One last attempt to empty the spool; what stays is reported, never dropped.
             let _ = store.flush();
             let report = StoreReport {

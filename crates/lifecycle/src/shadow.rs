@@ -50,7 +50,7 @@ pub fn compare(
 ) -> Result<ShadowComparison, LabError> {
     let steps = app.rates.len() as u64;
     let fallback_outcome = self::fallback(app, fallback)?;
-    let width = agent.state_dim().saturating_sub(aware_env::STATE_DIM);
+    let width = crate::manager::embedding_width_of(agent);
     if width > 0 && embedding.is_none_or(|e| e.len() != width) {
         return Err(LabError::input("shadow", format!("the agent reads a workload embedding of {width} values")));
     }
