@@ -93,6 +93,27 @@ impl Bundle {
         out
     }
 
+    /// Per feature, the mean and then the standard deviation over the real steps:
+    /// `[mean_0, …, mean_F−1, sd_0, …, sd_F−1]`.
+    pub fn feature_moments(&self) -> Vec<f32> {
+        let (m, f) = (self.trajectories, self.features);
+        let (mut n, mut sum, mut sq) = (0.0f64, vec![0.0f64; f], vec![0.0f64; f]);
+        for (i, &len) in self.lengths.iter().enumerate() {
+            for t in 0..len {
+                let at = (t * m + i) * f;
+                for (j, &x) in self.data[at..at + f].iter().enumerate() {
+                    sum[j] += x as f64;
+                    sq[j] += x as f64 * x as f64;
+                }
+                n += 1.0;
+            }
+        }
+        let n = n.max(1.0);
+        let mean: Vec<f64> = sum.iter().map(|s| s / n).collect();
+        let sd: Vec<f64> = sq.iter().zip(&mean).map(|(q, mu)| (q / n - mu * mu).max(0.0).sqrt()).collect();
+        mean.into_iter().chain(sd).map(|v| v as f32).collect()
+    }
+
     /// M.
     pub fn trajectories(&self) -> usize {
         self.trajectories

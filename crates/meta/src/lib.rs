@@ -25,6 +25,7 @@ mod ood;
 pub mod pool;
 pub mod saved;
 mod select;
+pub mod signature;
 pub mod train;
 
 pub use bundle::{Bundle, step_features};
@@ -356,6 +357,18 @@ impl MetaLearner {
     fn standardised(&self, bundles: &[&Bundle]) -> Option<Vec<Bundle>> {
         let n = self.config.normaliser.as_ref()?;
         Some(bundles.iter().map(|b| b.standardised(&n.mean, &n.scale)).collect())
+    }
+
+    /// The bundle's input signature: per feature, the mean and then the standard deviation
+    /// over its real steps, standardised as the meta-learner reads them (raw without a
+    /// normaliser). What meta-training's auxiliary task asks the embedding to carry
+    /// ([`crate::train::MetaTrainConfig::signature_weight`]).
+    pub fn signature(&self, bundle: &Bundle) -> Result<Vec<f32>, MetaError> {
+        self.check(&[bundle])?;
+        Ok(match self.standardised(&[bundle]) {
+            Some(v) => v[0].feature_moments(),
+            None => bundle.feature_moments(),
+        })
     }
 
     /// The embedding of one bundle.

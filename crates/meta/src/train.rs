@@ -24,6 +24,7 @@ use aware_lab::rollout::{Arena, Driver, Recommenders};
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
+use crate::signature::SignatureHead;
 use crate::{Bundle, MetaError, MetaLearner, Selection};
 
 /// How meta-training interleaves with the base learner.
@@ -37,11 +38,14 @@ pub struct MetaTrainConfig {
     pub meta_samples: usize,
     /// Recent transitions kept per app for those minibatches.
     pub recent: usize,
+    /// Weight of the auxiliary task beside the critic's gradient: the unit embedding predicts
+    /// its bundle's input signature ([`crate::signature`]); 0 turns it off.
+    pub signature_weight: f32,
 }
 
 impl Default for MetaTrainConfig {
     fn default() -> Self {
-        Self { meta_every: 1, meta_apps: 8, meta_samples: 16, recent: 2_000 }
+        Self { meta_every: 1, meta_apps: 8, meta_samples: 16, recent: 2_000, signature_weight: 2.0 }
     }
 }
 
@@ -84,6 +88,8 @@ pub struct MetaDriver {
     fallback: Option<Fallback>,
     /// The probe's actions this interval, in the agent's action space.
     probe_actions: Vec<Vec<f32>>,
+    /// The auxiliary task's head, fitted with the input standardisation.
+    signature_head: Option<SignatureHead>,
 }
 
 /// The fallback probing for every app, and how its choices read in the agent's action space.
@@ -113,6 +119,7 @@ impl MetaDriver {
             meta_steps: 0,
             fallback: None,
             probe_actions: Vec::new(),
+            signature_head: None,
         }
     }
 
@@ -192,6 +199,10 @@ impl MetaDriver {
             return Err(MetaError::TooFewTrajectories { have: 0, need });
         }
         self.meta.fit_normaliser(&bundles.iter().collect::<Vec<_>>())?;
+        if self.config.signature_weight > 0.0 {
+            let signatures = bundles.iter().map(|b| self.meta.signature(b)).collect::<Result<Vec<_>, _>>()?;
+            self.signature_head = Some(SignatureHead::fit(self.embedding_width(), &signatures, &mut self.rng));
+        }
         self.refresh_embeddings()
     }
 
@@ -255,6 +266,15 @@ impl MetaDriver {
             for j in 0..e_dim {
                 let mean = (0..candidates.len()).map(|b| d[b * e_dim + j]).sum::<f32>() / candidates.len() as f32;
                 (0..candidates.len()).for_each(|b| d[b * e_dim + j] -= mean);
+            }
+        }
+        // The auxiliary task: the unit embedding predicts its bundle's input signature.
+        if let Some(head) = self.signature_head.as_mut() {
+            let signatures = bundles.iter().map(|b| self.meta.signature(b)).collect::<Result<Vec<_>, _>>()?;
+            let refs: Vec<&[f32]> = units.iter().map(|(u, _)| u.as_slice()).collect();
+            let weight = self.config.signature_weight;
+            for (b, g) in head.step(&refs, &signatures).into_iter().enumerate() {
+                d[b * e_dim..(b + 1) * e_dim].iter_mut().zip(g).for_each(|(a, v)| *a += weight * v);
             }
         }
         // Through the unit scaling: d/de (e/‖e‖) = (I − u uᵀ) / ‖e‖.

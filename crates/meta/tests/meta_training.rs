@@ -17,6 +17,8 @@ use rand_pcg::Pcg64Mcg;
 /// θ. No policy blind to θ earns more than −θ² on average over apps with θ = ±c.
 struct HiddenTarget {
     thetas: Vec<f32>,
+    /// Per app, how widely the state's first feature spreads (1 unless set).
+    spread: Vec<f32>,
     steps: u32,
     t: u32,
     rng: Pcg64Mcg,
@@ -24,11 +26,11 @@ struct HiddenTarget {
 
 impl HiddenTarget {
     fn new(thetas: Vec<f32>, steps: u32) -> Self {
-        Self { thetas, steps, t: 0, rng: Pcg64Mcg::seed_from_u64(0) }
+        Self { spread: vec![1.0; thetas.len()], thetas, steps, t: 0, rng: Pcg64Mcg::seed_from_u64(0) }
     }
 
-    fn state(&mut self) -> Vec<f32> {
-        vec![self.rng.random_range(-1.0..1.0), 1.0]
+    fn state(&mut self, app: usize) -> Vec<f32> {
+        vec![self.spread[app] * self.rng.random_range(-1.0..1.0), 1.0]
     }
 }
 
@@ -44,7 +46,7 @@ impl Arena for HiddenTarget {
     fn reset(&mut self, seed: u64) -> Result<Vec<(Vec<f32>, StepInfo)>, LabError> {
         self.rng = Pcg64Mcg::seed_from_u64(seed);
         self.t = 0;
-        Ok((0..self.thetas.len()).map(|_| (self.state(), StepInfo::default())).collect())
+        Ok((0..self.thetas.len()).map(|i| (self.state(i), StepInfo::default())).collect())
     }
 
     fn step(&mut self, controls: &[Control]) -> Result<VecStep, LabError> {
@@ -53,10 +55,11 @@ impl Arena for HiddenTarget {
         let steps = controls
             .iter()
             .zip(self.thetas.clone())
-            .map(|(c, theta)| {
+            .enumerate()
+            .map(|(i, (c, theta))| {
                 let Control::Action(Action::Continuous(a)) = c else { panic!("actions only") };
                 Step {
-                    observation: self.state(),
+                    observation: self.state(i),
                     reward: -((a[0] - theta) as f64).powi(2),
                     terminated: false,
                     truncated,
@@ -123,4 +126,66 @@ fn an_embedding_conditioned_learner_serves_unseen_apps_by_what_their_trajectorie
     let results: Vec<(f64, f64)> = [1, 2, 3].into_iter().map(meta_train_and_adapt).collect();
     let served = results.iter().filter(|(unseen, _)| *unseen > 0.25 * blind).count();
     assert!(served >= 2, "unseen and pool mean reward per step by seed: {results:?}; blind policies earn {blind}");
+}
+
+/// Two groups of apps alike in what the critic needs (one θ for all) and different in what
+/// their trajectories look like (the state's first feature spread by ±0.2 or ±1). Returns the
+/// mean cosine of the pool's embeddings within groups and across them.
+fn group_cosines(signature_weight: f32, seed: u64) -> (f64, f64) {
+    let steps = 10u32;
+    let meta_config = MetaConfig {
+        hidden: 16,
+        fc: 16,
+        embedding: 8,
+        trajectories: 5,
+        min_trajectories: 3,
+        learning_rate: 3e-3,
+        ..MetaConfig::aware(2 + 1 + 1)
+    };
+    let meta = MetaLearner::new(meta_config, seed).unwrap();
+    let ddpg_config = DdpgConfig { hidden: vec![32, 32], warmup: 200, gamma: 0.0, ..DdpgConfig::default() };
+    let agent = Ddpg::new(2 + 8, 1, ddpg_config, seed);
+    let config = MetaTrainConfig { signature_weight, ..MetaTrainConfig::default() };
+    let mut driver = MetaDriver::new(agent, meta, 2, config, seed);
+    driver.embed_own_episodes = false;
+    let apps = 12;
+    let mut arena = HiddenTarget::new(vec![0.3; apps], steps);
+    arena.spread = (0..apps).map(|i| if i % 2 == 0 { 0.2 } else { 1.0 }).collect();
+    for episode in 0..60 {
+        driver.probing = episode < 3;
+        rollout(&mut arena, &mut driver, episode, steps as u64, &mut [], &Silent).unwrap();
+        if episode == 2 {
+            driver.fit_normaliser().unwrap();
+        }
+    }
+    driver.refresh_embeddings().unwrap();
+    let e: Vec<Vec<f32>> = (0..apps).map(|i| driver.embedding(i).unwrap().to_vec()).collect();
+    let cos = |a: &[f32], b: &[f32]| {
+        let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+        let n = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        (dot / (n(a) * n(b)).max(1e-12)) as f64
+    };
+    let (mut within, mut across) = (Vec::new(), Vec::new());
+    for i in 0..apps {
+        for j in i + 1..apps {
+            if i % 2 == j % 2 { &mut within } else { &mut across }.push(cos(&e[i], &e[j]));
+        }
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    (mean(&within), mean(&across))
+}
+
+/// The auxiliary task: trained on the critic's gradient alone, an embedding has no reason to
+/// keep apart apps the critic treats alike; asked to tell its trajectories' signature too, the
+/// embedding's direction separates them.
+#[test]
+fn the_signature_task_keeps_apart_apps_whose_trajectories_differ() {
+    for seed in [1, 2] {
+        let (within, across) = group_cosines(2.0, seed);
+        let (plain_within, plain_across) = group_cosines(0.0, seed);
+        assert!(
+            within - across > 0.2 && within - across > 2.0 * (plain_within - plain_across),
+            "seed {seed}: with the task within {within:.3} across {across:.3}; without {plain_within:.3} {plain_across:.3}"
+        );
+    }
 }
