@@ -779,6 +779,13 @@ fn run_with_a_kept_meta_learner_embeds_each_app_from_its_fallback_episodes() {
     let o = aware(&["train-meta", "--apps", "3", "--out", small.to_str().unwrap()]);
     assert_one_line_error(&o, &["--apps", "at least 4"]);
     assert!(!small.exists());
+    // The auxiliary task's weight: a number of at least 0.
+    for bad in ["nan", "inf", "x"] {
+        let o = aware(&["train-meta", "--apps", "4", "--signature-weight", bad, "--out", small.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", stderr(&o));
+        assert!(stderr(&o).contains("--signature-weight"), "{bad}: {}", stderr(&o));
+        assert!(!small.exists());
+    }
     // Without a store there is nowhere to read embeddings from: a usage error.
     let o = aware(&["run", "--meta", kept_s, "--apps", "1", "--steps", "20"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));

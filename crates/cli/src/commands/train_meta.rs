@@ -31,6 +31,10 @@ pub struct Args {
     /// Width of the workload embedding (AWARE: 64).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1024))]
     embedding: u64,
+    /// Weight of meta-training's auxiliary task beside the critic's gradient (the embedding
+    /// predicts its trajectories' input signature); 0 trains on the critic's gradient alone.
+    #[arg(long, default_value_t = aware_meta::train::MetaTrainConfig::default().signature_weight, value_parser = signature_weight)]
+    signature_weight: f32,
     /// Where the meta-learner, the base learner and the pool's OOD detector are kept
     /// (`aware run --meta DIR` reads them).
     #[arg(long)]
@@ -38,6 +42,14 @@ pub struct Args {
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
+}
+
+fn signature_weight(text: &str) -> Result<f32, String> {
+    match text.parse::<f32>() {
+        Ok(w) if w.is_finite() && w >= 0.0 => Ok(w),
+        Ok(w) => Err(format!("{w} is not a finite weight of at least 0")),
+        Err(e) => Err(format!("{text:?} is not a number: {e}")),
+    }
 }
 
 /// `aware train-meta`: meta-trains on a pool of generated apps and keeps the result.
@@ -56,6 +68,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         embedding: args.embedding as usize,
         ..pool.meta
     };
+    pool.train.signature_weight = args.signature_weight;
     let report = aware_meta::saved::train_and_keep(&workload, &pool, (3, 0.95), &args.out, &Bar::new())?;
     if args.json {
         print_json(&report)?;
