@@ -7,8 +7,7 @@
 //! - INITIALIZED → OFFLINE when bootstrapping is on, else → ONLINE.
 //! - OFFLINE → ONLINE once the agent, run greedily on the episode's traffic, earns at least
 //!   `t_online` of the fallback's mean reward there **and** violates the SLO in no more
-//!   intervals than the fallback did; after the k-th hand-back (below), in 2^k such checks in
-//!   a row (at most [`MAX_PROMOTION_EVIDENCE`]).
+//!   intervals than the fallback did.
 //! - ONLINE → SERVING once the last `reward_window` episodes' rewards vary by less than
 //!   `t_serving` (their coefficient of variation); their mean becomes the reference.
 //! - SERVING → ONLINE (retraining) once the mean of the last [`DEGRADATION_EPISODES`] episodes
@@ -16,10 +15,7 @@
 //! - ONLINE or SERVING → OFFLINE (bootstrapping only) when the agent, acting, fell behind the
 //!   fallback run on the same traffic by the test that let it out of OFFLINE (less than
 //!   `t_online` of the fallback's reward, or more SLO-violating intervals) in
-//!   [`DEGRADATION_EPISODES`] episodes in a row, or over the last [`ACTING_WINDOW`] episodes
-//!   taken together (an agent with one disastrous episode in every few, each followed by good
-//!   ones, is never behind twice in a row: on `aware run --meta`, seed 6, one acted for 14
-//!   episodes with 235 SLO-violating intervals where the fallback alone had 8). AWARE hands control
+//!   [`DEGRADATION_EPISODES`] episodes in a row. AWARE hands control
 //!   to the learned policy only while it is as good as the rules it replaced; this is that
 //!   promise kept after the hand-over, not only at it. The agent keeps learning offline.
 
@@ -33,17 +29,8 @@ use crate::stage::Stage;
 /// convergence test allows a spread of `t_serving`), two in a row are a trend.
 pub const DEGRADATION_EPISODES: usize = 2;
 
-/// Episodes of the agent acting whose comparisons with the fallback are also judged together
-/// (rewards averaged, SLO-violating intervals summed), as the bootstrapping check pools its
-/// shadow runs: as good as the rules means as good over a stretch, not only episode by episode.
-pub const ACTING_WINDOW: usize = 2 * DEGRADATION_EPISODES;
-
-/// The most consecutive bootstrapping checks a promotion asks for: after the k-th hand-back
-/// an app's agent must pass 2^k of them in a row (1, 2, 4, then this many).
-pub const MAX_PROMOTION_EVIDENCE: usize = 8;
-
 /// What one episode of one application earned.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EpisodeOutcome {
     /// Mean reward per interval.
     pub mean_reward: f64,
@@ -52,7 +39,7 @@ pub struct EpisodeOutcome {
 }
 
 /// The agent and the fallback, each run on the same recent traffic of the application.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ShadowComparison {
     pub agent: EpisodeOutcome,
     pub fallback: EpisodeOutcome,
@@ -86,15 +73,6 @@ pub struct LifecycleState {
     pub behind: usize,
     pub recent: Vec<f64>,
     pub reference: Option<f64>,
-    /// The acting agent's last [`ACTING_WINDOW`] comparisons with the fallback in its stage
-    /// (absent from checkpoints written before it: none).
-    #[serde(default)]
-    pub acting: Vec<ShadowComparison>,
-    /// Hand-backs so far, and bootstrapping checks passed in a row since the last.
-    #[serde(default)]
-    pub handbacks: u32,
-    #[serde(default)]
-    pub passed: usize,
 }
 
 /// Takes up checkpointed lifecycles (`states`, by app name) for the apps (`name`, lifecycle)
@@ -125,12 +103,6 @@ pub struct AppLifecycle {
     retraining: bool,
     /// Consecutive episodes the acting agent fell behind the fallback.
     behind: usize,
-    /// The acting agent's last [`ACTING_WINDOW`] comparisons with the fallback in this stage.
-    acting: VecDeque<ShadowComparison>,
-    /// Times control went back to the fallback.
-    handbacks: u32,
-    /// Consecutive bootstrapping checks passed while OFFLINE.
-    passed: usize,
     /// Mean rewards of the episodes since the stage began (at most `reward_window` kept).
     recent: VecDeque<f64>,
     /// The converged mean reward SERVING is held to.
@@ -146,9 +118,6 @@ impl AppLifecycle {
             bootstrapping,
             retraining: true,
             behind: 0,
-            acting: VecDeque::new(),
-            handbacks: 0,
-            passed: 0,
             recent: VecDeque::new(),
             reference: None,
         }
@@ -199,45 +168,22 @@ impl AppLifecycle {
             Stage::Offline => {
                 let s = shadow?;
                 let (as_good, numbers) = self.as_good(&s);
-                self.passed = if as_good { self.passed + 1 } else { 0 };
-                let needed = self.promotion_evidence();
-                (self.passed >= needed).then(|| {
-                    let reason = match needed {
-                        1 => format!("agent earned {numbers}"),
-                        n => format!(
-                            "agent as good as the fallback in {n} checks in a row ({} hand-backs so far); in the last it earned {numbers}",
-                            self.handbacks
-                        ),
-                    };
-                    self.enter(Stage::Online, reason)
-                })
+                as_good.then(|| self.enter(Stage::Online, format!("agent earned {numbers}")))
             }
             Stage::Serving if !self.retraining => None,
-            Stage::Online | Stage::Serving if self.bootstrapping && shadow.is_some() => {
-                let s = shadow?;
-                self.acting.push_back(s);
-                if self.acting.len() > ACTING_WINDOW {
-                    self.acting.pop_front();
-                }
-                let (as_good, numbers) = self.as_good(&s);
+            Stage::Online | Stage::Serving if self.bootstrapping && shadow.is_some_and(|s| !self.as_good(&s).0) => {
                 // One episode behind can be the shadow's noise (it starts from the app's first
                 // allocation); two in a row are a trend, as for the degradation check.
-                self.behind = if as_good { 0 } else { self.behind + 1 };
-                if self.behind >= DEGRADATION_EPISODES {
-                    return Some(self.back_offline(format!(
-                        "agent fell behind the fallback for {DEGRADATION_EPISODES} episodes: in the last it earned {numbers}"
-                    )));
+                self.behind += 1;
+                if self.behind < DEGRADATION_EPISODES {
+                    return self.serving_or_degraded();
                 }
-                if self.acting.len() == ACTING_WINDOW {
-                    let window: Vec<ShadowComparison> = self.acting.iter().copied().collect();
-                    let (as_good, numbers) = self.as_good(&ShadowComparison::pooled(&window));
-                    if !as_good {
-                        return Some(self.back_offline(format!(
-                            "agent fell behind the fallback over the last {ACTING_WINDOW} episodes taken together: it earned {numbers}"
-                        )));
-                    }
-                }
-                self.serving_or_degraded()
+                let (_, numbers) = self.as_good(&shadow?);
+                self.reference = None;
+                Some(self.enter(
+                    Stage::Offline,
+                    format!("agent fell behind the fallback for {DEGRADATION_EPISODES} episodes: in the last it earned {numbers}"),
+                ))
             }
             Stage::Online | Stage::Serving => {
                 self.behind = 0;
@@ -311,9 +257,6 @@ impl AppLifecycle {
             behind: self.behind,
             recent: self.recent.iter().copied().collect(),
             reference: self.reference,
-            acting: self.acting.iter().copied().collect(),
-            handbacks: self.handbacks,
-            passed: self.passed,
         }
     }
 
@@ -326,9 +269,6 @@ impl AppLifecycle {
         }
         let from = self.stage;
         self.behind = state.behind;
-        self.acting = state.acting.iter().rev().take(ACTING_WINDOW).rev().copied().collect();
-        self.handbacks = state.handbacks;
-        self.passed = state.passed;
         self.recent.clear();
         self.remember(state.recent.iter().copied());
         self.reference = state.reference.filter(|r| r.is_finite());
@@ -356,28 +296,10 @@ impl AppLifecycle {
         }
     }
 
-    /// Bootstrapping checks in a row a promotion needs now: 1, then twice as many after each
-    /// hand-back, up to [`MAX_PROMOTION_EVIDENCE`]. The check compares the agent with the
-    /// fallback on recent traffic in a shadow run, and passing it once does not say how the
-    /// agent does live: an agent handed back keeps being promoted on one lucky check, and each
-    /// promotion starts a fresh stretch of untested live control.
-    fn promotion_evidence(&self) -> usize {
-        (1usize << self.handbacks.min(8)).min(MAX_PROMOTION_EVIDENCE)
-    }
-
-    /// ONLINE or SERVING → OFFLINE: the agent is no longer as good as the fallback.
-    fn back_offline(&mut self, reason: String) -> Transition {
-        self.reference = None;
-        self.handbacks += 1;
-        self.enter(Stage::Offline, reason)
-    }
-
     fn enter(&mut self, to: Stage, reason: String) -> Transition {
         let from = self.stage;
         self.stage = to;
         self.recent.clear();
-        self.acting.clear();
-        self.passed = 0;
         self.behind = 0;
         Transition { from, to, reason }
     }
@@ -414,15 +336,7 @@ mod tests {
 
     #[test]
     fn a_restored_lifecycle_never_lands_where_it_cannot_move() {
-        let state = |stage, reference| LifecycleState {
-            stage,
-            behind: 1,
-            recent: vec![0.5, f64::NAN, 0.6],
-            reference,
-            acting: Vec::new(),
-            handbacks: 0,
-            passed: 0,
-        };
+        let state = |stage, reference| LifecycleState { stage, behind: 1, recent: vec![0.5, f64::NAN, 0.6], reference };
         let restored = |bootstrapping: bool, s: LifecycleState| {
             let mut l = AppLifecycle::new(thresholds(3), bootstrapping);
             l.start();
@@ -574,96 +488,6 @@ mod tests {
         assert_eq!(a.stage(), Stage::Serving);
         assert_eq!(a.episode_end(ep(0.5, 2), Some(s)).unwrap().to, Stage::Offline);
         assert!(a.reference().is_none());
-    }
-
-    /// One disastrous episode in every few, each followed by a good one, is never two behind in
-    /// a row; over the window taken together it is behind, and control goes back. An agent
-    /// whose slip is outweighed by the window stays.
-    #[test]
-    fn an_agent_behind_over_the_window_goes_back_offline_though_never_twice_in_a_row() {
-        let online = || {
-            let mut a = AppLifecycle::new(thresholds(10), true);
-            a.start();
-            let s = ShadowComparison { agent: ep(1.2, 0), fallback: ep(1.2, 0) };
-            assert_eq!(a.episode_end(ep(1.2, 0), Some(s)).unwrap().to, Stage::Online);
-            a
-        };
-        let disaster = ShadowComparison { agent: ep(-0.25, 60), fallback: ep(1.2, 2) };
-        let good = ShadowComparison { agent: ep(1.25, 0), fallback: ep(1.2, 2) };
-        let mut a = online();
-        let mut moved = None;
-        for (i, s) in [disaster, good, good, disaster].into_iter().enumerate() {
-            moved = a.episode_end(s.agent, Some(s));
-            if i < ACTING_WINDOW - 1 {
-                assert!(moved.is_none(), "episode {i}: {moved:?}");
-            }
-        }
-        let t = moved.expect("behind over the window");
-        assert_eq!((t.from, t.to), (Stage::Online, Stage::Offline));
-        assert!(
-            t.reason.contains("last 4 episodes taken together")
-                && t.reason.contains("120 SLO-violating intervals against 8"),
-            "{}",
-            t.reason
-        );
-        // A slightly worse episode among good ones: as good over the window, still online.
-        let slip = ShadowComparison { agent: ep(1.15, 3), fallback: ep(1.2, 2) };
-        let mut a = online();
-        for s in [slip, good, good, good, slip, good, good, good] {
-            assert!(a.episode_end(s.agent, Some(s)).is_none());
-        }
-        assert_eq!(a.stage(), Stage::Online);
-        // The window survives a checkpoint.
-        let mut a = online();
-        a.episode_end(disaster.agent, Some(disaster));
-        let state = a.snapshot();
-        assert_eq!(state.acting, vec![disaster]);
-        let mut b = AppLifecycle::new(thresholds(10), true);
-        b.restore(&state, "restored".into());
-        b.episode_end(good.agent, Some(good));
-        b.episode_end(good.agent, Some(good));
-        assert_eq!(b.episode_end(disaster.agent, Some(disaster)).unwrap().to, Stage::Offline);
-        assert!(b.snapshot().acting.is_empty(), "a new stage starts its window over");
-    }
-
-    /// After each hand-back a promotion asks for twice as many passed checks in a row (1, 2, 4,
-    /// 8 at most); a failed check starts the count again; a checkpoint keeps both counts.
-    #[test]
-    fn each_hand_back_asks_for_more_evidence_before_the_next_promotion() {
-        let mut a = AppLifecycle::new(thresholds(10), true);
-        a.start();
-        let pass = ShadowComparison { agent: ep(1.2, 0), fallback: ep(1.2, 0) };
-        let fail = ShadowComparison { agent: ep(1.2, 3), fallback: ep(1.2, 0) };
-        let behind = ShadowComparison { agent: ep(0.2, 9), fallback: ep(1.2, 0) };
-        let mut needed = Vec::new();
-        for _ in 0..5 {
-            // Offline: count the checks until promotion, with one failure half way.
-            let mut checks = 0;
-            loop {
-                checks += 1;
-                if checks == 2 {
-                    assert!(a.episode_end(ep(1.2, 0), Some(fail)).is_none());
-                    continue;
-                }
-                if let Some(t) = a.episode_end(ep(1.2, 0), Some(pass)) {
-                    assert_eq!(t.to, Stage::Online);
-                    break;
-                }
-            }
-            needed.push(checks);
-            // Online: behind twice, back offline.
-            a.episode_end(behind.agent, Some(behind));
-            assert_eq!(a.episode_end(behind.agent, Some(behind)).unwrap().to, Stage::Offline);
-        }
-        // Passes needed 1, 2, 4, 8, 8; the failure at check 2 restarts the count (except when
-        // one pass sufficed and promotion came first).
-        assert_eq!(needed, vec![1, 1 + 1 + 2, 1 + 1 + 4, 1 + 1 + 8, 1 + 1 + 8]);
-        let state = a.snapshot();
-        assert_eq!(state.handbacks, 5);
-        a.episode_end(ep(1.2, 0), Some(pass));
-        let mut b = AppLifecycle::new(thresholds(10), true);
-        b.restore(&a.snapshot(), "restored".into());
-        assert_eq!((b.snapshot().handbacks, b.snapshot().passed), (5, 1));
     }
 
     #[test]

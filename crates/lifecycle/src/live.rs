@@ -628,15 +628,7 @@ mod tests {
 
     /// Every app SERVING, held to a reference reward no interval falls below.
     fn serving(m: &mut LiveManager) {
-        let state = LifecycleState {
-            stage: Stage::Serving,
-            behind: 0,
-            recent: Vec::new(),
-            reference: Some(-1e6),
-            acting: Vec::new(),
-            handbacks: 0,
-            passed: 0,
-        };
+        let state = LifecycleState { stage: Stage::Serving, behind: 0, recent: Vec::new(), reference: Some(-1e6) };
         let names: Vec<String> = m.apps.iter().map(|a| a.name.clone()).collect();
         let states: Vec<_> = names.into_iter().map(|n| (n, state.clone())).collect();
         m.restore_lifecycles(&states, "test: a checkpoint that serves");
@@ -771,15 +763,7 @@ mod tests {
         let config = ManagerConfig { episode_steps: 5, ..ManagerConfig::default() };
         let mut m = manager(&c, config);
         // A SERVING lifecycle held to a reference no allocation can earn.
-        let state = LifecycleState {
-            stage: Stage::Serving,
-            behind: 0,
-            recent: Vec::new(),
-            reference: Some(1e6),
-            acting: Vec::new(),
-            handbacks: 0,
-            passed: 0,
-        };
+        let state = LifecycleState { stage: Stage::Serving, behind: 0, recent: Vec::new(), reference: Some(1e6) };
         let web = m.apps[0].name.clone();
         m.restore_lifecycles(&[(web.clone(), state)], "test");
         for _ in 0..15 {
