@@ -780,7 +780,7 @@ fn run_with_a_kept_meta_learner_embeds_each_app_from_its_fallback_episodes() {
     assert_one_line_error(&o, &["--apps", "at least 4"]);
     assert!(!small.exists());
     // The auxiliary task's weight: a number of at least 0.
-    for bad in ["nan", "inf", "x"] {
+    for bad in ["nan", "inf", "x", "1e30"] {
         let o = aware(&["train-meta", "--apps", "4", "--signature-weight", bad, "--out", small.to_str().unwrap()]);
         assert_eq!(o.status.code(), Some(2), "{bad}: {}", stderr(&o));
         assert!(stderr(&o).contains("--signature-weight"), "{bad}: {}", stderr(&o));

@@ -25,7 +25,7 @@ mod ood;
 pub mod pool;
 pub mod saved;
 mod select;
-pub mod signature;
+mod signature;
 pub mod train;
 
 pub use bundle::{Bundle, step_features};

@@ -12,7 +12,9 @@
 
 use rand::{Rng, RngExt};
 
-/// A linear map from the unit embedding to the standardised signature, trained by Adam.
+/// A linear map from the unit embedding to the standardised signature, trained by Adam. Fitted
+/// on at least one signature; every later call gives embeddings and signatures of the widths it
+/// was fitted with (the driver's own, checked where they are made).
 #[derive(Debug, Clone)]
 pub struct SignatureHead {
     embedding: usize,
@@ -66,11 +68,6 @@ impl SignatureHead {
             adam: Adam { m: vec![0.0; params], v: vec![0.0; params], t: 0 },
             last_loss: 0.0,
         }
-    }
-
-    /// The signature width the head predicts.
-    pub fn width(&self) -> usize {
-        self.signature
     }
 
     /// One step on a batch: `units[b]` the unit embedding of app b, `signatures[b]` its

@@ -39,7 +39,10 @@ pub struct MetaTrainConfig {
     /// Recent transitions kept per app for those minibatches.
     pub recent: usize,
     /// Weight of the auxiliary task beside the critic's gradient: the unit embedding predicts
-    /// its bundle's input signature ([`crate::signature`]); 0 turns it off.
+    /// its bundle's input signature (`crates/meta/src/signature.rs`); 0 turns it off. The task
+    /// starts with the input standardisation ([`MetaDriver::fit_normaliser`], after the pool's
+    /// probes), whose statistics its targets are read in: a driver that never fits one
+    /// (`PoolSpec::normalise` off) trains without it.
     pub signature_weight: f32,
 }
 
@@ -269,7 +272,7 @@ impl MetaDriver {
             }
         }
         // The auxiliary task: the unit embedding predicts its bundle's input signature.
-        if let Some(head) = self.signature_head.as_mut() {
+        if let Some(head) = self.signature_head.as_mut().filter(|_| self.config.signature_weight > 0.0) {
             let signatures = bundles.iter().map(|b| self.meta.signature(b)).collect::<Result<Vec<_>, _>>()?;
             let refs: Vec<&[f32]> = units.iter().map(|(u, _)| u.as_slice()).collect();
             let weight = self.config.signature_weight;

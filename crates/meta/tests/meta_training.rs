@@ -71,11 +71,10 @@ impl Arena for HiddenTarget {
     }
 }
 
-/// Meta-trains on a pool of apps (θ = ±0.6, alternating), then serves four unseen apps after
-/// three probe episodes each, the meta-learner frozen and the base learner no longer learning.
-/// Returns the unseen apps' mean reward per step, and the pool's over the last training episode.
-fn meta_train_and_adapt(seed: u64) -> (f64, f64) {
-    let (theta, steps) = (0.6f32, 10u32);
+/// A small meta-learner and a conditioned DDPG for the bandits here (2 state features, an
+/// 8-value embedding, one action), reading probe episodes only: the same behaviour in training
+/// and at adaptation.
+fn bandit_driver(config: MetaTrainConfig, seed: u64) -> MetaDriver {
     let meta_config = MetaConfig {
         hidden: 16,
         fc: 16,
@@ -89,9 +88,17 @@ fn meta_train_and_adapt(seed: u64) -> (f64, f64) {
     // A bandit: nothing to bootstrap from the next state.
     let ddpg_config = DdpgConfig { hidden: vec![32, 32], warmup: 200, gamma: 0.0, ..DdpgConfig::default() };
     let agent = Ddpg::new(2 + 8, 1, ddpg_config, seed);
-    let mut driver = MetaDriver::new(agent, meta, 2, MetaTrainConfig::default(), seed);
-    // Embeddings read probe episodes only: the same behaviour in training and at adaptation.
+    let mut driver = MetaDriver::new(agent, meta, 2, config, seed);
     driver.embed_own_episodes = false;
+    driver
+}
+
+/// Meta-trains on a pool of apps (θ = ±0.6, alternating), then serves four unseen apps after
+/// three probe episodes each, the meta-learner frozen and the base learner no longer learning.
+/// Returns the unseen apps' mean reward per step, and the pool's over the last training episode.
+fn meta_train_and_adapt(seed: u64) -> (f64, f64) {
+    let (theta, steps) = (0.6f32, 10u32);
+    let mut driver = bandit_driver(MetaTrainConfig::default(), seed);
     let pool: Vec<f32> = (0..24).map(|i| if i % 2 == 0 { theta } else { -theta }).collect();
     let mut arena = HiddenTarget::new(pool, steps);
     let mut pool_reward = 0.0;
@@ -133,21 +140,7 @@ fn an_embedding_conditioned_learner_serves_unseen_apps_by_what_their_trajectorie
 /// mean cosine of the pool's embeddings within groups and across them.
 fn group_cosines(signature_weight: f32, seed: u64) -> (f64, f64) {
     let steps = 10u32;
-    let meta_config = MetaConfig {
-        hidden: 16,
-        fc: 16,
-        embedding: 8,
-        trajectories: 5,
-        min_trajectories: 3,
-        learning_rate: 3e-3,
-        ..MetaConfig::aware(2 + 1 + 1)
-    };
-    let meta = MetaLearner::new(meta_config, seed).unwrap();
-    let ddpg_config = DdpgConfig { hidden: vec![32, 32], warmup: 200, gamma: 0.0, ..DdpgConfig::default() };
-    let agent = Ddpg::new(2 + 8, 1, ddpg_config, seed);
-    let config = MetaTrainConfig { signature_weight, ..MetaTrainConfig::default() };
-    let mut driver = MetaDriver::new(agent, meta, 2, config, seed);
-    driver.embed_own_episodes = false;
+    let mut driver = bandit_driver(MetaTrainConfig { signature_weight, ..MetaTrainConfig::default() }, seed);
     let apps = 12;
     let mut arena = HiddenTarget::new(vec![0.3; apps], steps);
     arena.spread = (0..apps).map(|i| if i % 2 == 0 { 0.2 } else { 1.0 }).collect();

@@ -46,8 +46,8 @@ pub struct Args {
 
 fn signature_weight(text: &str) -> Result<f32, String> {
     match text.parse::<f32>() {
-        Ok(w) if w.is_finite() && w >= 0.0 => Ok(w),
-        Ok(w) => Err(format!("{w} is not a finite weight of at least 0")),
+        Ok(w) if (0.0..=1_000.0).contains(&w) => Ok(w),
+        Ok(w) => Err(format!("{w} is not a weight from 0 to 1000")),
         Err(e) => Err(format!("{text:?} is not a number: {e}")),
     }
 }
