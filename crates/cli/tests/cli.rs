@@ -536,6 +536,8 @@ fn experiment_fig6_reports_similarities_and_draws_the_projection() {
         "4",
         "--seed",
         "3",
+        "--signature-weight",
+        "0.5",
         "--json",
         "--plot",
         plot.to_str().unwrap(),
@@ -543,6 +545,7 @@ fn experiment_fig6_reports_similarities_and_draws_the_projection() {
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["experiment"], "fig6");
+    assert_eq!(v["signature_weight"], 0.5, "the auxiliary task's weight is reported as run");
     assert_eq!(v["apps"].as_array().unwrap().len(), 4);
     let pairs = |k: &str| v[k]["pairs"].as_u64().unwrap();
     assert_eq!(pairs("same_sensitivity") + pairs("different_sensitivity") + v["zero_embeddings"].as_u64().unwrap(), 6);
@@ -556,6 +559,11 @@ fn experiment_fig6_reports_similarities_and_draws_the_projection() {
         &aware(&["experiment", "fig6", "--quick", "--plot", "/nonexistent/dir/x.png"]),
         &["--plot", "does not exist"],
     );
+    for experiment in ["fig6", "fig8", "ood"] {
+        let o = aware(&["experiment", experiment, "--quick", "--signature-weight=-0.5"]);
+        assert_eq!(o.status.code(), Some(2), "{experiment}: {}", stderr(&o));
+        assert!(stderr(&o).contains("--signature-weight"), "{experiment}: {}", stderr(&o));
+    }
 }
 
 #[test]

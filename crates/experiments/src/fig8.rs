@@ -156,6 +156,9 @@ pub struct Fig8Report {
     pub experiment: &'static str,
     pub seed: u64,
     pub quick: bool,
+    /// Weight of meta-training's auxiliary task (the embedding predicts its trajectories'
+    /// input signature); 0: the critic's gradient alone.
+    pub signature_weight: f32,
     pub pool_apps: usize,
     pub unseen_apps: usize,
     /// B: the adaptation window every row's operator figures cover.
@@ -569,6 +572,7 @@ pub fn fig8(config: &Fig8Config, progress: &dyn Progress) -> Result<Fig8Report, 
         experiment: "fig8",
         seed: config.seed,
         quick: config.quick,
+        signature_weight: config.pool.train.signature_weight,
         pool_apps: config.pool_apps,
         unseen_apps: k,
         budget: config.budget,

@@ -87,6 +87,9 @@ pub struct Fig6Report {
     pub experiment: &'static str,
     pub seed: u64,
     pub quick: bool,
+    /// Weight of meta-training's auxiliary task (the embedding predicts its trajectories'
+    /// input signature); 0: the critic's gradient alone.
+    pub signature_weight: f32,
     pub apps: Vec<Fig6App>,
     /// Pairs alike in both sensitivity and load pattern.
     pub within_group: PairSet,
@@ -246,6 +249,7 @@ pub fn fig6(config: &Fig6Config, progress: &dyn Progress) -> Result<Fig6Report, 
         experiment: "fig6",
         seed: config.seed,
         quick: config.quick,
+        signature_weight: config.pool.train.signature_weight,
         within_group: pair(&sets[0]),
         across_group: pair(&sets[1]),
         same_sensitivity: pair(&sets[2]),

@@ -102,6 +102,9 @@ pub struct OodReport {
     pub experiment: &'static str,
     pub seed: u64,
     pub quick: bool,
+    /// Weight of meta-training's auxiliary task (the embedding predicts its trajectories'
+    /// input signature); 0: the critic's gradient alone.
+    pub signature_weight: f32,
     pub trained_population: &'static str,
     pub excluded_population: &'static str,
     pub pool_apps: usize,
@@ -217,6 +220,7 @@ pub fn ood(config: &OodConfig, progress: &dyn Progress) -> Result<OodReport, Exp
         experiment: "ood",
         seed: config.seed,
         quick: config.quick,
+        signature_weight: config.pool.train.signature_weight,
         trained_population: config.trained.name(),
         excluded_population: config.excluded.name(),
         pool_apps: config.pool_apps,

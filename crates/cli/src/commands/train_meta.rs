@@ -44,7 +44,7 @@ pub struct Args {
     json: bool,
 }
 
-fn signature_weight(text: &str) -> Result<f32, String> {
+pub(crate) fn signature_weight(text: &str) -> Result<f32, String> {
     match text.parse::<f32>() {
         Ok(w) if (0.0..=1_000.0).contains(&w) => Ok(w),
         Ok(w) => Err(format!("{w} is not a weight from 0 to 1000")),
