@@ -75,9 +75,11 @@ pub struct MetaDriver {
     /// uniform random actions without one; a behaviour that is the same in meta-training and at
     /// adaptation (AWARE's fallback in OFFLINE plays this part).
     pub probing: bool,
-    /// Whether episodes the agent drove (not probes) also enter the apps' kept episodes. Off,
-    /// embeddings read probe episodes only, so the meta-learner never learns to read back the
-    /// agent's own embedding-conditioned behaviour (a shortcut that fails on unseen apps).
+    /// Whether episodes the agent drove (not probes) also enter the apps' kept episodes. Off
+    /// (the default), embeddings read probe episodes only, so the meta-learner never learns to
+    /// read back the agent's own embedding-conditioned behaviour (a shortcut that fails on
+    /// unseen apps, and with the auxiliary task one that would ask the embedding to predict its
+    /// own conditioned actions).
     pub embed_own_episodes: bool,
     observation_dim: usize,
     apps: Vec<AppMemory>,
@@ -113,7 +115,7 @@ impl MetaDriver {
             explore: true,
             learn: true,
             probing: false,
-            embed_own_episodes: true,
+            embed_own_episodes: false,
             observation_dim,
             apps: Vec::new(),
             embeddings: Vec::new(),
