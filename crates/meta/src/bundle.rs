@@ -13,6 +13,43 @@ pub fn step_features(t: &Transition) -> Vec<f32> {
     v
 }
 
+/// Sums of every feature and of its square over the real (unpadded) steps of any number of
+/// bundles of one width: the input standardisation and the bundle's signature both read them.
+pub(crate) struct Moments {
+    steps: f64,
+    sum: Vec<f64>,
+    squares: Vec<f64>,
+}
+
+impl Moments {
+    pub(crate) fn new(features: usize) -> Self {
+        Self { steps: 0.0, sum: vec![0.0; features], squares: vec![0.0; features] }
+    }
+
+    /// Adds `bundle`'s real steps (of this width: the caller checks).
+    pub(crate) fn add(&mut self, bundle: &Bundle) {
+        let (m, f) = (bundle.trajectories, bundle.features);
+        for (i, &len) in bundle.lengths.iter().enumerate() {
+            for t in 0..len {
+                let at = (t * m + i) * f;
+                for (j, &x) in bundle.data[at..at + f].iter().enumerate() {
+                    self.sum[j] += x as f64;
+                    self.squares[j] += x as f64 * x as f64;
+                }
+                self.steps += 1.0;
+            }
+        }
+    }
+
+    /// Per feature, the mean and the (population) standard deviation.
+    pub(crate) fn mean_and_sd(&self) -> (Vec<f64>, Vec<f64>) {
+        let n = self.steps.max(1.0);
+        let mean: Vec<f64> = self.sum.iter().map(|s| s / n).collect();
+        let sd = self.squares.iter().zip(&mean).map(|(q, mu)| (q / n - mu * mu).max(0.0).sqrt()).collect();
+        (mean, sd)
+    }
+}
+
 /// M trajectories of up to T steps of F features each.
 ///
 /// `data` is time-major, `[T, M, F]` (step t of trajectory m at `(t·M + m)·F`), so that one
@@ -96,21 +133,9 @@ impl Bundle {
     /// Per feature, the mean and then the standard deviation over the real steps:
     /// `[mean_0, …, mean_F−1, sd_0, …, sd_F−1]`.
     pub fn feature_moments(&self) -> Vec<f32> {
-        let (m, f) = (self.trajectories, self.features);
-        let (mut n, mut sum, mut sq) = (0.0f64, vec![0.0f64; f], vec![0.0f64; f]);
-        for (i, &len) in self.lengths.iter().enumerate() {
-            for t in 0..len {
-                let at = (t * m + i) * f;
-                for (j, &x) in self.data[at..at + f].iter().enumerate() {
-                    sum[j] += x as f64;
-                    sq[j] += x as f64 * x as f64;
-                }
-                n += 1.0;
-            }
-        }
-        let n = n.max(1.0);
-        let mean: Vec<f64> = sum.iter().map(|s| s / n).collect();
-        let sd: Vec<f64> = sq.iter().zip(&mean).map(|(q, mu)| (q / n - mu * mu).max(0.0).sqrt()).collect();
+        let mut moments = Moments::new(self.features);
+        moments.add(self);
+        let (mean, sd) = moments.mean_and_sd();
         mean.into_iter().chain(sd).map(|v| v as f32).collect()
     }
 

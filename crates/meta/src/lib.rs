@@ -92,29 +92,15 @@ impl Normaliser {
     /// Mean and standard deviation of every feature over the real (unpadded) steps of `bundles`.
     pub fn fit(bundles: &[&Bundle]) -> Result<Self, MetaError> {
         let f = bundles.first().ok_or(MetaError::EmptyBundle)?.features();
-        let (mut n, mut sum, mut sq) = (0.0f64, vec![0.0f64; f], vec![0.0f64; f]);
+        let mut moments = bundle::Moments::new(f);
         for b in bundles {
             if b.features() != f {
                 return Err(MetaError::Features { got: b.features(), expected: f });
             }
-            let m = b.trajectories();
-            for (i, &len) in b.lengths().iter().enumerate() {
-                for t in 0..len {
-                    let at = (t * m + i) * f;
-                    for (j, &x) in b.data()[at..at + f].iter().enumerate() {
-                        sum[j] += x as f64;
-                        sq[j] += x as f64 * x as f64;
-                    }
-                    n += 1.0;
-                }
-            }
+            moments.add(b);
         }
-        let mean: Vec<f64> = sum.iter().map(|s| s / n.max(1.0)).collect();
-        let scale = sq
-            .iter()
-            .zip(&mean)
-            .map(|(q, m)| ((q / n.max(1.0) - m * m).max(0.0).sqrt() as f32).max(Self::MIN_SCALE))
-            .collect();
+        let (mean, sd) = moments.mean_and_sd();
+        let scale = sd.into_iter().map(|v| (v as f32).max(Self::MIN_SCALE)).collect();
         Ok(Self { mean: mean.into_iter().map(|m| m as f32).collect(), scale })
     }
 
