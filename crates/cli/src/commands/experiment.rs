@@ -62,10 +62,8 @@ pub struct OodArgs {
     /// The population left out of meta-training (the other one trains).
     #[arg(long, default_value = "serverless")]
     excluded: aware_core::Population,
-    /// Weight of meta-training's auxiliary task (the embedding predicts its trajectories'
-    /// input signature); 0 turns it off.
-    #[arg(long, default_value_t = aware_meta::train::MetaTrainConfig::default().signature_weight, value_parser = super::train_meta::signature_weight)]
-    signature_weight: f32,
+    #[command(flatten)]
+    task: super::MetaTaskArgs,
     #[arg(long)]
     json: bool,
 }
@@ -77,7 +75,7 @@ fn ood(args: OodArgs) -> Result<ExitCode> {
     let excluded = args.excluded;
     let mut config = if args.quick { OodConfig::quick(args.seed) } else { OodConfig::full(args.seed) };
     config.excluded = excluded;
-    config.pool.train.signature_weight = args.signature_weight;
+    args.task.apply(&mut config.pool);
     config.trained = Population::ALL.into_iter().find(|p| *p != excluded).expect("two populations, one excluded");
     let bar = Bar::new();
     let report = ood(&config, &bar)?;
@@ -232,10 +230,8 @@ pub struct Fig8Args {
     /// Unseen applications (default 4 quick, 8 full).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000))]
     apps: Option<u64>,
-    /// Weight of meta-training's auxiliary task (the embedding predicts its trajectories'
-    /// input signature); 0 turns it off.
-    #[arg(long, default_value_t = aware_meta::train::MetaTrainConfig::default().signature_weight, value_parser = super::train_meta::signature_weight)]
-    signature_weight: f32,
+    #[command(flatten)]
+    task: super::MetaTaskArgs,
     #[arg(long)]
     json: bool,
 }
@@ -244,7 +240,7 @@ fn fig8(args: Fig8Args) -> Result<ExitCode> {
     use aware_experiments::fig8::{Fig8Config, fig8};
     use aware_lab::progress::Progress;
     let mut config = if args.quick { Fig8Config::quick(args.seed) } else { Fig8Config::full(args.seed) };
-    config.pool.train.signature_weight = args.signature_weight;
+    args.task.apply(&mut config.pool);
     if let Some(n) = args.apps {
         config.unseen_apps = n as usize;
     }
@@ -307,10 +303,8 @@ pub struct Fig6Args {
     /// Write the projection plot (PNG) here.
     #[arg(long)]
     plot: Option<PathBuf>,
-    /// Weight of meta-training's auxiliary task (the embedding predicts its trajectories'
-    /// input signature); 0 turns it off.
-    #[arg(long, default_value_t = aware_meta::train::MetaTrainConfig::default().signature_weight, value_parser = super::train_meta::signature_weight)]
-    signature_weight: f32,
+    #[command(flatten)]
+    task: super::MetaTaskArgs,
     #[arg(long)]
     json: bool,
 }
@@ -319,7 +313,7 @@ fn fig6(args: Fig6Args) -> Result<ExitCode> {
     use aware_experiments::meta::{Fig6Config, PairSet, fig6};
     use aware_lab::progress::Progress;
     let mut config = if args.quick { Fig6Config::quick(args.seed) } else { Fig6Config::full(args.seed) };
-    config.pool.train.signature_weight = args.signature_weight;
+    args.task.apply(&mut config.pool);
     if let Some(n) = args.apps {
         config.apps = n as usize;
     }

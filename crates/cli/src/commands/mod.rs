@@ -69,6 +69,32 @@ impl AppsArgs {
     }
 }
 
+/// Meta-training's auxiliary task, for every command that meta-trains (`train-meta`,
+/// `experiment fig6|fig8|ood`).
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct MetaTaskArgs {
+    /// Weight of meta-training's auxiliary task beside the critic's gradient (the embedding
+    /// predicts its trajectories' input signature), 0 to 1000; 0 trains on the critic's
+    /// gradient alone.
+    #[arg(long, default_value_t = aware_meta::train::MetaTrainConfig::default().signature_weight, value_parser = signature_weight)]
+    pub signature_weight: f32,
+}
+
+impl MetaTaskArgs {
+    /// Sets the weight on a pool's meta-training.
+    pub fn apply(self, pool: &mut aware_meta::pool::PoolSpec) {
+        pool.train.signature_weight = self.signature_weight;
+    }
+}
+
+fn signature_weight(text: &str) -> Result<f32, String> {
+    match text.parse::<f32>() {
+        Ok(w) if (0.0..=1_000.0).contains(&w) => Ok(w),
+        Ok(w) => Err(format!("{w} is not a weight from 0 to 1000")),
+        Err(e) => Err(format!("{text:?} is not a number: {e}")),
+    }
+}
+
 /// Simulator options shared by `simulate`, `compare` and `train`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct SimArgs {

@@ -5,7 +5,7 @@ use anyhow::Result;
 use aware_meta::MetaConfig;
 use aware_meta::pool::PoolSpec;
 
-use super::{AppsArgs, print_json};
+use super::{AppsArgs, MetaTaskArgs, print_json};
 use crate::progress::Bar;
 
 #[derive(clap::Args, Debug)]
@@ -31,10 +31,8 @@ pub struct Args {
     /// Width of the workload embedding (AWARE: 64).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1024))]
     embedding: u64,
-    /// Weight of meta-training's auxiliary task beside the critic's gradient (the embedding
-    /// predicts its trajectories' input signature); 0 trains on the critic's gradient alone.
-    #[arg(long, default_value_t = aware_meta::train::MetaTrainConfig::default().signature_weight, value_parser = signature_weight)]
-    signature_weight: f32,
+    #[command(flatten)]
+    task: MetaTaskArgs,
     /// Where the meta-learner, the base learner and the pool's OOD detector are kept
     /// (`aware run --meta DIR` reads them).
     #[arg(long)]
@@ -42,14 +40,6 @@ pub struct Args {
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
-}
-
-pub(crate) fn signature_weight(text: &str) -> Result<f32, String> {
-    match text.parse::<f32>() {
-        Ok(w) if (0.0..=1_000.0).contains(&w) => Ok(w),
-        Ok(w) => Err(format!("{w} is not a weight from 0 to 1000")),
-        Err(e) => Err(format!("{text:?} is not a number: {e}")),
-    }
 }
 
 /// `aware train-meta`: meta-trains on a pool of generated apps and keeps the result.
@@ -68,7 +58,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         embedding: args.embedding as usize,
         ..pool.meta
     };
-    pool.train.signature_weight = args.signature_weight;
+    args.task.apply(&mut pool);
     let report = aware_meta::saved::train_and_keep(&workload, &pool, (3, 0.95), &args.out, &Bar::new())?;
     if args.json {
         print_json(&report)?;
