@@ -68,6 +68,14 @@ pub struct DdpgConfig {
     /// TD3: critic steps per actor step (and per soft update of the targets); 1 is DDPG's.
     #[serde(default = "one")]
     pub policy_delay: u32,
+    /// Weight β of a penalty on the actor's pre-tanh outputs z: the actor minimises
+    /// −Q(s, tanh z) / mean |Q| + β · mean z². A tanh actor whose critic keeps favouring one end
+    /// of a dimension drives z far out, where tanh′(z) ≈ 0: the critic's gradient no longer
+    /// reaches it and the action stays at the bound whatever the critic learns later. The
+    /// penalty's gradient grows with z, so the output stays where the critic can move it
+    /// (0: plain DDPG's −Q).
+    #[serde(default)]
+    pub preactivation_penalty: f32,
 }
 
 fn one() -> u32 {
@@ -104,6 +112,7 @@ impl Default for DdpgConfig {
             target_noise: 0.0,
             target_noise_clip: 0.0,
             policy_delay: 1,
+            preactivation_penalty: 0.0,
         }
     }
 }
@@ -123,6 +132,12 @@ impl Actor {
 
     pub fn forward(&self, state: Tensor<2>) -> Tensor<2> {
         self.net.forward(state).tanh()
+    }
+
+    /// The pre-tanh outputs z and the actions tanh z.
+    fn forward_with_preactivation(&self, state: Tensor<2>) -> (Tensor<2>, Tensor<2>) {
+        let z = self.net.forward(state);
+        (z.clone(), z.tanh())
     }
 }
 
@@ -382,16 +397,30 @@ impl Ddpg {
         (q - matrix(y, b.size, 1, &self.device)).powf_scalar(2.0).mean()
     }
 
-    /// The actor's loss: −Q(s, μ(s)), plus TD3+BC's behaviour term with `bc_alpha`.
+    /// The actor's loss: −Q(s, μ(s)), plus TD3+BC's behaviour term with `bc_alpha`, plus the
+    /// pre-activation penalty with `preactivation_penalty`.
     fn actor_loss(&self, actor: &Actor, critic: &Critic, states: Tensor<2>, b: &Batch) -> Tensor<1> {
-        let pi = actor.forward(states.clone());
+        let (z, pi) = actor.forward_with_preactivation(states.clone());
         let q_pi = critic.forward(states, pi.clone());
+        let beta = self.config.preactivation_penalty;
+        let loss = self.q_loss(q_pi, pi, b);
+        if beta > 0.0 { loss + z.powf_scalar(2.0).mean().mul_scalar(beta) } else { loss }
+    }
+
+    /// The part of the actor's loss that reads the critic: −Q(s, π(s)) (over mean |Q| when the
+    /// pre-activation penalty is on, so that β weighs it the same at any scale of Q), or
+    /// TD3+BC's.
+    fn q_loss(&self, q_pi: Tensor<2>, pi: Tensor<2>, b: &Batch) -> Tensor<1> {
+        let mean_abs_q = |q: &Tensor<2>| values(q.clone().abs().mean().reshape([1, 1]).detach())[0].max(1e-6);
         match self.config.bc_alpha {
+            None if self.config.preactivation_penalty > 0.0 => {
+                let scale = mean_abs_q(&q_pi);
+                q_pi.mean().mul_scalar(-1.0 / scale)
+            }
             None => q_pi.mean().neg(),
             Some(alpha) => {
                 // λ normalises Q's scale so that α alone sets the balance (TD3+BC, eq. 3).
-                let mean_abs_q = values(q_pi.clone().abs().mean().reshape([1, 1]).detach())[0];
-                let lambda = alpha / mean_abs_q.max(1e-6);
+                let lambda = alpha / mean_abs_q(&q_pi);
                 let behaviour = matrix(&b.actions, b.size, self.action_dim, &self.device);
                 q_pi.mean().mul_scalar(-lambda) + (pi - behaviour).powf_scalar(2.0).mean()
             }
@@ -599,6 +628,51 @@ mod tests {
         // The critic's extrapolation still pulls (α = 2.5 balances the two), but at most half as
         // far from the data as plain DDPG drifts.
         assert!(with_bc < 0.5 * plain, "TD3+BC is {with_bc} from the behaviour, plain DDPG {plain}");
+    }
+
+    /// A one-step problem whose critic first favours the top of the action range (reward a),
+    /// then an interior action (reward −(a − 0.3)², fresh data replacing the old). Plain DDPG's
+    /// pre-tanh output runs off while the critic favours the bound, and tanh′ ≈ 0 there keeps
+    /// it near the bound once the critic has changed its mind; the penalty keeps it where the
+    /// critic's gradient reaches it.
+    #[test]
+    fn the_preactivation_penalty_keeps_a_saturating_actor_movable() {
+        let run = |beta: f32| {
+            let config = DdpgConfig {
+                hidden: vec![16, 16],
+                batch_size: 32,
+                warmup: 32,
+                replay_capacity: 256,
+                preactivation_penalty: beta,
+                ..DdpgConfig::default()
+            };
+            let mut agent = Ddpg::new(1, 1, config, 3);
+            let phase = |agent: &mut Ddpg, reward: &dyn Fn(f32) -> f32, updates: usize| {
+                for i in 0..256 {
+                    let a = i as f32 / 127.5 - 1.0;
+                    let e = Experience {
+                        state: vec![0.5],
+                        action: vec![a],
+                        reward: reward(a),
+                        next_state: vec![0.5],
+                        terminal: true,
+                    };
+                    agent.remember(&e).unwrap();
+                }
+                agent.train_offline(updates).unwrap();
+                agent.greedy(&[0.5]).unwrap()[0]
+            };
+            let top = phase(&mut agent, &|a| 1.0 + a, 3000);
+            let interior = phase(&mut agent, &|a| 1.0 - (a - 0.3).powi(2), 600);
+            (top, interior)
+        };
+        let (plain_top, plain) = run(0.0);
+        let (penalised_top, penalised) = run(0.1);
+        // Both learn that the top is best while it is.
+        assert!(plain_top > 0.99 && penalised_top > 0.5, "plain {plain_top}, penalised {penalised_top}");
+        // Only the penalised actor is back near the new optimum.
+        assert!((penalised - 0.3).abs() < 0.15, "penalised actor at {penalised}");
+        assert!((plain - 0.3).abs() > 2.0 * (penalised - 0.3).abs(), "plain {plain} vs penalised {penalised}");
     }
 
     fn small_batch(n: usize) -> Batch {
