@@ -403,7 +403,8 @@ impl Run<'_> {
 /// The DDPG settings TL's copies, TL's source and scratch learn with: the base learner's TD3,
 /// without its behaviour term (they have no fallback's transitions to stay near: plain
 /// fine-tuning and plain training), with uniform warm-up cut to two episodes (an agent per app
-/// sees one app's transitions only).
+/// sees one app's transitions only). They keep its pre-activation penalty
+/// ([`aware_meta::pool::BASE_PREACTIVATION_PENALTY`]): a saturated actor is a fixed policy.
 fn per_app_ddpg(base: &DdpgConfig, episode_steps: u64) -> DdpgConfig {
     DdpgConfig { warmup: (2 * episode_steps as usize).max(base.batch_size), bc_alpha: None, ..base.clone() }
 }

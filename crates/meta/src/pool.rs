@@ -21,6 +21,16 @@ use crate::{MetaConfig, MetaError, MetaLearner};
 /// policy for apps of any size).
 pub const ACTIONS: ActionKind = ActionKind::Relative;
 
+/// β of [`DdpgConfig::preactivation_penalty`] for the base learner and for fig8's per-app
+/// learners (TL, TL+, scratch), which inherit it. Without it plain TD3's actor saturates on
+/// this problem: fig8's TL source answered 0.9999 on CPU and replicas whatever the state, so
+/// every TL copy was one fixed policy (the profile's maximum), and scratch's greedy policy, from
+/// which r* comes, still swung at its budget's end (r* 6.9 and −16.2 on two apps of seed 1,
+/// 47–56 with it). With it on every fig8 learner, `tl_over_aware` on `fig8 --quick` seeds 1, 2,
+/// 3 and 5 was 2.33 / 1.37 / 1.06 / 0.79; with it on TL, TL+ and scratch only, 0.98 / 1.10 /
+/// 1.19 / 0.79.
+pub const BASE_PREACTIVATION_PENALTY: f32 = 0.1;
+
 #[derive(Debug, Clone)]
 pub struct PoolSpec {
     /// Episodes the fallback probes every app (its embedding is read from them).
@@ -39,6 +49,7 @@ pub struct PoolSpec {
     /// rules would do. Measured on `aware experiment fig8 --quick` with `adapt_noise_sigma`
     /// 0.05 (seeds 1–4): episodes to convergence 5.0 / 13.0 / 13.0 / 40.0 against 13.0 / 22.0
     /// / 23.0 / 32.5 with plain TD3 and σ 0.2; with plain TD3 and σ 0.05 it was not measured.
+    /// Its actor carries the pre-activation penalty ([`BASE_PREACTIVATION_PENALTY`]).
     pub ddpg: DdpgConfig,
     /// Exploration noise (σ) of the base learner while it adapts to unseen apps (and of fig8's
     /// TL and TL+ while they fine-tune): small, since it keeps serving them while it learns
@@ -66,7 +77,11 @@ impl PoolSpec {
                 ..MetaConfig::aware(features)
             },
             train: MetaTrainConfig::default(),
-            ddpg: DdpgConfig { bc_alpha: Some(0.5), ..aware_lab::agent::autoscaling_ddpg().td3() },
+            ddpg: DdpgConfig {
+                bc_alpha: Some(0.5),
+                preactivation_penalty: BASE_PREACTIVATION_PENALTY,
+                ..aware_lab::agent::autoscaling_ddpg().td3()
+            },
             adapt_noise_sigma: 0.05,
             normalise: true,
         }
