@@ -10,6 +10,11 @@
 //! target step per `policy_delay` critic steps). A DDPG critic over-estimates, its actor chases
 //! the over-estimate into saturated actions, and the greedy policy now and then collapses for a
 //! whole episode; each fix takes away one way that happens.
+//!
+//! Two options for learning from others' actions and for staying movable:
+//! `bc_alpha` adds TD3+BC's behaviour term (Fujimoto & Gu 2021), and `preactivation_penalty`
+//! (β) charges the actor β · mean z² on its pre-tanh outputs z, so that a critic which once
+//! favoured a bound cannot leave the actor stranded where tanh′(z) ≈ 0.
 
 use burn::module::Module;
 use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
@@ -69,11 +74,14 @@ pub struct DdpgConfig {
     #[serde(default = "one")]
     pub policy_delay: u32,
     /// Weight β of a penalty on the actor's pre-tanh outputs z: the actor minimises
-    /// −Q(s, tanh z) / mean |Q| + β · mean z². A tanh actor whose critic keeps favouring one end
-    /// of a dimension drives z far out, where tanh′(z) ≈ 0: the critic's gradient no longer
-    /// reaches it and the action stays at the bound whatever the critic learns later. The
-    /// penalty's gradient grows with z, so the output stays where the critic can move it
-    /// (0: plain DDPG's −Q).
+    /// −Q(s, tanh z) / mean |Q| + β · mean z² (with `bc_alpha`, TD3+BC's
+    /// −α · Q / mean |Q| + (π − a)² + β · mean z²). A tanh actor whose critic keeps favouring
+    /// one end of a dimension drives z far out, where tanh′(z) ≈ 0: the critic's gradient no
+    /// longer reaches it and the action stays at the bound whatever the critic learns later.
+    /// The penalty's gradient grows with z, so the output stays where the critic can move it.
+    /// It also pulls actions slightly towards 0 (in the relative action space: holding the
+    /// allocation). Dividing Q by mean |Q| makes β mean the same at any reward scale. 0 (or
+    /// anything not above 0, NaN included) is plain DDPG's −Q, unnormalised.
     #[serde(default)]
     pub preactivation_penalty: f32,
 }
@@ -675,6 +683,39 @@ mod tests {
         assert!((plain - 0.3).abs() > 2.0 * (penalised - 0.3).abs(), "plain {plain} vs penalised {penalised}");
     }
 
+    /// With TD3+BC, data whose every action sits at the bound pulls the actor's output there
+    /// and its pre-activation on without limit; the penalty stops it short of saturation.
+    #[test]
+    fn the_penalty_also_holds_a_behaviour_cloning_actor_off_the_bound() {
+        let run = |beta: f32| {
+            let config = DdpgConfig {
+                hidden: vec![16, 16],
+                batch_size: 32,
+                warmup: 32,
+                bc_alpha: Some(2.5),
+                preactivation_penalty: beta,
+                ..DdpgConfig::default()
+            };
+            let mut agent = Ddpg::new(1, 1, config, 5);
+            for _ in 0..128 {
+                let e = Experience {
+                    state: vec![0.5],
+                    action: vec![1.0],
+                    reward: 1.0,
+                    next_state: vec![0.5],
+                    terminal: true,
+                };
+                agent.remember(&e).unwrap();
+            }
+            agent.train_offline(2000).unwrap();
+            agent.greedy(&[0.5]).unwrap()[0]
+        };
+        let cloned = run(0.0);
+        let penalised = run(0.1);
+        assert!(cloned > 0.99, "behaviour cloning alone runs to the bound: {cloned}");
+        assert!(penalised > 0.5 && penalised < 0.95, "the penalised actor stays short of it: {penalised}");
+    }
+
     fn small_batch(n: usize) -> Batch {
         let f = |i: usize, k: usize| ((i * k + 3 * i + k) % 13) as f32 / 13.0 - 0.5;
         Batch {
@@ -774,12 +815,13 @@ mod tests {
         }
     }
 
-    /// A configuration saved before TD3's options existed reads as plain DDPG.
+    /// A configuration saved before TD3's options and the pre-activation penalty existed reads
+    /// as plain DDPG.
     #[test]
     fn a_config_without_td3_fields_is_plain_ddpg() {
         let mut json = serde_json::to_value(DdpgConfig::default()).unwrap();
         let fields = json.as_object_mut().unwrap();
-        for f in ["twin_critic", "target_noise", "target_noise_clip", "policy_delay"] {
+        for f in ["twin_critic", "target_noise", "target_noise_clip", "policy_delay", "preactivation_penalty"] {
             assert!(fields.remove(f).is_some(), "{f}");
         }
         let old: DdpgConfig = serde_json::from_value(json).unwrap();
