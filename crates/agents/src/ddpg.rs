@@ -616,14 +616,7 @@ mod tests {
             let mut agent = Ddpg::new(2, 1, config, 7);
             for i in 0..200 {
                 let sign = if i % 2 == 0 { 1.0 } else { -1.0 };
-                let e = Experience {
-                    state: vec![sign, 0.5],
-                    action: vec![0.4 * sign],
-                    reward: 1.0,
-                    next_state: vec![sign, 0.5],
-                    terminal: true,
-                };
-                agent.remember(&e).unwrap();
+                agent.remember(&one_step(vec![sign, 0.5], 0.4 * sign, 1.0)).unwrap();
             }
             assert_eq!(agent.stored(), 200);
             agent.train_offline(1500).unwrap();
@@ -658,14 +651,7 @@ mod tests {
             let phase = |agent: &mut Ddpg, reward: &dyn Fn(f32) -> f32, updates: usize| {
                 for i in 0..256 {
                     let a = i as f32 / 127.5 - 1.0;
-                    let e = Experience {
-                        state: vec![0.5],
-                        action: vec![a],
-                        reward: reward(a),
-                        next_state: vec![0.5],
-                        terminal: true,
-                    };
-                    agent.remember(&e).unwrap();
+                    agent.remember(&one_step(vec![0.5], a, reward(a))).unwrap();
                 }
                 agent.train_offline(updates).unwrap();
                 agent.greedy(&[0.5]).unwrap()[0]
@@ -698,14 +684,7 @@ mod tests {
             };
             let mut agent = Ddpg::new(1, 1, config, 5);
             for _ in 0..128 {
-                let e = Experience {
-                    state: vec![0.5],
-                    action: vec![1.0],
-                    reward: 1.0,
-                    next_state: vec![0.5],
-                    terminal: true,
-                };
-                agent.remember(&e).unwrap();
+                agent.remember(&one_step(vec![0.5], 1.0, 1.0)).unwrap();
             }
             agent.train_offline(2000).unwrap();
             agent.greedy(&[0.5]).unwrap()[0]
@@ -714,6 +693,11 @@ mod tests {
         let penalised = run(0.1);
         assert!(cloned > 0.99, "behaviour cloning alone runs to the bound: {cloned}");
         assert!(penalised > 0.5 && penalised < 0.95, "the penalised actor stays short of it: {penalised}");
+    }
+
+    /// A one-step (terminal) experience of a one-dimensional action: a bandit's pull.
+    fn one_step(state: Vec<f32>, action: f32, reward: f32) -> Experience {
+        Experience { next_state: state.clone(), state, action: vec![action], reward, terminal: true }
     }
 
     fn small_batch(n: usize) -> Batch {
