@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use crate::checkpoint::{Checkpoint, module_file};
 use crate::net::{Activation, FrozenMlp, Mlp, matrix, values};
 use crate::tabular::argmax;
-use crate::{AgentError, Experience, check_batch, check_observation};
+use crate::{AgentError, Batch, Experience, check_batch, check_observation};
 
 const LN_2PI: f32 = 1.837_877_1;
 
@@ -543,6 +543,63 @@ impl Ppo {
         }
     }
 
+    /// The gradient, with respect to the states of `b`, of the actor-critic loss on its
+    /// transitions at the current parameters (which it leaves as they are): the critic's
+    /// `value_coef` · mean (V(s) − y)², y = r̃ + γ (1 − terminal) V(s'), less the policy
+    /// gradient's mean Â · log π(a | s), Â the TD error y − V(s) standardised over the batch and
+    /// held constant; r̃ is the reward as the critic learns it (divided by the running return
+    /// spread with `normalize_rewards`). Row-major `[b.size, state_dim]`. A meta-learner whose
+    /// embedding is part of the state back-propagates its part of it, as through
+    /// [`crate::ddpg::Ddpg::state_gradient`] for DDPG. The policy's term is what carries a
+    /// workload property into the embedding: V(s) averages over the policy's own actions, so
+    /// two apps whose best actions differ while their values do not give the critic's term
+    /// nothing to tell them apart.
+    pub fn state_gradient(&self, b: &Batch) -> Result<Vec<f32>, AgentError> {
+        check_batch(&b.states, b.size, self.state_dim)?;
+        check_batch(&b.next_states, b.size, self.state_dim)?;
+        check_batch(&b.actions, b.size, self.actions.stored())?;
+        if b.rewards.len() != b.size || b.terminals.len() != b.size {
+            return Err(AgentError::BadObservation(format!(
+                "{} rewards and {} terminal flags for a batch of {}",
+                b.rewards.len(),
+                b.terminals.len(),
+                b.size
+            )));
+        }
+        let (y, advantages) = self.td_targets(b);
+        let states = matrix(&b.states, b.size, self.state_dim, &self.device).require_grad();
+        let loss = self.actor_critic_loss(states.clone(), b, &y, &advantages);
+        let grads = loss.backward();
+        Ok(states.grad(&grads).map(values).unwrap_or_else(|| vec![0.0; b.size * self.state_dim]))
+    }
+
+    /// The TD targets y and the standardised TD errors Â of [`Ppo::state_gradient`].
+    fn td_targets(&self, b: &Batch) -> (Vec<f32>, Vec<f32>) {
+        let plain = Device::default();
+        let scale = if self.config.normalize_rewards { (1.0 / (self.return_stats.std() + 1e-8)) as f32 } else { 1.0 };
+        let now = values(self.acting.value(matrix(&b.states, b.size, self.state_dim, &plain)));
+        let next = values(self.acting.value(matrix(&b.next_states, b.size, self.state_dim, &plain)));
+        let y: Vec<f32> =
+            (0..b.size).map(|i| b.rewards[i] * scale + self.config.gamma * (1.0 - b.terminals[i]) * next[i]).collect();
+        let mut advantages: Vec<f32> = y.iter().zip(&now).map(|(y, v)| y - v).collect();
+        let n = advantages.len().max(1) as f32;
+        let mean = advantages.iter().sum::<f32>() / n;
+        let std = (advantages.iter().map(|a| (a - mean).powi(2)).sum::<f32>() / n).sqrt();
+        advantages.iter_mut().for_each(|a| *a = (*a - mean) / (std + 1e-8));
+        (y, advantages)
+    }
+
+    /// [`Ppo::state_gradient`]'s loss at `states`, the targets and advantages held fixed, the
+    /// parameters taking no gradient.
+    fn actor_critic_loss(&self, states: Tensor<2>, b: &Batch, y: &[f32], advantages: &[f32]) -> Tensor<1> {
+        let d = &self.device;
+        let net = self.net.clone().no_grad();
+        let (log_p, _) = net.evaluate(states.clone(), &b.actions, self.actions);
+        let policy = (log_p * matrix(advantages, b.size, 1, d)).mean().neg();
+        let value = (net.value(states) - matrix(y, b.size, 1, d)).powf_scalar(2.0).mean();
+        policy + value.mul_scalar(self.config.value_coef)
+    }
+
     fn update(&mut self) -> PpoStats {
         let rollouts = std::mem::take(&mut self.rollouts);
         let mut c = self.config.clone();
@@ -797,5 +854,55 @@ mod tests {
         let a = ppo.act(&[vec![0.0]], true).unwrap()[0].clone();
         let wrong = Experience { action: vec![a[0] + 1.0], ..e.clone() };
         assert!(ppo.observe(0, &wrong, false).unwrap_err().to_string().contains("not the one sampled"));
+    }
+
+    /// The state gradient is the derivative of its loss (targets and advantages held, as the
+    /// gradient holds them): central differences agree, for both action spaces; the agent is
+    /// left as it was, and a malformed batch is refused.
+    #[test]
+    fn the_state_gradient_is_the_actor_critic_losses_derivative() {
+        for (actions, stored) in [(PpoActions::Continuous(2), 2), (PpoActions::Discrete(3), 1)] {
+            let config = PpoConfig { hidden: vec![16, 16], activation: Activation::Tanh, ..PpoConfig::default() };
+            let ppo = Ppo::new(3, actions, config, 9);
+            let n = 5;
+            let mut rng = Pcg64Mcg::seed_from_u64(3);
+            let mut draw = |k: usize| (0..k).map(|_| rng.random_range(-1.0f32..1.0)).collect::<Vec<f32>>();
+            let action_values = match actions {
+                PpoActions::Continuous(_) => draw(n * stored),
+                PpoActions::Discrete(_) => vec![0.0, 2.0, 1.0, 1.0, 0.0],
+            };
+            let batch = Batch {
+                size: n,
+                states: draw(n * 3),
+                actions: action_values,
+                rewards: draw(n),
+                next_states: draw(n * 3),
+                terminals: vec![0.0, 0.0, 1.0, 0.0, 0.0],
+            };
+            let before = ppo.net.parameters();
+            let grad = ppo.state_gradient(&batch).unwrap();
+            assert_eq!(grad.len(), n * 3);
+            assert!(grad.iter().filter(|g| g.abs() > 1e-5).count() > n * 3 / 2, "{actions:?}: {grad:?}");
+            let (y, adv) = ppo.td_targets(&batch);
+            let loss = |states: &[f32]| {
+                let t = matrix(states, n, 3, &ppo.device);
+                values(ppo.actor_critic_loss(t, &batch, &y, &adv).reshape([1, 1]))[0]
+            };
+            let h = 1e-2;
+            for (k, analytic) in grad.iter().enumerate() {
+                let (mut up, mut down) = (batch.states.clone(), batch.states.clone());
+                up[k] += h;
+                down[k] -= h;
+                let numeric = (loss(&up) - loss(&down)) / (2.0 * h);
+                assert!(
+                    (numeric - analytic).abs() <= 2e-3 + 0.05 * numeric.abs(),
+                    "{actions:?}, state component {k}: analytic {analytic} vs numeric {numeric}"
+                );
+            }
+            assert_eq!(ppo.net.parameters(), before, "nothing learned from it");
+            assert_eq!(ppo.updates(), 0);
+            assert!(ppo.state_gradient(&Batch { size: 2, ..batch.clone() }).is_err());
+            assert!(ppo.state_gradient(&Batch { rewards: vec![0.0; 4], ..batch }).is_err());
+        }
     }
 }

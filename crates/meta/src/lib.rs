@@ -15,6 +15,7 @@
 //!   from each other (a workload unlike any seen);
 //! - [`mod@bench`]: `aware bench meta`.
 
+pub mod base;
 pub mod bench;
 mod bundle;
 mod checkpoint;
@@ -28,6 +29,7 @@ mod select;
 mod signature;
 pub mod train;
 
+pub use base::BaseLearner;
 pub use bundle::{Bundle, step_features};
 pub use net::{Batch, BiGruLayer, MetaNet};
 pub use ood::OodDetector;

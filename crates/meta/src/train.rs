@@ -1,21 +1,26 @@
-//! Meta-training and adaptation: one shared DDPG base learner whose state is the encoded
-//! observation ⊕ the app's workload embedding, driven through lab's one rollout loop.
+//! Meta-training and adaptation: one shared base learner (DDPG, AWARE's, by default; any
+//! [`BaseLearner`], PPO among them) whose state is the encoded observation ⊕ the app's workload
+//! embedding, driven through lab's one rollout loop.
 //!
 //! Per application the driver keeps its finished episodes (the best M by total reward, or FLASH's
 //! best and worst halves: the meta-learner's input; probe episodes only unless
 //! `embed_own_episodes`) and its recent transitions. Every `meta_every` intervals, while the
 //! meta-learner learns, it takes one end-to-end step: the embeddings of a batch of apps are
 //! computed with gradients, a minibatch of each app's transitions is formed with that app's
-//! embedding in the state, and the critic's TD loss, summed over the apps, is back-propagated
-//! through the base learner's input into the meta-learner (AWARE §4.3; not the actor's loss, see
-//! [`Ddpg::state_gradient`]). The base learner itself learns from every transition as DDPG
-//! always does. Embeddings are refreshed at episode ends. An app with fewer finished episodes
+//! embedding in the state, and the base learner's loss on them ([`BaseLearner::state_gradient`]:
+//! DDPG's critic TD loss, not the actor's, see [`Ddpg::state_gradient`]; PPO's actor-critic
+//! loss), summed over the apps, is back-propagated through the base learner's input into the
+//! meta-learner (AWARE §4.3). The base learner itself learns from every transition it may: an
+//! off-policy one (DDPG) from the fallback's probes too, an on-policy one (PPO) only from the
+//! actions it sampled itself. Embeddings are refreshed at episode ends. An app with fewer finished episodes
 //! than the meta-learner needs acts with a zero embedding.
 
 use std::collections::VecDeque;
 
 use aware_agents::ddpg::Ddpg;
 use aware_agents::{Agent, Batch, Experience, action_values};
+
+use crate::base::BaseLearner;
 use aware_core::Bounds;
 use aware_core::{Action, StepInfo, VecStep};
 use aware_env::{ActionKind, Control, coordinates};
@@ -63,8 +68,8 @@ struct AppMemory {
 }
 
 /// The meta-conditioned base learner as a rollout driver.
-pub struct MetaDriver {
-    pub agent: Ddpg,
+pub struct MetaDriver<A: BaseLearner = Ddpg> {
+    pub agent: A,
     pub meta: MetaLearner,
     pub config: MetaTrainConfig,
     /// Explore (training) or act greedily (evaluation).
@@ -105,9 +110,9 @@ pub struct Fallback {
     pub bounds: Vec<Bounds>,
 }
 
-impl MetaDriver {
+impl<A: BaseLearner> MetaDriver<A> {
     /// `agent`'s state must be `observation_dim` + the meta-learner's embedding.
-    pub fn new(agent: Ddpg, meta: MetaLearner, observation_dim: usize, config: MetaTrainConfig, seed: u64) -> Self {
+    pub fn new(agent: A, meta: MetaLearner, observation_dim: usize, config: MetaTrainConfig, seed: u64) -> Self {
         Self {
             agent,
             meta,
@@ -254,7 +259,7 @@ impl MetaDriver {
                 batch.terminals.push(if x.terminal { 1.0 } else { 0.0 });
             }
         }
-        let grad = self.agent.state_gradient(&batch).map_err(|e| MetaError::Gradient(e.to_string()))?;
+        let grad = BaseLearner::state_gradient(&self.agent, &batch).map_err(|e| MetaError::Gradient(e.to_string()))?;
         let width = s_dim + e_dim;
         let mut d = vec![0.0f32; candidates.len() * e_dim];
         for (row, g) in grad.chunks_exact(width).enumerate() {
@@ -328,7 +333,7 @@ fn lab(e: MetaError) -> LabError {
     LabError::input("meta-learner", e.to_string())
 }
 
-impl Driver for MetaDriver {
+impl<A: BaseLearner> Driver for MetaDriver<A> {
     fn episode_start(&mut self) {
         if let Some(f) = self.fallback.as_mut() {
             f.recommenders.episode_start();
@@ -338,7 +343,7 @@ impl Driver for MetaDriver {
     fn decide(&mut self, arena: &dyn Arena, states: &[Vec<f32>], infos: &[StepInfo]) -> Result<Vec<Control>, LabError> {
         self.ensure(states.len());
         if self.probing {
-            let d = self.agent.action_dim();
+            let d = BaseLearner::action_dim(&self.agent);
             let Some(fallback) = self.fallback.as_mut() else {
                 return Ok((0..states.len())
                     .map(|_| {
@@ -372,8 +377,7 @@ impl Driver for MetaDriver {
         }
         // One batched forward pass for every app (the fused inference path).
         let rows: Vec<f32> = states.iter().enumerate().flat_map(|(i, s)| self.conditioned(i, s)).collect();
-        let explore = vec![self.explore; states.len()];
-        let actions = self.agent.act_batch(&rows, states.len(), &explore)?;
+        let actions = self.agent.act_rows(&rows, states.len(), self.explore)?;
         Ok(actions.into_iter().map(|a| Control::Action(Action::Continuous(a))).collect())
     }
 
@@ -395,7 +399,9 @@ impl Driver for MetaDriver {
                 next_state: step.observation.clone(),
                 terminal: step.terminated,
             };
-            if self.learn {
+            // An on-policy learner learns only from the actions it sampled itself.
+            let own = !self.probing && self.explore;
+            if self.learn && (own || self.agent.learns_off_policy()) {
                 let e = Experience {
                     state: self.conditioned(i, state),
                     next_state: self.conditioned(i, &step.observation),
@@ -433,7 +439,7 @@ impl Driver for MetaDriver {
 
 /// Closes every app's episode in progress (an episode the arena did not truncate itself, at
 /// the end of a rollout's step budget) and refreshes the embeddings.
-pub fn end_episodes(driver: &mut MetaDriver) -> Result<(), MetaError> {
+pub fn end_episodes<A: BaseLearner>(driver: &mut MetaDriver<A>) -> Result<(), MetaError> {
     for app in 0..driver.apps.len() {
         driver.finish_episode(app);
     }

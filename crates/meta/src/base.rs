@@ -1,0 +1,115 @@
+//! The base learner a meta-learner conditions: any agent that acts in a continuous action box
+//! on a batch of states, learns from transitions, and gives the gradient of its loss with
+//! respect to its input (through which the embedding part of that input is meta-trained).
+//! DDPG (AWARE's) and PPO (FLASH's) implement it.
+
+use aware_agents::ddpg::Ddpg;
+use aware_agents::ppo::Ppo;
+use aware_agents::{Agent, AgentError, Batch};
+
+pub trait BaseLearner: Agent {
+    /// Width of the states it reads (observation ⊕ embedding).
+    fn state_dim(&self) -> usize;
+
+    /// Dimensions of its continuous action.
+    fn action_dim(&self) -> usize;
+
+    /// One action per row of the row-major `states` (`n` rows), exploring where `explore`
+    /// says, in one batched pass.
+    fn act_rows(&mut self, states: &[f32], n: usize, explore: bool) -> Result<Vec<Vec<f32>>, AgentError>;
+
+    /// The gradient of its learning loss on `batch` with respect to `batch.states`, row-major,
+    /// its parameters untouched.
+    fn state_gradient(&self, batch: &Batch) -> Result<Vec<f32>, AgentError>;
+
+    /// Whether it learns from transitions it did not choose (the fallback's probes): an
+    /// off-policy learner's replay does, an on-policy learner's update must not.
+    fn learns_off_policy(&self) -> bool;
+}
+
+impl BaseLearner for Ddpg {
+    fn state_dim(&self) -> usize {
+        Ddpg::state_dim(self)
+    }
+
+    fn action_dim(&self) -> usize {
+        Ddpg::action_dim(self)
+    }
+
+    fn act_rows(&mut self, states: &[f32], n: usize, explore: bool) -> Result<Vec<Vec<f32>>, AgentError> {
+        self.act_batch(states, n, &vec![explore; n])
+    }
+
+    /// The critic's TD loss ([`Ddpg::state_gradient`]).
+    fn state_gradient(&self, batch: &Batch) -> Result<Vec<f32>, AgentError> {
+        Ddpg::state_gradient(self, batch)
+    }
+
+    fn learns_off_policy(&self) -> bool {
+        true
+    }
+}
+
+impl BaseLearner for Ppo {
+    fn state_dim(&self) -> usize {
+        Ppo::state_dim(self)
+    }
+
+    fn action_dim(&self) -> usize {
+        match self.action_space() {
+            aware_core::Space::Box { low, .. } => low.len(),
+            _ => 0,
+        }
+    }
+
+    /// Refused for a discrete policy: the meta-learner's steps and the fallback's probes are
+    /// read in the continuous action box.
+    fn act_rows(&mut self, states: &[f32], n: usize, explore: bool) -> Result<Vec<Vec<f32>>, AgentError> {
+        if !matches!(self.action_space(), aware_core::Space::Box { .. }) {
+            return Err(AgentError::BadObservation(
+                "a meta-learner's base learner acts in a continuous action box; this PPO policy is discrete".into(),
+            ));
+        }
+        let width = Ppo::state_dim(self);
+        if states.len() != n * width {
+            return Err(AgentError::BadObservation(format!("{} state values for {n} rows of {width}", states.len())));
+        }
+        let rows: Vec<Vec<f32>> = states.chunks(width).map(<[f32]>::to_vec).collect();
+        self.act(&rows, explore)
+    }
+
+    /// The actor-critic loss ([`Ppo::state_gradient`]).
+    fn state_gradient(&self, batch: &Batch) -> Result<Vec<f32>, AgentError> {
+        Ppo::state_gradient(self, batch)
+    }
+
+    fn learns_off_policy(&self) -> bool {
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aware_agents::ppo::{PpoActions, PpoConfig};
+
+    /// Both learners act row by row on a flat batch; a discrete PPO policy and a batch of the
+    /// wrong width are refused with a reason.
+    #[test]
+    fn base_learners_act_on_flat_batches_and_refuse_what_they_cannot_read() {
+        let rows = [0.1f32, 0.2, -0.3, 0.4, 0.0, 0.9];
+        let mut ddpg = Ddpg::new(3, 2, Default::default(), 1);
+        let mut ppo = Ppo::new(3, PpoActions::Continuous(2), PpoConfig::default(), 1);
+        for actions in [ddpg.act_rows(&rows, 2, false).unwrap(), ppo.act_rows(&rows, 2, false).unwrap()] {
+            assert_eq!(actions.len(), 2);
+            assert!(actions.iter().all(|a| a.len() == 2 && a.iter().all(|x| x.is_finite())));
+        }
+        assert_eq!((BaseLearner::action_dim(&ppo), BaseLearner::state_dim(&ppo)), (2, 3));
+        assert!(ddpg.learns_off_policy() && !ppo.learns_off_policy());
+        let err = ppo.act_rows(&rows[..5], 2, true).unwrap_err().to_string();
+        assert!(err.contains("5 state values for 2 rows of 3"), "{err}");
+        let mut discrete = Ppo::new(3, PpoActions::Discrete(7), PpoConfig::default(), 1);
+        let err = discrete.act_rows(&rows, 2, true).unwrap_err().to_string();
+        assert!(err.contains("discrete"), "{err}");
+    }
+}
