@@ -335,6 +335,28 @@ impl Ppo {
         Ok(())
     }
 
+    /// Sets the Gaussian policy's σ to `sigma` in every dimension (it stays a learned
+    /// parameter): how widely it explores from here on. Refused for a discrete policy and for
+    /// a σ that is not a positive finite number.
+    pub fn set_exploration_std(&mut self, sigma: f32) -> Result<(), AgentError> {
+        if !(sigma.is_finite() && sigma > 0.0) {
+            return Err(AgentError::BadObservation(format!("σ {sigma} is not a positive number")));
+        }
+        let PpoActions::Continuous(d) = self.actions else {
+            return Err(AgentError::BadObservation("a discrete policy has no σ".into()));
+        };
+        let device = self.device.clone();
+        self.net.log_std = Some(Param::from_tensor(Tensor::<1>::full([d], sigma.ln(), &device)));
+        self.acting = self.net.valid();
+        self.frozen = std::sync::OnceLock::new();
+        Ok(())
+    }
+
+    /// σ of each dimension of a Gaussian policy (empty for a discrete one).
+    pub fn exploration_std(&self) -> Vec<f32> {
+        self.acting.log_std_values().iter().map(|l| l.exp()).collect()
+    }
+
     /// The acting policy network's layers as plain floats (for batched serving across agents).
     pub fn policy_layers(&self) -> Vec<crate::net::FrozenLinear> {
         self.acting.policy.frozen_layers()
@@ -541,6 +563,54 @@ impl Ppo {
             Some(total) if total > 0 => (1.0 - self.steps as f64 / total as f64).max(0.0),
             _ => 1.0,
         }
+    }
+
+    /// Behaviour cloning: fits the policy to `actions` another policy took in `states` (`n`
+    /// rows each, row-major), for `epochs` passes in shuffled minibatches of 64 at the
+    /// configured learning rate, so PPO starts from what that policy (a rule-based fallback)
+    /// does. Continuous: the Gaussian mean regresses on the actions (clipped into the box) by
+    /// squared error, σ left as it is so that the policy still explores; discrete: the
+    /// log-likelihood of the actions taken. The critic is not touched. Returns the last epoch's
+    /// mean loss.
+    pub fn imitate(&mut self, states: &[f32], actions: &[f32], n: usize, epochs: usize) -> Result<f32, AgentError> {
+        check_batch(states, n, self.state_dim)?;
+        check_batch(actions, n, self.actions.stored())?;
+        if let PpoActions::Discrete(k) = self.actions
+            && let Some(bad) = actions.iter().find(|a| !(a.fract() == 0.0 && **a >= 0.0 && (**a as usize) < k))
+        {
+            return Err(AgentError::BadObservation(format!("action {bad} is not one of the {k} discrete actions")));
+        }
+        let width = self.actions.stored();
+        let mut order: Vec<usize> = (0..n).collect();
+        let mut last = f32::NAN;
+        let d = &self.device;
+        for _ in 0..epochs {
+            order.shuffle(&mut self.rng);
+            let (mut total, mut batches) = (0.0, 0);
+            for chunk in order.chunks(64) {
+                let m = chunk.len();
+                let gather = |src: &[f32], w: usize| -> Vec<f32> {
+                    chunk.iter().flat_map(|&i| src[i * w..(i + 1) * w].iter().copied()).collect()
+                };
+                let s = matrix(&gather(states, self.state_dim), m, self.state_dim, d);
+                let a = gather(actions, width);
+                let loss = match self.actions {
+                    PpoActions::Continuous(k) => {
+                        let target: Vec<f32> = a.iter().map(|x| x.clamp(-1.0, 1.0)).collect();
+                        (self.net.head(s) - matrix(&target, m, k, d)).powf_scalar(2.0).mean()
+                    }
+                    PpoActions::Discrete(_) => self.net.evaluate(s, &a, self.actions).0.mean().neg(),
+                };
+                total += values(loss.clone().reshape([1, 1]).detach())[0];
+                batches += 1;
+                let grads = GradientsParams::from_grads(loss.backward(), &self.net);
+                self.net = self.optimizer.step(self.config.learning_rate, self.net.clone(), grads);
+            }
+            last = total / batches.max(1) as f32;
+        }
+        self.acting = self.net.valid();
+        self.frozen = std::sync::OnceLock::new();
+        Ok(last)
     }
 
     /// The gradient, with respect to the states of `b`, of the actor-critic loss on its
@@ -904,5 +974,71 @@ mod tests {
             assert!(ppo.state_gradient(&Batch { size: 2, ..batch.clone() }).is_err());
             assert!(ppo.state_gradient(&Batch { rewards: vec![0.0; 4], ..batch }).is_err());
         }
+    }
+
+    /// Behaviour cloning makes the greedy policy do what the rule did, in both action spaces,
+    /// and refuses actions the space does not have.
+    #[test]
+    fn imitation_reproduces_a_rule() {
+        let mut rng = Pcg64Mcg::seed_from_u64(5);
+        let n = 512;
+        let states: Vec<f32> = (0..n * 2).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+        let rule_c = |s: &[f32]| vec![0.5 * s[0] - 0.3 * s[1], if s[1] > 0.0 { 0.8 } else { -0.8 }];
+        let rule_d = |s: &[f32]| {
+            if s[0] > 0.2 {
+                2.0
+            } else if s[1] > 0.0 {
+                1.0
+            } else {
+                0.0
+            }
+        };
+        let config = PpoConfig { learning_rate: 3e-3, ..PpoConfig::default() };
+
+        let mut ppo = Ppo::new(2, PpoActions::Continuous(2), config.clone(), 1);
+        let actions: Vec<f32> = states.chunks(2).flat_map(rule_c).collect();
+        let error = |ppo: &Ppo| {
+            let greedy = ppo.greedy_batch(&states, n).unwrap();
+            greedy.iter().zip(&actions).map(|(g, a)| (g - a).powi(2)).sum::<f32>() / (2 * n) as f32
+        };
+        let before = error(&ppo);
+        let log_std = ppo.acting.log_std_values();
+        ppo.imitate(&states, &actions, n, 60).unwrap();
+        let after = error(&ppo);
+        assert!(after < 0.02 && after < before / 10.0, "squared error {before} before, {after} after");
+        assert_eq!(ppo.acting.log_std_values(), log_std, "σ is left to explore with");
+
+        let mut ppo = Ppo::new(2, PpoActions::Discrete(3), config, 1);
+        let actions: Vec<f32> = states.chunks(2).map(rule_d).collect();
+        let agreement = |ppo: &Ppo| {
+            let greedy = ppo.greedy_batch(&states, n).unwrap();
+            greedy.iter().zip(&actions).filter(|(g, a)| g == a).count() as f32 / n as f32
+        };
+        let before = agreement(&ppo);
+        ppo.imitate(&states, &actions, n, 60).unwrap();
+        let after = agreement(&ppo);
+        assert!(after > 0.95 && after > before, "agreement {before} before, {after} after");
+        let err = ppo.imitate(&states[..4], &[3.0, 0.0], 2, 1).unwrap_err().to_string();
+        assert!(err.contains("not one of the 3"), "{err}");
+        assert!(ppo.imitate(&states, &actions[..10], n, 1).is_err());
+    }
+
+    /// σ can be set (and is then what the policy samples with); nonsense is refused.
+    #[test]
+    fn exploration_std_is_set_and_sampled_with() {
+        let mut ppo = Ppo::new(2, PpoActions::Continuous(2), PpoConfig::default(), 3);
+        assert!(ppo.exploration_std().iter().all(|s| (s - (-0.5f32).exp()).abs() < 1e-6));
+        ppo.set_exploration_std(0.05).unwrap();
+        assert!(ppo.exploration_std().iter().all(|s| (s - 0.05).abs() < 1e-6));
+        let state = vec![0.2, -0.1];
+        let mean = ppo.greedy(&state).unwrap();
+        let spread: Vec<f32> =
+            (0..200).map(|_| ppo.act(std::slice::from_ref(&state), true).unwrap()[0][0] - mean[0]).collect();
+        let sd = (spread.iter().map(|x| x * x).sum::<f32>() / spread.len() as f32).sqrt();
+        assert!((0.04..0.06).contains(&sd), "sampled spread {sd}");
+        assert!(ppo.set_exploration_std(0.0).is_err() && ppo.set_exploration_std(f32::NAN).is_err());
+        let mut discrete = Ppo::new(2, PpoActions::Discrete(3), PpoConfig::default(), 3);
+        assert!(discrete.set_exploration_std(0.1).is_err());
+        assert!(discrete.exploration_std().is_empty());
     }
 }

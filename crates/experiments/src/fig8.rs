@@ -32,9 +32,10 @@ use aware_lab::progress::{Progress, Silent};
 use aware_lab::rollout::{Arena, Driver, Interval, Observer, rollout};
 use aware_lab::score::{Scorer, Summary};
 use aware_lab::workload::{Workload, WorkloadSpec};
+use aware_meta::BaseLearner;
 use aware_meta::MetaConfig;
 use aware_meta::forecast::{TL_PLUS_FEATURES, TlPlusFeatures};
-use aware_meta::pool::{ACTIONS, PoolSpec, prepare_adaptation, train_pool};
+use aware_meta::pool::{ACTIONS, PoolSpec, ppo_base_learner, prepare_adaptation, train_pool, train_pool_with};
 use aware_meta::train::{MetaDriver, end_episodes};
 use serde::Serialize;
 
@@ -60,6 +61,27 @@ pub struct Fig8Config {
     /// The pool's meta-training: probe and training episodes, intervals per episode, the
     /// meta-learner's and the base learner's settings (TL and scratch use the same DDPG).
     pub pool: PoolSpec,
+    /// AWARE's base learner: DDPG (the paper's, and the algorithm of TL, TL+ and scratch) or
+    /// PPO (`pool.ppo`; the other rows stay DDPG, so the bar r* is the same).
+    pub base_learner: BaseLearnerKind,
+}
+
+/// Which algorithm AWARE's shared base learner is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BaseLearnerKind {
+    #[default]
+    Ddpg,
+    Ppo,
+}
+
+impl BaseLearnerKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            BaseLearnerKind::Ddpg => "ddpg",
+            BaseLearnerKind::Ppo => "ppo",
+        }
+    }
 }
 
 impl Fig8Config {
@@ -78,6 +100,7 @@ impl Fig8Config {
             source_episodes: 33,
             window: 10,
             pool,
+            base_learner: BaseLearnerKind::Ddpg,
         }
     }
 
@@ -94,6 +117,7 @@ impl Fig8Config {
             source_episodes: 105,
             window: 10,
             pool: PoolSpec::new(5, 100, 96, seed),
+            base_learner: BaseLearnerKind::Ddpg,
         }
     }
 
@@ -154,6 +178,8 @@ pub struct Fig8App {
 #[derive(Debug, Clone, Serialize)]
 pub struct Fig8Report {
     pub experiment: &'static str,
+    /// AWARE's base learner (`ddpg` or `ppo`).
+    pub base_learner: BaseLearnerKind,
     pub seed: u64,
     pub quick: bool,
     /// Weight of meta-training's auxiliary task (the embedding predicts its trajectories'
@@ -189,9 +215,13 @@ enum Mode {
 trait Adapting: Driver {
     fn set_mode(&mut self, mode: Mode);
     fn end_episode(&mut self) -> Result<(), ExperimentError>;
+    /// The probe episodes are over: a learner that starts from them does so now.
+    fn probes_done(&mut self) -> Result<(), ExperimentError> {
+        Ok(())
+    }
 }
 
-impl Adapting for MetaDriver {
+impl<A: BaseLearner> Adapting for MetaDriver<A> {
     fn set_mode(&mut self, mode: Mode) {
         self.probing = mode == Mode::Probe;
         self.explore = mode != Mode::Evaluate;
@@ -200,6 +230,36 @@ impl Adapting for MetaDriver {
 
     fn end_episode(&mut self) -> Result<(), ExperimentError> {
         Ok(end_episodes(self)?)
+    }
+
+    /// An on-policy base learner (PPO) behaviour-clones the new apps' probes, as it did the
+    /// pool's; DDPG has them in its replay.
+    fn probes_done(&mut self) -> Result<(), ExperimentError> {
+        if !self.agent.learns_off_policy() {
+            self.imitate_recent()?;
+        }
+        Ok(())
+    }
+}
+
+/// AWARE's meta-trained driver, whichever its base learner.
+trait AwareDriver {
+    fn prepare(&mut self, unseen: &Workload, pool: &PoolSpec) -> Result<(), ExperimentError>;
+    fn as_adapting(&mut self) -> &mut dyn Adapting;
+    fn meta_steps(&self) -> u64;
+}
+
+impl<A: BaseLearner + 'static> AwareDriver for MetaDriver<A> {
+    fn prepare(&mut self, unseen: &Workload, pool: &PoolSpec) -> Result<(), ExperimentError> {
+        Ok(prepare_adaptation(self, unseen, pool)?)
+    }
+
+    fn as_adapting(&mut self) -> &mut dyn Adapting {
+        self
+    }
+
+    fn meta_steps(&self) -> u64 {
+        self.meta_steps
     }
 }
 
@@ -377,6 +437,9 @@ impl Run<'_> {
                 rollout(&mut arena, driver, self.seed, self.episode_steps, &mut [], &Silent)?;
             }
             driver.end_episode()?;
+            if probes > 0 && episode + 1 == probes {
+                driver.probes_done()?;
+            }
             if episode >= probes {
                 driver.set_mode(Mode::Evaluate);
                 let mut rewards = EpisodeRewards(vec![0.0; apps]);
@@ -481,10 +544,15 @@ pub fn fig8(config: &Fig8Config, progress: &dyn Progress) -> Result<Fig8Report, 
 
     // AWARE: meta-training on the pool, then adaptation.
     let start = Instant::now();
-    let (mut aware, _) = train_pool(&pool, &config.pool, &Silent)?;
+    let mut aware: Box<dyn AwareDriver> = match config.base_learner {
+        BaseLearnerKind::Ddpg => Box::new(train_pool(&pool, &config.pool, &Silent)?.0),
+        BaseLearnerKind::Ppo => {
+            Box::new(train_pool_with(ppo_base_learner(&config.pool), &pool, &config.pool, &Silent)?.0)
+        }
+    };
     progress.inc(config.pool.probes + config.pool.episodes);
     let pool_training_seconds = start.elapsed().as_secs_f64();
-    prepare_adaptation(&mut aware, &unseen, &config.pool)?;
+    aware.prepare(&unseen, &config.pool)?;
 
     let start = Instant::now();
     let tl = transferred(config, &pool, k, false, progress)?;
@@ -501,7 +569,7 @@ pub fn fig8(config: &Fig8Config, progress: &dyn Progress) -> Result<Fig8Report, 
         progress,
     };
     progress.message("fig8: aware adapting");
-    let aware_run = run.row(&mut aware, probes, config.budget)?;
+    let aware_run = run.row(aware.as_adapting(), probes, config.budget)?;
     progress.message("fig8: tl fine-tuning");
     let tl_run = run.row(&mut Independent::new(tl, false), 0, config.budget)?;
     progress.message("fig8: tl+ fine-tuning");
@@ -583,7 +651,8 @@ pub fn fig8(config: &Fig8Config, progress: &dyn Progress) -> Result<Fig8Report, 
         policies,
         per_app,
         tl_over_aware,
-        meta_steps: aware.meta_steps,
+        meta_steps: aware.meta_steps(),
+        base_learner: config.base_learner,
         pool_training_seconds,
         source_training_seconds,
     })
@@ -618,6 +687,12 @@ mod tests {
 
     #[test]
     fn every_row_adapts_on_the_same_window_and_convergence_is_read_off_its_curve() {
+        for base_learner in [BaseLearnerKind::Ddpg, BaseLearnerKind::Ppo] {
+            one_run(base_learner);
+        }
+    }
+
+    fn one_run(base_learner: BaseLearnerKind) {
         let mut pool = PoolSpec::new(1, 2, 12, 5);
         pool.meta = MetaConfig { hidden: 8, fc: 8, embedding: 4, ..pool.meta };
         pool.ddpg = DdpgConfig { hidden: vec![16, 16], warmup: 24, ..pool.ddpg };
@@ -631,6 +706,7 @@ mod tests {
             source_episodes: 2,
             window: 2,
             pool,
+            base_learner,
         };
         let r = fig8(&config, &Silent).unwrap();
         let names: Vec<&str> = r.policies.iter().map(|p| p.row.policy.as_str()).collect();
@@ -659,5 +735,6 @@ mod tests {
         let s = r.per_app.iter().find(|a| a.policy == "scratch").unwrap();
         assert!((s.r_star - (s.evaluated_rewards[3] + s.evaluated_rewards[4]) / 2.0).abs() < 1e-9);
         assert!(r.meta_steps > 0);
+        assert_eq!(r.base_learner, base_learner);
     }
 }

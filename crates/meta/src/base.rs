@@ -25,7 +25,19 @@ pub trait BaseLearner: Agent {
     /// Whether it learns from transitions it did not choose (the fallback's probes): an
     /// off-policy learner's replay does, an on-policy learner's update must not.
     fn learns_off_policy(&self) -> bool;
+
+    /// Starts from what the fallback did: `actions` it took in `states` (`n` rows each). An
+    /// on-policy learner behaviour-clones them; an off-policy one has them in its replay
+    /// already (DDPG's TD3+BC term keeps it near them) and does nothing here.
+    fn imitate(&mut self, states: &[f32], actions: &[f32], n: usize) -> Result<(), AgentError>;
+
+    /// The exploration it adapts to a new app with: DDPG's noise σ, PPO's Gaussian σ (which it
+    /// goes on learning).
+    fn set_exploration(&mut self, sigma: f32);
 }
+
+/// Passes over the fallback's probe transitions when a PPO base learner behaviour-clones them.
+pub const IMITATION_EPOCHS: usize = 20;
 
 impl BaseLearner for Ddpg {
     fn state_dim(&self) -> usize {
@@ -47,6 +59,14 @@ impl BaseLearner for Ddpg {
 
     fn learns_off_policy(&self) -> bool {
         true
+    }
+
+    fn imitate(&mut self, _states: &[f32], _actions: &[f32], _n: usize) -> Result<(), AgentError> {
+        Ok(())
+    }
+
+    fn set_exploration(&mut self, sigma: f32) {
+        self.config.noise_sigma = sigma;
     }
 }
 
@@ -85,6 +105,16 @@ impl BaseLearner for Ppo {
 
     fn learns_off_policy(&self) -> bool {
         false
+    }
+
+    /// Behaviour cloning ([`Ppo::imitate`], [`IMITATION_EPOCHS`] passes).
+    fn imitate(&mut self, states: &[f32], actions: &[f32], n: usize) -> Result<(), AgentError> {
+        Ppo::imitate(self, states, actions, n, IMITATION_EPOCHS).map(|_| ())
+    }
+
+    /// Its Gaussian's σ ([`Ppo::set_exploration_std`]; a σ it cannot take leaves it as it is).
+    fn set_exploration(&mut self, sigma: f32) {
+        let _ = self.set_exploration_std(sigma);
     }
 }
 

@@ -7,6 +7,7 @@
 use std::time::Instant;
 
 use aware_agents::ddpg::{Ddpg, DdpgConfig};
+use aware_agents::ppo::{Ppo, PpoActions, PpoConfig};
 use aware_env::{ActionKind, STATE_DIM};
 use aware_lab::policy::{Policy, PolicyName};
 use aware_lab::progress::Progress;
@@ -14,6 +15,7 @@ use aware_lab::rollout::{Recommenders, rollout};
 use aware_lab::workload::Workload;
 use serde::Serialize;
 
+use crate::base::BaseLearner;
 use crate::train::{Fallback, MetaDriver, MetaTrainConfig, end_episodes};
 use crate::{MetaConfig, MetaError, MetaLearner};
 
@@ -51,6 +53,10 @@ pub struct PoolSpec {
     /// / 23.0 / 32.5 with plain TD3 and σ 0.2; with plain TD3 and σ 0.05 it was not measured.
     /// Its actor carries the pre-activation penalty ([`BASE_PREACTIVATION_PENALTY`]).
     pub ddpg: DdpgConfig,
+    /// The PPO base learner's settings, when PPO is the base learner ([`ppo_base_learner`]):
+    /// SIMPPO's (2×64 hidden, lr 3e-4, γ 0.99, minibatch 10, 5 epochs, clip 0.2, entropy 0.01,
+    /// value-loss weight 0.05), rollouts of 50 intervals.
+    pub ppo: PpoConfig,
     /// Exploration noise (σ) of the base learner while it adapts to unseen apps (and of fig8's
     /// TL and TL+ while they fine-tune): small, since it keeps serving them while it learns
     /// (with TD3+BC, 0.2 — the training noise — cost SLO-violating intervals on fig8 seeds 1–3:
@@ -82,6 +88,8 @@ impl PoolSpec {
                 preactivation_penalty: BASE_PREACTIVATION_PENALTY,
                 ..aware_lab::agent::autoscaling_ddpg().td3()
             },
+            // One rollout per app per episode.
+            ppo: PpoConfig { rollout_steps: episode_steps.max(1) as usize, ..PpoConfig::default() },
             adapt_noise_sigma: 0.05,
             normalise: true,
         }
@@ -101,15 +109,36 @@ pub struct PoolEpisode {
     pub seconds: f64,
 }
 
-/// Meta-trains on every app of `workload`; returns the driver (base learner, meta-learner,
-/// each app's embedding) and the curve.
+/// Meta-trains on every app of `workload` with AWARE's base learner (DDPG, `spec.ddpg`);
+/// returns the driver (base learner, meta-learner, each app's embedding) and the curve.
 pub fn train_pool(
     workload: &Workload,
     spec: &PoolSpec,
     progress: &dyn Progress,
 ) -> Result<(MetaDriver, Vec<PoolEpisode>), MetaError> {
-    let meta = MetaLearner::new(spec.meta.clone(), spec.seed)?;
     let agent = Ddpg::new(STATE_DIM + spec.meta.embedding, ACTIONS.space().dim(), spec.ddpg.clone(), spec.seed);
+    train_pool_with(agent, workload, spec, progress)
+}
+
+/// A PPO base learner for `spec` (a Gaussian policy on [`ACTIONS`], `spec.ppo`), reading the
+/// state ⊕ the meta-learner's embedding.
+pub fn ppo_base_learner(spec: &PoolSpec) -> Ppo {
+    Ppo::new(
+        STATE_DIM + spec.meta.embedding,
+        PpoActions::Continuous(ACTIONS.space().dim()),
+        spec.ppo.clone(),
+        spec.seed,
+    )
+}
+
+/// [`train_pool`] with `agent` as the base learner (its state: [`STATE_DIM`] + the embedding).
+pub fn train_pool_with<A: BaseLearner>(
+    agent: A,
+    workload: &Workload,
+    spec: &PoolSpec,
+    progress: &dyn Progress,
+) -> Result<(MetaDriver<A>, Vec<PoolEpisode>), MetaError> {
+    let meta = MetaLearner::new(spec.meta.clone(), spec.seed)?;
     let mut driver =
         MetaDriver::new(agent, meta, STATE_DIM, spec.train.clone(), spec.seed).with_fallback(fallback(workload, spec)?);
     // Embeddings read the fallback's episodes only: the same behaviour at adaptation.
@@ -135,8 +164,8 @@ pub fn fallback(workload: &Workload, spec: &PoolSpec) -> Result<Fallback, MetaEr
 /// meta-learner frozen, the fallback probes each new app for `probes` episodes (its embedding is
 /// read from them), then the shared base learner acts on the new apps and keeps training for
 /// `episodes` episodes. Returns the curve (probe episodes first).
-pub fn adapt(
-    driver: &mut MetaDriver,
+pub fn adapt<A: BaseLearner>(
+    driver: &mut MetaDriver<A>,
     workload: &Workload,
     spec: &PoolSpec,
     progress: &dyn Progress,
@@ -147,20 +176,26 @@ pub fn adapt(
 
 /// Readies a meta-trained driver for the unseen apps of `workload`: their fallback probes, no
 /// app remembered, the meta-learner frozen, the base learner learning and exploring.
-pub fn prepare_adaptation(driver: &mut MetaDriver, workload: &Workload, spec: &PoolSpec) -> Result<(), MetaError> {
+pub fn prepare_adaptation<A: BaseLearner>(
+    driver: &mut MetaDriver<A>,
+    workload: &Workload,
+    spec: &PoolSpec,
+) -> Result<(), MetaError> {
     driver.set_fallback(fallback(workload, spec)?);
     driver.forget_apps();
     driver.meta.set_learning(false);
     driver.learn = true;
     driver.explore = true;
-    driver.agent.config.noise_sigma = spec.adapt_noise_sigma;
+    driver.agent.set_exploration(spec.adapt_noise_sigma);
     driver.embed_own_episodes = false;
     Ok(())
 }
 
-/// `spec.probes` fallback episodes then `spec.episodes` agent episodes on `workload`.
-pub fn run_episodes(
-    driver: &mut MetaDriver,
+/// `spec.probes` fallback episodes then `spec.episodes` agent episodes on `workload`. After
+/// the probes a base learner that cannot learn from them in its updates (PPO) behaviour-clones
+/// them ([`MetaDriver::imitate_recent`]).
+pub fn run_episodes<A: BaseLearner>(
+    driver: &mut MetaDriver<A>,
     workload: &Workload,
     spec: &PoolSpec,
     progress: &dyn Progress,
@@ -187,6 +222,9 @@ pub fn run_episodes(
         if fit_pending && episode + 1 == spec.probes {
             driver.meta.set_learning(true);
             driver.fit_normaliser()?;
+        }
+        if episode + 1 == spec.probes && driver.learn && !driver.agent.learns_off_policy() {
+            driver.imitate_recent()?;
         }
         let row = PoolEpisode {
             episode,

@@ -216,6 +216,28 @@ impl<A: BaseLearner> MetaDriver<A> {
         self.refresh_embeddings()
     }
 
+    /// Hands the base learner every app's recent transitions (right after the probes: the
+    /// fallback's), each state conditioned on the app's embedding, to start from what the
+    /// fallback did ([`BaseLearner::imitate`]; DDPG already learns from them through its
+    /// replay). Apps without an embedding yet are left out.
+    pub fn imitate_recent(&mut self) -> Result<(), MetaError> {
+        let (mut states, mut actions, mut n) = (Vec::new(), Vec::new(), 0);
+        for app in 0..self.apps.len() {
+            if self.embedding(app).is_none() {
+                continue;
+            }
+            for x in &self.apps[app].recent {
+                states.extend(self.conditioned(app, &x.state));
+                actions.extend_from_slice(&x.action);
+                n += 1;
+            }
+        }
+        if n > 0 {
+            self.agent.imitate(&states, &actions, n)?;
+        }
+        Ok(())
+    }
+
     /// One end-to-end meta-learner step over a random batch of apps with embeddings and data.
     fn meta_step(&mut self) -> Result<(), MetaError> {
         let (s_dim, e_dim) = (self.observation_dim, self.embedding_width());

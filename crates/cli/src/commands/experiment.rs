@@ -230,10 +230,20 @@ pub struct Fig8Args {
     /// Unseen applications (default 4 quick, 8 full).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000))]
     apps: Option<u64>,
+    /// AWARE's shared base learner: ddpg (the paper's; TL, TL+ and scratch always are) or ppo
+    /// (behaviour-clones the fallback's probes, then learns on-policy).
+    #[arg(long, value_enum, default_value_t = BaseLearnerArg::Ddpg)]
+    base_learner: BaseLearnerArg,
     #[command(flatten)]
     task: super::MetaTaskArgs,
     #[arg(long)]
     json: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum BaseLearnerArg {
+    Ddpg,
+    Ppo,
 }
 
 fn fig8(args: Fig8Args) -> Result<ExitCode> {
@@ -244,6 +254,10 @@ fn fig8(args: Fig8Args) -> Result<ExitCode> {
     if let Some(n) = args.apps {
         config.unseen_apps = n as usize;
     }
+    config.base_learner = match args.base_learner {
+        BaseLearnerArg::Ddpg => aware_experiments::fig8::BaseLearnerKind::Ddpg,
+        BaseLearnerArg::Ppo => aware_experiments::fig8::BaseLearnerKind::Ppo,
+    };
     let bar = Bar::new();
     let report = fig8(&config, &bar)?;
     bar.finish();
@@ -252,13 +266,14 @@ fn fig8(args: Fig8Args) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     outln!(
-        "fig8: {} unseen apps after a pool of {}, seed {}; window B = {} episodes of {} intervals ({} probes for aware)",
+        "fig8: {} unseen apps after a pool of {}, seed {}; window B = {} episodes of {} intervals ({} probes for aware, base learner {})",
         report.unseen_apps,
         report.pool_apps,
         report.seed,
         report.budget,
         report.episode_steps,
-        report.probes
+        report.probes,
+        report.base_learner.name()
     );
     outln!(
         "{:<8} {:>9} {:>9} {:>11} {:>11} {:>12} {:>9} {:>8}",
