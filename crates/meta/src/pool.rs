@@ -55,12 +55,16 @@ pub struct PoolSpec {
     pub ddpg: DdpgConfig,
     /// The PPO base learner's settings, when PPO is the base learner ([`ppo_base_learner`]):
     /// SIMPPO's (2×64 hidden, lr 3e-4, γ 0.99, minibatch 10, 5 epochs, clip 0.2, entropy 0.01,
-    /// value-loss weight 0.05), rollouts of 50 intervals.
+    /// value-loss weight 0.05), one rollout per app per episode.
     pub ppo: PpoConfig,
     /// Exploration noise (σ) of the base learner while it adapts to unseen apps (and of fig8's
     /// TL and TL+ while they fine-tune): small, since it keeps serving them while it learns
     /// (with TD3+BC, 0.2 — the training noise — cost SLO-violating intervals on fig8 seeds 1–3:
     /// 1,086 / 1,562 / 548 against 450 / 96 / 2 at 0.05, with the same episodes to convergence).
+    /// A PPO base learner's Gaussian σ is set to it for adaptation (it trains on the pool with
+    /// its own, from e^−0.5 ≈ 0.61): left at its pool value it took fig8 `--quick` seeds 1 and 5
+    /// from 4.48 and 1.77 to 0.92 and 0.79 in `tl_over_aware`, the behaviour-cloned policy
+    /// drifting away from the bar within a few episodes, with 1,612 and 1,826 violations.
     pub adapt_noise_sigma: f32,
     /// Standardise the meta-learner's input on the pool's probe episodes (fitted once, after
     /// the probes; kept at adaptation and in the checkpoint).

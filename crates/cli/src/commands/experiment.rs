@@ -230,9 +230,9 @@ pub struct Fig8Args {
     /// Unseen applications (default 4 quick, 8 full).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000))]
     apps: Option<u64>,
-    /// AWARE's shared base learner: ddpg (the paper's; TL, TL+ and scratch always are) or ppo
-    /// (behaviour-clones the fallback's probes, then learns on-policy).
-    #[arg(long, value_enum, default_value_t = BaseLearnerArg::Ddpg)]
+    /// AWARE's shared base learner: ppo (behaviour-clones the fallback's probes, then learns
+    /// on-policy) or ddpg (the paper's; TL, TL+ and scratch always are)
+    #[arg(long, value_enum, default_value_t = BaseLearnerArg::Ppo)]
     base_learner: BaseLearnerArg,
     #[command(flatten)]
     task: super::MetaTaskArgs,
