@@ -66,10 +66,10 @@ pub struct Fig8Config {
     pub pool: PoolSpec,
     /// AWARE's base learner: PPO (`pool.ppo`, the default) or DDPG (the paper's, and the
     /// algorithm of TL, TL+ and scratch, which stay DDPG either way, so the bar r* is the same).
-    /// Measured with `fig8 --quick` on seeds 1–8, `tl_over_aware` with PPO / with DDPG: 4.48 /
-    /// 2.33, 1.73 / 1.37, 2.86 / 1.06, 2.02 / 2.84, 1.77 / 0.79, 1.87 / 1.28, 3.97 / 1.39,
-    /// 2.62 / 1.29; PPO's utilisation deficit is below TL's on 7 seeds of 8 (DDPG's on 1), its
-    /// SLO violations at most TL's on 5 (DDPG's on 7).
+    /// Measured with `fig8 --quick` on seeds 1–8, `tl_over_aware` with PPO / with DDPG: 2.33 /
+    /// 2.33, 6.06 / 1.37, 2.35 / 1.06, 6.56 / 2.84, 1.43 / 0.79, 5.11 / 1.28, 3.12 / 1.39,
+    /// 2.29 / 1.29; PPO's utilisation deficit is below TL's on 7 seeds of 8 (DDPG's on 1), its
+    /// SLO violations at most TL's on 7 (DDPG's on 7).
     pub base_learner: BaseLearnerKind,
 }
 
