@@ -31,6 +31,10 @@ pub enum AgentError {
     /// A NaN or infinite observation: never fed to a network.
     #[error("observation {0}")]
     BadObservation(String),
+    /// A request the agent cannot carry out as asked (a setting out of range, an action its
+    /// space does not have).
+    #[error("{0}")]
+    Invalid(String),
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
 }

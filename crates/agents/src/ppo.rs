@@ -261,6 +261,14 @@ pub struct Ppo {
     return_stats: RunningVariance,
 }
 
+/// Shifts and scales `values` to mean 0 and standard deviation 1 (as PPO's advantages are).
+fn standardise(values: &mut [f32]) {
+    let n = values.len().max(1) as f32;
+    let mean = values.iter().sum::<f32>() / n;
+    let std = (values.iter().map(|a| (a - mean).powi(2)).sum::<f32>() / n).sqrt();
+    values.iter_mut().for_each(|a| *a = (*a - mean) / (std + 1e-8));
+}
+
 /// Welford's running mean and variance.
 #[derive(Debug, Clone, Copy, Default)]
 struct RunningVariance {
@@ -330,25 +338,48 @@ impl Ppo {
             )));
         }
         self.net = weights;
-        self.acting = self.net.valid();
-        self.frozen = std::sync::OnceLock::new();
+        self.refresh_acting();
         Ok(())
     }
 
     /// Sets the Gaussian policy's σ to `sigma` in every dimension (it stays a learned
-    /// parameter): how widely it explores from here on. Refused for a discrete policy and for
-    /// a σ that is not a positive finite number.
+    /// parameter, a new one: Adam's moments for it start afresh): how widely it explores from
+    /// here on. Like [`Ppo::imitate`] it changes the policy, so any partial rollout and any
+    /// action awaiting its outcome (sampled by the old policy) are discarded. Refused for a
+    /// discrete policy and for a σ that is not a positive finite number.
     pub fn set_exploration_std(&mut self, sigma: f32) -> Result<(), AgentError> {
         if !(sigma.is_finite() && sigma > 0.0) {
-            return Err(AgentError::BadObservation(format!("σ {sigma} is not a positive number")));
+            return Err(AgentError::Invalid(format!("exploration σ {sigma} is not a positive number")));
         }
         let PpoActions::Continuous(d) = self.actions else {
-            return Err(AgentError::BadObservation("a discrete policy has no σ".into()));
+            return Err(AgentError::Invalid("a discrete PPO policy has no exploration σ".into()));
         };
         let device = self.device.clone();
         self.net.log_std = Some(Param::from_tensor(Tensor::<1>::full([d], sigma.ln(), &device)));
+        self.policy_changed();
+        Ok(())
+    }
+
+    /// The acting copy (and its fused serving form) follow the trained network.
+    fn refresh_acting(&mut self) {
         self.acting = self.net.valid();
         self.frozen = std::sync::OnceLock::new();
+    }
+
+    /// The policy was changed outside an update: what the old one sampled is not learned from.
+    fn policy_changed(&mut self) {
+        self.refresh_acting();
+        self.pending.clear();
+        self.rollouts.clear();
+    }
+
+    /// Refuses discrete actions that are not indices of the policy's actions.
+    fn check_actions(&self, actions: &[f32]) -> Result<(), AgentError> {
+        if let PpoActions::Discrete(k) = self.actions
+            && let Some(bad) = actions.iter().find(|a| !(a.fract() == 0.0 && **a >= 0.0 && (**a as usize) < k))
+        {
+            return Err(AgentError::Invalid(format!("action {bad} is not one of the {k} discrete actions")));
+        }
         Ok(())
     }
 
@@ -570,16 +601,13 @@ impl Ppo {
     /// configured learning rate, so PPO starts from what that policy (a rule-based fallback)
     /// does. Continuous: the Gaussian mean regresses on the actions (clipped into the box) by
     /// squared error, σ left as it is so that the policy still explores; discrete: the
-    /// log-likelihood of the actions taken. The critic is not touched. Returns the last epoch's
-    /// mean loss.
+    /// log-likelihood of the actions taken. The critic is not touched. Any partial rollout and
+    /// any action awaiting its outcome (sampled by the policy before) are discarded. Returns the
+    /// last epoch's mean loss.
     pub fn imitate(&mut self, states: &[f32], actions: &[f32], n: usize, epochs: usize) -> Result<f32, AgentError> {
         check_batch(states, n, self.state_dim)?;
         check_batch(actions, n, self.actions.stored())?;
-        if let PpoActions::Discrete(k) = self.actions
-            && let Some(bad) = actions.iter().find(|a| !(a.fract() == 0.0 && **a >= 0.0 && (**a as usize) < k))
-        {
-            return Err(AgentError::BadObservation(format!("action {bad} is not one of the {k} discrete actions")));
-        }
+        self.check_actions(actions)?;
         let width = self.actions.stored();
         let mut order: Vec<usize> = (0..n).collect();
         let mut last = f32::NAN;
@@ -608,8 +636,7 @@ impl Ppo {
             }
             last = total / batches.max(1) as f32;
         }
-        self.acting = self.net.valid();
-        self.frozen = std::sync::OnceLock::new();
+        self.policy_changed();
         Ok(last)
     }
 
@@ -628,8 +655,9 @@ impl Ppo {
         check_batch(&b.states, b.size, self.state_dim)?;
         check_batch(&b.next_states, b.size, self.state_dim)?;
         check_batch(&b.actions, b.size, self.actions.stored())?;
+        self.check_actions(&b.actions)?;
         if b.rewards.len() != b.size || b.terminals.len() != b.size {
-            return Err(AgentError::BadObservation(format!(
+            return Err(AgentError::Invalid(format!(
                 "{} rewards and {} terminal flags for a batch of {}",
                 b.rewards.len(),
                 b.terminals.len(),
@@ -652,10 +680,7 @@ impl Ppo {
         let y: Vec<f32> =
             (0..b.size).map(|i| b.rewards[i] * scale + self.config.gamma * (1.0 - b.terminals[i]) * next[i]).collect();
         let mut advantages: Vec<f32> = y.iter().zip(&now).map(|(y, v)| y - v).collect();
-        let n = advantages.len().max(1) as f32;
-        let mean = advantages.iter().sum::<f32>() / n;
-        let std = (advantages.iter().map(|a| (a - mean).powi(2)).sum::<f32>() / n).sqrt();
-        advantages.iter_mut().for_each(|a| *a = (*a - mean) / (std + 1e-8));
+        standardise(&mut advantages);
         (y, advantages)
     }
 
@@ -694,11 +719,7 @@ impl Ppo {
         }
         // Normalised over the whole rollout: minibatches of 10 are too small to normalise alone.
         let n = advantages.len();
-        let mean = advantages.iter().sum::<f32>() / n as f32;
-        let std = (advantages.iter().map(|a| (a - mean).powi(2)).sum::<f32>() / n as f32).sqrt();
-        for a in &mut advantages {
-            *a = (*a - mean) / (std + 1e-8);
-        }
+        standardise(&mut advantages);
         let width = self.actions.stored();
         let mut order: Vec<usize> = (0..n).collect();
         let mut totals = PpoStats::default();
@@ -740,8 +761,7 @@ impl Ppo {
             entropy: totals.entropy / k,
             clip_fraction: totals.clip_fraction / k,
         };
-        self.acting = self.net.valid();
-        self.frozen = std::sync::OnceLock::new();
+        self.refresh_acting();
         self.updates += 1;
         self.last = Some(stats);
         stats

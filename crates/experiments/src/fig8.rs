@@ -242,10 +242,7 @@ impl<A: BaseLearner> Adapting for MetaDriver<A> {
     /// An on-policy base learner (PPO) behaviour-clones the new apps' probes, as it did the
     /// pool's; DDPG has them in its replay.
     fn probes_done(&mut self) -> Result<(), ExperimentError> {
-        if !self.agent.learns_off_policy() {
-            self.imitate_recent()?;
-        }
-        Ok(())
+        Ok(MetaDriver::probes_done(self)?)
     }
 }
 

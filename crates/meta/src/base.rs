@@ -31,9 +31,10 @@ pub trait BaseLearner: Agent {
     /// already (DDPG's TD3+BC term keeps it near them) and does nothing here.
     fn imitate(&mut self, states: &[f32], actions: &[f32], n: usize) -> Result<(), AgentError>;
 
-    /// The exploration it adapts to a new app with: DDPG's noise σ, PPO's Gaussian σ (which it
-    /// goes on learning).
-    fn set_exploration(&mut self, sigma: f32);
+    /// The exploration it adapts to a new app with: DDPG's noise σ (0: none), PPO's Gaussian σ
+    /// (which it goes on learning; it must be positive). Refused when it is not a number it
+    /// can take.
+    fn set_exploration(&mut self, sigma: f32) -> Result<(), AgentError>;
 }
 
 /// Passes over the fallback's probe transitions when a PPO base learner behaviour-clones them
@@ -69,8 +70,12 @@ impl BaseLearner for Ddpg {
         Ok(())
     }
 
-    fn set_exploration(&mut self, sigma: f32) {
+    fn set_exploration(&mut self, sigma: f32) -> Result<(), AgentError> {
+        if !(sigma.is_finite() && sigma >= 0.0) {
+            return Err(AgentError::Invalid(format!("exploration σ {sigma} is not a non-negative number")));
+        }
         self.config.noise_sigma = sigma;
+        Ok(())
     }
 }
 
@@ -90,14 +95,12 @@ impl BaseLearner for Ppo {
     /// read in the continuous action box.
     fn act_rows(&mut self, states: &[f32], n: usize, explore: bool) -> Result<Vec<Vec<f32>>, AgentError> {
         if !matches!(self.action_space(), aware_core::Space::Box { .. }) {
-            return Err(AgentError::BadObservation(
+            return Err(AgentError::Invalid(
                 "a meta-learner's base learner acts in a continuous action box; this PPO policy is discrete".into(),
             ));
         }
         let width = Ppo::state_dim(self);
-        if states.len() != n * width {
-            return Err(AgentError::BadObservation(format!("{} state values for {n} rows of {width}", states.len())));
-        }
+        aware_agents::check_batch(states, n, width)?;
         let rows: Vec<Vec<f32>> = states.chunks(width).map(<[f32]>::to_vec).collect();
         self.act(&rows, explore)
     }
@@ -116,9 +119,9 @@ impl BaseLearner for Ppo {
         Ppo::imitate(self, states, actions, n, IMITATION_EPOCHS).map(|_| ())
     }
 
-    /// Its Gaussian's σ ([`Ppo::set_exploration_std`]; a σ it cannot take leaves it as it is).
-    fn set_exploration(&mut self, sigma: f32) {
-        let _ = self.set_exploration_std(sigma);
+    /// Its Gaussian's σ ([`Ppo::set_exploration_std`]).
+    fn set_exploration(&mut self, sigma: f32) -> Result<(), AgentError> {
+        self.set_exploration_std(sigma)
     }
 }
 
@@ -141,7 +144,10 @@ mod tests {
         assert_eq!((BaseLearner::action_dim(&ppo), BaseLearner::state_dim(&ppo)), (2, 3));
         assert!(ddpg.learns_off_policy() && !ppo.learns_off_policy());
         let err = ppo.act_rows(&rows[..5], 2, true).unwrap_err().to_string();
-        assert!(err.contains("5 state values for 2 rows of 3"), "{err}");
+        assert!(err.contains("5 values, 2 × 3 expected"), "{err}");
+        assert!(ddpg.set_exploration(0.0).is_ok() && ddpg.set_exploration(-0.1).is_err());
+        assert!(ppo.set_exploration(0.05).is_ok() && ppo.set_exploration(0.0).is_err());
+        assert!(ppo.set_exploration(f32::NAN).is_err());
         let mut discrete = Ppo::new(3, PpoActions::Discrete(7), PpoConfig::default(), 1);
         let err = discrete.act_rows(&rows, 2, true).unwrap_err().to_string();
         assert!(err.contains("discrete"), "{err}");

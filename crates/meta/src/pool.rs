@@ -63,7 +63,7 @@ pub struct PoolSpec {
     /// 1,086 / 1,562 / 548 against 450 / 96 / 2 at 0.05, with the same episodes to convergence).
     /// A PPO base learner's Gaussian σ is set to it for adaptation (it trains on the pool with
     /// its own, from e^−0.5 ≈ 0.61): left at its pool value it took fig8 `--quick` seeds 1 and 5
-    /// from 4.48 and 1.77 to 0.92 and 0.79 in `tl_over_aware`, the behaviour-cloned policy
+    /// from 4.48 and 1.77 to 0.92 and 0.79 in `tl_over_aware` (at 20 cloning passes), the behaviour-cloned policy
     /// drifting away from the bar within a few episodes, with 1,612 and 1,826 violations.
     pub adapt_noise_sigma: f32,
     /// Standardise the meta-learner's input on the pool's probe episodes (fitted once, after
@@ -190,7 +190,7 @@ pub fn prepare_adaptation<A: BaseLearner>(
     driver.meta.set_learning(false);
     driver.learn = true;
     driver.explore = true;
-    driver.agent.set_exploration(spec.adapt_noise_sigma);
+    driver.agent.set_exploration(spec.adapt_noise_sigma)?;
     driver.embed_own_episodes = false;
     Ok(())
 }
@@ -227,8 +227,8 @@ pub fn run_episodes<A: BaseLearner>(
             driver.meta.set_learning(true);
             driver.fit_normaliser()?;
         }
-        if episode + 1 == spec.probes && driver.learn && !driver.agent.learns_off_policy() {
-            driver.imitate_recent()?;
+        if episode + 1 == spec.probes {
+            driver.probes_done()?;
         }
         let row = PoolEpisode {
             episode,

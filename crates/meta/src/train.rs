@@ -74,7 +74,9 @@ pub struct MetaDriver<A: BaseLearner = Ddpg> {
     pub config: MetaTrainConfig,
     /// Explore (training) or act greedily (evaluation).
     pub explore: bool,
-    /// The base learner learns from the transitions.
+    /// The base learner learns from the transitions (an on-policy one only from actions it
+    /// sampled while exploring: with `explore` off it learns nothing, while the meta-learner's
+    /// steps still run).
     pub learn: bool,
     /// Probe instead of acting: the fallback's choices (see [`MetaDriver::with_fallback`]), or
     /// uniform random actions without one; a behaviour that is the same in meta-training and at
@@ -216,16 +218,23 @@ impl<A: BaseLearner> MetaDriver<A> {
         self.refresh_embeddings()
     }
 
+    /// The probe episodes are over: a learning base learner that cannot learn from them in its
+    /// updates (on-policy: PPO) starts from them now ([`MetaDriver::imitate_recent`]); DDPG
+    /// already learns from them through its replay.
+    pub fn probes_done(&mut self) -> Result<(), MetaError> {
+        if self.learn && !self.agent.learns_off_policy() {
+            self.imitate_recent()?;
+        }
+        Ok(())
+    }
+
     /// Hands the base learner every app's recent transitions (right after the probes: the
-    /// fallback's), each state conditioned on the app's embedding, to start from what the
-    /// fallback did ([`BaseLearner::imitate`]; DDPG already learns from them through its
-    /// replay). Apps without an embedding yet are left out.
-    pub fn imitate_recent(&mut self) -> Result<(), MetaError> {
+    /// fallback's), each state conditioned on the app's embedding as the app acts with it
+    /// (zeros without one), to start from what the fallback did ([`BaseLearner::imitate`]).
+    /// Returns how many transitions it was given.
+    pub fn imitate_recent(&mut self) -> Result<usize, MetaError> {
         let (mut states, mut actions, mut n) = (Vec::new(), Vec::new(), 0);
         for app in 0..self.apps.len() {
-            if self.embedding(app).is_none() {
-                continue;
-            }
             for x in &self.apps[app].recent {
                 states.extend(self.conditioned(app, &x.state));
                 actions.extend_from_slice(&x.action);
@@ -235,7 +244,7 @@ impl<A: BaseLearner> MetaDriver<A> {
         if n > 0 {
             self.agent.imitate(&states, &actions, n)?;
         }
-        Ok(())
+        Ok(n)
     }
 
     /// One end-to-end meta-learner step over a random batch of apps with embeddings and data.
