@@ -261,6 +261,11 @@ pub struct Ppo {
     return_stats: RunningVariance,
 }
 
+/// Rows `rows` of the row-major `src` (`width` values each), in that order: a minibatch.
+fn gather_rows(src: &[f32], rows: &[usize], width: usize) -> Vec<f32> {
+    rows.iter().flat_map(|&i| src[i * width..(i + 1) * width].iter().copied()).collect()
+}
+
 /// Shifts and scales `values` to mean 0 and standard deviation 1 (as PPO's advantages are).
 fn standardise(values: &mut [f32]) {
     let n = values.len().max(1) as f32;
@@ -415,7 +420,7 @@ impl Ppo {
     /// update's entropy as a fraction of the uniform policy's (discrete; 1 before any update).
     pub fn exploration(&self) -> f32 {
         match self.actions {
-            PpoActions::Continuous(d) => self.acting.log_std_values().iter().map(|l| l.exp()).sum::<f32>() / d as f32,
+            PpoActions::Continuous(d) => self.exploration_std().iter().sum::<f32>() / d as f32,
             PpoActions::Discrete(n) => self.last.map_or(1.0, |s| s.entropy / (n as f32).ln()),
         }
     }
@@ -617,9 +622,7 @@ impl Ppo {
             let (mut total, mut batches) = (0.0, 0);
             for chunk in order.chunks(64) {
                 let m = chunk.len();
-                let gather = |src: &[f32], w: usize| -> Vec<f32> {
-                    chunk.iter().flat_map(|&i| src[i * w..(i + 1) * w].iter().copied()).collect()
-                };
+                let gather = |src: &[f32], w: usize| gather_rows(src, chunk, w);
                 let s = matrix(&gather(states, self.state_dim), m, self.state_dim, d);
                 let a = gather(actions, width);
                 let loss = match self.actions {
@@ -729,9 +732,7 @@ impl Ppo {
             order.shuffle(&mut self.rng);
             for chunk in order.chunks(c.minibatch_size.max(1)) {
                 let m = chunk.len();
-                let gather = |src: &[f32], w: usize| -> Vec<f32> {
-                    chunk.iter().flat_map(|&i| src[i * w..(i + 1) * w].iter().copied()).collect()
-                };
+                let gather = |src: &[f32], w: usize| gather_rows(src, chunk, w);
                 let s = matrix(&gather(&states, self.state_dim), m, self.state_dim, d);
                 let (log_p, entropy) = self.net.evaluate(s.clone(), &gather(&actions, width), self.actions);
                 let old = matrix(&gather(&old_log_p, 1), m, 1, d);
