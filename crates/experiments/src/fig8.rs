@@ -8,8 +8,9 @@
 //!   the first `probes` episodes, the embeddings are read from them, then the base learner acts
 //!   and keeps training on every unseen app at once. The base learner is PPO by default
 //!   ([`BaseLearnerKind`]): it behaviour-clones the fallback's probes (the pool's, then each new
-//!   app's), then learns on-policy with σ `adapt_noise_sigma` while it adapts. DDPG (AWARE's,
-//!   TD3+BC from its replay) is the other choice;
+//!   app's), then learns on-policy with σ `adapt_noise_sigma` while it adapts, its updates
+//!   anchored to those probes (`aware_meta::base::ANCHOR_WEIGHT`). DDPG (AWARE's, TD3+BC from
+//!   its replay) is the other choice;
 //! - `tl`: transfer learning as FIRM does it: a DDPG agent trained on one pool app, its parameters
 //!   copied to a fresh agent per unseen app, which then fine-tunes on its app;
 //! - `tl+`: `tl` with TL+'s two state features ([`TlPlusFeatures`]: an ARIMA load forecast and a

@@ -95,6 +95,8 @@ pub struct OodApp {
     /// The app's mean request rate and peak replica need (what embeddings follow most).
     pub mean_rps: f64,
     pub peak_replicas: u32,
+    /// The embedding the detector scored.
+    pub embedding: Vec<f32>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -207,6 +209,7 @@ pub fn ood(config: &OodConfig, progress: &dyn Progress) -> Result<OodReport, Exp
                 flagged: is_flagged,
                 mean_rps: spec.mean_rps,
                 peak_replicas: spec.peak_replicas,
+                embedding: e.clone(),
             });
         }
         let rate = flagged as f64 / workload.apps.len() as f64;

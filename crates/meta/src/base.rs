@@ -44,6 +44,15 @@ pub trait BaseLearner: Agent {
 /// at most TL's on 6; at 100 (final squared error 0.0004–0.0009) on 4 and 8.
 pub const IMITATION_EPOCHS: usize = 100;
 
+/// Weight of the behaviour anchor a PPO base learner keeps on the fallback's probes it cloned
+/// (DAPG's augmented loss, [`Ppo::set_behaviour_anchor`]; the on-policy counterpart of the
+/// DDPG base learner's TD3+BC term). Without it a cloned policy that started an unseen app at
+/// or above the bar drifted off it while adapting (`aware experiment fig8 --quick`, seed 9:
+/// 59.3 against r* 54.9 at first, then −10.9 and 43–57). Measured on fig8 `--quick`, seeds
+/// 1–10: at weight 0.3 and 1 the whole fig8 goal held on six seeds (on four without the
+/// anchor), and at 1 AWARE had fewer SLO violations than at 0.3 on nine seeds of ten.
+pub const ANCHOR_WEIGHT: f32 = 1.0;
+
 impl BaseLearner for Ddpg {
     fn state_dim(&self) -> usize {
         Ddpg::state_dim(self)
@@ -114,9 +123,11 @@ impl BaseLearner for Ppo {
         false
     }
 
-    /// Behaviour cloning ([`Ppo::imitate`], [`IMITATION_EPOCHS`] passes).
+    /// Behaviour cloning ([`Ppo::imitate`], [`IMITATION_EPOCHS`] passes), then the same
+    /// demonstrations anchor its updates ([`Ppo::set_behaviour_anchor`], [`ANCHOR_WEIGHT`]).
     fn imitate(&mut self, states: &[f32], actions: &[f32], n: usize) -> Result<(), AgentError> {
-        Ppo::imitate(self, states, actions, n, IMITATION_EPOCHS).map(|_| ())
+        Ppo::imitate(self, states, actions, n, IMITATION_EPOCHS)?;
+        self.set_behaviour_anchor(states, actions, n, ANCHOR_WEIGHT)
     }
 
     /// Its Gaussian's σ ([`Ppo::set_exploration_std`]).
