@@ -345,7 +345,7 @@ impl Ppo {
     }
 
     /// Replaces the policy and critic with `weights` (of the same shapes), keeping the
-    /// optimiser, rollouts and reward statistics.
+    /// optimiser, rollouts, reward statistics and any behaviour anchor.
     pub fn set_weights(&mut self, weights: PolicyValue) -> Result<(), AgentError> {
         if weights.parameters().len() != self.net.parameters().len() {
             return Err(AgentError::BadObservation(format!(
@@ -665,8 +665,11 @@ impl Ppo {
     /// gradient ((a − μ)/σ² per unit of advantage) and leaves exploration to PPO: where the
     /// (standardised) advantages point away from the demonstrations the mean settles of the
     /// order of σ/w from them (the test's one-step problem: 0.19 and 0.019 at σ 0.1 and weights
-    /// 0.3 and 3, 0.80 unanchored). Replaces any anchor set before; weight 0 removes it. Not
-    /// kept in checkpoints.
+    /// 0.3 and 3, 0.80 unanchored). The pull grows as σ shrinks: the same weight holds a policy
+    /// exploring with σ 0.05 about twelve times closer than one with σ e^−0.5. Demonstrations
+    /// at the edge of the box (±1) draw the tanh mean towards saturation, as behaviour cloning
+    /// does. Replaces any anchor set before; weight 0 (or no demonstrations) removes it. Not
+    /// kept in checkpoints; kept through [`Ppo::set_weights`].
     pub fn set_behaviour_anchor(
         &mut self,
         states: &[f32],
@@ -1135,6 +1138,7 @@ mod tests {
             let mut ppo = Ppo::new(1, PpoActions::Continuous(1), config, 7);
             ppo.imitate(&states, &demonstrations, n, 30).unwrap();
             ppo.set_exploration_std(0.1).unwrap();
+            let cloned = ppo.greedy_batch(&states, n).unwrap().iter().sum::<f32>() / n as f32;
             ppo.set_behaviour_anchor(&states, &demonstrations, n, weight).unwrap();
             assert_eq!(ppo.behaviour_anchor_weight(), weight);
             let mut rng = Pcg64Mcg::seed_from_u64(11);
@@ -1146,12 +1150,23 @@ mod tests {
                 ppo.observe(0, &e, false).unwrap();
             }
             let greedy = ppo.greedy_batch(&states, n).unwrap();
-            greedy.iter().sum::<f32>() / n as f32
+            greedy.iter().sum::<f32>() / n as f32 - cloned
         };
+        // How far the mean action moved from the cloned policy's.
         let (free, light, heavy) = (train(0.0), train(0.3), train(3.0));
-        assert!(free > 0.4, "unanchored mean action {free}");
-        assert!(heavy < light && light < free, "mean action: free {free}, weight 0.3 {light}, weight 3 {heavy}");
-        assert!(heavy < 0.5 * free && heavy > 0.005, "weight 3: {heavy} (free {free})");
+        assert!(free > 0.4, "unanchored: moved {free}");
+        assert!(heavy < light && light < free, "moved: free {free}, weight 0.3 {light}, weight 3 {heavy}");
+        assert!(heavy < 0.5 * free && heavy > 0.005, "weight 3: moved {heavy} (free {free})");
+        // σ is held in the anchor's term: its gradient reaches the policy's weights, not log σ.
+        let mut ppo = Ppo::new(1, PpoActions::Continuous(1), PpoConfig::default(), 7);
+        ppo.set_exploration_std(0.1).unwrap();
+        ppo.set_behaviour_anchor(&states, &vec![0.5; n], n, 1.0).unwrap();
+        let grads = ppo.anchor_loss(16).expect("an anchor is set").backward();
+        let log_std = ppo.net.log_std.as_ref().unwrap().val().grad(&grads);
+        let log_std: Vec<f32> = log_std.map(|g| g.into_data().try_to_vec().unwrap()).unwrap_or_default();
+        assert!(log_std.iter().all(|g| *g == 0.0), "log σ took a gradient: {log_std:?}");
+        let policy = GradientsParams::from_grads(grads, &ppo.net);
+        assert!(!policy.is_empty(), "the policy's weights take the anchor's gradient");
         let mut ppo = Ppo::new(1, PpoActions::Continuous(1), PpoConfig::default(), 7);
         assert!(ppo.set_behaviour_anchor(&states, &demonstrations, n, -1.0).is_err());
         assert!(ppo.set_behaviour_anchor(&states, &demonstrations, n, f32::NAN).is_err());

@@ -27,8 +27,9 @@ pub trait BaseLearner: Agent {
     fn learns_off_policy(&self) -> bool;
 
     /// Starts from what the fallback did: `actions` it took in `states` (`n` rows each). An
-    /// on-policy learner behaviour-clones them; an off-policy one has them in its replay
-    /// already (DDPG's TD3+BC term keeps it near them) and does nothing here.
+    /// on-policy learner behaviour-clones them and keeps them as an anchor for its later
+    /// updates (PPO: [`ANCHOR_WEIGHT`]); an off-policy one has them in its replay already
+    /// (DDPG's TD3+BC term keeps it near them) and does nothing here.
     fn imitate(&mut self, states: &[f32], actions: &[f32], n: usize) -> Result<(), AgentError>;
 
     /// The exploration it adapts to a new app with: DDPG's noise σ (0: none), PPO's Gaussian σ
@@ -51,6 +52,10 @@ pub const IMITATION_EPOCHS: usize = 100;
 /// 59.3 against r* 54.9 at first, then −10.9 and 43–57). Measured on fig8 `--quick`, seeds
 /// 1–10: at weight 0.3 and 1 the whole fig8 goal held on six seeds (on four without the
 /// anchor), and at 1 AWARE had fewer SLO violations than at 0.3 on nine seeds of ten.
+/// In pool training the anchor is set once, after the pool's probes, on their states with the
+/// embeddings of that moment; the meta-learner goes on training, so those inputs grow stale
+/// (the anchor then pulls on slightly different embeddings than the policy is given). At
+/// adaptation the meta-learner is frozen and the anchor is replaced by each new app's probes.
 pub const ANCHOR_WEIGHT: f32 = 1.0;
 
 impl BaseLearner for Ddpg {
