@@ -27,10 +27,11 @@ pub trait BaseLearner: Agent {
     fn learns_off_policy(&self) -> bool;
 
     /// Starts from what the fallback did: `actions` it took in `states` (`n` rows each). An
-    /// on-policy learner behaviour-clones them and keeps them as an anchor for its later
-    /// updates (PPO: [`ANCHOR_WEIGHT`]); an off-policy one has them in its replay already
-    /// (DDPG's TD3+BC term keeps it near them) and does nothing here.
-    fn imitate(&mut self, states: &[f32], actions: &[f32], n: usize) -> Result<(), AgentError>;
+    /// on-policy learner behaviour-clones them and, with `anchor`, keeps them as an anchor for
+    /// its later updates in place of any before (PPO: [`ANCHOR_WEIGHT`]; without `anchor` it
+    /// drops any it had); an off-policy one has them in its replay already (DDPG's TD3+BC term
+    /// keeps it near them) and does nothing here.
+    fn imitate(&mut self, states: &[f32], actions: &[f32], n: usize, anchor: bool) -> Result<(), AgentError>;
 
     /// The exploration it adapts to a new app with: DDPG's noise σ (0: none), PPO's Gaussian σ
     /// (which it goes on learning; it must be positive). Refused when it is not a number it
@@ -51,11 +52,11 @@ pub const IMITATION_EPOCHS: usize = 100;
 /// or above the bar drifted off it while adapting (`aware experiment fig8 --quick`, seed 9:
 /// 59.3 against r* 54.9 at first, then −10.9 and 43–57). Measured on fig8 `--quick`, seeds
 /// 1–10: at weight 0.3 and 1 the whole fig8 goal held on six seeds (on four without the
-/// anchor), and at 1 AWARE had fewer SLO violations than at 0.3 on nine seeds of ten.
-/// In pool training the anchor is set once, after the pool's probes, on their states with the
-/// embeddings of that moment; the meta-learner goes on training, so those inputs grow stale
-/// (the anchor then pulls on slightly different embeddings than the policy is given). At
-/// adaptation the meta-learner is frozen and the anchor is replaced by each new app's probes.
+/// anchor), and at 1 AWARE had fewer SLO violations than at 0.3 on nine seeds of ten. The
+/// anchor is set only while the meta-learner is frozen ([`crate::MetaDriver::imitate_recent`]):
+/// its states carry the embeddings of the moment it is set, which in pool training go on
+/// moving. Anchoring in pool training as well (seeds 1–14) reached the whole goal on 6 seeds
+/// against 8 for adaptation alone, with more SLO violations on 10 of 14.
 pub const ANCHOR_WEIGHT: f32 = 1.0;
 
 impl BaseLearner for Ddpg {
@@ -80,7 +81,7 @@ impl BaseLearner for Ddpg {
         true
     }
 
-    fn imitate(&mut self, _states: &[f32], _actions: &[f32], _n: usize) -> Result<(), AgentError> {
+    fn imitate(&mut self, _states: &[f32], _actions: &[f32], _n: usize, _anchor: bool) -> Result<(), AgentError> {
         Ok(())
     }
 
@@ -128,11 +129,13 @@ impl BaseLearner for Ppo {
         false
     }
 
-    /// Behaviour cloning ([`Ppo::imitate`], [`IMITATION_EPOCHS`] passes), then the same
-    /// demonstrations anchor its updates ([`Ppo::set_behaviour_anchor`], [`ANCHOR_WEIGHT`]).
-    fn imitate(&mut self, states: &[f32], actions: &[f32], n: usize) -> Result<(), AgentError> {
+    /// Behaviour cloning ([`Ppo::imitate`], [`IMITATION_EPOCHS`] passes), then, with
+    /// `anchor`, the same demonstrations anchor its updates ([`Ppo::set_behaviour_anchor`],
+    /// [`ANCHOR_WEIGHT`]).
+    fn imitate(&mut self, states: &[f32], actions: &[f32], n: usize, anchor: bool) -> Result<(), AgentError> {
         Ppo::imitate(self, states, actions, n, IMITATION_EPOCHS)?;
-        self.set_behaviour_anchor(states, actions, n, ANCHOR_WEIGHT)
+        let weight = if anchor { ANCHOR_WEIGHT } else { 0.0 };
+        self.set_behaviour_anchor(states, actions, n, weight)
     }
 
     /// Its Gaussian's σ ([`Ppo::set_exploration_std`]).

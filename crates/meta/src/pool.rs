@@ -282,4 +282,25 @@ mod tests {
         assert!(driver.agent.updates() > agent_updates, "the base learner keeps learning");
         assert!((0..3).all(|i| driver.embedding(i).is_some()) && driver.embedding(3).is_none());
     }
+
+    /// A PPO base learner clones the pool's probes without an anchor (the meta-learner is
+    /// learning, so the embeddings in those states move), and each new app's probes with one
+    /// (the meta-learner frozen).
+    #[test]
+    fn a_ppo_base_learner_is_anchored_to_the_probes_only_while_the_meta_learner_is_frozen() {
+        let workload =
+            Workload::load(&WorkloadSpec { apps: 4, seed: 5, steps: 40, ..WorkloadSpec::default() }).unwrap();
+        let mut pool = PoolSpec::new(2, 1, 20, 5);
+        pool.meta = MetaConfig { hidden: 16, fc: 16, embedding: 8, ..pool.meta };
+        let agent = ppo_base_learner(&pool);
+        let (mut driver, _) = train_pool_with(agent, &workload, &pool, &aware_lab::progress::Silent).unwrap();
+        assert_eq!(driver.agent.behaviour_anchor_weight(), 0.0, "no anchor from the pool's probes");
+        let unseen = Workload::load(&WorkloadSpec { apps: 2, seed: 98, steps: 40, ..WorkloadSpec::default() }).unwrap();
+        adapt(&mut driver, &unseen, &pool, &aware_lab::progress::Silent).unwrap();
+        assert_eq!(
+            driver.agent.behaviour_anchor_weight(),
+            crate::base::ANCHOR_WEIGHT,
+            "anchored to the new apps' probes"
+        );
+    }
 }

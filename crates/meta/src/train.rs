@@ -231,7 +231,9 @@ impl<A: BaseLearner> MetaDriver<A> {
     /// Hands the base learner every app's recent transitions (right after the probes: the
     /// fallback's), each state conditioned on the app's embedding as the app acts with it
     /// (zeros without one), to start from what the fallback did ([`BaseLearner::imitate`]).
-    /// Returns how many transitions it was given.
+    /// They anchor its later updates only while the meta-learner is frozen (adaptation): while
+    /// it learns, the embeddings in those states go on moving. Returns how many transitions it
+    /// was given.
     pub fn imitate_recent(&mut self) -> Result<usize, MetaError> {
         let (mut states, mut actions, mut n) = (Vec::new(), Vec::new(), 0);
         for app in 0..self.apps.len() {
@@ -242,7 +244,8 @@ impl<A: BaseLearner> MetaDriver<A> {
             }
         }
         if n > 0 {
-            self.agent.imitate(&states, &actions, n)?;
+            let anchor = !self.meta.is_learning();
+            self.agent.imitate(&states, &actions, n, anchor)?;
         }
         Ok(n)
     }
