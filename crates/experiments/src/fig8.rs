@@ -9,8 +9,8 @@
 //!   and keeps training on every unseen app at once. The base learner is PPO by default
 //!   ([`BaseLearnerKind`]): it behaviour-clones the fallback's probes (the pool's, then each new
 //!   app's), then learns on-policy with σ `adapt_noise_sigma` while it adapts, its updates
-//!   anchored to those probes (`aware_meta::base::ANCHOR_WEIGHT`). DDPG (AWARE's, TD3+BC from
-//!   its replay) is the other choice;
+//!   anchored to the new app's probes (`aware_meta::base::ANCHOR_WEIGHT`). DDPG (AWARE's,
+//!   TD3+BC from its replay) is the other choice;
 //! - `tl`: transfer learning as FIRM does it: a DDPG agent trained on one pool app, its parameters
 //!   copied to a fresh agent per unseen app, which then fine-tunes on its app;
 //! - `tl+`: `tl` with TL+'s two state features ([`TlPlusFeatures`]: an ARIMA load forecast and a
@@ -241,7 +241,7 @@ impl<A: BaseLearner> Adapting for MetaDriver<A> {
     }
 
     /// An on-policy base learner (PPO) behaviour-clones the new apps' probes, as it did the
-    /// pool's; DDPG has them in its replay.
+    /// pool's, and is anchored to them while it adapts; DDPG has them in its replay.
     fn probes_done(&mut self) -> Result<(), ExperimentError> {
         Ok(MetaDriver::probes_done(self)?)
     }

@@ -231,7 +231,8 @@ pub struct Fig8Args {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000))]
     apps: Option<u64>,
     /// AWARE's shared base learner: ppo (behaviour-clones the fallback's probes, then learns
-    /// on-policy) or ddpg (the paper's; TL, TL+ and scratch always are)
+    /// on-policy, anchored to a new app's probes while it adapts) or ddpg (the paper's; TL,
+    /// TL+ and scratch always are)
     #[arg(long, value_enum, default_value_t = BaseLearnerArg::Ppo)]
     base_learner: BaseLearnerArg,
     #[command(flatten)]
