@@ -622,9 +622,7 @@ impl Ppo {
     /// any action awaiting its outcome (sampled by the policy before) are discarded. Returns the
     /// last epoch's mean loss.
     pub fn imitate(&mut self, states: &[f32], actions: &[f32], n: usize, epochs: usize) -> Result<f32, AgentError> {
-        check_batch(states, n, self.state_dim)?;
-        check_batch(actions, n, self.actions.stored())?;
-        self.check_actions(actions)?;
+        let actions = self.demonstrated_actions(states, actions, n)?;
         let width = self.actions.stored();
         let mut order: Vec<usize> = (0..n).collect();
         let mut last = f32::NAN;
@@ -636,12 +634,9 @@ impl Ppo {
                 let m = chunk.len();
                 let gather = |src: &[f32], w: usize| gather_rows(src, chunk, w);
                 let s = matrix(&gather(states, self.state_dim), m, self.state_dim, d);
-                let a = gather(actions, width);
+                let a = gather(&actions, width);
                 let loss = match self.actions {
-                    PpoActions::Continuous(k) => {
-                        let target: Vec<f32> = a.iter().map(|x| x.clamp(-1.0, 1.0)).collect();
-                        (self.net.head(s) - matrix(&target, m, k, d)).powf_scalar(2.0).mean()
-                    }
+                    PpoActions::Continuous(k) => (self.net.head(s) - matrix(&a, m, k, d)).powf_scalar(2.0).mean(),
                     PpoActions::Discrete(_) => self.net.evaluate(s, &a, self.actions).0.mean().neg(),
                 };
                 total += values(loss.clone().reshape([1, 1]).detach())[0];
@@ -680,19 +675,22 @@ impl Ppo {
         if !(weight.is_finite() && weight >= 0.0) {
             return Err(AgentError::Invalid(format!("behaviour anchor weight {weight} is not a non-negative number")));
         }
+        let actions = self.demonstrated_actions(states, actions, n)?;
+        self.anchor = (weight > 0.0 && n > 0).then(|| Anchor { states: states.to_vec(), actions, n, weight });
+        Ok(())
+    }
+
+    /// Another policy's `actions` in `states` (`n` rows each) as this one learns from them:
+    /// both checked, continuous actions clipped into the box, discrete ones refused unless
+    /// they are the policy's.
+    fn demonstrated_actions(&self, states: &[f32], actions: &[f32], n: usize) -> Result<Vec<f32>, AgentError> {
         check_batch(states, n, self.state_dim)?;
         check_batch(actions, n, self.actions.stored())?;
         self.check_actions(actions)?;
-        self.anchor = (weight > 0.0 && n > 0).then(|| Anchor {
-            states: states.to_vec(),
-            actions: match self.actions {
-                PpoActions::Continuous(_) => actions.iter().map(|x| x.clamp(-1.0, 1.0)).collect(),
-                PpoActions::Discrete(_) => actions.to_vec(),
-            },
-            n,
-            weight,
-        });
-        Ok(())
+        Ok(match self.actions {
+            PpoActions::Continuous(_) => actions.iter().map(|x| x.clamp(-1.0, 1.0)).collect(),
+            PpoActions::Discrete(_) => actions.to_vec(),
+        })
     }
 
     /// The weight of the behaviour anchor in force (0: none).
