@@ -484,12 +484,26 @@ impl Ppo {
             let greedy = self.greedy_batch(&flat, n)?;
             return Ok(greedy.chunks(self.actions.stored()).map(<[f32]>::to_vec).collect());
         }
-        check_batch(&flat, n, self.state_dim)?;
-        let heads = self.heads(&flat, n);
-        let state_values = values(self.acting.value(matrix(&flat, n, self.state_dim, &Device::default())));
+        let envs: Vec<usize> = (0..n).collect();
+        self.sample_for(&envs, &flat)
+    }
+
+    /// Samples one action for each of `envs` (row `i` of the row-major `states` acts for
+    /// environment `envs[i]`) and remembers it until [`Ppo::observe`] brings that environment's
+    /// outcome: for a caller whose environments do not all act every step (the lifecycle's
+    /// apps, of which only those learning online sample). Environments must be distinct.
+    pub fn sample_for(&mut self, envs: &[usize], states: &[f32]) -> Result<Vec<Vec<f32>>, AgentError> {
+        let n = envs.len();
+        check_batch(states, n, self.state_dim)?;
+        if let Some(i) = (1..n).find(|&i| envs[..i].contains(&envs[i])) {
+            return Err(AgentError::Invalid(format!("environment {} is given twice", envs[i])));
+        }
+        let heads = self.heads(states, n);
+        let state_values = values(self.acting.value(matrix(states, n, self.state_dim, &Device::default())));
         let log_std = self.acting.log_std_values();
-        if self.pending.len() < n {
-            self.pending.resize(n, None);
+        let most = envs.iter().max().map_or(0, |&e| e + 1);
+        if self.pending.len() < most {
+            self.pending.resize(most, None);
         }
         let mut out = Vec::with_capacity(n);
         for (i, head) in heads.chunks(self.actions.width()).enumerate() {
@@ -519,7 +533,7 @@ impl Ppo {
                     (a, log_prob)
                 }
             };
-            self.pending[i] = Some(Pending { action: action.clone(), log_prob, value: state_values[i] });
+            self.pending[envs[i]] = Some(Pending { action: action.clone(), log_prob, value: state_values[i] });
             out.push(action);
         }
         Ok(out)
@@ -576,6 +590,42 @@ impl Ppo {
             return Ok(Some(self.update()));
         }
         Ok(None)
+    }
+
+    /// Whether environment `env` has a sampled action awaiting its outcome.
+    pub fn awaiting(&self, env: usize) -> bool {
+        self.pending.get(env).is_some_and(Option::is_some)
+    }
+
+    /// Ends environment `env`'s rollout chain at its last step, as a step limit does (its return
+    /// bootstraps from the critic's value of the next state), and drops any action awaiting its
+    /// outcome: the environment skipped a step (another controller acted for it), so no
+    /// advantage may reach across the gap. Its steps so far are kept.
+    pub fn cut(&mut self, env: usize) {
+        if let Some(p) = self.pending.get_mut(env) {
+            *p = None;
+        }
+        if let Some(last) = self.rollouts.get_mut(env).and_then(|r| r.last_mut()) {
+            last.truncated = true;
+        }
+        if let Some(g) = self.returns.get_mut(env) {
+            *g = 0.0;
+        }
+    }
+
+    /// Drops environment `env`'s partial rollout and any action awaiting its outcome: it stops
+    /// learning (an application handed to the fallback or to serving), and an update, which
+    /// waits for every environment with steps to hold a full rollout, must not wait for it.
+    pub fn forget(&mut self, env: usize) {
+        if let Some(p) = self.pending.get_mut(env) {
+            *p = None;
+        }
+        if let Some(r) = self.rollouts.get_mut(env) {
+            r.clear();
+        }
+        if let Some(g) = self.returns.get_mut(env) {
+            *g = 0.0;
+        }
     }
 
     /// GAE(λ) advantages and returns for one environment's rollout. The chain is cut at every
@@ -891,6 +941,39 @@ mod tests {
             terminal,
             truncated,
         }
+    }
+
+    /// Sampling for chosen environments records each sample under its environment; a cut ends
+    /// that environment's chain at its last step and keeps its steps, forgetting drops them, and
+    /// neither touches another environment's.
+    #[test]
+    fn samples_are_kept_per_environment_and_cut_or_forgotten_alone() {
+        let mut ppo = Ppo::new(2, PpoActions::Continuous(1), PpoConfig { rollout_steps: 10, ..Default::default() }, 3);
+        let states = [0.1, 0.2, 0.3, 0.4];
+        assert!(ppo.sample_for(&[5, 5], &states).is_err(), "an environment given twice");
+        for _ in 0..3 {
+            let actions = ppo.sample_for(&[2, 5], &states).unwrap();
+            assert!(ppo.awaiting(2) && ppo.awaiting(5) && !ppo.awaiting(0));
+            for (env, (a, s)) in [2, 5].into_iter().zip(actions.iter().zip(states.chunks(2))) {
+                let e = Experience {
+                    state: s.to_vec(),
+                    action: a.clone(),
+                    reward: 1.0,
+                    next_state: s.to_vec(),
+                    terminal: false,
+                };
+                ppo.observe(env, &e, false).unwrap();
+            }
+        }
+        ppo.sample_for(&[2, 5], &states).unwrap();
+        ppo.cut(2);
+        assert!(!ppo.awaiting(2) && ppo.awaiting(5));
+        assert_eq!(ppo.rollouts[2].len(), 3);
+        assert_eq!(ppo.rollouts[2].iter().map(|s| s.truncated).collect::<Vec<_>>(), [false, false, true]);
+        assert!(ppo.rollouts[5].iter().all(|s| !s.truncated));
+        ppo.forget(5);
+        assert!(ppo.rollouts[5].is_empty() && !ppo.awaiting(5));
+        assert_eq!(ppo.rollouts[2].len(), 3);
     }
 
     /// Hand-computed GAE: γ = 0.5, λ = 0.5, three steps with V = 1, 2, 3 and rewards 1, 1, 1.

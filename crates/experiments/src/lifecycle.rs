@@ -21,6 +21,7 @@ use aware_lab::policy::PolicyName;
 use aware_lab::progress::Progress;
 use aware_lab::score::{LatencyHistogram, Summary};
 use aware_lab::workload::{Workload, WorkloadSpec};
+use aware_lifecycle::AgentAlgorithm;
 use aware_lifecycle::converged::{self, Training, TrainingReport};
 use aware_lifecycle::manager::ManagerConfig;
 use aware_lifecycle::run::{Arm, Plan, Variant, run_fallback, run_manager};
@@ -65,6 +66,8 @@ pub struct LifecycleConfig {
     /// looks at). Quick runs use 5, as `aware demo` does: the profile's 20 cannot settle
     /// within them.
     pub reward_window: Option<u32>,
+    /// The learning agent of every learned row.
+    pub agent: AgentAlgorithm,
 }
 
 impl LifecycleConfig {
@@ -78,6 +81,7 @@ impl LifecycleConfig {
             profile: None,
             training: None,
             reward_window: None,
+            agent: AgentAlgorithm::Ddpg,
         }
     }
 
@@ -161,6 +165,8 @@ pub struct LifecycleReport {
     pub episodes: u64,
     pub episode_steps: u64,
     pub alpha: f64,
+    /// The learning agent of every learned row.
+    pub agent: AgentAlgorithm,
     /// The rows (for fig9, over every scenario from its start to the end).
     pub policies: Vec<PolicyRow>,
     /// table3: each policy in four consecutive segments of its episodes.
@@ -205,7 +211,7 @@ fn workload(config: &LifecycleConfig, steps: u64) -> Result<Workload, Experiment
 }
 
 fn manager_config(config: &LifecycleConfig) -> ManagerConfig {
-    ManagerConfig { episode_steps: config.episode_steps, ..ManagerConfig::default() }
+    ManagerConfig { episode_steps: config.episode_steps, agent: config.agent, ..ManagerConfig::default() }
 }
 
 fn served(arm: &Arm) -> usize {
@@ -301,6 +307,7 @@ pub fn run(
                 episodes,
                 episode_steps: config.episode_steps,
                 alpha: workload.profile.reward.alpha,
+                agent: config.agent,
                 policies,
                 segments,
                 scenarios: Vec::new(),
@@ -405,6 +412,7 @@ fn fig9(
         episodes,
         episode_steps: config.episode_steps,
         alpha: unchanged.profile.reward.alpha,
+        agent: config.agent,
         policies,
         segments: Vec::new(),
         scenarios,
@@ -451,6 +459,6 @@ pub fn run_with_meta(
     // The meta-learner's checkpoint metadata's hash: wherever the directory is moved.
     let id = trained.pool.meta_metadata_sha256.clone();
     let (agent, mut embedder) = trained.into_lifecycle(&format!("{}@", aware_lifecycle::record::AGENT));
-    let meta = aware_lifecycle::run::MetaRun { agent, embedder: &mut embedder, id };
+    let meta = aware_lifecycle::run::MetaRun { agent: agent.into(), embedder: &mut embedder, id };
     Ok(aware_lifecycle::run::run_with(spec, Some(meta), progress)?)
 }

@@ -104,7 +104,7 @@ impl LifecycleDecider {
     /// `agent`: the shared policy (a checkpoint's); `checkpointed`: the lifecycles to start
     /// apps in, by name, and where they came from (for the stage change's reason).
     pub fn new(
-        agent: aware_agents::ddpg::Ddpg,
+        agent: impl Into<aware_lifecycle::LifecycleAgent>,
         config: ManagerConfig,
         checkpointed: Vec<(String, LifecycleState)>,
         restored_from: impl Into<String>,

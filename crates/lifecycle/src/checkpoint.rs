@@ -15,14 +15,14 @@
 
 use std::path::{Path, PathBuf};
 
-use aware_agents::ddpg::Ddpg;
+use crate::agent::LifecycleAgent;
 use aware_agents::{METADATA, sha256};
 use aware_lab::output::write_atomically;
 use serde::{Deserialize, Serialize};
 
 use crate::LifecycleError;
 use crate::algorithm::LifecycleState;
-use crate::manager::{AGENT_ACTION_DIM, Manager, agent_space};
+use crate::manager::{Manager, agent_space};
 use crate::run::EpisodeSink;
 
 /// The version of `lifecycle.json` this build writes and reads. 2: the cost-based reward
@@ -76,7 +76,7 @@ pub struct CheckpointReport {
 /// A checkpoint read back: the agent, every app's lifecycle by name, and the episodes the
 /// writing run had finished.
 pub struct Restored {
-    pub agent: Ddpg,
+    pub agent: LifecycleAgent,
     pub apps: Vec<(String, LifecycleState)>,
     pub episodes: u64,
 }
@@ -123,7 +123,7 @@ impl CheckpointSink {
 
     /// The agent and lifecycles in the directory, `None` when there is no checkpoint, or why
     /// they cannot be used.
-    fn read(&self, embedding_width: usize) -> Result<Option<(Ddpg, LifecycleFile)>, LifecycleError> {
+    fn read(&self, embedding_width: usize) -> Result<Option<(LifecycleAgent, LifecycleFile)>, LifecycleError> {
         let agent_dir = self.dir.join(AGENT);
         let lifecycle_path = self.dir.join(LIFECYCLE);
         if !agent_dir.exists() && !lifecycle_path.exists() {
@@ -152,7 +152,7 @@ impl CheckpointSink {
                 name(&self.meta)
             )));
         }
-        let agent = Ddpg::load(&agent_dir, &agent_space(embedding_width), AGENT_ACTION_DIM, self.seed)?;
+        let agent = LifecycleAgent::load(&agent_dir, &agent_space(embedding_width), self.seed)?;
         let meta = agent_dir.join(METADATA);
         let written_with = std::fs::read(&meta).map_err(|e| bad(format!("{}: {e}", meta.display())))?;
         if sha256(&written_with) != file.agent_metadata_sha256 {
@@ -177,7 +177,7 @@ impl CheckpointSink {
 
     fn write(&self, episodes: u64, manager: &Manager) -> Result<(), LifecycleError> {
         let agent_dir = self.dir.join(AGENT);
-        manager.agent.save(&agent_dir, &agent_space(manager.embedding_width()), manager.agent.updates())?;
+        manager.agent.save(&agent_dir, &agent_space(manager.embedding_width()))?;
         let meta = agent_dir.join(METADATA);
         let written = std::fs::read(&meta)
             .map_err(|e| LifecycleError::Checkpoint { path: meta.clone(), reason: e.to_string() })?;

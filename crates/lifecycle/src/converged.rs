@@ -3,13 +3,14 @@
 //! It is what AWARE's agents would reach with unlimited, unsafe training — the yardstick, not a
 //! variant of AWARE.
 
-use aware_agents::ddpg::{Ddpg, DdpgConfig};
+use aware_agents::ddpg::DdpgConfig;
 use aware_lab::progress::Progress;
 use aware_lab::workload::Workload;
 use aware_sim::Scenario;
 use serde::Serialize;
 
 use crate::LifecycleError;
+use crate::agent::LifecycleAgent;
 use crate::manager::ManagerConfig;
 use crate::run::{Arm, Plan, run_agent};
 use crate::stage::Stage;
@@ -61,7 +62,7 @@ pub fn train(
     config: &ManagerConfig,
     seed: u64,
     progress: &dyn Progress,
-) -> Result<(Ddpg, TrainingReport), LifecycleError> {
+) -> Result<(LifecycleAgent, TrainingReport), LifecycleError> {
     let mut workload = workload.clone();
     workload.sim.scenario = change.map(|s| Scenario { kind: s.kind, at_step: Some(0) });
     let config = ManagerConfig {
@@ -74,7 +75,7 @@ pub fn train(
         log: false,
         ..config.clone()
     };
-    let mut agent = crate::manager::fresh_agent(seed);
+    let mut agent = LifecycleAgent::fresh(config.agent, seed);
     let mut rewards = Vec::new();
     let (mut best, mut since_best) = (f64::NEG_INFINITY, 0);
     let mut converged = false;
@@ -108,7 +109,7 @@ pub fn train(
 pub fn evaluate(
     workload: &Workload,
     plan: &Plan,
-    agent: Ddpg,
+    agent: LifecycleAgent,
     config: &ManagerConfig,
     progress: &dyn Progress,
 ) -> Result<Arm, LifecycleError> {

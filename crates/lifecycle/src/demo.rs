@@ -15,6 +15,7 @@ use aware_sim::{Scenario, ScenarioKind};
 use serde::Serialize;
 
 use crate::LifecycleError;
+use crate::agent::AgentAlgorithm;
 use crate::manager::{Counts, ManagerConfig};
 use crate::record::StoreSink;
 use crate::run::{Arm, Plan, Variant, run_fallback, run_manager};
@@ -36,6 +37,8 @@ pub struct DemoSpec {
     /// Episodes whose rewards must settle before an app serves (the profile's
     /// `reward_window`, 20, would need more than the demo's hours: 5 here, said in the report).
     pub reward_window: u32,
+    /// The learning agent of the `aware` and `no-bootstrap` rows.
+    pub agent: AgentAlgorithm,
 }
 
 impl Default for DemoSpec {
@@ -49,6 +52,7 @@ impl Default for DemoSpec {
             episode_steps: 100,
             change: Scenario { kind: ScenarioKind::LoadHighToLow, at_step: None },
             reward_window: 5,
+            agent: AgentAlgorithm::Ddpg,
         }
     }
 }
@@ -76,6 +80,8 @@ pub struct DemoReport {
     pub change_step: u64,
     /// Episodes whose rewards must settle (coefficient of variation < `t_serving`) to serve.
     pub reward_window: u32,
+    /// The learning agent of the `aware` and `no-bootstrap` rows.
+    pub agent: AgentAlgorithm,
     /// `aware`, `mpa`, `no-bootstrap`, on identical traffic.
     pub policies: Vec<PolicyRow>,
     /// AWARE's stage changes, in order.
@@ -142,7 +148,8 @@ pub fn demo(spec: &DemoSpec, progress: &dyn Progress) -> Result<DemoReport, Life
     let url = format!("sqlite:{}", db.display());
     let mut store = aware_store::open(&url.parse()?, false)?;
 
-    let config = ManagerConfig { episode_steps: spec.episode_steps, log: true, ..ManagerConfig::default() };
+    let config =
+        ManagerConfig { episode_steps: spec.episode_steps, log: true, agent: spec.agent, ..ManagerConfig::default() };
     let aware = {
         let mut sink = StoreSink::new(&mut *store);
         run_manager(&workload, &plan, Variant::Aware, &config, spec.seed, &mut sink, progress)?
@@ -175,6 +182,7 @@ pub fn demo(spec: &DemoSpec, progress: &dyn Progress) -> Result<DemoReport, Life
         steps,
         episode_steps: spec.episode_steps,
         seed: spec.seed,
+        agent: spec.agent,
         change: spec.change.kind.name().into(),
         change_step,
         reward_window: spec.reward_window,

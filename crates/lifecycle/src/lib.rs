@@ -4,6 +4,7 @@
 //! guard checks every observation and limits every action, in every stage, and while the agent
 //! acts the fallback's scale-ups are a floor under it.
 //!
+//! - [`agent`]: the one policy for every app, DDPG or PPO, fed as each stage allows.
 //! - [`stage`]: the stages (`initialized`, `offline`, `online`, `serving`) and stage changes.
 //! - [`algorithm`]: Algorithm 1 for one application, on episode rewards.
 //! - [`decision`]: the decision log behind `aware explain`.
@@ -22,6 +23,7 @@
 //! - [`demo`]: `aware demo`, AWARE beside the MPA default and RL without bootstrapping.
 //! - [`run`]: `aware run`, the manager beside the fallback alone on identical traffic.
 
+pub mod agent;
 pub mod algorithm;
 pub mod checkpoint;
 pub mod converged;
@@ -38,5 +40,6 @@ pub mod run;
 pub mod shadow;
 mod stage;
 
+pub use agent::{AgentAlgorithm, LifecycleAgent};
 pub use error::LifecycleError;
 pub use stage::{Stage, StageChange};

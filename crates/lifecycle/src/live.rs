@@ -19,8 +19,8 @@
 //!   ONLINE → SERVING (rewards converged) and SERVING → ONLINE (rewards degraded) need only
 //!   rewards and happen live.
 
+use crate::agent::{AgentAlgorithm, LifecycleAgent};
 use aware_agents::Experience;
-use aware_agents::ddpg::Ddpg;
 use aware_core::{Cluster, Observation, Profile, Recommendation};
 use aware_env::{ActionDecoder, RewardFunction, StateEncoder};
 use aware_lab::policy::Policy;
@@ -42,6 +42,8 @@ struct Pending {
     /// In the agent's coordinates (what the fallback did, mapped, when the fallback acted).
     action: Vec<f32>,
     oscillation: bool,
+    /// The action a PPO agent sampled (learned from online, whatever was applied).
+    sampled: Option<Vec<f32>>,
     /// The stage the decision was taken in (it says how the outcome may be learned from).
     stage: Stage,
     /// The backend's clock at the decision: an outcome read much later is not its outcome.
@@ -167,7 +169,7 @@ struct Taken {
 /// The lifecycle manager on a live backend: Algorithm 1 and the guard per application, one
 /// agent for all.
 pub struct LiveManager {
-    pub agent: Ddpg,
+    pub agent: LifecycleAgent,
     config: ManagerConfig,
     apps: Vec<LiveApp>,
     step: u64,
@@ -178,9 +180,14 @@ pub struct LiveManager {
 impl LiveManager {
     /// Manages `apps` (names as the backend knows them) under `profile`; every app starts in
     /// its first stage (with bootstrapping, OFFLINE: the fallback acts).
-    pub fn new(apps: &[String], profile: &Profile, agent: Ddpg, config: ManagerConfig) -> Result<Self, LifecycleError> {
-        let mut agent = agent;
-        crate::manager::serving_settings(&mut agent, &config);
+    pub fn new(
+        apps: &[String],
+        profile: &Profile,
+        agent: impl Into<LifecycleAgent>,
+        config: ManagerConfig,
+    ) -> Result<Self, LifecycleError> {
+        let mut agent = agent.into();
+        agent.serving_settings(&config);
         let mut m = Self { agent, config, apps: Vec::new(), step: 0, changes: Vec::new(), decisions: Vec::new() };
         for name in apps {
             m.add_app(name, profile)?;
@@ -226,6 +233,11 @@ impl LiveManager {
     /// Stops managing app `i` (its MPA was deleted); later apps' indices shift down by one.
     pub fn remove_app(&mut self, i: usize) {
         if i < self.apps.len() {
+            // A PPO agent's rollouts are kept by app index, which shift: the apps from `i` on
+            // start theirs afresh.
+            for j in i..self.apps.len() {
+                self.agent.stop_online(j);
+            }
             self.apps.remove(i);
         }
     }
@@ -352,19 +364,26 @@ impl LiveManager {
             taken.push((i, t));
         }
         if offline > 0 {
-            self.agent.config.bc_alpha = Some(self.config.bc_alpha);
-            self.agent.train_offline(offline * self.config.offline_updates);
-            self.agent.config.bc_alpha = None;
+            self.agent.train_offline(offline * self.config.offline_updates, self.config.bc_alpha)?;
         }
         let acting: Vec<usize> =
             (0..taken.len()).filter(|&k| taken[k].1.wants_agent && taken[k].1.refused.is_none()).collect();
         let batch: Vec<f32> = acting.iter().flat_map(|&k| taken[k].1.state.clone().unwrap_or_default()).collect();
-        let explore: Vec<bool> = acting.iter().map(|&k| taken[k].1.stage == Stage::Online).collect();
-        let mut actions = self.agent.act_batch(&batch, acting.len(), &explore)?.into_iter();
+        let explores = self.agent.explores_online(&self.config);
+        let explore: Vec<bool> = acting.iter().map(|&k| explores && taken[k].1.stage == Stage::Online).collect();
+        let apps: Vec<usize> = acting.iter().map(|&k| taken[k].0).collect();
+        let sampling = self.agent.algorithm() == AgentAlgorithm::Ppo;
+        let mut actions = self.agent.act(&batch, &apps, &explore)?.into_iter().zip(explore);
         let mut out = Vec::with_capacity(taken.len());
         for (k, (i, t)) in taken.into_iter().enumerate() {
-            let action = if acting.contains(&k) { actions.next() } else { None };
-            out.push(self.finish(i, t, action)?);
+            let (action, sampled) = match acting.contains(&k).then(|| actions.next()).flatten() {
+                Some((action, explored)) => {
+                    let sampled = (sampling && explored).then(|| action.clone());
+                    (Some(action), sampled)
+                }
+                None => (None, None),
+            };
+            out.push(self.finish(i, t, action, sampled)?);
         }
         self.step += 1;
         Ok(out)
@@ -418,12 +437,13 @@ impl LiveManager {
                         a.window_intervals += 1;
                         a.window_violations += info.slo_violated as u64;
                         if learns_offline(decided_in) {
-                            self.agent.remember(&e)?;
+                            self.agent.remember_offline(&e)?;
                             learned = true;
                         } else if decided_in == Stage::Online && self.config.online_learning {
-                            self.agent.config.bc_alpha = self.config.online_bc.then_some(self.config.bc_alpha);
-                            self.agent.observe(&e)?;
-                            self.agent.config.bc_alpha = None;
+                            let bc = self.config.online_bc.then_some(self.config.bc_alpha);
+                            self.agent.learn_online(i, &e, p.sampled.as_deref(), false, bc)?;
+                        } else {
+                            self.agent.stop_online(i);
                         }
                     }
                 }
@@ -444,7 +464,13 @@ impl LiveManager {
 
     /// Decides app `i`'s interval from what [`LiveManager::take`] made of its observation and the
     /// agent's action (when it was asked), and ends its window when it is full.
-    fn finish(&mut self, i: usize, t: Taken, agent_action: Option<Vec<f32>>) -> Result<LiveDecision, LifecycleError> {
+    fn finish(
+        &mut self,
+        i: usize,
+        t: Taken,
+        agent_action: Option<Vec<f32>>,
+        sampled: Option<Vec<f32>>,
+    ) -> Result<LiveDecision, LifecycleError> {
         let attribution = match (&agent_action, &t.state) {
             (Some(v), Some(state)) if self.config.log => {
                 Some(decision::attribution(state, v, &decision::gradient_times_input(&self.agent, state)?))
@@ -527,6 +553,7 @@ impl LiveManager {
                     state: state.clone(),
                     action,
                     oscillation,
+                    sampled,
                     stage: t.stage,
                     time_s: obs.time_s,
                     interval_s: obs.interval_s,

@@ -5,7 +5,6 @@
 //! One agent serves every application (one policy, states normalised per app).
 
 use aware_agents::Experience;
-use aware_agents::ddpg::Ddpg;
 use aware_core::{Action, Observation, Recommendation, StepInfo, VecStep};
 use aware_env::Control;
 use aware_env::{ActionDecoder, ActionKind};
@@ -17,6 +16,7 @@ use aware_lab::workload::Workload;
 use aware_sim::CONTAINER;
 use serde::Serialize;
 
+use crate::agent::{AgentAlgorithm, LifecycleAgent};
 use crate::algorithm::{AppLifecycle, EpisodeOutcome, LifecycleState, ShadowComparison, Transition};
 use crate::decision::{self, Decision, Seen, Set};
 use crate::guard::{Guard, GuardConfig};
@@ -81,6 +81,9 @@ pub struct ManagerConfig {
     /// events even when the floor did not apply them, as it would on a cluster where another
     /// controller overrode it.
     pub fallback_floor: bool,
+    /// The algorithm of the fresh agents the runs and experiments start from (an agent
+    /// handed to the manager, a checkpoint's or a meta-learner's, keeps its own).
+    pub agent: AgentAlgorithm,
     /// Keep the decision log (with attributions for the agent's actions) and every app's
     /// transitions for the caller, drained with [`Manager::take_log`] (to a store).
     pub log: bool,
@@ -103,6 +106,7 @@ impl Default for ManagerConfig {
             retraining: true,
             fixed_stage: None,
             fallback_floor: true,
+            agent: AgentAlgorithm::Ddpg,
             log: false,
         }
     }
@@ -180,6 +184,9 @@ struct Managed {
     intervals: u64,
     violations: u64,
     rates: Vec<f64>,
+    /// The action a PPO agent sampled for this interval (learned from online whatever was
+    /// applied); `None` when it did not sample.
+    sampled: Option<Vec<f32>>,
     /// The last `shadow_episodes` episodes' arrival rates (with the episode they came from),
     /// oldest first; the current episode's collect in `rates` until it ends.
     recent_rates: std::collections::VecDeque<(u64, Vec<f64>)>,
@@ -202,19 +209,9 @@ pub const AGENT_ACTIONS: ActionKind = ActionKind::Relative;
 /// The agent's action: CPU, memory and replicas, each in [-1, 1].
 pub const AGENT_ACTION_DIM: usize = 3;
 
-/// How an agent acts for the lifecycle, whatever it was trained with: the manager's exploration
-/// noise, and never uniformly at random (an agent trained with a uniform warm-up, such as the
-/// meta-learner's base learner, would otherwise act at random while its new replay buffer
-/// fills — for ever, once no app is left learning offline).
-pub(crate) fn serving_settings(agent: &mut Ddpg, config: &ManagerConfig) {
-    agent.config.noise_sigma = config.online_noise_sigma;
-    agent.config.uniform_warmup = false;
-}
-
-/// A fresh agent for the lifecycle: DDPG on the state encoder's features and the agent's
-/// relative actions, AWARE's hyper-parameters, weights seeded with `seed`.
-pub fn fresh_agent(seed: u64) -> Ddpg {
-    Ddpg::new(aware_env::STATE_DIM, AGENT_ACTION_DIM, aware_agents::ddpg::DdpgConfig::default(), seed)
+/// A fresh DDPG agent for the lifecycle (AWARE's): [`LifecycleAgent::fresh`].
+pub fn fresh_agent(seed: u64) -> LifecycleAgent {
+    LifecycleAgent::fresh(AgentAlgorithm::Ddpg, seed)
 }
 
 /// The space of the states the agent reads: the state encoder's, then `embedding_width`
@@ -225,7 +222,7 @@ pub fn agent_space(embedding_width: usize) -> aware_core::Space {
 
 /// Width of the workload embedding `agent` reads beside the state encoder's features (0: an
 /// agent that is not conditioned on one).
-pub fn embedding_width_of(agent: &Ddpg) -> usize {
+pub fn embedding_width_of(agent: &LifecycleAgent) -> usize {
     agent.state_dim().saturating_sub(aware_env::STATE_DIM)
 }
 
@@ -271,7 +268,7 @@ fn replay<'a>(
 /// The manager: Algorithm 1 and the guard for every application, one agent for all.
 pub struct Manager<'w> {
     workload: &'w Workload,
-    pub agent: Ddpg,
+    pub agent: LifecycleAgent,
     apps: Vec<Managed>,
     config: ManagerConfig,
     /// Intervals since the run started.
@@ -295,7 +292,12 @@ pub struct Log {
 }
 
 impl<'w> Manager<'w> {
-    pub fn new(workload: &'w Workload, agent: Ddpg, config: ManagerConfig) -> Result<Self, LabError> {
+    pub fn new(
+        workload: &'w Workload,
+        agent: impl Into<LifecycleAgent>,
+        config: ManagerConfig,
+    ) -> Result<Self, LabError> {
+        let mut agent = agent.into();
         if agent.state_dim() < aware_env::STATE_DIM {
             return Err(LabError::input(
                 "agent",
@@ -325,6 +327,7 @@ impl<'w> Manager<'w> {
                         cpu_request_ratio: 1.0,
                     },
                     action: Vec::new(),
+                    sampled: None,
                     reward: 0.0,
                     intervals: 0,
                     violations: 0,
@@ -338,8 +341,7 @@ impl<'w> Manager<'w> {
                 })
             })
             .collect::<Result<Vec<_>, LabError>>()?;
-        let mut agent = agent;
-        serving_settings(&mut agent, &config);
+        agent.serving_settings(&config);
         let mut m = Self {
             workload,
             agent,
@@ -360,13 +362,13 @@ impl<'w> Manager<'w> {
     }
 
     /// The agent, as the run left it.
-    pub fn into_agent(self) -> Ddpg {
+    pub fn into_agent(self) -> LifecycleAgent {
         self.agent
     }
 
     /// Hands the apps to `agent` (a restored checkpoint's), with the manager's exploration.
-    pub fn replace_agent(&mut self, mut agent: Ddpg) {
-        serving_settings(&mut agent, &self.config);
+    pub fn replace_agent(&mut self, mut agent: LifecycleAgent) {
+        agent.serving_settings(&self.config);
         self.agent = agent;
     }
 
@@ -628,10 +630,21 @@ impl Driver for Manager<'_> {
             .map(|i| if seen[i].2 && seen[i].3.is_ok() { self.agent_state(i, &states[i]) } else { None })
             .collect();
         let batch: Vec<f32> = acting.iter().flat_map(|&i| agent_states[i].iter().flatten().copied()).collect();
-        let explore: Vec<bool> = acting.iter().map(|&i| seen[i].1 == Stage::Online).collect();
-        let mut actions = self.agent.act_batch(&batch, acting.len(), &explore)?.into_iter();
+        let explores = self.agent.explores_online(&self.config);
+        let explore: Vec<bool> = acting.iter().map(|&i| explores && seen[i].1 == Stage::Online).collect();
+        let sampling = self.agent.algorithm() == AgentAlgorithm::Ppo;
+        let mut actions = self.agent.act(&batch, &acting, &explore)?.into_iter();
+        let mut explored = acting.iter().zip(&explore).filter(|(_, e)| **e).map(|(i, _)| *i);
+        let mut next_explored = explored.next();
         for (i, (obs, stage, wants_agent, checked, held)) in seen.into_iter().enumerate() {
             let agent_action = if wants_agent && checked.is_ok() { actions.next() } else { None };
+            self.apps[i].sampled = None;
+            if next_explored == Some(i) {
+                next_explored = explored.next();
+                if sampling {
+                    self.apps[i].sampled = agent_action.clone();
+                }
+            }
             let attribution = match (&agent_action, &agent_states[i]) {
                 (Some(v), Some(s)) if self.config.log => {
                     Some(decision::attribution(s, v, &decision::gradient_times_input(&self.agent, s)?))
@@ -759,18 +772,18 @@ impl Driver for Manager<'_> {
             };
             let learns_offline = stage == Stage::Offline || (stage == Stage::Online && self.config.high_stakes);
             if learns_offline {
-                self.agent.remember(&e)?;
+                self.agent.remember_offline(&e)?;
                 offline += 1;
             } else if stage == Stage::Online && self.config.online_learning {
-                self.agent.config.bc_alpha = self.config.online_bc.then_some(self.config.bc_alpha);
-                self.agent.observe(&e)?;
-                self.agent.config.bc_alpha = None;
+                let truncated = step.truncated || a.intervals >= self.config.episode_steps;
+                let bc = self.config.online_bc.then_some(self.config.bc_alpha);
+                self.agent.learn_online(i, &e, a.sampled.as_deref(), truncated, bc)?;
+            } else {
+                self.agent.stop_online(i);
             }
         }
         if offline > 0 {
-            self.agent.config.bc_alpha = Some(self.config.bc_alpha);
-            self.agent.train_offline(offline * self.config.offline_updates);
-            self.agent.config.bc_alpha = None;
+            self.agent.train_offline(offline * self.config.offline_updates, self.config.bc_alpha)?;
         }
         let mut in_stage = [0u32; 4];
         for a in &self.apps {

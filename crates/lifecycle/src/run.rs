@@ -3,7 +3,7 @@
 //! by the one scoring path. `aware run`, `aware demo` and the lifecycle experiments are built
 //! from [`run_manager`] and [`run_fallback`] over one [`Plan`].
 
-use aware_agents::ddpg::Ddpg;
+use crate::agent::LifecycleAgent;
 use aware_env::ActionKind;
 use aware_lab::embed::WorkloadEmbedder;
 use aware_lab::evaluate::{PolicyRow, aggregate};
@@ -224,7 +224,7 @@ pub fn run_manager(
     sink: &mut dyn EpisodeSink,
     progress: &dyn Progress,
 ) -> Result<Arm, LifecycleError> {
-    let agent = crate::manager::fresh_agent(agent_seed);
+    let agent = crate::agent::LifecycleAgent::fresh(config.agent, agent_seed);
     run_agent(workload, plan, agent, variant.label(), &variant.configure(config), sink, progress).map(|(arm, _)| arm)
 }
 
@@ -232,12 +232,12 @@ pub fn run_manager(
 pub fn run_agent(
     workload: &Workload,
     plan: &Plan,
-    agent: Ddpg,
+    agent: impl Into<LifecycleAgent>,
     label: &str,
     config: &ManagerConfig,
     sink: &mut dyn EpisodeSink,
     progress: &dyn Progress,
-) -> Result<(Arm, Ddpg), LifecycleError> {
+) -> Result<(Arm, LifecycleAgent), LifecycleError> {
     let mut manager = Manager::new(workload, agent, config.clone())?;
     sink.start(&mut manager)?;
     let episodes = plan.seeds.len();
@@ -449,7 +449,7 @@ pub fn run(spec: &RunSpec, progress: &dyn Progress) -> Result<RunReport, Lifecyc
 /// and after each episode. Until an app has an embedding, and while its workload is unlike the
 /// training pool's, the fallback serves it and the decision log says why.
 pub struct MetaRun<'m> {
-    pub agent: Ddpg,
+    pub agent: LifecycleAgent,
     pub embedder: &'m mut dyn WorkloadEmbedder,
     /// What identifies the meta-learner (a `--checkpoint` is bound to it).
     pub id: String,
@@ -486,7 +486,7 @@ pub fn run_with(
     let plan = Plan::new(&workload, spec.steps, spec.manager.episode_steps)?;
     let (agent, embedder, meta_id) = match meta {
         Some(MetaRun { agent, embedder, id }) => (agent, Some(embedder), Some(id)),
-        None => (crate::manager::fresh_agent(spec.seed), None, None),
+        None => (crate::agent::LifecycleAgent::fresh(spec.manager.agent, spec.seed), None, None),
     };
     let mut checkpoint = spec
         .checkpoint

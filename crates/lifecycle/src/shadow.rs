@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use aware_agents::ddpg::Ddpg;
+use crate::agent::LifecycleAgent;
 use aware_core::{Profile, StepInfo};
 use aware_env::{ActionDecoder, ActionKind};
 use aware_env::{AppSlo, ClusterVecEnv, Control, EnvConfig};
@@ -42,7 +42,7 @@ pub fn fallback(app: &ShadowApp, fallback: &PolicyName) -> Result<EpisodeOutcome
 /// manager does) against a fresh fallback of kind `fallback`.
 pub fn compare(
     app: &ShadowApp,
-    agent: &Ddpg,
+    agent: &LifecycleAgent,
     embedding: Option<&[f32]>,
     fallback: &PolicyName,
     floor: bool,
@@ -95,7 +95,7 @@ fn run(app: &ShadowApp, steps: u64, driver: &mut dyn Driver) -> Result<EpisodeOu
 
 /// The agent acting greedily for one application, its proposals through the guard's caps.
 struct Greedy<'a> {
-    agent: &'a Ddpg,
+    agent: &'a LifecycleAgent,
     /// Appended to the state for an agent conditioned on a workload embedding.
     embedding: Option<Vec<f32>>,
     decoder: ActionDecoder,

@@ -86,11 +86,13 @@ fn agent_decisions_carry_gradient_times_input() {
 
     // The central difference against a linear check: for the actor at a state, moving feature f
     // by δ changes the action by about gradient · δ.
-    let agent = aware_agents::ddpg::Ddpg::new(aware_env::STATE_DIM, 3, Default::default(), 9);
+    let agent: aware_lifecycle::LifecycleAgent =
+        aware_agents::ddpg::Ddpg::new(aware_env::STATE_DIM, 3, Default::default(), 9).into();
     let state: Vec<f32> = (0..aware_env::STATE_DIM).map(|i| 0.1 + 0.07 * i as f32).collect();
     // A conditioned agent's embedding is one feature: scaling the whole embedding by 1 %
     // changes the action by about its attribution · 0.01.
-    let conditioned = aware_agents::ddpg::Ddpg::new(aware_env::STATE_DIM + 4, 3, Default::default(), 9);
+    let conditioned: aware_lifecycle::LifecycleAgent =
+        aware_agents::ddpg::Ddpg::new(aware_env::STATE_DIM + 4, 3, Default::default(), 9).into();
     let mut with_embedding = state.clone();
     with_embedding.extend([0.5, -0.5, 0.5, 0.5]);
     let g = gradient_times_input(&conditioned, &with_embedding).unwrap();

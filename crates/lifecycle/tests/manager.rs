@@ -217,7 +217,7 @@ fn a_meta_run_needs_a_store_and_an_agent_that_reads_the_embedders_width() {
     let mut four = Fixed(4);
     let err = aware_lifecycle::run::run_with(
         &spec(None),
-        Some(MetaRun { agent: conditioned(), embedder: &mut four, id: "x".into() }),
+        Some(MetaRun { agent: conditioned().into(), embedder: &mut four, id: "x".into() }),
         &Silent,
     )
     .err()
@@ -228,7 +228,7 @@ fn a_meta_run_needs_a_store_and_an_agent_that_reads_the_embedders_width() {
     let mut three = Fixed(3);
     let err = aware_lifecycle::run::run_with(
         &spec(Some(store.clone())),
-        Some(MetaRun { agent: conditioned(), embedder: &mut three, id: "x".into() }),
+        Some(MetaRun { agent: conditioned().into(), embedder: &mut three, id: "x".into() }),
         &Silent,
     )
     .err()
@@ -236,7 +236,7 @@ fn a_meta_run_needs_a_store_and_an_agent_that_reads_the_embedders_width() {
     assert!(err.to_string().contains("3-value embedding"), "{err}");
     let report = aware_lifecycle::run::run_with(
         &spec(Some(store)),
-        Some(MetaRun { agent: conditioned(), embedder: &mut four, id: "x".into() }),
+        Some(MetaRun { agent: conditioned().into(), embedder: &mut four, id: "x".into() }),
         &Silent,
     )
     .unwrap();
@@ -255,7 +255,7 @@ fn an_agent_trained_with_a_uniform_warm_up_acts_by_its_policy_for_the_lifecycle(
     let mut manager = Manager::new(&workload, agent, config).unwrap();
     // ONLINE explores (with σ 0 here): the policy's own action, not a uniform draw.
     for _ in 0..5 {
-        let acted = manager.agent.act_batch(&state, 1, &[true]).unwrap().remove(0);
+        let acted = manager.agent.act(&state, &[0], &[true]).unwrap().remove(0);
         assert!(acted.iter().zip(&greedy).all(|(a, g)| (a - g).abs() < 1e-5), "{acted:?} vs {greedy:?}");
     }
 }

@@ -2,10 +2,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
+use aware_lifecycle::AgentAlgorithm;
 use aware_lifecycle::demo::DemoSpec;
 use aware_sim::Scenario;
 
-use super::print_json;
+use super::{parse_agent, print_json};
 use crate::progress::Bar;
 
 #[derive(clap::Args, Debug)]
@@ -34,6 +35,10 @@ pub struct Args {
     /// Episodes whose rewards must settle before an app serves.
     #[arg(long, default_value_t = DemoSpec::default().reward_window, value_parser = clap::value_parser!(u32).range(1..))]
     reward_window: u32,
+    /// The learning agent: ddpg (AWARE's; TD3+BC learns offline from the fallback) or ppo
+    /// (behaviour-clones the fallback offline; learns on-policy where it learns online).
+    #[arg(long, default_value = "ddpg", value_parser = parse_agent)]
+    agent: AgentAlgorithm,
     /// Print report.json on stdout instead of a table.
     #[arg(long)]
     json: bool,
@@ -49,6 +54,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         episode_steps: args.episode_steps,
         change: args.change,
         reward_window: args.reward_window,
+        agent: args.agent,
     };
     let report = aware_lifecycle::demo::demo(&spec, &Bar::new())?;
     if args.json {

@@ -4,9 +4,11 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use super::parse_agent;
 use anyhow::Result;
 use aware_experiments::agents::{AgentsConfig, Size};
 use aware_experiments::lifecycle::{LifecycleConfig, Which};
+use aware_lifecycle::AgentAlgorithm;
 
 use super::print_json;
 use crate::progress::Bar;
@@ -395,6 +397,10 @@ pub struct LifecycleArgs {
     /// Episodes SERVING's stability test looks at (default: 5 quick, the profile's otherwise).
     #[arg(long)]
     reward_window: Option<u32>,
+    /// The learning agent of every learned row (aware, no-bootstrap, no-retrain, converged): ddpg (AWARE's; TD3+BC learns offline from the fallback) or ppo
+    /// (behaviour-clones the fallback offline; learns on-policy where it learns online).
+    #[arg(long, default_value = "ddpg", value_parser = parse_agent)]
+    agent: AgentAlgorithm,
     #[arg(long)]
     json: bool,
 }
@@ -546,6 +552,7 @@ fn lifecycle(which: Which, args: LifecycleArgs) -> Result<ExitCode> {
         episode_steps: args.episode_steps,
         profile: args.profile,
         reward_window: args.reward_window,
+        agent: args.agent,
         ..LifecycleConfig::new(args.quick, args.seed)
     };
     let report = aware_experiments::lifecycle::run(which, &config, &Bar::new())?;

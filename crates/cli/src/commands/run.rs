@@ -3,12 +3,13 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use aware_lab::workload::WorkloadSpec;
+use aware_lifecycle::AgentAlgorithm;
 use aware_lifecycle::manager::ManagerConfig;
 use aware_lifecycle::metrics::LifecycleMetrics;
 use aware_lifecycle::run::{RunSpec, RunStore};
 use aware_sim::Scenario;
 
-use super::{AppsArgs, print_json};
+use super::{AppsArgs, parse_agent, print_json};
 use crate::policy::PolicyName;
 use crate::progress::Bar;
 
@@ -40,6 +41,10 @@ pub struct Args {
     /// Keep the fallback acting while the agent (re)trains; the agent acts only when serving.
     #[arg(long)]
     high_stakes: bool,
+    /// The learning agent (with --meta, the base learner kept in DIR instead): ddpg (AWARE's; TD3+BC learns offline from the fallback) or ppo
+    /// (behaviour-clones the fallback offline; learns on-policy where it learns online).
+    #[arg(long, default_value = "ddpg", value_parser = parse_agent)]
+    agent: AgentAlgorithm,
     /// Inject an instability scenario: NAME or NAME@STEP (default step: half way).
     #[arg(long)]
     scenario: Option<Scenario>,
@@ -84,6 +89,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             episode_steps: args.episode_steps,
             high_stakes: args.high_stakes,
             fallback: args.fallback.clone(),
+            agent: args.agent,
             ..ManagerConfig::default()
         },
         seed: args.apps.seed,

@@ -1,0 +1,510 @@
+//! The lifecycle's agent: one policy for every managed application, DDPG (AWARE's) or PPO
+//! (FLASH's and SIMPPO's), acting in the relative action coordinates
+//! ([`crate::manager::AGENT_ACTIONS`]) on the state encoder's features (and a workload
+//! embedding, for an agent conditioned on the meta-learner's).
+//!
+//! Each stage of Algorithm 1 feeds it the way its algorithm can learn:
+//!
+//! | | DDPG | PPO |
+//! |---|---|---|
+//! | OFFLINE (the fallback acts) | TD3+BC on the fallback's transitions in its replay | behaviour cloning: the Gaussian mean regressed on the fallback's actions, minibatches of 64 drawn from the last [`DEMONSTRATIONS`] |
+//! | ONLINE, learning | its own and the fallback's transitions (off-policy), TD3+BC's term kept with `online_bc` | its own sampled actions only (on-policy), one rollout per app |
+//! | ONLINE, not learning | greedy plus the manager's noise σ | greedy |
+//! | SERVING | greedy | greedy |
+//!
+//! An on-policy learner cannot learn from what it did not choose: the fallback's transitions of
+//! an ONLINE app (the guard refused the observation) and the actions the guard or the fallback
+//! floor changed are learned as the action PPO *sampled*, the guard being part of its
+//! environment; an interval it did not sample for (the guard let the fallback act) cuts the
+//! app's rollout there. An app that stops learning online drops its partial rollout
+//! ([`aware_agents::ppo::Ppo::forget`]), so the other apps' updates never wait for it.
+
+use std::path::Path;
+
+use aware_agents::ddpg::Ddpg;
+use aware_agents::ppo::{Ppo, PpoActions, PpoConfig};
+use aware_agents::{AgentError, Checkpoint, Experience};
+use aware_core::Space;
+use rand::{Rng, RngExt, SeedableRng};
+use rand_pcg::Pcg64Mcg;
+use serde::Serialize;
+
+use crate::manager::{AGENT_ACTION_DIM, ManagerConfig};
+
+/// The algorithms the lifecycle runs (`--agent`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentAlgorithm {
+    Ddpg,
+    Ppo,
+}
+
+impl AgentAlgorithm {
+    pub fn name(self) -> &'static str {
+        match self {
+            AgentAlgorithm::Ddpg => "ddpg",
+            AgentAlgorithm::Ppo => "ppo",
+        }
+    }
+}
+
+impl std::fmt::Display for AgentAlgorithm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for AgentAlgorithm {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "ddpg" => Ok(AgentAlgorithm::Ddpg),
+            "ppo" => Ok(AgentAlgorithm::Ppo),
+            other => Err(format!("unknown agent '{other}' (expected ddpg or ppo)")),
+        }
+    }
+}
+
+/// Fallback demonstrations a PPO agent keeps for behaviour cloning (the newest; older ones are
+/// overwritten): 100 episodes of 100 intervals of 10 apps.
+pub const DEMONSTRATIONS: usize = 100_000;
+
+/// Behaviour-cloning minibatch of a PPO agent learning offline.
+pub const CLONING_BATCH: usize = 64;
+
+/// The newest `capacity` (state, action) pairs the fallback took, row-major.
+#[derive(Debug, Clone)]
+struct Demonstrations {
+    states: Vec<f32>,
+    actions: Vec<f32>,
+    state_dim: usize,
+    action_dim: usize,
+    capacity: usize,
+    /// Where the next pair goes once full.
+    next: usize,
+    len: usize,
+}
+
+impl Demonstrations {
+    fn new(state_dim: usize, action_dim: usize, capacity: usize) -> Self {
+        Self { states: Vec::new(), actions: Vec::new(), state_dim, action_dim, capacity, next: 0, len: 0 }
+    }
+
+    fn push(&mut self, state: &[f32], action: &[f32]) {
+        if self.len < self.capacity {
+            self.states.extend_from_slice(state);
+            self.actions.extend_from_slice(action);
+            self.len += 1;
+        } else {
+            let (s, a) = (self.next * self.state_dim, self.next * self.action_dim);
+            self.states[s..s + self.state_dim].copy_from_slice(state);
+            self.actions[a..a + self.action_dim].copy_from_slice(action);
+            self.next = (self.next + 1) % self.capacity;
+        }
+    }
+
+    /// `n` pairs drawn uniformly with replacement, as two row-major buffers.
+    fn sample(&self, n: usize, rng: &mut impl Rng) -> (Vec<f32>, Vec<f32>) {
+        let (mut s, mut a) = (Vec::with_capacity(n * self.state_dim), Vec::with_capacity(n * self.action_dim));
+        for _ in 0..n {
+            let i = rng.random_range(0..self.len);
+            s.extend_from_slice(&self.states[i * self.state_dim..(i + 1) * self.state_dim]);
+            a.extend_from_slice(&self.actions[i * self.action_dim..(i + 1) * self.action_dim]);
+        }
+        (s, a)
+    }
+}
+
+/// PPO as the lifecycle runs it: the policy and the fallback's demonstrations it clones.
+pub struct PpoAgent {
+    pub ppo: Ppo,
+    demonstrations: Demonstrations,
+    rng: Pcg64Mcg,
+}
+
+impl PpoAgent {
+    pub fn new(ppo: Ppo, seed: u64) -> Self {
+        let state_dim = ppo.state_dim();
+        Self {
+            ppo,
+            demonstrations: Demonstrations::new(state_dim, AGENT_ACTION_DIM, DEMONSTRATIONS),
+            rng: Pcg64Mcg::seed_from_u64(seed ^ 0x5eed_c10e),
+        }
+    }
+
+    /// Fallback demonstrations kept for cloning.
+    pub fn demonstrations(&self) -> usize {
+        self.demonstrations.len
+    }
+}
+
+/// The lifecycle's agent.
+pub enum LifecycleAgent {
+    Ddpg(Ddpg),
+    Ppo(PpoAgent),
+}
+
+impl From<Ddpg> for LifecycleAgent {
+    fn from(agent: Ddpg) -> Self {
+        LifecycleAgent::Ddpg(agent)
+    }
+}
+
+impl From<Ppo> for LifecycleAgent {
+    fn from(agent: Ppo) -> Self {
+        let seed = agent.updates() ^ 0x9e37_79b9;
+        LifecycleAgent::Ppo(PpoAgent::new(agent, seed))
+    }
+}
+
+impl LifecycleAgent {
+    /// A fresh agent of `algorithm` on the state encoder's features and the agent's relative
+    /// actions, weights seeded with `seed`: DDPG with AWARE's Table 2 hyper-parameters, PPO
+    /// with SIMPPO's Table 4.2 and 100-step rollouts (an episode of `aware run`).
+    pub fn fresh(algorithm: AgentAlgorithm, seed: u64) -> Self {
+        match algorithm {
+            AgentAlgorithm::Ddpg => {
+                Ddpg::new(aware_env::STATE_DIM, AGENT_ACTION_DIM, aware_agents::ddpg::DdpgConfig::default(), seed)
+                    .into()
+            }
+            AgentAlgorithm::Ppo => {
+                let config = PpoConfig { rollout_steps: 100, ..PpoConfig::default() };
+                let ppo = Ppo::new(aware_env::STATE_DIM, PpoActions::Continuous(AGENT_ACTION_DIM), config, seed);
+                LifecycleAgent::Ppo(PpoAgent::new(ppo, seed))
+            }
+        }
+    }
+
+    pub fn algorithm(&self) -> AgentAlgorithm {
+        match self {
+            LifecycleAgent::Ddpg(_) => AgentAlgorithm::Ddpg,
+            LifecycleAgent::Ppo(_) => AgentAlgorithm::Ppo,
+        }
+    }
+
+    /// Width of the states it reads.
+    pub fn state_dim(&self) -> usize {
+        match self {
+            LifecycleAgent::Ddpg(a) => a.state_dim(),
+            LifecycleAgent::Ppo(a) => a.ppo.state_dim(),
+        }
+    }
+
+    /// Gradient steps taken (DDPG: its updates; PPO: its rollout updates).
+    pub fn updates(&self) -> u64 {
+        match self {
+            LifecycleAgent::Ddpg(a) => a.updates(),
+            LifecycleAgent::Ppo(a) => a.ppo.updates(),
+        }
+    }
+
+    /// Transitions it keeps to learn from: DDPG's replay, PPO's demonstrations.
+    pub fn stored(&self) -> usize {
+        match self {
+            LifecycleAgent::Ddpg(a) => a.stored(),
+            LifecycleAgent::Ppo(a) => a.demonstrations.len,
+        }
+    }
+
+    /// The DDPG agent, if it is one.
+    pub fn as_ddpg(&self) -> Option<&Ddpg> {
+        match self {
+            LifecycleAgent::Ddpg(a) => Some(a),
+            LifecycleAgent::Ppo(_) => None,
+        }
+    }
+
+    /// The PPO agent, if it is one.
+    pub fn as_ppo(&self) -> Option<&PpoAgent> {
+        match self {
+            LifecycleAgent::Ddpg(_) => None,
+            LifecycleAgent::Ppo(a) => Some(a),
+        }
+    }
+
+    /// How it acts for the lifecycle, whatever it was trained with: DDPG with the manager's
+    /// exploration noise and never uniformly at random (an agent trained with a uniform warm-up,
+    /// such as the meta-learner's base learner, would otherwise act at random while its new
+    /// replay buffer fills — for ever, once no app is left learning offline).
+    pub(crate) fn serving_settings(&mut self, config: &ManagerConfig) {
+        if let LifecycleAgent::Ddpg(agent) = self {
+            agent.config.noise_sigma = config.online_noise_sigma;
+            agent.config.uniform_warmup = false;
+        }
+    }
+
+    /// Whether it explores an ONLINE app's actions: DDPG always (with the manager's σ, 0 by
+    /// default), PPO only when it learns online, since its updates need its own samples and its
+    /// Gaussian's σ is the policy's, not the manager's.
+    pub(crate) fn explores_online(&self, config: &ManagerConfig) -> bool {
+        match self {
+            LifecycleAgent::Ddpg(_) => true,
+            LifecycleAgent::Ppo(_) => config.online_learning,
+        }
+    }
+
+    /// One action per row of the row-major `states` (`apps[i]` is row i's application),
+    /// exploring where `explore` says, in one batched pass (two for PPO when some rows explore
+    /// and some do not).
+    pub fn act(&mut self, states: &[f32], apps: &[usize], explore: &[bool]) -> Result<Vec<Vec<f32>>, AgentError> {
+        let n = apps.len();
+        match self {
+            LifecycleAgent::Ddpg(a) => a.act_batch(states, n, explore),
+            LifecycleAgent::Ppo(a) => {
+                let width = a.ppo.state_dim();
+                aware_agents::check_batch(states, n, width)?;
+                if explore.len() != n {
+                    return Err(AgentError::Invalid(format!("{} exploration flags for {n} rows", explore.len())));
+                }
+                let row = |i: usize| &states[i * width..(i + 1) * width];
+                let (sampled, greedy): (Vec<usize>, Vec<usize>) = (0..n).partition(|&i| explore[i]);
+                let mut out = vec![Vec::new(); n];
+                if !sampled.is_empty() {
+                    let envs: Vec<usize> = sampled.iter().map(|&i| apps[i]).collect();
+                    let rows: Vec<f32> = sampled.iter().flat_map(|&i| row(i).iter().copied()).collect();
+                    for (i, action) in sampled.iter().zip(a.ppo.sample_for(&envs, &rows)?) {
+                        out[*i] = action;
+                    }
+                }
+                if !greedy.is_empty() {
+                    let rows: Vec<f32> = greedy.iter().flat_map(|&i| row(i).iter().copied()).collect();
+                    let actions = a.ppo.greedy_batch(&rows, greedy.len())?;
+                    for (i, action) in greedy.iter().zip(actions.chunks(AGENT_ACTION_DIM)) {
+                        out[*i] = action.to_vec();
+                    }
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    /// The greedy action in `state`.
+    pub fn greedy(&self, state: &[f32]) -> Result<Vec<f32>, AgentError> {
+        match self {
+            LifecycleAgent::Ddpg(a) => a.greedy(state),
+            LifecycleAgent::Ppo(a) => a.ppo.greedy(state),
+        }
+    }
+
+    /// Greedy actions for `n` row-major states, flat.
+    pub fn greedy_batch(&self, states: &[f32], n: usize) -> Result<Vec<f32>, AgentError> {
+        match self {
+            LifecycleAgent::Ddpg(a) => a.greedy_batch(states, n),
+            LifecycleAgent::Ppo(a) => a.ppo.greedy_batch(states, n),
+        }
+    }
+
+    /// Keeps one of the fallback's transitions to learn offline from: DDPG's replay, PPO's
+    /// demonstrations (the action clipped into the box).
+    pub(crate) fn remember_offline(&mut self, e: &Experience) -> Result<(), AgentError> {
+        match self {
+            LifecycleAgent::Ddpg(a) => a.remember(e),
+            LifecycleAgent::Ppo(a) => {
+                aware_agents::check_observation(&e.state, a.ppo.state_dim())?;
+                if e.action.len() != AGENT_ACTION_DIM || e.action.iter().any(|x| !x.is_finite()) {
+                    return Err(AgentError::BadObservation(format!(
+                        "demonstrated action {:?} is not {AGENT_ACTION_DIM} finite values",
+                        e.action
+                    )));
+                }
+                let action: Vec<f32> = e.action.iter().map(|x| x.clamp(-1.0, 1.0)).collect();
+                a.demonstrations.push(&e.state, &action);
+                Ok(())
+            }
+        }
+    }
+
+    /// `updates` offline steps: DDPG's TD3+BC at `bc_alpha`; PPO's behaviour cloning, one
+    /// minibatch of [`CLONING_BATCH`] demonstrations each (nothing before it has any).
+    pub(crate) fn train_offline(&mut self, updates: usize, bc_alpha: f32) -> Result<(), AgentError> {
+        match self {
+            LifecycleAgent::Ddpg(a) => {
+                a.config.bc_alpha = Some(bc_alpha);
+                a.train_offline(updates);
+                a.config.bc_alpha = None;
+                Ok(())
+            }
+            LifecycleAgent::Ppo(a) => {
+                if a.demonstrations.len == 0 || updates == 0 {
+                    return Ok(());
+                }
+                let (states, actions) = a.demonstrations.sample(updates * CLONING_BATCH, &mut a.rng);
+                a.ppo.imitate(&states, &actions, updates * CLONING_BATCH, 1).map(|_| ())
+            }
+        }
+    }
+
+    /// Learns online from app `app`'s outcome `e` of the last interval, `sampled` being the
+    /// action the agent sampled for it (PPO learns from it, DDPG from `e.action`, what was
+    /// applied); `truncated` marks the episode's last interval. DDPG keeps TD3+BC's term at
+    /// `bc_alpha` when given. PPO with no sample awaiting this app's outcome (the guard let the
+    /// fallback act, or cloning replaced the policy since) learns nothing from it and cuts the
+    /// app's rollout there ([`Ppo::cut`]), so no advantage reaches across the gap.
+    pub(crate) fn learn_online(
+        &mut self,
+        app: usize,
+        e: &Experience,
+        sampled: Option<&[f32]>,
+        truncated: bool,
+        bc_alpha: Option<f32>,
+    ) -> Result<(), AgentError> {
+        match self {
+            LifecycleAgent::Ddpg(a) => {
+                a.config.bc_alpha = bc_alpha;
+                let out = a.observe(e);
+                a.config.bc_alpha = None;
+                out.map(|_| ())
+            }
+            LifecycleAgent::Ppo(a) => match sampled {
+                Some(action) if a.ppo.awaiting(app) => {
+                    let e = Experience { action: action.to_vec(), ..e.clone() };
+                    a.ppo.observe(app, &e, truncated).map(|_| ())
+                }
+                _ => {
+                    a.ppo.cut(app);
+                    Ok(())
+                }
+            },
+        }
+    }
+
+    /// App `app` no longer learns online (its stage moved on): PPO drops its partial rollout.
+    pub(crate) fn stop_online(&mut self, app: usize) {
+        if let LifecycleAgent::Ppo(a) = self {
+            a.ppo.forget(app);
+        }
+    }
+
+    /// Saves the weights and `checkpoint.json` in `dir` for states of `space`.
+    pub fn save(&self, dir: &Path, space: &Space) -> Result<(), AgentError> {
+        match self {
+            LifecycleAgent::Ddpg(a) => a.save(dir, space, a.updates()),
+            LifecycleAgent::Ppo(a) => a.ppo.save(dir, space, a.ppo.updates()),
+        }
+    }
+
+    /// Loads whichever of the two `dir`'s `checkpoint.json` names, for states of `space`; any
+    /// other algorithm is refused with its name.
+    pub fn load(dir: &Path, space: &Space, seed: u64) -> Result<Self, AgentError> {
+        let meta = Checkpoint::read_metadata(dir)?;
+        match meta.algorithm.as_str() {
+            "ddpg" => Ddpg::load(dir, space, AGENT_ACTION_DIM, seed).map(Into::into),
+            "ppo" => {
+                let ppo = Ppo::load(dir, space, PpoActions::Continuous(AGENT_ACTION_DIM), seed)?;
+                Ok(LifecycleAgent::Ppo(PpoAgent::new(ppo, seed)))
+            }
+            other => Err(AgentError::Invalid(format!(
+                "{}: a {other} agent; the lifecycle runs ddpg or ppo",
+                dir.join(aware_agents::METADATA).display()
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn experience(state: f32, action: f32) -> Experience {
+        Experience {
+            state: vec![state; aware_env::STATE_DIM],
+            action: vec![action; AGENT_ACTION_DIM],
+            reward: 0.0,
+            next_state: vec![state; aware_env::STATE_DIM],
+            terminal: false,
+        }
+    }
+
+    /// A PPO agent learning offline clones the fallback: where it held (action 0) in one state
+    /// and scaled up (0.6) in another, the greedy policy comes to do the same.
+    #[test]
+    fn ppo_learns_offline_by_cloning_the_fallback() {
+        let mut agent = LifecycleAgent::fresh(AgentAlgorithm::Ppo, 3);
+        let before = agent.greedy(&[0.9; aware_env::STATE_DIM]).unwrap();
+        for _ in 0..200 {
+            agent.remember_offline(&experience(0.1, 0.0)).unwrap();
+            agent.remember_offline(&experience(0.9, 0.6)).unwrap();
+        }
+        agent.train_offline(300, 0.5).unwrap();
+        let low = agent.greedy(&[0.1; aware_env::STATE_DIM]).unwrap();
+        let high = agent.greedy(&[0.9; aware_env::STATE_DIM]).unwrap();
+        for (l, h) in low.iter().zip(&high) {
+            assert!(l.abs() < 0.1, "held state: {low:?}");
+            assert!((h - 0.6).abs() < 0.1, "scale-up state: {high:?}");
+        }
+        assert!(before.iter().all(|b| (b - 0.6).abs() > 0.2), "the untrained policy already did it: {before:?}");
+        assert_eq!(agent.as_ppo().unwrap().demonstrations(), 400);
+        let bad = Experience { action: vec![f32::NAN; AGENT_ACTION_DIM], ..experience(0.5, 0.0) };
+        assert!(agent.remember_offline(&bad).is_err());
+    }
+
+    /// The demonstrations keep the newest pairs once full.
+    #[test]
+    fn demonstrations_overwrite_the_oldest() {
+        let mut d = Demonstrations::new(1, 1, 3);
+        for x in 0..5 {
+            d.push(&[x as f32], &[x as f32]);
+        }
+        let mut kept = d.states.clone();
+        kept.sort_by(f32::total_cmp);
+        assert_eq!(kept, vec![2.0, 3.0, 4.0]);
+        assert_eq!(d.len, 3);
+    }
+
+    /// PPO samples only for the apps that explore, remembers the sample under the app's index,
+    /// learns from its outcome with the action it sampled (whatever was applied), and an app
+    /// that stops learning online is forgotten.
+    #[test]
+    fn ppo_samples_per_app_and_learns_from_what_it_sampled() {
+        let mut agent = LifecycleAgent::fresh(AgentAlgorithm::Ppo, 5);
+        let states: Vec<f32> = (0..3).flat_map(|i| vec![0.2 * i as f32; aware_env::STATE_DIM]).collect();
+        let actions = agent.act(&states, &[4, 7, 9], &[true, false, true]).unwrap();
+        assert_eq!(actions.len(), 3);
+        let greedy = agent.greedy(&states[aware_env::STATE_DIM..2 * aware_env::STATE_DIM]).unwrap();
+        assert_eq!(actions[1], greedy, "a row that does not explore acts greedily");
+        let LifecycleAgent::Ppo(p) = &agent else { unreachable!() };
+        assert!(p.ppo.awaiting(4) && p.ppo.awaiting(9) && !p.ppo.awaiting(7));
+        // Applied: something else (the guard's); learned: the sample.
+        let e = Experience { action: vec![0.0; AGENT_ACTION_DIM], ..experience(0.0, 0.0) };
+        agent.learn_online(4, &e, Some(&actions[0]), false, None).unwrap();
+        let e9 = Experience { action: vec![0.0; AGENT_ACTION_DIM], ..experience(0.4, 0.0) };
+        let wrong = vec![9.0; AGENT_ACTION_DIM];
+        assert!(agent.learn_online(9, &e9, Some(&wrong), false, None).is_err(), "not the sampled action");
+        agent.stop_online(9);
+        let LifecycleAgent::Ppo(p) = &agent else { unreachable!() };
+        assert!(!p.ppo.awaiting(9) && !p.ppo.awaiting(4));
+        // Nothing awaiting: nothing learned, no error.
+        agent.learn_online(7, &e, Some(&actions[1]), false, None).unwrap();
+    }
+
+    /// A checkpoint says which algorithm it holds: either loads back acting as it was saved, and
+    /// another algorithm's is refused with its name.
+    #[test]
+    fn checkpoints_load_back_whichever_algorithm_they_hold() {
+        let space = aware_env::StateEncoder::space();
+        let state = vec![0.3; aware_env::STATE_DIM];
+        for algorithm in [AgentAlgorithm::Ddpg, AgentAlgorithm::Ppo] {
+            let dir = tempfile::tempdir().unwrap();
+            let agent = LifecycleAgent::fresh(algorithm, 11);
+            agent.save(dir.path(), &space).unwrap();
+            let loaded = LifecycleAgent::load(dir.path(), &space, 2).unwrap();
+            assert_eq!(loaded.algorithm(), algorithm);
+            assert_eq!(loaded.greedy(&state).unwrap(), agent.greedy(&state).unwrap());
+        }
+        let dir = tempfile::tempdir().unwrap();
+        LifecycleAgent::fresh(AgentAlgorithm::Ppo, 1).save(dir.path(), &space).unwrap();
+        let meta = dir.path().join(aware_agents::METADATA);
+        let text = std::fs::read_to_string(&meta).unwrap().replace("\"ppo\"", "\"dqn\"");
+        std::fs::write(&meta, text).unwrap();
+        let err = LifecycleAgent::load(dir.path(), &space, 2).err().unwrap().to_string();
+        assert!(err.contains("dqn") && err.contains("ddpg or ppo"), "{err}");
+    }
+
+    #[test]
+    fn algorithm_names_round_trip() {
+        for a in [AgentAlgorithm::Ddpg, AgentAlgorithm::Ppo] {
+            assert_eq!(a.name().parse::<AgentAlgorithm>().unwrap(), a);
+        }
+        assert!("sac".parse::<AgentAlgorithm>().unwrap_err().contains("ddpg or ppo"));
+    }
+}

@@ -1,0 +1,83 @@
+//! The lifecycle with a PPO agent: bootstrapping behaviour-clones the fallback, and without
+//! bootstrapping PPO learns on-policy from its own samples, one rollout per app.
+
+use aware_agents::Experience;
+use aware_env::ActionKind;
+use aware_lab::progress::Silent;
+use aware_lab::rollout::rollout;
+use aware_lab::workload::{Workload, WorkloadSpec};
+use aware_lifecycle::manager::{Manager, ManagerConfig};
+use aware_lifecycle::{AgentAlgorithm, LifecycleAgent, Stage};
+
+fn workload(apps: usize, bootstrapping: bool) -> (Workload, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("profile.yaml");
+    std::fs::write(&profile, format!("bootstrapping: {bootstrapping}\n")).unwrap();
+    let spec = WorkloadSpec { apps, seed: 4, profile: Some(profile), steps: 400, ..WorkloadSpec::default() };
+    (Workload::load(&spec).unwrap(), dir)
+}
+
+/// Mean squared distance between the agent's greedy actions and the actions taken.
+fn imitation_error(agent: &LifecycleAgent, transitions: &[Experience]) -> f32 {
+    let total: f32 = transitions
+        .iter()
+        .map(|e| {
+            let a = agent.greedy(&e.state).unwrap();
+            a.iter().zip(&e.action).map(|(x, y)| (x - y.clamp(-1.0, 1.0)).powi(2)).sum::<f32>()
+        })
+        .sum();
+    total / transitions.len() as f32
+}
+
+/// While the fallback bootstraps, the PPO agent clones what it did: its greedy actions in the
+/// fallback's states come far closer to the fallback's than an untrained policy's, and every
+/// transition the fallback made is kept as a demonstration.
+#[test]
+fn a_ppo_agent_bootstraps_by_cloning_the_fallback() {
+    let (w, _dir) = workload(3, true);
+    let config = ManagerConfig { episode_steps: 100, log: true, agent: AgentAlgorithm::Ppo, ..Default::default() };
+    let untrained = LifecycleAgent::fresh(AgentAlgorithm::Ppo, 7);
+    let mut manager = Manager::new(&w, LifecycleAgent::fresh(AgentAlgorithm::Ppo, 7), config).unwrap();
+    assert_eq!(manager.stages(), [Stage::Offline; 3]);
+    let mut env = w.env(ActionKind::Continuous, 100, w.trace_seed);
+    // One episode: no bootstrapping check has run yet, so the fallback acts throughout.
+    rollout(&mut env, &mut manager, w.trace_seed, 100, &mut [], &Silent).unwrap();
+    let log = manager.take_log();
+    let transitions: Vec<Experience> = log.transitions.into_iter().flatten().collect();
+    assert_eq!(transitions.len(), 300);
+    assert!(log.decisions.iter().all(|d| d.acting_policy == "mpa"));
+    // The fallback scaled: the demonstrations are not all holds.
+    assert!(transitions.iter().any(|e| e.action.iter().any(|a| a.abs() > 0.05)));
+    let agent = manager.into_agent();
+    assert_eq!(agent.stored(), 300);
+    assert_eq!(agent.updates(), 0, "cloning is not a PPO update");
+    let (before, after) = (imitation_error(&untrained, &transitions), imitation_error(&agent, &transitions));
+    assert!(after < 0.3 * before, "imitation error {after} after cloning against {before} untrained");
+}
+
+/// Without bootstrapping every app is ONLINE and PPO learns from its own samples: its rollouts
+/// fill app by app and it updates, whatever the guard applied.
+#[test]
+fn without_bootstrapping_ppo_learns_online_on_policy() {
+    let (w, _dir) = workload(2, false);
+    let config = ManagerConfig {
+        episode_steps: 100,
+        online_learning: true,
+        agent: AgentAlgorithm::Ppo,
+        ..ManagerConfig::default()
+    };
+    let mut manager = Manager::new(&w, LifecycleAgent::fresh(AgentAlgorithm::Ppo, 3), config).unwrap();
+    assert_eq!(manager.stages(), [Stage::Online; 2]);
+    // Three episodes of 100 intervals, each on its own traffic.
+    for e in 0..3 {
+        let seed = w.trace_seed + e;
+        let mut env = w.env(ActionKind::Continuous, 100, seed);
+        rollout(&mut env, &mut manager, seed, 100, &mut [], &Silent).unwrap();
+    }
+    let counts = manager.counts();
+    assert!(counts.iter().all(|c| c.agent_actions > 0));
+    // Rollouts of 100 intervals per app: every app's full rollout is one update.
+    let agent = manager.into_agent();
+    assert!(agent.updates() >= 2, "PPO updated {} times in 300 intervals", agent.updates());
+    assert_eq!(agent.stored(), 0, "nothing was learned offline");
+}
