@@ -74,23 +74,7 @@ pub struct Fig8Config {
     pub base_learner: BaseLearnerKind,
 }
 
-/// Which algorithm AWARE's shared base learner is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum BaseLearnerKind {
-    Ddpg,
-    #[default]
-    Ppo,
-}
-
-impl BaseLearnerKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            BaseLearnerKind::Ddpg => "ddpg",
-            BaseLearnerKind::Ppo => "ppo",
-        }
-    }
-}
+pub use aware_meta::pool::BaseLearnerKind;
 
 impl Fig8Config {
     /// Minutes on 2 cores: 32 pool apps meta-trained for 60 episodes, 4 unseen, 48-interval

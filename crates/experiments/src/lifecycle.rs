@@ -21,10 +21,10 @@ use aware_lab::policy::PolicyName;
 use aware_lab::progress::Progress;
 use aware_lab::score::{LatencyHistogram, Summary};
 use aware_lab::workload::{Workload, WorkloadSpec};
-use aware_lifecycle::AgentAlgorithm;
 use aware_lifecycle::converged::{self, Training, TrainingReport};
 use aware_lifecycle::manager::ManagerConfig;
 use aware_lifecycle::run::{Arm, Plan, Variant, run_fallback, run_manager};
+use aware_lifecycle::{AgentAlgorithm, LifecycleAgent};
 use aware_sim::{Scenario, ScenarioKind};
 use serde::Serialize;
 
@@ -459,6 +459,12 @@ pub fn run_with_meta(
     // The meta-learner's checkpoint metadata's hash: wherever the directory is moved.
     let id = trained.pool.meta_metadata_sha256.clone();
     let (agent, mut embedder) = trained.into_lifecycle(&format!("{}@", aware_lifecycle::record::AGENT));
-    let meta = aware_lifecycle::run::MetaRun { agent: agent.into(), embedder: &mut embedder, id };
+    let agent = match agent {
+        aware_meta::saved::BaseAgent::Ddpg(a) => LifecycleAgent::Ddpg(a),
+        aware_meta::saved::BaseAgent::Ppo(a) => {
+            LifecycleAgent::Ppo(aware_lifecycle::agent::PpoAgent::new(a, spec.seed))
+        }
+    };
+    let meta = aware_lifecycle::run::MetaRun { agent, embedder: &mut embedder, id };
     Ok(aware_lifecycle::run::run_with(spec, Some(meta), progress)?)
 }

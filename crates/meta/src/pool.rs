@@ -13,7 +13,7 @@ use aware_lab::policy::{Policy, PolicyName};
 use aware_lab::progress::Progress;
 use aware_lab::rollout::{Recommenders, rollout};
 use aware_lab::workload::Workload;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::base::BaseLearner;
 use crate::train::{Fallback, MetaDriver, MetaTrainConfig, end_episodes};
@@ -96,6 +96,24 @@ impl PoolSpec {
             ppo: PpoConfig { rollout_steps: episode_steps.max(1) as usize, ..PpoConfig::default() },
             adapt_noise_sigma: 0.05,
             normalise: true,
+        }
+    }
+}
+
+/// Which algorithm AWARE's shared base learner is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BaseLearnerKind {
+    Ddpg,
+    #[default]
+    Ppo,
+}
+
+impl BaseLearnerKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            BaseLearnerKind::Ddpg => "ddpg",
+            BaseLearnerKind::Ppo => "ppo",
         }
     }
 }

@@ -2,8 +2,8 @@
 //! `aware run --meta DIR`): the meta-learner, the shared base learner conditioned on its
 //! embeddings, and the out-of-distribution detector fitted on the pool's embeddings.
 //!
-//! `DIR/meta/` is the meta-learner's checkpoint, `DIR/agent/` the base learner's (a DDPG
-//! checkpoint over [`conditioned_space`]), `DIR/pool.json` the detector and how the pool was
+//! `DIR/meta/` is the meta-learner's checkpoint, `DIR/agent/` the base learner's (a DDPG or
+//! PPO checkpoint over [`conditioned_space`], [`BaseAgent`]), `DIR/pool.json` the detector and how the pool was
 //! trained, bound to both checkpoints by the SHA-256 of their metadata: a directory whose parts
 //! come from different trainings, or whose files changed, is refused, naming the file.
 
@@ -11,14 +11,18 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use aware_agents::ddpg::Ddpg;
-use aware_agents::{METADATA, sha256};
+use aware_agents::ppo::{Ppo, PpoActions};
+use aware_agents::{AgentError, Checkpoint, METADATA, sha256};
+use aware_core::Space;
 use aware_lab::embed::conditioned_space;
 use aware_lab::output::write_atomically;
 use aware_lab::progress::Progress;
 use aware_lab::workload::Workload;
 use serde::{Deserialize, Serialize};
 
-use crate::pool::{ACTIONS, PoolSpec, train_pool};
+use crate::base::BaseLearner;
+use crate::pool::{ACTIONS, BaseLearnerKind, PoolEpisode, PoolSpec, ppo_base_learner, train_pool, train_pool_with};
+use crate::train::MetaDriver;
 use crate::{EpisodeFilter, MetaError, MetaLearner, OodDetector, StoreEmbedder};
 
 const META: &str = "meta";
@@ -39,16 +43,79 @@ pub struct PoolFile {
     pub probes: u64,
     pub episodes: u64,
     pub episode_steps: u64,
+    /// The base learner's algorithm (a file written before PPO could be one holds DDPG's).
+    #[serde(default = "ddpg")]
+    pub base_learner: BaseLearnerKind,
     pub pool_apps: Vec<String>,
     pub ood: OodDetector,
     pub meta_metadata_sha256: String,
     pub agent_metadata_sha256: String,
 }
 
+fn ddpg() -> BaseLearnerKind {
+    BaseLearnerKind::Ddpg
+}
+
+/// The shared base learner a pool was meta-trained with.
+pub enum BaseAgent {
+    Ddpg(Ddpg),
+    Ppo(Ppo),
+}
+
+impl BaseAgent {
+    pub fn kind(&self) -> BaseLearnerKind {
+        match self {
+            BaseAgent::Ddpg(_) => BaseLearnerKind::Ddpg,
+            BaseAgent::Ppo(_) => BaseLearnerKind::Ppo,
+        }
+    }
+
+    /// Width of the states it reads (the state encoder's and the embedding).
+    pub fn state_dim(&self) -> usize {
+        match self {
+            BaseAgent::Ddpg(a) => a.state_dim(),
+            BaseAgent::Ppo(a) => a.state_dim(),
+        }
+    }
+
+    /// The greedy action in `state`.
+    pub fn greedy(&self, state: &[f32]) -> Result<Vec<f32>, AgentError> {
+        match self {
+            BaseAgent::Ddpg(a) => a.greedy(state),
+            BaseAgent::Ppo(a) => a.greedy(state),
+        }
+    }
+
+    fn save(&self, dir: &Path, space: &Space) -> Result<(), AgentError> {
+        match self {
+            BaseAgent::Ddpg(a) => a.save(dir, space, a.updates()),
+            BaseAgent::Ppo(a) => a.save(dir, space, a.updates()),
+        }
+    }
+
+    /// The checkpoint in `dir`, of whichever algorithm its metadata names (`want`: the one
+    /// `pool.json` says; another is refused).
+    fn load(dir: &Path, space: &Space, want: BaseLearnerKind, seed: u64) -> Result<Self, MetaError> {
+        let found = Checkpoint::read_metadata(dir).map_err(AgentError::from)?.algorithm;
+        if found != want.name() {
+            return Err(file_error(
+                &dir.join(METADATA),
+                format!("a {found} checkpoint; pool.json says the base learner is {}", want.name()),
+            ));
+        }
+        Ok(match want {
+            BaseLearnerKind::Ddpg => BaseAgent::Ddpg(Ddpg::load(dir, space, ACTIONS.space().dim(), seed)?),
+            BaseLearnerKind::Ppo => {
+                BaseAgent::Ppo(Ppo::load(dir, space, PpoActions::Continuous(ACTIONS.space().dim()), seed)?)
+            }
+        })
+    }
+}
+
 /// A meta-trained pool, as kept.
 pub struct Trained {
     pub meta: MetaLearner,
-    pub agent: Ddpg,
+    pub agent: BaseAgent,
     pub pool: PoolFile,
 }
 
@@ -61,6 +128,7 @@ pub struct TrainedReport {
     pub episodes: u64,
     pub episode_steps: u64,
     pub embedding: usize,
+    pub base_learner: BaseLearnerKind,
     /// Mean reward per app of the last training episode (Σ over its intervals).
     pub final_episode_reward: f64,
     pub meta_steps: u64,
@@ -78,12 +146,35 @@ fn file_error(path: &Path, reason: String) -> MetaError {
     MetaError::Checkpoint(aware_agents::CheckpointError::Format { path: path.display().to_string(), reason })
 }
 
-/// Meta-trains on every app of `workload` as `spec` says, fits the detector (`k` nearest pool
-/// embeddings, threshold at `quantile` of the pool's own scores) and keeps all in `dir`
-/// (created if missing; one that already holds a kept pool is refused before training).
+/// What pool training left: the meta-learner, the base learner, every app's embedding, the
+/// meta-learner's steps and the curve.
+struct Pooled {
+    meta: MetaLearner,
+    agent: BaseAgent,
+    embeddings: Vec<Vec<f32>>,
+    meta_steps: u64,
+    curve: Vec<PoolEpisode>,
+}
+
+impl Pooled {
+    fn of<A: BaseLearner>(
+        (driver, curve): (MetaDriver<A>, Vec<PoolEpisode>),
+        apps: usize,
+        wrap: fn(A) -> BaseAgent,
+    ) -> Self {
+        let embeddings = (0..apps).filter_map(|i| driver.embedding(i).map(<[f32]>::to_vec)).collect();
+        Self { meta_steps: driver.meta_steps, meta: driver.meta, agent: wrap(driver.agent), embeddings, curve }
+    }
+}
+
+/// Meta-trains on every app of `workload` as `spec` says, with a `base` base learner, fits the
+/// detector (`k` nearest pool embeddings, threshold at `quantile` of the pool's own scores) and
+/// keeps all in `dir` (created if missing; one that already holds a kept pool is refused before
+/// training).
 pub fn train_and_keep(
     workload: &Workload,
     spec: &PoolSpec,
+    base: BaseLearnerKind,
     (k, quantile): (usize, f64),
     dir: &Path,
     progress: &dyn Progress,
@@ -103,8 +194,14 @@ pub fn train_and_keep(
     }
     std::fs::create_dir_all(dir).map_err(|e| file_error(dir, e.to_string()))?;
     let start = Instant::now();
-    let (driver, curve) = train_pool(workload, spec, progress)?;
-    let embeddings: Vec<Vec<f32>> = (0..apps).filter_map(|i| driver.embedding(i).map(<[f32]>::to_vec)).collect();
+    let pooled = match base {
+        BaseLearnerKind::Ddpg => Pooled::of(train_pool(workload, spec, progress)?, apps, BaseAgent::Ddpg),
+        BaseLearnerKind::Ppo => {
+            let trained = train_pool_with(ppo_base_learner(spec), workload, spec, progress)?;
+            Pooled::of(trained, apps, BaseAgent::Ppo)
+        }
+    };
+    let Pooled { meta, agent, embeddings, meta_steps, curve } = pooled;
     if embeddings.len() < apps {
         return Err(MetaError::Embedding(format!(
             "could be made for {} of the {apps} pool apps after {} probe episodes",
@@ -122,13 +219,14 @@ pub fn train_and_keep(
             probes: spec.probes,
             episodes: spec.episodes,
             episode_steps: spec.episode_steps,
+            base_learner: base,
             pool_apps: workload.apps.iter().map(|a| a.name.clone()).collect(),
             ood,
             meta_metadata_sha256: String::new(),
             agent_metadata_sha256: String::new(),
         },
-        meta: driver.meta,
-        agent: driver.agent,
+        meta,
+        agent,
     };
     let ood_threshold = trained.pool.ood.threshold();
     trained.save(dir)?;
@@ -139,8 +237,9 @@ pub fn train_and_keep(
         episodes: spec.episodes,
         episode_steps: spec.episode_steps,
         embedding: spec.meta.embedding,
+        base_learner: base,
         final_episode_reward: curve.last().map_or(f64::NAN, |e| e.mean_reward),
-        meta_steps: driver.meta_steps,
+        meta_steps,
         ood_threshold,
         seconds: start.elapsed().as_secs_f64(),
     })
@@ -152,7 +251,7 @@ impl Trained {
         std::fs::create_dir_all(dir).map_err(|e| file_error(dir, e.to_string()))?;
         let (meta_dir, agent_dir) = (dir.join(META), dir.join(AGENT));
         self.meta.save(&meta_dir)?;
-        self.agent.save(&agent_dir, &conditioned_space(self.pool.embedding), self.agent.updates())?;
+        self.agent.save(&agent_dir, &conditioned_space(self.pool.embedding))?;
         let pool = PoolFile {
             meta_metadata_sha256: metadata_sha(&meta_dir)?,
             agent_metadata_sha256: metadata_sha(&agent_dir)?,
@@ -188,7 +287,7 @@ impl Trained {
                 format!("embedding: {} here, {} in the meta-learner", pool.embedding, meta.config().embedding),
             ));
         }
-        let agent = Ddpg::load(&agent_dir, &conditioned_space(pool.embedding), ACTIONS.space().dim(), seed)?;
+        let agent = BaseAgent::load(&agent_dir, &conditioned_space(pool.embedding), pool.base_learner, seed)?;
         Ok(Self { meta, agent, pool })
     }
 
@@ -196,7 +295,7 @@ impl Trained {
     /// read from the episodes the pool's fallback drove under the store agent
     /// `{agent_prefix}{app}` (the lifecycle manager's), once there are as many as the pool's
     /// probes, and judged by the pool's detector.
-    pub fn into_lifecycle(self, agent_prefix: &str) -> (Ddpg, StoreEmbedder) {
+    pub fn into_lifecycle(self, agent_prefix: &str) -> (BaseAgent, StoreEmbedder) {
         let filter = EpisodeFilter {
             agent_prefix: agent_prefix.to_string(),
             policy: self.pool.fallback.clone(),
@@ -227,7 +326,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (workload, spec) = small(2);
         let (a, b) = (dir.path().join("a"), dir.path().join("b"));
-        let report = train_and_keep(&workload, &spec, (2, 0.9), &a, &aware_lab::progress::Silent).unwrap();
+        let report =
+            train_and_keep(&workload, &spec, BaseLearnerKind::Ddpg, (2, 0.9), &a, &aware_lab::progress::Silent)
+                .unwrap();
         assert_eq!((report.pool_apps, report.embedding), (5, 4));
         let trained = Trained::load(&a, 7).unwrap();
         assert_eq!(trained.pool.pool_apps.len(), 5);
@@ -243,8 +344,15 @@ mod tests {
         );
 
         // Another training's meta-learner beside this pool file: refused, naming the file.
-        train_and_keep(&workload, &PoolSpec { seed: 3, ..spec.clone() }, (2, 0.9), &b, &aware_lab::progress::Silent)
-            .unwrap();
+        train_and_keep(
+            &workload,
+            &PoolSpec { seed: 3, ..spec.clone() },
+            BaseLearnerKind::Ddpg,
+            (2, 0.9),
+            &b,
+            &aware_lab::progress::Silent,
+        )
+        .unwrap();
         std::fs::remove_dir_all(a.join(META)).unwrap();
         copy_dir(&b.join(META), &a.join(META));
         let err = Trained::load(&a, 7).err().unwrap().to_string();
@@ -267,9 +375,12 @@ mod tests {
         let err = Trained::load(&b, 7).err().unwrap().to_string();
         assert!(err.contains("pool.json") && err.contains("0 pool embeddings"), "{err}");
         // A directory that already holds a pool is not trained into; too small a pool is refused.
-        let err = train_and_keep(&workload, &spec, (2, 0.9), &b, &aware_lab::progress::Silent).err().unwrap();
+        let err = train_and_keep(&workload, &spec, BaseLearnerKind::Ddpg, (2, 0.9), &b, &aware_lab::progress::Silent)
+            .err()
+            .unwrap();
         assert!(err.to_string().contains("already holds a kept pool"), "{err}");
-        let err = train_and_keep(&workload, &spec, (5, 0.9), &dir.path().join("c"), &aware_lab::progress::Silent);
+        let c = dir.path().join("c");
+        let err = train_and_keep(&workload, &spec, BaseLearnerKind::Ddpg, (5, 0.9), &c, &aware_lab::progress::Silent);
         assert!(err.err().unwrap().to_string().contains("at least 6 needed"));
         // No pool file, or not JSON: one line naming it.
         let err = Trained::load(dir.path(), 7).err().unwrap().to_string();
@@ -277,6 +388,29 @@ mod tests {
         std::fs::write(b.join(POOL), "{").unwrap();
         let err = Trained::load(&b, 7).err().unwrap().to_string();
         assert!(err.contains("pool.json") && !err.contains('\n'), "{err}");
+    }
+
+    /// A pool meta-trained with a PPO base learner keeps it and reads it back acting as it did;
+    /// a `pool.json` that names another algorithm than the agent's checkpoint is refused, and
+    /// one written before the field existed reads as DDPG's.
+    #[test]
+    fn a_pool_keeps_a_ppo_base_learner() {
+        let dir = tempfile::tempdir().unwrap();
+        let (workload, spec) = small(4);
+        let a = dir.path().join("a");
+        let report =
+            train_and_keep(&workload, &spec, BaseLearnerKind::Ppo, (2, 0.9), &a, &aware_lab::progress::Silent).unwrap();
+        assert_eq!(report.base_learner, BaseLearnerKind::Ppo);
+        let (one, two) = (Trained::load(&a, 1).unwrap(), Trained::load(&a, 2).unwrap());
+        assert_eq!((one.agent.kind(), one.pool.base_learner), (BaseLearnerKind::Ppo, BaseLearnerKind::Ppo));
+        let state = vec![0.3; aware_env::STATE_DIM + 4];
+        assert_eq!(one.agent.greedy(&state).unwrap(), two.agent.greedy(&state).unwrap());
+        let text = std::fs::read_to_string(a.join(POOL)).unwrap();
+        let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        json.as_object_mut().unwrap().remove("base_learner");
+        std::fs::write(a.join(POOL), json.to_string()).unwrap();
+        let err = Trained::load(&a, 1).err().unwrap().to_string();
+        assert!(err.contains("a ppo checkpoint") && err.contains("says the base learner is ddpg"), "{err}");
     }
 
     fn copy_dir(from: &Path, to: &Path) {

@@ -244,9 +244,18 @@ pub struct Fig8Args {
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
-enum BaseLearnerArg {
+pub(crate) enum BaseLearnerArg {
     Ddpg,
     Ppo,
+}
+
+impl BaseLearnerArg {
+    pub(crate) fn kind(self) -> aware_meta::pool::BaseLearnerKind {
+        match self {
+            BaseLearnerArg::Ddpg => aware_meta::pool::BaseLearnerKind::Ddpg,
+            BaseLearnerArg::Ppo => aware_meta::pool::BaseLearnerKind::Ppo,
+        }
+    }
 }
 
 fn fig8(args: Fig8Args) -> Result<ExitCode> {
@@ -257,10 +266,7 @@ fn fig8(args: Fig8Args) -> Result<ExitCode> {
     if let Some(n) = args.apps {
         config.unseen_apps = n as usize;
     }
-    config.base_learner = match args.base_learner {
-        BaseLearnerArg::Ddpg => aware_experiments::fig8::BaseLearnerKind::Ddpg,
-        BaseLearnerArg::Ppo => aware_experiments::fig8::BaseLearnerKind::Ppo,
-    };
+    config.base_learner = args.base_learner.kind();
     let bar = Bar::new();
     let report = fig8(&config, &bar)?;
     bar.finish();

@@ -5,6 +5,7 @@ use anyhow::Result;
 use aware_meta::MetaConfig;
 use aware_meta::pool::PoolSpec;
 
+use super::experiment::BaseLearnerArg;
 use super::{AppsArgs, MetaTaskArgs, print_json};
 use crate::progress::Bar;
 
@@ -33,6 +34,12 @@ pub struct Args {
     embedding: u64,
     #[command(flatten)]
     task: MetaTaskArgs,
+    /// The shared base learner: ddpg (the paper's: TD3 with TD3+BC's behaviour term and the
+    /// pre-activation penalty) or ppo (behaviour-clones the probes, then learns on-policy; the
+    /// base learner `aware experiment fig8` measures by default). `aware run --meta DIR` runs
+    /// whichever DIR holds.
+    #[arg(long, value_enum, default_value_t = BaseLearnerArg::Ddpg)]
+    base_learner: BaseLearnerArg,
     /// Where the meta-learner, the base learner and the pool's OOD detector are kept
     /// (`aware run --meta DIR` reads them).
     #[arg(long)]
@@ -59,12 +66,20 @@ pub fn run(args: Args) -> Result<ExitCode> {
         ..pool.meta
     };
     args.task.apply(&mut pool);
-    let report = aware_meta::saved::train_and_keep(&workload, &pool, (3, 0.95), &args.out, &Bar::new())?;
+    let report = aware_meta::saved::train_and_keep(
+        &workload,
+        &pool,
+        args.base_learner.kind(),
+        (3, 0.95),
+        &args.out,
+        &Bar::new(),
+    )?;
     if args.json {
         print_json(&report)?;
     } else {
         outln!(
-            "meta-trained on {} apps ({} probe + {} training episodes of {} intervals) in {:.0} s: last episode's reward per app {:.2}, {} meta-learner steps",
+            "meta-trained a {} base learner on {} apps ({} probe + {} training episodes of {} intervals) in {:.0} s: last episode's reward per app {:.2}, {} meta-learner steps",
+            report.base_learner.name(),
             report.pool_apps,
             report.probes,
             report.episodes,
