@@ -252,6 +252,9 @@ pub struct Ppo {
     optimizer: ModuleOptimizer,
     rng: Pcg64Mcg,
     pending: Vec<Option<Pending>>,
+    /// Per environment: its rollout was cut ([`Ppo::cut`]) and has not gone on since, so an
+    /// update does not wait for it to fill.
+    stalled: Vec<bool>,
     rollouts: Vec<Vec<Step>>,
     steps: u64,
     updates: u64,
@@ -321,6 +324,7 @@ impl Ppo {
             optimizer,
             rng: Pcg64Mcg::seed_from_u64(seed),
             pending: Vec::new(),
+            stalled: Vec::new(),
             rollouts: Vec::new(),
             config,
             state_dim,
@@ -388,6 +392,7 @@ impl Ppo {
         self.refresh_acting();
         self.pending.clear();
         self.rollouts.clear();
+        self.stalled.clear();
     }
 
     /// Refuses discrete actions that are not indices of the policy's actions.
@@ -585,8 +590,12 @@ impl Ppo {
             truncated,
         });
         self.steps += 1;
+        if let Some(s) = self.stalled.get_mut(env) {
+            *s = false;
+        }
         let full = self.config.rollout_steps.max(1);
-        if self.rollouts.iter().filter(|r| !r.is_empty()).all(|r| r.len() >= full) {
+        let stalled = |i: usize| self.stalled.get(i).copied().unwrap_or(false);
+        if self.rollouts.iter().enumerate().filter(|(_, r)| !r.is_empty()).all(|(i, r)| r.len() >= full || stalled(i)) {
             return Ok(Some(self.update()));
         }
         Ok(None)
@@ -600,11 +609,17 @@ impl Ppo {
     /// Ends environment `env`'s rollout chain at its last step, as a step limit does (its return
     /// bootstraps from the critic's value of the next state), and drops any action awaiting its
     /// outcome: the environment skipped a step (another controller acted for it), so no
-    /// advantage may reach across the gap. Its steps so far are kept.
+    /// advantage may reach across the gap. Its steps so far are kept, and until it goes on
+    /// the next update does not wait for its rollout to fill (an environment that stops
+    /// without [`Ppo::forget`] never holds the others' updates back).
     pub fn cut(&mut self, env: usize) {
         if let Some(p) = self.pending.get_mut(env) {
             *p = None;
         }
+        if self.stalled.len() <= env {
+            self.stalled.resize(env + 1, false);
+        }
+        self.stalled[env] = true;
         if let Some(last) = self.rollouts.get_mut(env).and_then(|r| r.last_mut()) {
             last.truncated = true;
         }
@@ -619,6 +634,9 @@ impl Ppo {
     pub fn forget(&mut self, env: usize) {
         if let Some(p) = self.pending.get_mut(env) {
             *p = None;
+        }
+        if let Some(s) = self.stalled.get_mut(env) {
+            *s = false;
         }
         if let Some(r) = self.rollouts.get_mut(env) {
             r.clear();
@@ -825,6 +843,7 @@ impl Ppo {
 
     fn update(&mut self) -> PpoStats {
         let rollouts = std::mem::take(&mut self.rollouts);
+        self.stalled.clear();
         let mut c = self.config.clone();
         let remaining = self.schedule_remaining();
         c.learning_rate *= remaining;
@@ -974,6 +993,20 @@ mod tests {
         ppo.forget(5);
         assert!(ppo.rollouts[5].is_empty() && !ppo.awaiting(5));
         assert_eq!(ppo.rollouts[2].len(), 3);
+        // Environment 2 stays cut while 7 fills its rollout: the update does not wait for 2.
+        for k in 0..10 {
+            let a = ppo.sample_for(&[7], &states[..2]).unwrap().remove(0);
+            let e = Experience {
+                state: states[..2].to_vec(),
+                action: a,
+                reward: 1.0,
+                next_state: states[..2].to_vec(),
+                terminal: false,
+            };
+            let stats = ppo.observe(7, &e, false).unwrap();
+            assert_eq!(stats.is_some(), k == 9, "step {k}");
+        }
+        assert!(ppo.rollouts.iter().all(Vec::is_empty), "the update took every rollout, the cut one's too");
     }
 
     /// Hand-computed GAE: γ = 0.5, λ = 0.5, three steps with V = 1, 2, 3 and rewards 1, 1, 1.

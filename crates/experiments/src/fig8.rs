@@ -7,7 +7,7 @@
 //!   pool of generated apps). On the unseen apps the meta-learner is frozen; the fallback serves
 //!   the first `probes` episodes, the embeddings are read from them, then the base learner acts
 //!   and keeps training on every unseen app at once. The base learner is PPO by default
-//!   ([`BaseLearnerKind`]): it behaviour-clones the fallback's probes (the pool's, then each new
+//!   ([`Learner`]): it behaviour-clones the fallback's probes (the pool's, then each new
 //!   app's), then learns on-policy with σ `adapt_noise_sigma` while it adapts, its updates
 //!   anchored to the new app's probes (`aware_meta::base::ANCHOR_WEIGHT`). DDPG (AWARE's,
 //!   TD3+BC from its replay) is the other choice;
@@ -71,10 +71,10 @@ pub struct Fig8Config {
     /// 2.33, 6.06 / 1.37, 2.35 / 1.06, 6.56 / 2.84, 1.43 / 0.79, 5.11 / 1.28, 3.12 / 1.39,
     /// 2.29 / 1.29; PPO's utilisation deficit is below TL's on 7 seeds of 8 (DDPG's on 1), its
     /// SLO violations at most TL's on 7 (DDPG's on 7).
-    pub base_learner: BaseLearnerKind,
+    pub base_learner: Learner,
 }
 
-pub use aware_meta::pool::BaseLearnerKind;
+pub use aware_lab::agent::Learner;
 
 impl Fig8Config {
     /// Minutes on 2 cores: 32 pool apps meta-trained for 60 episodes, 4 unseen, 48-interval
@@ -92,7 +92,7 @@ impl Fig8Config {
             source_episodes: 33,
             window: 10,
             pool,
-            base_learner: BaseLearnerKind::Ppo,
+            base_learner: Learner::Ppo,
         }
     }
 
@@ -109,7 +109,7 @@ impl Fig8Config {
             source_episodes: 105,
             window: 10,
             pool: PoolSpec::new(5, 100, 96, seed),
-            base_learner: BaseLearnerKind::Ppo,
+            base_learner: Learner::Ppo,
         }
     }
 
@@ -171,7 +171,7 @@ pub struct Fig8App {
 pub struct Fig8Report {
     pub experiment: &'static str,
     /// AWARE's base learner (`ddpg` or `ppo`).
-    pub base_learner: BaseLearnerKind,
+    pub base_learner: Learner,
     pub seed: u64,
     pub quick: bool,
     /// Weight of meta-training's auxiliary task (the embedding predicts its trajectories'
@@ -534,10 +534,8 @@ pub fn fig8(config: &Fig8Config, progress: &dyn Progress) -> Result<Fig8Report, 
     // AWARE: meta-training on the pool, then adaptation.
     let start = Instant::now();
     let mut aware: Box<dyn AwareDriver> = match config.base_learner {
-        BaseLearnerKind::Ddpg => Box::new(train_pool(&pool, &config.pool, &Silent)?.0),
-        BaseLearnerKind::Ppo => {
-            Box::new(train_pool_with(ppo_base_learner(&config.pool), &pool, &config.pool, &Silent)?.0)
-        }
+        Learner::Ddpg => Box::new(train_pool(&pool, &config.pool, &Silent)?.0),
+        Learner::Ppo => Box::new(train_pool_with(ppo_base_learner(&config.pool), &pool, &config.pool, &Silent)?.0),
     };
     progress.inc(config.pool.probes + config.pool.episodes);
     let pool_training_seconds = start.elapsed().as_secs_f64();
@@ -676,12 +674,12 @@ mod tests {
 
     #[test]
     fn every_row_adapts_on_the_same_window_and_convergence_is_read_off_its_curve() {
-        for base_learner in [BaseLearnerKind::Ddpg, BaseLearnerKind::Ppo] {
+        for base_learner in [Learner::Ddpg, Learner::Ppo] {
             one_run(base_learner);
         }
     }
 
-    fn one_run(base_learner: BaseLearnerKind) {
+    fn one_run(base_learner: Learner) {
         let mut pool = PoolSpec::new(1, 2, 12, 5);
         pool.meta = MetaConfig { hidden: 8, fc: 8, embedding: 4, ..pool.meta };
         pool.ddpg = DdpgConfig { hidden: vec![16, 16], warmup: 24, ..pool.ddpg };

@@ -24,7 +24,7 @@ use aware_lab::workload::{Workload, WorkloadSpec};
 use aware_lifecycle::converged::{self, Training, TrainingReport};
 use aware_lifecycle::manager::ManagerConfig;
 use aware_lifecycle::run::{Arm, Plan, Variant, run_fallback, run_manager};
-use aware_lifecycle::{AgentAlgorithm, LifecycleAgent};
+use aware_lifecycle::{Learner, LifecycleAgent};
 use aware_sim::{Scenario, ScenarioKind};
 use serde::Serialize;
 
@@ -67,7 +67,7 @@ pub struct LifecycleConfig {
     /// within them.
     pub reward_window: Option<u32>,
     /// The learning agent of every learned row.
-    pub agent: AgentAlgorithm,
+    pub agent: Learner,
 }
 
 impl LifecycleConfig {
@@ -81,7 +81,7 @@ impl LifecycleConfig {
             profile: None,
             training: None,
             reward_window: None,
-            agent: AgentAlgorithm::Ddpg,
+            agent: Learner::Ddpg,
         }
     }
 
@@ -166,7 +166,7 @@ pub struct LifecycleReport {
     pub episode_steps: u64,
     pub alpha: f64,
     /// The learning agent of every learned row.
-    pub agent: AgentAlgorithm,
+    pub agent: Learner,
     /// The rows (for fig9, over every scenario from its start to the end).
     pub policies: Vec<PolicyRow>,
     /// table3: each policy in four consecutive segments of its episodes.
@@ -461,9 +461,7 @@ pub fn run_with_meta(
     let (agent, mut embedder) = trained.into_lifecycle(&format!("{}@", aware_lifecycle::record::AGENT));
     let agent = match agent {
         aware_meta::saved::BaseAgent::Ddpg(a) => LifecycleAgent::Ddpg(a),
-        aware_meta::saved::BaseAgent::Ppo(a) => {
-            LifecycleAgent::Ppo(aware_lifecycle::agent::PpoAgent::new(a, spec.seed))
-        }
+        aware_meta::saved::BaseAgent::Ppo(a) => LifecycleAgent::ppo(a, spec.seed),
     };
     let meta = aware_lifecycle::run::MetaRun { agent, embedder: &mut embedder, id };
     Ok(aware_lifecycle::run::run_with(spec, Some(meta), progress)?)

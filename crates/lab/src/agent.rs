@@ -20,6 +20,44 @@ use aware_sim::CONTAINER;
 
 use crate::{LabError, ParseError};
 
+/// The learner of a continuous-action policy that imitates a rule-based fallback and then
+/// learns: the lifecycle's agent (`aware run --agent`) and the meta-learner's base learner
+/// (`aware train-meta --base-learner`, `aware experiment fig8 --base-learner`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Learner {
+    /// DDPG (AWARE's): TD3+BC learns from the fallback's transitions in its replay.
+    Ddpg,
+    /// PPO (FLASH's, SIMPPO's): behaviour-clones the fallback, then learns on-policy.
+    Ppo,
+}
+
+impl Learner {
+    pub fn name(self) -> &'static str {
+        match self {
+            Learner::Ddpg => "ddpg",
+            Learner::Ppo => "ppo",
+        }
+    }
+}
+
+impl std::fmt::Display for Learner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Learner {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "ddpg" => Ok(Learner::Ddpg),
+            "ppo" => Ok(Learner::Ppo),
+            other => Err(format!("unknown learner '{other}' (expected ddpg or ppo)")),
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Algorithm {

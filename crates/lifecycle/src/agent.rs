@@ -8,7 +8,7 @@
 //! | | DDPG | PPO |
 //! |---|---|---|
 //! | OFFLINE (the fallback acts) | TD3+BC on the fallback's transitions in its replay | behaviour cloning: the Gaussian mean regressed on the fallback's actions, minibatches of 64 drawn from the last [`DEMONSTRATIONS`] |
-//! | ONLINE, learning | its own and the fallback's transitions (off-policy), TD3+BC's term kept with `online_bc` | its own sampled actions only (on-policy), one rollout per app |
+//! | ONLINE, learning | its own and the fallback's transitions (off-policy), TD3+BC's term kept with `online_bc` | its own sampled actions only (on-policy), one rollout per app; refused beside bootstrapping ([`LifecycleAgent::refuses`]) |
 //! | ONLINE, not learning | greedy plus the manager's noise σ | greedy |
 //! | SERVING | greedy | greedy |
 //!
@@ -27,43 +27,10 @@ use aware_agents::{AgentError, Checkpoint, Experience};
 use aware_core::Space;
 use rand::{Rng, RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
-use serde::Serialize;
+
+pub use aware_lab::agent::Learner;
 
 use crate::manager::{AGENT_ACTION_DIM, ManagerConfig};
-
-/// The algorithms the lifecycle runs (`--agent`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AgentAlgorithm {
-    Ddpg,
-    Ppo,
-}
-
-impl AgentAlgorithm {
-    pub fn name(self) -> &'static str {
-        match self {
-            AgentAlgorithm::Ddpg => "ddpg",
-            AgentAlgorithm::Ppo => "ppo",
-        }
-    }
-}
-
-impl std::fmt::Display for AgentAlgorithm {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for AgentAlgorithm {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "ddpg" => Ok(AgentAlgorithm::Ddpg),
-            "ppo" => Ok(AgentAlgorithm::Ppo),
-            other => Err(format!("unknown agent '{other}' (expected ddpg or ppo)")),
-        }
-    }
-}
 
 /// Fallback demonstrations a PPO agent keeps for behaviour cloning (the newest; older ones are
 /// overwritten): 100 episodes of 100 intervals of 10 apps.
@@ -150,35 +117,35 @@ impl From<Ddpg> for LifecycleAgent {
     }
 }
 
-impl From<Ppo> for LifecycleAgent {
-    fn from(agent: Ppo) -> Self {
-        let seed = agent.updates() ^ 0x9e37_79b9;
-        LifecycleAgent::Ppo(PpoAgent::new(agent, seed))
-    }
-}
-
 impl LifecycleAgent {
     /// A fresh agent of `algorithm` on the state encoder's features and the agent's relative
     /// actions, weights seeded with `seed`: DDPG with AWARE's Table 2 hyper-parameters, PPO
-    /// with SIMPPO's Table 4.2 and 100-step rollouts (an episode of `aware run`).
-    pub fn fresh(algorithm: AgentAlgorithm, seed: u64) -> Self {
+    /// with SIMPPO's Table 4.2 and rollouts of 100 intervals per app (an episode at `aware
+    /// run`'s default `--episode-steps`).
+    pub fn fresh(algorithm: Learner, seed: u64) -> Self {
         match algorithm {
-            AgentAlgorithm::Ddpg => {
+            Learner::Ddpg => {
                 Ddpg::new(aware_env::STATE_DIM, AGENT_ACTION_DIM, aware_agents::ddpg::DdpgConfig::default(), seed)
                     .into()
             }
-            AgentAlgorithm::Ppo => {
+            Learner::Ppo => {
                 let config = PpoConfig { rollout_steps: 100, ..PpoConfig::default() };
                 let ppo = Ppo::new(aware_env::STATE_DIM, PpoActions::Continuous(AGENT_ACTION_DIM), config, seed);
-                LifecycleAgent::Ppo(PpoAgent::new(ppo, seed))
+                Self::ppo(ppo, seed)
             }
         }
     }
 
-    pub fn algorithm(&self) -> AgentAlgorithm {
+    /// `ppo` as the lifecycle's agent (a meta-trained base learner, say); `seed` seeds the
+    /// draws of its cloning minibatches.
+    pub fn ppo(ppo: Ppo, seed: u64) -> Self {
+        LifecycleAgent::Ppo(PpoAgent::new(ppo, seed))
+    }
+
+    pub fn algorithm(&self) -> Learner {
         match self {
-            LifecycleAgent::Ddpg(_) => AgentAlgorithm::Ddpg,
-            LifecycleAgent::Ppo(_) => AgentAlgorithm::Ppo,
+            LifecycleAgent::Ddpg(_) => Learner::Ddpg,
+            LifecycleAgent::Ppo(_) => Learner::Ppo,
         }
     }
 
@@ -206,14 +173,6 @@ impl LifecycleAgent {
         }
     }
 
-    /// The DDPG agent, if it is one.
-    pub fn as_ddpg(&self) -> Option<&Ddpg> {
-        match self {
-            LifecycleAgent::Ddpg(a) => Some(a),
-            LifecycleAgent::Ppo(_) => None,
-        }
-    }
-
     /// The PPO agent, if it is one.
     pub fn as_ppo(&self) -> Option<&PpoAgent> {
         match self {
@@ -231,6 +190,18 @@ impl LifecycleAgent {
             agent.config.noise_sigma = config.online_noise_sigma;
             agent.config.uniform_warmup = false;
         }
+    }
+
+    /// Why it cannot run under `config` with bootstrapping `bootstrapping`, if it cannot: PPO
+    /// learning online while other apps bootstrap, since cloning the fallback replaces the
+    /// policy its samples came from and so discards every app's rollout (it would never update).
+    pub fn refuses(&self, config: &ManagerConfig, bootstrapping: bool) -> Option<String> {
+        let cloning_beside_online = config.online_learning && bootstrapping && config.fixed_stage.is_none();
+        (matches!(self, LifecycleAgent::Ppo(_)) && cloning_beside_online).then(|| {
+            "a PPO agent cannot learn online while other apps bootstrap (cloning the fallback discards its \
+             rollouts): turn online learning or bootstrapping off"
+                .to_string()
+        })
     }
 
     /// Whether it explores an ONLINE app's actions: DDPG always (with the manager's σ, 0 by
@@ -368,6 +339,14 @@ impl LifecycleAgent {
         }
     }
 
+    /// App `app`'s last decision closes no transition (not applied, its outcome missing or
+    /// late, its profile edited): PPO cuts its rollout there ([`Ppo::cut`]).
+    pub(crate) fn cut(&mut self, app: usize) {
+        if let LifecycleAgent::Ppo(a) = self {
+            a.ppo.cut(app);
+        }
+    }
+
     /// App `app` no longer learns online (its stage moved on): PPO drops its partial rollout.
     pub(crate) fn stop_online(&mut self, app: usize) {
         if let LifecycleAgent::Ppo(a) = self {
@@ -389,10 +368,7 @@ impl LifecycleAgent {
         let meta = Checkpoint::read_metadata(dir)?;
         match meta.algorithm.as_str() {
             "ddpg" => Ddpg::load(dir, space, AGENT_ACTION_DIM, seed).map(Into::into),
-            "ppo" => {
-                let ppo = Ppo::load(dir, space, PpoActions::Continuous(AGENT_ACTION_DIM), seed)?;
-                Ok(LifecycleAgent::Ppo(PpoAgent::new(ppo, seed)))
-            }
+            "ppo" => Ok(Self::ppo(Ppo::load(dir, space, PpoActions::Continuous(AGENT_ACTION_DIM), seed)?, seed)),
             other => Err(AgentError::Invalid(format!(
                 "{}: a {other} agent; the lifecycle runs ddpg or ppo",
                 dir.join(aware_agents::METADATA).display()
@@ -419,7 +395,7 @@ mod tests {
     /// and scaled up (0.6) in another, the greedy policy comes to do the same.
     #[test]
     fn ppo_learns_offline_by_cloning_the_fallback() {
-        let mut agent = LifecycleAgent::fresh(AgentAlgorithm::Ppo, 3);
+        let mut agent = LifecycleAgent::fresh(Learner::Ppo, 3);
         let before = agent.greedy(&[0.9; aware_env::STATE_DIM]).unwrap();
         for _ in 0..200 {
             agent.remember_offline(&experience(0.1, 0.0)).unwrap();
@@ -456,7 +432,7 @@ mod tests {
     /// that stops learning online is forgotten.
     #[test]
     fn ppo_samples_per_app_and_learns_from_what_it_sampled() {
-        let mut agent = LifecycleAgent::fresh(AgentAlgorithm::Ppo, 5);
+        let mut agent = LifecycleAgent::fresh(Learner::Ppo, 5);
         let states: Vec<f32> = (0..3).flat_map(|i| vec![0.2 * i as f32; aware_env::STATE_DIM]).collect();
         let actions = agent.act(&states, &[4, 7, 9], &[true, false, true]).unwrap();
         assert_eq!(actions.len(), 3);
@@ -483,7 +459,7 @@ mod tests {
     fn checkpoints_load_back_whichever_algorithm_they_hold() {
         let space = aware_env::StateEncoder::space();
         let state = vec![0.3; aware_env::STATE_DIM];
-        for algorithm in [AgentAlgorithm::Ddpg, AgentAlgorithm::Ppo] {
+        for algorithm in [Learner::Ddpg, Learner::Ppo] {
             let dir = tempfile::tempdir().unwrap();
             let agent = LifecycleAgent::fresh(algorithm, 11);
             agent.save(dir.path(), &space).unwrap();
@@ -492,7 +468,7 @@ mod tests {
             assert_eq!(loaded.greedy(&state).unwrap(), agent.greedy(&state).unwrap());
         }
         let dir = tempfile::tempdir().unwrap();
-        LifecycleAgent::fresh(AgentAlgorithm::Ppo, 1).save(dir.path(), &space).unwrap();
+        LifecycleAgent::fresh(Learner::Ppo, 1).save(dir.path(), &space).unwrap();
         let meta = dir.path().join(aware_agents::METADATA);
         let text = std::fs::read_to_string(&meta).unwrap().replace("\"ppo\"", "\"dqn\"");
         std::fs::write(&meta, text).unwrap();
@@ -502,9 +478,9 @@ mod tests {
 
     #[test]
     fn algorithm_names_round_trip() {
-        for a in [AgentAlgorithm::Ddpg, AgentAlgorithm::Ppo] {
-            assert_eq!(a.name().parse::<AgentAlgorithm>().unwrap(), a);
+        for a in [Learner::Ddpg, Learner::Ppo] {
+            assert_eq!(a.name().parse::<Learner>().unwrap(), a);
         }
-        assert!("sac".parse::<AgentAlgorithm>().unwrap_err().contains("ddpg or ppo"));
+        assert!("sac".parse::<Learner>().unwrap_err().contains("ddpg or ppo"));
     }
 }

@@ -1,7 +1,7 @@
 //! The run's checkpoint (`aware run --checkpoint DIR`): the agent and every application's
 //! lifecycle, written after every episode and taken up by the next run.
 //!
-//! `DIR/agent/` is the DDPG checkpoint (`checkpoint.json` with a SHA-256 per weight file, as
+//! `DIR/agent/` is the agent's checkpoint, DDPG or PPO (`checkpoint.json`, naming the algorithm, with a SHA-256 per weight file, as
 //! every agent writes); `DIR/lifecycle.json` the apps' stages and recent rewards, with the
 //! SHA-256 of the agent's `checkpoint.json` it was written beside. Each file is written to a
 //! temporary name and renamed, the lifecycle last, so a crash leaves either the previous pair
@@ -79,6 +79,14 @@ pub struct Restored {
     pub agent: LifecycleAgent,
     pub apps: Vec<(String, LifecycleState)>,
     pub episodes: u64,
+}
+
+/// The algorithm the agent kept in checkpoint `dir` names, with the file that says so; `None`
+/// when there is none or it cannot be read (taking it up then says why, or sets it aside).
+pub fn kept_algorithm(dir: &Path) -> Option<(PathBuf, String)> {
+    let agent_dir = dir.join(AGENT);
+    let meta = aware_agents::Checkpoint::read_metadata(&agent_dir).ok()?;
+    Some((agent_dir.join(aware_agents::METADATA), meta.algorithm))
 }
 
 /// Reads the checkpoint in `dir` without changing it (a live backend's, which may sit on a

@@ -50,7 +50,7 @@ pub struct TrainingReport {
 /// never trained on.
 const TRAINING_TRACE_OFFSET: u64 = 1 << 40;
 
-/// Trains a fresh DDPG agent (seed `seed`) on `workload`, acting and learning in every
+/// Trains a fresh agent of `config.agent`'s algorithm (seed `seed`) on `workload`, acting and learning in every
 /// interval of every app with the agent's own exploration noise, in episodes of
 /// `episode_steps` on training traces, with `change` (if any) in effect from each episode's
 /// start; stops when [`Training`] says.

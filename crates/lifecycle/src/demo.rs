@@ -15,7 +15,7 @@ use aware_sim::{Scenario, ScenarioKind};
 use serde::Serialize;
 
 use crate::LifecycleError;
-use crate::agent::AgentAlgorithm;
+use crate::agent::Learner;
 use crate::manager::{Counts, ManagerConfig};
 use crate::record::StoreSink;
 use crate::run::{Arm, Plan, Variant, run_fallback, run_manager};
@@ -38,7 +38,7 @@ pub struct DemoSpec {
     /// `reward_window`, 20, would need more than the demo's hours: 5 here, said in the report).
     pub reward_window: u32,
     /// The learning agent of the `aware` and `no-bootstrap` rows.
-    pub agent: AgentAlgorithm,
+    pub agent: Learner,
 }
 
 impl Default for DemoSpec {
@@ -52,7 +52,7 @@ impl Default for DemoSpec {
             episode_steps: 100,
             change: Scenario { kind: ScenarioKind::LoadHighToLow, at_step: None },
             reward_window: 5,
-            agent: AgentAlgorithm::Ddpg,
+            agent: Learner::Ddpg,
         }
     }
 }
@@ -81,7 +81,7 @@ pub struct DemoReport {
     /// Episodes whose rewards must settle (coefficient of variation < `t_serving`) to serve.
     pub reward_window: u32,
     /// The learning agent of the `aware` and `no-bootstrap` rows.
-    pub agent: AgentAlgorithm,
+    pub agent: Learner,
     /// `aware`, `mpa`, `no-bootstrap`, on identical traffic.
     pub policies: Vec<PolicyRow>,
     /// AWARE's stage changes, in order.

@@ -40,6 +40,6 @@ pub mod run;
 pub mod shadow;
 mod stage;
 
-pub use agent::{AgentAlgorithm, LifecycleAgent};
+pub use agent::{Learner, LifecycleAgent};
 pub use error::LifecycleError;
 pub use stage::{Stage, StageChange};

@@ -19,7 +19,7 @@
 //!   ONLINE → SERVING (rewards converged) and SERVING → ONLINE (rewards degraded) need only
 //!   rewards and happen live.
 
-use crate::agent::{AgentAlgorithm, LifecycleAgent};
+use crate::agent::{Learner, LifecycleAgent};
 use aware_agents::Experience;
 use aware_core::{Cluster, Observation, Profile, Recommendation};
 use aware_env::{ActionDecoder, RewardFunction, StateEncoder};
@@ -197,6 +197,10 @@ impl LiveManager {
 
     /// Starts managing one more application (a new MPA, say) under `profile`; its index.
     pub fn add_app(&mut self, name: &str, profile: &Profile) -> Result<usize, LifecycleError> {
+        let bootstrapping = self.config.bootstrapping.unwrap_or(profile.bootstrapping);
+        if let Some(why) = self.agent.refuses(&self.config, bootstrapping) {
+            return Err(LifecycleError::input("agent", why));
+        }
         let mut app = LiveApp::new(name, profile, &self.config)?;
         let start = app.lifecycle.start();
         self.apps.push(app);
@@ -227,6 +231,7 @@ impl LiveManager {
         a.reward = fresh.reward;
         // The last decision was scored under the old profile: no transition spans the edit.
         a.pending = None;
+        self.agent.cut(i);
         Ok(())
     }
 
@@ -334,6 +339,7 @@ impl LiveManager {
                 let i = self.app_index(&d.decision.app).expect("decided apps are managed");
                 let a = &mut self.apps[i];
                 a.pending = None;
+                self.agent.cut(i);
                 a.previous_direction = a.direction_before;
                 a.guard.forget_last();
                 d.decision.guard = format!("{}; not applied: {e}", d.decision.guard);
@@ -372,7 +378,7 @@ impl LiveManager {
         let explores = self.agent.explores_online(&self.config);
         let explore: Vec<bool> = acting.iter().map(|&k| explores && taken[k].1.stage == Stage::Online).collect();
         let apps: Vec<usize> = acting.iter().map(|&k| taken[k].0).collect();
-        let sampling = self.agent.algorithm() == AgentAlgorithm::Ppo;
+        let sampling = self.agent.algorithm() == Learner::Ppo;
         let mut actions = self.agent.act(&batch, &apps, &explore)?.into_iter().zip(explore);
         let mut out = Vec::with_capacity(taken.len());
         for (k, (i, t)) in taken.into_iter().enumerate() {
@@ -404,6 +410,7 @@ impl LiveManager {
                 // has no previous interval to compare with.
                 a.unavailable += 1;
                 a.pending = None;
+                self.agent.cut(i);
                 a.previous_arrival = None;
                 let refused = Some(format!("backend unavailable: {reason}"));
                 return Ok((Taken { obs: None, state: None, stage, refused, wants_agent }, false));
@@ -414,6 +421,7 @@ impl LiveManager {
             let elapsed = obs.time_s - p.time_s;
             if !(elapsed > 0.0 && elapsed <= MAX_TRANSITION_INTERVALS * p.interval_s.max(f64::EPSILON)) {
                 a.pending = None;
+                self.agent.cut(i);
             }
         }
         let oscillation = a.pending.as_ref().is_some_and(|p| p.oscillation);
@@ -451,6 +459,7 @@ impl LiveManager {
             }
             Err(_) => {
                 a.pending = None;
+                self.agent.cut(i);
                 None
             }
         };

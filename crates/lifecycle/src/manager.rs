@@ -16,7 +16,7 @@ use aware_lab::workload::Workload;
 use aware_sim::CONTAINER;
 use serde::Serialize;
 
-use crate::agent::{AgentAlgorithm, LifecycleAgent};
+use crate::agent::{Learner, LifecycleAgent};
 use crate::algorithm::{AppLifecycle, EpisodeOutcome, LifecycleState, ShadowComparison, Transition};
 use crate::decision::{self, Decision, Seen, Set};
 use crate::guard::{Guard, GuardConfig};
@@ -83,7 +83,7 @@ pub struct ManagerConfig {
     pub fallback_floor: bool,
     /// The algorithm of the fresh agents the runs and experiments start from (an agent
     /// handed to the manager, a checkpoint's or a meta-learner's, keeps its own).
-    pub agent: AgentAlgorithm,
+    pub agent: Learner,
     /// Keep the decision log (with attributions for the agent's actions) and every app's
     /// transitions for the caller, drained with [`Manager::take_log`] (to a store).
     pub log: bool,
@@ -106,7 +106,7 @@ impl Default for ManagerConfig {
             retraining: true,
             fixed_stage: None,
             fallback_floor: true,
-            agent: AgentAlgorithm::Ddpg,
+            agent: Learner::Ddpg,
             log: false,
         }
     }
@@ -211,7 +211,7 @@ pub const AGENT_ACTION_DIM: usize = 3;
 
 /// A fresh DDPG agent for the lifecycle (AWARE's): [`LifecycleAgent::fresh`].
 pub fn fresh_agent(seed: u64) -> LifecycleAgent {
-    LifecycleAgent::fresh(AgentAlgorithm::Ddpg, seed)
+    LifecycleAgent::fresh(Learner::Ddpg, seed)
 }
 
 /// The space of the states the agent reads: the state encoder's, then `embedding_width`
@@ -306,6 +306,9 @@ impl<'w> Manager<'w> {
         }
         let profile = &workload.profile;
         let bootstrapping = config.bootstrapping.unwrap_or(profile.bootstrapping);
+        if let Some(why) = agent.refuses(&config, bootstrapping) {
+            return Err(LabError::input("agent", why));
+        }
         let apps = (0..workload.apps.len())
             .map(|i| {
                 let app_profile = workload.app_profile(i);
@@ -632,7 +635,7 @@ impl Driver for Manager<'_> {
         let batch: Vec<f32> = acting.iter().flat_map(|&i| agent_states[i].iter().flatten().copied()).collect();
         let explores = self.agent.explores_online(&self.config);
         let explore: Vec<bool> = acting.iter().map(|&i| explores && seen[i].1 == Stage::Online).collect();
-        let sampling = self.agent.algorithm() == AgentAlgorithm::Ppo;
+        let sampling = self.agent.algorithm() == Learner::Ppo;
         let mut actions = self.agent.act(&batch, &acting, &explore)?.into_iter();
         let mut explored = acting.iter().zip(&explore).filter(|(_, e)| **e).map(|(i, _)| *i);
         let mut next_explored = explored.next();

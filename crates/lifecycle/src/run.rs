@@ -425,6 +425,8 @@ pub struct RunReport {
     pub episode_steps: u64,
     pub seed: u64,
     pub fallback: String,
+    /// The learning agent's algorithm.
+    pub agent: crate::agent::Learner,
     /// `aware` (the lifecycle manager) and the fallback alone, on identical traffic.
     pub policies: Vec<PolicyRow>,
     /// Every stage change, in order.
@@ -488,6 +490,30 @@ pub fn run_with(
         Some(MetaRun { agent, embedder, id }) => (agent, Some(embedder), Some(id)),
         None => (crate::agent::LifecycleAgent::fresh(spec.manager.agent, spec.seed), None, None),
     };
+    let wanted = spec.manager.agent;
+    if agent.algorithm() != wanted {
+        return Err(LifecycleError::input(
+            "--agent",
+            format!(
+                "the meta-learner's base learner is {}, the run's agent {wanted} (--agent {} runs it)",
+                agent.algorithm(),
+                agent.algorithm()
+            ),
+        ));
+    }
+    if let Some(kept) = spec.checkpoint.as_deref().and_then(crate::checkpoint::kept_algorithm)
+        && kept.1 != wanted.name()
+    {
+        return Err(LifecycleError::input(
+            "--agent",
+            format!(
+                "{} holds a {} agent, the run's is {wanted} (--agent {} takes it up)",
+                kept.0.display(),
+                kept.1,
+                kept.1
+            ),
+        ));
+    }
     let mut checkpoint = spec
         .checkpoint
         .as_deref()
@@ -542,6 +568,7 @@ pub fn run_with(
         episode_steps: plan.episode_steps,
         seed: spec.seed,
         fallback: spec.manager.fallback.to_string(),
+        agent: wanted,
         policies: vec![aware.row, alone.row],
         stages: aware.stages,
         per_app,

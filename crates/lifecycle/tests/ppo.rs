@@ -7,7 +7,7 @@ use aware_lab::progress::Silent;
 use aware_lab::rollout::rollout;
 use aware_lab::workload::{Workload, WorkloadSpec};
 use aware_lifecycle::manager::{Manager, ManagerConfig};
-use aware_lifecycle::{AgentAlgorithm, LifecycleAgent, Stage};
+use aware_lifecycle::{Learner, LifecycleAgent, Stage};
 
 fn workload(apps: usize, bootstrapping: bool) -> (Workload, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
@@ -35,9 +35,9 @@ fn imitation_error(agent: &LifecycleAgent, transitions: &[Experience]) -> f32 {
 #[test]
 fn a_ppo_agent_bootstraps_by_cloning_the_fallback() {
     let (w, _dir) = workload(3, true);
-    let config = ManagerConfig { episode_steps: 100, log: true, agent: AgentAlgorithm::Ppo, ..Default::default() };
-    let untrained = LifecycleAgent::fresh(AgentAlgorithm::Ppo, 7);
-    let mut manager = Manager::new(&w, LifecycleAgent::fresh(AgentAlgorithm::Ppo, 7), config).unwrap();
+    let config = ManagerConfig { episode_steps: 100, log: true, agent: Learner::Ppo, ..Default::default() };
+    let untrained = LifecycleAgent::fresh(Learner::Ppo, 7);
+    let mut manager = Manager::new(&w, LifecycleAgent::fresh(Learner::Ppo, 7), config).unwrap();
     assert_eq!(manager.stages(), [Stage::Offline; 3]);
     let mut env = w.env(ActionKind::Continuous, 100, w.trace_seed);
     // One episode: no bootstrapping check has run yet, so the fallback acts throughout.
@@ -60,13 +60,9 @@ fn a_ppo_agent_bootstraps_by_cloning_the_fallback() {
 #[test]
 fn without_bootstrapping_ppo_learns_online_on_policy() {
     let (w, _dir) = workload(2, false);
-    let config = ManagerConfig {
-        episode_steps: 100,
-        online_learning: true,
-        agent: AgentAlgorithm::Ppo,
-        ..ManagerConfig::default()
-    };
-    let mut manager = Manager::new(&w, LifecycleAgent::fresh(AgentAlgorithm::Ppo, 3), config).unwrap();
+    let config =
+        ManagerConfig { episode_steps: 100, online_learning: true, agent: Learner::Ppo, ..ManagerConfig::default() };
+    let mut manager = Manager::new(&w, LifecycleAgent::fresh(Learner::Ppo, 3), config).unwrap();
     assert_eq!(manager.stages(), [Stage::Online; 2]);
     // Three episodes of 100 intervals, each on its own traffic.
     for e in 0..3 {
@@ -80,4 +76,39 @@ fn without_bootstrapping_ppo_learns_online_on_policy() {
     let agent = manager.into_agent();
     assert!(agent.updates() >= 2, "PPO updated {} times in 300 intervals", agent.updates());
     assert_eq!(agent.stored(), 0, "nothing was learned offline");
+}
+
+/// PPO cannot learn online beside bootstrapping apps (cloning the fallback discards its
+/// rollouts): the manager refuses the combination, naming it.
+#[test]
+fn ppo_learning_online_beside_bootstrapping_is_refused() {
+    let (w, _dir) = workload(2, true);
+    let config = ManagerConfig { online_learning: true, agent: Learner::Ppo, ..ManagerConfig::default() };
+    let err = Manager::new(&w, LifecycleAgent::fresh(Learner::Ppo, 1), config.clone()).err().unwrap().to_string();
+    assert!(err.contains("cannot learn online while other apps bootstrap"), "{err}");
+    // DDPG learns off-policy: the same settings run.
+    assert!(Manager::new(&w, LifecycleAgent::fresh(Learner::Ddpg, 1), config).is_ok());
+}
+
+/// `--agent` names the algorithm: a checkpoint that keeps the other one is refused before the
+/// run, naming its file, and left where it is.
+#[test]
+fn a_checkpoint_of_the_other_algorithm_is_refused() {
+    use aware_lifecycle::run::{RunSpec, run};
+    let dir = tempfile::tempdir().unwrap();
+    let spec = |agent: Learner| RunSpec {
+        workload: WorkloadSpec { apps: 2, seed: 6, steps: 100, ..WorkloadSpec::default() },
+        steps: 100,
+        manager: ManagerConfig { episode_steps: 50, agent, ..ManagerConfig::default() },
+        seed: 6,
+        store: None,
+        metrics: None,
+        checkpoint: Some(dir.path().to_path_buf()),
+    };
+    let first = run(&spec(Learner::Ddpg), &Silent).unwrap();
+    assert_eq!(first.agent, Learner::Ddpg);
+    let err = run(&spec(Learner::Ppo), &Silent).err().unwrap().to_string();
+    assert!(err.contains("holds a ddpg agent") && err.contains("checkpoint.json"), "{err}");
+    assert!(dir.path().join("agent").join("checkpoint.json").exists(), "the checkpoint stays");
+    assert!(run(&spec(Learner::Ddpg), &Silent).unwrap().checkpoint.unwrap().restored);
 }

@@ -13,7 +13,7 @@ use aware_lab::policy::{Policy, PolicyName};
 use aware_lab::progress::Progress;
 use aware_lab::rollout::{Recommenders, rollout};
 use aware_lab::workload::Workload;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::base::BaseLearner;
 use crate::train::{Fallback, MetaDriver, MetaTrainConfig, end_episodes};
@@ -100,23 +100,7 @@ impl PoolSpec {
     }
 }
 
-/// Which algorithm AWARE's shared base learner is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum BaseLearnerKind {
-    Ddpg,
-    #[default]
-    Ppo,
-}
-
-impl BaseLearnerKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            BaseLearnerKind::Ddpg => "ddpg",
-            BaseLearnerKind::Ppo => "ppo",
-        }
-    }
-}
+pub use aware_lab::agent::Learner;
 
 /// One episode of pool training.
 #[derive(Debug, Clone, Serialize)]

@@ -21,7 +21,7 @@ use aware_lab::workload::Workload;
 use serde::{Deserialize, Serialize};
 
 use crate::base::BaseLearner;
-use crate::pool::{ACTIONS, BaseLearnerKind, PoolEpisode, PoolSpec, ppo_base_learner, train_pool, train_pool_with};
+use crate::pool::{ACTIONS, Learner, PoolEpisode, PoolSpec, ppo_base_learner, train_pool, train_pool_with};
 use crate::train::MetaDriver;
 use crate::{EpisodeFilter, MetaError, MetaLearner, OodDetector, StoreEmbedder};
 
@@ -45,15 +45,15 @@ pub struct PoolFile {
     pub episode_steps: u64,
     /// The base learner's algorithm (a file written before PPO could be one holds DDPG's).
     #[serde(default = "ddpg")]
-    pub base_learner: BaseLearnerKind,
+    pub base_learner: Learner,
     pub pool_apps: Vec<String>,
     pub ood: OodDetector,
     pub meta_metadata_sha256: String,
     pub agent_metadata_sha256: String,
 }
 
-fn ddpg() -> BaseLearnerKind {
-    BaseLearnerKind::Ddpg
+fn ddpg() -> Learner {
+    Learner::Ddpg
 }
 
 /// The shared base learner a pool was meta-trained with.
@@ -63,10 +63,10 @@ pub enum BaseAgent {
 }
 
 impl BaseAgent {
-    pub fn kind(&self) -> BaseLearnerKind {
+    pub fn kind(&self) -> Learner {
         match self {
-            BaseAgent::Ddpg(_) => BaseLearnerKind::Ddpg,
-            BaseAgent::Ppo(_) => BaseLearnerKind::Ppo,
+            BaseAgent::Ddpg(_) => Learner::Ddpg,
+            BaseAgent::Ppo(_) => Learner::Ppo,
         }
     }
 
@@ -95,7 +95,7 @@ impl BaseAgent {
 
     /// The checkpoint in `dir`, of whichever algorithm its metadata names (`want`: the one
     /// `pool.json` says; another is refused).
-    fn load(dir: &Path, space: &Space, want: BaseLearnerKind, seed: u64) -> Result<Self, MetaError> {
+    fn load(dir: &Path, space: &Space, want: Learner, seed: u64) -> Result<Self, MetaError> {
         let found = Checkpoint::read_metadata(dir).map_err(AgentError::from)?.algorithm;
         if found != want.name() {
             return Err(file_error(
@@ -104,10 +104,8 @@ impl BaseAgent {
             ));
         }
         Ok(match want {
-            BaseLearnerKind::Ddpg => BaseAgent::Ddpg(Ddpg::load(dir, space, ACTIONS.space().dim(), seed)?),
-            BaseLearnerKind::Ppo => {
-                BaseAgent::Ppo(Ppo::load(dir, space, PpoActions::Continuous(ACTIONS.space().dim()), seed)?)
-            }
+            Learner::Ddpg => BaseAgent::Ddpg(Ddpg::load(dir, space, ACTIONS.space().dim(), seed)?),
+            Learner::Ppo => BaseAgent::Ppo(Ppo::load(dir, space, PpoActions::Continuous(ACTIONS.space().dim()), seed)?),
         })
     }
 }
@@ -128,7 +126,7 @@ pub struct TrainedReport {
     pub episodes: u64,
     pub episode_steps: u64,
     pub embedding: usize,
-    pub base_learner: BaseLearnerKind,
+    pub base_learner: Learner,
     /// Mean reward per app of the last training episode (Σ over its intervals).
     pub final_episode_reward: f64,
     pub meta_steps: u64,
@@ -174,7 +172,7 @@ impl Pooled {
 pub fn train_and_keep(
     workload: &Workload,
     spec: &PoolSpec,
-    base: BaseLearnerKind,
+    base: Learner,
     (k, quantile): (usize, f64),
     dir: &Path,
     progress: &dyn Progress,
@@ -195,8 +193,8 @@ pub fn train_and_keep(
     std::fs::create_dir_all(dir).map_err(|e| file_error(dir, e.to_string()))?;
     let start = Instant::now();
     let pooled = match base {
-        BaseLearnerKind::Ddpg => Pooled::of(train_pool(workload, spec, progress)?, apps, BaseAgent::Ddpg),
-        BaseLearnerKind::Ppo => {
+        Learner::Ddpg => Pooled::of(train_pool(workload, spec, progress)?, apps, BaseAgent::Ddpg),
+        Learner::Ppo => {
             let trained = train_pool_with(ppo_base_learner(spec), workload, spec, progress)?;
             Pooled::of(trained, apps, BaseAgent::Ppo)
         }
@@ -327,8 +325,7 @@ mod tests {
         let (workload, spec) = small(2);
         let (a, b) = (dir.path().join("a"), dir.path().join("b"));
         let report =
-            train_and_keep(&workload, &spec, BaseLearnerKind::Ddpg, (2, 0.9), &a, &aware_lab::progress::Silent)
-                .unwrap();
+            train_and_keep(&workload, &spec, Learner::Ddpg, (2, 0.9), &a, &aware_lab::progress::Silent).unwrap();
         assert_eq!((report.pool_apps, report.embedding), (5, 4));
         let trained = Trained::load(&a, 7).unwrap();
         assert_eq!(trained.pool.pool_apps.len(), 5);
@@ -347,7 +344,7 @@ mod tests {
         train_and_keep(
             &workload,
             &PoolSpec { seed: 3, ..spec.clone() },
-            BaseLearnerKind::Ddpg,
+            Learner::Ddpg,
             (2, 0.9),
             &b,
             &aware_lab::progress::Silent,
@@ -375,12 +372,11 @@ mod tests {
         let err = Trained::load(&b, 7).err().unwrap().to_string();
         assert!(err.contains("pool.json") && err.contains("0 pool embeddings"), "{err}");
         // A directory that already holds a pool is not trained into; too small a pool is refused.
-        let err = train_and_keep(&workload, &spec, BaseLearnerKind::Ddpg, (2, 0.9), &b, &aware_lab::progress::Silent)
-            .err()
-            .unwrap();
+        let err =
+            train_and_keep(&workload, &spec, Learner::Ddpg, (2, 0.9), &b, &aware_lab::progress::Silent).err().unwrap();
         assert!(err.to_string().contains("already holds a kept pool"), "{err}");
         let c = dir.path().join("c");
-        let err = train_and_keep(&workload, &spec, BaseLearnerKind::Ddpg, (5, 0.9), &c, &aware_lab::progress::Silent);
+        let err = train_and_keep(&workload, &spec, Learner::Ddpg, (5, 0.9), &c, &aware_lab::progress::Silent);
         assert!(err.err().unwrap().to_string().contains("at least 6 needed"));
         // No pool file, or not JSON: one line naming it.
         let err = Trained::load(dir.path(), 7).err().unwrap().to_string();
@@ -399,12 +395,21 @@ mod tests {
         let (workload, spec) = small(4);
         let a = dir.path().join("a");
         let report =
-            train_and_keep(&workload, &spec, BaseLearnerKind::Ppo, (2, 0.9), &a, &aware_lab::progress::Silent).unwrap();
-        assert_eq!(report.base_learner, BaseLearnerKind::Ppo);
+            train_and_keep(&workload, &spec, Learner::Ppo, (2, 0.9), &a, &aware_lab::progress::Silent).unwrap();
+        assert_eq!(report.base_learner, Learner::Ppo);
         let (one, two) = (Trained::load(&a, 1).unwrap(), Trained::load(&a, 2).unwrap());
-        assert_eq!((one.agent.kind(), one.pool.base_learner), (BaseLearnerKind::Ppo, BaseLearnerKind::Ppo));
+        assert_eq!((one.agent.kind(), one.pool.base_learner), (Learner::Ppo, Learner::Ppo));
         let state = vec![0.3; aware_env::STATE_DIM + 4];
         assert_eq!(one.agent.greedy(&state).unwrap(), two.agent.greedy(&state).unwrap());
+        // What is kept is the base learner in memory: another PPO policy saved in its place
+        // reads back acting as that one does.
+        let other = crate::pool::ppo_base_learner(&PoolSpec { seed: 99, ..spec.clone() });
+        let greedy = other.greedy(&state).unwrap();
+        assert_ne!(greedy, one.agent.greedy(&state).unwrap());
+        let replaced = Trained { agent: BaseAgent::Ppo(other), ..one };
+        let b = dir.path().join("b");
+        replaced.save(&b).unwrap();
+        assert_eq!(Trained::load(&b, 3).unwrap().agent.greedy(&state).unwrap(), greedy);
         let text = std::fs::read_to_string(a.join(POOL)).unwrap();
         let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
         json.as_object_mut().unwrap().remove("base_learner");

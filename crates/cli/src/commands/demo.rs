@@ -2,11 +2,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use aware_lifecycle::AgentAlgorithm;
+use aware_lifecycle::Learner;
 use aware_lifecycle::demo::DemoSpec;
 use aware_sim::Scenario;
 
-use super::{parse_agent, print_json};
+use super::{parse_learner, print_json};
 use crate::progress::Bar;
 
 #[derive(clap::Args, Debug)]
@@ -36,9 +36,9 @@ pub struct Args {
     #[arg(long, default_value_t = DemoSpec::default().reward_window, value_parser = clap::value_parser!(u32).range(1..))]
     reward_window: u32,
     /// The learning agent: ddpg (AWARE's; TD3+BC learns offline from the fallback) or ppo
-    /// (behaviour-clones the fallback offline; learns on-policy where it learns online).
-    #[arg(long, default_value = "ddpg", value_parser = parse_agent)]
-    agent: AgentAlgorithm,
+    /// (behaviour-clones the fallback offline, learns on-policy where it learns online).
+    #[arg(long, default_value = "ddpg", value_parser = parse_learner)]
+    agent: Learner,
     /// Print report.json on stdout instead of a table.
     #[arg(long)]
     json: bool,

@@ -4,13 +4,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use super::parse_agent;
 use anyhow::Result;
 use aware_experiments::agents::{AgentsConfig, Size};
 use aware_experiments::lifecycle::{LifecycleConfig, Which};
-use aware_lifecycle::AgentAlgorithm;
+use aware_lifecycle::Learner;
 
-use super::print_json;
+use super::{parse_learner, print_json};
 use crate::progress::Bar;
 
 #[derive(clap::Subcommand, Debug)]
@@ -235,27 +234,12 @@ pub struct Fig8Args {
     /// AWARE's shared base learner: ppo (behaviour-clones the fallback's probes, then learns
     /// on-policy, anchored to a new app's probes while it adapts) or ddpg (the paper's; TL,
     /// TL+ and scratch always are)
-    #[arg(long, value_enum, default_value_t = BaseLearnerArg::Ppo)]
-    base_learner: BaseLearnerArg,
+    #[arg(long, default_value = "ppo", value_parser = parse_learner)]
+    base_learner: Learner,
     #[command(flatten)]
     task: super::MetaTaskArgs,
     #[arg(long)]
     json: bool,
-}
-
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
-pub(crate) enum BaseLearnerArg {
-    Ddpg,
-    Ppo,
-}
-
-impl BaseLearnerArg {
-    pub(crate) fn kind(self) -> aware_meta::pool::BaseLearnerKind {
-        match self {
-            BaseLearnerArg::Ddpg => aware_meta::pool::BaseLearnerKind::Ddpg,
-            BaseLearnerArg::Ppo => aware_meta::pool::BaseLearnerKind::Ppo,
-        }
-    }
 }
 
 fn fig8(args: Fig8Args) -> Result<ExitCode> {
@@ -266,7 +250,7 @@ fn fig8(args: Fig8Args) -> Result<ExitCode> {
     if let Some(n) = args.apps {
         config.unseen_apps = n as usize;
     }
-    config.base_learner = args.base_learner.kind();
+    config.base_learner = args.base_learner;
     let bar = Bar::new();
     let report = fig8(&config, &bar)?;
     bar.finish();
@@ -403,10 +387,11 @@ pub struct LifecycleArgs {
     /// Episodes SERVING's stability test looks at (default: 5 quick, the profile's otherwise).
     #[arg(long)]
     reward_window: Option<u32>,
-    /// The learning agent of every learned row (aware, no-bootstrap, no-retrain, converged): ddpg (AWARE's; TD3+BC learns offline from the fallback) or ppo
-    /// (behaviour-clones the fallback offline; learns on-policy where it learns online).
-    #[arg(long, default_value = "ddpg", value_parser = parse_agent)]
-    agent: AgentAlgorithm,
+    /// The learning agent of every learned row (aware, no-bootstrap, no-retrain, converged):
+    /// ddpg (AWARE's; TD3+BC learns offline from the fallback) or ppo (behaviour-clones the
+    /// fallback offline, learns on-policy where it learns online).
+    #[arg(long, default_value = "ddpg", value_parser = parse_learner)]
+    agent: Learner,
     #[arg(long)]
     json: bool,
 }

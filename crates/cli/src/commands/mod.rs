@@ -154,12 +154,12 @@ pub fn positive_f64(s: &str) -> Result<f64, String> {
     }
 }
 
-/// Prints `value` as one pretty JSON document on stdout.
-/// `--agent`: the lifecycle's learning agent.
-pub fn parse_agent(s: &str) -> Result<aware_lifecycle::AgentAlgorithm, String> {
+/// `--agent` / `--base-learner`: ddpg or ppo.
+pub fn parse_learner(s: &str) -> Result<aware_lab::agent::Learner, String> {
     s.parse()
 }
 
+/// Prints `value` as one pretty JSON document on stdout.
 pub fn print_json(value: &impl serde::Serialize) -> Result<()> {
     outln!("{}", serde_json::to_string_pretty(value)?);
     Ok(())

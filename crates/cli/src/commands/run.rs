@@ -3,13 +3,13 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use aware_lab::workload::WorkloadSpec;
-use aware_lifecycle::AgentAlgorithm;
+use aware_lifecycle::Learner;
 use aware_lifecycle::manager::ManagerConfig;
 use aware_lifecycle::metrics::LifecycleMetrics;
 use aware_lifecycle::run::{RunSpec, RunStore};
 use aware_sim::Scenario;
 
-use super::{AppsArgs, parse_agent, print_json};
+use super::{AppsArgs, parse_learner, print_json};
 use crate::policy::PolicyName;
 use crate::progress::Bar;
 
@@ -41,10 +41,11 @@ pub struct Args {
     /// Keep the fallback acting while the agent (re)trains; the agent acts only when serving.
     #[arg(long)]
     high_stakes: bool,
-    /// The learning agent (with --meta, the base learner kept in DIR instead): ddpg (AWARE's; TD3+BC learns offline from the fallback) or ppo
-    /// (behaviour-clones the fallback offline; learns on-policy where it learns online).
-    #[arg(long, default_value = "ddpg", value_parser = parse_agent)]
-    agent: AgentAlgorithm,
+    /// The learning agent: ddpg (AWARE's; TD3+BC learns offline from the fallback) or ppo
+    /// (behaviour-clones the fallback). A --checkpoint or --meta DIR that keeps the other
+    /// algorithm is refused.
+    #[arg(long, default_value = "ddpg", value_parser = parse_learner)]
+    agent: Learner,
     /// Inject an instability scenario: NAME or NAME@STEP (default step: half way).
     #[arg(long)]
     scenario: Option<Scenario>,

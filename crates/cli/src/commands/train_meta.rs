@@ -5,9 +5,9 @@ use anyhow::Result;
 use aware_meta::MetaConfig;
 use aware_meta::pool::PoolSpec;
 
-use super::experiment::BaseLearnerArg;
-use super::{AppsArgs, MetaTaskArgs, print_json};
+use super::{AppsArgs, MetaTaskArgs, parse_learner, print_json};
 use crate::progress::Bar;
+use aware_lab::agent::Learner;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -38,8 +38,8 @@ pub struct Args {
     /// pre-activation penalty) or ppo (behaviour-clones the probes, then learns on-policy; the
     /// base learner `aware experiment fig8` measures by default). `aware run --meta DIR` runs
     /// whichever DIR holds.
-    #[arg(long, value_enum, default_value_t = BaseLearnerArg::Ddpg)]
-    base_learner: BaseLearnerArg,
+    #[arg(long, default_value = "ddpg", value_parser = parse_learner)]
+    base_learner: Learner,
     /// Where the meta-learner, the base learner and the pool's OOD detector are kept
     /// (`aware run --meta DIR` reads them).
     #[arg(long)]
@@ -66,14 +66,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         ..pool.meta
     };
     args.task.apply(&mut pool);
-    let report = aware_meta::saved::train_and_keep(
-        &workload,
-        &pool,
-        args.base_learner.kind(),
-        (3, 0.95),
-        &args.out,
-        &Bar::new(),
-    )?;
+    let report =
+        aware_meta::saved::train_and_keep(&workload, &pool, args.base_learner, (3, 0.95), &args.out, &Bar::new())?;
     if args.json {
         print_json(&report)?;
     } else {
