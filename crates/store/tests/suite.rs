@@ -22,9 +22,19 @@ fn sqlite_keeps_the_lifecycle_log() {
 #[test]
 #[ignore = "needs PostgreSQL: set AWARE_TEST_POSTGRES_URL"]
 fn postgres_keeps_the_lifecycle_log() {
-    let url = server("AWARE_TEST_POSTGRES_URL");
-    aware_store::PostgresStore::connect(&url).unwrap().clear().unwrap();
+    // Its own database: the suite below clears and checks the main one at the same time (tests
+    // run in parallel), and clearing it under the suite lost the suite's episodes.
+    let url = postgres_scratch(&server("AWARE_TEST_POSTGRES_URL"), "log");
     run_lifecycle_log_suite(|| Box::new(aware_store::PostgresStore::connect(&url).unwrap()));
+}
+
+/// A fresh, empty database beside the one `url` names (`{its name}_{suffix}`); its URL.
+fn postgres_scratch(url: &str, suffix: &str) -> String {
+    let name = url.rsplit('/').next().unwrap().split('?').next().unwrap();
+    let mut admin = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name}_{suffix} WITH (FORCE)")).unwrap();
+    admin.batch_execute(&format!("CREATE DATABASE {name}_{suffix}")).unwrap();
+    format!("{url}_{suffix}")
 }
 
 #[test]
