@@ -7,7 +7,7 @@
 //!
 //! | | DDPG | PPO |
 //! |---|---|---|
-//! | OFFLINE (the fallback acts) | TD3+BC on the fallback's transitions in its replay | behaviour cloning: the Gaussian mean regressed on the fallback's actions, minibatches of 64 drawn from the last [`DEMONSTRATIONS`] |
+//! | OFFLINE (the fallback acts) | TD3+BC on the fallback's transitions in its replay | behaviour cloning: the Gaussian mean fitted to the fallback's actions by absolute error (their median: the fallback mostly holds, and the mean of its holds and rare jumps is a drift it never makes), minibatches of 64 drawn from the last [`DEMONSTRATIONS`] |
 //! | ONLINE, learning | its own and the fallback's transitions (off-policy), TD3+BC's term kept with `online_bc` | its own sampled actions only (on-policy), one rollout per app; refused beside bootstrapping ([`LifecycleAgent::refuses`]) |
 //! | ONLINE, not learning | greedy plus the manager's noise σ | greedy |
 //! | SERVING | greedy | greedy |
@@ -22,7 +22,7 @@
 use std::path::Path;
 
 use aware_agents::ddpg::Ddpg;
-use aware_agents::ppo::{Ppo, PpoActions, PpoConfig};
+use aware_agents::ppo::{CloningLoss, Ppo, PpoActions, PpoConfig};
 use aware_agents::{AgentError, Checkpoint, Experience};
 use aware_core::Space;
 use rand::{Rng, RngExt, SeedableRng};
@@ -300,7 +300,8 @@ impl LifecycleAgent {
                     return Ok(());
                 }
                 let (states, actions) = a.demonstrations.sample(updates * CLONING_BATCH, &mut a.rng);
-                a.ppo.imitate(&states, &actions, updates * CLONING_BATCH, 1).map(|_| ())
+                let n = updates * CLONING_BATCH;
+                a.ppo.imitate_with(&states, &actions, n, 1, CloningLoss::Absolute).map(|_| ())
             }
         }
     }
