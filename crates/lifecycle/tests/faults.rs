@@ -142,13 +142,24 @@ fn metrics_count_every_interval_and_stage_change() {
 /// exactly as a run without any checkpoint would (every app bootstrapping, the fallback acting).
 #[test]
 fn a_corrupted_checkpoint_is_set_aside_and_the_apps_are_served_as_from_scratch() {
+    // Each learner keeps its own weight files: PPO (the default) one network, DDPG an actor
+    // and critics.
+    for (agent, weights) in [
+        (aware_lifecycle::Learner::Ppo, "policy_value.safetensors"),
+        (aware_lifecycle::Learner::Ddpg, "actor.safetensors"),
+    ] {
+        a_corrupted_checkpoint_is_set_aside(agent, weights);
+    }
+}
+
+fn a_corrupted_checkpoint_is_set_aside(agent: aware_lifecycle::Learner, weights: &str) {
     use aware_lifecycle::run::{RunSpec, run};
     let dir = tempfile::tempdir().unwrap();
     let ckpt = dir.path().join("ckpt");
     let spec = |checkpoint: Option<std::path::PathBuf>| RunSpec {
         workload: WorkloadSpec { apps: 2, seed: 11, steps: EPISODE * 3, ..WorkloadSpec::default() },
         steps: EPISODE * 3,
-        manager: ManagerConfig { episode_steps: EPISODE, ..ManagerConfig::default() },
+        manager: ManagerConfig { episode_steps: EPISODE, agent, ..ManagerConfig::default() },
         seed: 11,
         store: None,
         metrics: None,
@@ -173,8 +184,8 @@ fn a_corrupted_checkpoint_is_set_aside_and_the_apps_are_served_as_from_scratch()
         assert_eq!(change.to, ended.stage, "{change:?}");
     }
 
-    // One flipped byte in the actor's weights.
-    let actor = ckpt.join("agent/actor.safetensors");
+    // One flipped byte in the agent's weights.
+    let actor = ckpt.join("agent").join(weights);
     let mut bytes = std::fs::read(&actor).unwrap();
     let last = bytes.len() - 1;
     bytes[last] ^= 0x40;
@@ -184,11 +195,11 @@ fn a_corrupted_checkpoint_is_set_aside_and_the_apps_are_served_as_from_scratch()
     let c = third.checkpoint.as_ref().unwrap();
     assert!(!c.restored, "{c:?}");
     let why = c.rejected.as_deref().unwrap();
-    assert!(why.contains("checksum mismatch for actor.safetensors"), "{why}");
+    assert!(why.contains(&format!("checksum mismatch for {weights}")), "{agent}: {why}");
     // Kept aside byte for byte, and a sound checkpoint written in its place.
     let aside = std::path::Path::new(c.set_aside.as_deref().unwrap());
     assert_eq!(aside, ckpt.join("rejected-1"));
-    assert_eq!(std::fs::read(aside.join("agent/actor.safetensors")).unwrap(), bytes);
+    assert_eq!(std::fs::read(aside.join("agent").join(weights)).unwrap(), bytes);
     assert!(aside.join("lifecycle.json").exists());
     assert_eq!(c.saved, 3);
     // Every app started over, bootstrapping (the fallback serving), as from scratch.

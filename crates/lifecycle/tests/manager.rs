@@ -207,7 +207,7 @@ fn a_meta_run_needs_a_store_and_an_agent_that_reads_the_embedders_width() {
     let spec = |store: Option<aware_lifecycle::run::RunStore>| RunSpec {
         workload: WorkloadSpec { apps: 1, seed: 5, steps: 20, ..WorkloadSpec::default() },
         steps: 20,
-        manager: ManagerConfig { episode_steps: 10, ..ManagerConfig::default() },
+        manager: ManagerConfig { episode_steps: 10, agent: aware_lifecycle::Learner::Ddpg, ..ManagerConfig::default() },
         seed: 5,
         store,
         metrics: None,
