@@ -26,7 +26,7 @@
 //!   **recommender** ([`Recommender`]), an **agent** (a learner) or a fixed allocation; the
 //!   **fallback** is the rule-based recommender that acts when a learned policy may not. The
 //!   lifecycle's agent and the meta-learner's **base learner** are one of two **learners**
-//!   (`aware_lab::agent::Learner`: PPO, the default, or DDPG), which start from what the fallback did. The
+//!   (`aware_lab::agent::Learner`: DDPG or PPO), which start from what the fallback did. The
 //!   **guard** checks every observation and limits every agent proposal; its **floor** raises an
 //!   agent's proposal to the fallback's scale-ups (the fallback is asked beside the agent).
 //! - **SLO target** (`slo_p99_ms`): the p99 latency, in milliseconds, an application must stay

@@ -92,7 +92,7 @@ impl Fig8Config {
             source_episodes: 33,
             window: 10,
             pool,
-            base_learner: Learner::default(),
+            base_learner: Learner::Ppo,
         }
     }
 
@@ -109,7 +109,7 @@ impl Fig8Config {
             source_episodes: 105,
             window: 10,
             pool: PoolSpec::new(5, 100, 96, seed),
-            base_learner: Learner::default(),
+            base_learner: Learner::Ppo,
         }
     }
 

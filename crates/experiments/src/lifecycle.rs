@@ -81,7 +81,7 @@ impl LifecycleConfig {
             profile: None,
             training: None,
             reward_window: None,
-            agent: Learner::default(),
+            agent: Learner::Ddpg,
         }
     }
 

@@ -32,16 +32,6 @@ pub enum Learner {
     Ppo,
 }
 
-/// PPO is the default everywhere a learner is chosen: cloning the fallback by absolute error
-/// (its conditional median) gives an agent that, measured on `aware experiment fig10` and
-/// `aware demo`, causes no more SLO violations than the MPA default, where DDPG's AWARE does
-/// not always; DDPG stays available as AWARE's original choice.
-impl Default for Learner {
-    fn default() -> Self {
-        Learner::Ppo
-    }
-}
-
 impl Learner {
     pub fn name(self) -> &'static str {
         match self {

@@ -52,7 +52,7 @@ impl Default for DemoSpec {
             episode_steps: 100,
             change: Scenario { kind: ScenarioKind::LoadHighToLow, at_step: None },
             reward_window: 5,
-            agent: Learner::default(),
+            agent: Learner::Ddpg,
         }
     }
 }

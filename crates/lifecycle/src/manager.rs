@@ -106,7 +106,7 @@ impl Default for ManagerConfig {
             retraining: true,
             fixed_stage: None,
             fallback_floor: true,
-            agent: Learner::default(),
+            agent: Learner::Ddpg,
             log: false,
         }
     }

@@ -142,7 +142,7 @@ fn metrics_count_every_interval_and_stage_change() {
 /// exactly as a run without any checkpoint would (every app bootstrapping, the fallback acting).
 #[test]
 fn a_corrupted_checkpoint_is_set_aside_and_the_apps_are_served_as_from_scratch() {
-    // Each learner keeps its own weight files: PPO (the default) one network, DDPG an actor
+    // Each learner keeps its own weight files: PPO one network, DDPG (the default) an actor
     // and critics.
     for (agent, weights) in [
         (aware_lifecycle::Learner::Ppo, "policy_value.safetensors"),

@@ -35,9 +35,9 @@ pub struct Args {
     /// Episodes whose rewards must settle before an app serves.
     #[arg(long, default_value_t = DemoSpec::default().reward_window, value_parser = clap::value_parser!(u32).range(1..))]
     reward_window: u32,
-    /// The learning agent: ppo (behaviour-clones the fallback offline, learns on-policy where it
-    /// learns online) or ddpg (AWARE's original; TD3+BC learns offline from the fallback).
-    #[arg(long, default_value_t = Learner::default(), value_parser = parse_learner)]
+    /// The learning agent: ddpg (AWARE's; TD3+BC learns offline from the fallback) or ppo
+    /// (behaviour-clones the fallback offline, learns on-policy where it learns online).
+    #[arg(long, default_value = "ddpg", value_parser = parse_learner)]
     agent: Learner,
     /// Print report.json on stdout instead of a table.
     #[arg(long)]

@@ -234,7 +234,7 @@ pub struct Fig8Args {
     /// AWARE's shared base learner: ppo (behaviour-clones the fallback's probes, then learns
     /// on-policy, anchored to a new app's probes while it adapts) or ddpg (the paper's; TL,
     /// TL+ and scratch always are)
-    #[arg(long, default_value_t = Learner::default(), value_parser = parse_learner)]
+    #[arg(long, default_value = "ppo", value_parser = parse_learner)]
     base_learner: Learner,
     #[command(flatten)]
     task: super::MetaTaskArgs,
@@ -388,9 +388,9 @@ pub struct LifecycleArgs {
     #[arg(long)]
     reward_window: Option<u32>,
     /// The learning agent of every learned row (aware, no-bootstrap, no-retrain, converged):
-    /// ppo (behaviour-clones the fallback offline, learns on-policy where it learns online) or
-    /// ddpg (AWARE's original; TD3+BC learns offline from the fallback).
-    #[arg(long, default_value_t = Learner::default(), value_parser = parse_learner)]
+    /// ddpg (AWARE's; TD3+BC learns offline from the fallback) or ppo (behaviour-clones the
+    /// fallback offline, learns on-policy where it learns online).
+    #[arg(long, default_value = "ddpg", value_parser = parse_learner)]
     agent: Learner,
     #[arg(long)]
     json: bool,

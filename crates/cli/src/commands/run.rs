@@ -41,10 +41,10 @@ pub struct Args {
     /// Keep the fallback acting while the agent (re)trains; the agent acts only when serving.
     #[arg(long)]
     high_stakes: bool,
-    /// The learning agent: ppo (behaviour-clones the fallback) or ddpg (AWARE's original;
-    /// TD3+BC learns offline from the fallback). A --checkpoint or --meta DIR that keeps the
-    /// other algorithm is refused.
-    #[arg(long, default_value_t = Learner::default(), value_parser = parse_learner)]
+    /// The learning agent: ddpg (AWARE's; TD3+BC learns offline from the fallback) or ppo
+    /// (behaviour-clones the fallback). A --checkpoint or --meta DIR that keeps the other
+    /// algorithm is refused.
+    #[arg(long, default_value = "ddpg", value_parser = parse_learner)]
     agent: Learner,
     /// Inject an instability scenario: NAME or NAME@STEP (default step: half way).
     #[arg(long)]

@@ -34,11 +34,11 @@ pub struct Args {
     embedding: u64,
     #[command(flatten)]
     task: MetaTaskArgs,
-    /// The shared base learner: ppo (behaviour-clones the probes, then learns on-policy; the
-    /// base learner `aware experiment fig8` measures by default) or ddpg (the paper's: TD3 with
-    /// TD3+BC's behaviour term and the pre-activation penalty). `aware run --meta DIR` runs
-    /// whichever DIR holds (with the matching --agent).
-    #[arg(long, default_value_t = Learner::default(), value_parser = parse_learner)]
+    /// The shared base learner: ddpg (the paper's: TD3 with TD3+BC's behaviour term and the
+    /// pre-activation penalty) or ppo (behaviour-clones the probes, then learns on-policy; the
+    /// base learner `aware experiment fig8` measures by default). `aware run --meta DIR` runs
+    /// whichever DIR holds.
+    #[arg(long, default_value = "ddpg", value_parser = parse_learner)]
     base_learner: Learner,
     /// Where the meta-learner, the base learner and the pool's OOD detector are kept
     /// (`aware run --meta DIR` reads them).
