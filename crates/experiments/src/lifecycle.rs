@@ -9,8 +9,9 @@
 //!   placed 5/8 of the way through, AWARE vs AWARE without retraining vs the MPA default vs `converged`
 //!   (trained on the changed workload), scored from the scenario to the end.
 //!
-//! `converged` is an agent of the run's learner (`--agent`, DDPG by default) trained separately, from scratch, on training traces of the
-//! same workload until its reward stops improving, then run greedily (see
+//! `converged` is an agent of the run's learner (`--agent`, DDPG by default) trained
+//! separately, from scratch, on training traces of the same workload until its reward stops
+//! improving, then run greedily (see
 //! [`aware_lifecycle::converged`]). Every row has the operator's figures (SLO violations, dropped
 //! requests, core-seconds) beside reward; `beats` below is the operator's test.
 
