@@ -24,17 +24,19 @@ fn sqlite_keeps_the_lifecycle_log() {
 fn postgres_keeps_the_lifecycle_log() {
     // Its own database: the suite below clears and checks the main one at the same time (tests
     // run in parallel), and clearing it under the suite lost the suite's episodes.
-    let url = postgres_scratch(&server("AWARE_TEST_POSTGRES_URL"), "log");
+    let (url, _) = postgres_scratch(&server("AWARE_TEST_POSTGRES_URL"), "log");
     run_lifecycle_log_suite(|| Box::new(aware_store::PostgresStore::connect(&url).unwrap()));
 }
 
-/// A fresh, empty database beside the one `url` names (`{its name}_{suffix}`); its URL.
-fn postgres_scratch(url: &str, suffix: &str) -> String {
+/// A fresh, empty database beside the one `url` names (`{its name}_{suffix}`): its URL and
+/// its name.
+fn postgres_scratch(url: &str, suffix: &str) -> (String, String) {
     let name = url.rsplit('/').next().unwrap().split('?').next().unwrap();
+    let scratch = format!("{name}_{suffix}");
     let mut admin = postgres::Client::connect(url, postgres::NoTls).unwrap();
-    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name}_{suffix} WITH (FORCE)")).unwrap();
-    admin.batch_execute(&format!("CREATE DATABASE {name}_{suffix}")).unwrap();
-    format!("{url}_{suffix}")
+    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {scratch} WITH (FORCE)")).unwrap();
+    admin.batch_execute(&format!("CREATE DATABASE {scratch}")).unwrap();
+    (format!("{url}_{suffix}"), scratch)
 }
 
 #[test]
@@ -70,11 +72,7 @@ fn postgres_backend_passes_the_suite() {
 #[test]
 #[ignore = "needs PostgreSQL: set AWARE_TEST_POSTGRES_URL"]
 fn postgres_refuses_a_newer_schema() {
-    let url = server("AWARE_TEST_POSTGRES_URL");
-    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-    admin.batch_execute("DROP DATABASE IF EXISTS aware_test_schema").unwrap();
-    admin.batch_execute("CREATE DATABASE aware_test_schema").unwrap();
-    let scratch = format!("{}_schema", url);
+    let (scratch, _) = postgres_scratch(&server("AWARE_TEST_POSTGRES_URL"), "schema");
     drop(aware_store::PostgresStore::connect(&scratch).unwrap());
     let mut c = postgres::Client::connect(&scratch, postgres::NoTls).unwrap();
     c.batch_execute("UPDATE aware_schema SET version = 9").unwrap();
@@ -142,17 +140,15 @@ fn influxdb_keeps_the_lifecycle_log() {
 fn postgres_survives_a_dropped_connection() {
     use aware_store::TrajectoryStore;
     let url = server("AWARE_TEST_POSTGRES_URL");
+    let (scratch, name) = postgres_scratch(&url, "reconnect");
     let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-    admin.batch_execute("DROP DATABASE IF EXISTS aware_test_reconnect WITH (FORCE)").unwrap();
-    admin.batch_execute("CREATE DATABASE aware_test_reconnect").unwrap();
-    let scratch = format!("{url}_reconnect");
     let mut store = aware_store::PostgresStore::connect(&scratch).unwrap();
     let kill = |admin: &mut postgres::Client| {
         let killed = admin
             .query(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-                 WHERE datname = 'aware_test_reconnect' AND pid <> pg_backend_pid()",
-                &[],
+                 WHERE datname = $1 AND pid <> pg_backend_pid()",
+                &[&name],
             )
             .unwrap();
         assert!(!killed.is_empty(), "the store's connection was found");
