@@ -266,7 +266,7 @@ pub fn run(
                     config.seed,
                     progress,
                 )?;
-                (Some(converged::evaluate(&workload, &plan, agent, &manager, progress)?), Some(training))
+                (Some(converged::evaluate(&workload, &plan, agent, &training, &manager, progress)?), Some(training))
             } else {
                 (None, None)
             };
@@ -364,7 +364,7 @@ fn fig9(
             config.seed,
             progress,
         )?;
-        let converged = converged::evaluate(&workload, &plan, agent, manager, progress)?;
+        let converged = converged::evaluate(&workload, &plan, agent, &training, manager, progress)?;
         served_apps += served(&aware);
         let mut rows = Vec::new();
         for (slot, arm) in merged.iter_mut().zip([&aware, &no_retrain, &mpa, &converged]) {

@@ -10,7 +10,14 @@ fn tiny(episodes: u64) -> LifecycleConfig {
         apps: Some(2),
         episodes: Some(episodes),
         episode_steps: 20,
-        training: Some(Training { max_episodes: 3, min_episodes: 1, patience: 1, min_gain: 0.01 }),
+        training: Some(Training {
+            max_episodes: 3,
+            min_episodes: 1,
+            patience: 1,
+            validate_every: 2,
+            validation_episodes: 1,
+            ..Training::default()
+        }),
         ..LifecycleConfig::new(true, 9)
     }
 }

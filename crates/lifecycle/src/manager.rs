@@ -87,6 +87,13 @@ pub struct ManagerConfig {
     /// Keep the decision log (with attributions for the agent's actions) and every app's
     /// transitions for the caller, drained with [`Manager::take_log`] (to a store).
     pub log: bool,
+    /// The agent's action is a change of the fallback's proposal of the interval (asked every
+    /// interval the agent acts) instead of the current allocation: an action inside the dead
+    /// band is the fallback's own decision (residual RL).
+    pub residual: bool,
+    /// Taken off the reward the agent *learns* from in every SLO-violating interval (reports
+    /// keep the reward as it is): a Lagrange multiplier on the violations.
+    pub violation_price: f32,
 }
 
 impl Default for ManagerConfig {
@@ -108,6 +115,8 @@ impl Default for ManagerConfig {
             fallback_floor: true,
             agent: Learner::Ddpg,
             log: false,
+            residual: false,
+            violation_price: 0.0,
         }
     }
 }
@@ -667,13 +676,26 @@ impl Driver for Manager<'_> {
                 verdict = format!("fallback: {reason}");
             }
             let agent_acted = agent_action.is_some();
-            let fallback_ask = if agent_acted && self.config.fallback_floor {
+            let fallback_ask = if agent_acted && (self.config.fallback_floor || self.config.residual) {
                 a.fallback.recommender().recommend(&obs).ok()
             } else {
                 None
             };
+            // Where the agent's action is measured from: the fallback's proposal (residual) or
+            // the current allocation.
+            let base = match (&fallback_ask, self.config.residual) {
+                (Some(f), true) => f.containers.first().map(|c| (c.clone(), f.replicas)),
+                _ => None,
+            };
             let proposal: Option<Recommendation> = match agent_action {
-                Some(v) => Some(decode_action(&a.decoder, v, &obs)?),
+                Some(v) => Some(match &base {
+                    Some((c, r)) => a
+                        .decoder
+                        .decode(&aware_core::Action::Continuous(v), *r, c)
+                        .map(|d| d.recommendation)
+                        .map_err(|e| LabError::input("agent", e.to_string()))?,
+                    None => decode_action(&a.decoder, v, &obs)?,
+                }),
                 // The fallback sees every observation (its own checks refuse bad ones).
                 None => a.fallback.recommender().recommend(&obs).ok(),
             };
@@ -685,13 +707,9 @@ impl Driver for Manager<'_> {
             let control = match proposal {
                 Some(p) => {
                     let rec = if agent_acted {
-                        let (rec, limited) = a.guard.limit_under(
-                            &p,
-                            fallback_ask.as_ref(),
-                            obs.desired_replicas,
-                            &obs.template,
-                            &a.decoder.bounds,
-                        );
+                        let floor = if self.config.fallback_floor { fallback_ask.as_ref() } else { None };
+                        let (rec, limited) =
+                            a.guard.limit_under(&p, floor, obs.desired_replicas, &obs.template, &a.decoder.bounds);
                         if let Some(why) = limited {
                             a.counts.guard_limited += 1;
                             verdict = format!("limited: {why}");
@@ -702,12 +720,15 @@ impl Driver for Manager<'_> {
                         p
                     };
                     let c = rec.containers.first().map(|c| c.limits).unwrap_or(obs.template.limits);
-                    let now = obs.template.limits;
+                    let (now, now_replicas) = match &base {
+                        Some((c, r)) if agent_acted => (c.limits, *r),
+                        _ => (obs.template.limits, obs.desired_replicas),
+                    };
                     a.action = aware_env::coordinates(
                         AGENT_ACTIONS,
                         &a.decoder.bounds,
                         (c.cpu_millicores, c.memory_bytes, rec.replicas),
-                        (now.cpu_millicores, now.memory_bytes, obs.desired_replicas),
+                        (now.cpu_millicores, now.memory_bytes, now_replicas),
                     )
                     .unwrap_or_default();
                     Control::Recommendation(rec)
@@ -766,11 +787,14 @@ impl Driver for Manager<'_> {
             // embedding (the store keeps them all, and the embedding is read from them). It
             // learns from the fallback's transitions of a held app too, with its last embedding:
             // they show the fallback on that workload, whatever the verdict on acting.
+            // The agent learns what its violations are priced at (the log and the store keep
+            // the reward itself).
+            let reward = e.reward - if step.info.slo_violated { self.config.violation_price } else { 0.0 };
             let e = match (
                 agent_state(width, a.embedding.as_deref(), &e.state),
                 agent_state(width, a.embedding.as_deref(), &e.next_state),
             ) {
-                (Some(state), Some(next_state)) => Experience { state, next_state, ..e },
+                (Some(state), Some(next_state)) => Experience { state, next_state, reward, ..e },
                 _ => continue,
             };
             let learns_offline = stage == Stage::Offline || (stage == Stage::Online && self.config.high_stakes);

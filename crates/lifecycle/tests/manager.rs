@@ -128,6 +128,14 @@ fn nan_observations_make_the_fallback_act_and_say_why() {
 /// A small agent behaviour-cloned (TD3+BC with α 0: cloning alone) onto "quarter the replicas,
 /// keep CPU and memory" in every state (the guard caps each cut at halving).
 fn starving_agent() -> Ddpg {
+    let (starving, a) = cloned_agent([0.0, 0.0, -1.0]);
+    assert!(a[2] < -0.5 && a[..2].iter().all(|v| v.abs() < 0.2), "{a:?}");
+    starving
+}
+
+/// A small agent behaviour-cloned onto `action` in every state, and its greedy action in a
+/// state it never saw.
+fn cloned_agent(action: [f32; 3]) -> (Ddpg, Vec<f32>) {
     let mut starving = small_agent(11);
     starving.config.bc_alpha = Some(0.0);
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;
@@ -141,7 +149,7 @@ fn starving_agent() -> Ddpg {
         let state: Vec<f32> = (0..STATE_DIM).map(|_| uniform()).collect();
         let e = aware_agents::Experience {
             state: state.clone(),
-            action: vec![0.0, 0.0, -1.0],
+            action: action.to_vec(),
             reward: 0.0,
             next_state: state,
             terminal: false,
@@ -152,8 +160,7 @@ fn starving_agent() -> Ddpg {
     starving.config.bc_alpha = None;
     let probe: Vec<f32> = (0..STATE_DIM).map(|_| uniform()).collect();
     let a = starving.greedy(&probe).unwrap();
-    assert!(a[2] < -0.5 && a[..2].iter().all(|v| v.abs() < 0.2), "{a:?}");
-    starving
+    (starving, a)
 }
 
 /// An agent that asks to cut its replicas every interval, served with no fallback floor,
@@ -178,6 +185,72 @@ fn the_fallbacks_scale_ups_floor_a_starving_agent() {
     let v = |arm: &aware_lifecycle::run::Arm| arm.row.summary.slo_violations;
     assert!(v(&bare) > 4 * v(&mpa).max(10), "without the floor: {} against MPA's {}", v(&bare), v(&mpa));
     assert!(v(&floored) * 2 < v(&bare), "with the floor: {} against {} without", v(&floored), v(&bare));
+}
+
+/// What a run's decision log recorded as each transition's reward.
+#[derive(Default)]
+struct LoggedRewards(Vec<f32>);
+
+impl aware_lifecycle::run::EpisodeSink for LoggedRewards {
+    fn episode(&mut self, _: u64, manager: &mut Manager) -> Result<(), aware_lifecycle::LifecycleError> {
+        self.0.extend(manager.take_log().transitions.iter().flatten().map(|e| e.reward));
+        Ok(())
+    }
+}
+
+/// An agent that asks for no change in every state holds the first allocation all run when it
+/// acts on the current allocation; acting on the fallback's proposal of each interval
+/// (`residual`) it serves as the MPA default does. The price the agent learns its violations
+/// at never reaches the decision log (nor so the store).
+#[test]
+fn a_residual_agent_that_asks_for_no_change_serves_as_the_fallback_does() {
+    use aware_lab::policy::PolicyName;
+    use aware_lifecycle::run::{Arm, Plan, run_agent, run_fallback};
+    let (_, a) = cloned_agent([0.0, 0.0, 0.0]);
+    assert!(a.iter().all(|v| v.abs() < 0.05), "{a:?}");
+    let (workload, _dir) = workload(3, None);
+    let plan = Plan::new(&workload, 400, 100).unwrap();
+    let serve = |residual: bool, violation_price: f32| {
+        let config = ManagerConfig {
+            episode_steps: 100,
+            fixed_stage: Some(Stage::Serving),
+            fallback_floor: false,
+            residual,
+            violation_price,
+            log: true,
+            ..ManagerConfig::default()
+        };
+        let mut logged = LoggedRewards::default();
+        let agent = cloned_agent([0.0; 3]).0;
+        let cloning = agent.updates();
+        let (arm, agent) = run_agent(&workload, &plan, agent, "holding", &config, &mut logged, &Silent).unwrap();
+        assert_eq!(agent.updates(), cloning, "serving learns nothing");
+        (arm, logged.0)
+    };
+    let ((residual, priced), (unpriced_arm, unpriced)) = (serve(true, 5.0), serve(true, 0.0));
+    let (holding, _) = serve(false, 5.0);
+    let mpa = run_fallback(&workload, &plan, &PolicyName::Mpa, &Silent).unwrap();
+    let cores = |arm: &Arm| arm.row.summary.core_seconds;
+    let v = |arm: &Arm| arm.row.summary.slo_violations;
+    let off = |arm: &Arm| (cores(arm) / cores(&mpa) - 1.0).abs();
+    assert!(off(&residual) < 0.1, "residual: {} core-seconds against MPA's {}", cores(&residual), cores(&mpa));
+    assert!(
+        off(&holding) > 3.0 * off(&residual),
+        "holding {} and residual {} core-seconds against MPA's {}",
+        cores(&holding),
+        cores(&residual),
+        cores(&mpa)
+    );
+    assert!(
+        v(&residual) <= v(&mpa) + 5,
+        "residual: {} SLO-violating intervals against MPA's {}",
+        v(&residual),
+        v(&mpa)
+    );
+    assert!(v(&residual) > 0, "the run must violate for the price to matter");
+    assert_eq!(v(&unpriced_arm), v(&residual));
+    assert_eq!(priced.len(), 3 * 400);
+    assert_eq!(priced, unpriced, "the log keeps the reward itself");
 }
 
 /// An embedder of fixed width that embeds every app as the same vector.
