@@ -34,6 +34,12 @@ fn fig10_scores_every_policy_over_the_whole_run() {
     }
     let t = r.converged_training.as_ref().expect("fig10 trains the reference");
     assert!((1..=3).contains(&t.episodes) && t.episode_rewards.len() as u64 == t.episodes);
+    // The DDPG reference acts on the fallback's proposals, priced and validated: every episode
+    // moved the price, and the weights it stopped with were checked.
+    assert!(t.residual && t.violation_prices.len() as u64 == t.episodes);
+    assert_eq!(t.validations.last().map(|v| v.episode), Some(t.episodes));
+    assert!(t.validations.iter().any(|v| v.episode == t.selected_episode));
+    assert!(t.validation_fallback.is_some());
     assert!(r.segments.is_empty() && r.scenarios.is_empty());
     let json = serde_json::to_value(&r).unwrap();
     assert!(json["policies"][0]["slo_violations"].is_u64() && json["policies"][0]["utilisation_deficit"].is_f64());

@@ -171,7 +171,8 @@ pub fn train(
         online_noise_sigma: if residual { REFERENCE_NOISE_SIGMA } else { DdpgConfig::default().noise_sigma },
         online_bc: false,
         online_learning: true,
-        // The policy alone: no fallback to lean on, in training or evaluation.
+        // No floor: the policy alone (a residual one acts on the fallback's proposals, but
+        // nothing raises its own).
         fallback_floor: false,
         log: false,
         residual,
@@ -233,8 +234,19 @@ pub fn train(
             report.violation_prices.push(price);
         }
         let done = e + 1;
+        let rewards = &report.episode_rewards;
+        let recent = &rewards[rewards.len().saturating_sub(3)..];
+        let smoothed = recent.iter().sum::<f64>() / recent.len() as f64;
+        if smoothed > best + (training.min_gain * best.abs()).max(1e-4) || best == f64::NEG_INFINITY {
+            (best, since_best) = (smoothed, 0);
+        } else {
+            since_best += 1;
+        }
+        progress.message(&format!("converged reference: episode {done} mean reward {smoothed:.3}"));
+        // The weights training stops with are checked too, whenever it stops.
+        let stopping = since_best >= training.patience && done >= training.min_episodes;
         if let (Some(rules), Some(dir)) = (&rules, &snapshots)
-            && (done % training.validate_every == 0 || done == training.max_episodes)
+            && (done % training.validate_every == 0 || done == training.max_episodes || stopping)
         {
             let (checked, back) = greedy(&workload, &validation_plan, agent, &config, progress)?;
             agent = back;
@@ -245,16 +257,7 @@ pub fn train(
             }
             report.validations.push(v);
         }
-        let rewards = &report.episode_rewards;
-        let recent = &rewards[rewards.len().saturating_sub(3)..];
-        let smoothed = recent.iter().sum::<f64>() / recent.len() as f64;
-        if smoothed > best + (training.min_gain * best.abs()).max(1e-4) || best == f64::NEG_INFINITY {
-            (best, since_best) = (smoothed, 0);
-        } else {
-            since_best += 1;
-        }
-        progress.message(&format!("converged reference: episode {done} mean reward {smoothed:.3}"));
-        if since_best >= training.patience && done >= training.min_episodes {
+        if stopping {
             report.converged = true;
             break;
         }

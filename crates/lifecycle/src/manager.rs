@@ -89,7 +89,9 @@ pub struct ManagerConfig {
     pub log: bool,
     /// The agent's action is a change of the fallback's proposal of the interval (asked every
     /// interval the agent acts) instead of the current allocation: an action inside the dead
-    /// band is the fallback's own decision (residual RL).
+    /// band is the fallback's own decision (residual RL). For runs held in one stage (the
+    /// experiments' `converged` reference): the bootstrapping check's shadow runs and the live
+    /// decider measure the agent's action from the current allocation.
     pub residual: bool,
     /// Taken off the reward the agent *learns* from in every SLO-violating interval (reports
     /// keep the reward as it is): a Lagrange multiplier on the violations.
