@@ -11,8 +11,6 @@
 //! on this problem, and a reward maximiser trades violations for core-seconds (the README's
 //! "The converged reference beats the MPA default").
 
-use std::path::Path;
-
 use aware_agents::ddpg::{Ddpg, DdpgConfig};
 use aware_lab::progress::Progress;
 use aware_lab::workload::Workload;
@@ -139,10 +137,6 @@ fn validation(episode: u64, arm: &Arm) -> Validation {
     Validation { episode, slo_violations: s.slo_violations, core_seconds: s.core_seconds, mean_reward: s.mean_reward }
 }
 
-fn io(dir: &std::path::Path, e: impl std::fmt::Display) -> LifecycleError {
-    LifecycleError::from(aware_agents::AgentError::Invalid(format!("{}: {e}", dir.display())))
-}
-
 /// Trains a fresh agent of `config.agent`'s algorithm (seed `seed`) on `workload`, acting and learning in every
 /// interval of every app with the agent's own exploration noise, in episodes of
 /// `episode_steps` on training traces, with `change` (if any) in effect from each episode's
@@ -211,7 +205,14 @@ pub fn train(
     } else {
         None
     };
-    let snapshots = if validating { Some(tempfile::tempdir().map_err(|e| io(Path::new("tempdir"), e))?) } else { None };
+    let snapshots = if validating {
+        Some(tempfile::tempdir().map_err(|e| LifecycleError::Checkpoint {
+            path: std::env::temp_dir(),
+            reason: format!("no scratch directory for the reference's snapshots: {e}"),
+        })?)
+    } else {
+        None
+    };
     let space = agent_space(0);
     let mut best_snapshot: Option<Validation> = None;
     let (mut best, mut since_best) = (f64::NEG_INFINITY, 0);

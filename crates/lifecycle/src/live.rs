@@ -501,7 +501,7 @@ impl LiveManager {
             (Some(obs), Some(v)) => {
                 // The agent's allocation is in limits, for the app's own container.
                 a.decoder.container = obs.template.name.clone();
-                let proposal = decode_action(&a.decoder, v, obs)?;
+                let proposal = decode_action(&a.decoder, v, obs.desired_replicas, &obs.template)?;
                 let ask = if self.config.fallback_floor { a.fallback.recommender().recommend(obs).ok() } else { None };
                 let (mut rec, limited) = a.guard.limit_under(
                     &proposal,

@@ -5,7 +5,7 @@
 //! One agent serves every application (one policy, states normalised per app).
 
 use aware_agents::Experience;
-use aware_core::{Action, Observation, Recommendation, StepInfo, VecStep};
+use aware_core::{Action, ContainerResources, Recommendation, StepInfo, VecStep};
 use aware_env::Control;
 use aware_env::{ActionDecoder, ActionKind};
 use aware_lab::LabError;
@@ -247,14 +247,17 @@ pub(crate) fn agent_state(width: usize, embedding: Option<&[f32]>, state: &[f32]
     Some(state.iter().chain(e).copied().collect())
 }
 
-/// The agent's continuous action as the allocation it means from the app's current one.
+/// The agent's continuous action as the allocation it means from `replicas` pods of `from`:
+/// the app's current allocation (`obs.desired_replicas`, `obs.template`), or the fallback's
+/// proposal for a residual agent.
 pub(crate) fn decode_action(
     decoder: &ActionDecoder,
     action: Vec<f32>,
-    obs: &Observation,
+    replicas: u32,
+    from: &ContainerResources,
 ) -> Result<Recommendation, LabError> {
     decoder
-        .decode(&Action::Continuous(action), obs.desired_replicas, &obs.template)
+        .decode(&Action::Continuous(action), replicas, from)
         .map(|d| d.recommendation)
         .map_err(|e| LabError::input("agent", e.to_string()))
 }
@@ -685,19 +688,12 @@ impl Driver for Manager<'_> {
             };
             // Where the agent's action is measured from: the fallback's proposal (residual) or
             // the current allocation.
-            let base = match (&fallback_ask, self.config.residual) {
-                (Some(f), true) => f.containers.first().map(|c| (c.clone(), f.replicas)),
-                _ => None,
+            let (from, from_replicas) = match (&fallback_ask, self.config.residual) {
+                (Some(f), true) if !f.containers.is_empty() => (f.containers[0].clone(), f.replicas),
+                _ => (obs.template.clone(), obs.desired_replicas),
             };
             let proposal: Option<Recommendation> = match agent_action {
-                Some(v) => Some(match &base {
-                    Some((c, r)) => a
-                        .decoder
-                        .decode(&aware_core::Action::Continuous(v), *r, c)
-                        .map(|d| d.recommendation)
-                        .map_err(|e| LabError::input("agent", e.to_string()))?,
-                    None => decode_action(&a.decoder, v, &obs)?,
-                }),
+                Some(v) => Some(decode_action(&a.decoder, v, from_replicas, &from)?),
                 // The fallback sees every observation (its own checks refuse bad ones).
                 None => a.fallback.recommender().recommend(&obs).ok(),
             };
@@ -722,9 +718,10 @@ impl Driver for Manager<'_> {
                         p
                     };
                     let c = rec.containers.first().map(|c| c.limits).unwrap_or(obs.template.limits);
-                    let (now, now_replicas) = match &base {
-                        Some((c, r)) if agent_acted => (c.limits, *r),
-                        _ => (obs.template.limits, obs.desired_replicas),
+                    let (now, now_replicas) = if agent_acted {
+                        (from.limits, from_replicas)
+                    } else {
+                        (obs.template.limits, obs.desired_replicas)
                     };
                     a.action = aware_env::coordinates(
                         AGENT_ACTIONS,

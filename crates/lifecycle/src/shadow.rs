@@ -123,7 +123,7 @@ impl Driver for Greedy<'_> {
             }]);
         }
         let state: Vec<f32> = states[0].iter().chain(self.embedding.iter().flatten()).copied().collect();
-        let proposal = decode_action(&self.decoder, self.agent.greedy(&state)?, &obs)?;
+        let proposal = decode_action(&self.decoder, self.agent.greedy(&state)?, obs.desired_replicas, &obs.template)?;
         let ask = self.floor.as_mut().and_then(|f| f.recommender().recommend(&obs).ok());
         let (rec, _) =
             self.guard.limit_under(&proposal, ask.as_ref(), obs.desired_replicas, &obs.template, &self.decoder.bounds);
