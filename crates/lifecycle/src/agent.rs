@@ -105,6 +105,16 @@ impl PpoAgent {
     }
 }
 
+/// The DDPG settings of an agent that acts on the fallback's proposals (residual): AWARE's
+/// Table 2 with the pre-activation penalty at β 1 (a tanh actor otherwise saturates on this
+/// problem, see the README) and γ 0.9 (a scaling decision's effects are over within minutes).
+/// It explores with [`RESIDUAL_NOISE_SIGMA`].
+pub fn residual_ddpg() -> aware_agents::ddpg::DdpgConfig {
+    aware_agents::ddpg::DdpgConfig { preactivation_penalty: 1.0, gamma: 0.9, ..Default::default() }
+}
+/// The exploration noise of a residual DDPG agent: half Table 2's σ (relative actions compound).
+pub const RESIDUAL_NOISE_SIGMA: f32 = 0.1;
+
 /// The lifecycle's agent.
 pub enum LifecycleAgent {
     Ddpg(Ddpg),
@@ -133,6 +143,16 @@ impl LifecycleAgent {
                 let ppo = Ppo::new(aware_env::STATE_DIM, PpoActions::Continuous(AGENT_ACTION_DIM), config, seed);
                 Self::ppo(ppo, seed)
             }
+        }
+    }
+
+    /// A fresh agent for a manager configured as `config`: [`LifecycleAgent::fresh`] of its
+    /// algorithm, but a DDPG agent acting residually ([`ManagerConfig::residual`]) with
+    /// [`residual_ddpg`]'s settings.
+    pub fn fresh_for(config: &ManagerConfig, seed: u64) -> Self {
+        match (config.agent, config.residual) {
+            (Learner::Ddpg, true) => Ddpg::new(aware_env::STATE_DIM, AGENT_ACTION_DIM, residual_ddpg(), seed).into(),
+            (algorithm, _) => Self::fresh(algorithm, seed),
         }
     }
 

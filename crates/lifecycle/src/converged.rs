@@ -7,19 +7,19 @@
 //! ([`Training`]): it acts on the fallback's proposal of each interval (residual), learns from
 //! a reward whose SLO violations are priced by dual ascent against the fallback's on the same
 //! training traffic, and the snapshot kept is the one that did best on validation traffic
-//! among those with no more violations than the fallback there. Plain DDPG saturates its actor
+//! among those that beat the fallback there (else those with no more violations). Plain DDPG saturates its actor
 //! on this problem, and a reward maximiser trades violations for core-seconds (the README's
 //! "The converged reference beats the MPA default").
 
-use aware_agents::ddpg::{Ddpg, DdpgConfig};
+use aware_agents::ddpg::DdpgConfig;
 use aware_lab::progress::Progress;
 use aware_lab::workload::Workload;
 use aware_sim::Scenario;
 use serde::Serialize;
 
 use crate::LifecycleError;
-use crate::agent::{Learner, LifecycleAgent};
-use crate::manager::{AGENT_ACTION_DIM, ManagerConfig, agent_space};
+use crate::agent::{Learner, LifecycleAgent, RESIDUAL_NOISE_SIGMA};
+use crate::manager::{ManagerConfig, agent_space};
 use crate::run::{Arm, Plan, run_agent, run_fallback};
 use crate::stage::Stage;
 
@@ -37,7 +37,7 @@ pub struct Training {
     /// What counts as better: this fraction of the best's magnitude (and at least 1e-4).
     pub min_gain: f64,
     /// A DDPG reference acts on the fallback's proposal of each interval (residual RL:
-    /// [`ManagerConfig::residual`]) with [`reference_ddpg`]'s settings, instead of on the
+    /// [`ManagerConfig::residual`]) with [`residual_ddpg`]'s settings, instead of on the
     /// current allocation with AWARE's Table 2 alone. (A PPO reference always acts on the
     /// current allocation: a residual PPO was measured worse, see the README.)
     pub residual: bool,
@@ -48,8 +48,9 @@ pub struct Training {
     pub price_step: f64,
     /// Every this many episodes the greedy policy is evaluated on validation traffic (neither
     /// training's nor any plan's) beside the fallback, and the best snapshot is kept: the
-    /// highest reward among those with no more SLO-violating intervals than the fallback
-    /// there, else the fewest violations. 0: the last weights are kept.
+    /// highest reward among those that beat the fallback there in the operator's sense, else
+    /// among those with no more SLO-violating intervals, else the fewest violations
+    /// ([`better`]). 0: the last weights are kept.
     pub validate_every: u64,
     /// Episodes of validation traffic per check. SLO violations are rare events (the MPA
     /// default violates in about 1 % of intervals), so a check needs about as much traffic as
@@ -109,23 +110,27 @@ const TRAINING_TRACE_OFFSET: u64 = 1 << 40;
 /// Trace seeds for validation: neither training's nor any plan's.
 const VALIDATION_TRACE_OFFSET: u64 = 1 << 41;
 
-/// The DDPG settings of a residual reference: AWARE's Table 2 with the pre-activation penalty
-/// at β 1 (a tanh actor otherwise saturates on this problem, see the README) and γ 0.9 (a
-/// scaling decision's effects are over within minutes). Explores with σ 0.1 (half Table 2's:
-/// relative actions compound).
-pub fn reference_ddpg() -> DdpgConfig {
-    DdpgConfig { preactivation_penalty: 1.0, gamma: 0.9, ..DdpgConfig::default() }
-}
-const REFERENCE_NOISE_SIGMA: f32 = 0.1;
-
-/// Whether validation `a` is a better snapshot than `b`, the fallback having had `rules`
-/// SLO-violating intervals on the same traffic.
-fn better(a: &Validation, b: &Validation, rules: u64) -> bool {
-    match (a.slo_violations <= rules, b.slo_violations <= rules) {
-        (true, false) => true,
-        (false, true) => false,
-        (true, true) => a.mean_reward > b.mean_reward,
-        (false, false) => {
+/// Whether validation `a` is a better snapshot than `b`, `rules` being the fallback on the
+/// same traffic. The operator's order first: a snapshot that beats the fallback (fewer
+/// core-seconds with no more SLO-violating intervals, or fewer violations with no more
+/// core-seconds) over one that does not; then one with no more violations than the fallback
+/// over one with more; the higher reward within the first two tiers, the fewer violations
+/// (then the higher reward) within the last.
+fn better(a: &Validation, b: &Validation, rules: &Validation) -> bool {
+    let beats = |v: &Validation| {
+        (v.core_seconds < rules.core_seconds && v.slo_violations <= rules.slo_violations)
+            || (v.slo_violations < rules.slo_violations && v.core_seconds <= rules.core_seconds)
+    };
+    let tier = |v: &Validation| match (beats(v), v.slo_violations <= rules.slo_violations) {
+        (true, _) => 0,
+        (false, true) => 1,
+        (false, false) => 2,
+    };
+    match tier(a).cmp(&tier(b)) {
+        std::cmp::Ordering::Less => true,
+        std::cmp::Ordering::Greater => false,
+        std::cmp::Ordering::Equal if tier(a) < 2 => a.mean_reward > b.mean_reward,
+        std::cmp::Ordering::Equal => {
             a.slo_violations < b.slo_violations
                 || (a.slo_violations == b.slo_violations && a.mean_reward > b.mean_reward)
         }
@@ -162,7 +167,7 @@ pub fn train(
     let residual = training.residual;
     let config = ManagerConfig {
         fixed_stage: Some(Stage::Online),
-        online_noise_sigma: if residual { REFERENCE_NOISE_SIGMA } else { DdpgConfig::default().noise_sigma },
+        online_noise_sigma: if residual { RESIDUAL_NOISE_SIGMA } else { DdpgConfig::default().noise_sigma },
         online_bc: false,
         online_learning: true,
         // No floor: the policy alone (a residual one acts on the fallback's proposals, but
@@ -173,11 +178,7 @@ pub fn train(
         violation_price: 0.0,
         ..config.clone()
     };
-    let mut agent = if residual {
-        Ddpg::new(aware_env::STATE_DIM, AGENT_ACTION_DIM, reference_ddpg(), seed).into()
-    } else {
-        LifecycleAgent::fresh(config.agent, seed)
-    };
+    let mut agent = LifecycleAgent::fresh_for(&config, seed);
     let apps = workload.apps.len().max(1) as f64;
     let mut price = 0.0f64;
     let mut report = TrainingReport {
@@ -252,7 +253,7 @@ pub fn train(
             let (checked, back) = greedy(&workload, &validation_plan, agent, &config, progress)?;
             agent = back;
             let v = validation(done, &checked);
-            if best_snapshot.as_ref().is_none_or(|b| better(&v, b, rules.slo_violations)) {
+            if best_snapshot.as_ref().is_none_or(|b| better(&v, b, rules)) {
                 agent.save(dir.path(), &space).map_err(LifecycleError::from)?;
                 best_snapshot = Some(v.clone());
             }
@@ -306,22 +307,30 @@ pub fn evaluate(
 mod tests {
     use super::*;
 
-    fn v(slo_violations: u64, mean_reward: f64) -> Validation {
-        Validation { episode: 0, slo_violations, core_seconds: 0.0, mean_reward }
+    fn v(slo_violations: u64, core_seconds: f64, mean_reward: f64) -> Validation {
+        Validation { episode: 0, slo_violations, core_seconds, mean_reward }
     }
 
     #[test]
-    fn a_snapshot_within_the_fallbacks_violations_beats_any_outside_them() {
-        // The fallback had 10: any snapshot with at most 10 wins over one with more,
-        // whatever their rewards.
-        assert!(better(&v(10, 0.5), &v(11, 1.5), 10));
-        assert!(!better(&v(11, 1.5), &v(10, 0.5), 10));
-        // Within: the higher reward.
-        assert!(better(&v(9, 1.2), &v(2, 1.1), 10));
-        assert!(!better(&v(2, 1.1), &v(9, 1.2), 10));
+    fn a_snapshot_that_beats_the_fallback_wins_then_one_within_its_violations() {
+        // The fallback had 10 violations at 100 core-seconds.
+        let rules = v(10, 100.0, 1.0);
+        // Beating it (fewer core-seconds, no more violations) wins over a higher reward that
+        // only matches its violations at more core-seconds.
+        assert!(better(&v(10, 90.0, 0.5), &v(9, 120.0, 1.5), &rules));
+        assert!(!better(&v(9, 120.0, 1.5), &v(10, 90.0, 0.5), &rules));
+        // Fewer violations with no more core-seconds beats it too.
+        assert!(better(&v(4, 100.0, 0.1), &v(2, 101.0, 0.9), &rules));
+        // Two that beat it: the higher reward.
+        assert!(better(&v(3, 80.0, 1.2), &v(1, 70.0, 1.1), &rules));
+        // Within its violations (neither beats it): any wins over one outside them,
+        // whatever their rewards; between two within, the higher reward.
+        assert!(better(&v(10, 150.0, 0.5), &v(11, 50.0, 1.5), &rules));
+        assert!(!better(&v(11, 50.0, 1.5), &v(10, 150.0, 0.5), &rules));
+        assert!(better(&v(9, 130.0, 1.2), &v(2, 110.0, 1.1), &rules));
         // Both outside: the fewer violations, then the higher reward.
-        assert!(better(&v(12, 0.1), &v(30, 1.9), 10));
-        assert!(better(&v(12, 0.2), &v(12, 0.1), 10));
-        assert!(!better(&v(12, 0.1), &v(12, 0.1), 10), "a tie keeps the earlier snapshot");
+        assert!(better(&v(12, 90.0, 0.1), &v(30, 50.0, 1.9), &rules));
+        assert!(better(&v(12, 90.0, 0.2), &v(12, 90.0, 0.1), &rules));
+        assert!(!better(&v(12, 90.0, 0.1), &v(12, 90.0, 0.1), &rules), "a tie keeps the earlier snapshot");
     }
 }

@@ -444,6 +444,10 @@ impl LiveManager {
                         a.window_reward += reward;
                         a.window_intervals += 1;
                         a.window_violations += info.slo_violated as u64;
+                        // The agent learns what its violations are priced at (a live backend
+                        // has no replay of the fallback for dual ascent: the fixed price only).
+                        let price = if info.slo_violated { self.config.violation_price } else { 0.0 };
+                        let e = Experience { reward: e.reward - price, ..e };
                         if learns_offline(decided_in) {
                             self.agent.remember_offline(&e)?;
                             learned = true;
@@ -497,19 +501,30 @@ impl LiveManager {
             verdict = format!("fallback: {}", t.refused.clone().unwrap_or_default());
         }
         let agent_acted = agent_action.is_some();
+        // Where the action in the agent's coordinates is measured from, when not from the
+        // current allocation: a residual agent's from the fallback's proposal.
+        let mut origin = None;
         let recommendation = match (&t.obs, agent_action) {
             (Some(obs), Some(v)) => {
                 // The agent's allocation is in limits, for the app's own container.
                 a.decoder.container = obs.template.name.clone();
-                let proposal = decode_action(&a.decoder, v, obs.desired_replicas, &obs.template)?;
-                let ask = if self.config.fallback_floor { a.fallback.recommender().recommend(obs).ok() } else { None };
-                let (mut rec, limited) = a.guard.limit_under(
-                    &proposal,
-                    ask.as_ref(),
-                    obs.desired_replicas,
-                    &obs.template,
-                    &a.decoder.bounds,
-                );
+                let residual = self.config.residual;
+                let ask = if self.config.fallback_floor || residual {
+                    a.fallback.recommender().recommend(obs).ok()
+                } else {
+                    None
+                };
+                let (from, from_replicas) = match &ask {
+                    Some(f) if residual && !f.containers.is_empty() => (&f.containers[0], f.replicas),
+                    _ => (&obs.template, obs.desired_replicas),
+                };
+                let proposal = decode_action(&a.decoder, v, from_replicas, from)?;
+                if residual {
+                    origin = Some((from.limits, from_replicas));
+                }
+                let floor = if self.config.fallback_floor { ask.as_ref() } else { None };
+                let (mut rec, limited) =
+                    a.guard.limit_under(&proposal, floor, obs.desired_replicas, &obs.template, &a.decoder.bounds);
                 if let Some(why) = limited {
                     a.counts.guard_limited += 1;
                     verdict = format!("limited: {why}");
@@ -522,6 +537,10 @@ impl LiveManager {
                 let p = a.fallback.recommender().recommend(obs).ok();
                 if let Some(p) = &p {
                     a.guard.witness(p, &obs.template);
+                    // The fallback's own decision is a residual agent's action 0.
+                    if let (true, Some(c)) = (self.config.residual, p.containers.first()) {
+                        origin = Some((c.limits, p.replicas));
+                    }
                 }
                 p
             }
@@ -546,11 +565,12 @@ impl LiveManager {
                     }
                     None => ((now.cpu_millicores, now.memory_bytes, obs.desired_replicas), [0; 3]),
                 };
+                let (from, from_replicas) = origin.unwrap_or((now, obs.desired_replicas));
                 let action = aware_env::coordinates(
                     AGENT_ACTIONS,
                     &a.decoder.bounds,
                     target,
-                    (now.cpu_millicores, now.memory_bytes, obs.desired_replicas),
+                    (from.cpu_millicores, from.memory_bytes, from_replicas),
                 )
                 .unwrap_or_else(|| vec![0.0; 3]);
                 a.direction_before = a.previous_direction;
@@ -689,6 +709,30 @@ mod tests {
             c.advance().expect("advance");
         }
         assert!(m.agent.updates() > 0, "the agent learned nothing offline from the fallback");
+    }
+
+    /// Bootstrapping a residual agent, the fallback's decisions wait for their outcomes as the
+    /// action 0 (no change of the fallback's proposal), whatever they changed.
+    #[test]
+    fn a_residual_agent_learns_the_fallbacks_decisions_as_no_change() {
+        let mut c = cluster();
+        let mut m = manager(&c, ManagerConfig { residual: true, ..ManagerConfig::default() });
+        let mut changed = 0;
+        for _ in 0..40 {
+            let before: Vec<_> = (0..2).map(|i| c.target(i).expect("target")).collect();
+            let ds = m.interval(&mut c).expect("interval");
+            for (d, (replicas, template)) in ds.iter().zip(&before) {
+                if let Some(rec) = &d.recommendation {
+                    changed += (rec.replicas != *replicas || rec.containers[0].limits != template.limits) as u32;
+                }
+            }
+            for p in m.apps.iter().filter_map(|a| a.pending.as_ref()) {
+                assert!(p.action.iter().all(|x| *x == 0.0), "{:?}", p.action);
+            }
+            c.advance().expect("advance");
+        }
+        assert!(changed > 0, "the fallback changed nothing in 40 intervals: the test shows nothing");
+        assert!(m.agent.stored() >= 70);
     }
 
     #[test]

@@ -89,9 +89,8 @@ pub struct ManagerConfig {
     pub log: bool,
     /// The agent's action is a change of the fallback's proposal of the interval (asked every
     /// interval the agent acts) instead of the current allocation: an action inside the dead
-    /// band is the fallback's own decision (residual RL). For runs held in one stage (the
-    /// experiments' `converged` reference): the bootstrapping check's shadow runs and the live
-    /// decider measure the agent's action from the current allocation.
+    /// band is the fallback's own decision (residual RL), and the fallback's own intervals are
+    /// recorded as the action 0. The bootstrapping check's shadow runs act so too.
     pub residual: bool,
     /// Taken off the reward the agent *learns* from in every SLO-violating interval (reports
     /// keep the reward as it is): a Lagrange multiplier on the violations.
@@ -561,6 +560,7 @@ impl<'w> Manager<'w> {
                                     a.embedding.as_deref(),
                                     &self.config.fallback,
                                     self.config.fallback_floor,
+                                    self.config.residual,
                                     &self.config.guard,
                                 )
                             })
@@ -718,10 +718,12 @@ impl Driver for Manager<'_> {
                         p
                     };
                     let c = rec.containers.first().map(|c| c.limits).unwrap_or(obs.template.limits);
-                    let (now, now_replicas) = if agent_acted {
-                        (from.limits, from_replicas)
-                    } else {
-                        (obs.template.limits, obs.desired_replicas)
+                    // Measured from where the agent's action is: the fallback's own decision is
+                    // the action 0 for a residual agent.
+                    let (now, now_replicas) = match (agent_acted, self.config.residual) {
+                        (true, _) => (from.limits, from_replicas),
+                        (false, true) => (c, rec.replicas),
+                        (false, false) => (obs.template.limits, obs.desired_replicas),
                     };
                     a.action = aware_env::coordinates(
                         AGENT_ACTIONS,

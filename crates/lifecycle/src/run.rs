@@ -53,6 +53,8 @@ impl Variant {
                 c.bootstrapping = Some(false);
                 c.online_learning = true;
                 c.fallback_floor = false;
+                // Nothing to act on without the fallback in the loop.
+                c.residual = false;
             }
             Variant::NoRetrain => c.retraining = false,
         }
@@ -224,8 +226,9 @@ pub fn run_manager(
     sink: &mut dyn EpisodeSink,
     progress: &dyn Progress,
 ) -> Result<Arm, LifecycleError> {
-    let agent = crate::agent::LifecycleAgent::fresh(config.agent, agent_seed);
-    run_agent(workload, plan, agent, variant.label(), &variant.configure(config), sink, progress).map(|(arm, _)| arm)
+    let config = variant.configure(config);
+    let agent = crate::agent::LifecycleAgent::fresh_for(&config, agent_seed);
+    run_agent(workload, plan, agent, variant.label(), &config, sink, progress).map(|(arm, _)| arm)
 }
 
 /// The lifecycle manager with `agent` over `plan`, scored as `label`; the agent as it ends.
@@ -488,7 +491,7 @@ pub fn run_with(
     let plan = Plan::new(&workload, spec.steps, spec.manager.episode_steps)?;
     let (agent, embedder, meta_id) = match meta {
         Some(MetaRun { agent, embedder, id }) => (agent, Some(embedder), Some(id)),
-        None => (crate::agent::LifecycleAgent::fresh(spec.manager.agent, spec.seed), None, None),
+        None => (crate::agent::LifecycleAgent::fresh_for(&spec.manager, spec.seed), None, None),
     };
     let wanted = spec.manager.agent;
     if agent.algorithm() != wanted {

@@ -38,14 +38,16 @@ pub fn fallback(app: &ShadowApp, fallback: &PolicyName) -> Result<EpisodeOutcome
 
 /// The agent (greedy, reading `embedding` beside the state when it is conditioned on one;
 /// through a guard configured as `guard`; with `floor`, raised to the
-/// fallback's scale-ups, and the fallback acting on observations the guard refuses, as the
-/// manager does) against a fresh fallback of kind `fallback`.
+/// fallback's scale-ups, and the fallback acting on observations the guard refuses; `residual`,
+/// acting on the fallback's proposal; as the manager does) against a fresh fallback of kind
+/// `fallback`.
 pub fn compare(
     app: &ShadowApp,
     agent: &LifecycleAgent,
     embedding: Option<&[f32]>,
     fallback: &PolicyName,
     floor: bool,
+    residual: bool,
     guard: &GuardConfig,
 ) -> Result<ShadowComparison, LabError> {
     let steps = app.rates.len() as u64;
@@ -64,10 +66,12 @@ pub fn compare(
             cpu_request_ratio: 1.0,
         },
         guard: Guard::new(guard.clone()),
-        floor: match floor {
+        rules: match floor || residual {
             true => Some(Policy::build(fallback, app.profile, Some(app.spec), None)?),
             false => None,
         },
+        floor,
+        residual,
     };
     let agent_outcome = run(app, steps, &mut greedy)?;
     Ok(ShadowComparison { agent: agent_outcome, fallback: fallback_outcome })
@@ -100,8 +104,13 @@ struct Greedy<'a> {
     embedding: Option<Vec<f32>>,
     decoder: ActionDecoder,
     guard: Guard,
-    /// The fallback whose scale-ups floor the agent's proposals ([`Guard::floor`]).
-    floor: Option<Policy>,
+    /// The fallback, asked every interval when it floors the agent's proposals or a residual
+    /// agent acts on its proposal.
+    rules: Option<Policy>,
+    /// The fallback's scale-ups floor the agent's proposals ([`Guard::floor`]).
+    floor: bool,
+    /// The agent's action changes the fallback's proposal, not the current allocation.
+    residual: bool,
 }
 
 impl Driver for Greedy<'_> {
@@ -114,7 +123,7 @@ impl Driver for Greedy<'_> {
         let obs = arena.observe(0).ok_or_else(|| LabError::input("shadow", "the arena reports no observations"))??;
         if self.guard.check(&obs, &states[0]).is_err() {
             // The manager lets the fallback act here (it sees every observation).
-            return Ok(vec![match self.floor.as_mut().and_then(|f| f.recommender().recommend(&obs).ok()) {
+            return Ok(vec![match self.rules.as_mut().and_then(|f| f.recommender().recommend(&obs).ok()) {
                 Some(rec) => {
                     self.guard.witness(&rec, &obs.template);
                     Control::Recommendation(rec)
@@ -123,10 +132,15 @@ impl Driver for Greedy<'_> {
             }]);
         }
         let state: Vec<f32> = states[0].iter().chain(self.embedding.iter().flatten()).copied().collect();
-        let proposal = decode_action(&self.decoder, self.agent.greedy(&state)?, obs.desired_replicas, &obs.template)?;
-        let ask = self.floor.as_mut().and_then(|f| f.recommender().recommend(&obs).ok());
+        let ask = self.rules.as_mut().and_then(|f| f.recommender().recommend(&obs).ok());
+        let (from, from_replicas) = match (&ask, self.residual) {
+            (Some(f), true) if !f.containers.is_empty() => (&f.containers[0], f.replicas),
+            _ => (&obs.template, obs.desired_replicas),
+        };
+        let proposal = decode_action(&self.decoder, self.agent.greedy(&state)?, from_replicas, from)?;
+        let floor = if self.floor { ask.as_ref() } else { None };
         let (rec, _) =
-            self.guard.limit_under(&proposal, ask.as_ref(), obs.desired_replicas, &obs.template, &self.decoder.bounds);
+            self.guard.limit_under(&proposal, floor, obs.desired_replicas, &obs.template, &self.decoder.bounds);
         Ok(vec![Control::Recommendation(rec)])
     }
 }

@@ -253,6 +253,56 @@ fn a_residual_agent_that_asks_for_no_change_serves_as_the_fallback_does() {
     assert_eq!(priced, unpriced, "the log keeps the reward itself");
 }
 
+/// The actions of the transitions the fallback drove while bootstrapping (OFFLINE episodes).
+#[derive(Default)]
+struct BootstrapActions(Vec<Vec<f32>>);
+
+impl aware_lifecycle::run::EpisodeSink for BootstrapActions {
+    fn episode(&mut self, _: u64, manager: &mut Manager) -> Result<(), aware_lifecycle::LifecycleError> {
+        let log = manager.take_log();
+        for (app, transitions) in log.transitions.iter().enumerate() {
+            if log.episode_stage.get(app) == Some(&Stage::Offline) && !log.agent_acted[app] {
+                self.0.extend(transitions.iter().map(|e| e.action.clone()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A residual agent learns while bootstrapping from the fallback's decisions recorded as the
+/// action 0 (no change of the fallback's proposal), where an agent acting on the current
+/// allocation sees them as the changes they made; and the bootstrapping check runs it
+/// residually too, so an agent that asks for no change is as good as the fallback there and
+/// goes online at the first check.
+#[test]
+fn a_residual_agent_bootstraps_on_the_fallbacks_decisions_as_no_change() {
+    use aware_lifecycle::run::{Plan, run_agent};
+    let (workload, _dir) = workload(3, None);
+    let plan = Plan::new(&workload, 400, 100).unwrap();
+    let bootstrap = |residual: bool| {
+        let config = ManagerConfig { episode_steps: 100, residual, log: true, ..ManagerConfig::default() };
+        let mut sink = BootstrapActions::default();
+        let (arm, _) =
+            run_agent(&workload, &plan, cloned_agent([0.0; 3]).0, "aware", &config, &mut sink, &Silent).unwrap();
+        (arm, sink.0)
+    };
+    let (residual, actions) = bootstrap(true);
+    assert!(actions.len() >= 3 * 100, "{} bootstrapping transitions", actions.len());
+    assert!(actions.iter().flatten().all(|x| *x == 0.0), "the fallback's decisions are the action 0");
+    let (_, absolute) = bootstrap(false);
+    assert!(
+        absolute.iter().flatten().any(|x| x.abs() > 0.1),
+        "acting on the current allocation, the fallback's changes are actions"
+    );
+    let first_check = residual.stages.iter().filter(|c| c.from == Stage::Offline && c.to == Stage::Online);
+    assert_eq!(
+        first_check.filter(|c| c.step == 100).count(),
+        3,
+        "every app goes online at the first check: {:?}",
+        residual.stages
+    );
+}
+
 /// An embedder of fixed width that embeds every app as the same vector.
 struct Fixed(usize);
 
