@@ -108,7 +108,8 @@ impl PpoAgent {
 /// The DDPG settings of an agent that acts on the fallback's proposals (residual): AWARE's
 /// Table 2 with the pre-activation penalty at β 1 (a tanh actor otherwise saturates on this
 /// problem, see the README) and γ 0.9 (a scaling decision's effects are over within minutes).
-/// It explores with [`RESIDUAL_NOISE_SIGMA`].
+/// It explores with the manager's `online_noise_sigma`; the experiments' `converged` reference
+/// sets [`RESIDUAL_NOISE_SIGMA`].
 pub fn residual_ddpg() -> aware_agents::ddpg::DdpgConfig {
     aware_agents::ddpg::DdpgConfig { preactivation_penalty: 1.0, gamma: 0.9, ..Default::default() }
 }

@@ -7,9 +7,9 @@
 //! ([`Training`]): it acts on the fallback's proposal of each interval (residual), learns from
 //! a reward whose SLO violations are priced by dual ascent against the fallback's on the same
 //! training traffic, and the snapshot kept is the one that did best on validation traffic
-//! among those that beat the fallback there (else those with no more violations). Plain DDPG saturates its actor
-//! on this problem, and a reward maximiser trades violations for core-seconds (the README's
-//! "The converged reference beats the MPA default").
+//! among those that beat the fallback there (else those with no more violations). Plain DDPG
+//! saturates its actor on this problem, and a reward maximiser trades violations for
+//! core-seconds (the README's "The converged reference against the MPA default").
 
 use aware_agents::ddpg::DdpgConfig;
 use aware_lab::progress::Progress;
@@ -37,7 +37,7 @@ pub struct Training {
     /// What counts as better: this fraction of the best's magnitude (and at least 1e-4).
     pub min_gain: f64,
     /// A DDPG reference acts on the fallback's proposal of each interval (residual RL:
-    /// [`ManagerConfig::residual`]) with [`residual_ddpg`]'s settings, instead of on the
+    /// [`ManagerConfig::residual`]) with [`crate::agent::residual_ddpg`]'s settings, instead of on the
     /// current allocation with AWARE's Table 2 alone. (A PPO reference always acts on the
     /// current allocation: a residual PPO was measured worse, see the README.)
     pub residual: bool,
@@ -49,8 +49,8 @@ pub struct Training {
     /// Every this many episodes the greedy policy is evaluated on validation traffic (neither
     /// training's nor any plan's) beside the fallback, and the best snapshot is kept: the
     /// highest reward among those that beat the fallback there in the operator's sense, else
-    /// among those with no more SLO-violating intervals, else the fewest violations
-    /// ([`better`]). 0: the last weights are kept.
+    /// among those with no more SLO-violating intervals, else the fewest violations. 0: the
+    /// last weights are kept.
     pub validate_every: u64,
     /// Episodes of validation traffic per check. SLO violations are rare events (the MPA
     /// default violates in about 1 % of intervals), so a check needs about as much traffic as
@@ -315,8 +315,8 @@ mod tests {
     fn a_snapshot_that_beats_the_fallback_wins_then_one_within_its_violations() {
         // The fallback had 10 violations at 100 core-seconds.
         let rules = v(10, 100.0, 1.0);
-        // Beating it (fewer core-seconds, no more violations) wins over a higher reward that
-        // only matches its violations at more core-seconds.
+        // Beating it (fewer core-seconds, no more violations) wins over a higher reward with
+        // fewer violations at more core-seconds (which does not beat it).
         assert!(better(&v(10, 90.0, 0.5), &v(9, 120.0, 1.5), &rules));
         assert!(!better(&v(9, 120.0, 1.5), &v(10, 90.0, 0.5), &rules));
         // Fewer violations with no more core-seconds beats it too.

@@ -39,7 +39,8 @@ use crate::stage::{Stage, StageChange};
 #[derive(Debug, Clone)]
 struct Pending {
     state: Vec<f32>,
-    /// In the agent's coordinates (what the fallback did, mapped, when the fallback acted).
+    /// In the agent's coordinates (what the fallback did, mapped, when the fallback acted; 0
+    /// then for a residual agent).
     action: Vec<f32>,
     oscillation: bool,
     /// The action a PPO agent sampled (learned from online, whatever was applied).

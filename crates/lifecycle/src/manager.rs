@@ -90,7 +90,10 @@ pub struct ManagerConfig {
     /// The agent's action is a change of the fallback's proposal of the interval (asked every
     /// interval the agent acts) instead of the current allocation: an action inside the dead
     /// band is the fallback's own decision (residual RL), and the fallback's own intervals are
-    /// recorded as the action 0. The bootstrapping check's shadow runs act so too.
+    /// recorded as the action 0. The bootstrapping check's shadow runs and the live decider
+    /// act so too. Neither checkpoints nor the store's episodes record it: an agent or
+    /// transitions written with one setting and read with the other mean other allocations.
+    /// No command sets it but the experiments' `converged` reference.
     pub residual: bool,
     /// Taken off the reward the agent *learns* from in every SLO-violating interval (reports
     /// keep the reward as it is): a Lagrange multiplier on the violations.
@@ -212,9 +215,10 @@ struct Managed {
     embedding: Option<Vec<f32>>,
 }
 
-/// The agent's action space: multiplicative changes of the current allocation, so one policy
-/// fits every application whatever its size, and what the fallback did maps onto it exactly
-/// (log₂ of its ratio, see [`aware_env::coordinates`]).
+/// The agent's action space: multiplicative changes of the current allocation (of the
+/// fallback's proposal for a residual agent, [`ManagerConfig::residual`]), so one policy fits
+/// every application whatever its size, and what the fallback did maps onto it exactly (log₂
+/// of its ratio, see [`aware_env::coordinates`]; 0 for a residual agent).
 pub const AGENT_ACTIONS: ActionKind = ActionKind::Relative;
 /// The agent's action: CPU, memory and replicas, each in [-1, 1].
 pub const AGENT_ACTION_DIM: usize = 3;

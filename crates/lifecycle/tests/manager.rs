@@ -303,6 +303,41 @@ fn a_residual_agent_bootstraps_on_the_fallbacks_decisions_as_no_change() {
     );
 }
 
+/// The bootstrapping check runs a residual agent residually: one that asks for no change of
+/// the fallback's proposal earns what the fallback earns on the same (rising) traffic, where
+/// the same agent acting on the current allocation holds the first one.
+#[test]
+fn the_bootstrapping_check_runs_a_residual_agent_on_the_fallbacks_proposals() {
+    use aware_lab::policy::PolicyName;
+    use aware_lifecycle::guard::GuardConfig;
+    use aware_lifecycle::shadow::{ShadowApp, compare};
+    let (workload, _dir) = workload(3, None);
+    let agent: aware_lifecycle::agent::LifecycleAgent = cloned_agent([0.0; 3]).0.into();
+    let (mut residual_gap, mut holding_gap) = (0.0, 0.0);
+    for i in 0..3 {
+        let profile = workload.app_profile(i);
+        // From half the app's mean load to its peak and back: the fallback must scale.
+        let spec = &workload.apps[i];
+        let rates: Vec<f64> = (0..200)
+            .map(|t| {
+                let up = 1.0 - (t as f64 - 100.0).abs() / 100.0;
+                0.5 * spec.mean_rps + up * (spec.peak_rps - 0.5 * spec.mean_rps)
+            })
+            .collect();
+        let app = ShadowApp { spec: &workload.apps[i], profile: &profile, sim: &workload.sim, rates: &rates, seed: 7 };
+        let guard = GuardConfig::default();
+        let residual = compare(&app, &agent, None, &PolicyName::Mpa, false, true, &guard).unwrap();
+        let holding = compare(&app, &agent, None, &PolicyName::Mpa, false, false, &guard).unwrap();
+        assert!(residual.agent.slo_violations <= residual.fallback.slo_violations + 2, "app {i}: {residual:?}");
+        residual_gap += (residual.agent.mean_reward - residual.fallback.mean_reward).abs();
+        holding_gap += (holding.agent.mean_reward - holding.fallback.mean_reward).abs();
+    }
+    assert!(
+        residual_gap * 5.0 < holding_gap,
+        "reward apart from the fallback's: residual {residual_gap}, holding {holding_gap}"
+    );
+}
+
 /// An embedder of fixed width that embeds every app as the same vector.
 struct Fixed(usize);
 
