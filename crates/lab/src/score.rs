@@ -51,12 +51,19 @@ pub struct Summary {
     pub utilisation_deficit: f64,
 }
 
+/// The operator's judgement on two outcomes given as (core-seconds, SLO-violating intervals):
+/// `a` beats `b` when it reserved fewer core-seconds with no more violations, or had fewer
+/// violations with no more core-seconds ([`Summary::beats`]).
+pub fn beats(a: (f64, u64), b: (f64, u64)) -> bool {
+    let ((a_cores, a_violations), (b_cores, b_violations)) = (a, b);
+    (a_cores < b_cores && a_violations <= b_violations) || (a_violations < b_violations && a_cores <= b_cores)
+}
+
 impl Summary {
     /// The operator's judgement: this outcome beats `other` when it reserved fewer core-seconds
     /// with no more SLO-violating intervals, or had fewer violations with no more core-seconds.
     pub fn beats(&self, other: &Summary) -> bool {
-        (self.core_seconds < other.core_seconds && self.slo_violations <= other.slo_violations)
-            || (self.slo_violations < other.slo_violations && self.core_seconds <= other.core_seconds)
+        beats((self.core_seconds, self.slo_violations), (other.core_seconds, other.slo_violations))
     }
 
     /// The operator ranks this outcome above `other` without ambiguity: it [`beats`](Self::beats)

@@ -118,8 +118,7 @@ const VALIDATION_TRACE_OFFSET: u64 = 1 << 41;
 /// (then the higher reward) within the last.
 fn better(a: &Validation, b: &Validation, rules: &Validation) -> bool {
     let beats = |v: &Validation| {
-        (v.core_seconds < rules.core_seconds && v.slo_violations <= rules.slo_violations)
-            || (v.slo_violations < rules.slo_violations && v.core_seconds <= rules.core_seconds)
+        aware_lab::score::beats((v.core_seconds, v.slo_violations), (rules.core_seconds, rules.slo_violations))
     };
     let tier = |v: &Validation| match (beats(v), v.slo_violations <= rules.slo_violations) {
         (true, _) => 0,
