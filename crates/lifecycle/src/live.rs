@@ -31,7 +31,7 @@ use crate::LifecycleError;
 use crate::algorithm::{AppLifecycle, EpisodeOutcome, LifecycleState, Transition};
 use crate::decision::{self, Decision, Seen, Set};
 use crate::guard::Guard;
-use crate::manager::{AGENT_ACTIONS, Counts, ManagerConfig, decode_action};
+use crate::manager::{AGENT_ACTIONS, Counts, ManagerConfig, action_origin, decode_action};
 use crate::stage::{Stage, StageChange};
 
 /// The last interval's decision for one app, waiting for the next observation to say what it
@@ -515,10 +515,7 @@ impl LiveManager {
                 } else {
                     None
                 };
-                let (from, from_replicas) = match &ask {
-                    Some(f) if residual && !f.containers.is_empty() => (&f.containers[0], f.replicas),
-                    _ => (&obs.template, obs.desired_replicas),
-                };
+                let (from, from_replicas) = action_origin(ask.as_ref(), residual, obs);
                 let proposal = decode_action(&a.decoder, v, from_replicas, from)?;
                 if residual {
                     origin = Some((from.limits, from_replicas));

@@ -5,7 +5,7 @@
 //! One agent serves every application (one policy, states normalised per app).
 
 use aware_agents::Experience;
-use aware_core::{Action, ContainerResources, Recommendation, StepInfo, VecStep};
+use aware_core::{Action, ContainerResources, Observation, Recommendation, StepInfo, VecStep};
 use aware_env::Control;
 use aware_env::{ActionDecoder, ActionKind};
 use aware_lab::LabError;
@@ -263,6 +263,19 @@ pub(crate) fn decode_action(
         .decode(&Action::Continuous(action), replicas, from)
         .map(|d| d.recommendation)
         .map_err(|e| LabError::input("agent", e.to_string()))
+}
+
+/// Where the agent's action is measured from, as (container, replicas): the fallback's
+/// proposal `ask` for a residual agent (when it has one), else the app's current allocation.
+pub(crate) fn action_origin<'a>(
+    ask: Option<&'a Recommendation>,
+    residual: bool,
+    obs: &'a Observation,
+) -> (&'a ContainerResources, u32) {
+    match ask {
+        Some(f) if residual && !f.containers.is_empty() => (&f.containers[0], f.replicas),
+        _ => (&obs.template, obs.desired_replicas),
+    }
 }
 
 /// App `i`'s traffic of one recent episode, for the bootstrapping check to replay from its
@@ -690,14 +703,9 @@ impl Driver for Manager<'_> {
             } else {
                 None
             };
-            // Where the agent's action is measured from: the fallback's proposal (residual) or
-            // the current allocation.
-            let (from, from_replicas) = match (&fallback_ask, self.config.residual) {
-                (Some(f), true) if !f.containers.is_empty() => (f.containers[0].clone(), f.replicas),
-                _ => (obs.template.clone(), obs.desired_replicas),
-            };
+            let (from, from_replicas) = action_origin(fallback_ask.as_ref(), self.config.residual, &obs);
             let proposal: Option<Recommendation> = match agent_action {
-                Some(v) => Some(decode_action(&a.decoder, v, from_replicas, &from)?),
+                Some(v) => Some(decode_action(&a.decoder, v, from_replicas, from)?),
                 // The fallback sees every observation (its own checks refuse bad ones).
                 None => a.fallback.recommender().recommend(&obs).ok(),
             };

@@ -18,7 +18,7 @@ use aware_sim::{AppSpec, CONTAINER, SimCluster, SimConfig, Trace};
 
 use crate::algorithm::{EpisodeOutcome, ShadowComparison};
 use crate::guard::{Guard, GuardConfig};
-use crate::manager::{AGENT_ACTIONS, decode_action};
+use crate::manager::{AGENT_ACTIONS, action_origin, decode_action};
 
 /// What the shadow run needs of one application.
 pub struct ShadowApp<'a> {
@@ -133,10 +133,7 @@ impl Driver for Greedy<'_> {
         }
         let state: Vec<f32> = states[0].iter().chain(self.embedding.iter().flatten()).copied().collect();
         let ask = self.rules.as_mut().and_then(|f| f.recommender().recommend(&obs).ok());
-        let (from, from_replicas) = match (&ask, self.residual) {
-            (Some(f), true) if !f.containers.is_empty() => (&f.containers[0], f.replicas),
-            _ => (&obs.template, obs.desired_replicas),
-        };
+        let (from, from_replicas) = action_origin(ask.as_ref(), self.residual, &obs);
         let proposal = decode_action(&self.decoder, self.agent.greedy(&state)?, from_replicas, from)?;
         let floor = if self.floor { ask.as_ref() } else { None };
         let (rec, _) =
