@@ -17,7 +17,7 @@ use aware_lab::progress::Progress;
 use aware_lab::workload::{Workload, WorkloadSpec};
 use aware_meta::pool::{PoolSpec, prepare_adaptation, run_episodes, train_pool};
 use aware_meta::train::MetaDriver;
-use aware_meta::{MetaConfig, OodDetector};
+use aware_meta::{MetaConfig, OodDetector, Profile};
 use serde::Serialize;
 
 use crate::ExperimentError;
@@ -89,14 +89,28 @@ pub struct OodApp {
     /// `pool`, `in_family` or `out_of_family`.
     pub set: &'static str,
     pub population: &'static str,
-    /// Mean distance to the k nearest pool embeddings (for a pool app, the k nearest others).
+    /// Mean distance of its embedding to the k nearest pool embeddings (for a pool app, the k
+    /// nearest others).
     pub score: f32,
+    /// Mean distance of its input signature to the k nearest pool signatures, in the pool's
+    /// standard units.
+    pub signature_score: f32,
+    /// How far its persistence lies outside the pool's range, in the pool's standard units.
+    pub persistence_score: f32,
+    /// The detector's verdict: the signature or the persistence test above its threshold.
     pub flagged: bool,
+    /// The verdict of the embedding's distance alone (the detector before the input tests).
+    pub flagged_by_embedding: bool,
     /// The app's mean request rate and peak replica need (what embeddings follow most).
     pub mean_rps: f64,
     pub peak_replicas: u32,
     /// The embedding the detector scored.
     pub embedding: Vec<f32>,
+    /// What the input tests read: per feature of the ⟨state, action, reward⟩ steps, the mean
+    /// and the spread (standardised as the meta-learner reads them), and the share of steps at
+    /// which it did not change.
+    pub signature: Vec<f32>,
+    pub persistence: Vec<f32>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -113,11 +127,18 @@ pub struct OodReport {
     pub unseen_apps: usize,
     pub k: usize,
     pub quantile: f64,
+    /// The embedding distance's threshold.
     pub threshold: f32,
+    /// The input tests' thresholds.
+    pub signature_threshold: f32,
+    pub persistence_threshold: f32,
     /// Share of the excluded population's apps flagged (goal ≥ 0.9).
     pub out_of_family_flagged: f64,
     /// Share of the trained population's unseen apps flagged (goal ≤ 0.1).
     pub in_family_flagged: f64,
+    /// The same two shares by the embedding's distance alone.
+    pub out_of_family_flagged_by_embedding: f64,
+    pub in_family_flagged_by_embedding: f64,
     /// Apps whose probes left no embedding (every ReLU off): scored as the zero vector.
     pub zero_embeddings: usize,
     pub meta_steps: u64,
@@ -126,20 +147,29 @@ pub struct OodReport {
 }
 
 /// Probes every app of `workload` with the fallback, the meta-learner frozen, and returns their
-/// embeddings (the zero vector for an app left without one) and how many were zero.
+/// embeddings (the zero vector for an app left without one), how many were zero, and the
+/// profiles of the bundles they were read from.
 fn embed_unseen(
     driver: &mut MetaDriver,
     workload: &Workload,
     pool: &PoolSpec,
     progress: &dyn Progress,
-) -> Result<(Vec<Vec<f32>>, usize), ExperimentError> {
+) -> Result<Embedded, ExperimentError> {
     let probes_only = PoolSpec { episodes: 0, ..pool.clone() };
     prepare_adaptation(driver, workload, &probes_only)?;
     // Embeddings read the fallback's probes only: the base learner has nothing to learn here.
     driver.learn = false;
     run_episodes(driver, workload, &probes_only, &aware_lab::progress::Silent, "embedding")?;
     progress.inc(pool.probes);
-    Ok(embeddings_of(driver, workload.apps.len(), pool.meta.embedding))
+    let (embeddings, zero) = embeddings_of(driver, workload.apps.len(), pool.meta.embedding);
+    Ok(Embedded { embeddings, zero, profiles: profiles_of(driver, workload.apps.len())? })
+}
+
+/// A set of apps' embeddings, how many of them were zero, and their bundles' profiles.
+struct Embedded {
+    embeddings: Vec<Vec<f32>>,
+    zero: usize,
+    profiles: Vec<Profile>,
 }
 
 /// The driver's embeddings of its first `apps` apps, the zero vector for an app without one
@@ -158,6 +188,11 @@ fn embeddings_of(driver: &MetaDriver, apps: usize, width: usize) -> (Vec<Vec<f32
     (embeddings, zero)
 }
 
+/// The profile of each of the driver's first `apps` apps' bundles (its probe episodes).
+fn profiles_of(driver: &MetaDriver, apps: usize) -> Result<Vec<Profile>, ExperimentError> {
+    Ok((0..apps).map(|i| driver.meta.profile(&driver.bundle(i)?)).collect::<Result<Vec<_>, _>>()?)
+}
+
 pub fn ood(config: &OodConfig, progress: &dyn Progress) -> Result<OodReport, ExperimentError> {
     config.check()?;
     let steps = config.pool.episode_steps * (config.pool.probes + config.pool.episodes);
@@ -174,51 +209,63 @@ pub fn ood(config: &OodConfig, progress: &dyn Progress) -> Result<OodReport, Exp
     let (mut driver, _) = train_pool(&pool, &config.pool, &aware_lab::progress::Silent)?;
     progress.inc(config.pool.probes + config.pool.episodes);
     let training_seconds = start.elapsed().as_secs_f64();
-    // The pool's embeddings as the meta-learner ends: what the detector compares against.
+    // The pool's embeddings and profiles as the meta-learner ends: what the detector compares
+    // against.
     driver.refresh_embeddings()?;
     let (pool_embeddings, mut zero) = embeddings_of(&driver, pool.apps.len(), config.pool.meta.embedding);
-    let detector = OodDetector::fit(pool_embeddings.clone(), config.k, config.quantile)?;
+    let pool_profiles = profiles_of(&driver, pool.apps.len())?;
+    let detector = OodDetector::fit(pool_embeddings.clone(), config.k, config.quantile)?
+        .with_inputs(&pool_profiles, config.quantile)?;
     let meta_steps = driver.meta_steps;
     progress.message("ood: embedding unseen apps");
-    let (inside, z1) = embed_unseen(&mut driver, &in_family, &config.pool, progress)?;
-    let (outside, z2) = embed_unseen(&mut driver, &out_of_family, &config.pool, progress)?;
+    let inside = embed_unseen(&mut driver, &in_family, &config.pool, progress)?;
+    let outside = embed_unseen(&mut driver, &out_of_family, &config.pool, progress)?;
     progress.finish();
-    zero += z1 + z2;
+    zero += inside.zero + outside.zero;
 
     let mut apps = Vec::new();
-    let mut rates = [0.0f64; 2];
-    for (set, workload, embeddings) in [
-        ("pool", &pool, &pool_embeddings),
-        ("in_family", &in_family, &inside),
-        ("out_of_family", &out_of_family, &outside),
+    // Per unseen set: flagged by the detector, flagged by the embedding's distance alone.
+    let mut rates = [[0.0f64; 2]; 2];
+    for (set, workload, embeddings, profiles) in [
+        ("pool", &pool, &pool_embeddings, &pool_profiles),
+        ("in_family", &in_family, &inside.embeddings, &inside.profiles),
+        ("out_of_family", &out_of_family, &outside.embeddings, &outside.profiles),
     ] {
-        let mut flagged = 0;
-        for (i, (spec, e)) in workload.apps.iter().zip(embeddings).enumerate() {
-            // A pool member is scored as the threshold's scores are: leaving itself out.
-            let score = match set {
-                "pool" => detector.pool_score(i).expect("one score per pool member"),
-                _ => detector.score(e)?,
+        let mut flagged = [0usize; 2];
+        for (i, ((spec, e), profile)) in workload.apps.iter().zip(embeddings).zip(profiles).enumerate() {
+            // A pool member is scored as the thresholds' scores are: leaving itself out.
+            let verdict = match set {
+                "pool" => detector.pool_verdict(i).expect("one verdict per pool member"),
+                _ => detector.judge(e, Some(profile))?,
             };
-            let is_flagged = score > detector.threshold();
-            flagged += usize::from(is_flagged);
+            let by_embedding = verdict.distance > detector.threshold();
+            flagged[0] += usize::from(verdict.out_of_distribution);
+            flagged[1] += usize::from(by_embedding);
             apps.push(OodApp {
                 app: spec.name.clone(),
                 set,
                 population: spec.population.name(),
-                score,
-                flagged: is_flagged,
+                score: verdict.distance,
+                signature_score: verdict.signature.expect("the detector has its input tests"),
+                persistence_score: verdict.persistence.expect("the detector has its input tests"),
+                flagged: verdict.out_of_distribution,
+                flagged_by_embedding: by_embedding,
                 mean_rps: spec.mean_rps,
                 peak_replicas: spec.peak_replicas,
                 embedding: e.clone(),
+                signature: profile.signature.clone(),
+                persistence: profile.persistence.clone(),
             });
         }
-        let rate = flagged as f64 / workload.apps.len() as f64;
+        let share = |n: usize| n as f64 / workload.apps.len() as f64;
         match set {
-            "in_family" => rates[0] = rate,
-            "out_of_family" => rates[1] = rate,
+            "in_family" => rates[0] = [share(flagged[0]), share(flagged[1])],
+            "out_of_family" => rates[1] = [share(flagged[0]), share(flagged[1])],
             _ => {}
         }
     }
+    let (signature_threshold, persistence_threshold) =
+        detector.input_thresholds().expect("fitted with the input tests above");
     Ok(OodReport {
         experiment: "ood",
         seed: config.seed,
@@ -231,8 +278,12 @@ pub fn ood(config: &OodConfig, progress: &dyn Progress) -> Result<OodReport, Exp
         k: config.k,
         quantile: config.quantile,
         threshold: detector.threshold(),
-        out_of_family_flagged: rates[1],
-        in_family_flagged: rates[0],
+        signature_threshold,
+        persistence_threshold,
+        out_of_family_flagged: rates[1][0],
+        in_family_flagged: rates[0][0],
+        out_of_family_flagged_by_embedding: rates[1][1],
+        in_family_flagged_by_embedding: rates[0][1],
         zero_embeddings: zero,
         meta_steps,
         training_seconds,
@@ -261,14 +312,24 @@ mod tests {
             let flagged = apps.iter().filter(|a| a.flagged).count() as f64 / apps.len() as f64;
             assert!((flagged - rate).abs() < 1e-12, "{name}: {flagged} vs {rate}");
         }
-        // Flagged means scored above the threshold, for every app.
-        assert!(r.apps.iter().all(|a| a.flagged == (a.score > r.threshold) && a.score.is_finite()));
-        // The threshold is the 95th percentile of the pool's leave-one-out scores: with 6 apps
-        // the largest of them, so exactly one pool app scores it and none above.
-        let pool_scores: Vec<f32> = set("pool").iter().map(|a| a.score).collect();
-        let top = pool_scores.iter().copied().fold(f32::MIN, f32::max);
-        assert_eq!(top, r.threshold, "{pool_scores:?}");
-        assert!(set("pool").iter().all(|a| !a.flagged));
+        // Flagged means an input test scored above its threshold, for every app; the
+        // embedding's own verdict is its distance above its threshold.
+        assert!(r.apps.iter().all(|a| {
+            a.flagged == (a.signature_score > r.signature_threshold || a.persistence_score > r.persistence_threshold)
+                && a.flagged_by_embedding == (a.score > r.threshold)
+                && a.score.is_finite()
+        }));
+        // Each threshold is the 95th percentile of the pool's leave-one-out scores: with 6 apps
+        // the largest of them, so one pool app scores it and none above.
+        for (scores, threshold) in [
+            (set("pool").iter().map(|a| a.score).collect::<Vec<f32>>(), r.threshold),
+            (set("pool").iter().map(|a| a.signature_score).collect(), r.signature_threshold),
+            (set("pool").iter().map(|a| a.persistence_score).collect(), r.persistence_threshold),
+        ] {
+            assert_eq!(scores.iter().copied().fold(f32::MIN, f32::max), threshold, "{scores:?}");
+        }
+        assert!(set("pool").iter().all(|a| !a.flagged && !a.flagged_by_embedding));
+        assert!(r.apps.iter().all(|a| a.persistence.len() == a.signature.len() / 2));
         assert!(r.meta_steps > 0);
         let same = OodConfig { excluded: Population::Microservices, ..config };
         assert!(matches!(same.check(), Err(ExperimentError::Input { .. })));

@@ -15,6 +15,9 @@ pub struct WorkloadEmbedding {
     /// Unlike anything in the training pool: the lifecycle keeps the fallback acting (or
     /// retrains) and says so in the decision log.
     pub out_of_distribution: bool,
+    /// Why it was judged out of distribution: the test that flagged it, its score and the
+    /// pool's threshold.
+    pub ood_reason: Option<String>,
 }
 
 /// Why no embedding could be made (too few episodes, NaN rewards, the store away, …); the

@@ -163,9 +163,12 @@ impl WorkloadVerdict {
     pub fn of(answer: Result<WorkloadEmbedding, EmbedRefusal>) -> Self {
         match answer {
             Ok(e) if e.out_of_distribution => WorkloadVerdict::Hold {
-                reason: match e.ood_score {
-                    Some(s) => format!("workload out of distribution (OOD score {s:.3} above the pool's threshold)"),
-                    None => "workload out of distribution".into(),
+                reason: match (&e.ood_reason, e.ood_score) {
+                    (Some(why), _) => format!("workload out of distribution ({why})"),
+                    (None, Some(s)) => {
+                        format!("workload out of distribution (OOD score {s:.3} above the pool's threshold)")
+                    }
+                    (None, None) => "workload out of distribution".into(),
                 },
             },
             Ok(e) => WorkloadVerdict::Known { ood_score: e.ood_score },

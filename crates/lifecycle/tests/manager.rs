@@ -355,6 +355,7 @@ impl aware_lab::embed::WorkloadEmbedder for Fixed {
             values: vec![0.5; self.0],
             ood_score: None,
             out_of_distribution: false,
+            ood_reason: None,
         })
     }
 }

@@ -50,6 +50,10 @@ impl Moments {
     }
 }
 
+/// How close (relative to 1 + |value|) two consecutive values of a feature must be to count as
+/// unchanged in [`Bundle::persistence`]: float rounding, not measurement noise.
+pub const PERSISTENCE_TOLERANCE: f32 = 1e-6;
+
 /// M trajectories of up to T steps of F features each.
 ///
 /// `data` is time-major, `[T, M, F]` (step t of trajectory m at `(t·M + m)·F`), so that one
@@ -139,6 +143,27 @@ impl Bundle {
         mean.into_iter().chain(sd).map(|v| v as f32).collect()
     }
 
+    /// Per feature, the share of consecutive steps (within each trajectory) at which it did not
+    /// change: how persistent the trace is, which its moments do not tell. A feature that moves
+    /// with Poisson noise every interval reads 0; an idle app's, held at one value, reads 1. A
+    /// bundle of one-step trajectories has no consecutive steps and reads 0.
+    pub fn persistence(&self) -> Vec<f32> {
+        let (m, f) = (self.trajectories, self.features);
+        let mut held = vec![0usize; f];
+        let mut pairs = 0usize;
+        for (i, &len) in self.lengths.iter().enumerate() {
+            for t in 1..len {
+                let (now, before) = ((t * m + i) * f, ((t - 1) * m + i) * f);
+                for (j, h) in held.iter_mut().enumerate() {
+                    let (a, b) = (self.data[now + j], self.data[before + j]);
+                    *h += usize::from((a - b).abs() <= PERSISTENCE_TOLERANCE * (1.0 + b.abs()));
+                }
+                pairs += 1;
+            }
+        }
+        held.into_iter().map(|h| if pairs == 0 { 0.0 } else { h as f32 / pairs as f32 }).collect()
+    }
+
     /// M.
     pub fn trajectories(&self) -> usize {
         self.trajectories
@@ -220,6 +245,23 @@ impl Packed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn persistence_counts_unchanged_consecutive_steps_within_each_trajectory() {
+        // Feature 0 held for 2 of 3 pairs in the first trajectory, 1 of 1 in the second; feature
+        // 1 moves every step. The step from one trajectory to the next is not a pair.
+        let b = Bundle::new(&[
+            vec![vec![0.0, 1.0], vec![0.0, 2.0], vec![0.0, 3.0], vec![5.0, 4.0]],
+            vec![vec![5.0, 1.0], vec![5.0, 1.5]],
+        ])
+        .unwrap();
+        assert_eq!(b.persistence(), vec![3.0 / 4.0, 0.0]);
+        // Values equal up to float rounding count as held; any real change does not.
+        let c = Bundle::new(&[vec![vec![1000.0], vec![1000.0001], vec![1000.1]]]).unwrap();
+        assert_eq!(c.persistence(), vec![0.5]);
+        // One-step trajectories have no pairs.
+        assert_eq!(Bundle::new(&[vec![vec![1.0]]]).unwrap().persistence(), vec![0.0]);
+    }
 
     #[test]
     fn steps_are_time_major_and_padding_is_masked() {

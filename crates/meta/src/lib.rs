@@ -11,8 +11,9 @@
 //! - [`select`] and [`EmbeddingCache`]: the pair's chosen stored episodes (top-M by total
 //!   reward, or FLASH's best and worst halves) and its embedding, recomputed only when they or
 //!   the meta-learner change;
-//! - [`OodDetector`]: flags an embedding farther from the training pool's than its members lie
-//!   from each other (a workload unlike any seen);
+//! - [`OodDetector`]: flags a workload unlike any the pool held: its input signature or its
+//!   persistence ([`Profile`]) farther from the pool's than the pool's members lie from each
+//!   other (the embedding's own distance is reported beside them);
 //! - [`mod@bench`]: `aware bench meta`.
 
 pub mod base;
@@ -32,7 +33,7 @@ pub mod train;
 pub use base::BaseLearner;
 pub use bundle::{Bundle, step_features};
 pub use net::{Batch, BiGruLayer, MetaNet};
-pub use ood::OodDetector;
+pub use ood::{OodDetector, Profile, Verdict};
 pub use select::{EmbeddingCache, EpisodeFilter, StoreEmbedder, select};
 
 use burn::tensor::Device;
@@ -357,6 +358,12 @@ impl MetaLearner {
             Some(v) => v[0].feature_moments(),
             None => bundle.feature_moments(),
         })
+    }
+
+    /// What the out-of-distribution detector reads of a bundle beside its embedding: its
+    /// signature and its persistence ([`Profile`]).
+    pub fn profile(&self, bundle: &Bundle) -> Result<Profile, MetaError> {
+        Ok(Profile { signature: self.signature(bundle)?, persistence: bundle.persistence() })
     }
 
     /// The embedding of one bundle.

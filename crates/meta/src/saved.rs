@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use crate::base::BaseLearner;
 use crate::pool::{ACTIONS, Learner, PoolEpisode, PoolSpec, ppo_base_learner, train_pool, train_pool_with};
 use crate::train::MetaDriver;
-use crate::{EpisodeFilter, MetaError, MetaLearner, OodDetector, StoreEmbedder};
+use crate::{EpisodeFilter, MetaError, MetaLearner, OodDetector, Profile, StoreEmbedder};
 
 const META: &str = "meta";
 const AGENT: &str = "agent";
@@ -150,6 +150,8 @@ struct Pooled {
     meta: MetaLearner,
     agent: BaseAgent,
     embeddings: Vec<Vec<f32>>,
+    /// The profile of each embedded app's bundle, in the same order.
+    profiles: Vec<Profile>,
     meta_steps: u64,
     curve: Vec<PoolEpisode>,
 }
@@ -159,9 +161,19 @@ impl Pooled {
         (driver, curve): (MetaDriver<A>, Vec<PoolEpisode>),
         apps: usize,
         wrap: fn(A) -> BaseAgent,
-    ) -> Self {
-        let embeddings = (0..apps).filter_map(|i| driver.embedding(i).map(<[f32]>::to_vec)).collect();
-        Self { meta_steps: driver.meta_steps, meta: driver.meta, agent: wrap(driver.agent), embeddings, curve }
+    ) -> Result<Self, MetaError> {
+        let embedded: Vec<usize> = (0..apps).filter(|&i| driver.embedding(i).is_some()).collect();
+        let embeddings = embedded.iter().filter_map(|&i| driver.embedding(i).map(<[f32]>::to_vec)).collect();
+        let profiles =
+            embedded.iter().map(|&i| driver.meta.profile(&driver.bundle(i)?)).collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            meta_steps: driver.meta_steps,
+            meta: driver.meta,
+            agent: wrap(driver.agent),
+            embeddings,
+            profiles,
+            curve,
+        })
     }
 }
 
@@ -193,13 +205,13 @@ pub fn train_and_keep(
     std::fs::create_dir_all(dir).map_err(|e| file_error(dir, e.to_string()))?;
     let start = Instant::now();
     let pooled = match base {
-        Learner::Ddpg => Pooled::of(train_pool(workload, spec, progress)?, apps, BaseAgent::Ddpg),
+        Learner::Ddpg => Pooled::of(train_pool(workload, spec, progress)?, apps, BaseAgent::Ddpg)?,
         Learner::Ppo => {
             let trained = train_pool_with(ppo_base_learner(spec), workload, spec, progress)?;
-            Pooled::of(trained, apps, BaseAgent::Ppo)
+            Pooled::of(trained, apps, BaseAgent::Ppo)?
         }
     };
-    let Pooled { meta, agent, embeddings, meta_steps, curve } = pooled;
+    let Pooled { meta, agent, embeddings, profiles, meta_steps, curve } = pooled;
     if embeddings.len() < apps {
         return Err(MetaError::Embedding(format!(
             "could be made for {} of the {apps} pool apps after {} probe episodes",
@@ -207,7 +219,7 @@ pub fn train_and_keep(
             spec.probes
         )));
     }
-    let ood = OodDetector::fit(embeddings, k, quantile)?;
+    let ood = OodDetector::fit(embeddings, k, quantile)?.with_inputs(&profiles, quantile)?;
     let trained = Trained {
         pool: PoolFile {
             format: FORMAT,

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use aware_store::{EpisodeId, EpisodeRecord, TopMode, TrajectoryStore};
 
-use crate::{Bundle, MetaError, MetaLearner, Selection};
+use crate::{Bundle, MetaError, MetaLearner, Profile, Selection};
 
 impl From<Selection> for TopMode {
     fn from(s: Selection) -> Self {
@@ -111,7 +111,7 @@ type Source = (u64, Vec<EpisodeId>);
 /// takes a training step.
 #[derive(Debug, Default)]
 pub struct EmbeddingCache {
-    entries: HashMap<String, (Source, Vec<f32>)>,
+    entries: HashMap<String, (Source, Vec<f32>, Profile)>,
     computed: u64,
     /// Read only the episodes this admits (`None`: the app's best, whoever drove them).
     filter: Option<EpisodeFilter>,
@@ -139,12 +139,20 @@ impl EmbeddingCache {
         // One query for the chosen episodes; their transitions are read only on a miss.
         let records = chosen(store, app, learner, self.filter.as_ref())?;
         let key = (learner.updates(), records.iter().map(|r| r.id).collect::<Vec<_>>());
-        if self.entries.get(app).is_none_or(|(k, _)| *k != key) {
-            let embedding = learner.embed(&bundle_of(store, &records, learner)?)?;
+        if self.entries.get(app).is_none_or(|(k, _, _)| *k != key) {
+            let bundle = bundle_of(store, &records, learner)?;
+            let embedding = learner.embed(&bundle)?;
+            let profile = learner.profile(&bundle)?;
             self.computed += 1;
-            self.entries.insert(app.to_string(), (key, embedding));
+            self.entries.insert(app.to_string(), (key, embedding, profile));
         }
         Ok(&self.entries[app].1)
+    }
+
+    /// The profile of the bundle `app`'s cached embedding was read from (after
+    /// [`EmbeddingCache::embedding`] answered for it).
+    pub fn profile(&self, app: &str) -> Option<&Profile> {
+        self.entries.get(app).map(|(_, _, p)| p)
     }
 
     /// Embeddings computed so far (cache misses).
@@ -192,14 +200,17 @@ impl aware_lab::embed::WorkloadEmbedder for StoreEmbedder {
                 raw.len()
             ))));
         }
-        // The detector knows the pool's embeddings as the meta-learner made them.
-        let (ood_score, out_of_distribution) = match &self.ood {
-            Some(d) => (Some(d.score(&raw).map_err(refuse)?), d.is_out_of_distribution(&raw).map_err(refuse)?),
-            None => (None, false),
+        // The detector knows the pool's embeddings and profiles as the meta-learner made them.
+        let (ood_score, out_of_distribution, ood_reason) = match &self.ood {
+            Some(d) => {
+                let v = d.judge(&raw, self.cache.profile(app)).map_err(refuse)?;
+                (Some(v.distance), v.out_of_distribution, v.reason)
+            }
+            None => (None, false, None),
         };
         // The base learner reads it at unit length, as in meta-training.
         let values = crate::train::unit(&raw).0;
-        Ok(aware_lab::embed::WorkloadEmbedding { values, ood_score, out_of_distribution })
+        Ok(aware_lab::embed::WorkloadEmbedding { values, ood_score, out_of_distribution, ood_reason })
     }
 }
 
@@ -363,5 +374,25 @@ mod tests {
             assert_eq!(got.out_of_distribution, unfamiliar, "{got:?}");
             assert!(got.ood_score.is_some());
         }
+        // With the input tests: this app holds its action and reward at one value every step,
+        // which no pool app did, so it is flagged though its embedding lies among the pool's.
+        let profile = plain.cache.profile("a").unwrap().clone();
+        assert_eq!(profile.persistence, vec![0.0, 1.0, 1.0]);
+        let pool_profiles: Vec<Profile> = (0..10)
+            .map(|i| Profile {
+                signature: profile.signature.iter().map(|v| v + (i as f32 - 4.5) * 0.01).collect(),
+                persistence: vec![0.0, 0.01 * (i % 3) as f32, 0.0],
+            })
+            .collect();
+        let detector =
+            crate::OodDetector::fit(near_pool(&raw), 3, 0.95).unwrap().with_inputs(&pool_profiles, 0.95).unwrap();
+        let learner = MetaLearner::new(plain.learner.config().clone(), 1).unwrap();
+        let got = StoreEmbedder::new(learner, Some(detector)).embed(&store, "a").unwrap();
+        assert!(got.out_of_distribution, "{got:?}");
+        assert!(got.ood_reason.as_deref().unwrap().starts_with("persistence "), "{got:?}");
+    }
+
+    fn near_pool(raw: &[f32]) -> Vec<Vec<f32>> {
+        (0..10).map(|i| raw.iter().map(|v| v + (i as f32 - 4.5) * 0.01).collect()).collect()
     }
 }

@@ -180,7 +180,8 @@ impl<A: BaseLearner> MetaDriver<A> {
         s
     }
 
-    fn bundle(&self, app: usize) -> Result<Bundle, MetaError> {
+    /// The bundle app `i`'s embedding is read from: its kept episodes.
+    pub fn bundle(&self, app: usize) -> Result<Bundle, MetaError> {
         Bundle::new(&self.apps[app].episodes.iter().map(|(_, t)| t.clone()).collect::<Vec<_>>())
     }
 

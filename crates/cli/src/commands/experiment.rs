@@ -86,15 +86,17 @@ fn ood(args: OodArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     outln!(
-        "ood: meta-trained on {} {} apps ({} meta-learner steps in {:.0} s), seed {}; k {}, threshold {:.4} (the pool's {:.0}th percentile)",
+        "ood: meta-trained on {} {} apps ({} meta-learner steps in {:.0} s), seed {}; k {}, thresholds at the pool's {:.0}th percentile: input signature {:.3}, persistence {:.3} (embedding distance {:.4})",
         report.pool_apps,
         report.trained_population,
         report.meta_steps,
         report.training_seconds,
         report.seed,
         report.k,
-        report.threshold,
-        report.quantile * 100.0
+        report.quantile * 100.0,
+        report.signature_threshold,
+        report.persistence_threshold,
+        report.threshold
     );
     outln!(
         "flagged: {:.0} % of {} unseen {} apps (out of family), {:.0} % of {} unseen {} apps (in family)",
@@ -104,6 +106,11 @@ fn ood(args: OodArgs) -> Result<ExitCode> {
         report.in_family_flagged * 100.0,
         report.unseen_apps,
         report.trained_population
+    );
+    outln!(
+        "by the embedding's distance alone: {:.0} % out of family, {:.0} % in family",
+        report.out_of_family_flagged_by_embedding * 100.0,
+        report.in_family_flagged_by_embedding * 100.0
     );
     if report.zero_embeddings > 0 {
         outln!("{} apps left without an embedding (scored as the zero vector)", report.zero_embeddings);
