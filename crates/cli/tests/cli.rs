@@ -730,6 +730,9 @@ fn run_with_a_kept_meta_learner_embeds_each_app_from_its_fallback_episodes() {
     let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!((report["pool_apps"].as_u64(), report["embedding"].as_u64()), (Some(5), Some(4)));
     assert!(report["ood_threshold"].as_f64().unwrap() > 0.0);
+    for t in ["ood_signature_threshold", "ood_persistence_threshold"] {
+        assert!(report[t].as_f64().is_some_and(f64::is_finite), "{t}: {report}");
+    }
 
     // Apps from another seed than the pool's: unseen.
     let url = format!("sqlite:{}", dir.path().join("aware.db").display());

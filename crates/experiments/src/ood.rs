@@ -1,8 +1,9 @@
-//! Out-of-distribution detection on workload embeddings: does the meta-learner's embedding tell a
-//! workload family it never saw from new apps of the families it trained on?
+//! Out-of-distribution detection: does the meta-learner tell a workload family it never saw
+//! from new apps of the families it trained on?
 //!
 //! A pool of one population (the trained families) is meta-trained as `aware_meta::pool` does it;
-//! an [`OodDetector`] is fitted on the pool's embeddings. Then, with the meta-learner frozen, two
+//! an [`OodDetector`] is fitted on the pool's embeddings and on the profiles (input signature,
+//! persistence) of the bundles they were read from. Then, with the meta-learner frozen, two
 //! sets of apps it has never seen are probed by the fallback and embedded exactly as unseen apps
 //! are at adaptation: new apps of the pool's population (drawn from another seed: in family) and
 //! apps of the excluded population (out of family). The report gives the share of each set the

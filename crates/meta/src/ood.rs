@@ -6,7 +6,7 @@
 //!   against the `quantile` of the pool members' own leave-one-out distances. An embedding only
 //!   places what the meta-learner learned to tell apart, so a workload unlike anything it saw
 //!   can land among the pool's (serverless functions embed beside the pool's quietest
-//!   microservices: `experiment ood` found it flagged at most 15 % of them on most seeds).
+//!   microservices: in `experiment ood` it flagged at most 10 % of them on every seed of ten).
 //! - **What the meta-learner reads** ([`Profile`], fitted with [`OodDetector::with_inputs`]):
 //!   the bundle's input signature (per feature, the mean and spread of the standardised steps),
 //!   scored as the mean distance to its k nearest pool signatures, each component scaled by the
@@ -96,13 +96,12 @@ impl Standard {
         v.iter().zip(self.mean.iter().zip(&self.scale)).map(|(x, (m, s))| (x - m) / s).collect()
     }
 
-    fn check(&self, field: &str) -> Result<(), String> {
-        let width = self.mean.len();
-        if width == 0 || self.scale.len() != width || self.scale.iter().any(|s| !(s.is_finite() && *s > 0.0)) {
-            return Err(format!(
-                "{field}: {width} means with {} scales, all finite and positive needed",
-                self.scale.len()
-            ));
+    fn check(&self, field: &str, width: usize) -> Result<(), String> {
+        if self.mean.len() != width || self.mean.iter().any(|m| !m.is_finite()) {
+            return Err(format!("{field}: {} means, {width} finite ones needed", self.mean.len()));
+        }
+        if self.scale.len() != width || self.scale.iter().any(|s| !(s.is_finite() && *s > 0.0)) {
+            return Err(format!("{field}: {} scales, {width} finite and positive ones needed", self.scale.len()));
         }
         if let Some(i) = self.pool.iter().position(|v| v.len() != width || v.iter().any(|x| !x.is_finite())) {
             return Err(format!("{field}: pool member {i} is not {width} finite values"));
@@ -240,7 +239,8 @@ impl OodDetector {
                 signature: None,
                 persistence: None,
                 out_of_distribution: out,
-                reason: out.then(|| format!("embedding distance {distance:.3} above the pool's {:.3}", self.threshold)),
+                reason: out
+                    .then(|| format!("OOD score {distance:.3} above the pool's threshold {:.3}", self.threshold)),
             });
         };
         let (sw, pw) = (tests.signature.mean.len(), tests.persistence.mean.len());
@@ -311,10 +311,12 @@ impl OodDetector {
         self.inputs.as_ref().map(|t| (t.signature_threshold, t.persistence_threshold))
     }
 
-    /// That a detector read back from a file could have been fitted: more than k pool
+    /// That a detector read back from a file could have been fitted for a meta-learner of
+    /// `width`-wide embeddings reading steps of `features` features: more than k pool
     /// embeddings, all of `width` finite values, finite thresholds and, where kept, one
-    /// well-formed profile per pool embedding.
-    pub fn check(&self, width: usize) -> Result<(), MetaError> {
+    /// well-formed profile per pool embedding (a signature of 2 × `features` values, a
+    /// persistence of `features`).
+    pub fn check(&self, width: usize, features: usize) -> Result<(), MetaError> {
         let bad = |reason: String| Err(MetaError::Config { field: "ood", reason });
         if self.k == 0 || self.pool.len() <= self.k {
             return bad(format!("{} pool embeddings with k = {}: more than k, k ≥ 1 needed", self.pool.len(), self.k));
@@ -326,8 +328,8 @@ impl OodDetector {
             return bad(format!("threshold {} is not finite", self.threshold));
         }
         if let Some(t) = &self.inputs {
-            t.signature.check("signature").or_else(&bad)?;
-            t.persistence.check("persistence").or_else(&bad)?;
+            t.signature.check("signature", 2 * features).or_else(&bad)?;
+            t.persistence.check("persistence", features).or_else(&bad)?;
             for (name, pool) in [("signature", &t.signature.pool), ("persistence", &t.persistence.pool)] {
                 if pool.len() != self.pool.len() {
                     return bad(format!("{} {name} profiles for {} pool embeddings", pool.len(), self.pool.len()));
@@ -372,7 +374,7 @@ mod tests {
     /// chain either uses or never does (3).
     fn busy(rng: &mut Pcg64Mcg) -> Profile {
         Profile {
-            signature: (0..6).map(|_| rng.random_range(-1.0f32..1.0)).collect(),
+            signature: (0..8).map(|_| rng.random_range(-1.0f32..1.0)).collect(),
             persistence: vec![
                 rng.random_range(0.0f32..0.02),
                 rng.random_range(0.0f32..0.02),
@@ -406,7 +408,7 @@ mod tests {
         // The embedding alone cannot tell: it lies among the pool's.
         assert!(!plain.judge(&inside, Some(&idle(&mut rng, 0.9))).unwrap().out_of_distribution);
         // A signature far from every pool app's is flagged by the other test.
-        let odd = Profile { signature: vec![6.0; 6], ..busy(&mut rng) };
+        let odd = Profile { signature: vec![6.0; 8], ..busy(&mut rng) };
         assert!(flagged(&odd).reason.unwrap().starts_with("input signature "));
         // Without a profile the embedding's distance decides.
         assert_eq!(detector.judge(&inside, None).unwrap(), plain.judge(&inside, None).unwrap());
@@ -414,19 +416,21 @@ mod tests {
         for d in [&detector, &plain] {
             let back: OodDetector = serde_json::from_str(&serde_json::to_string(d).unwrap()).unwrap();
             assert_eq!(&back, d);
-            back.check(3).unwrap();
+            // Steps of 4 features: signatures of 8 values, persistence of 4.
+            back.check(3, 4).unwrap();
+            assert!(back.inputs.is_none() || back.check(3, 3).is_err());
         }
         // Profiles that do not match the pool's are refused, not guessed at.
-        let short = Profile { signature: vec![0.0; 5], persistence: vec![0.0; 4] };
+        let short = Profile { signature: vec![0.0; 7], persistence: vec![0.0; 4] };
         assert!(detector.judge(&inside, Some(&short)).is_err());
-        let nan = Profile { signature: vec![f32::NAN; 6], persistence: vec![0.0; 4] };
+        let nan = Profile { signature: vec![f32::NAN; 8], persistence: vec![0.0; 4] };
         assert!(detector.judge(&inside, Some(&nan)).is_err());
         let e = plain.clone().with_inputs(&profiles[..59], 0.95).unwrap_err();
         assert_eq!(e.to_string(), "meta-learner ood.profiles: 59 profiles for 60 pool embeddings");
         let mut bad = profiles.clone();
         bad[7].persistence[2] = f32::INFINITY;
         let e = plain.with_inputs(&bad, 0.95).unwrap_err();
-        assert_eq!(e.to_string(), "meta-learner ood.profiles: profile 7 is not 6 + 4 finite values");
+        assert_eq!(e.to_string(), "meta-learner ood.profiles: profile 7 is not 8 + 4 finite values");
     }
 
     #[test]

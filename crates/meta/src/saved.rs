@@ -1,6 +1,7 @@
 //! A meta-trained pool kept for the lifecycle manager (`aware train-meta --out DIR`, read by
 //! `aware run --meta DIR`): the meta-learner, the shared base learner conditioned on its
-//! embeddings, and the out-of-distribution detector fitted on the pool's embeddings.
+//! embeddings, and the out-of-distribution detector fitted on the pool's embeddings and on the
+//! profiles (input signature and persistence) of the bundles they were read from.
 //!
 //! `DIR/meta/` is the meta-learner's checkpoint, `DIR/agent/` the base learner's (a DDPG or
 //! PPO checkpoint over [`conditioned_space`], [`BaseAgent`]), `DIR/pool.json` the detector and how the pool was
@@ -130,8 +131,12 @@ pub struct TrainedReport {
     /// Mean reward per app of the last training episode (Σ over its intervals).
     pub final_episode_reward: f64,
     pub meta_steps: u64,
-    /// Distance beyond which an app's embedding is out of distribution.
+    /// The detector's embedding-distance threshold (it decides alone only without the input
+    /// tests).
     pub ood_threshold: f32,
+    /// The input tests' thresholds: signature, persistence (`crates/meta/src/ood.rs`).
+    pub ood_signature_threshold: f32,
+    pub ood_persistence_threshold: f32,
     pub seconds: f64,
 }
 
@@ -178,7 +183,8 @@ impl Pooled {
 }
 
 /// Meta-trains on every app of `workload` as `spec` says, with a `base` base learner, fits the
-/// detector (`k` nearest pool embeddings, threshold at `quantile` of the pool's own scores) and
+/// detector (`k` nearest pool embeddings and profiles, thresholds at `quantile` of the pool's
+/// own scores) and
 /// keeps all in `dir` (created if missing; one that already holds a kept pool is refused before
 /// training).
 pub fn train_and_keep(
@@ -239,6 +245,8 @@ pub fn train_and_keep(
         agent,
     };
     let ood_threshold = trained.pool.ood.threshold();
+    let (ood_signature_threshold, ood_persistence_threshold) =
+        trained.pool.ood.input_thresholds().expect("fitted with the input tests above");
     trained.save(dir)?;
     Ok(TrainedReport {
         path: dir.display().to_string(),
@@ -251,6 +259,8 @@ pub fn train_and_keep(
         final_episode_reward: curve.last().map_or(f64::NAN, |e| e.mean_reward),
         meta_steps,
         ood_threshold,
+        ood_signature_threshold,
+        ood_persistence_threshold,
         seconds: start.elapsed().as_secs_f64(),
     })
 }
@@ -289,8 +299,8 @@ impl Trained {
                 ));
             }
         }
-        pool.ood.check(pool.embedding).map_err(|e| file_error(&path, e.to_string()))?;
         let meta = MetaLearner::load(&meta_dir, seed)?;
+        pool.ood.check(pool.embedding, meta.config().features).map_err(|e| file_error(&path, e.to_string()))?;
         if meta.config().embedding != pool.embedding {
             return Err(file_error(
                 &path,

@@ -83,7 +83,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
             report.meta_steps
         );
         outln!(
-            "OOD threshold {:.3}; kept in {} (`aware run --meta {} --store URL`)",
+            "OOD thresholds: input signature {:.3}, persistence {:.3} (embedding distance {:.3}); kept in {} (`aware run --meta {} --store URL`)",
+            report.ood_signature_threshold,
+            report.ood_persistence_threshold,
             report.ood_threshold,
             report.path,
             report.path
