@@ -6,7 +6,7 @@
 //!   against the `quantile` of the pool members' own leave-one-out distances. An embedding only
 //!   places what the meta-learner learned to tell apart, so a workload unlike anything it saw
 //!   can land among the pool's (serverless functions embed beside the pool's quietest
-//!   microservices: in `experiment ood` it flagged at most 10 % of them on every seed of ten).
+//!   microservices: in `experiment ood` it flagged at most 10 % of them on every one of 14 seeds).
 //! - **What the meta-learner reads** ([`Profile`], fitted with [`OodDetector::with_inputs`]):
 //!   the bundle's input signature (per feature, the mean and spread of the standardised steps),
 //!   scored as the mean distance to its k nearest pool signatures, each component scaled by the
