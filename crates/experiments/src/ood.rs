@@ -191,7 +191,7 @@ fn embeddings_of(driver: &MetaDriver, apps: usize, width: usize) -> (Vec<Vec<f32
 
 /// The profile of each of the driver's first `apps` apps' bundles (its probe episodes).
 fn profiles_of(driver: &MetaDriver, apps: usize) -> Result<Vec<Profile>, ExperimentError> {
-    Ok((0..apps).map(|i| driver.meta.profile(&driver.bundle(i)?)).collect::<Result<Vec<_>, _>>()?)
+    Ok((0..apps).map(|i| driver.profile(i)).collect::<Result<Vec<_>, _>>()?)
 }
 
 pub fn ood(config: &OodConfig, progress: &dyn Progress) -> Result<OodReport, ExperimentError> {

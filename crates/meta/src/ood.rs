@@ -27,7 +27,8 @@ use crate::MetaError;
 
 /// The scale a signature component gets at least when the pool barely varies it: one the pool
 /// holds (nearly) constant counts deviations in tenths of a standard unit, not in its noise.
-pub const SIGNATURE_MIN_SCALE: f32 = 0.05;
+/// The same floor as meta-training's auxiliary task standardises its targets with.
+pub const SIGNATURE_MIN_SCALE: f32 = crate::signature::MIN_SCALE;
 /// The scale a persistence component gets at least: a share over the ~150 step pairs of three
 /// probe episodes moves by about 0.01 from sampling alone.
 pub const PERSISTENCE_MIN_SCALE: f32 = 0.02;
@@ -82,11 +83,7 @@ struct Standard {
 
 impl Standard {
     fn fit(raw: &[&[f32]], min_scale: f32) -> Self {
-        let (n, width) = (raw.len() as f32, raw[0].len());
-        let mean: Vec<f32> = (0..width).map(|j| raw.iter().map(|v| v[j]).sum::<f32>() / n).collect();
-        let scale: Vec<f32> = (0..width)
-            .map(|j| (raw.iter().map(|v| (v[j] - mean[j]).powi(2)).sum::<f32>() / n).sqrt().max(min_scale))
-            .collect();
+        let (mean, scale) = crate::signature::mean_and_scale(raw, min_scale);
         let mut out = Self { mean, scale, pool: Vec::new() };
         out.pool = raw.iter().map(|v| out.apply(v)).collect();
         out
@@ -143,6 +140,19 @@ fn quantile_of(mut scores: Vec<f32>, quantile: f64) -> f32 {
     scores[at]
 }
 
+impl InputTests {
+    /// The two tests' scores of standardised `signature` and `persistence` against the pool,
+    /// leaving out the member `skip`.
+    fn scores(&self, signature: &[f32], persistence: &[f32], k: usize, skip: Option<usize>) -> (f32, f32) {
+        (knn_score(&self.signature.pool, signature, k, skip), range_score(&self.persistence.pool, persistence, skip))
+    }
+
+    /// Pool member `i`'s leave-one-out scores.
+    fn pool_scores(&self, i: usize, k: usize) -> (f32, f32) {
+        self.scores(&self.signature.pool[i], &self.persistence.pool[i], k, Some(i))
+    }
+}
+
 impl OodDetector {
     /// Fits on the training pool's embeddings. Needs more than `k` of them, all finite and of
     /// one size, `k` ≥ 1 and `quantile` in (0, 1].
@@ -190,16 +200,12 @@ impl OodDetector {
         let persistences: Vec<&[f32]> = profiles.iter().map(|p| p.persistence.as_slice()).collect();
         let signature = Standard::fit(&signatures, SIGNATURE_MIN_SCALE);
         let persistence = Standard::fit(&persistences, PERSISTENCE_MIN_SCALE);
-        let n = profiles.len();
-        let signature_threshold = quantile_of(
-            (0..n).map(|i| knn_score(&signature.pool, &signature.pool[i], self.k, Some(i))).collect(),
-            quantile,
-        );
-        let persistence_threshold = quantile_of(
-            (0..n).map(|i| range_score(&persistence.pool, &persistence.pool[i], Some(i))).collect(),
-            quantile,
-        );
-        self.inputs = Some(InputTests { signature, persistence, signature_threshold, persistence_threshold });
+        let mut tests = InputTests { signature, persistence, signature_threshold: 0.0, persistence_threshold: 0.0 };
+        let (signatures, persistences): (Vec<f32>, Vec<f32>) =
+            (0..profiles.len()).map(|i| tests.pool_scores(i, self.k)).unzip();
+        tests.signature_threshold = quantile_of(signatures, quantile);
+        tests.persistence_threshold = quantile_of(persistences, quantile);
+        self.inputs = Some(tests);
         Ok(self)
     }
 
@@ -233,15 +239,7 @@ impl OodDetector {
     pub fn judge(&self, embedding: &[f32], profile: Option<&Profile>) -> Result<Verdict, MetaError> {
         let distance = self.score(embedding)?;
         let (Some(tests), Some(profile)) = (&self.inputs, profile) else {
-            let out = distance > self.threshold;
-            return Ok(Verdict {
-                distance,
-                signature: None,
-                persistence: None,
-                out_of_distribution: out,
-                reason: out
-                    .then(|| format!("OOD score {distance:.3} above the pool's threshold {:.3}", self.threshold)),
-            });
+            return Ok(self.verdict(distance, None));
         };
         let (sw, pw) = (tests.signature.mean.len(), tests.persistence.mean.len());
         if profile.signature.len() != sw || profile.persistence.len() != pw {
@@ -253,8 +251,36 @@ impl OodDetector {
         if let Some(v) = profile.signature.iter().chain(&profile.persistence).find(|v| !v.is_finite()) {
             return Err(MetaError::Embedding(format!("input profile holds {v}")));
         }
-        let signature = knn_score(&tests.signature.pool, &tests.signature.apply(&profile.signature), self.k, None);
-        let persistence = range_score(&tests.persistence.pool, &tests.persistence.apply(&profile.persistence), None);
+        let scores = tests.scores(
+            &tests.signature.apply(&profile.signature),
+            &tests.persistence.apply(&profile.persistence),
+            self.k,
+            None,
+        );
+        Ok(self.verdict(distance, Some(scores)))
+    }
+
+    /// Pool member `i`'s leave-one-out verdict, as [`OodDetector::judge`] scores an unseen app
+    /// (the embedding's distance and, with the input tests, theirs, each against the others).
+    pub fn pool_verdict(&self, i: usize) -> Option<Verdict> {
+        let distance = self.pool_score(i)?;
+        Some(self.verdict(distance, self.inputs.as_ref().map(|t| t.pool_scores(i, self.k))))
+    }
+
+    /// The verdict on an embedding's `distance` and, with the input tests, their (signature,
+    /// persistence) scores: those decide where given, else the distance does.
+    fn verdict(&self, distance: f32, scores: Option<(f32, f32)>) -> Verdict {
+        let (Some(tests), Some((signature, persistence))) = (&self.inputs, scores) else {
+            let out = distance > self.threshold;
+            return Verdict {
+                distance,
+                signature: None,
+                persistence: None,
+                out_of_distribution: out,
+                reason: out
+                    .then(|| format!("OOD score {distance:.3} above the pool's threshold {:.3}", self.threshold)),
+            };
+        };
         let mut reasons = Vec::new();
         if signature > tests.signature_threshold {
             reasons.push(format!(
@@ -268,37 +294,13 @@ impl OodDetector {
                 tests.persistence_threshold
             ));
         }
-        Ok(Verdict {
+        Verdict {
             distance,
             signature: Some(signature),
             persistence: Some(persistence),
             out_of_distribution: !reasons.is_empty(),
             reason: (!reasons.is_empty()).then(|| reasons.join("; ")),
-        })
-    }
-
-    /// Pool member `i`'s leave-one-out verdict, as [`OodDetector::judge`] scores an unseen app
-    /// (the embedding's distance and, with the input tests, theirs, each against the others).
-    pub fn pool_verdict(&self, i: usize) -> Option<Verdict> {
-        let distance = self.pool_score(i)?;
-        let Some(tests) = &self.inputs else {
-            return Some(Verdict {
-                distance,
-                signature: None,
-                persistence: None,
-                out_of_distribution: distance > self.threshold,
-                reason: None,
-            });
-        };
-        let signature = knn_score(&tests.signature.pool, &tests.signature.pool[i], self.k, Some(i));
-        let persistence = range_score(&tests.persistence.pool, &tests.persistence.pool[i], Some(i));
-        Some(Verdict {
-            distance,
-            signature: Some(signature),
-            persistence: Some(persistence),
-            out_of_distribution: signature > tests.signature_threshold || persistence > tests.persistence_threshold,
-            reason: None,
-        })
+        }
     }
 
     /// The embedding distance's threshold.

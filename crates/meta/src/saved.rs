@@ -169,8 +169,7 @@ impl Pooled {
     ) -> Result<Self, MetaError> {
         let embedded: Vec<usize> = (0..apps).filter(|&i| driver.embedding(i).is_some()).collect();
         let embeddings = embedded.iter().filter_map(|&i| driver.embedding(i).map(<[f32]>::to_vec)).collect();
-        let profiles =
-            embedded.iter().map(|&i| driver.meta.profile(&driver.bundle(i)?)).collect::<Result<Vec<_>, _>>()?;
+        let profiles = embedded.iter().map(|&i| driver.profile(i)).collect::<Result<Vec<_>, _>>()?;
         Ok(Self {
             meta_steps: driver.meta_steps,
             meta: driver.meta,

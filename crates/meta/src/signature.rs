@@ -40,21 +40,26 @@ struct Adam {
 const LEARNING_RATE: f32 = 1e-2;
 /// The smallest scale a signature component gets: one (nearly) constant across the pool is
 /// centred, not blown up from its noise.
-const MIN_SCALE: f32 = 0.05;
+pub(crate) const MIN_SCALE: f32 = 0.05;
+
+/// Per component of `rows` (at least one, all of one width), its mean across them and its
+/// (population) standard deviation, at least `min_scale`: how each is standardised across a
+/// pool of apps, here and in the OOD detector's input tests.
+pub(crate) fn mean_and_scale(rows: &[&[f32]], min_scale: f32) -> (Vec<f32>, Vec<f32>) {
+    let (n, width) = (rows.len() as f32, rows[0].len());
+    let mean: Vec<f32> = (0..width).map(|j| rows.iter().map(|v| v[j]).sum::<f32>() / n).collect();
+    let scale = (0..width)
+        .map(|j| (rows.iter().map(|v| (v[j] - mean[j]).powi(2)).sum::<f32>() / n).sqrt().max(min_scale))
+        .collect();
+    (mean, scale)
+}
 
 impl SignatureHead {
     /// A head for `embedding`-wide embeddings, its targets standardised on the pool's
     /// `signatures` (one per app, all of one width; at least one).
     pub fn fit(embedding: usize, signatures: &[Vec<f32>], rng: &mut impl Rng) -> Self {
         let signature = signatures[0].len();
-        let n = signatures.len() as f32;
-        let mean: Vec<f32> = (0..signature).map(|j| signatures.iter().map(|s| s[j]).sum::<f32>() / n).collect();
-        let scale = (0..signature)
-            .map(|j| {
-                let var = signatures.iter().map(|s| (s[j] - mean[j]).powi(2)).sum::<f32>() / n;
-                var.sqrt().max(MIN_SCALE)
-            })
-            .collect();
+        let (mean, scale) = mean_and_scale(&signatures.iter().map(Vec::as_slice).collect::<Vec<_>>(), MIN_SCALE);
         let bound = (1.0 / embedding as f32).sqrt();
         let weights = (0..signature * embedding).map(|_| rng.random_range(-bound..bound)).collect();
         let params = signature * embedding + signature;

@@ -181,8 +181,14 @@ impl<A: BaseLearner> MetaDriver<A> {
     }
 
     /// The bundle app `i`'s embedding is read from: its kept episodes.
-    pub fn bundle(&self, app: usize) -> Result<Bundle, MetaError> {
+    fn bundle(&self, app: usize) -> Result<Bundle, MetaError> {
         Bundle::new(&self.apps[app].episodes.iter().map(|(_, t)| t.clone()).collect::<Vec<_>>())
+    }
+
+    /// The profile of app `i`'s bundle ([`MetaLearner::profile`]): what the OOD detector reads
+    /// beside its embedding.
+    pub fn profile(&self, app: usize) -> Result<crate::Profile, MetaError> {
+        self.meta.profile(&self.bundle(app)?)
     }
 
     /// Recomputes the embedding of every app with enough finished episodes, in one batched pass.
