@@ -89,6 +89,9 @@ fn the_lifecycle_keeps_the_fallback_for_workloads_the_meta_learner_cannot_vouch_
     let counts = serve(&workload, &mut store, Some(&mut known));
     for c in &counts {
         assert_eq!((c.agent_actions, c.workload_holds), (30, 0), "{c:?}");
+        // What the detector read, beside its threshold.
+        let verdict = c.workload_verdict.as_deref().unwrap();
+        assert!(verdict.starts_with("known workload (OOD score ") && verdict.contains("threshold"), "{verdict}");
     }
 
     // A pool far from these apps: their workloads are out of distribution, the fallback serves.

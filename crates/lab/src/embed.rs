@@ -18,6 +18,9 @@ pub struct WorkloadEmbedding {
     /// Why it was judged out of distribution: the test that flagged it, its score and the
     /// pool's threshold.
     pub ood_reason: Option<String>,
+    /// What the detector read, flagged or not: each test's score beside its threshold (what the
+    /// decision log says of a workload judged known).
+    pub ood_detail: Option<String>,
 }
 
 /// Why no embedding could be made (too few episodes, NaN rewards, the store away, …); the

@@ -151,7 +151,8 @@ pub struct Counts {
 #[derive(Debug, Clone, PartialEq)]
 pub enum WorkloadVerdict {
     /// Like the training pool's: the agent acts as the stage allows.
-    Known { ood_score: Option<f32> },
+    /// `detail`: each test's score beside its threshold, where the embedder reports them.
+    Known { ood_score: Option<f32>, detail: Option<String> },
     /// The fallback keeps acting, whatever the stage: the workload is unlike anything the
     /// meta-learner was trained on, or no embedding could be made (too few episodes, NaN
     /// rewards, the store away).
@@ -171,15 +172,16 @@ impl WorkloadVerdict {
                     (None, None) => "workload out of distribution".into(),
                 },
             },
-            Ok(e) => WorkloadVerdict::Known { ood_score: e.ood_score },
+            Ok(e) => WorkloadVerdict::Known { ood_score: e.ood_score, detail: e.ood_detail },
             Err(refusal) => WorkloadVerdict::Hold { reason: refusal.to_string() },
         }
     }
 
     fn describe(&self) -> String {
         match self {
-            WorkloadVerdict::Known { ood_score: Some(s) } => format!("known workload (OOD score {s:.3})"),
-            WorkloadVerdict::Known { ood_score: None } => "known workload".into(),
+            WorkloadVerdict::Known { detail: Some(d), .. } => format!("known workload ({d})"),
+            WorkloadVerdict::Known { ood_score: Some(s), detail: None } => format!("known workload (OOD score {s:.3})"),
+            WorkloadVerdict::Known { ood_score: None, detail: None } => "known workload".into(),
             WorkloadVerdict::Hold { reason } => reason.clone(),
         }
     }

@@ -356,6 +356,7 @@ impl aware_lab::embed::WorkloadEmbedder for Fixed {
             ood_score: None,
             out_of_distribution: false,
             ood_reason: None,
+            ood_detail: None,
         })
     }
 }

@@ -52,6 +52,9 @@ pub struct Verdict {
     pub out_of_distribution: bool,
     /// Which test flagged it, with its score and threshold.
     pub reason: Option<String>,
+    /// Every score the verdict read beside its threshold, flagged or not (what a decision log
+    /// says of a workload judged known).
+    pub detail: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -279,6 +282,7 @@ impl OodDetector {
                 out_of_distribution: out,
                 reason: out
                     .then(|| format!("OOD score {distance:.3} above the pool's threshold {:.3}", self.threshold)),
+                detail: format!("OOD score {distance:.3}, the pool's threshold {:.3}", self.threshold),
             };
         };
         let mut reasons = Vec::new();
@@ -300,6 +304,11 @@ impl OodDetector {
             persistence: Some(persistence),
             out_of_distribution: !reasons.is_empty(),
             reason: (!reasons.is_empty()).then(|| reasons.join("; ")),
+            detail: format!(
+                "input signature {signature:.2} (threshold {:.2}), persistence {persistence:.2} (threshold {:.2}), \
+                 embedding distance {distance:.3}",
+                tests.signature_threshold, tests.persistence_threshold
+            ),
         }
     }
 

@@ -201,16 +201,16 @@ impl aware_lab::embed::WorkloadEmbedder for StoreEmbedder {
             ))));
         }
         // The detector knows the pool's embeddings and profiles as the meta-learner made them.
-        let (ood_score, out_of_distribution, ood_reason) = match &self.ood {
+        let (ood_score, out_of_distribution, ood_reason, ood_detail) = match &self.ood {
             Some(d) => {
                 let v = d.judge(&raw, self.cache.profile(app)).map_err(refuse)?;
-                (Some(v.distance), v.out_of_distribution, v.reason)
+                (Some(v.distance), v.out_of_distribution, v.reason, Some(v.detail))
             }
-            None => (None, false, None),
+            None => (None, false, None, None),
         };
         // The base learner reads it at unit length, as in meta-training.
         let values = crate::train::unit(&raw).0;
-        Ok(aware_lab::embed::WorkloadEmbedding { values, ood_score, out_of_distribution, ood_reason })
+        Ok(aware_lab::embed::WorkloadEmbedding { values, ood_score, out_of_distribution, ood_reason, ood_detail })
     }
 }
 
@@ -390,6 +390,20 @@ mod tests {
         let got = StoreEmbedder::new(learner, Some(detector)).embed(&store, "a").unwrap();
         assert!(got.out_of_distribution, "{got:?}");
         assert!(got.ood_reason.as_deref().unwrap().starts_with("persistence "), "{got:?}");
+        // A pool that held its action and reward as this app does: known, and the decision log
+        // reads each test's score beside its threshold.
+        let alike: Vec<Profile> = pool_profiles
+            .iter()
+            .enumerate()
+            .map(|(i, p)| Profile { persistence: vec![0.0, 1.0 - 0.01 * (i % 3) as f32, 1.0], ..p.clone() })
+            .collect();
+        let detector = crate::OodDetector::fit(near_pool(&raw), 3, 0.95).unwrap().with_inputs(&alike, 0.95).unwrap();
+        let learner = MetaLearner::new(plain.learner.config().clone(), 1).unwrap();
+        let got = StoreEmbedder::new(learner, Some(detector)).embed(&store, "a").unwrap();
+        assert!(!got.out_of_distribution && got.ood_reason.is_none(), "{got:?}");
+        let detail = got.ood_detail.as_deref().unwrap();
+        assert!(detail.starts_with("input signature ") && detail.contains("persistence "), "{detail}");
+        assert!(detail.contains("threshold") && detail.contains("embedding distance"), "{detail}");
     }
 
     fn near_pool(raw: &[f32]) -> Vec<Vec<f32>> {
