@@ -44,6 +44,11 @@ struct LifecycleFile {
     /// it), `None` for an agent that reads the state alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     meta: Option<String>,
+    /// The agent acts on the fallback's proposal of each interval, not on the current
+    /// allocation ([`crate::manager::ManagerConfig::residual`]): the same weights mean other
+    /// allocations in the other kind of run, so each takes up only its own kind.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    residual: bool,
     apps: Vec<AppEntry>,
 }
 
@@ -92,9 +97,10 @@ pub fn kept_algorithm(dir: &Path) -> Option<(PathBuf, String)> {
 /// Reads the checkpoint in `dir` without changing it (a live backend's, which may sit on a
 /// read-only volume): `None` when there is none, an error naming the file when it does not
 /// verify. `seed` seeds the agent's exploration. (The live backend's agent reads the state
-/// alone, no workload embedding.)
+/// alone, no workload embedding, and acts on the current allocation: a residual agent's
+/// checkpoint does not verify.)
 pub fn read(dir: &Path, seed: u64) -> Result<Option<Restored>, LifecycleError> {
-    Ok(CheckpointSink::new(dir, seed).read(0)?.map(|(agent, file)| Restored {
+    Ok(CheckpointSink::new(dir, seed).read(0, false)?.map(|(agent, file)| Restored {
         agent,
         apps: file.apps.into_iter().map(|e| (e.app, e.state)).collect(),
         episodes: file.episodes,
@@ -131,7 +137,11 @@ impl CheckpointSink {
 
     /// The agent and lifecycles in the directory, `None` when there is no checkpoint, or why
     /// they cannot be used.
-    fn read(&self, embedding_width: usize) -> Result<Option<(LifecycleAgent, LifecycleFile)>, LifecycleError> {
+    fn read(
+        &self,
+        embedding_width: usize,
+        residual: bool,
+    ) -> Result<Option<(LifecycleAgent, LifecycleFile)>, LifecycleError> {
         let agent_dir = self.dir.join(AGENT);
         let lifecycle_path = self.dir.join(LIFECYCLE);
         if !agent_dir.exists() && !lifecycle_path.exists() {
@@ -158,6 +168,14 @@ impl CheckpointSink {
                 "written with {}, this run has {} (a checkpoint of `aware run --meta DIR` is taken up only with the same DIR)",
                 name(&file.meta),
                 name(&self.meta)
+            )));
+        }
+        if file.residual != residual {
+            let kind = |r: bool| if r { "on the fallback's proposals (residual)" } else { "on the current allocation" };
+            return Err(bad(format!(
+                "written by an agent acting {}, this run's agent acts {}",
+                kind(file.residual),
+                kind(residual)
             )));
         }
         let agent = LifecycleAgent::load(&agent_dir, &agent_space(embedding_width), self.seed)?;
@@ -194,6 +212,7 @@ impl CheckpointSink {
             episodes,
             agent_metadata_sha256: sha256(&written),
             meta: self.meta.clone(),
+            residual: manager.config().residual,
             apps: manager.lifecycles().into_iter().map(|(app, state)| AppEntry { app, state }).collect(),
         };
         let text = serde_json::to_string_pretty(&file).expect("serialisable");
@@ -203,7 +222,7 @@ impl CheckpointSink {
 
 impl EpisodeSink for CheckpointSink {
     fn start(&mut self, manager: &mut Manager) -> Result<(), LifecycleError> {
-        match self.read(manager.embedding_width()) {
+        match self.read(manager.embedding_width(), manager.config().residual) {
             Ok(None) => {}
             Ok(Some((agent, file))) => {
                 manager.replace_agent(agent);

@@ -91,9 +91,11 @@ pub struct ManagerConfig {
     /// interval the agent acts) instead of the current allocation: an action inside the dead
     /// band is the fallback's own decision (residual RL), and the fallback's own intervals are
     /// recorded as the action 0. The bootstrapping check's shadow runs and the live decider
-    /// act so too. Neither checkpoints nor the store's episodes record it: an agent or
-    /// transitions written with one setting and read with the other mean other allocations.
-    /// No command sets it but the experiments' `converged` reference.
+    /// act so too. An agent or transitions written with one setting and read with the other
+    /// would mean other allocations, so a checkpoint records it and a run with the other
+    /// setting sets it aside, and a residual run's episodes, decisions and stage changes are
+    /// stored as the agent `aware-residual` ([`crate::record::RESIDUAL_AGENT`]). No command
+    /// sets it but the experiments' `converged` reference.
     pub residual: bool,
     /// Taken off the reward the agent *learns* from in every SLO-violating interval (reports
     /// keep the reward as it is): a Lagrange multiplier on the violations.
@@ -492,6 +494,11 @@ impl<'w> Manager<'w> {
             a.counts.workload_verdict = Some(verdict.describe());
             a.workload = Some(verdict);
         }
+    }
+
+    /// What the manager was configured with.
+    pub fn config(&self) -> &ManagerConfig {
+        &self.config
     }
 
     /// Width of the workload embedding the agent reads beside the state (0: an agent that is

@@ -14,6 +14,17 @@ use crate::run::EpisodeSink;
 
 /// The agent name the manager's records carry.
 pub const AGENT: &str = "aware";
+/// The name a residual agent's records carry ([`crate::manager::ManagerConfig::residual`]): its
+/// stored actions are changes of the fallback's proposals, and the fallback's own intervals are
+/// stored as the action 0, so its episodes live apart from [`AGENT`]'s (`aware-residual@APP`),
+/// where nothing that reads actions as changes of the current allocation (the meta-learner's
+/// selection of the fallback's episodes) picks them up.
+pub const RESIDUAL_AGENT: &str = "aware-residual";
+
+/// The agent name of a manager's records: [`RESIDUAL_AGENT`] for a residual agent, else [`AGENT`].
+pub fn agent_name(manager: &Manager) -> &'static str {
+    if manager.config().residual { RESIDUAL_AGENT } else { AGENT }
+}
 
 /// Writes the manager's log into a store after every episode, and, with a meta-learner, asks
 /// it about every app's workload from what the store now holds.
@@ -46,13 +57,13 @@ impl<'s> StoreSink<'s> {
     /// app's episodes are numbered from 0 and it is asked again next episode; episodes whose
     /// numbers then collide with stored ones are set aside (`rejected.jsonl`) when the spool is
     /// flushed, not lost.
-    fn number_from_store(&mut self, names: &[String]) {
+    fn number_from_store(&mut self, agent: &str, names: &[String]) {
         self.first_episode.resize(names.len(), None);
         for (slot, name) in self.first_episode.iter_mut().zip(names) {
             if slot.is_none() {
                 *slot = self
                     .store
-                    .episodes(Some(&format!("{AGENT}@{name}")))
+                    .episodes(Some(&format!("{agent}@{name}")))
                     .ok()
                     .map(|e| e.iter().map(|r| r.meta.episode + 1).max().unwrap_or(0));
             }
@@ -76,7 +87,7 @@ fn now_s() -> f64 {
 
 impl EpisodeSink for StoreSink<'_> {
     fn start(&mut self, manager: &mut Manager) -> Result<(), LifecycleError> {
-        self.number_from_store(&manager.app_names());
+        self.number_from_store(agent_name(manager), &manager.app_names());
         self.judge(manager);
         Ok(())
     }
@@ -84,14 +95,16 @@ impl EpisodeSink for StoreSink<'_> {
     fn episode(&mut self, episode: u64, manager: &mut Manager) -> Result<(), LifecycleError> {
         let log = manager.take_log();
         let names = manager.app_names();
-        self.number_from_store(&names);
+        let agent = agent_name(manager);
+        self.number_from_store(agent, &names);
         let first: Vec<u64> = self.first_episode.iter().map(|f| f.unwrap_or(0)).collect();
         let fallback = manager.fallback_name();
         for (i, transitions) in log.transitions.iter().enumerate() {
             let acted = log.agent_acted.get(i).copied().unwrap_or(false);
-            // One store agent per app (the store numbers episodes per agent): `aware@APP`.
+            // One store agent per app (the store numbers episodes per agent): `aware@APP`
+            // (`aware-residual@APP`).
             let meta = EpisodeMeta {
-                agent: format!("{AGENT}@{}", names[i]),
+                agent: format!("{agent}@{}", names[i]),
                 app: names[i].clone(),
                 episode: first.get(i).copied().unwrap_or(0) + episode,
                 stage: log.episode_stage.get(i).map_or("initialized", |s| s.name()).into(),
@@ -122,7 +135,7 @@ impl EpisodeSink for StoreSink<'_> {
             .iter()
             .map(|d| {
                 Ok(DecisionRecord {
-                    agent: AGENT.into(),
+                    agent: agent.into(),
                     app: d.app.clone(),
                     step: d.step,
                     stage: d.stage.name().into(),
@@ -136,7 +149,7 @@ impl EpisodeSink for StoreSink<'_> {
         self.store.record_decisions(&records)?;
         for c in &manager.changes()[self.written_changes..] {
             self.store.record_stage_change(&StageRecord {
-                agent: AGENT.into(),
+                agent: agent.into(),
                 app: c.app.clone(),
                 step: c.step,
                 from: c.from.name().into(),

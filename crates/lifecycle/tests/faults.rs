@@ -137,6 +137,48 @@ fn metrics_count_every_interval_and_stage_change() {
     assert_eq!(value("aware_lifecycle_stage{"), 2.0, "one stage per app");
 }
 
+/// A residual agent's weights mean changes of the fallback's proposals; read as changes of the
+/// current allocation they would mean other allocations. So a checkpoint records which kind of
+/// agent wrote it, and a run of the other kind sets it aside and says why, and the reverse.
+#[test]
+fn a_checkpoint_is_taken_up_only_by_the_kind_of_agent_that_wrote_it() {
+    use aware_lifecycle::run::{RunSpec, run};
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = dir.path().join("ckpt");
+    let url = format!("sqlite:{}", dir.path().join("s.db").display());
+    let spec = |residual: bool| RunSpec {
+        workload: WorkloadSpec { apps: 2, seed: 12, steps: EPISODE, ..WorkloadSpec::default() },
+        steps: EPISODE,
+        manager: ManagerConfig { episode_steps: EPISODE, residual, ..ManagerConfig::default() },
+        seed: 12,
+        store: Some(aware_lifecycle::run::RunStore { url: url.clone(), spool: None }),
+        metrics: None,
+        checkpoint: Some(ckpt.clone()),
+    };
+    let first = run(&spec(true), &Silent).unwrap();
+    assert!(!first.checkpoint.unwrap().restored);
+    // In the store too its episodes live apart: actions of another meaning under another name.
+    let app = &first.per_app[0].app;
+    let store = aware_store::open(&url.parse().unwrap(), true).unwrap();
+    assert_eq!(store.episodes(Some(&format!("aware-residual@{app}"))).unwrap().len(), 1);
+    assert!(store.episodes(Some(&format!("aware@{app}"))).unwrap().is_empty());
+    drop(store);
+    assert!(run(&spec(true), &Silent).unwrap().checkpoint.unwrap().restored);
+    let c = run(&spec(false), &Silent).unwrap().checkpoint.unwrap();
+    assert!(!c.restored, "{c:?}");
+    let why = c.rejected.as_deref().unwrap();
+    assert!(why.contains("written by an agent acting on the fallback's proposals (residual)"), "{why}");
+    assert!(why.contains("this run's agent acts on the current allocation"), "{why}");
+    assert_eq!(c.set_aside.as_deref().map(std::path::PathBuf::from), Some(ckpt.join("rejected-1")));
+    // The checkpoint that run wrote in its place is of its own kind.
+    assert!(run(&spec(false), &Silent).unwrap().checkpoint.unwrap().restored);
+    let c = run(&spec(true), &Silent).unwrap().checkpoint.unwrap();
+    assert!(c.rejected.as_deref().unwrap().contains("written by an agent acting on the current allocation"), "{c:?}");
+    let store = aware_store::open(&url.parse().unwrap(), true).unwrap();
+    assert_eq!(store.episodes(Some(&format!("aware-residual@{app}"))).unwrap().len(), 3);
+    assert_eq!(store.episodes(Some(&format!("aware@{app}"))).unwrap().len(), 2);
+}
+
 /// `aware run --checkpoint DIR` thrice: a fresh run writes the checkpoint, the next takes it
 /// up, and after a weight file is corrupted the next refuses it, keeps it aside, and serves
 /// exactly as a run without any checkpoint would (every app bootstrapping, the fallback acting).
