@@ -8,7 +8,8 @@
 //! or a pair whose checksums disagree.
 //!
 //! A checkpoint that does not verify (a weight file whose checksum differs, unreadable
-//! metadata, spaces that do not fit, a lifecycle written beside another agent) is never used:
+//! metadata, spaces that do not fit, a lifecycle written beside another agent, or by an agent
+//! acting the other way — on the fallback's proposals or on the current allocation) is never used:
 //! it is moved whole to `DIR/rejected-N/` for inspection, the run starts with a fresh agent
 //! and every app starts over in its first stage — with bootstrapping, OFFLINE, so the fallback
 //! serves until the agent is retrained. The report says why.
@@ -173,7 +174,7 @@ impl CheckpointSink {
         if file.residual != residual {
             let kind = |r: bool| if r { "on the fallback's proposals (residual)" } else { "on the current allocation" };
             return Err(bad(format!(
-                "written by an agent acting {}, this run's agent acts {}",
+                "written by an agent acting {}, the reader's agent acts {}",
                 kind(file.residual),
                 kind(residual)
             )));

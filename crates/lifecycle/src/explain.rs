@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::LifecycleError;
 use crate::decision::Decision;
-use crate::record::AGENT;
+use crate::record::{AGENT, RESIDUAL_AGENT};
 
 /// Which decisions to show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,7 +64,8 @@ pub fn explain(url: &str, app: &str, query: Query) -> Result<Explanation, Lifecy
     }
     let decisions = records
         .into_iter()
-        .filter(|r| r.agent == AGENT)
+        // The manager's records, whichever way its agent acted.
+        .filter(|r| r.agent == AGENT || r.agent == RESIDUAL_AGENT)
         .map(|r| {
             serde_json::from_value::<Decision>(r.detail).map_err(|e| {
                 LifecycleError::input("store", format!("{url}: decision of {app} at step {}: {e}", r.step))

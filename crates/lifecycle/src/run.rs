@@ -468,6 +468,12 @@ pub fn run_with(
     progress: &dyn Progress,
 ) -> Result<RunReport, LifecycleError> {
     if let Some(m) = &meta {
+        if spec.manager.residual {
+            return Err(LifecycleError::input(
+                "--meta",
+                "a residual agent's episodes are stored apart (aware-residual@APP), where the meta-learner, which reads the fallback's episodes as changes of the current allocation, does not look: run the meta-learner's base learner on the current allocation",
+            ));
+        }
         if spec.store.is_none() {
             return Err(LifecycleError::input(
                 "--meta",

@@ -168,7 +168,7 @@ fn a_checkpoint_is_taken_up_only_by_the_kind_of_agent_that_wrote_it() {
     assert!(!c.restored, "{c:?}");
     let why = c.rejected.as_deref().unwrap();
     assert!(why.contains("written by an agent acting on the fallback's proposals (residual)"), "{why}");
-    assert!(why.contains("this run's agent acts on the current allocation"), "{why}");
+    assert!(why.contains("the reader's agent acts on the current allocation"), "{why}");
     assert_eq!(c.set_aside.as_deref().map(std::path::PathBuf::from), Some(ckpt.join("rejected-1")));
     // The checkpoint that run wrote in its place is of its own kind.
     assert!(run(&spec(false), &Silent).unwrap().checkpoint.unwrap().restored);
@@ -177,6 +177,10 @@ fn a_checkpoint_is_taken_up_only_by_the_kind_of_agent_that_wrote_it() {
     let store = aware_store::open(&url.parse().unwrap(), true).unwrap();
     assert_eq!(store.episodes(Some(&format!("aware-residual@{app}"))).unwrap().len(), 3);
     assert_eq!(store.episodes(Some(&format!("aware@{app}"))).unwrap().len(), 2);
+    drop(store);
+    // `aware explain` answers for both kinds (the last decisions recorded are the residual run's).
+    let last = aware_lifecycle::explain::explain(&url, app, aware_lifecycle::explain::Query::Last(3)).unwrap();
+    assert_eq!(last.decisions.len(), 3);
 }
 
 /// `aware run --checkpoint DIR` thrice: a fresh run writes the checkpoint, the next takes it

@@ -394,6 +394,17 @@ fn a_meta_run_needs_a_store_and_an_agent_that_reads_the_embedders_width() {
     .err()
     .unwrap();
     assert!(err.to_string().contains("3-value embedding"), "{err}");
+    // A residual agent's episodes are stored where the meta-learner does not read.
+    let residual =
+        RunSpec { manager: ManagerConfig { residual: true, ..spec(None).manager }, ..spec(Some(store.clone())) };
+    let err = aware_lifecycle::run::run_with(
+        &residual,
+        Some(MetaRun { agent: conditioned().into(), embedder: &mut four, id: "x".into() }),
+        &Silent,
+    )
+    .err()
+    .unwrap();
+    assert!(err.to_string().starts_with("--meta: a residual agent's episodes are stored apart"), "{err}");
     let report = aware_lifecycle::run::run_with(
         &spec(Some(store)),
         Some(MetaRun { agent: conditioned().into(), embedder: &mut four, id: "x".into() }),
