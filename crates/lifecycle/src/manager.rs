@@ -153,8 +153,9 @@ pub struct Counts {
 #[derive(Debug, Clone, PartialEq)]
 pub enum WorkloadVerdict {
     /// Like the training pool's: the agent acts as the stage allows.
-    /// `detail`: each test's score beside its threshold, where the embedder reports them.
-    Known { ood_score: Option<f32>, detail: Option<String> },
+    /// `detail`: what the embedder's detector read (each test's score beside its threshold, or
+    /// the embedding's distance alone), where it has one.
+    Known { detail: Option<String> },
     /// The fallback keeps acting, whatever the stage: the workload is unlike anything the
     /// meta-learner was trained on, or no embedding could be made (too few episodes, NaN
     /// rewards, the store away).
@@ -174,16 +175,17 @@ impl WorkloadVerdict {
                     (None, None) => "workload out of distribution".into(),
                 },
             },
-            Ok(e) => WorkloadVerdict::Known { ood_score: e.ood_score, detail: e.ood_detail },
+            Ok(e) => WorkloadVerdict::Known {
+                detail: e.ood_detail.or_else(|| e.ood_score.map(|s| format!("OOD score {s:.3}"))),
+            },
             Err(refusal) => WorkloadVerdict::Hold { reason: refusal.to_string() },
         }
     }
 
     fn describe(&self) -> String {
         match self {
-            WorkloadVerdict::Known { detail: Some(d), .. } => format!("known workload ({d})"),
-            WorkloadVerdict::Known { ood_score: Some(s), detail: None } => format!("known workload (OOD score {s:.3})"),
-            WorkloadVerdict::Known { ood_score: None, detail: None } => "known workload".into(),
+            WorkloadVerdict::Known { detail: Some(d) } => format!("known workload ({d})"),
+            WorkloadVerdict::Known { detail: None } => "known workload".into(),
             WorkloadVerdict::Hold { reason } => reason.clone(),
         }
     }
