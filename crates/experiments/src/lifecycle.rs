@@ -108,7 +108,9 @@ impl LifecycleConfig {
         if let Some(t) = self.training {
             t
         } else if self.quick {
-            Training { max_episodes: 30, patience: 6, ..Training::default() }
+            // A check every 2 episodes: 15 snapshots to choose from instead of 6 (beat MPA on 8
+            // fig10 seeds of 16 instead of 6; see the README).
+            Training { max_episodes: 30, patience: 6, validate_every: 2, ..Training::default() }
         } else {
             Training::default()
         }
