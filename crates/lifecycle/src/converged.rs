@@ -334,6 +334,7 @@ mod tests {
         assert!(better(&v(1, 95.0, 1.1), &v(3, 80.0, 1.2), &rules));
         assert!(!better(&v(3, 80.0, 1.2), &v(1, 95.0, 1.1), &rules));
         assert!(better(&v(3, 80.0, 1.0), &v(3, 90.0, 1.2), &rules));
+        assert!(!better(&v(3, 80.0, 1.5), &v(3, 80.0, 1.0), &rules), "a tie in tier 0 keeps the earlier snapshot");
         // Within its violations (neither beats it): any wins over one outside them,
         // whatever their rewards; between two within, the higher reward.
         assert!(better(&v(10, 150.0, 0.5), &v(11, 50.0, 1.5), &rules));
