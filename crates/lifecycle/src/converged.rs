@@ -130,15 +130,17 @@ fn better(a: &Validation, b: &Validation, rules: &Validation) -> bool {
         (false, true) => 1,
         (false, false) => 2,
     };
-    match tier(a).cmp(&tier(b)) {
-        std::cmp::Ordering::Less => true,
-        std::cmp::Ordering::Greater => false,
-        std::cmp::Ordering::Equal if tier(a) == 0 => {
+    let (ta, tb) = (tier(a), tier(b));
+    if ta != tb {
+        return ta < tb;
+    }
+    match ta {
+        0 => {
             a.slo_violations < b.slo_violations
                 || (a.slo_violations == b.slo_violations && a.core_seconds < b.core_seconds)
         }
-        std::cmp::Ordering::Equal if tier(a) == 1 => a.mean_reward > b.mean_reward,
-        std::cmp::Ordering::Equal => {
+        1 => a.mean_reward > b.mean_reward,
+        _ => {
             a.slo_violations < b.slo_violations
                 || (a.slo_violations == b.slo_violations && a.mean_reward > b.mean_reward)
         }
