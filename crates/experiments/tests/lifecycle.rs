@@ -38,7 +38,13 @@ fn fig10_scores_every_policy_over_the_whole_run() {
     // moved the price, and the weights it stopped with were checked.
     assert!(t.residual && t.violation_prices.len() as u64 == t.episodes);
     assert_eq!(t.validations.last().map(|v| v.episode), Some(t.episodes));
-    assert!(t.validations.iter().any(|v| v.episode == t.selected_episode));
+    // Every check tries each CPU headroom; the one served was checked with the weights kept.
+    let headrooms = Training::default().headrooms;
+    assert_eq!(t.validations.len() % headrooms.len(), 0);
+    for check in t.validations.chunks(headrooms.len()) {
+        assert!(check.iter().map(|v| v.headroom).eq(headrooms.iter().copied()), "{check:?}");
+    }
+    assert!(t.validations.iter().any(|v| v.episode == t.selected_episode && v.headroom == t.headroom));
     assert!(t.validation_fallback.is_some());
     assert!(r.segments.is_empty() && r.scenarios.is_empty());
     let json = serde_json::to_value(&r).unwrap();

@@ -188,6 +188,12 @@ impl LiveManager {
         config: ManagerConfig,
     ) -> Result<Self, LifecycleError> {
         let mut agent = agent.into();
+        if config.headroom != 0.0 {
+            return Err(LifecycleError::input(
+                "headroom",
+                "the live decider adds no CPU headroom to the agent's proposals (only the experiments' converged reference, on the simulator, has one)",
+            ));
+        }
         agent.serving_settings(&config);
         let mut m = Self { agent, config, apps: Vec::new(), step: 0, changes: Vec::new(), decisions: Vec::new() };
         for name in apps {
@@ -707,6 +713,18 @@ mod tests {
             c.advance().expect("advance");
         }
         assert!(m.agent.updates() > 0, "the agent learned nothing offline from the fallback");
+    }
+
+    /// The CPU headroom is the simulated manager's (the experiments' reference): the live
+    /// decider says so instead of serving without it.
+    #[test]
+    fn the_live_decider_refuses_a_cpu_headroom() {
+        let c = cluster();
+        let config = ManagerConfig { headroom: 0.05, ..ManagerConfig::default() };
+        let err = LiveManager::new(&c.app_names(), &Profile::default(), crate::manager::fresh_agent(3), config)
+            .err()
+            .expect("refused");
+        assert!(err.to_string().starts_with("headroom: the live decider adds no CPU headroom"), "{err}");
     }
 
     /// Bootstrapping a residual agent, the fallback's decisions wait for their outcomes as the

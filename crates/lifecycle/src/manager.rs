@@ -100,6 +100,13 @@ pub struct ManagerConfig {
     /// Taken off the reward the agent *learns* from in every SLO-violating interval (reports
     /// keep the reward as it is): a Lagrange multiplier on the violations.
     pub violation_price: f32,
+    /// The CPU of the agent's proposals raised by this fraction before the guard sees them: a
+    /// safety margin, as VPA's recommender adds 15 % to its estimate, kept out of the origin
+    /// the agent's next action starts from ([`Headroom`]). 0 by default, and no command sets
+    /// it: the experiments' `converged` reference chooses its own on validation traffic
+    /// ([`crate::converged::Training::headrooms`]). Applied by [`Manager`] only: the live
+    /// decider refuses a configuration with it.
+    pub headroom: f32,
 }
 
 impl Default for ManagerConfig {
@@ -123,6 +130,7 @@ impl Default for ManagerConfig {
             log: false,
             residual: false,
             violation_price: 0.0,
+            headroom: 0.0,
         }
     }
 }
@@ -222,6 +230,8 @@ struct Managed {
     /// The meta-learner's last embedding of the app's workload, which a conditioned agent reads
     /// beside the state (`None` until one could be made).
     embedding: Option<Vec<f32>>,
+    /// What the agent's last proposal had applied with [`ManagerConfig::headroom`].
+    headroom: Headroom,
 }
 
 /// The agent's action space: multiplicative changes of the current allocation (of the
@@ -272,6 +282,61 @@ pub(crate) fn decode_action(
         .decode(&Action::Continuous(action), replicas, from)
         .map(|d| d.recommendation)
         .map_err(|e| LabError::input("agent", e.to_string()))
+}
+
+/// `rec` with every container's CPU (requests and limits) raised by the fraction `headroom`.
+pub(crate) fn with_headroom(mut rec: Recommendation, headroom: f32) -> Recommendation {
+    if headroom > 0.0 {
+        let raise = |m: u64| (m as f64 * (1.0 + headroom as f64)).round() as u64;
+        for c in &mut rec.containers {
+            c.requests.cpu_millicores = raise(c.requests.cpu_millicores);
+            c.limits.cpu_millicores = raise(c.limits.cpu_millicores);
+        }
+    }
+    rec
+}
+
+/// One app's CPU headroom ([`ManagerConfig::headroom`]) kept out of what anyone reasons from.
+/// The agent's actions are changes of an origin (the current allocation, or the fallback's
+/// proposal, which VPA leaves at the current allocation while it is within its bounds): were
+/// the raised CPU the next origin, the headroom would compound every interval. So where the
+/// origin's CPU is what the agent's last proposal applied, the agent's own decision beneath
+/// the headroom stands in.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Headroom {
+    /// (CPU millicores applied, the agent's own decision beneath them).
+    last: Option<(u64, u64)>,
+}
+
+impl Headroom {
+    /// `from` as the agent's action starts from: the headroom taken off where its CPU limit is
+    /// what was last applied with it.
+    pub(crate) fn origin(&self, from: &ContainerResources) -> ContainerResources {
+        let mut from = from.clone();
+        if let Some((applied, base)) = self.last
+            && from.limits.cpu_millicores == applied
+        {
+            from.requests.cpu_millicores = from.requests.cpu_millicores.min(base);
+            from.limits.cpu_millicores = base;
+        }
+        from
+    }
+
+    /// Remembers what was applied (`applied`, after the guard) over the agent's own CPU limit
+    /// `base` (`None` when no headroom was added: nothing to remember).
+    pub(crate) fn remember(&mut self, base: Option<u64>, applied: &Recommendation) {
+        self.last = match (base, applied.containers.first()) {
+            (Some(base), Some(c)) if c.limits.cpu_millicores != base => {
+                Some((c.limits.cpu_millicores, base.min(c.limits.cpu_millicores)))
+            }
+            _ => None,
+        };
+    }
+
+    /// The fallback acted, or a new episode began: nothing of the agent's is applied.
+    pub(crate) fn forget(&mut self) {
+        self.last = None;
+    }
 }
 
 /// Where the agent's action is measured from, as (container, replicas): the fallback's
@@ -380,6 +445,7 @@ impl<'w> Manager<'w> {
                     workload: None,
                     episode_start_workload_holds: 0,
                     embedding: None,
+                    headroom: Headroom::default(),
                 })
             })
             .collect::<Result<Vec<_>, LabError>>()?;
@@ -640,6 +706,7 @@ impl Driver for Manager<'_> {
         for a in &mut self.apps {
             a.fallback.recommender().restart();
             a.guard.restart();
+            a.headroom.forget();
         }
     }
 
@@ -718,8 +785,16 @@ impl Driver for Manager<'_> {
                 None
             };
             let (from, from_replicas) = action_origin(fallback_ask.as_ref(), self.config.residual, &obs);
+            let from = &a.headroom.origin(from);
+            let mut base_cpu = None;
             let proposal: Option<Recommendation> = match agent_action {
-                Some(v) => Some(decode_action(&a.decoder, v, from_replicas, from)?),
+                Some(v) => {
+                    let p = decode_action(&a.decoder, v, from_replicas, from)?;
+                    if self.config.headroom > 0.0 {
+                        base_cpu = p.containers.first().map(|c| c.limits.cpu_millicores);
+                    }
+                    Some(with_headroom(p, self.config.headroom))
+                }
                 // The fallback sees every observation (its own checks refuse bad ones).
                 None => a.fallback.recommender().recommend(&obs).ok(),
             };
@@ -738,8 +813,10 @@ impl Driver for Manager<'_> {
                             a.counts.guard_limited += 1;
                             verdict = format!("limited: {why}");
                         }
+                        a.headroom.remember(base_cpu, &rec);
                         rec
                     } else {
+                        a.headroom.forget();
                         a.guard.witness(&p, &obs.template);
                         p
                     };
@@ -851,5 +928,47 @@ impl Driver for Manager<'_> {
             self.end_episode()?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aware_core::Resources;
+
+    fn rec(cpu: u64, replicas: u32) -> Recommendation {
+        Recommendation {
+            replicas,
+            containers: vec![ContainerResources::guaranteed(CONTAINER, Resources::new(cpu, 1 << 30))],
+        }
+    }
+
+    #[test]
+    fn headroom_raises_cpu_alone_and_does_not_compound() {
+        let raised = with_headroom(rec(1000, 3), 0.1);
+        assert_eq!(raised.containers[0].limits, Resources::new(1100, 1 << 30));
+        assert_eq!(raised.containers[0].requests.cpu_millicores, 1100);
+        assert_eq!(raised.replicas, 3);
+        assert_eq!(with_headroom(rec(1000, 3), 0.0), rec(1000, 3));
+        // An origin that keeps the current allocation (VPA within its bounds) while the agent
+        // holds it: every interval applies 1,100, not 1,100 × 1.1ⁿ.
+        let mut h = Headroom::default();
+        let mut current = rec(1000, 3).containers[0].clone();
+        for _ in 0..10 {
+            let base = h.origin(&current).limits.cpu_millicores;
+            assert_eq!(base, 1000);
+            let applied = with_headroom(rec(base, 3), 0.1);
+            h.remember(Some(base), &applied);
+            current = applied.containers[0].clone();
+            assert_eq!(current.limits.cpu_millicores, 1100);
+        }
+        // An origin elsewhere (the fallback moved) is taken as it is.
+        assert_eq!(h.origin(&rec(1500, 3).containers[0]).limits.cpu_millicores, 1500);
+        // Without headroom, or after the fallback acted, nothing is taken off.
+        h.remember(None, &rec(1100, 3));
+        assert_eq!(h.origin(&current).limits.cpu_millicores, 1100);
+        h.remember(Some(1000), &rec(1100, 3));
+        h.forget();
+        assert_eq!(h.origin(&current).limits.cpu_millicores, 1100);
     }
 }
