@@ -172,7 +172,8 @@ fn validation(episode: u64, headroom: f32, arm: &Arm) -> Validation {
 /// Trains a fresh agent of `config.agent`'s algorithm (seed `seed`) on `workload`, acting and learning in every
 /// interval of every app with the agent's own exploration noise, in episodes of
 /// `episode_steps` on training traces, with `change` (if any) in effect from each episode's
-/// start; stops when [`Training`] says, and returns the snapshot its validation chose.
+/// start; stops when [`Training`] says, and returns the snapshot its validation chose (the
+/// report says with which CPU headroom it is to be served).
 pub fn train(
     workload: &Workload,
     episode_steps: u64,
@@ -203,6 +204,8 @@ pub fn train(
         log: false,
         residual,
         violation_price: 0.0,
+        // Chosen on validation, after training, which learns without one.
+        headroom: 0.0,
         ..config.clone()
     };
     let mut agent = LifecycleAgent::fresh_for(&config, seed);
@@ -326,7 +329,8 @@ fn greedy(
 }
 
 /// The trained `agent` over `plan`, greedily, learning nothing, with the guard as always,
-/// acting as it was trained to (on the fallback's proposals if `report.residual`).
+/// acting as it was trained to (on the fallback's proposals if `report.residual`) with the CPU
+/// headroom validation chose beside its weights (`report.headroom`).
 pub fn evaluate(
     workload: &Workload,
     plan: &Plan,

@@ -104,8 +104,10 @@ pub struct ManagerConfig {
     /// safety margin, as VPA's recommender adds 15 % to its estimate, kept out of the origin
     /// the agent's next action starts from ([`Headroom`]). 0 by default, and no command sets
     /// it: the experiments' `converged` reference chooses its own on validation traffic
-    /// ([`crate::converged::Training::headrooms`]). Applied by [`Manager`] only: the live
-    /// decider refuses a configuration with it.
+    /// ([`crate::converged::Training::headrooms`]) and serves greedily with it. The action
+    /// recorded for learning is measured to the raised CPU. Applied by [`Manager`] only: the
+    /// live decider refuses a configuration with it, and the bootstrapping check's shadow runs
+    /// act without it.
     pub headroom: f32,
 }
 
@@ -296,12 +298,13 @@ pub(crate) fn with_headroom(mut rec: Recommendation, headroom: f32) -> Recommend
     rec
 }
 
-/// One app's CPU headroom ([`ManagerConfig::headroom`]) kept out of what anyone reasons from.
+/// One app's CPU headroom ([`ManagerConfig::headroom`]) kept out of the origin the agent's next
+/// action starts from (the state, the fallback and the recorded action see the raised CPU).
 /// The agent's actions are changes of an origin (the current allocation, or the fallback's
 /// proposal, which VPA leaves at the current allocation while it is within its bounds): were
 /// the raised CPU the next origin, the headroom would compound every interval. So where the
-/// origin's CPU is what the agent's last proposal applied, the agent's own decision beneath
-/// the headroom stands in.
+/// origin's CPU is what the agent's last proposal applied (whoever acted since, if the CPU is
+/// still that), the agent's own decision beneath the headroom stands in.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Headroom {
     /// (CPU millicores applied, the agent's own decision beneath them).
@@ -333,7 +336,7 @@ impl Headroom {
         };
     }
 
-    /// The fallback acted, or a new episode began: nothing of the agent's is applied.
+    /// A new episode began: nothing of the agent's is applied.
     pub(crate) fn forget(&mut self) {
         self.last = None;
     }
@@ -816,7 +819,9 @@ impl Driver for Manager<'_> {
                         a.headroom.remember(base_cpu, &rec);
                         rec
                     } else {
-                        a.headroom.forget();
+                        // The headroom's record stays: a fallback that keeps the current
+                        // allocation keeps the raised CPU, and one that moves it no longer
+                        // matches the record.
                         a.guard.witness(&p, &obs.template);
                         p
                     };
@@ -962,9 +967,12 @@ mod tests {
             current = applied.containers[0].clone();
             assert_eq!(current.limits.cpu_millicores, 1100);
         }
+        // The fallback acting in between and keeping the current allocation keeps the raised
+        // CPU: the record holds, and the agent's next origin is still its own 1,000.
+        assert_eq!(h.origin(&rec(1100, 3).containers[0]).limits.cpu_millicores, 1000);
         // An origin elsewhere (the fallback moved) is taken as it is.
         assert_eq!(h.origin(&rec(1500, 3).containers[0]).limits.cpu_millicores, 1500);
-        // Without headroom, or after the fallback acted, nothing is taken off.
+        // Without headroom, or in a new episode, nothing is taken off.
         h.remember(None, &rec(1100, 3));
         assert_eq!(h.origin(&current).limits.cpu_millicores, 1100);
         h.remember(Some(1000), &rec(1100, 3));
