@@ -4,6 +4,8 @@
 //! from the fallback's transitions (TD3+BC), online from its own, or not at all while serving.
 //! One agent serves every application (one policy, states normalised per app).
 
+use std::borrow::Cow;
+
 use aware_agents::Experience;
 use aware_core::{Action, ContainerResources, Observation, Recommendation, StepInfo, VecStep};
 use aware_env::Control;
@@ -313,16 +315,17 @@ pub(crate) struct Headroom {
 
 impl Headroom {
     /// `from` as the agent's action starts from: the headroom taken off where its CPU limit is
-    /// what was last applied with it.
-    pub(crate) fn origin(&self, from: &ContainerResources) -> ContainerResources {
-        let mut from = from.clone();
-        if let Some((applied, base)) = self.last
-            && from.limits.cpu_millicores == applied
-        {
-            from.requests.cpu_millicores = from.requests.cpu_millicores.min(base);
-            from.limits.cpu_millicores = base;
+    /// what was last applied with it (`from` itself, uncopied, everywhere else).
+    pub(crate) fn origin<'a>(&self, from: &'a ContainerResources) -> Cow<'a, ContainerResources> {
+        match self.last {
+            Some((applied, base)) if from.limits.cpu_millicores == applied => {
+                let mut from = from.clone();
+                from.requests.cpu_millicores = from.requests.cpu_millicores.min(base);
+                from.limits.cpu_millicores = base;
+                Cow::Owned(from)
+            }
+            _ => Cow::Borrowed(from),
         }
-        from
     }
 
     /// Remembers what was applied (`applied`, after the guard) over the agent's own CPU limit
@@ -788,7 +791,7 @@ impl Driver for Manager<'_> {
                 None
             };
             let (from, from_replicas) = action_origin(fallback_ask.as_ref(), self.config.residual, &obs);
-            let from = &a.headroom.origin(from);
+            let from = &*a.headroom.origin(from);
             let mut base_cpu = None;
             let proposal: Option<Recommendation> = match agent_action {
                 Some(v) => {
