@@ -19,8 +19,9 @@ use std::path::PathBuf;
 
 use aware_lab::evaluate::{PolicyRow, aggregate, reward_misrankings};
 use aware_lab::policy::PolicyName;
-use aware_lab::progress::Progress;
+use aware_lab::progress::{Progress, Silent};
 use aware_lab::score::{LatencyHistogram, Summary};
+use aware_lab::threads::beside;
 use aware_lab::workload::{Workload, WorkloadSpec};
 use aware_lifecycle::converged::{self, Training, TrainingReport};
 use aware_lifecycle::manager::ManagerConfig;
@@ -254,24 +255,37 @@ pub fn run(
             if which == Which::Table3 {
                 plan.windows = plan.segments(4);
             }
-            let aware = run_manager(&workload, &plan, Variant::Aware, &manager, config.seed, &mut (), progress)?;
-            let scratch =
-                run_manager(&workload, &plan, Variant::NoBootstrap, &manager, config.seed, &mut (), progress)?;
-            let mpa = run_fallback(&workload, &plan, &PolicyName::Mpa, progress)?;
-            let (converged, training) = if which == Which::Fig10 {
-                let (agent, training) = converged::train(
-                    &workload,
-                    config.episode_steps,
-                    None,
-                    config.training(),
-                    &manager,
-                    config.seed,
-                    progress,
-                )?;
-                (Some(converged::evaluate(&workload, &plan, agent, &training, &manager, progress)?), Some(training))
-            } else {
-                (None, None)
-            };
+            // The converged reference trains beside the other three (nothing is shared), and
+            // the progress shown is its own; table3, without it, shows the other three's.
+            let fig10 = which == Which::Fig10;
+            let shown: &dyn Progress = if fig10 { &Silent } else { progress };
+            let (others, reference) = beside(
+                || {
+                    let aware = run_manager(&workload, &plan, Variant::Aware, &manager, config.seed, &mut (), shown)?;
+                    let scratch =
+                        run_manager(&workload, &plan, Variant::NoBootstrap, &manager, config.seed, &mut (), shown)?;
+                    let mpa = run_fallback(&workload, &plan, &PolicyName::Mpa, shown)?;
+                    Ok::<_, ExperimentError>((aware, scratch, mpa))
+                },
+                || {
+                    if !fig10 {
+                        return Ok::<_, ExperimentError>((None, None));
+                    }
+                    let (agent, training) = converged::train(
+                        &workload,
+                        config.episode_steps,
+                        None,
+                        config.training(),
+                        &manager,
+                        config.seed,
+                        progress,
+                    )?;
+                    let arm = converged::evaluate(&workload, &plan, agent, &training, &manager, progress)?;
+                    Ok((Some(arm), Some(training)))
+                },
+            );
+            let (aware, scratch, mpa) = others?;
+            let (converged, training) = reference?;
             let mut policies = vec![aware.row.clone(), scratch.row.clone(), mpa.row.clone()];
             policies.extend(converged.as_ref().map(|c| c.row.clone()));
             let segments = [&scratch, &mpa, &aware]
@@ -353,20 +367,33 @@ fn fig9(
         let from = plan.change_episode().unwrap_or(0);
         plan.windows = std::iter::once(from..episodes).collect();
         progress.message(&format!("fig9: scenario {} of {} ({})", k + 1, kinds.len(), kind.name()));
-        let aware = run_manager(&workload, &plan, Variant::Aware, manager, config.seed, &mut (), progress)?;
-        let no_retrain = run_manager(&workload, &plan, Variant::NoRetrain, manager, config.seed, &mut (), progress)?;
-        let mpa = run_fallback(&workload, &plan, &PolicyName::Mpa, progress)?;
-        let changed = Scenario { kind, at_step: Some(0) };
-        let (agent, training) = converged::train(
-            &workload,
-            config.episode_steps,
-            Some(changed),
-            config.training(),
-            manager,
-            config.seed,
-            progress,
-        )?;
-        let converged = converged::evaluate(&workload, &plan, agent, &training, manager, progress)?;
+        // The converged reference trains beside the other three (nothing is shared); the
+        // progress shown is its own.
+        let (others, reference) = beside(
+            || {
+                let aware = run_manager(&workload, &plan, Variant::Aware, manager, config.seed, &mut (), &Silent)?;
+                let no_retrain =
+                    run_manager(&workload, &plan, Variant::NoRetrain, manager, config.seed, &mut (), &Silent)?;
+                let mpa = run_fallback(&workload, &plan, &PolicyName::Mpa, &Silent)?;
+                Ok::<_, ExperimentError>((aware, no_retrain, mpa))
+            },
+            || {
+                let changed = Scenario { kind, at_step: Some(0) };
+                let (agent, training) = converged::train(
+                    &workload,
+                    config.episode_steps,
+                    Some(changed),
+                    config.training(),
+                    manager,
+                    config.seed,
+                    progress,
+                )?;
+                let arm = converged::evaluate(&workload, &plan, agent, &training, manager, progress)?;
+                Ok::<_, ExperimentError>((arm, training))
+            },
+        );
+        let (aware, no_retrain, mpa) = others?;
+        let (converged, training) = reference?;
         served_apps += served(&aware);
         let mut rows = Vec::new();
         for (slot, arm) in merged.iter_mut().zip([&aware, &no_retrain, &mpa, &converged]) {

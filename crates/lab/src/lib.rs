@@ -11,7 +11,7 @@
 //! - [`evaluate`]: `simulate` and `compare`; [`train`]: `train`; [`provision`]: the
 //!   provisioning problem; [`bench`]: `bench sim|store|agents`; [`record`]: trajectories into a
 //!   store; [`embed`]: the [`embed::WorkloadEmbedder`] seam the lifecycle calls and the
-//!   meta-learner implements.
+//!   meta-learner implements; [`threads`]: independent runs side by side.
 
 pub mod agent;
 pub mod bench;
@@ -26,6 +26,7 @@ pub mod provision;
 pub mod record;
 pub mod rollout;
 pub mod score;
+pub mod threads;
 pub mod train;
 pub mod workload;
 

@@ -13,7 +13,10 @@
 //! core-seconds (the README's "The converged reference against the MPA default").
 
 use aware_agents::ddpg::DdpgConfig;
-use aware_lab::progress::Progress;
+use std::path::Path;
+
+use aware_lab::progress::{Progress, Silent};
+use aware_lab::threads::{beside, join};
 use aware_lab::workload::Workload;
 use aware_sim::Scenario;
 use serde::Serialize;
@@ -169,6 +172,19 @@ fn validation(episode: u64, headroom: f32, arm: &Arm) -> Validation {
     }
 }
 
+/// The validation traffic of every check: `training.validation_episodes` episodes of
+/// `episode_steps` on trace seeds neither training's nor any plan's.
+fn validation_plan(workload: &Workload, episode_steps: u64, training: &Training) -> Plan {
+    Plan {
+        episode_steps,
+        seeds: (0..training.validation_episodes)
+            .map(|k| workload.trace_seed.wrapping_add(VALIDATION_TRACE_OFFSET + k))
+            .collect(),
+        change: None,
+        windows: Vec::new(),
+    }
+}
+
 /// Trains a fresh agent of `config.agent`'s algorithm (seed `seed`) on `workload`, acting and learning in every
 /// interval of every app with the agent's own exploration noise, in episodes of
 /// `episode_steps` on training traces, with `change` (if any) in effect from each episode's
@@ -222,14 +238,7 @@ pub fn train(
         selected_episode: 0,
         headroom: 0.0,
     };
-    let validation_plan = Plan {
-        episode_steps,
-        seeds: (0..training.validation_episodes)
-            .map(|k| workload.trace_seed.wrapping_add(VALIDATION_TRACE_OFFSET + k))
-            .collect(),
-        change: None,
-        windows: Vec::new(),
-    };
+    let validation_plan = validation_plan(&workload, episode_steps, &training);
     let validating = training.validate_every > 0 && training.validation_episodes > 0;
     let rules = if validating {
         let arm = run_fallback(&workload, &validation_plan, &config.fallback, progress)?;
@@ -256,12 +265,17 @@ pub fn train(
             windows: Vec::new(),
         };
         let episode_config = ManagerConfig { violation_price: price as f32, ..config.clone() };
-        let (arm, trained) =
-            run_agent(&workload, &plan, agent, "converged (training)", &episode_config, &mut (), progress)?;
+        // The fallback on the same traffic (for the price) runs beside the training episode:
+        // neither reads the other.
+        let (fallback, trained) = beside(
+            || (training.price_step > 0.0).then(|| run_fallback(&workload, &plan, &config.fallback, &Silent)),
+            || run_agent(&workload, &plan, agent, "converged (training)", &episode_config, &mut (), progress),
+        );
+        let (arm, trained) = trained?;
         agent = trained;
         report.episode_rewards.push(arm.row.summary.mean_reward);
-        if training.price_step > 0.0 {
-            let fallback = run_fallback(&workload, &plan, &config.fallback, progress)?;
+        if let Some(fallback) = fallback {
+            let fallback = fallback?;
             let excess = (arm.row.summary.slo_violations as f64 - fallback.row.summary.slo_violations as f64) / apps;
             price = (price + training.price_step * excess).max(0.0);
             report.violation_prices.push(price);
@@ -281,20 +295,20 @@ pub fn train(
         if let (Some(rules), Some(dir)) = (&rules, &snapshots)
             && (done % training.validate_every == 0 || done == training.max_episodes || stopping)
         {
-            let mut saved = false;
-            for &headroom in training.headrooms {
-                let config = ManagerConfig { headroom, ..config.clone() };
-                let (checked, back) = greedy(&workload, &validation_plan, agent, &config, progress)?;
-                agent = back;
-                let v = validation(done, headroom, &checked);
+            let (checks, back) =
+                check(&workload, &validation_plan, agent, training.headrooms, &config, dir.path(), seed, progress)?;
+            agent = back;
+            let mut kept = false;
+            for &(headroom, ref checked) in &checks {
+                let v = validation(done, headroom, checked);
                 if best_snapshot.as_ref().is_none_or(|b| better(&v, b, rules)) {
-                    if !saved {
-                        agent.save(dir.path(), &space).map_err(LifecycleError::from)?;
-                        saved = true;
-                    }
+                    kept = true;
                     best_snapshot = Some(v.clone());
                 }
                 report.validations.push(v);
+            }
+            if kept {
+                keep(dir.path())?;
             }
         }
         if stopping {
@@ -309,7 +323,7 @@ pub fn train(
     if let (Some(b), Some(dir)) = (&best_snapshot, &snapshots)
         && b.episode != report.episodes
     {
-        agent = LifecycleAgent::load(dir.path(), &space, seed).map_err(LifecycleError::from)?;
+        agent = LifecycleAgent::load(&dir.path().join(KEPT), &space, seed).map_err(LifecycleError::from)?;
         report.selected_episode = b.episode;
     }
     Ok((agent, report))
@@ -326,6 +340,66 @@ fn greedy(
     let config =
         ManagerConfig { fixed_stage: Some(Stage::Serving), fallback_floor: false, log: false, ..config.clone() };
     run_agent(workload, plan, agent, "converged", &config, &mut (), progress)
+}
+
+/// Where [`check`] saves the weights it checks, and where [`keep`] moves the best so far.
+const CHECKED: &str = "checked";
+const KEPT: &str = "kept";
+
+/// `agent` checked greedily over `plan` with each of `headrooms`, the checks run side by side:
+/// the first on this thread with `agent` itself, each other on its own thread with a copy
+/// loaded from the weights saved in `dir`'s [`CHECKED`] (a greedy run learns nothing, so the
+/// copies act as the agent does). Returns each headroom's run, in `headrooms`' order, and the
+/// agent.
+#[allow(clippy::too_many_arguments)]
+fn check(
+    workload: &Workload,
+    plan: &Plan,
+    agent: LifecycleAgent,
+    headrooms: &[f32],
+    config: &ManagerConfig,
+    dir: &Path,
+    seed: u64,
+    progress: &dyn Progress,
+) -> Result<(Vec<(f32, Arm)>, LifecycleAgent), LifecycleError> {
+    let checked = dir.join(CHECKED);
+    let space = agent_space(0);
+    agent.save(&checked, &space).map_err(LifecycleError::from)?;
+    let Some((&first, others)) = headrooms.split_first() else {
+        return Ok((Vec::new(), agent));
+    };
+    let with = |headroom: f32| ManagerConfig { headroom, ..config.clone() };
+    std::thread::scope(|s| {
+        let copies: Vec<_> = others
+            .iter()
+            .map(|&headroom| {
+                let (checked, space, config) = (&checked, &space, with(headroom));
+                s.spawn(move || {
+                    let copy = LifecycleAgent::load(checked, space, seed).map_err(LifecycleError::from)?;
+                    greedy(workload, plan, copy, &config, &Silent).map(|(arm, _)| (headroom, arm))
+                })
+            })
+            .collect();
+        let (arm, agent) = greedy(workload, plan, agent, &with(first), progress)?;
+        let mut runs = vec![(first, arm)];
+        for copy in copies {
+            runs.push(join(copy)?);
+        }
+        Ok((runs, agent))
+    })
+}
+
+/// The weights [`check`] last saved in `dir` kept as the best so far (replacing the last kept).
+fn keep(dir: &Path) -> Result<(), LifecycleError> {
+    let (checked, kept) = (dir.join(CHECKED), dir.join(KEPT));
+    let failed = |path: &Path, e: std::io::Error| LifecycleError::Checkpoint {
+        path: path.to_path_buf(),
+        reason: format!("could not keep the reference's snapshot: {e}"),
+    };
+    if kept.exists() {
+        std::fs::remove_dir_all(&kept).map_err(|e| failed(&kept, e))?;
+    }
+    std::fs::rename(&checked, &kept).map_err(|e| failed(&checked, e))
 }
 
 /// The trained `agent` over `plan`, greedily, learning nothing, with the guard as always,
@@ -346,6 +420,73 @@ pub fn evaluate(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aware_lab::workload::WorkloadSpec;
+
+    fn tiny() -> (Workload, Training) {
+        let workload =
+            Workload::load(&WorkloadSpec { apps: 2, seed: 4, steps: 40, ..WorkloadSpec::default() }).unwrap();
+        let training = Training {
+            max_episodes: 4,
+            min_episodes: 1,
+            patience: 10,
+            validate_every: 1,
+            validation_episodes: 2,
+            ..Training::default()
+        };
+        (workload, training)
+    }
+
+    fn same(a: &Arm, b: &Arm) -> bool {
+        let (a, b) = (&a.row.summary, &b.row.summary);
+        (a.slo_violations, a.core_seconds, a.mean_reward, a.dropped_requests)
+            == (b.slo_violations, b.core_seconds, b.mean_reward, b.dropped_requests)
+    }
+
+    #[test]
+    fn copies_checked_on_other_threads_act_as_the_agent_does() {
+        let (workload, training) = tiny();
+        let config = ManagerConfig { residual: true, fixed_stage: Some(Stage::Online), ..ManagerConfig::default() };
+        // Trained a little first, so the weights are not the seed's alone.
+        let plan = Plan { episode_steps: 20, seeds: vec![7], change: None, windows: Vec::new() };
+        let fresh = LifecycleAgent::fresh_for(&config, 3);
+        let (_, agent) = run_agent(&workload, &plan, fresh, "training", &config, &mut (), &Silent).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let plan = validation_plan(&workload, 20, &training);
+        let (runs, _) = check(&workload, &plan, agent, &[0.1, 0.1, 0.0], &config, dir.path(), 3, &Silent).unwrap();
+        assert_eq!(runs.iter().map(|r| r.0).collect::<Vec<_>>(), [0.1, 0.1, 0.0]);
+        assert!(
+            same(&runs[0].1, &runs[1].1),
+            "the loaded copy acts as the agent: {:?} vs {:?}",
+            runs[0].1.row,
+            runs[1].1.row
+        );
+        assert!(runs[0].1.row.summary.core_seconds > runs[2].1.row.summary.core_seconds, "the headroom reserves more");
+    }
+
+    #[test]
+    fn the_reference_served_is_the_snapshot_and_headroom_validation_kept() {
+        let (workload, training) = tiny();
+        let config = ManagerConfig::default();
+        let (agent, report) = train(&workload, 20, None, training, &config, 5, &Silent).unwrap();
+        let kept = report
+            .validations
+            .iter()
+            .find(|v| v.episode == report.selected_episode && v.headroom == report.headroom)
+            .expect("the weights served were checked");
+        let served =
+            evaluate(&workload, &validation_plan(&workload, 20, &training), agent, &report, &config, &Silent).unwrap();
+        let s = &served.row.summary;
+        assert_eq!(
+            (s.slo_violations, s.core_seconds, s.mean_reward),
+            (kept.slo_violations, kept.core_seconds, kept.mean_reward)
+        );
+        // And it is the one `better` ranks first among every check.
+        // This case keeps an earlier snapshot, checked on a copy's thread with a headroom:
+        // the paths that load weights back.
+        assert!(report.selected_episode < report.episodes && report.headroom != training.headrooms[0]);
+        let rules = report.validation_fallback.as_ref().unwrap();
+        assert!(report.validations.iter().all(|v| !better(v, kept, rules)));
+    }
 
     fn v(slo_violations: u64, core_seconds: f64, mean_reward: f64) -> Validation {
         Validation { episode: 0, slo_violations, core_seconds, mean_reward, headroom: 0.0 }

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 
 use aware_lab::evaluate::PolicyRow;
 use aware_lab::plot::{StageCounts, timeline};
-use aware_lab::progress::Progress;
+use aware_lab::progress::{Progress, Silent};
+use aware_lab::threads::beside;
 use aware_lab::workload::{Workload, WorkloadSpec};
 use aware_sim::{Scenario, ScenarioKind};
 use serde::Serialize;
@@ -150,20 +151,23 @@ pub fn demo(spec: &DemoSpec, progress: &dyn Progress) -> Result<DemoReport, Life
 
     let config =
         ManagerConfig { episode_steps: spec.episode_steps, log: true, agent: spec.agent, ..ManagerConfig::default() };
-    let aware = {
-        let mut sink = StoreSink::new(&mut *store);
-        run_manager(&workload, &plan, Variant::Aware, &config, spec.seed, &mut sink, progress)?
-    };
-    let mpa = run_fallback(&workload, &plan, &config.fallback, progress)?;
-    let no_bootstrap = run_manager(
-        &workload,
-        &plan,
-        Variant::NoBootstrap,
-        &ManagerConfig { log: false, ..config.clone() },
-        spec.seed,
-        &mut (),
-        progress,
-    )?;
+    // MPA and RL without bootstrapping run beside AWARE (nothing is shared; the store is
+    // AWARE's alone), and the progress shown is AWARE's.
+    let (others, aware) = beside(
+        || {
+            let mpa = run_fallback(&workload, &plan, &config.fallback, &Silent)?;
+            let config = ManagerConfig { log: false, ..config.clone() };
+            let no_bootstrap =
+                run_manager(&workload, &plan, Variant::NoBootstrap, &config, spec.seed, &mut (), &Silent)?;
+            Ok::<_, LifecycleError>((mpa, no_bootstrap))
+        },
+        || {
+            let mut sink = StoreSink::new(&mut *store);
+            run_manager(&workload, &plan, Variant::Aware, &config, spec.seed, &mut sink, progress)
+        },
+    );
+    let aware = aware?;
+    let (mpa, no_bootstrap) = others?;
     drop(store);
 
     let names: Vec<String> = workload.apps.iter().map(|a| a.name.clone()).collect();
