@@ -171,11 +171,15 @@ impl Observation {
             return Err(ObservationError::NegativeRate { app: self.app.clone() });
         }
         for pod in &self.pods {
-            if let Some(v) = pod.cpu_usage_cores {
-                finite(&format!("pods[{}].cpu_usage_cores", pod.name), v)?;
-            }
-            if let Some(v) = pod.memory_working_set_bytes {
-                finite(&format!("pods[{}].memory_working_set_bytes", pod.name), v)?;
+            // The field's name is written out only for the value that fails.
+            for (field, value) in
+                [("cpu_usage_cores", pod.cpu_usage_cores), ("memory_working_set_bytes", pod.memory_working_set_bytes)]
+            {
+                if let Some(v) = value
+                    && !v.is_finite()
+                {
+                    finite(&format!("pods[{}].{field}", pod.name), v)?;
+                }
             }
         }
         Ok(())

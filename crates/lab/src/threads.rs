@@ -4,8 +4,8 @@
 //! than one core. Plain scoped threads, not rayon's pool: `RAYON_NUM_THREADS=1` (how the
 //! small-network benchmarks are run) sizes burn's kernels, not this.
 
-/// `side` on a thread of its own while `main` runs on this one; both results. A panic in
-/// `side` goes on in the caller.
+/// `side` on a thread of its own while `main` runs on this one; both results, once both have
+/// finished (an error on one side is seen only then). A panic in `side` goes on in the caller.
 pub fn beside<A: Send, B>(side: impl FnOnce() -> A + Send, main: impl FnOnce() -> B) -> (A, B) {
     std::thread::scope(|s| {
         let side = s.spawn(side);

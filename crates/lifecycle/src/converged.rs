@@ -267,10 +267,15 @@ pub fn train(
         let episode_config = ManagerConfig { violation_price: price as f32, ..config.clone() };
         // The fallback on the same traffic (for the price) runs beside the training episode:
         // neither reads the other.
-        let (fallback, trained) = beside(
-            || (training.price_step > 0.0).then(|| run_fallback(&workload, &plan, &config.fallback, &Silent)),
-            || run_agent(&workload, &plan, agent, "converged (training)", &episode_config, &mut (), progress),
-        );
+        let (fallback, trained) = if training.price_step > 0.0 {
+            let (fallback, trained) = beside(
+                || run_fallback(&workload, &plan, &config.fallback, &Silent),
+                || run_agent(&workload, &plan, agent, "converged (training)", &episode_config, &mut (), progress),
+            );
+            (Some(fallback), trained)
+        } else {
+            (None, run_agent(&workload, &plan, agent, "converged (training)", &episode_config, &mut (), progress))
+        };
         let (arm, trained) = trained?;
         agent = trained;
         report.episode_rewards.push(arm.row.summary.mean_reward);
@@ -362,12 +367,12 @@ fn check(
     seed: u64,
     progress: &dyn Progress,
 ) -> Result<(Vec<(f32, Arm)>, LifecycleAgent), LifecycleError> {
-    let checked = dir.join(CHECKED);
-    let space = agent_space(0);
-    agent.save(&checked, &space).map_err(LifecycleError::from)?;
     let Some((&first, others)) = headrooms.split_first() else {
         return Ok((Vec::new(), agent));
     };
+    let checked = dir.join(CHECKED);
+    let space = agent_space(0);
+    agent.save(&checked, &space).map_err(LifecycleError::from)?;
     let with = |headroom: f32| ManagerConfig { headroom, ..config.clone() };
     std::thread::scope(|s| {
         let copies: Vec<_> = others
@@ -442,17 +447,20 @@ mod tests {
             == (b.slo_violations, b.core_seconds, b.mean_reward, b.dropped_requests)
     }
 
+    fn residual() -> ManagerConfig {
+        ManagerConfig { residual: true, fixed_stage: Some(Stage::Online), ..ManagerConfig::default() }
+    }
+
     #[test]
     fn copies_checked_on_other_threads_act_as_the_agent_does() {
         let (workload, training) = tiny();
-        let config = ManagerConfig { residual: true, fixed_stage: Some(Stage::Online), ..ManagerConfig::default() };
-        // Trained a little first, so the weights are not the seed's alone.
-        let plan = Plan { episode_steps: 20, seeds: vec![7], change: None, windows: Vec::new() };
-        let fresh = LifecycleAgent::fresh_for(&config, 3);
-        let (_, agent) = run_agent(&workload, &plan, fresh, "training", &config, &mut (), &Silent).unwrap();
+        let config = residual();
+        let agent = LifecycleAgent::fresh_for(&config, 3);
         let dir = tempfile::tempdir().unwrap();
         let plan = validation_plan(&workload, 20, &training);
-        let (runs, _) = check(&workload, &plan, agent, &[0.1, 0.1, 0.0], &config, dir.path(), 3, &Silent).unwrap();
+        // The copies are loaded with another seed than the agent was built with: only the
+        // weights saved make them act alike.
+        let (runs, _) = check(&workload, &plan, agent, &[0.1, 0.1, 0.0], &config, dir.path(), 97, &Silent).unwrap();
         assert_eq!(runs.iter().map(|r| r.0).collect::<Vec<_>>(), [0.1, 0.1, 0.0]);
         assert!(
             same(&runs[0].1, &runs[1].1),
@@ -461,6 +469,37 @@ mod tests {
             runs[1].1.row
         );
         assert!(runs[0].1.row.summary.core_seconds > runs[2].1.row.summary.core_seconds, "the headroom reserves more");
+        // An agent of seed 97 acts otherwise, so the test can tell.
+        let other = LifecycleAgent::fresh_for(&config, 97);
+        let (other, _) = greedy(&workload, &plan, other, &ManagerConfig { headroom: 0.1, ..config }, &Silent).unwrap();
+        assert!(!same(&runs[0].1, &other));
+    }
+
+    #[test]
+    fn the_snapshot_kept_is_the_one_kept_not_the_last_checked() {
+        let (workload, training) = tiny();
+        // Fresh actors mostly propose within the dead band; with a headroom, seeds 3 and 97
+        // do not act alike (asserted below, so the test can tell the snapshots apart).
+        let config = ManagerConfig { headroom: 0.1, ..residual() };
+        let plan = validation_plan(&workload, 20, &training);
+        let dir = tempfile::tempdir().unwrap();
+        let (a, _) =
+            check(&workload, &plan, LifecycleAgent::fresh_for(&config, 3), &[0.1], &config, dir.path(), 9, &Silent)
+                .unwrap();
+        keep(dir.path()).unwrap();
+        let (b, _) =
+            check(&workload, &plan, LifecycleAgent::fresh_for(&config, 97), &[0.1], &config, dir.path(), 9, &Silent)
+                .unwrap();
+        assert!(!same(&a[0].1, &b[0].1), "two seeds that act alike cannot tell the snapshots apart");
+        let kept = LifecycleAgent::load(&dir.path().join(KEPT), &agent_space(0), 9).unwrap();
+        let (served, _) = greedy(&workload, &plan, kept, &config, &Silent).unwrap();
+        assert!(same(&served, &a[0].1), "the kept snapshot is the first agent's");
+        // Keeping again replaces it.
+        keep(dir.path()).unwrap();
+        let kept = LifecycleAgent::load(&dir.path().join(KEPT), &agent_space(0), 9).unwrap();
+        let (served, _) = greedy(&workload, &plan, kept, &config, &Silent).unwrap();
+        assert!(same(&served, &b[0].1));
+        assert!(!dir.path().join(CHECKED).exists());
     }
 
     #[test]

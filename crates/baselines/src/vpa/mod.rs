@@ -243,28 +243,39 @@ impl VerticalPodAutoscaler {
     /// Feeds one observation: OOM kills always, usage samples once per recommender interval;
     /// then recomputes the recommendation and the updater's decisions.
     pub fn observe(&mut self, obs: &Observation) {
-        let template = obs.template.name.clone();
+        let template = obs.template.name.as_str();
         let run = self.last_run_s.is_none_or(|t| obs.time_s - t >= RECOMMENDER_INTERVAL_S);
         let measure_start = obs.time_s - obs.interval_s;
+        let (cpu_on, mem_on) = (self.spec.control_cpu, self.spec.control_memory);
+        // Every interval of every pod: looked up without allocating (a pod's key is built in
+        // one reused buffer and copied only when the container is new).
+        let mut key = String::new();
         for pod in obs.pods.iter().filter(|p| !matches!(p.phase, PodPhase::Pending | PodPhase::Failed)) {
             // (container, usage, request) of each container of the pod.
-            let containers: Vec<(String, Option<f64>, Option<f64>, Resources)> = if pod.containers.is_empty() {
-                vec![(template.clone(), pod.cpu_usage_cores, pod.memory_working_set_bytes, pod.resources.requests)]
-            } else {
-                pod.containers
-                    .iter()
-                    .map(|c| (c.name.clone(), c.cpu_usage_cores, c.memory_working_set_bytes, c.requests))
-                    .collect()
-            };
-            for (i, (name, cpu, mem, req)) in containers.into_iter().enumerate() {
-                let (cpu_on, mem_on) = (self.spec.control_cpu, self.spec.control_memory);
-                let agg = self.aggregates.entry(name.clone()).or_insert_with(|| {
+            // A pod that lists no containers is one container named after the template.
+            let single = [(template, pod.cpu_usage_cores, pod.memory_working_set_bytes, pod.resources.requests)]
+                .into_iter()
+                .filter(|_| pod.containers.is_empty());
+            let listed = pod
+                .containers
+                .iter()
+                .map(|c| (c.name.as_str(), c.cpu_usage_cores, c.memory_working_set_bytes, c.requests));
+            for (i, (name, cpu, mem, req)) in single.chain(listed).enumerate() {
+                if !self.aggregates.contains_key(name) {
                     let mut a = AggregateContainerState::new(obs.time_s);
                     a.controls_cpu = cpu_on;
                     a.controls_memory = mem_on;
-                    a
-                });
-                let state = self.containers.entry(format!("{}/{name}", pod.name)).or_default();
+                    self.aggregates.insert(name.to_string(), a);
+                }
+                let agg = self.aggregates.get_mut(name).expect("inserted above");
+                key.clear();
+                key.push_str(&pod.name);
+                key.push('/');
+                key.push_str(name);
+                if !self.containers.contains_key(&key) {
+                    self.containers.insert(key.clone(), ContainerState::default());
+                }
+                let state = self.containers.get_mut(&key).expect("inserted above");
                 if run {
                     if let Some(cpu) = cpu {
                         state.add_cpu_sample(agg, cpu, req.cpu_cores(), measure_start);
@@ -280,8 +291,8 @@ impl VerticalPodAutoscaler {
                 }
             }
         }
-        let live: Vec<&str> = obs.pods.iter().map(|p| p.name.as_str()).collect();
-        self.containers.retain(|key, _| live.iter().any(|p| key.split_once('/').is_some_and(|(k, _)| k == *p)));
+        let live: std::collections::HashSet<&str> = obs.pods.iter().map(|p| p.name.as_str()).collect();
+        self.containers.retain(|key, _| key.split_once('/').is_some_and(|(pod, _)| live.contains(pod)));
         if run {
             self.last_run_s = Some(obs.time_s);
         }
@@ -311,7 +322,7 @@ impl VerticalPodAutoscaler {
         let states: Vec<&AggregateContainerState> = active.values().copied().collect();
         let names: Vec<&String> = active.keys().collect();
         let recs = self.recommender.recommend(&states);
-        let first = names.iter().position(|n| **n == template).or((!names.is_empty()).then_some(0));
+        let first = names.iter().position(|n| n.as_str() == template).or((!names.is_empty()).then_some(0));
         self.latest = first.map(|i| cap(recs[i], self.spec.min_allowed, self.spec.max_allowed));
         let live_pods = obs.pods.iter().filter(|p| p.phase != PodPhase::Failed).count() as u32;
         let running =
