@@ -18,6 +18,11 @@ mod stdout;
 
 use std::process::ExitCode;
 
+/// mimalloc instead of the system allocator: the simulations allocate small objects on every
+/// interval (see the workspace manifest); the figures do not depend on it.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
