@@ -267,14 +267,12 @@ pub fn train(
         let episode_config = ManagerConfig { violation_price: price as f32, ..config.clone() };
         // The fallback on the same traffic (for the price) runs beside the training episode:
         // neither reads the other.
+        let learn = || run_agent(&workload, &plan, agent, "converged (training)", &episode_config, &mut (), progress);
         let (fallback, trained) = if training.price_step > 0.0 {
-            let (fallback, trained) = beside(
-                || run_fallback(&workload, &plan, &config.fallback, &Silent),
-                || run_agent(&workload, &plan, agent, "converged (training)", &episode_config, &mut (), progress),
-            );
+            let (fallback, trained) = beside(|| run_fallback(&workload, &plan, &config.fallback, &Silent), learn);
             (Some(fallback), trained)
         } else {
-            (None, run_agent(&workload, &plan, agent, "converged (training)", &episode_config, &mut (), progress))
+            (None, learn())
         };
         let (arm, trained) = trained?;
         agent = trained;
