@@ -22,7 +22,7 @@ use crate::agent::{Learner, LifecycleAgent};
 use crate::algorithm::{AppLifecycle, EpisodeOutcome, LifecycleState, ShadowComparison, Transition};
 use crate::decision::{self, Decision, Seen, Set};
 use crate::guard::{Guard, GuardConfig};
-use crate::shadow::{self, ShadowApp};
+use crate::shadow::{self, CostMeter, ShadowApp};
 use crate::stage::{Stage, StageChange};
 
 /// How the manager runs.
@@ -218,12 +218,14 @@ struct Managed {
     intervals: u64,
     violations: u64,
     rates: Vec<f64>,
+    /// What one request cost this episode so far, as measured.
+    cost: CostMeter,
     /// The action a PPO agent sampled for this interval (learned from online whatever was
     /// applied); `None` when it did not sample.
     sampled: Option<Vec<f32>>,
-    /// The last `shadow_episodes` episodes' arrival rates (with the episode they came from),
-    /// oldest first; the current episode's collect in `rates` until it ends.
-    recent_rates: std::collections::VecDeque<(u64, Vec<f64>)>,
+    /// The last `shadow_episodes` episodes' traffic, oldest first; the current episode's
+    /// collects in `rates` and `cost` until it ends.
+    recent_rates: std::collections::VecDeque<Replay>,
     counts: Counts,
     /// `counts.agent_actions` when the episode began.
     episode_start_agent_actions: u64,
@@ -360,19 +362,25 @@ pub(crate) fn action_origin<'a>(
 
 /// App `i`'s traffic of one recent episode, for the bootstrapping check to replay from its
 /// start (the seed is the episode's, so the same episode replays the same arrivals).
-fn replay<'a>(
-    workload: &'a Workload,
-    profile: &'a aware_core::Profile,
-    i: usize,
-    (episode, rates): &'a (u64, Vec<f64>),
-) -> ShadowApp<'a> {
+fn replay<'a>(workload: &'a Workload, profile: &'a aware_core::Profile, i: usize, r: &'a Replay) -> ShadowApp<'a> {
     ShadowApp {
         spec: &workload.apps[i],
         profile,
         sim: &workload.sim,
-        rates,
-        seed: workload.seed ^ (episode << 20) ^ i as u64,
+        rates: &r.rates,
+        payload_scale: r.payload_scale,
+        seed: workload.seed ^ (r.episode << 20) ^ i as u64,
     }
+}
+
+/// One episode's traffic as the bootstrapping check replays it.
+struct Replay {
+    episode: u64,
+    /// Arrival rates, requests per second, one per interval.
+    rates: Vec<f64>,
+    /// The payload multiplier under which the app's model costs what the episode measured
+    /// ([`CostMeter::payload_scale`]).
+    payload_scale: f64,
 }
 
 /// The manager: Algorithm 1 and the guard for every application, one agent for all.
@@ -445,6 +453,7 @@ impl<'w> Manager<'w> {
                     intervals: 0,
                     violations: 0,
                     rates: Vec::new(),
+                    cost: CostMeter::default(),
                     recent_rates: Default::default(),
                     counts: Counts::default(),
                     episode_start_agent_actions: 0,
@@ -624,7 +633,9 @@ impl<'w> Manager<'w> {
             let a = &mut self.apps[i];
             let seen = !a.rates.is_empty();
             if seen {
-                a.recent_rates.push_back((episode, std::mem::take(&mut a.rates)));
+                let payload_scale = a.cost.payload_scale(&self.workload.apps[i]);
+                a.cost = CostMeter::default();
+                a.recent_rates.push_back(Replay { episode, rates: std::mem::take(&mut a.rates), payload_scale });
                 while a.recent_rates.len() > self.config.shadow_episodes.max(1) {
                     a.recent_rates.pop_front();
                 }
@@ -774,6 +785,9 @@ impl Driver for Manager<'_> {
             };
             let a = &mut self.apps[i];
             a.rates.push(obs.arrival_rate.max(0.0));
+            if checked.is_ok() {
+                a.cost.measure(&obs);
+            }
             let mut verdict = "passed".to_string();
             if let Some(reason) = held {
                 a.counts.workload_holds += 1;

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use crate::agent::LifecycleAgent;
-use aware_core::{Profile, StepInfo};
+use aware_core::{Observation, PodPhase, Profile, StepInfo};
 use aware_env::{ActionDecoder, ActionKind};
 use aware_env::{AppSlo, ClusterVecEnv, Control, EnvConfig};
 use aware_lab::policy::{Policy, PolicyName};
@@ -27,6 +27,9 @@ pub struct ShadowApp<'a> {
     pub sim: &'a SimConfig,
     /// Arrival rates (requests per second) of the recent intervals, oldest first.
     pub rates: &'a [f64],
+    /// Every segment's payload multiplied by this in the replay: the request cost measured
+    /// while the traffic was seen, where it moved from the model's ([`AppSpec::with_payload_scale`]).
+    pub payload_scale: f64,
     pub seed: u64,
 }
 
@@ -81,7 +84,11 @@ fn run(app: &ShadowApp, steps: u64, driver: &mut dyn Driver) -> Result<EpisodeOu
     let trace = Trace { name: app.spec.name.clone(), interval_s: app.sim.interval_s, rates: app.rates.to_vec() };
     // The recent traffic from its first interval, not a random point of a week.
     let sim = SimConfig { random_start: false, scenario: None, ..app.sim.clone() };
-    let cluster = SimCluster::new(vec![app.spec.clone()], vec![Arc::new(trace)], sim, app.seed);
+    let measured = match app.payload_scale {
+        1.0 => app.spec.clone(),
+        scale => app.spec.with_payload_scale(scale),
+    };
+    let cluster = SimCluster::new(vec![measured], vec![Arc::new(trace)], sim, app.seed);
     let slo = AppSlo { latency_p99_ms: Some(cluster.slo_p99_ms(0)), throughput_rps: None };
     let config = EnvConfig {
         profile: app.profile.clone(),
@@ -95,6 +102,59 @@ fn run(app: &ShadowApp, steps: u64, driver: &mut dyn Driver) -> Result<EpisodeOu
     let (per_app, _) = scorer.finish(&[0]);
     let s = &per_app[0];
     Ok(EpisodeOutcome { mean_reward: s.mean_reward, slo_violations: s.slo_violations })
+}
+
+/// What one request cost an application over an episode, from its metrics: the CPU its ready
+/// pods used over the requests that arrived, in the intervals where that ratio is the work
+/// per request (nothing dropped, nothing throttled, every ready pod with a sample).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CostMeter {
+    cpu_core_s: f64,
+    requests: f64,
+    intervals: u32,
+}
+
+/// Mean CPU utilisation above which an interval is not measured: near its limit a pod's usage
+/// is capped and no longer says what a request costs.
+pub const METER_MAX_UTILISATION: f64 = 0.8;
+/// Intervals an episode needs measured before its estimate replaces the model's cost.
+pub const METER_MIN_INTERVALS: u32 = 10;
+/// How far the measured cost may sit from the model's, as a payload multiplier, before the
+/// shadow believes the measurement: inside it, metric noise, not a workload change.
+pub const METER_DEADBAND: f64 = 1.25;
+
+impl CostMeter {
+    /// Adds one interval's metrics (an observation the guard passed).
+    pub fn measure(&mut self, obs: &Observation) {
+        if obs.dropped_requests > 0 || obs.arrival_rate <= 0.0 {
+            return;
+        }
+        if obs.cpu_utilisation().is_none_or(|u| u > METER_MAX_UTILISATION) {
+            return;
+        }
+        let ready = obs.pods.iter().filter(|p| p.phase == PodPhase::Ready);
+        let Some(cpu) = ready.map(|p| p.cpu_usage_cores).sum::<Option<f64>>() else {
+            return;
+        };
+        self.cpu_core_s += cpu * obs.interval_s;
+        self.requests += obs.arrival_rate * obs.interval_s;
+        self.intervals += 1;
+    }
+
+    /// Intervals measured so far.
+    pub fn intervals(&self) -> u32 {
+        self.intervals
+    }
+
+    /// The payload multiplier under which `app`'s model costs what was measured (1 when too
+    /// little was measured or the measurement is within [`METER_DEADBAND`] of the model).
+    pub fn payload_scale(&self, app: &AppSpec) -> f64 {
+        if self.intervals < METER_MIN_INTERVALS || self.requests <= 0.0 {
+            return 1.0;
+        }
+        let scale = app.payload_scale_for(self.cpu_core_s / self.requests).unwrap_or(1.0);
+        if (1.0 / METER_DEADBAND..=METER_DEADBAND).contains(&scale) { 1.0 } else { scale }
+    }
 }
 
 /// The agent acting greedily for one application, its proposals through the guard's caps.

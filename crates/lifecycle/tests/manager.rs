@@ -324,7 +324,14 @@ fn the_bootstrapping_check_runs_a_residual_agent_on_the_fallbacks_proposals() {
                 0.5 * spec.mean_rps + up * (spec.peak_rps - 0.5 * spec.mean_rps)
             })
             .collect();
-        let app = ShadowApp { spec: &workload.apps[i], profile: &profile, sim: &workload.sim, rates: &rates, seed: 7 };
+        let app = ShadowApp {
+            spec: &workload.apps[i],
+            profile: &profile,
+            sim: &workload.sim,
+            rates: &rates,
+            payload_scale: 1.0,
+            seed: 7,
+        };
         let guard = GuardConfig::default();
         let residual = compare(&app, &agent, None, &PolicyName::Mpa, false, true, &guard).unwrap();
         let holding = compare(&app, &agent, None, &PolicyName::Mpa, false, false, &guard).unwrap();

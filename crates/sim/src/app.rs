@@ -92,6 +92,46 @@ impl AppSpec {
         self.bounds = bounds_for(&cost, self.peak_replicas, reference.memory_bytes);
     }
 
+    /// The same app with every segment's payload multiplied by `scale`: what a payload change
+    /// the app's model was not built with looks like to it (the shadow check replays recent
+    /// traffic on the app as measured, [`AppSpec::payload_scale_for`]). Sizing, bounds and the
+    /// SLO are the operator's and stay as they were.
+    pub fn with_payload_scale(&self, scale: f64) -> AppSpec {
+        let mut app = self.clone();
+        for s in &mut app.segments {
+            s.payload *= scale;
+        }
+        app
+    }
+
+    /// The payload multiplier, applied to every segment, under which one request costs
+    /// `cpu_s_per_request` core-seconds on this app's model: how far what was measured has
+    /// moved from what the model was built with. `None` for a measurement that is not a
+    /// positive finite number; clamped to [1/64, 64].
+    pub fn payload_scale_for(&self, cpu_s_per_request: f64) -> Option<f64> {
+        if !(cpu_s_per_request.is_finite() && cpu_s_per_request > 0.0) {
+            return None;
+        }
+        let cpu = |log_scale: f64| RequestCost::of_chain(&self.segments, |_| log_scale.exp2()).cpu_s;
+        // CPU work grows with payload (every exponent is positive): bisect on log₂ of it.
+        let (mut lo, mut hi) = (-6.0_f64, 6.0_f64);
+        if cpu(lo) >= cpu_s_per_request {
+            return Some(lo.exp2());
+        }
+        if cpu(hi) <= cpu_s_per_request {
+            return Some(hi.exp2());
+        }
+        for _ in 0..60 {
+            let mid = 0.5 * (lo + hi);
+            if cpu(mid) < cpu_s_per_request {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Some((0.5 * (lo + hi)).exp2())
+    }
+
     /// Sizes the app from the trace it will replay (trace-aware sizing): mean and peak are the
     /// trace's, the rest follows as in [`AppSpec::size`].
     pub fn size_for_trace(&mut self, trace: &Trace, target_cpu_utilisation: f64) {
@@ -259,6 +299,26 @@ pub fn slo_p99_ms(cost: &RequestCost) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_payload_scale_is_read_back_from_the_cost_it_gives() {
+        for app in generate_apps(30, 11, 86_400.0) {
+            for scale in [0.25, 0.7, 1.0, 1.6, 4.0] {
+                let cpu = app.with_payload_scale(scale).cost().cpu_s;
+                let back = app.payload_scale_for(cpu).unwrap();
+                // A chain whose CPU work hardly depends on payload may not tell scales apart.
+                let got = app.with_payload_scale(back).cost().cpu_s;
+                assert!((got / cpu - 1.0).abs() < 1e-9, "{}: ×{scale} read as ×{back}", app.name);
+            }
+            assert_eq!(app.payload_scale_for(f64::NAN), None);
+            assert_eq!(app.payload_scale_for(0.0), None);
+            let scaled = app.with_payload_scale(4.0);
+            assert_eq!(
+                (scaled.slo_p99_ms, scaled.reference, scaled.bounds),
+                (app.slo_p99_ms, app.reference, app.bounds.clone())
+            );
+        }
+    }
 
     #[test]
     fn same_seed_same_apps_and_prefix_stable() {

@@ -1,0 +1,141 @@
+//! The bootstrapping check's shadow replays recent traffic on the application as it was
+//! measured: a payload change the app's model was not built with shows in the request cost the
+//! metrics imply, and the replay pays that cost.
+
+use aware_env::ActionKind;
+use aware_lab::LabError;
+use aware_lab::policy::{Policy, PolicyName};
+use aware_lab::progress::Silent;
+use aware_lab::rollout::{Arena, Interval, Observer, Recommenders, rollout};
+use aware_lab::score::Scorer;
+use aware_lab::workload::{Workload, WorkloadSpec};
+use aware_lifecycle::shadow::{self, CostMeter, METER_DEADBAND, METER_MIN_INTERVALS, ShadowApp};
+use aware_sim::{Scenario, ScenarioKind};
+
+const STEPS: u64 = 200;
+
+/// Every app's arrival rates and request cost, as the manager collects them.
+struct Metered {
+    rates: Vec<Vec<f64>>,
+    meters: Vec<CostMeter>,
+    /// The same, stopped one interval short of what an estimate needs.
+    short: Vec<CostMeter>,
+}
+
+impl Observer for Metered {
+    fn record(&mut self, arena: &dyn Arena, _interval: &Interval) -> Result<(), LabError> {
+        for i in 0..arena.num_apps() {
+            let obs = arena.observe(i).expect("the simulator observes")?;
+            self.rates[i].push(obs.arrival_rate.max(0.0));
+            if obs.validate().is_ok() {
+                self.meters[i].measure(&obs);
+                if self.short[i].intervals() + 1 < METER_MIN_INTERVALS {
+                    self.short[i].measure(&obs);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn workload(seed: u64, scenario: Option<ScenarioKind>) -> Workload {
+    let spec = WorkloadSpec { apps: 3, seed, steps: STEPS, ..WorkloadSpec::default() };
+    let mut workload = Workload::load(&spec).unwrap();
+    workload.sim.scenario = scenario.map(|kind| Scenario { kind, at_step: Some(0) });
+    workload
+}
+
+/// MPA on every app of `workload` for `STEPS` intervals: what the metrics said, and the mean
+/// reward each app earned.
+fn run_mpa(workload: &Workload, seed: u64) -> (Metered, Vec<f64>) {
+    let n = workload.apps.len();
+    let policies = (0..n)
+        .map(|i| Policy::build(&PolicyName::Mpa, &workload.app_profile(i), Some(&workload.apps[i]), None).unwrap())
+        .collect();
+    let mut env = workload.env(ActionKind::Continuous, STEPS, seed);
+    let names: Vec<String> = workload.apps.iter().map(|a| a.name.clone()).collect();
+    let mut scorer = Scorer::new(&env, &names);
+    let meters = vec![CostMeter::default(); n];
+    let mut metered = Metered { rates: vec![Vec::new(); n], meters: meters.clone(), short: meters };
+    rollout(
+        &mut env,
+        &mut Recommenders::new(policies),
+        seed,
+        STEPS,
+        &mut [&mut scorer as &mut dyn Observer, &mut metered],
+        &Silent,
+    )
+    .unwrap();
+    let (per_app, _) = scorer.finish(&vec![0; n]);
+    (metered, per_app.iter().map(|s| s.mean_reward).collect())
+}
+
+#[test]
+fn the_meter_reads_a_payload_change_and_nothing_where_there_was_none() {
+    let mut up_measured = 0;
+    for seed in [3, 8, 13] {
+        let (unchanged, _) = run_mpa(&workload(seed, None), seed);
+        let changed_workload = workload(seed, Some(ScenarioKind::PayloadDown));
+        let (down, _) = run_mpa(&changed_workload, seed);
+        let up_workload = workload(seed, Some(ScenarioKind::PayloadUp));
+        let (up, _) = run_mpa(&up_workload, seed);
+        for (i, app) in changed_workload.apps.iter().enumerate() {
+            // The model is right about an unchanged app: no correction.
+            assert_eq!(unchanged.meters[i].payload_scale(app), 1.0, "seed {seed} app {i}");
+            // Every segment's payload ×¼ (×4): the meter reads it back within a fifth.
+            let d = down.meters[i].payload_scale(app);
+            assert!((0.2..0.3).contains(&d), "seed {seed} app {i}: payload-down read as ×{d}");
+            // An app the heavier requests take down (every pod killed for memory) serves
+            // nothing to measure: its model stays as it was.
+            let u = up.meters[i].payload_scale(app);
+            if up.meters[i].intervals() >= METER_MIN_INTERVALS {
+                up_measured += 1;
+                assert!((3.2..4.8).contains(&u), "seed {seed} app {i}: payload-up read as ×{u}");
+            } else {
+                assert_eq!(u, 1.0, "seed {seed} app {i}");
+            }
+        }
+    }
+    assert!(up_measured >= 2, "payload-up measured on {up_measured} apps of 9");
+}
+
+#[test]
+fn too_little_measured_leaves_the_model_as_it_is() {
+    let workload = workload(5, Some(ScenarioKind::PayloadDown));
+    let (metered, _) = run_mpa(&workload, 5);
+    for (i, app) in workload.apps.iter().enumerate() {
+        assert_eq!(CostMeter::default().payload_scale(app), 1.0);
+        assert_eq!(metered.short[i].intervals() + 1, METER_MIN_INTERVALS, "app {i}");
+        assert_eq!(metered.short[i].payload_scale(app), 1.0, "app {i}");
+        // Beyond the deadband once enough is measured.
+        assert!(metered.meters[i].payload_scale(app) < 1.0 / METER_DEADBAND, "app {i}");
+    }
+}
+
+#[test]
+fn a_replay_at_the_measured_cost_tracks_the_changed_app() {
+    let seed = 6;
+    let workload = workload(seed, Some(ScenarioKind::PayloadDown));
+    let (metered, real) = run_mpa(&workload, seed);
+    let (mut measured_gap, mut model_gap) = (0.0, 0.0);
+    for (i, app) in workload.apps.iter().enumerate() {
+        let profile = workload.app_profile(i);
+        let replay = |payload_scale| {
+            let shadow = ShadowApp {
+                spec: app,
+                profile: &profile,
+                sim: &workload.sim,
+                rates: &metered.rates[i],
+                payload_scale,
+                seed: 17,
+            };
+            shadow::fallback(&shadow, &PolicyName::Mpa).unwrap().mean_reward
+        };
+        let scale = metered.meters[i].payload_scale(app);
+        assert!(scale < 0.5, "app {i}: ×{scale}");
+        measured_gap += (replay(scale) - real[i]).abs();
+        model_gap += (replay(1.0) - real[i]).abs();
+    }
+    // The replay at the model's cost pays for requests four times as heavy as the app's.
+    assert!(measured_gap < 0.5 * model_gap, "gap at the measured cost {measured_gap}, at the model's {model_gap}");
+}
