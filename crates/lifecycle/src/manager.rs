@@ -220,6 +220,8 @@ struct Managed {
     rates: Vec<f64>,
     /// What one request cost this episode so far, as measured.
     cost: CostMeter,
+    /// The payload multiplier the last episode that could say measured (1 until one did).
+    payload_scale: f64,
     /// The action a PPO agent sampled for this interval (learned from online whatever was
     /// applied); `None` when it did not sample.
     sampled: Option<Vec<f32>>,
@@ -454,6 +456,7 @@ impl<'w> Manager<'w> {
                     violations: 0,
                     rates: Vec::new(),
                     cost: CostMeter::default(),
+                    payload_scale: 1.0,
                     recent_rates: Default::default(),
                     counts: Counts::default(),
                     episode_start_agent_actions: 0,
@@ -633,7 +636,9 @@ impl<'w> Manager<'w> {
             let a = &mut self.apps[i];
             let seen = !a.rates.is_empty();
             if seen {
-                let payload_scale = a.cost.payload_scale(&self.workload.apps[i]);
+                // An episode that measured too little to say keeps the last estimate.
+                let payload_scale = a.cost.payload_scale(&self.workload.apps[i]).unwrap_or(a.payload_scale);
+                a.payload_scale = payload_scale;
                 a.cost = CostMeter::default();
                 a.recent_rates.push_back(Replay { episode, rates: std::mem::take(&mut a.rates), payload_scale });
                 while a.recent_rates.len() > self.config.shadow_episodes.max(1) {

@@ -86,7 +86,8 @@ fn run(app: &ShadowApp, steps: u64, driver: &mut dyn Driver) -> Result<EpisodeOu
     let sim = SimConfig { random_start: false, scenario: None, ..app.sim.clone() };
     let measured = match app.payload_scale {
         1.0 => app.spec.clone(),
-        scale => app.spec.with_payload_scale(scale),
+        scale if scale.is_finite() && scale > 0.0 => app.spec.with_payload_scale(scale),
+        scale => return Err(LabError::input("shadow", format!("payload scale {scale} is not a positive number"))),
     };
     let cluster = SimCluster::new(vec![measured], vec![Arc::new(trace)], sim, app.seed);
     let slo = AppSlo { latency_p99_ms: Some(cluster.slo_p99_ms(0)), throughput_rps: None };
@@ -105,39 +106,73 @@ fn run(app: &ShadowApp, steps: u64, driver: &mut dyn Driver) -> Result<EpisodeOu
 }
 
 /// What one request cost an application over an episode, from its metrics: the CPU its ready
-/// pods used over the requests that arrived, in the intervals where that ratio is the work
-/// per request (nothing dropped, nothing throttled, every ready pod with a sample).
-#[derive(Debug, Default, Clone, Copy)]
+/// pods used over the requests they served, in the intervals where that ratio is the work per
+/// request (see [`CostMeter::measure`]). A simulator's notion: the shadow replays on the app's
+/// model, which a live backend does not have (no shadow runs there).
+#[derive(Debug, Default, Clone)]
 pub struct CostMeter {
     cpu_core_s: f64,
     requests: f64,
     intervals: u32,
+    /// The ready pods of the last observation (sorted names): usage samples lag the pod list,
+    /// so an interval whose ready set changed is not measured.
+    ready: Vec<String>,
 }
 
-/// Mean CPU utilisation above which an interval is not measured: near its limit a pod's usage
-/// is capped and no longer says what a request costs.
+/// CPU utilisation (usage over limit) of the busiest ready pod above which an interval is not
+/// measured: near its limit a pod's usage is capped and no longer says what a request costs.
 pub const METER_MAX_UTILISATION: f64 = 0.8;
 /// Intervals an episode needs measured before its estimate replaces the model's cost.
 pub const METER_MIN_INTERVALS: u32 = 10;
-/// How far the measured cost may sit from the model's, as a payload multiplier, before the
+/// How far the measured CPU per request may sit from the model's (as a ratio) before the
 /// shadow believes the measurement: inside it, metric noise, not a workload change.
-pub const METER_DEADBAND: f64 = 1.25;
+pub const METER_DEADBAND: f64 = 1.15;
 
 impl CostMeter {
-    /// Adds one interval's metrics (an observation the guard passed).
+    /// Adds one interval's metrics (an observation the guard passed). Measured only where CPU
+    /// used over requests served is the work per request: requests arrived and were served
+    /// as they came (throughput within 5 % of arrivals, nothing dropped), every ready pod has
+    /// a usage sample below [`METER_MAX_UTILISATION`] of a positive limit and has been ready
+    /// for two intervals, no pod is terminating, and the ready set is the one the interval
+    /// before saw.
     pub fn measure(&mut self, obs: &Observation) {
-        if obs.dropped_requests > 0 || obs.arrival_rate <= 0.0 {
+        let mut ready: Vec<&str> =
+            obs.pods.iter().filter(|p| p.phase == PodPhase::Ready).map(|p| p.name.as_str()).collect();
+        ready.sort_unstable();
+        let same_set = ready.len() == self.ready.len() && ready.iter().zip(&self.ready).all(|(a, b)| *a == b);
+        if !same_set {
+            self.ready = ready.iter().map(|n| n.to_string()).collect();
             return;
         }
-        if obs.cpu_utilisation().is_none_or(|u| u > METER_MAX_UTILISATION) {
+        let dt = obs.interval_s;
+        let usable = dt.is_finite()
+            && dt > 0.0
+            && obs.arrival_rate.is_finite()
+            && obs.arrival_rate > 0.0
+            && obs.dropped_requests == 0
+            && (obs.throughput - obs.arrival_rate).abs() <= 0.05 * obs.arrival_rate
+            && !obs.pods.iter().any(|p| p.deleting);
+        if !usable {
             return;
         }
-        let ready = obs.pods.iter().filter(|p| p.phase == PodPhase::Ready);
-        let Some(cpu) = ready.map(|p| p.cpu_usage_cores).sum::<Option<f64>>() else {
+        let mut cpu = 0.0;
+        for p in obs.pods.iter().filter(|p| p.phase == PodPhase::Ready) {
+            let limit = p.resources.limits.cpu_cores();
+            let settled = p.ready_since_s.is_some_and(|t| t <= obs.time_s - 2.0 * dt);
+            match p.cpu_usage_cores {
+                Some(u)
+                    if settled && u.is_finite() && u >= 0.0 && limit > 0.0 && u <= METER_MAX_UTILISATION * limit =>
+                {
+                    cpu += u;
+                }
+                _ => return,
+            }
+        }
+        if cpu <= 0.0 {
             return;
-        };
-        self.cpu_core_s += cpu * obs.interval_s;
-        self.requests += obs.arrival_rate * obs.interval_s;
+        }
+        self.cpu_core_s += cpu * dt;
+        self.requests += obs.throughput * dt;
         self.intervals += 1;
     }
 
@@ -146,14 +181,19 @@ impl CostMeter {
         self.intervals
     }
 
-    /// The payload multiplier under which `app`'s model costs what was measured (1 when too
-    /// little was measured or the measurement is within [`METER_DEADBAND`] of the model).
-    pub fn payload_scale(&self, app: &AppSpec) -> f64 {
+    /// The payload multiplier under which `app`'s model costs what was measured: 1 when the
+    /// measurement is within [`METER_DEADBAND`] of the model; `None` when too little was
+    /// measured or the model cannot say ([`AppSpec::payload_scale_for`]).
+    pub fn payload_scale(&self, app: &AppSpec) -> Option<f64> {
         if self.intervals < METER_MIN_INTERVALS || self.requests <= 0.0 {
-            return 1.0;
+            return None;
         }
-        let scale = app.payload_scale_for(self.cpu_core_s / self.requests).unwrap_or(1.0);
-        if (1.0 / METER_DEADBAND..=METER_DEADBAND).contains(&scale) { 1.0 } else { scale }
+        let measured = self.cpu_core_s / self.requests;
+        let ratio = measured / app.cost().cpu_s;
+        if (1.0 / METER_DEADBAND..=METER_DEADBAND).contains(&ratio) {
+            return Some(1.0);
+        }
+        app.payload_scale_for(measured)
     }
 }
 

@@ -2,6 +2,7 @@
 //! measured: a payload change the app's model was not built with shows in the request cost the
 //! metrics imply, and the replay pays that cost.
 
+use aware_core::Observation;
 use aware_env::ActionKind;
 use aware_lab::LabError;
 use aware_lab::policy::{Policy, PolicyName};
@@ -9,7 +10,7 @@ use aware_lab::progress::Silent;
 use aware_lab::rollout::{Arena, Interval, Observer, Recommenders, rollout};
 use aware_lab::score::Scorer;
 use aware_lab::workload::{Workload, WorkloadSpec};
-use aware_lifecycle::shadow::{self, CostMeter, METER_DEADBAND, METER_MIN_INTERVALS, ShadowApp};
+use aware_lifecycle::shadow::{self, CostMeter, METER_MIN_INTERVALS, ShadowApp};
 use aware_sim::{Scenario, ScenarioKind};
 
 const STEPS: u64 = 200;
@@ -18,8 +19,11 @@ const STEPS: u64 = 200;
 struct Metered {
     rates: Vec<Vec<f64>>,
     meters: Vec<CostMeter>,
-    /// The same, stopped one interval short of what an estimate needs.
+    /// The same, stopped one interval short of what an estimate needs, and at exactly that.
     short: Vec<CostMeter>,
+    enough: Vec<CostMeter>,
+    /// Every app's last observation that the meter measured.
+    last: Vec<Option<Observation>>,
 }
 
 impl Observer for Metered {
@@ -28,9 +32,16 @@ impl Observer for Metered {
             let obs = arena.observe(i).expect("the simulator observes")?;
             self.rates[i].push(obs.arrival_rate.max(0.0));
             if obs.validate().is_ok() {
+                let before = self.meters[i].intervals();
                 self.meters[i].measure(&obs);
+                if self.meters[i].intervals() > before {
+                    self.last[i] = Some(obs.clone());
+                }
                 if self.short[i].intervals() + 1 < METER_MIN_INTERVALS {
                     self.short[i].measure(&obs);
+                }
+                if self.enough[i].intervals() < METER_MIN_INTERVALS {
+                    self.enough[i].measure(&obs);
                 }
             }
         }
@@ -56,7 +67,13 @@ fn run_mpa(workload: &Workload, seed: u64) -> (Metered, Vec<f64>) {
     let names: Vec<String> = workload.apps.iter().map(|a| a.name.clone()).collect();
     let mut scorer = Scorer::new(&env, &names);
     let meters = vec![CostMeter::default(); n];
-    let mut metered = Metered { rates: vec![Vec::new(); n], meters: meters.clone(), short: meters };
+    let mut metered = Metered {
+        rates: vec![Vec::new(); n],
+        meters: meters.clone(),
+        short: meters.clone(),
+        enough: meters,
+        last: vec![None; n],
+    };
     rollout(
         &mut env,
         &mut Recommenders::new(policies),
@@ -81,18 +98,15 @@ fn the_meter_reads_a_payload_change_and_nothing_where_there_was_none() {
         let (up, _) = run_mpa(&up_workload, seed);
         for (i, app) in changed_workload.apps.iter().enumerate() {
             // The model is right about an unchanged app: no correction.
-            assert_eq!(unchanged.meters[i].payload_scale(app), 1.0, "seed {seed} app {i}");
+            assert_eq!(unchanged.meters[i].payload_scale(app), Some(1.0), "seed {seed} app {i}");
             // Every segment's payload ×¼ (×4): the meter reads it back within a fifth.
-            let d = down.meters[i].payload_scale(app);
+            let d = down.meters[i].payload_scale(app).unwrap_or(f64::NAN);
             assert!((0.2..0.3).contains(&d), "seed {seed} app {i}: payload-down read as ×{d}");
             // An app the heavier requests take down (every pod killed for memory) serves
-            // nothing to measure: its model stays as it was.
-            let u = up.meters[i].payload_scale(app);
-            if up.meters[i].intervals() >= METER_MIN_INTERVALS {
+            // nothing to measure.
+            if let Some(u) = up.meters[i].payload_scale(app) {
                 up_measured += 1;
                 assert!((3.2..4.8).contains(&u), "seed {seed} app {i}: payload-up read as ×{u}");
-            } else {
-                assert_eq!(u, 1.0, "seed {seed} app {i}");
             }
         }
     }
@@ -104,11 +118,13 @@ fn too_little_measured_leaves_the_model_as_it_is() {
     let workload = workload(5, Some(ScenarioKind::PayloadDown));
     let (metered, _) = run_mpa(&workload, 5);
     for (i, app) in workload.apps.iter().enumerate() {
-        assert_eq!(CostMeter::default().payload_scale(app), 1.0);
+        assert_eq!(CostMeter::default().payload_scale(app), None);
         assert_eq!(metered.short[i].intervals() + 1, METER_MIN_INTERVALS, "app {i}");
-        assert_eq!(metered.short[i].payload_scale(app), 1.0, "app {i}");
-        // Beyond the deadband once enough is measured.
-        assert!(metered.meters[i].payload_scale(app) < 1.0 / METER_DEADBAND, "app {i}");
+        assert_eq!(metered.short[i].payload_scale(app), None, "app {i}");
+        // One more interval and the change shows.
+        assert_eq!(metered.enough[i].intervals(), METER_MIN_INTERVALS, "app {i}");
+        let scale = metered.enough[i].payload_scale(app).unwrap_or(f64::NAN);
+        assert!((0.2..0.3).contains(&scale), "app {i}: ×{scale}");
     }
 }
 
@@ -131,11 +147,68 @@ fn a_replay_at_the_measured_cost_tracks_the_changed_app() {
             };
             shadow::fallback(&shadow, &PolicyName::Mpa).unwrap().mean_reward
         };
-        let scale = metered.meters[i].payload_scale(app);
+        let scale = metered.meters[i].payload_scale(app).unwrap_or(f64::NAN);
         assert!(scale < 0.5, "app {i}: ×{scale}");
         measured_gap += (replay(scale) - real[i]).abs();
         model_gap += (replay(1.0) - real[i]).abs();
     }
     // The replay at the model's cost pays for requests four times as heavy as the app's.
     assert!(measured_gap < 0.5 * model_gap, "gap at the measured cost {measured_gap}, at the model's {model_gap}");
+}
+
+#[test]
+fn nonsense_is_not_measured_and_a_nonsense_scale_is_refused() {
+    let workload = workload(4, None);
+    let (metered, _) = run_mpa(&workload, 4);
+    let good = metered.last.iter().flatten().next().expect("an interval was measured").clone();
+    let measured = |obs: &Observation| {
+        let mut meter = CostMeter::default();
+        // The first observation only sets the ready pods the next are compared with.
+        for _ in 0..3 {
+            meter.measure(obs);
+        }
+        meter.intervals()
+    };
+    assert_eq!(measured(&good), 2);
+    let mut bad = vec![
+        Observation { interval_s: f64::NAN, ..good.clone() },
+        Observation { interval_s: 0.0, ..good.clone() },
+        Observation { dropped_requests: 3, ..good.clone() },
+        Observation { throughput: 0.5 * good.arrival_rate, ..good.clone() },
+    ];
+    for usage in [f64::NAN, -1.0, 100.0] {
+        let mut o = good.clone();
+        o.pods.iter_mut().for_each(|p| p.cpu_usage_cores = Some(usage));
+        bad.push(o);
+    }
+    let mut o = good.clone();
+    o.pods[0].deleting = true;
+    bad.push(o);
+    let mut o = good.clone();
+    o.pods.iter_mut().for_each(|p| p.ready_since_s = Some(good.time_s));
+    bad.push(o);
+    for (k, o) in bad.iter().enumerate() {
+        assert_eq!(measured(o), 0, "case {k}");
+    }
+    // A ready set that changes every interval is never measured.
+    let mut meter = CostMeter::default();
+    for k in 0..20 {
+        let mut o = good.clone();
+        o.pods.iter_mut().for_each(|p| p.name = format!("{}-{k}", p.name));
+        meter.measure(&o);
+    }
+    assert_eq!(meter.intervals(), 0);
+    let app = &workload.apps[0];
+    let profile = workload.app_profile(0);
+    for scale in [f64::NAN, 0.0, -2.0, f64::INFINITY] {
+        let shadow = ShadowApp {
+            spec: app,
+            profile: &profile,
+            sim: &workload.sim,
+            rates: &metered.rates[0],
+            payload_scale: scale,
+            seed: 1,
+        };
+        assert!(shadow::fallback(&shadow, &PolicyName::Mpa).is_err(), "×{scale}");
+    }
 }

@@ -106,20 +106,20 @@ impl AppSpec {
 
     /// The payload multiplier, applied to every segment, under which one request costs
     /// `cpu_s_per_request` core-seconds on this app's model: how far what was measured has
-    /// moved from what the model was built with. `None` for a measurement that is not a
-    /// positive finite number; clamped to [1/64, 64].
+    /// moved from what the model was built with. `None` when the model cannot say: a
+    /// measurement that is not a positive finite number, one no multiplier in [1/64, 64] gives,
+    /// or a chain whose CPU work hardly depends on its payload (less than ×2 across that range,
+    /// e.g. one that mostly sleeps), where metric noise would read as a large payload change.
     pub fn payload_scale_for(&self, cpu_s_per_request: f64) -> Option<f64> {
         if !(cpu_s_per_request.is_finite() && cpu_s_per_request > 0.0) {
             return None;
         }
         let cpu = |log_scale: f64| RequestCost::of_chain(&self.segments, |_| log_scale.exp2()).cpu_s;
-        // CPU work grows with payload (every exponent is positive): bisect on log₂ of it.
+        // CPU work does not fall as payload grows (no exponent is negative): bisect on log₂.
         let (mut lo, mut hi) = (-6.0_f64, 6.0_f64);
-        if cpu(lo) >= cpu_s_per_request {
-            return Some(lo.exp2());
-        }
-        if cpu(hi) <= cpu_s_per_request {
-            return Some(hi.exp2());
+        let (low, high) = (cpu(lo), cpu(hi));
+        if !(high >= 2.0 * low && (low..=high).contains(&cpu_s_per_request)) {
+            return None;
         }
         for _ in 0..60 {
             let mid = 0.5 * (lo + hi);
@@ -302,21 +302,45 @@ mod tests {
 
     #[test]
     fn a_payload_scale_is_read_back_from_the_cost_it_gives() {
-        for app in generate_apps(30, 11, 86_400.0) {
+        let mut flat = 0;
+        for app in generate_apps(60, 11, 86_400.0) {
+            let model = app.cost().cpu_s;
+            let responsive =
+                app.with_payload_scale(64.0).cost().cpu_s >= 2.0 * app.with_payload_scale(1.0 / 64.0).cost().cpu_s;
             for scale in [0.25, 0.7, 1.0, 1.6, 4.0] {
-                let cpu = app.with_payload_scale(scale).cost().cpu_s;
-                let back = app.payload_scale_for(cpu).unwrap();
-                // A chain whose CPU work hardly depends on payload may not tell scales apart.
-                let got = app.with_payload_scale(back).cost().cpu_s;
-                assert!((got / cpu - 1.0).abs() < 1e-9, "{}: ×{scale} read as ×{back}", app.name);
+                let back = app.payload_scale_for(app.with_payload_scale(scale).cost().cpu_s);
+                match responsive {
+                    true => {
+                        let back = back.unwrap_or_else(|| panic!("{}: ×{scale} not read back", app.name));
+                        assert!((back / scale - 1.0).abs() < 1e-6, "{}: ×{scale} read as ×{back}", app.name);
+                    }
+                    false => assert_eq!(back, None, "{}", app.name),
+                }
             }
+            flat += usize::from(!responsive);
+            // Outside what any multiplier in range gives, and nonsense: no answer.
+            assert_eq!(app.payload_scale_for(model * 1e6), None);
+            assert_eq!(app.payload_scale_for(model * 1e-6), None);
             assert_eq!(app.payload_scale_for(f64::NAN), None);
             assert_eq!(app.payload_scale_for(0.0), None);
+            assert_eq!(app.payload_scale_for(-model), None);
             let scaled = app.with_payload_scale(4.0);
             assert_eq!(
                 (scaled.slo_p99_ms, scaled.reference, scaled.bounds),
                 (app.slo_p99_ms, app.reference, app.bounds.clone())
             );
+        }
+        // Most chains do work that grows with payload.
+        assert!(flat < 10, "{flat} of 60 chains read as flat");
+    }
+
+    #[test]
+    fn a_chain_that_only_sleeps_has_no_payload_scale() {
+        let mut app = generate_apps(1, 3, 86_400.0).remove(0);
+        app.segments = vec![Segment { kind: SegmentKind::Sleep, payload: 1.0 }];
+        let cpu = app.cost().cpu_s;
+        for measured in [cpu, 1.1 * cpu, 0.9 * cpu] {
+            assert_eq!(app.payload_scale_for(measured), None);
         }
     }
 
