@@ -227,7 +227,7 @@ struct Managed {
     sampled: Option<Vec<f32>>,
     /// The last `shadow_episodes` episodes' traffic, oldest first; the current episode's
     /// collects in `rates` and `cost` until it ends.
-    recent_rates: std::collections::VecDeque<Replay>,
+    recent_traffic: std::collections::VecDeque<Replay>,
     counts: Counts,
     /// `counts.agent_actions` when the episode began.
     episode_start_agent_actions: u64,
@@ -457,7 +457,7 @@ impl<'w> Manager<'w> {
                     rates: Vec::new(),
                     cost: CostMeter::default(),
                     payload_scale: 1.0,
-                    recent_rates: Default::default(),
+                    recent_traffic: Default::default(),
                     counts: Counts::default(),
                     episode_start_agent_actions: 0,
                     workload: None,
@@ -640,9 +640,9 @@ impl<'w> Manager<'w> {
                 let payload_scale = a.cost.payload_scale(&self.workload.apps[i]).unwrap_or(a.payload_scale);
                 a.payload_scale = payload_scale;
                 a.cost = CostMeter::default();
-                a.recent_rates.push_back(Replay { episode, rates: std::mem::take(&mut a.rates), payload_scale });
-                while a.recent_rates.len() > self.config.shadow_episodes.max(1) {
-                    a.recent_rates.pop_front();
+                a.recent_traffic.push_back(Replay { episode, rates: std::mem::take(&mut a.rates), payload_scale });
+                while a.recent_traffic.len() > self.config.shadow_episodes.max(1) {
+                    a.recent_traffic.pop_front();
                 }
             }
             let a = &self.apps[i];
@@ -670,7 +670,7 @@ impl<'w> Manager<'w> {
                     }
                     Stage::Offline => {
                         let outcomes = a
-                            .recent_rates
+                            .recent_traffic
                             .iter()
                             .map(|r| {
                                 shadow::compare(
@@ -688,7 +688,7 @@ impl<'w> Manager<'w> {
                     }
                     Stage::Online | Stage::Serving if agent_acted && self.bootstrapping() => {
                         // This episode's traffic: the last one added.
-                        match a.recent_rates.back() {
+                        match a.recent_traffic.back() {
                             Some(this) => {
                                 let fallback = shadow::fallback(&episode_app(this), &self.config.fallback)?;
                                 Some(ShadowComparison { agent: outcome, fallback })
