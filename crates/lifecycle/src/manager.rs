@@ -790,7 +790,8 @@ impl Driver for Manager<'_> {
             };
             let a = &mut self.apps[i];
             a.rates.push(obs.arrival_rate.max(0.0));
-            if checked.is_ok() {
+            // Only the shadow check reads the meter, and a fixed stage runs none.
+            if checked.is_ok() && self.config.fixed_stage.is_none() {
                 a.cost.measure(&obs);
             }
             let mut verdict = "passed".to_string();

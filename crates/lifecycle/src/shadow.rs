@@ -85,7 +85,6 @@ fn run(app: &ShadowApp, steps: u64, driver: &mut dyn Driver) -> Result<EpisodeOu
     // The recent traffic from its first interval, not a random point of a week.
     let sim = SimConfig { random_start: false, scenario: None, ..app.sim.clone() };
     let measured = match app.payload_scale {
-        1.0 => app.spec.clone(),
         scale if scale.is_finite() && scale > 0.0 => app.spec.with_payload_scale(scale),
         scale => return Err(LabError::input("shadow", format!("payload scale {scale} is not a positive number"))),
     };
