@@ -26,7 +26,7 @@ use aware_lab::workload::{Workload, WorkloadSpec};
 use aware_lifecycle::converged::{self, Training, TrainingReport};
 use aware_lifecycle::manager::ManagerConfig;
 use aware_lifecycle::run::{Arm, Plan, Variant, run_fallback, run_manager};
-use aware_lifecycle::{Learner, LifecycleAgent};
+use aware_lifecycle::{Learner, LifecycleAgent, StageChange};
 use aware_sim::{Scenario, ScenarioKind};
 use serde::Serialize;
 
@@ -136,6 +136,9 @@ pub struct ScenarioRows {
     pub at_step: u64,
     pub policies: Vec<PolicyRow>,
     pub converged_training: TrainingReport,
+    /// AWARE's stage changes in the run (from its first interval, so bootstrapping too):
+    /// when its apps reached SERVING and whether the scenario sent them back to retrain.
+    pub aware_stages: Vec<StageChange>,
 }
 
 /// The operator's verdicts the acceptance reads (reported, not gated).
@@ -410,6 +413,7 @@ fn fig9(
             at_step,
             policies: rows,
             converged_training: training,
+            aware_stages: aware.stages.clone(),
         });
     }
     let policies: Vec<PolicyRow> = labels

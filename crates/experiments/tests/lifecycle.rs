@@ -3,6 +3,7 @@
 
 use aware_experiments::lifecycle::{LifecycleConfig, Which, fig9_scenarios, run};
 use aware_lab::progress::Silent;
+use aware_lifecycle::Stage;
 use aware_lifecycle::converged::Training;
 
 fn tiny(episodes: u64) -> LifecycleConfig {
@@ -93,6 +94,12 @@ fn fig9_scores_each_scenario_from_its_start() {
         assert_eq!(per_scenario, p.summary.slo_violations, "{}", p.policy);
     }
     assert!(r.scenarios.iter().all(|s| s.at_step == 20));
+    // Each scenario's run lists AWARE's stage changes from the start: the one app bootstraps.
+    for s in &r.scenarios {
+        let first = s.aware_stages.first().expect("every run starts its app");
+        assert_eq!((first.step, first.from, first.to), (0, Stage::Initialized, Stage::Offline), "{}", s.scenario);
+        assert!(s.aware_stages.windows(2).all(|w| w[0].step <= w[1].step), "{}", s.scenario);
+    }
     assert_eq!(fig9_scenarios().len(), 7, "the paper's seven");
     assert!(r.checks.aware_reward_shortfall_vs_converged.is_some_and(f64::is_finite));
 }

@@ -635,7 +635,7 @@ async fn the_mpa_default_recommender_serves_through_the_decider_seam() {
 async fn the_lifecycle_serves_through_the_decider_seam_and_falls_back_without_metrics() {
     use aware_lifecycle::Stage;
     use aware_lifecycle::algorithm::LifecycleState;
-    let serving = LifecycleState { stage: Stage::Serving, behind: 0, recent: Vec::new(), reference: Some(-1e6) };
+    let serving = LifecycleState::fresh(Stage::Serving, Some(-1e6));
     let decider = lifecycle_decider(vec![("default/web".into(), serving)], "a test checkpoint");
     // Every pass a new interval (none reuses the last recommendation).
     let (ctx, handle) = context(ControllerConfig { interval: Duration::ZERO, ..recommend_only() }, decider);
@@ -797,7 +797,7 @@ async fn the_controller_observes_through_prometheus_and_resumes_after_it_stops()
         std::thread::sleep(Duration::from_millis(2600));
     };
 
-    let serving = LifecycleState { stage: Stage::Serving, behind: 0, recent: Vec::new(), reference: Some(-1e6) };
+    let serving = LifecycleState::fresh(Stage::Serving, Some(-1e6));
     let decider = lifecycle_decider(vec![("default/web".into(), serving)], "a test checkpoint");
     let (ctx, handle) = context(ControllerConfig { interval: Duration::ZERO, ..recommend_only() }, decider);
     let ctx = ctx.with_prometheus(config.clone());

@@ -50,7 +50,7 @@ fn stopping_prometheus_makes_the_fallback_act_and_the_agent_resumes_when_it_retu
     let mut backend =
         PrometheusCluster::new(config, move |_: &str, rec: &Recommendation| actuated.lock().unwrap().apply(0, rec));
 
-    let serving = LifecycleState { stage: Stage::Serving, behind: 0, recent: Vec::new(), reference: Some(-1e6) };
+    let serving = LifecycleState::fresh(Stage::Serving, Some(-1e6));
     let profile = aware_core::Profile::default();
     let mut manager = LiveManager::new(
         std::slice::from_ref(&name),

@@ -12,6 +12,8 @@
 //!   `t_serving` (their coefficient of variation); their mean becomes the reference.
 //! - SERVING → ONLINE (retraining) once the mean of the last [`DEGRADATION_EPISODES`] episodes
 //!   falls more than `t_var` (a fraction of the reference's magnitude) below the reference.
+//!   ONLINE entered so is [`AppLifecycle::retraining`]: the manager then has the agent learn
+//!   from what it does on the changed workload, which an agent just out of OFFLINE does not.
 //! - ONLINE or SERVING → OFFLINE (bootstrapping only) when the agent, acting, fell behind the
 //!   fallback run on the same traffic by the test that let it out of OFFLINE (less than
 //!   `t_online` of the fallback's reward, or more SLO-violating intervals) in
@@ -73,6 +75,18 @@ pub struct LifecycleState {
     pub behind: usize,
     pub recent: Vec<f64>,
     pub reference: Option<f64>,
+    /// ONLINE because SERVING degraded ([`AppLifecycle::retraining`]); absent in checkpoints
+    /// written before it was kept.
+    #[serde(default)]
+    pub retraining: bool,
+}
+
+impl LifecycleState {
+    /// A lifecycle in `stage` with nothing remembered, held to `reference` (SERVING's
+    /// converged reward): an app placed in a stage by hand, as a test or an operator would.
+    pub fn fresh(stage: Stage, reference: Option<f64>) -> Self {
+        Self { stage, behind: 0, recent: Vec::new(), reference, retraining: false }
+    }
 }
 
 /// Takes up checkpointed lifecycles (`states`, by app name) for the apps (`name`, lifecycle)
@@ -100,13 +114,15 @@ pub struct AppLifecycle {
     thresholds: LifecycleThresholds,
     bootstrapping: bool,
     /// Whether SERVING may hand back for retraining (off: the `no-retrain` ablation).
-    retraining: bool,
+    may_retrain: bool,
     /// Consecutive episodes the acting agent fell behind the fallback.
     behind: usize,
     /// Mean rewards of the episodes since the stage began (at most `reward_window` kept).
     recent: VecDeque<f64>,
     /// The converged mean reward SERVING is held to.
     reference: Option<f64>,
+    /// ONLINE because SERVING's rewards degraded ([`AppLifecycle::retraining`]).
+    retraining: bool,
 }
 
 impl AppLifecycle {
@@ -116,10 +132,11 @@ impl AppLifecycle {
             fixed: false,
             thresholds,
             bootstrapping,
-            retraining: true,
+            may_retrain: true,
             behind: 0,
             recent: VecDeque::new(),
             reference: None,
+            retraining: false,
         }
     }
 
@@ -132,7 +149,7 @@ impl AppLifecycle {
     /// The same lifecycle except that SERVING is final: no retraining however rewards move
     /// (the `no-retrain` ablation of AWARE's Figure 9).
     pub fn without_retraining(mut self) -> Self {
-        self.retraining = false;
+        self.may_retrain = false;
         self
     }
 
@@ -143,6 +160,12 @@ impl AppLifecycle {
     /// The converged reward SERVING is held to, once reached.
     pub fn reference(&self) -> Option<f64> {
         self.reference
+    }
+
+    /// ONLINE because SERVING's rewards degraded (until the stage next changes): the workload
+    /// moved away from what the agent learned, so it learns again from what it does there.
+    pub fn retraining(&self) -> bool {
+        self.retraining
     }
 
     /// INITIALIZED → OFFLINE or ONLINE; `None` once started.
@@ -170,7 +193,7 @@ impl AppLifecycle {
                 let (as_good, numbers) = self.as_good(&s);
                 as_good.then(|| self.enter(Stage::Online, format!("agent earned {numbers}")))
             }
-            Stage::Serving if !self.retraining => None,
+            Stage::Serving if !self.may_retrain => None,
             Stage::Online | Stage::Serving if self.bootstrapping && shadow.is_some_and(|s| !self.as_good(&s).0) => {
                 // One episode behind can be the shadow's noise (it starts from the app's first
                 // allocation); two in a row are a trend, as for the degradation check.
@@ -223,13 +246,15 @@ impl AppLifecycle {
                 let floor = reference - self.thresholds.t_var * reference.abs();
                 (last < floor).then(|| {
                     self.reference = None;
-                    self.enter(
+                    let t = self.enter(
                         Stage::Online,
                         format!(
-                            "rewards degraded: mean {last:.4} over the last {DEGRADATION_EPISODES} episodes < {floor:.4} (converged {reference:.4}, t_var {})",
+                            "rewards degraded: mean {last:.4} over the last {DEGRADATION_EPISODES} episodes < {floor:.4} (converged {reference:.4}, t_var {}): retraining",
                             self.thresholds.t_var
                         ),
-                    )
+                    );
+                    self.retraining = true;
+                    t
                 })
             }
         }
@@ -257,6 +282,7 @@ impl AppLifecycle {
             behind: self.behind,
             recent: self.recent.iter().copied().collect(),
             reference: self.reference,
+            retraining: self.retraining,
         }
     }
 
@@ -282,6 +308,7 @@ impl AppLifecycle {
             Stage::Initialized => Stage::Online,
             stage => stage,
         };
+        self.retraining = state.retraining && self.stage == Stage::Online;
         (from != self.stage).then_some(Transition { from, to: self.stage, reason })
     }
 
@@ -301,6 +328,7 @@ impl AppLifecycle {
         self.stage = to;
         self.recent.clear();
         self.behind = 0;
+        self.retraining = false;
         Transition { from, to, reason }
     }
 }
@@ -336,7 +364,13 @@ mod tests {
 
     #[test]
     fn a_restored_lifecycle_never_lands_where_it_cannot_move() {
-        let state = |stage, reference| LifecycleState { stage, behind: 1, recent: vec![0.5, f64::NAN, 0.6], reference };
+        let state = |stage, reference| LifecycleState {
+            stage,
+            behind: 1,
+            recent: vec![0.5, f64::NAN, 0.6],
+            reference,
+            retraining: false,
+        };
         let restored = |bootstrapping: bool, s: LifecycleState| {
             let mut l = AppLifecycle::new(thresholds(3), bootstrapping);
             l.start();
@@ -429,6 +463,14 @@ mod tests {
         assert_eq!((t.from, t.to), (Stage::Serving, Stage::Online));
         assert!(a.reference().is_none());
         assert!(t.reason.contains("degraded"), "{}", t.reason);
+        assert!(a.retraining());
+        // Until the stage next changes, and kept by a checkpoint.
+        let mut restored = AppLifecycle::new(thresholds(2), false);
+        restored.restore(&a.snapshot(), "restored".into());
+        assert!(restored.retraining());
+        a.episode_end(ep(0.4, 0), None);
+        assert!(a.episode_end(ep(0.4, 0), None).is_some_and(|t| t.to == Stage::Serving));
+        assert!(!a.retraining());
     }
 
     #[test]

@@ -251,7 +251,8 @@ pub fn markdown(r: &DemoReport) -> String {
     md.push_str(
         "\n`aware` is the lifecycle manager: the MPA default (HPA + VPA) acts while the agent learns \
          from it offline; an app's agent acts once it is as good on the same traffic, serves once \
-         its rewards settle, and hands back to the fallback when it falls behind; while it acts, the \
+         its rewards settle, retrains on what it does when they degrade, and hands back to the \
+         fallback when it falls behind; while it acts, the \
          fallback's scale-ups are a floor under its proposals. `no-bootstrap` is the same agent \
          acting and learning from the first interval, with no fallback floor.\n\n",
     );

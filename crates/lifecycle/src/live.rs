@@ -47,6 +47,8 @@ struct Pending {
     sampled: Option<Vec<f32>>,
     /// The stage the decision was taken in (it says how the outcome may be learned from).
     stage: Stage,
+    /// Taken while retraining ([`AppLifecycle::retraining`]): learned from offline.
+    retraining: bool,
     /// The backend's clock at the decision: an outcome read much later is not its outcome.
     time_s: f64,
     interval_s: f64,
@@ -408,7 +410,12 @@ impl LiveManager {
         let stage = self.apps[i].lifecycle.stage();
         let wants_agent = self.agent_acts(stage);
         let high_stakes = self.config.high_stakes;
-        let learns_offline = |stage: Stage| stage == Stage::Offline || (stage == Stage::Online && high_stakes);
+        // (An agent that learns online, without bootstrapping, keeps doing so while retraining.)
+        let online_learning = self.config.online_learning;
+        let learns_offline = |p: &Pending| {
+            p.stage == Stage::Offline
+                || (p.stage == Stage::Online && (high_stakes || (p.retraining && !online_learning)))
+        };
         let a = &mut self.apps[i];
         let obs = match obs {
             Ok(obs) => obs,
@@ -439,6 +446,7 @@ impl LiveManager {
             Ok((state, reward, info)) => {
                 if let Some(p) = a.pending.take() {
                     let decided_in = p.stage;
+                    let offline = learns_offline(&p);
                     let e = Experience {
                         state: p.state,
                         action: p.action,
@@ -455,7 +463,7 @@ impl LiveManager {
                         // has no replay of the fallback for dual ascent: the fixed price only).
                         let price = if info.slo_violated { self.config.violation_price } else { 0.0 };
                         let e = Experience { reward: e.reward - price, ..e };
-                        if learns_offline(decided_in) {
+                        if offline {
                             self.agent.remember_offline(&e)?;
                             learned = true;
                         } else if decided_in == Stage::Online && self.config.online_learning {
@@ -588,6 +596,7 @@ impl LiveManager {
                     oscillation,
                     sampled,
                     stage: t.stage,
+                    retraining: a.lifecycle.retraining(),
                     time_s: obs.time_s,
                     interval_s: obs.interval_s,
                 })
@@ -688,7 +697,7 @@ mod tests {
 
     /// Every app SERVING, held to a reference reward no interval falls below.
     fn serving(m: &mut LiveManager) {
-        let state = LifecycleState { stage: Stage::Serving, behind: 0, recent: Vec::new(), reference: Some(-1e6) };
+        let state = LifecycleState::fresh(Stage::Serving, Some(-1e6));
         let names: Vec<String> = m.apps.iter().map(|a| a.name.clone()).collect();
         let states: Vec<_> = names.into_iter().map(|n| (n, state.clone())).collect();
         m.restore_lifecycles(&states, "test: a checkpoint that serves");
@@ -859,14 +868,24 @@ mod tests {
         let config = ManagerConfig { episode_steps: 5, ..ManagerConfig::default() };
         let mut m = manager(&c, config);
         // A SERVING lifecycle held to a reference no allocation can earn.
-        let state = LifecycleState { stage: Stage::Serving, behind: 0, recent: Vec::new(), reference: Some(1e6) };
+        let state = LifecycleState::fresh(Stage::Serving, Some(1e6));
         let web = m.apps[0].name.clone();
-        m.restore_lifecycles(&[(web.clone(), state)], "test");
+        // Every app: none learns from the fallback meanwhile.
+        let states: Vec<_> = m.apps.iter().map(|a| (a.name.clone(), state.clone())).collect();
+        m.restore_lifecycles(&states, "test");
+        let stored = m.agent.stored();
         for _ in 0..15 {
             m.interval(&mut c).expect("interval");
             c.advance().expect("advance");
         }
         let change = m.changes().iter().find(|c| c.app == web && c.from == Stage::Serving).expect("degraded");
         assert_eq!(change.to, Stage::Online);
+        // Retraining: the agent learns, offline, from what it does there (SERVING did not).
+        assert!(m.apps[0].lifecycle.retraining());
+        for _ in 0..3 {
+            m.interval(&mut c).expect("interval");
+            c.advance().expect("advance");
+        }
+        assert!(m.agent.stored() > stored, "{} → {}", stored, m.agent.stored());
     }
 }

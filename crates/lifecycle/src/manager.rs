@@ -40,7 +40,8 @@ pub struct ManagerConfig {
     /// it reproduces the fallback's holds to within 0.01 while still using the critic.
     pub bc_alpha: f32,
     /// Keep the fallback acting while the agent (re)trains: ONLINE learns offline like
-    /// OFFLINE, and only SERVING lets the agent act.
+    /// OFFLINE, and only SERVING lets the agent act. (Without it, an app retraining after
+    /// SERVING degraded lets the agent act and learns offline from its transitions.)
     pub high_stakes: bool,
     pub guard: GuardConfig,
     /// Exploration noise (σ in the [−1, 1] action box) while ONLINE. A bootstrapped agent
@@ -62,7 +63,9 @@ pub struct ManagerConfig {
     /// default: measured on `aware run --apps 4 --seed 1 --steps 2000`, online updates made
     /// the agents that had passed the bootstrapping check fall behind MPA within two episodes
     /// (AWARE 1,322 SLO-violating intervals against MPA's 1,117); without them AWARE had 358 at
-    /// 8 % more core-seconds. The agent then learns, and relearns, offline from the fallback.
+    /// 8 % more core-seconds. The agent then learns, and relearns, offline from the fallback,
+    /// and, while retraining after SERVING degraded ([`AppLifecycle::retraining`]), offline from
+    /// its own transitions on the changed workload.
     /// The `no-bootstrap` variant turns it on (RL without bootstrapping learns online).
     pub online_learning: bool,
     /// The rule-based autoscaler that bootstraps the agent and stands in for it.
@@ -929,7 +932,14 @@ impl Driver for Manager<'_> {
                 (Some(state), Some(next_state)) => Experience { state, next_state, reward, ..e },
                 _ => continue,
             };
-            let learns_offline = stage == Stage::Offline || (stage == Stage::Online && self.config.high_stakes);
+            // Offline learning: from the fallback while bootstrapping (and while retraining in
+            // high-stakes mode), and from the agent's own transitions (what acted, the
+            // fallback's scale-ups included) once SERVING degraded: the workload moved away from
+            // what it learned.
+            // (An agent that learns online, without bootstrapping, keeps doing so.)
+            let retraining = a.lifecycle.retraining() && !self.config.online_learning;
+            let learns_offline =
+                stage == Stage::Offline || (stage == Stage::Online && (self.config.high_stakes || retraining));
             if learns_offline {
                 self.agent.remember_offline(&e)?;
                 offline += 1;

@@ -9,9 +9,10 @@ use aware_lab::LabError;
 use aware_lab::progress::Silent;
 use aware_lab::rollout::{Arena, rollout};
 use aware_lab::workload::{Workload, WorkloadSpec};
-use aware_lifecycle::Stage;
+use aware_lifecycle::algorithm::LifecycleState;
 use aware_lifecycle::manager::{Manager, ManagerConfig};
-use aware_lifecycle::run::{MetaRun, RunSpec, run};
+use aware_lifecycle::run::{EpisodeSink, MetaRun, Plan, RunSpec, run, run_agent};
+use aware_lifecycle::{LifecycleError, Stage};
 use aware_sim::{AppStepStats, SimCluster};
 
 fn small_agent(seed: u64) -> Ddpg {
@@ -436,4 +437,61 @@ fn an_agent_trained_with_a_uniform_warm_up_acts_by_its_policy_for_the_lifecycle(
         let acted = manager.agent.act(&state, &[0], &[true]).unwrap().remove(0);
         assert!(acted.iter().zip(&greedy).all(|(a, g)| (a - g).abs() < 1e-5), "{acted:?} vs {greedy:?}");
     }
+}
+
+/// Records the agent's gradient steps after every episode; starts every app in `state`.
+struct Placed {
+    state: LifecycleState,
+    updates: Vec<u64>,
+}
+
+impl EpisodeSink for Placed {
+    fn start(&mut self, manager: &mut Manager) -> Result<(), LifecycleError> {
+        let states: Vec<_> = manager.app_names().into_iter().map(|n| (n, self.state.clone())).collect();
+        manager.restore_lifecycles(&states, "test");
+        self.updates.push(manager.agent.updates());
+        Ok(())
+    }
+
+    fn episode(&mut self, _: u64, manager: &mut Manager) -> Result<(), LifecycleError> {
+        self.updates.push(manager.agent.updates());
+        Ok(())
+    }
+}
+
+/// Two apps run for `steps` intervals from `state`, without bootstrapping (nothing but the
+/// rewards moves a stage: no shadow hand-back): the stage changes and the agent's gradient steps
+/// at the start and after every episode of 50.
+fn placed_run(state: LifecycleState, steps: u64) -> (Vec<aware_lifecycle::StageChange>, Vec<u64>) {
+    let (workload, _dir) = workload(2, None);
+    let config = ManagerConfig { episode_steps: 50, bootstrapping: Some(false), ..ManagerConfig::default() };
+    let plan = Plan::new(&workload, steps, 50).unwrap();
+    let mut sink = Placed { state, updates: Vec::new() };
+    let (arm, _) = run_agent(&workload, &plan, small_agent(7), "aware", &config, &mut sink, &Silent).unwrap();
+    (arm.stages, sink.updates)
+}
+
+/// Retraining retrains: SERVING does not learn; once its rewards degrade, the app is ONLINE and
+/// the agent learns from the transitions it makes there (what acted), until it serves again.
+#[test]
+fn degraded_rewards_send_the_agent_back_to_learning() {
+    // Held to a reward no interval can earn: degraded after two episodes.
+    let (stages, updates) = placed_run(LifecycleState::fresh(Stage::Serving, Some(100.0)), 200);
+    let degraded: Vec<_> = stages.iter().filter(|c| c.from == Stage::Serving && c.to == Stage::Online).collect();
+    assert_eq!(degraded.len(), 2, "{stages:?}");
+    assert!(degraded.iter().all(|c| c.step == 100 && c.reason.contains("degraded")), "{degraded:?}");
+    // At the start, then after episodes 0–3. SERVING (episodes 0 and 1) learns nothing.
+    assert_eq!(updates[..3], [updates[0]; 3], "{updates:?}");
+    // Episodes 2 and 3, retraining: 2 apps × 50 intervals × 4 updates each, once the replay
+    // holds a minibatch.
+    assert!(updates[4] > updates[2], "{updates:?}");
+}
+
+/// An app ONLINE for any other reason (here placed so, as after bootstrapping) acts without
+/// learning from its own transitions (`ManagerConfig::online_learning` is off).
+#[test]
+fn online_without_a_degradation_does_not_learn_from_its_own_actions() {
+    let (stages, updates) = placed_run(LifecycleState::fresh(Stage::Online, None), 150);
+    assert!(stages.iter().all(|c| c.from != Stage::Serving), "{stages:?}");
+    assert_eq!(updates, vec![updates[0]; 4]);
 }
