@@ -249,7 +249,7 @@ impl AppLifecycle {
                     let t = self.enter(
                         Stage::Online,
                         format!(
-                            "rewards degraded: mean {last:.4} over the last {DEGRADATION_EPISODES} episodes < {floor:.4} (converged {reference:.4}, t_var {}): retraining",
+                            "rewards degraded: mean {last:.4} over the last {DEGRADATION_EPISODES} episodes < {floor:.4} (converged {reference:.4}, t_var {})",
                             self.thresholds.t_var
                         ),
                     );
@@ -308,7 +308,8 @@ impl AppLifecycle {
             Stage::Initialized => Stage::Online,
             stage => stage,
         };
-        self.retraining = state.retraining && self.stage == Stage::Online;
+        // A `no-retrain` lifecycle never retrains, whatever the checkpoint says.
+        self.retraining = state.retraining && self.may_retrain && self.stage == Stage::Online;
         (from != self.stage).then_some(Transition { from, to: self.stage, reason })
     }
 
@@ -468,6 +469,19 @@ mod tests {
         let mut restored = AppLifecycle::new(thresholds(2), false);
         restored.restore(&a.snapshot(), "restored".into());
         assert!(restored.retraining());
+        let mut ablation = AppLifecycle::new(thresholds(2), false).without_retraining();
+        ablation.restore(&a.snapshot(), "restored".into());
+        assert!(!ablation.retraining());
+        let mut elsewhere = AppLifecycle::new(thresholds(2), false);
+        elsewhere.restore(
+            &LifecycleState { stage: Stage::Serving, reference: Some(0.5), ..a.snapshot() },
+            "restored".into(),
+        );
+        assert!(!elsewhere.retraining(), "only ONLINE retrains");
+        // A checkpoint written before the flag was kept reads as not retraining.
+        let old: LifecycleState =
+            serde_json::from_str(r#"{"stage":"online","behind":0,"recent":[0.4],"reference":null}"#).unwrap();
+        assert!(!old.retraining);
         a.episode_end(ep(0.4, 0), None);
         assert!(a.episode_end(ep(0.4, 0), None).is_some_and(|t| t.to == Stage::Serving));
         assert!(!a.retraining());

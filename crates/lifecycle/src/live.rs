@@ -91,7 +91,7 @@ impl LiveApp {
         Ok(Self {
             name: name.to_string(),
             profile: profile.clone(),
-            lifecycle: if config.retraining { lifecycle } else { lifecycle.without_retraining() },
+            lifecycle: if config.may_retrain { lifecycle } else { lifecycle.without_retraining() },
             guard: Guard::new(config.guard.clone()),
             fallback: Policy::build(&config.fallback, profile, None, profile.slo.latency_p99_ms)?,
             decoder: ActionDecoder {

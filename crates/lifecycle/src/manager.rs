@@ -1,7 +1,9 @@
 //! The lifecycle manager as a driver of the one rollout loop: each interval, per application,
 //! the stage decides who proposes (the fallback or the agent), the guard checks the observation
 //! and limits the proposal, and the outcome feeds the agent the way the stage allows — offline
-//! from the fallback's transitions (TD3+BC), online from its own, or not at all while serving.
+//! from the fallback's transitions (TD3+BC for DDPG, cloning for PPO) while bootstrapping,
+//! offline from its own while retraining after SERVING degraded, online from its own when
+//! `online_learning` is on, or not at all (ONLINE after bootstrapping, and SERVING).
 //! One agent serves every application (one policy, states normalised per app).
 
 use std::borrow::Cow;
@@ -41,7 +43,8 @@ pub struct ManagerConfig {
     pub bc_alpha: f32,
     /// Keep the fallback acting while the agent (re)trains: ONLINE learns offline like
     /// OFFLINE, and only SERVING lets the agent act. (Without it, an app retraining after
-    /// SERVING degraded lets the agent act and learns offline from its transitions.)
+    /// SERVING degraded lets the agent act and learns offline from its transitions, or online
+    /// with `online_learning`.)
     pub high_stakes: bool,
     pub guard: GuardConfig,
     /// Exploration noise (σ in the [−1, 1] action box) while ONLINE. A bootstrapped agent
@@ -65,7 +68,10 @@ pub struct ManagerConfig {
     /// (AWARE 1,322 SLO-violating intervals against MPA's 1,117); without them AWARE had 358 at
     /// 8 % more core-seconds. The agent then learns, and relearns, offline from the fallback,
     /// and, while retraining after SERVING degraded ([`AppLifecycle::retraining`]), offline from
-    /// its own transitions on the changed workload.
+    /// its own transitions on the changed workload. Those go into the one shared buffer (the
+    /// replay, or PPO's demonstrations) beside the fallback's, so later bootstrapping of any app
+    /// learns from them too; N apps retraining at once train the shared agent N × 4 times an
+    /// interval, which moves the policy of the apps still serving.
     /// The `no-bootstrap` variant turns it on (RL without bootstrapping learns online).
     pub online_learning: bool,
     /// The rule-based autoscaler that bootstraps the agent and stands in for it.
@@ -74,7 +80,7 @@ pub struct ManagerConfig {
     /// it off).
     pub bootstrapping: Option<bool>,
     /// Whether SERVING may hand back for retraining (off: the `no-retrain` variant).
-    pub retraining: bool,
+    pub may_retrain: bool,
     /// Hold every app in this stage for the whole run, with no stage checks: ONLINE trains an
     /// agent from scratch (the `converged` reference), SERVING evaluates a trained one.
     pub fixed_stage: Option<Stage>,
@@ -130,7 +136,7 @@ impl Default for ManagerConfig {
             online_learning: false,
             fallback: PolicyName::Mpa,
             bootstrapping: None,
-            retraining: true,
+            may_retrain: true,
             fixed_stage: None,
             fallback_floor: true,
             agent: Learner::Ddpg,
@@ -441,7 +447,7 @@ impl<'w> Manager<'w> {
                         Some(stage) => AppLifecycle::fixed(profile.lifecycle.clone(), stage),
                         None => {
                             let l = AppLifecycle::new(profile.lifecycle.clone(), bootstrapping);
-                            if config.retraining { l } else { l.without_retraining() }
+                            if config.may_retrain { l } else { l.without_retraining() }
                         }
                     },
                     guard: Guard::new(config.guard.clone()),
@@ -937,9 +943,9 @@ impl Driver for Manager<'_> {
             // fallback's scale-ups included) once SERVING degraded: the workload moved away from
             // what it learned.
             // (An agent that learns online, without bootstrapping, keeps doing so.)
-            let retraining = a.lifecycle.retraining() && !self.config.online_learning;
+            let from_itself = a.lifecycle.retraining() && !self.config.online_learning;
             let learns_offline =
-                stage == Stage::Offline || (stage == Stage::Online && (self.config.high_stakes || retraining));
+                stage == Stage::Offline || (stage == Stage::Online && (self.config.high_stakes || from_itself));
             if learns_offline {
                 self.agent.remember_offline(&e)?;
                 offline += 1;

@@ -56,7 +56,7 @@ impl Variant {
                 // Nothing to act on without the fallback in the loop.
                 c.residual = false;
             }
-            Variant::NoRetrain => c.retraining = false,
+            Variant::NoRetrain => c.may_retrain = false,
         }
         c
     }

@@ -12,7 +12,8 @@ pub enum Stage {
     /// Bootstrapping: the fallback (rule-based) autoscaler acts; the agent learns offline from
     /// its transitions.
     Offline,
-    /// The agent acts, explores and learns.
+    /// The agent acts. After bootstrapping it does not learn from its own transitions (unless
+    /// `online_learning` is on); retraining after SERVING degraded, it learns from them offline.
     Online,
     /// The agent acts greedily and does not learn; its rewards are watched.
     Serving,
