@@ -409,13 +409,6 @@ impl LiveManager {
     fn take(&mut self, i: usize, obs: Result<Observation, String>) -> Result<(Taken, bool), LifecycleError> {
         let stage = self.apps[i].lifecycle.stage();
         let wants_agent = self.agent_acts(stage);
-        let high_stakes = self.config.high_stakes;
-        // (An agent that learns online, without bootstrapping, keeps doing so while retraining.)
-        let online_learning = self.config.online_learning;
-        let learns_offline = |p: &Pending| {
-            p.stage == Stage::Offline
-                || (p.stage == Stage::Online && (high_stakes || (p.retraining && !online_learning)))
-        };
         let a = &mut self.apps[i];
         let obs = match obs {
             Ok(obs) => obs,
@@ -446,7 +439,7 @@ impl LiveManager {
             Ok((state, reward, info)) => {
                 if let Some(p) = a.pending.take() {
                     let decided_in = p.stage;
-                    let offline = learns_offline(&p);
+                    let offline = self.config.learns_offline(p.stage, p.retraining);
                     let e = Experience {
                         state: p.state,
                         action: p.action,
@@ -880,7 +873,7 @@ mod tests {
         }
         let change = m.changes().iter().find(|c| c.app == web && c.from == Stage::Serving).expect("degraded");
         assert_eq!(change.to, Stage::Online);
-        // Retraining: the agent learns, offline, from what it does there (SERVING did not).
+        // Retraining: the agent learns, offline, from what it does there.
         assert!(m.apps[0].lifecycle.retraining());
         for _ in 0..3 {
             m.interval(&mut c).expect("interval");

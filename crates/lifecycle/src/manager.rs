@@ -122,6 +122,19 @@ pub struct ManagerConfig {
     pub headroom: f32,
 }
 
+impl ManagerConfig {
+    /// Whether the outcome of an interval decided in `stage` (`retraining`: ONLINE because
+    /// SERVING degraded, [`AppLifecycle::retraining`]) is learned from offline: the fallback's
+    /// while bootstrapping (and while retraining in high-stakes mode), the agent's own (what
+    /// acted, the fallback's scale-ups included) while retraining, since the workload moved
+    /// away from what it learned. An agent that learns online (`online_learning`) keeps doing
+    /// so while retraining. The manager and the live decider both ask this.
+    pub(crate) fn learns_offline(&self, stage: Stage, retraining: bool) -> bool {
+        stage == Stage::Offline
+            || (stage == Stage::Online && (self.high_stakes || (retraining && !self.online_learning)))
+    }
+}
+
 impl Default for ManagerConfig {
     fn default() -> Self {
         Self {
@@ -938,15 +951,7 @@ impl Driver for Manager<'_> {
                 (Some(state), Some(next_state)) => Experience { state, next_state, reward, ..e },
                 _ => continue,
             };
-            // Offline learning: from the fallback while bootstrapping (and while retraining in
-            // high-stakes mode), and from the agent's own transitions (what acted, the
-            // fallback's scale-ups included) once SERVING degraded: the workload moved away from
-            // what it learned.
-            // (An agent that learns online, without bootstrapping, keeps doing so.)
-            let from_itself = a.lifecycle.retraining() && !self.config.online_learning;
-            let learns_offline =
-                stage == Stage::Offline || (stage == Stage::Online && (self.config.high_stakes || from_itself));
-            if learns_offline {
+            if self.config.learns_offline(stage, a.lifecycle.retraining()) {
                 self.agent.remember_offline(&e)?;
                 offline += 1;
             } else if stage == Stage::Online && self.config.online_learning {
