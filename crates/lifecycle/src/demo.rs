@@ -63,6 +63,9 @@ impl Default for DemoSpec {
 pub struct DemoApp {
     pub app: String,
     pub stage: Stage,
+    /// ONLINE at the end because its rewards degraded in SERVING: the agent relearns from its
+    /// own transitions ([`crate::algorithm::AppLifecycle::retraining`]).
+    pub retraining: bool,
     #[serde(flatten)]
     pub counts: Counts,
     /// Whether the app reached SERVING at some point.
@@ -173,10 +176,11 @@ pub fn demo(spec: &DemoSpec, progress: &dyn Progress) -> Result<DemoReport, Life
     let names: Vec<String> = workload.apps.iter().map(|a| a.name.clone()).collect();
     let per_app = names
         .iter()
-        .zip(aware.final_stages.iter().zip(&aware.counts))
-        .map(|(app, (&stage, counts))| DemoApp {
+        .zip(aware.final_stages.iter().zip(&aware.final_retraining).zip(&aware.counts))
+        .map(|(app, ((&stage, &retraining), counts))| DemoApp {
             app: app.clone(),
             stage,
+            retraining,
             counts: counts.clone(),
             reached_serving: aware.stages.iter().any(|c| &c.app == app && c.to == Stage::Serving),
         })
@@ -265,7 +269,13 @@ pub fn markdown(r: &DemoReport) -> String {
         let c = &a.counts;
         md.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} | {} |\n",
-            a.app, a.stage, a.reached_serving, c.agent_actions, c.fallback_actions, c.guard_fallbacks, c.guard_limited
+            a.app,
+            if a.retraining { format!("{} (retraining)", a.stage) } else { a.stage.to_string() },
+            a.reached_serving,
+            c.agent_actions,
+            c.fallback_actions,
+            c.guard_fallbacks,
+            c.guard_limited
         ));
     }
     md.push_str(&format!(

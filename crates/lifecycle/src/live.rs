@@ -143,6 +143,8 @@ fn keep_request_ratio(rec: &mut Recommendation, template: &aware_core::Container
 pub struct LiveAppReport {
     pub app: String,
     pub stage: Stage,
+    /// ONLINE because its rewards degraded in SERVING ([`crate::algorithm::AppLifecycle::retraining`]).
+    pub retraining: bool,
     pub counts: Counts,
     /// Intervals the backend gave no observation (the fallback kept the allocation).
     pub unavailable: u64,
@@ -300,6 +302,7 @@ impl LiveManager {
             .map(|a| LiveAppReport {
                 app: a.name.clone(),
                 stage: a.lifecycle.stage(),
+                retraining: a.lifecycle.retraining(),
                 counts: a.counts.clone(),
                 unavailable: a.unavailable,
             })

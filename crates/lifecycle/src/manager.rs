@@ -538,6 +538,11 @@ impl<'w> Manager<'w> {
         self.apps.iter().map(|a| a.lifecycle.stage()).collect()
     }
 
+    /// Per app, whether it is retraining ([`crate::algorithm::AppLifecycle::retraining`]).
+    pub fn retraining(&self) -> Vec<bool> {
+        self.apps.iter().map(|a| a.lifecycle.retraining()).collect()
+    }
+
     pub fn changes(&self) -> &[StageChange] {
         &self.changes
     }

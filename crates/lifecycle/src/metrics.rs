@@ -2,6 +2,8 @@
 //! after every episode and served by `aware run --metrics-listen ADDR` on `/metrics`:
 //!
 //! - `aware_lifecycle_stage{app, stage}`: 1 for the stage the app is in, 0 for the others;
+//! - `aware_lifecycle_retraining{app}`: 1 while the app is ONLINE because its rewards degraded in
+//!   SERVING (the agent relearns from its own transitions there), else 0;
 //! - `aware_lifecycle_stage_changes_total{app, from, to}`;
 //! - `aware_lifecycle_actions_total{app, policy="agent"|"fallback"}`: who proposed each
 //!   interval's allocation;
@@ -37,10 +39,22 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
 /// an observation.
 type Seen = (usize, std::collections::HashMap<String, (Counts, u64)>);
 
+/// One app's state as the metrics read it.
+struct AppState {
+    name: String,
+    stage: Stage,
+    /// [`crate::algorithm::AppLifecycle::retraining`].
+    retraining: bool,
+    counts: Counts,
+    /// Intervals without an observation so far (a live backend's).
+    unavailable: u64,
+}
+
 /// The metrics, shareable with the thread that serves them.
 #[derive(Debug, Clone)]
 pub struct LifecycleMetrics {
     stage: Family<Labels, Gauge>,
+    retraining: Family<Labels, Gauge>,
     changes: Family<Labels, Counter>,
     actions: Family<Labels, Counter>,
     guard: Family<Labels, Counter>,
@@ -54,16 +68,31 @@ pub struct LifecycleMetrics {
 
 impl Default for LifecycleMetrics {
     fn default() -> Self {
-        let (stage, changes, actions, guard) = Default::default();
+        let (stage, retraining, changes, actions, guard) = Default::default();
         let (episodes, step) = (Counter::default(), Gauge::default());
         let mut r = Registry::default();
         r.register("aware_lifecycle_stage", "1 for the lifecycle stage each app is in", Family::clone(&stage));
+        r.register(
+            "aware_lifecycle_retraining",
+            "1 while an app is ONLINE because its rewards degraded in SERVING",
+            Family::clone(&retraining),
+        );
         r.register("aware_lifecycle_stage_changes", "Stage changes", Family::clone(&changes));
         r.register("aware_lifecycle_actions", "Intervals by who proposed the allocation", Family::clone(&actions));
         r.register("aware_lifecycle_guard", "Guard verdicts other than passed", Family::clone(&guard));
         r.register("aware_lifecycle_episodes", "Episodes completed", episodes.clone());
         r.register("aware_lifecycle_step", "Intervals run", step.clone());
-        Self { stage, changes, actions, guard, episodes, step, registry: Arc::new(r), seen: Default::default() }
+        Self {
+            stage,
+            retraining,
+            changes,
+            actions,
+            guard,
+            episodes,
+            step,
+            registry: Arc::new(r),
+            seen: Default::default(),
+        }
     }
 }
 
@@ -74,40 +103,52 @@ impl LifecycleMetrics {
             .app_names()
             .into_iter()
             .zip(manager.stages())
+            .zip(manager.retraining())
             .zip(manager.counts())
-            .map(|((n, s), c)| (n, s, c, 0))
+            .map(|(((name, stage), retraining), counts)| AppState { name, stage, retraining, counts, unavailable: 0 })
             .collect();
         self.bring_up(&apps, manager.changes(), manager.stage_series().len() as u64);
     }
 
     /// Brings every metric up to a live manager's state (its apps come and go with their MPAs).
     pub fn update_live(&self, manager: &crate::live::LiveManager) {
-        let apps: Vec<_> = manager.report().into_iter().map(|r| (r.app, r.stage, r.counts, r.unavailable)).collect();
+        let apps: Vec<_> = manager
+            .report()
+            .into_iter()
+            .map(|r| AppState {
+                name: r.app,
+                stage: r.stage,
+                retraining: r.retraining,
+                counts: r.counts,
+                unavailable: r.unavailable,
+            })
+            .collect();
         self.bring_up(&apps, manager.changes(), manager.step());
     }
 
-    /// `apps`: name, stage, counts and intervals without an observation so far; `changes`:
-    /// every stage change so far.
-    fn bring_up(&self, apps: &[(String, Stage, Counts, u64)], changes: &[crate::StageChange], step: u64) {
+    /// `apps`: each app's state now; `changes`: every stage change so far.
+    fn bring_up(&self, apps: &[AppState], changes: &[crate::StageChange], step: u64) {
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         // Apps no longer managed (a deleted MPA) leave the stage gauges and the counts kept.
-        let gone: Vec<String> = seen.1.keys().filter(|k| !apps.iter().any(|a| a.0 == **k)).cloned().collect();
+        let gone: Vec<String> = seen.1.keys().filter(|k| !apps.iter().any(|a| a.name == **k)).cloned().collect();
         for name in gone {
             for s in Stage::ALL {
                 self.stage.remove(&labels(&[("app", &name), ("stage", s.name())]));
             }
+            self.retraining.remove(&labels(&[("app", &name)]));
             seen.1.remove(&name);
         }
-        for (name, stage, _, _) in apps {
+        for a in apps {
             for s in Stage::ALL {
-                self.stage.get_or_create(&labels(&[("app", name), ("stage", s.name())])).set((s == *stage) as i64);
+                self.stage.get_or_create(&labels(&[("app", &a.name), ("stage", s.name())])).set((s == a.stage) as i64);
             }
+            self.retraining.get_or_create(&labels(&[("app", &a.name)])).set(a.retraining as i64);
         }
         for c in &changes[seen.0.min(changes.len())..] {
             self.changes.get_or_create(&labels(&[("app", &c.app), ("from", c.from.name()), ("to", c.to.name())])).inc();
         }
         seen.0 = changes.len();
-        for (name, _, now, unavailable) in apps {
+        for AppState { name, counts: now, unavailable, .. } in apps {
             let (before, before_unavailable) = seen.1.entry(name.clone()).or_default();
             let add = |family: &Family<Labels, Counter>, key: &str, value: &str, n: u64, m: u64| {
                 family.get_or_create(&labels(&[("app", name), (key, value)])).inc_by(n.saturating_sub(m));

@@ -136,6 +136,9 @@ pub struct Arm {
     /// fallback alone).
     pub stage_series: Vec<[u32; 4]>,
     pub final_stages: Vec<Stage>,
+    /// Per app at the end, whether it was retraining
+    /// ([`crate::algorithm::AppLifecycle::retraining`]; empty for the fallback alone).
+    pub final_retraining: Vec<bool>,
     pub counts: Vec<Counts>,
     /// The plan's windows, each scored on its own (fallback counts are the whole run's only).
     pub windows: Vec<Window>,
@@ -198,7 +201,7 @@ impl<A: EpisodeSink, B: EpisodeSink> EpisodeSink for (A, B) {
 }
 
 /// A sink lent for the run.
-impl<S: EpisodeSink> EpisodeSink for &mut S {
+impl<S: EpisodeSink + ?Sized> EpisodeSink for &mut S {
     fn start(&mut self, manager: &mut Manager) -> Result<(), LifecycleError> {
         (**self).start(manager)
     }
@@ -265,6 +268,7 @@ pub fn run_agent(
         stages: manager.changes().to_vec(),
         stage_series: manager.stage_series().to_vec(),
         final_stages: manager.stages(),
+        final_retraining: manager.retraining(),
         counts: manager.counts(),
         windows: score_windows(label, plan, windows),
     };
@@ -292,6 +296,7 @@ pub fn run_fallback(
         stages: Vec::new(),
         stage_series: Vec::new(),
         final_stages: Vec::new(),
+        final_retraining: Vec::new(),
         counts: Vec::new(),
         windows: score_windows(&label, plan, windows),
     })
@@ -413,6 +418,9 @@ pub struct StoreReport {
 pub struct AppReport {
     pub app: String,
     pub stage: Stage,
+    /// ONLINE at the end because its rewards degraded in SERVING: the agent relearns from its
+    /// own transitions ([`crate::algorithm::AppLifecycle::retraining`]).
+    pub retraining: bool,
     #[serde(flatten)]
     pub counts: Counts,
     /// The app under the lifecycle manager and under the fallback alone.
@@ -560,12 +568,13 @@ pub fn run_with(
     let alone = run_fallback(&workload, &plan, &spec.manager.fallback, progress)?;
     let per_app = names(&workload)
         .into_iter()
-        .zip(&aware.final_stages)
+        .zip(aware.final_stages.iter().zip(&aware.final_retraining))
         .zip(&aware.counts)
         .zip(aware.per_app.iter().zip(&alone.per_app))
-        .map(|(((app, &stage), counts), (a, f))| AppReport {
+        .map(|(((app, (&stage, &retraining)), counts), (a, f))| AppReport {
             app,
             stage,
+            retraining,
             counts: counts.clone(),
             aware: a.clone(),
             fallback_alone: f.clone(),

@@ -463,12 +463,22 @@ impl EpisodeSink for Placed {
 /// rewards moves a stage: no shadow hand-back): the stage changes and the agent's gradient steps
 /// at the start and after every episode of 50.
 fn placed_run(state: LifecycleState, steps: u64) -> (Vec<aware_lifecycle::StageChange>, Vec<u64>) {
+    let (arm, updates) = placed_run_with(state, steps, &mut ());
+    (arm.stages, updates)
+}
+
+/// [`placed_run`] with `also` told of every episode after the placement; returns the whole arm.
+fn placed_run_with(
+    state: LifecycleState,
+    steps: u64,
+    also: &mut dyn EpisodeSink,
+) -> (aware_lifecycle::run::Arm, Vec<u64>) {
     let (workload, _dir) = workload(2, None);
     let config = ManagerConfig { episode_steps: 50, bootstrapping: Some(false), ..ManagerConfig::default() };
     let plan = Plan::new(&workload, steps, 50).unwrap();
-    let mut sink = Placed { state, updates: Vec::new() };
+    let mut sink = (Placed { state, updates: Vec::new() }, also);
     let (arm, _) = run_agent(&workload, &plan, small_agent(7), "aware", &config, &mut sink, &Silent).unwrap();
-    (arm.stages, sink.updates)
+    (arm, sink.0.updates)
 }
 
 /// Retraining retrains: SERVING does not learn; once its rewards degrade, the app is ONLINE and
@@ -494,4 +504,33 @@ fn online_without_a_degradation_does_not_learn_from_its_own_actions() {
     let (stages, updates) = placed_run(LifecycleState::fresh(Stage::Online, None), 150);
     assert!(stages.iter().all(|c| c.from != Stage::Serving), "{stages:?}");
     assert_eq!(updates, vec![updates[0]; 4]);
+}
+
+/// An operator sees which apps are retraining: the run's report and the metrics say so while
+/// an app is ONLINE because its rewards degraded in SERVING, and not for one ONLINE for another
+/// reason.
+#[test]
+fn retraining_is_reported_and_exported() {
+    use aware_lifecycle::metrics::LifecycleMetrics;
+    let gauge = |text: &str, app: &str| -> Option<i64> {
+        let prefix = format!("aware_lifecycle_retraining{{app=\"{app}\"}} ");
+        text.lines().find_map(|l| l.strip_prefix(&prefix)).map(|v| v.parse().unwrap())
+    };
+    let metrics = LifecycleMetrics::default();
+    let (arm, _) = placed_run_with(LifecycleState::fresh(Stage::Serving, Some(100.0)), 200, &mut metrics.clone());
+    assert_eq!(arm.final_stages, [Stage::Online; 2]);
+    assert_eq!(arm.final_retraining, [true; 2]);
+    let text = metrics.encode();
+    let names: Vec<String> = arm.per_app.iter().map(|s| s.app.clone()).collect();
+    for app in &names {
+        assert_eq!(gauge(&text, app), Some(1), "{text}");
+    }
+    let metrics = LifecycleMetrics::default();
+    let (arm, _) = placed_run_with(LifecycleState::fresh(Stage::Online, None), 100, &mut metrics.clone());
+    assert_eq!(arm.final_stages, [Stage::Online; 2]);
+    assert_eq!(arm.final_retraining, [false; 2]);
+    let text = metrics.encode();
+    for app in &names {
+        assert_eq!(gauge(&text, app), Some(0), "{text}");
+    }
 }
