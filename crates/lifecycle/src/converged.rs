@@ -64,7 +64,8 @@ pub struct Training {
     /// The CPU headrooms each check tries the snapshot with ([`ManagerConfig::headroom`]): the
     /// snapshot and headroom [`better`] ranks first are kept together, and the reference is
     /// served with that headroom. (0, 5 % and 10 % beat MPA on fig10 quick seeds 1–32 on 19
-    /// seeds, against 17 with none; see the README.)
+    /// seeds, against 17 with none, when chosen in session 15; re-measured on 2026-11-28, 15.
+    /// Adding −5 % gave 13. See the README.)
     pub headrooms: &'static [f32],
 }
 
