@@ -670,6 +670,7 @@ async fn the_lifecycle_serves_through_the_decider_seam_and_falls_back_without_me
     assert!(text.ends_with("# EOF\n"), "{text}");
     for line in [
         r#"aware_lifecycle_stage{app="default/web",stage="serving"} 1"#,
+        r#"aware_lifecycle_retraining{app="default/web"} 0"#,
         r#"aware_lifecycle_actions_total{app="default/web",policy="agent"} 1"#,
         r#"aware_lifecycle_guard_total{app="default/web",verdict="fallback"} 1"#,
     ] {
@@ -708,6 +709,7 @@ async fn an_mpa_another_recommender_takes_over_is_forgotten() {
     assert!(ctx.decider.report().is_empty(), "{:?}", ctx.decider.report());
     let text = ctx.encode_metrics();
     assert!(!text.contains(r#"aware_lifecycle_stage{app="default/web""#), "{text}");
+    assert!(!text.contains(r#"aware_lifecycle_retraining{app="default/web""#), "{text}");
     drop(ctx);
     server.await.unwrap();
 }

@@ -63,8 +63,9 @@ impl Default for DemoSpec {
 pub struct DemoApp {
     pub app: String,
     pub stage: Stage,
-    /// ONLINE at the end because its rewards degraded in SERVING: the agent relearns from its
-    /// own transitions ([`crate::algorithm::AppLifecycle::retraining`]).
+    /// ONLINE at the end because its rewards degraded in SERVING: the agent relearns (from its
+    /// own transitions, or the fallback's under `high_stakes`;
+    /// [`crate::algorithm::AppLifecycle::retraining`]).
     pub retraining: bool,
     #[serde(flatten)]
     pub counts: Counts,

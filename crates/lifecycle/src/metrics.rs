@@ -3,7 +3,8 @@
 //!
 //! - `aware_lifecycle_stage{app, stage}`: 1 for the stage the app is in, 0 for the others;
 //! - `aware_lifecycle_retraining{app}`: 1 while the app is ONLINE because its rewards degraded in
-//!   SERVING (the agent relearns from its own transitions there), else 0;
+//!   SERVING (the agent relearns: from its own transitions, or from the fallback's under
+//!   `high_stakes`), else 0;
 //! - `aware_lifecycle_stage_changes_total{app, from, to}`;
 //! - `aware_lifecycle_actions_total{app, policy="agent"|"fallback"}`: who proposed each
 //!   interval's allocation;
@@ -129,7 +130,8 @@ impl LifecycleMetrics {
     /// `apps`: each app's state now; `changes`: every stage change so far.
     fn bring_up(&self, apps: &[AppState], changes: &[crate::StageChange], step: u64) {
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        // Apps no longer managed (a deleted MPA) leave the stage gauges and the counts kept.
+        // Apps no longer managed (a deleted MPA) leave the stage and retraining gauges and the
+        // counts kept.
         let gone: Vec<String> = seen.1.keys().filter(|k| !apps.iter().any(|a| a.name == **k)).cloned().collect();
         for name in gone {
             for s in Stage::ALL {

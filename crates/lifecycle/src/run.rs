@@ -418,8 +418,9 @@ pub struct StoreReport {
 pub struct AppReport {
     pub app: String,
     pub stage: Stage,
-    /// ONLINE at the end because its rewards degraded in SERVING: the agent relearns from its
-    /// own transitions ([`crate::algorithm::AppLifecycle::retraining`]).
+    /// ONLINE at the end because its rewards degraded in SERVING: the agent relearns (from its
+    /// own transitions, or the fallback's under `high_stakes`;
+    /// [`crate::algorithm::AppLifecycle::retraining`]).
     pub retraining: bool,
     #[serde(flatten)]
     pub counts: Counts,

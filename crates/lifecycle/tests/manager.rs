@@ -522,6 +522,7 @@ fn retraining_is_reported_and_exported() {
     assert_eq!(arm.final_retraining, [true; 2]);
     let text = metrics.encode();
     let names: Vec<String> = arm.per_app.iter().map(|s| s.app.clone()).collect();
+    assert_eq!(names.len(), 2);
     for app in &names {
         assert_eq!(gauge(&text, app), Some(1), "{text}");
     }

@@ -142,7 +142,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             c.guard_limited
         );
         if a.retraining {
-            outln!("    retraining: its rewards degraded in serving; the agent relearns from its own transitions");
+            outln!("    retraining: its rewards degraded in serving");
         }
         if let Some(v) = &c.workload_verdict {
             outln!("    meta-learner: {v} ({} intervals held for the fallback)", c.workload_holds);
