@@ -21,7 +21,7 @@
 
 use std::path::Path;
 
-use aware_agents::ddpg::Ddpg;
+use aware_agents::ddpg::{Ddpg, DdpgConfig};
 use aware_agents::ppo::{CloningLoss, Ppo, PpoActions, PpoConfig};
 use aware_agents::{AgentError, Checkpoint, Experience};
 use aware_core::Space;
@@ -110,8 +110,8 @@ impl PpoAgent {
 /// problem, see the README) and γ 0.9 (a scaling decision's effects are over within minutes).
 /// It explores with the manager's `online_noise_sigma`; the experiments' `converged` reference
 /// sets [`RESIDUAL_NOISE_SIGMA`].
-pub fn residual_ddpg() -> aware_agents::ddpg::DdpgConfig {
-    aware_agents::ddpg::DdpgConfig { preactivation_penalty: 1.0, gamma: 0.9, ..Default::default() }
+pub fn residual_ddpg() -> DdpgConfig {
+    DdpgConfig { preactivation_penalty: 1.0, gamma: 0.9, ..Default::default() }
 }
 /// The exploration noise of a residual DDPG agent: half Table 2's σ (relative actions compound).
 pub const RESIDUAL_NOISE_SIGMA: f32 = 0.1;
@@ -134,27 +134,29 @@ impl LifecycleAgent {
     /// with SIMPPO's Table 4.2 and rollouts of 100 intervals per app (an episode at `aware
     /// run`'s default `--episode-steps`).
     pub fn fresh(algorithm: Learner, seed: u64) -> Self {
+        Self::fresh_reading(algorithm, aware_env::STATE_DIM, DdpgConfig::default(), seed)
+    }
+
+    /// [`LifecycleAgent::fresh`] on `state_dim` state values, a DDPG agent with `ddpg`.
+    fn fresh_reading(algorithm: Learner, state_dim: usize, ddpg: DdpgConfig, seed: u64) -> Self {
         match algorithm {
-            Learner::Ddpg => {
-                Ddpg::new(aware_env::STATE_DIM, AGENT_ACTION_DIM, aware_agents::ddpg::DdpgConfig::default(), seed)
-                    .into()
-            }
+            Learner::Ddpg => Ddpg::new(state_dim, AGENT_ACTION_DIM, ddpg, seed).into(),
             Learner::Ppo => {
                 let config = PpoConfig { rollout_steps: 100, ..PpoConfig::default() };
-                let ppo = Ppo::new(aware_env::STATE_DIM, PpoActions::Continuous(AGENT_ACTION_DIM), config, seed);
+                let ppo = Ppo::new(state_dim, PpoActions::Continuous(AGENT_ACTION_DIM), config, seed);
                 Self::ppo(ppo, seed)
             }
         }
     }
 
     /// A fresh agent for a manager configured as `config`: [`LifecycleAgent::fresh`] of its
-    /// algorithm, but a DDPG agent acting residually ([`ManagerConfig::residual`]) with
+    /// algorithm, but one acting residually ([`ManagerConfig::residual`]) also reads the
+    /// fallback's proposal ([`crate::manager::ASK_FEATURES`]), and a residual DDPG agent has
     /// [`residual_ddpg`]'s settings.
     pub fn fresh_for(config: &ManagerConfig, seed: u64) -> Self {
-        match (config.agent, config.residual) {
-            (Learner::Ddpg, true) => Ddpg::new(aware_env::STATE_DIM, AGENT_ACTION_DIM, residual_ddpg(), seed).into(),
-            (algorithm, _) => Self::fresh(algorithm, seed),
-        }
+        let state_dim = aware_env::STATE_DIM + crate::manager::ask_width(config.residual);
+        let ddpg = if config.residual { residual_ddpg() } else { DdpgConfig::default() };
+        Self::fresh_reading(config.agent, state_dim, ddpg, seed)
     }
 
     /// `ppo` as the lifecycle's agent (a meta-trained base learner, say); `seed` seeds the

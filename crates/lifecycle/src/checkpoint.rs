@@ -179,7 +179,7 @@ impl CheckpointSink {
                 kind(residual)
             )));
         }
-        let agent = LifecycleAgent::load(&agent_dir, &agent_space(embedding_width), self.seed)?;
+        let agent = LifecycleAgent::load(&agent_dir, &agent_space(residual, embedding_width), self.seed)?;
         let meta = agent_dir.join(METADATA);
         let written_with = std::fs::read(&meta).map_err(|e| bad(format!("{}: {e}", meta.display())))?;
         if sha256(&written_with) != file.agent_metadata_sha256 {
@@ -204,7 +204,7 @@ impl CheckpointSink {
 
     fn write(&self, episodes: u64, manager: &Manager) -> Result<(), LifecycleError> {
         let agent_dir = self.dir.join(AGENT);
-        manager.agent.save(&agent_dir, &agent_space(manager.embedding_width()))?;
+        manager.agent.save(&agent_dir, &agent_space(manager.config().residual, manager.embedding_width()))?;
         let meta = agent_dir.join(METADATA);
         let written = std::fs::read(&meta)
             .map_err(|e| LifecycleError::Checkpoint { path: meta.clone(), reason: e.to_string() })?;

@@ -4,7 +4,8 @@
 //! variant of AWARE.
 //!
 //! A DDPG reference learns on top of the rules and is held to the operator's terms
-//! ([`Training`]): it acts on the fallback's proposal of each interval (residual), learns from
+//! ([`Training`]): it acts on the fallback's proposal of each interval (residual), which it
+//! reads beside the state ([`crate::manager::ASK_FEATURES`]), learns from
 //! a reward whose SLO violations are priced by dual ascent against the fallback's on the same
 //! training traffic, and the snapshot kept is the one that did best on validation traffic
 //! among those that beat the fallback there (else those with no more violations), each tried
@@ -255,7 +256,7 @@ pub fn train(
     } else {
         None
     };
-    let space = agent_space(0);
+    let space = agent_space(residual, 0);
     let mut best_snapshot: Option<Validation> = None;
     let (mut best, mut since_best) = (f64::NEG_INFINITY, 0);
     for e in 0..training.max_episodes {
@@ -370,7 +371,7 @@ fn check(
         return Ok((Vec::new(), agent));
     };
     let checked = dir.join(CHECKED);
-    let space = agent_space(0);
+    let space = agent_space(config.residual, 0);
     agent.save(&checked, &space).map_err(LifecycleError::from)?;
     let with = |headroom: f32| ManagerConfig { headroom, ..config.clone() };
     std::thread::scope(|s| {
@@ -490,12 +491,12 @@ mod tests {
             check(&workload, &plan, LifecycleAgent::fresh_for(&config, 97), &[0.1], &config, dir.path(), 9, &Silent)
                 .unwrap();
         assert!(!same(&a[0].1, &b[0].1), "two seeds that act alike cannot tell the snapshots apart");
-        let kept = LifecycleAgent::load(&dir.path().join(KEPT), &agent_space(0), 9).unwrap();
+        let kept = LifecycleAgent::load(&dir.path().join(KEPT), &agent_space(true, 0), 9).unwrap();
         let (served, _) = greedy(&workload, &plan, kept, &config, &Silent).unwrap();
         assert!(same(&served, &a[0].1), "the kept snapshot is the first agent's");
         // Keeping again replaces it.
         keep(dir.path()).unwrap();
-        let kept = LifecycleAgent::load(&dir.path().join(KEPT), &agent_space(0), 9).unwrap();
+        let kept = LifecycleAgent::load(&dir.path().join(KEPT), &agent_space(true, 0), 9).unwrap();
         let (served, _) = greedy(&workload, &plan, kept, &config, &Silent).unwrap();
         assert!(same(&served, &b[0].1));
         assert!(!dir.path().join(CHECKED).exists());

@@ -79,16 +79,25 @@ pub const EMBEDDING_FEATURE: &str = "workload_embedding";
 /// Action dimensions of the agent's relative action space, in order.
 pub const ACTION_DIMENSIONS: [&str; 3] = ["cpu", "memory", "replicas"];
 
+/// The features an agent reads that are named one by one in its attributions: the state
+/// encoder's, then, for a `residual` agent, the fallback's proposal
+/// ([`crate::manager::ASK_FEATURES`]). A workload embedding after them is one feature,
+/// [`EMBEDDING_FEATURE`].
+pub fn named_features(residual: bool) -> Vec<&'static str> {
+    let ask: &[&str] = if residual { &crate::manager::ASK_FEATURES } else { &[] };
+    STATE_FEATURES.iter().chain(ask).copied().collect()
+}
+
 /// Gradient × input of the greedy actor at `state`: `out[a][f] = ∂π(s)_a/∂s_f · s_f`, the
-/// gradient by central differences (ε = 10⁻³) over one batched forward pass. The state
-/// encoder's features each get their own; a workload embedding beyond them (an agent
+/// gradient by central differences (ε = 10⁻³) over one batched forward pass. The first `named`
+/// features ([`named_features`]) each get their own; a workload embedding beyond them (an agent
 /// conditioned on the meta-learner's) gets one, summed over its dimensions — the derivative
 /// along the embedding itself, `Σ_f ∂π_a/∂s_f · s_f` over them, from one pair of states — since
 /// a single embedding dimension means nothing to an operator and costs two forward rows.
-pub fn gradient_times_input(agent: &LifecycleAgent, state: &[f32]) -> Result<Vec<Vec<f32>>, AgentError> {
+pub fn gradient_times_input(agent: &LifecycleAgent, state: &[f32], named: usize) -> Result<Vec<Vec<f32>>, AgentError> {
     const EPS: f32 = 1e-3;
     let n = state.len();
-    let own = n.min(STATE_FEATURES.len());
+    let own = n.min(named);
     // Each feature's direction: a unit step in it (scaled back by its value below), or the
     // embedding's own direction (already scaled by its values).
     let mut directions: Vec<Vec<f32>> = (0..own)
@@ -122,8 +131,9 @@ pub fn gradient_times_input(agent: &LifecycleAgent, state: &[f32]) -> Result<Vec
         .collect())
 }
 
-/// Gradient × input per action dimension (`grads[a][f]`) as named shares, largest first.
-pub fn attribution(state: &[f32], action: &[f32], grads: &[Vec<f32>]) -> Vec<DimensionAttribution> {
+/// Gradient × input per action dimension (`grads[a][f]`) as shares named by `names` (then the
+/// workload embedding), largest first.
+pub fn attribution(state: &[f32], action: &[f32], grads: &[Vec<f32>], names: &[&str]) -> Vec<DimensionAttribution> {
     grads
         .iter()
         .zip(action)
@@ -133,10 +143,10 @@ pub fn attribution(state: &[f32], action: &[f32], grads: &[Vec<f32>]) -> Vec<Dim
                 .iter()
                 .enumerate()
                 .map(|(f, &g)| Share {
-                    // Past the state encoder's features: the workload embedding, as one (its
-                    // value: its length).
-                    feature: STATE_FEATURES.get(f).map_or_else(|| EMBEDDING_FEATURE.to_string(), |n| n.to_string()),
-                    value: match STATE_FEATURES.get(f) {
+                    // Past the named features: the workload embedding, as one (its value: its
+                    // length).
+                    feature: names.get(f).map_or_else(|| EMBEDDING_FEATURE.to_string(), |n| n.to_string()),
+                    value: match names.get(f) {
                         Some(_) => state.get(f).copied().unwrap_or(f32::NAN),
                         None => state.get(f..).map_or(f32::NAN, |e| e.iter().map(|v| v * v).sum::<f32>().sqrt()),
                     },

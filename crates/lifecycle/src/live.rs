@@ -31,7 +31,7 @@ use crate::LifecycleError;
 use crate::algorithm::{AppLifecycle, EpisodeOutcome, LifecycleState, Transition};
 use crate::decision::{self, Decision, Seen, Set};
 use crate::guard::Guard;
-use crate::manager::{AGENT_ACTIONS, Counts, ManagerConfig, action_origin, decode_action};
+use crate::manager::{AGENT_ACTIONS, Counts, ManagerConfig, action_origin, ask_features, decode_action};
 use crate::stage::{Stage, StageChange};
 
 /// The last interval's decision for one app, waiting for the next observation to say what it
@@ -164,7 +164,11 @@ pub struct LiveDecision {
 /// What the guard and the stage made of one app's observation.
 struct Taken {
     obs: Option<Observation>,
+    /// As the agent reads it (with the fallback's proposal for a residual agent).
     state: Option<Vec<f32>>,
+    /// The fallback's proposal, asked for a residual agent with the observation (it is in the
+    /// state; `None` inside: the fallback proposed nothing).
+    ask: Option<Option<Recommendation>>,
     stage: Stage,
     /// Why the agent may not act on it, if it wanted to.
     refused: Option<String>,
@@ -192,6 +196,18 @@ impl LiveManager {
         config: ManagerConfig,
     ) -> Result<Self, LifecycleError> {
         let mut agent = agent.into();
+        let width = aware_env::STATE_DIM + crate::manager::ask_width(config.residual);
+        if agent.state_dim() != width {
+            return Err(LifecycleError::input(
+                "agent",
+                format!(
+                    "reads {} state values, the live decider gives {width} (the state encoder's {}{})",
+                    agent.state_dim(),
+                    aware_env::STATE_DIM,
+                    if config.residual { " and the fallback's proposal" } else { "" }
+                ),
+            ));
+        }
         if config.headroom != 0.0 {
             return Err(LifecycleError::input(
                 "headroom",
@@ -423,7 +439,7 @@ impl LiveManager {
                 self.agent.cut(i);
                 a.previous_arrival = None;
                 let refused = Some(format!("backend unavailable: {reason}"));
-                return Ok((Taken { obs: None, state: None, stage, refused, wants_agent }, false));
+                return Ok((Taken { obs: None, state: None, ask: None, stage, refused, wants_agent }, false));
             }
         };
         // A decision whose outcome comes too late (or from a clock that went back) is dropped.
@@ -436,6 +452,16 @@ impl LiveManager {
         }
         let oscillation = a.pending.as_ref().is_some_and(|p| p.oscillation);
         let measured = aware_env::measure(&a.encoder, &a.reward, &obs, a.previous_arrival, false, oscillation);
+        // A residual agent reads the fallback's proposal beside the state: asked here, once per
+        // observation as ever, so the transition the state closes has it too.
+        let ask = self.config.residual.then(|| a.fallback.recommender().recommend(&obs).ok());
+        let measured = measured.map(|(state, reward, info)| match &ask {
+            Some(ask) => {
+                let asked = ask_features(&a.decoder.bounds, ask.as_ref(), &obs);
+                (state.into_iter().chain(asked).collect(), reward, info)
+            }
+            None => (state, reward, info),
+        });
         a.previous_arrival = obs.arrival_rate.is_finite().then_some(obs.arrival_rate);
         let mut learned = false;
         let state = match measured {
@@ -483,7 +509,7 @@ impl LiveManager {
             None => a.guard.check(&obs, &[]).map_err(|e| e.to_string()).and(Err("the state cannot be encoded".into())),
         };
         let refused = checked.err();
-        Ok((Taken { obs: Some(obs), state, stage, refused, wants_agent }, learned))
+        Ok((Taken { obs: Some(obs), state, ask, stage, refused, wants_agent }, learned))
     }
 
     /// Decides app `i`'s interval from what [`LiveManager::take`] made of its observation and the
@@ -497,7 +523,9 @@ impl LiveManager {
     ) -> Result<LiveDecision, LifecycleError> {
         let attribution = match (&agent_action, &t.state) {
             (Some(v), Some(state)) if self.config.log => {
-                Some(decision::attribution(state, v, &decision::gradient_times_input(&self.agent, state)?))
+                let names = decision::named_features(self.config.residual);
+                let grads = decision::gradient_times_input(&self.agent, state, names.len())?;
+                Some(decision::attribution(state, v, &grads, &names))
             }
             _ => None,
         };
@@ -520,10 +548,10 @@ impl LiveManager {
                 // The agent's allocation is in limits, for the app's own container.
                 a.decoder.container = obs.template.name.clone();
                 let residual = self.config.residual;
-                let ask = if self.config.fallback_floor || residual {
-                    a.fallback.recommender().recommend(obs).ok()
-                } else {
-                    None
+                let ask = match t.ask {
+                    Some(ask) => ask,
+                    None if self.config.fallback_floor => a.fallback.recommender().recommend(obs).ok(),
+                    None => None,
                 };
                 let (from, from_replicas) = action_origin(ask.as_ref(), residual, obs);
                 let proposal = decode_action(&a.decoder, v, from_replicas, from)?;
@@ -542,7 +570,10 @@ impl LiveManager {
             }
             // The fallback sees every observation the backend gave (its own checks refuse bad ones).
             (Some(obs), None) => {
-                let p = a.fallback.recommender().recommend(obs).ok();
+                let p = match t.ask {
+                    Some(ask) => ask,
+                    None => a.fallback.recommender().recommend(obs).ok(),
+                };
                 if let Some(p) = &p {
                     a.guard.witness(p, &obs.template);
                     // The fallback's own decision is a residual agent's action 0.
@@ -686,7 +717,7 @@ mod tests {
     }
 
     fn manager(c: &Flaky, config: ManagerConfig) -> LiveManager {
-        let agent = crate::manager::fresh_agent(3);
+        let agent = crate::agent::LifecycleAgent::fresh_for(&config, 3);
         LiveManager::new(&c.app_names(), &Profile::default(), agent, ManagerConfig { log: true, ..config })
             .expect("manager")
     }
@@ -733,12 +764,13 @@ mod tests {
     }
 
     /// Bootstrapping a residual agent, the fallback's decisions wait for their outcomes as the
-    /// action 0 (no change of the fallback's proposal), whatever they changed.
+    /// action 0 (no change of the fallback's proposal), whatever they changed; the state they
+    /// were taken in holds that proposal, as the agent reads it.
     #[test]
     fn a_residual_agent_learns_the_fallbacks_decisions_as_no_change() {
         let mut c = cluster();
         let mut m = manager(&c, ManagerConfig { residual: true, ..ManagerConfig::default() });
-        let mut changed = 0;
+        let (mut changed, mut read) = (0, 0);
         for _ in 0..40 {
             let before: Vec<_> = (0..2).map(|i| c.target(i).expect("target")).collect();
             let ds = m.interval(&mut c).expect("interval");
@@ -747,13 +779,32 @@ mod tests {
                     changed += (rec.replicas != *replicas || rec.containers[0].limits != template.limits) as u32;
                 }
             }
-            for p in m.apps.iter().filter_map(|a| a.pending.as_ref()) {
+            for (a, (d, (replicas, template))) in m.apps.iter().zip(ds.iter().zip(&before)) {
+                let (Some(p), Some(rec)) = (a.pending.as_ref(), &d.recommendation) else { continue };
                 assert!(p.action.iter().all(|x| *x == 0.0), "{:?}", p.action);
+                let l = rec.containers[0].limits;
+                let (t, r) = (template.limits, *replicas);
+                let asked = aware_env::coordinates(
+                    AGENT_ACTIONS,
+                    &a.decoder.bounds,
+                    (l.cpu_millicores, l.memory_bytes, rec.replicas),
+                    (t.cpu_millicores, t.memory_bytes, r),
+                )
+                .unwrap();
+                assert_eq!(p.state.len(), aware_env::STATE_DIM + 3);
+                assert_eq!(p.state[aware_env::STATE_DIM..], asked[..]);
+                read += asked.iter().any(|x| *x != 0.0) as u32;
             }
             c.advance().expect("advance");
         }
         assert!(changed > 0, "the fallback changed nothing in 40 intervals: the test shows nothing");
+        assert!(read > 0, "no proposal the agent read moved anything");
         assert!(m.agent.stored() >= 70);
+        // An agent that does not read the proposal is refused, naming why.
+        let reads_less = crate::manager::fresh_agent(3);
+        let config = ManagerConfig { residual: true, ..ManagerConfig::default() };
+        let err = LiveManager::new(&c.app_names(), &Profile::default(), reads_less, config).err().unwrap();
+        assert!(err.to_string().contains("the fallback's proposal"), "{err}");
     }
 
     #[test]

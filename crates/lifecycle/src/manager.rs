@@ -101,8 +101,9 @@ pub struct ManagerConfig {
     /// The agent's action is a change of the fallback's proposal of the interval (asked every
     /// interval the agent acts) instead of the current allocation: an action inside the dead
     /// band is the fallback's own decision (residual RL), and the fallback's own intervals are
-    /// recorded as the action 0. The bootstrapping check's shadow runs and the live decider
-    /// act so too. An agent or transitions written with one setting and read with the other
+    /// recorded as the action 0. The agent reads that proposal beside the state
+    /// ([`ASK_FEATURES`]; an agent of the state encoder's width alone is refused). The
+    /// bootstrapping check's shadow runs and the live decider act so too. An agent or transitions written with one setting and read with the other
     /// would mean other allocations, so a checkpoint records it and a run with the other
     /// setting sets it aside, and a residual run's episodes, decisions and stage changes are
     /// stored as the agent `aware-residual` ([`crate::record::RESIDUAL_AGENT`]). No command
@@ -262,6 +263,10 @@ struct Managed {
     embedding: Option<Vec<f32>>,
     /// What the agent's last proposal had applied with [`ManagerConfig::headroom`].
     headroom: Headroom,
+    /// This interval's [`ASK_FEATURES`] for a residual agent (empty otherwise).
+    ask: Vec<f32>,
+    /// A residual agent's last transition, until the next interval's proposal completes it.
+    pending: Option<Pending>,
 }
 
 /// The agent's action space: multiplicative changes of the current allocation (of the
@@ -272,31 +277,68 @@ pub const AGENT_ACTIONS: ActionKind = ActionKind::Relative;
 /// The agent's action: CPU, memory and replicas, each in [-1, 1].
 pub const AGENT_ACTION_DIM: usize = 3;
 
+/// What a residual agent ([`ManagerConfig::residual`]) reads beside the state encoder's
+/// features: the fallback's proposal of the interval, as where it lies from the app's current
+/// allocation in the agent's coordinates (CPU, memory, replicas: log₂ of each ratio over its
+/// range, [`aware_env::coordinates`]; 0 where it holds). The agent's change lands on that
+/// proposal: without it, a fallback about to scale out and one holding look alike to it.
+pub const ASK_FEATURES: [&str; AGENT_ACTION_DIM] = ["fallback_cpu", "fallback_memory", "fallback_replicas"];
+
+/// How many of [`ASK_FEATURES`] an agent reads: all for a residual agent, none otherwise.
+pub fn ask_width(residual: bool) -> usize {
+    if residual { ASK_FEATURES.len() } else { 0 }
+}
+
+/// [`ASK_FEATURES`] of the fallback's proposal `ask` (zeros without one: the agent's change
+/// then lands on the current allocation, [`action_origin`]).
+pub(crate) fn ask_features(bounds: &aware_core::Bounds, ask: Option<&Recommendation>, obs: &Observation) -> Vec<f32> {
+    let now = obs.template.limits;
+    ask.and_then(|r| r.containers.first().map(|c| (c.limits, r.replicas)))
+        .and_then(|(c, replicas)| {
+            aware_env::coordinates(
+                AGENT_ACTIONS,
+                bounds,
+                (c.cpu_millicores, c.memory_bytes, replicas),
+                (now.cpu_millicores, now.memory_bytes, obs.desired_replicas),
+            )
+        })
+        .unwrap_or_else(|| vec![0.0; ASK_FEATURES.len()])
+}
+
+/// A residual agent's transition waiting for the next interval's proposal, the rest of its
+/// next state.
+struct Pending {
+    /// The state in the agent's width; the next state as the encoder gave it.
+    e: Experience,
+    stage: Stage,
+    retraining: bool,
+    sampled: Option<Vec<f32>>,
+}
+
 /// A fresh DDPG agent for the lifecycle (AWARE's): [`LifecycleAgent::fresh`].
 pub fn fresh_agent(seed: u64) -> LifecycleAgent {
     LifecycleAgent::fresh(Learner::Ddpg, seed)
 }
 
-/// The space of the states the agent reads: the state encoder's, then `embedding_width`
-/// workload-embedding values ([`aware_lab::embed::conditioned_space`]).
-pub fn agent_space(embedding_width: usize) -> aware_core::Space {
-    aware_lab::embed::conditioned_space(embedding_width)
+/// The space of the states the agent reads: the state encoder's, then the fallback's proposal
+/// for a residual agent ([`ASK_FEATURES`]), then `embedding_width` workload-embedding values
+/// ([`aware_lab::embed::conditioned_space`]).
+pub fn agent_space(residual: bool, embedding_width: usize) -> aware_core::Space {
+    aware_lab::embed::conditioned_space(ask_width(residual) + embedding_width)
 }
 
-/// Width of the workload embedding `agent` reads beside the state encoder's features (0: an
-/// agent that is not conditioned on one).
-pub fn embedding_width_of(agent: &LifecycleAgent) -> usize {
-    agent.state_dim().saturating_sub(aware_env::STATE_DIM)
+/// Width of the workload embedding `agent` reads beside the state encoder's features (and, when
+/// it acts `residual`ly, the fallback's proposal); 0 for an agent not conditioned on one.
+pub fn embedding_width_of(agent: &LifecycleAgent, residual: bool) -> usize {
+    agent.state_dim().saturating_sub(aware_env::STATE_DIM + ask_width(residual))
 }
 
-/// A state as an agent conditioned on `width` embedding values reads it: `state` itself when
-/// `width` is 0, else with `embedding` appended (`None` without one).
-pub(crate) fn agent_state(width: usize, embedding: Option<&[f32]>, state: &[f32]) -> Option<Vec<f32>> {
-    if width == 0 {
-        return Some(state.to_vec());
-    }
-    let e = embedding?;
-    Some(state.iter().chain(e).copied().collect())
+/// A state as the agent reads it: `state`, then `ask` (the fallback's proposal for a residual
+/// agent, else empty), then, for an agent conditioned on `width` embedding values, `embedding`
+/// (`None` without one).
+pub(crate) fn agent_state(width: usize, embedding: Option<&[f32]>, state: &[f32], ask: &[f32]) -> Option<Vec<f32>> {
+    let e = if width == 0 { &[][..] } else { embedding? };
+    Some(state.iter().chain(ask).chain(e).copied().collect())
 }
 
 /// The agent's continuous action as the allocation it means from `replicas` pods of `from`:
@@ -440,10 +482,16 @@ impl<'w> Manager<'w> {
         config: ManagerConfig,
     ) -> Result<Self, LabError> {
         let mut agent = agent.into();
-        if agent.state_dim() < aware_env::STATE_DIM {
+        let width = aware_env::STATE_DIM + ask_width(config.residual);
+        if agent.state_dim() < width {
             return Err(LabError::input(
                 "agent",
-                format!("acts on {} state features, the lifecycle gives {}", agent.state_dim(), aware_env::STATE_DIM),
+                format!(
+                    "acts on {} state features, the lifecycle gives {width} (the state encoder's {}{})",
+                    agent.state_dim(),
+                    aware_env::STATE_DIM,
+                    if config.residual { " and the fallback's proposal" } else { "" }
+                ),
             ));
         }
         let profile = &workload.profile;
@@ -486,6 +534,8 @@ impl<'w> Manager<'w> {
                     episode_start_workload_holds: 0,
                     embedding: None,
                     headroom: Headroom::default(),
+                    ask: Vec::new(),
+                    pending: None,
                 })
             })
             .collect::<Result<Vec<_>, LabError>>()?;
@@ -617,13 +667,30 @@ impl<'w> Manager<'w> {
     /// Width of the workload embedding the agent reads beside the state (0: an agent that is
     /// not conditioned on one).
     pub fn embedding_width(&self) -> usize {
-        embedding_width_of(&self.agent)
+        embedding_width_of(&self.agent, self.config.residual)
     }
 
-    /// App `i`'s state as the agent reads it: with its workload embedding appended when the
-    /// agent is conditioned on one (`None` while the app has none).
-    fn agent_state(&self, i: usize, state: &[f32]) -> Option<Vec<f32>> {
-        agent_state(self.embedding_width(), self.apps[i].embedding.as_deref(), state)
+    /// App `i`'s state as the agent reads it, `ask` being the fallback's proposal for a
+    /// residual agent ([`ASK_FEATURES`], else empty): with its workload embedding appended when
+    /// the agent is conditioned on one (`None` while the app has none).
+    fn agent_state(&self, i: usize, state: &[f32], ask: &[f32]) -> Option<Vec<f32>> {
+        agent_state(self.embedding_width(), self.apps[i].embedding.as_deref(), state, ask)
+    }
+
+    /// Learns from app `i`'s transition `e` (states in the agent's width) as the stage it was
+    /// decided in allows; whether it was kept for offline learning.
+    fn learn(&mut self, i: usize, e: &Experience, decided: &Pending, truncated: bool) -> Result<bool, LabError> {
+        if self.config.learns_offline(decided.stage, decided.retraining) {
+            self.agent.remember_offline(e)?;
+            return Ok(true);
+        }
+        if decided.stage == Stage::Online && self.config.online_learning {
+            let bc = self.config.online_bc.then_some(self.config.bc_alpha);
+            self.agent.learn_online(i, e, decided.sampled.as_deref(), truncated, bc)?;
+        } else {
+            self.agent.stop_online(i);
+        }
+        Ok(false)
     }
 
     /// The meta-learner's verdict on app `app`, if the run has one.
@@ -756,6 +823,8 @@ impl Driver for Manager<'_> {
             a.fallback.recommender().restart();
             a.guard.restart();
             a.headroom.forget();
+            // No transition spans two episodes' clusters.
+            a.pending = None;
         }
     }
 
@@ -788,11 +857,40 @@ impl Driver for Manager<'_> {
             let checked = self.apps[i].guard.check(&obs, state);
             seen.push((obs, stage, wants_agent, checked, held));
         }
+        // A residual agent reads the fallback's proposal in its state: asked here, once per
+        // interval and app as ever, before the agent acts; it completes the last interval's
+        // transitions too.
+        let asking = ask_width(self.config.residual) > 0;
+        let mut asks: Vec<Option<Recommendation>> = vec![None; seen.len()];
+        if asking {
+            let mut offline = 0;
+            for (i, (obs, ..)) in seen.iter().enumerate() {
+                let a = &mut self.apps[i];
+                asks[i] = a.fallback.recommender().recommend(obs).ok();
+                a.ask = ask_features(&a.decoder.bounds, asks[i].as_ref(), obs);
+                let Some(decided) = a.pending.take() else { continue };
+                let ask = &self.apps[i].ask;
+                if let Some(next_state) = self.agent_state(i, &decided.e.next_state, ask) {
+                    let e = Experience { next_state, ..decided.e.clone() };
+                    offline += self.learn(i, &e, &decided, false)? as usize;
+                }
+            }
+            if offline > 0 {
+                self.agent.train_offline(offline * self.config.offline_updates, self.config.bc_alpha)?;
+            }
+        }
         // One forward pass for every app the agent acts for this interval.
         let acting: Vec<usize> = (0..seen.len()).filter(|&i| seen[i].2 && seen[i].3.is_ok()).collect();
-        let agent_states: Vec<Option<Vec<f32>>> = (0..states.len())
-            .map(|i| if seen[i].2 && seen[i].3.is_ok() { self.agent_state(i, &states[i]) } else { None })
-            .collect();
+        let agent_states: Vec<Option<Vec<f32>>> =
+            (0..states.len())
+                .map(|i| {
+                    if seen[i].2 && seen[i].3.is_ok() {
+                        self.agent_state(i, &states[i], &self.apps[i].ask)
+                    } else {
+                        None
+                    }
+                })
+                .collect();
         let batch: Vec<f32> = acting.iter().flat_map(|&i| agent_states[i].iter().flatten().copied()).collect();
         let explores = self.agent.explores_online(&self.config);
         let explore: Vec<bool> = acting.iter().map(|&i| explores && seen[i].1 == Stage::Online).collect();
@@ -811,7 +909,9 @@ impl Driver for Manager<'_> {
             }
             let attribution = match (&agent_action, &agent_states[i]) {
                 (Some(v), Some(s)) if self.config.log => {
-                    Some(decision::attribution(s, v, &decision::gradient_times_input(&self.agent, s)?))
+                    let names = decision::named_features(self.config.residual);
+                    let grads = decision::gradient_times_input(&self.agent, s, names.len())?;
+                    Some(decision::attribution(s, v, &grads, &names))
                 }
                 _ => None,
             };
@@ -832,7 +932,9 @@ impl Driver for Manager<'_> {
                 verdict = format!("fallback: {reason}");
             }
             let agent_acted = agent_action.is_some();
-            let fallback_ask = if agent_acted && (self.config.fallback_floor || self.config.residual) {
+            let fallback_ask = if asking {
+                if agent_acted { asks[i].take() } else { None }
+            } else if agent_acted && (self.config.fallback_floor || self.config.residual) {
                 a.fallback.recommender().recommend(&obs).ok()
             } else {
                 None
@@ -849,6 +951,7 @@ impl Driver for Manager<'_> {
                     Some(with_headroom(p, self.config.headroom))
                 }
                 // The fallback sees every observation (its own checks refuse bad ones).
+                None if asking => asks[i].take(),
                 None => a.fallback.recommender().recommend(&obs).ok(),
             };
             if agent_acted {
@@ -922,7 +1025,6 @@ impl Driver for Manager<'_> {
 
     fn feedback(&mut self, states: &[Vec<f32>], _controls: &[Control], out: &VecStep) -> Result<(), LabError> {
         let mut offline = 0;
-        let width = self.embedding_width();
         for (i, (state, step)) in states.iter().zip(&out.steps).enumerate() {
             let a = &mut self.apps[i];
             a.reward += step.reward;
@@ -949,23 +1051,25 @@ impl Driver for Manager<'_> {
             // The agent learns what its violations are priced at (the log and the store keep
             // the reward itself).
             let reward = e.reward - if step.info.slo_violated { self.config.violation_price } else { 0.0 };
-            let e = match (
-                agent_state(width, a.embedding.as_deref(), &e.state),
-                agent_state(width, a.embedding.as_deref(), &e.next_state),
-            ) {
-                (Some(state), Some(next_state)) => Experience { state, next_state, reward, ..e },
-                _ => continue,
+            let a = &self.apps[i];
+            let Some(state) = self.agent_state(i, &e.state, &a.ask) else { continue };
+            let truncated = step.truncated || a.intervals >= self.config.episode_steps;
+            let decided = Pending {
+                e: Experience { state, reward, ..e },
+                stage,
+                retraining: a.lifecycle.retraining(),
+                sampled: a.sampled.clone(),
             };
-            if self.config.learns_offline(stage, a.lifecycle.retraining()) {
-                self.agent.remember_offline(&e)?;
-                offline += 1;
-            } else if stage == Stage::Online && self.config.online_learning {
-                let truncated = step.truncated || a.intervals >= self.config.episode_steps;
-                let bc = self.config.online_bc.then_some(self.config.bc_alpha);
-                self.agent.learn_online(i, &e, a.sampled.as_deref(), truncated, bc)?;
-            } else {
-                self.agent.stop_online(i);
+            // A residual agent's next state holds the fallback's next proposal, asked when the
+            // next interval is decided; at the episode's end, none (the fallback holding).
+            if ask_width(self.config.residual) > 0 && !(truncated || step.terminated) {
+                self.apps[i].pending = Some(decided);
+                continue;
             }
+            let ask = vec![0.0; ask_width(self.config.residual)];
+            let Some(next_state) = self.agent_state(i, &decided.e.next_state, &ask) else { continue };
+            let e = Experience { next_state, ..decided.e.clone() };
+            offline += self.learn(i, &e, &decided, truncated)? as usize;
         }
         if offline > 0 {
             self.agent.train_offline(offline * self.config.offline_updates, self.config.bc_alpha)?;

@@ -489,7 +489,7 @@ pub fn run_with(
                 "needs a store (--store URL): the meta-learner reads each app's embedding from its recorded episodes",
             ));
         }
-        let width = crate::manager::embedding_width_of(&m.agent);
+        let width = crate::manager::embedding_width_of(&m.agent, spec.manager.residual);
         if width == 0 || width != m.embedder.width() {
             return Err(LifecycleError::input(
                 "--meta",

@@ -18,7 +18,7 @@ use aware_sim::{AppSpec, CONTAINER, SimCluster, SimConfig, Trace};
 
 use crate::algorithm::{EpisodeOutcome, ShadowComparison};
 use crate::guard::{Guard, GuardConfig};
-use crate::manager::{AGENT_ACTIONS, action_origin, decode_action};
+use crate::manager::{AGENT_ACTIONS, action_origin, ask_features, decode_action};
 
 /// What the shadow run needs of one application.
 pub struct ShadowApp<'a> {
@@ -55,7 +55,14 @@ pub fn compare(
 ) -> Result<ShadowComparison, LabError> {
     let steps = app.rates.len() as u64;
     let fallback_outcome = self::fallback(app, fallback)?;
-    let width = crate::manager::embedding_width_of(agent);
+    let reads = aware_env::STATE_DIM + crate::manager::ask_width(residual);
+    if agent.state_dim() < reads {
+        return Err(LabError::input(
+            "shadow",
+            format!("the agent reads {} state values, acting residually needs {reads}", agent.state_dim()),
+        ));
+    }
+    let width = crate::manager::embedding_width_of(agent, residual);
     if width > 0 && embedding.is_none_or(|e| e.len() != width) {
         return Err(LabError::input("shadow", format!("the agent reads a workload embedding of {width} values")));
     }
@@ -230,8 +237,10 @@ impl Driver for Greedy<'_> {
                 None => Control::Hold,
             }]);
         }
-        let state: Vec<f32> = states[0].iter().chain(self.embedding.iter().flatten()).copied().collect();
         let ask = self.rules.as_mut().and_then(|f| f.recommender().recommend(&obs).ok());
+        // A residual agent reads the fallback's proposal beside the state, as in the manager.
+        let asked = if self.residual { ask_features(&self.decoder.bounds, ask.as_ref(), &obs) } else { Vec::new() };
+        let state: Vec<f32> = states[0].iter().chain(&asked).chain(self.embedding.iter().flatten()).copied().collect();
         let (from, from_replicas) = action_origin(ask.as_ref(), self.residual, &obs);
         let proposal = decode_action(&self.decoder, self.agent.greedy(&state)?, from_replicas, from)?;
         let floor = if self.floor { ask.as_ref() } else { None };

@@ -95,7 +95,7 @@ fn agent_decisions_carry_gradient_times_input() {
         aware_agents::ddpg::Ddpg::new(aware_env::STATE_DIM + 4, 3, Default::default(), 9).into();
     let mut with_embedding = state.clone();
     with_embedding.extend([0.5, -0.5, 0.5, 0.5]);
-    let g = gradient_times_input(&conditioned, &with_embedding).unwrap();
+    let g = gradient_times_input(&conditioned, &with_embedding, aware_env::STATE_DIM).unwrap();
     assert!(g.iter().all(|row| row.len() == aware_env::STATE_DIM + 1));
     let base = conditioned.greedy(&with_embedding).unwrap();
     let mut moved = with_embedding.clone();
@@ -105,7 +105,7 @@ fn agent_decisions_carry_gradient_times_input() {
         let (predicted, actual) = (g[a][aware_env::STATE_DIM] * 0.01, after[a] - base[a]);
         assert!((predicted - actual).abs() <= 1e-4 + 0.05 * actual.abs(), "embedding dim {a}: {predicted} vs {actual}");
     }
-    let g = gradient_times_input(&agent, &state).unwrap();
+    let g = gradient_times_input(&agent, &state, aware_env::STATE_DIM).unwrap();
     let base = agent.greedy(&state).unwrap();
     for f in [0, 3, 10] {
         let mut moved = state.clone();

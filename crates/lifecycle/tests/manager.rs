@@ -16,9 +16,18 @@ use aware_lifecycle::{LifecycleError, Stage};
 use aware_sim::{AppStepStats, SimCluster};
 
 fn small_agent(seed: u64) -> Ddpg {
-    let config = DdpgConfig { hidden: vec![32, 32], warmup: 64, ..DdpgConfig::default() };
-    Ddpg::new(STATE_DIM, 3, config, seed)
+    small_agent_reading(STATE_DIM, seed)
 }
+
+/// A small agent on `width` state values (a residual agent's: the state encoder's and the
+/// fallback's proposal).
+fn small_agent_reading(width: usize, seed: u64) -> Ddpg {
+    let config = DdpgConfig { hidden: vec![32, 32], warmup: 64, ..DdpgConfig::default() };
+    Ddpg::new(width, 3, config, seed)
+}
+
+/// The width of a residual agent's states.
+const RESIDUAL_DIM: usize = STATE_DIM + 3;
 
 fn workload(apps: usize, profile: Option<&str>) -> (Workload, Option<tempfile::TempDir>) {
     let dir = profile.map(|_| tempfile::tempdir().unwrap());
@@ -137,7 +146,12 @@ fn starving_agent() -> Ddpg {
 /// A small agent behaviour-cloned onto `action` in every state, and its greedy action in a
 /// state it never saw.
 fn cloned_agent(action: [f32; 3]) -> (Ddpg, Vec<f32>) {
-    let mut starving = small_agent(11);
+    cloned_agent_reading(STATE_DIM, action)
+}
+
+/// [`cloned_agent`] on `width` state values.
+fn cloned_agent_reading(width: usize, action: [f32; 3]) -> (Ddpg, Vec<f32>) {
+    let mut starving = small_agent_reading(width, 11);
     starving.config.bc_alpha = Some(0.0);
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;
     let mut uniform = || {
@@ -147,7 +161,9 @@ fn cloned_agent(action: [f32; 3]) -> (Ddpg, Vec<f32>) {
         (rng >> 40) as f32 / (1u64 << 24) as f32
     };
     for _ in 0..256 {
-        let state: Vec<f32> = (0..STATE_DIM).map(|_| uniform()).collect();
+        // The fallback's proposal, for a residual agent, lies in [-1, 1].
+        let state: Vec<f32> =
+            (0..width).map(|f| if f < STATE_DIM { uniform() } else { 2.0 * uniform() - 1.0 }).collect();
         let e = aware_agents::Experience {
             state: state.clone(),
             action: action.to_vec(),
@@ -157,9 +173,11 @@ fn cloned_agent(action: [f32; 3]) -> (Ddpg, Vec<f32>) {
         };
         starving.remember(&e).unwrap();
     }
-    starving.train_offline(400);
+    // A residual agent's wider state takes more steps to hold the action in every state (at
+    // 400, one app's first bootstrapping check saw it leave the fallback's dead band).
+    starving.train_offline(if width > STATE_DIM { 1000 } else { 400 });
     starving.config.bc_alpha = None;
-    let probe: Vec<f32> = (0..STATE_DIM).map(|_| uniform()).collect();
+    let probe: Vec<f32> = (0..width).map(|_| uniform()).collect();
     let a = starving.greedy(&probe).unwrap();
     (starving, a)
 }
@@ -222,7 +240,7 @@ fn a_residual_agent_that_asks_for_no_change_serves_as_the_fallback_does() {
             ..ManagerConfig::default()
         };
         let mut logged = LoggedRewards::default();
-        let agent = cloned_agent([0.0; 3]).0;
+        let agent = cloned_agent_reading(if residual { RESIDUAL_DIM } else { STATE_DIM }, [0.0; 3]).0;
         let cloning = agent.updates();
         let (arm, agent) = run_agent(&workload, &plan, agent, "holding", &config, &mut logged, &Silent).unwrap();
         assert_eq!(agent.updates(), cloning, "serving learns nothing");
@@ -283,8 +301,8 @@ fn a_residual_agent_bootstraps_on_the_fallbacks_decisions_as_no_change() {
     let bootstrap = |residual: bool| {
         let config = ManagerConfig { episode_steps: 100, residual, log: true, ..ManagerConfig::default() };
         let mut sink = BootstrapActions::default();
-        let (arm, _) =
-            run_agent(&workload, &plan, cloned_agent([0.0; 3]).0, "aware", &config, &mut sink, &Silent).unwrap();
+        let agent = cloned_agent_reading(if residual { RESIDUAL_DIM } else { STATE_DIM }, [0.0; 3]).0;
+        let (arm, _) = run_agent(&workload, &plan, agent, "aware", &config, &mut sink, &Silent).unwrap();
         (arm, sink.0)
     };
     let (residual, actions) = bootstrap(true);
@@ -314,6 +332,7 @@ fn the_bootstrapping_check_runs_a_residual_agent_on_the_fallbacks_proposals() {
     use aware_lifecycle::shadow::{ShadowApp, compare};
     let (workload, _dir) = workload(3, None);
     let agent: aware_lifecycle::agent::LifecycleAgent = cloned_agent([0.0; 3]).0.into();
+    let residual_agent: aware_lifecycle::agent::LifecycleAgent = cloned_agent_reading(RESIDUAL_DIM, [0.0; 3]).0.into();
     let (mut residual_gap, mut holding_gap) = (0.0, 0.0);
     for i in 0..3 {
         let profile = workload.app_profile(i);
@@ -334,7 +353,9 @@ fn the_bootstrapping_check_runs_a_residual_agent_on_the_fallbacks_proposals() {
             seed: 7,
         };
         let guard = GuardConfig::default();
-        let residual = compare(&app, &agent, None, &PolicyName::Mpa, false, true, &guard).unwrap();
+        let residual = compare(&app, &residual_agent, None, &PolicyName::Mpa, false, true, &guard).unwrap();
+        // An agent that does not read the fallback's proposal cannot act residually.
+        assert!(compare(&app, &agent, None, &PolicyName::Mpa, false, true, &guard).is_err());
         let holding = compare(&app, &agent, None, &PolicyName::Mpa, false, false, &guard).unwrap();
         assert!(residual.agent.slo_violations <= residual.fallback.slo_violations + 2, "app {i}: {residual:?}");
         residual_gap += (residual.agent.mean_reward - residual.fallback.mean_reward).abs();
@@ -534,4 +555,45 @@ fn retraining_is_reported_and_exported() {
     for app in &names {
         assert_eq!(gauge(&text, app), Some(0), "{text}");
     }
+}
+
+/// A residual agent reads the fallback's proposal of each interval beside the state: the
+/// decision log explains its actions by it too (where the fallback moved, the proposal is
+/// not 0), and it learns online from transitions whose states hold it.
+#[test]
+fn a_residual_agent_reads_the_fallbacks_proposal() {
+    use aware_lifecycle::decision::Decision;
+    let (workload, _dir) = workload(2, None);
+    let plan = Plan::new(&workload, 400, 100).unwrap();
+    let config = ManagerConfig {
+        episode_steps: 100,
+        fixed_stage: Some(Stage::Online),
+        online_learning: true,
+        residual: true,
+        log: true,
+        ..ManagerConfig::default()
+    };
+    let mut log: Vec<Decision> = Vec::new();
+    let (_, agent) =
+        run_agent(&workload, &plan, small_agent_reading(RESIDUAL_DIM, 4), "residual", &config, &mut log, &Silent)
+            .unwrap();
+    assert!(agent.updates() > 0, "it learned online");
+    let names = ["fallback_cpu", "fallback_memory", "fallback_replicas"];
+    let acted: Vec<&Decision> = log.iter().filter(|d| d.acting_policy == "aware").collect();
+    assert_eq!(acted.len(), 2 * 400, "ONLINE, the agent acts every interval");
+    let mut moved = 0;
+    for d in acted {
+        for dim in d.attribution.as_ref().expect("explained") {
+            assert_eq!(dim.features.len(), RESIDUAL_DIM);
+            for name in names {
+                let f = dim.features.iter().find(|f| f.feature == name).expect("the proposal is a feature");
+                assert!((-1.0..=1.0).contains(&f.value), "{f:?}");
+                moved += (f.value != 0.0) as u32;
+            }
+        }
+    }
+    assert!(moved > 0, "the fallback's proposal never moved: the test shows nothing");
+    // An agent that does not read the proposal is refused, naming why.
+    let err = Manager::new(&workload, small_agent(4), config).err().unwrap();
+    assert!(err.to_string().contains("the fallback's proposal"), "{err}");
 }
