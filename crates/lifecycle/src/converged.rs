@@ -65,7 +65,8 @@ pub struct Training {
     /// The CPU headrooms each check tries the snapshot with ([`ManagerConfig::headroom`]): the
     /// snapshot and headroom [`better`] ranks first are kept together, and the reference is
     /// served with that headroom. (0, 5 % and 10 % beat MPA on fig10 quick seeds 1–32 on 19
-    /// seeds, against 17 with none, when chosen in session 15; re-measured on 2026-11-28, 15.
+    /// seeds, against 17 with none, when chosen in session 15; re-measured on 2026-11-28, 15,
+    /// and 18 once the agent read the fallback's proposal.
     /// Adding −5 % gave 13. See the README.)
     pub headrooms: &'static [f32],
 }
@@ -135,8 +136,11 @@ const VALIDATION_TRACE_OFFSET: u64 = 1 << 41;
 /// to the next, core-seconds a large sum that barely does, so the beater with the most room
 /// on violations is the likeliest to beat the fallback on traffic it has not seen (the
 /// highest reward, chosen before, sat at the edge of the fallback's violations: fig10 quick
-/// beat MPA on 14 seeds of 1–32 with it, 17 with this). The higher reward among those with no
-/// more violations; the fewer violations (then the higher reward) among the rest.
+/// beat MPA on 14 seeds of 1–32 with it, 17 with this; 18 once the agent read the fallback's
+/// proposal, and 18 too with the beater of the widest margin in units of each figure's noise,
+/// which traded violations for core-seconds on other seeds: see the README). The higher reward
+/// among those with no more violations; the fewer violations (then the higher reward) among
+/// the rest.
 fn better(a: &Validation, b: &Validation, rules: &Validation) -> bool {
     let beats = |v: &Validation| {
         aware_lab::score::beats((v.core_seconds, v.slo_violations), (rules.core_seconds, rules.slo_violations))
