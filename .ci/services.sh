@@ -7,11 +7,14 @@
 # its own ports.
 set -euo pipefail
 STATE=${AWARE_SERVICES_DIR:-/tmp/aware-services}
-PG_PORT=55432
-INFLUX_PORT=58086
-PROM_PORT=59090
+# Every port below Linux's ephemeral range (32768–60999 by default): a port in it can be taken
+# at any moment as the local end of an outgoing connection (a scrape, a test's client), and a
+# bind then fails with "Address already in use" (the exporter's did once, at 59464).
+PG_PORT=25432
+INFLUX_PORT=28086
+PROM_PORT=29090
 # Where aware-kube's end-to-end test serves simulated pods' metrics; Prometheus scrapes it every second.
-EXPORTER_ADDR=127.0.0.1:59464
+EXPORTER_ADDR=127.0.0.1:29464
 
 log() { echo "services: $*" >&2; }
 

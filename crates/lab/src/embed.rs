@@ -34,7 +34,9 @@ pub struct EmbedRefusal {
 
 /// The space of the states a base learner conditioned on `width` embedding values reads: the
 /// state encoder's features, then the embedding at unit length (each value within [−1, 1]).
-/// The meta-learner's saved base learner and the lifecycle's checkpoint both use it.
+/// The meta-learner's saved base learner and the lifecycle's checkpoint both use it (the
+/// lifecycle's `width` counts a residual agent's three proposal features too, also in
+/// [−1, 1]).
 pub fn conditioned_space(width: usize) -> aware_core::Space {
     match aware_env::StateEncoder::space() {
         aware_core::Space::Box { mut low, mut high } => {

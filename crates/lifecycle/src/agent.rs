@@ -1,6 +1,7 @@
 //! The lifecycle's agent: one policy for every managed application, DDPG (AWARE's) or PPO
 //! (FLASH's and SIMPPO's), acting in the relative action coordinates
-//! ([`crate::manager::AGENT_ACTIONS`]) on the state encoder's features (and a workload
+//! ([`crate::manager::AGENT_ACTIONS`]) on the state encoder's features (then the fallback's
+//! proposal, [`crate::manager::ASK_FEATURES`], for an agent acting on it, and a workload
 //! embedding, for an agent conditioned on the meta-learner's).
 //!
 //! Each stage of Algorithm 1 feeds it the way its algorithm can learn:

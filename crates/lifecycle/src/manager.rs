@@ -99,12 +99,13 @@ pub struct ManagerConfig {
     /// transitions for the caller, drained with [`Manager::take_log`] (to a store).
     pub log: bool,
     /// The agent's action is a change of the fallback's proposal of the interval (asked every
-    /// interval the agent acts) instead of the current allocation: an action inside the dead
-    /// band is the fallback's own decision (residual RL), and the fallback's own intervals are
-    /// recorded as the action 0. The agent reads that proposal beside the state
+    /// interval, before the agent acts) instead of the current allocation: an action inside
+    /// the dead band is the fallback's own decision (residual RL), and the fallback's own
+    /// intervals are recorded as the action 0. The agent reads that proposal beside the state
     /// ([`ASK_FEATURES`]; an agent of the state encoder's width alone is refused). The
-    /// bootstrapping check's shadow runs and the live decider act so too. An agent or transitions written with one setting and read with the other
-    /// would mean other allocations, so a checkpoint records it and a run with the other
+    /// bootstrapping check's shadow runs and the live decider act so too. An agent or
+    /// transitions written with one setting and read with the other would mean other
+    /// allocations, so a checkpoint records it and a run with the other
     /// setting sets it aside, and a residual run's episodes, decisions and stage changes are
     /// stored as the agent `aware-residual` ([`crate::record::RESIDUAL_AGENT`]). No command
     /// sets it but the experiments' `converged` reference.
@@ -468,7 +469,9 @@ pub struct Manager<'w> {
 #[derive(Debug, Default)]
 pub struct Log {
     pub decisions: Vec<Decision>,
-    /// Per app, the episode's transitions in the agent's coordinates (relative actions).
+    /// Per app, the episode's transitions in the agent's coordinates (relative actions), with
+    /// the state encoder's states: without a residual agent's [`ASK_FEATURES`] (nor a workload
+    /// embedding), so they cannot be replayed into a residual agent as they are.
     pub transitions: Vec<Vec<Experience>>,
     /// Per app, the stage the episode began in and whether the agent acted in it.
     pub episode_stage: Vec<Stage>,

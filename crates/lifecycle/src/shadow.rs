@@ -42,8 +42,8 @@ pub fn fallback(app: &ShadowApp, fallback: &PolicyName) -> Result<EpisodeOutcome
 /// The agent (greedy, reading `embedding` beside the state when it is conditioned on one;
 /// through a guard configured as `guard`; with `floor`, raised to the
 /// fallback's scale-ups, and the fallback acting on observations the guard refuses; `residual`,
-/// acting on the fallback's proposal; as the manager does) against a fresh fallback of kind
-/// `fallback`.
+/// acting on the fallback's proposal, which it reads beside the state; as the manager does)
+/// against a fresh fallback of kind `fallback`.
 pub fn compare(
     app: &ShadowApp,
     agent: &LifecycleAgent,
@@ -59,7 +59,7 @@ pub fn compare(
     if agent.state_dim() < reads {
         return Err(LabError::input(
             "shadow",
-            format!("the agent reads {} state values, acting residually needs {reads}", agent.state_dim()),
+            format!("the agent reads {} state values, the shadow gives at least {reads}", agent.state_dim()),
         ));
     }
     let width = crate::manager::embedding_width_of(agent, residual);

@@ -160,10 +160,11 @@ fn cloned_agent_reading(width: usize, action: [f32; 3]) -> (Ddpg, Vec<f32>) {
         rng ^= rng << 17;
         (rng >> 40) as f32 / (1u64 << 24) as f32
     };
+    // The fallback's proposal, for a residual agent, lies in [-1, 1].
+    let mut draw =
+        || -> Vec<f32> { (0..width).map(|f| if f < STATE_DIM { uniform() } else { 2.0 * uniform() - 1.0 }).collect() };
     for _ in 0..256 {
-        // The fallback's proposal, for a residual agent, lies in [-1, 1].
-        let state: Vec<f32> =
-            (0..width).map(|f| if f < STATE_DIM { uniform() } else { 2.0 * uniform() - 1.0 }).collect();
+        let state = draw();
         let e = aware_agents::Experience {
             state: state.clone(),
             action: action.to_vec(),
@@ -177,8 +178,7 @@ fn cloned_agent_reading(width: usize, action: [f32; 3]) -> (Ddpg, Vec<f32>) {
     // 400, one app's first bootstrapping check saw it leave the fallback's dead band).
     starving.train_offline(if width > STATE_DIM { 1000 } else { 400 });
     starving.config.bc_alpha = None;
-    let probe: Vec<f32> = (0..width).map(|_| uniform()).collect();
-    let a = starving.greedy(&probe).unwrap();
+    let a = starving.greedy(&draw()).unwrap();
     (starving, a)
 }
 
@@ -579,6 +579,10 @@ fn a_residual_agent_reads_the_fallbacks_proposal() {
             .unwrap();
     assert!(agent.updates() > 0, "it learned online");
     let names = ["fallback_cpu", "fallback_memory", "fallback_replicas"];
+    let feature = |d: &Decision, name: &str| {
+        let dims = d.attribution.as_ref().expect("explained");
+        dims[0].features.iter().find(|f| f.feature == name).expect("the proposal is a feature").value
+    };
     let acted: Vec<&Decision> = log.iter().filter(|d| d.acting_policy == "aware").collect();
     assert_eq!(acted.len(), 2 * 400, "ONLINE, the agent acts every interval");
     let mut moved = 0;
@@ -593,6 +597,30 @@ fn a_residual_agent_reads_the_fallbacks_proposal() {
         }
     }
     assert!(moved > 0, "the fallback's proposal never moved: the test shows nothing");
+    // What it read is this interval's proposal: an agent that asks for no change of it, let
+    // through unchanged by the guard, sets exactly the proposal it read.
+    let (holding, a) = cloned_agent_reading(RESIDUAL_DIM, [0.0; 3]);
+    assert!(a.iter().all(|v| v.abs() < 0.05), "{a:?}");
+    let serving = ManagerConfig { fixed_stage: Some(Stage::Serving), online_learning: false, ..config.clone() };
+    let mut log: Vec<Decision> = Vec::new();
+    run_agent(&workload, &plan, holding, "holding", &serving, &mut log, &Silent).unwrap();
+    let (mut checked, mut nonzero) = (0, 0);
+    for d in log.iter().filter(|d| d.acting_policy == "aware" && d.guard == "passed") {
+        let (Some(seen), Some(set)) = (&d.observation, &d.action) else { continue };
+        let i = workload.apps.iter().position(|a| a.name == d.app).unwrap();
+        let asked = aware_env::coordinates(
+            ActionKind::Relative,
+            &workload.app_profile(i).bounds,
+            (set.cpu_millicores, set.memory_bytes, set.replicas),
+            (seen.cpu_limit_millicores, seen.memory_limit_bytes, seen.replicas),
+        )
+        .unwrap();
+        let read: Vec<f32> = names.iter().map(|n| feature(d, n)).collect();
+        assert_eq!(read, asked, "{} at step {}", d.app, d.step);
+        checked += 1;
+        nonzero += asked.iter().any(|x| *x != 0.0) as u32;
+    }
+    assert!(checked > 100 && nonzero > 0, "{checked} decisions checked, {nonzero} with a proposal that moved");
     // An agent that does not read the proposal is refused, naming why.
     let err = Manager::new(&workload, small_agent(4), config).err().unwrap();
     assert!(err.to_string().contains("the fallback's proposal"), "{err}");
