@@ -155,7 +155,7 @@ impl LifecycleAgent {
     /// fallback's proposal ([`crate::manager::ASK_FEATURES`]), and a residual DDPG agent has
     /// [`residual_ddpg`]'s settings.
     pub fn fresh_for(config: &ManagerConfig, seed: u64) -> Self {
-        let state_dim = aware_env::STATE_DIM + crate::manager::ask_width(config.residual);
+        let state_dim = crate::manager::base_state_width(config.residual);
         let ddpg = if config.residual { residual_ddpg() } else { DdpgConfig::default() };
         Self::fresh_reading(config.agent, state_dim, ddpg, seed)
     }

@@ -196,17 +196,9 @@ impl LiveManager {
         config: ManagerConfig,
     ) -> Result<Self, LifecycleError> {
         let mut agent = agent.into();
-        let width = aware_env::STATE_DIM + crate::manager::ask_width(config.residual);
-        if agent.state_dim() != width {
-            return Err(LifecycleError::input(
-                "agent",
-                format!(
-                    "reads {} state values, the live decider gives {width} (the state encoder's {}{})",
-                    agent.state_dim(),
-                    aware_env::STATE_DIM,
-                    if config.residual { " and the fallback's proposal" } else { "" }
-                ),
-            ));
+        // No workload embedding here: exactly the base width.
+        if let Some(why) = crate::manager::state_width_refusal(agent.state_dim(), config.residual, true) {
+            return Err(LifecycleError::input("agent", why));
         }
         if config.headroom != 0.0 {
             return Err(LifecycleError::input(

@@ -290,6 +290,28 @@ pub fn ask_width(residual: bool) -> usize {
     if residual { ASK_FEATURES.len() } else { 0 }
 }
 
+/// The state values every agent of a driver acting `residual`ly (or not) reads before any
+/// workload embedding: the state encoder's, then [`ASK_FEATURES`] for a residual agent.
+pub fn base_state_width(residual: bool) -> usize {
+    aware_env::STATE_DIM + ask_width(residual)
+}
+
+/// Why an agent reading `reads` state values cannot act for a driver acting `residual`ly (or
+/// not), which gives [`base_state_width`] values before any embedding; `exact` when it gives no
+/// embedding at all.
+pub(crate) fn state_width_refusal(reads: usize, residual: bool, exact: bool) -> Option<String> {
+    let width = base_state_width(residual);
+    let fits = if exact { reads == width } else { reads >= width };
+    (!fits).then(|| {
+        format!(
+            "the agent reads {reads} state values, the lifecycle gives {}{width} (the state encoder's {}{})",
+            if exact { "" } else { "at least " },
+            aware_env::STATE_DIM,
+            if residual { " and the fallback's proposal" } else { "" }
+        )
+    })
+}
+
 /// [`ASK_FEATURES`] of the fallback's proposal `ask` (zeros without one: the agent's change
 /// then lands on the current allocation, [`action_origin`]).
 pub(crate) fn ask_features(bounds: &aware_core::Bounds, ask: Option<&Recommendation>, obs: &Observation) -> Vec<f32> {
@@ -331,7 +353,7 @@ pub fn agent_space(residual: bool, embedding_width: usize) -> aware_core::Space 
 /// Width of the workload embedding `agent` reads beside the state encoder's features (and, when
 /// it acts `residual`ly, the fallback's proposal); 0 for an agent not conditioned on one.
 pub fn embedding_width_of(agent: &LifecycleAgent, residual: bool) -> usize {
-    agent.state_dim().saturating_sub(aware_env::STATE_DIM + ask_width(residual))
+    agent.state_dim().saturating_sub(base_state_width(residual))
 }
 
 /// A state as the agent reads it: `state`, then `ask` (the fallback's proposal for a residual
@@ -485,17 +507,8 @@ impl<'w> Manager<'w> {
         config: ManagerConfig,
     ) -> Result<Self, LabError> {
         let mut agent = agent.into();
-        let width = aware_env::STATE_DIM + ask_width(config.residual);
-        if agent.state_dim() < width {
-            return Err(LabError::input(
-                "agent",
-                format!(
-                    "acts on {} state features, the lifecycle gives {width} (the state encoder's {}{})",
-                    agent.state_dim(),
-                    aware_env::STATE_DIM,
-                    if config.residual { " and the fallback's proposal" } else { "" }
-                ),
-            ));
+        if let Some(why) = state_width_refusal(agent.state_dim(), config.residual, false) {
+            return Err(LabError::input("agent", why));
         }
         let profile = &workload.profile;
         let bootstrapping = config.bootstrapping.unwrap_or(profile.bootstrapping);

@@ -55,12 +55,8 @@ pub fn compare(
 ) -> Result<ShadowComparison, LabError> {
     let steps = app.rates.len() as u64;
     let fallback_outcome = self::fallback(app, fallback)?;
-    let reads = aware_env::STATE_DIM + crate::manager::ask_width(residual);
-    if agent.state_dim() < reads {
-        return Err(LabError::input(
-            "shadow",
-            format!("the agent reads {} state values, the shadow gives at least {reads}", agent.state_dim()),
-        ));
+    if let Some(why) = crate::manager::state_width_refusal(agent.state_dim(), residual, false) {
+        return Err(LabError::input("shadow", why));
     }
     let width = crate::manager::embedding_width_of(agent, residual);
     if width > 0 && embedding.is_none_or(|e| e.len() != width) {
