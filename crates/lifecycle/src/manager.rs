@@ -23,7 +23,7 @@ use serde::Serialize;
 use crate::agent::{Learner, LifecycleAgent};
 use crate::algorithm::{AppLifecycle, EpisodeOutcome, LifecycleState, ShadowComparison, Transition};
 use crate::decision::{self, Decision, Seen, Set};
-use crate::guard::{Guard, GuardConfig};
+use crate::guard::{Floor, Guard, GuardConfig};
 use crate::shadow::{self, CostMeter, ShadowApp};
 use crate::stage::{Stage, StageChange};
 
@@ -231,6 +231,8 @@ struct Managed {
     name: String,
     lifecycle: AppLifecycle,
     guard: Guard,
+    /// The profile's CPU utilisation target (the fallback's floor's ceiling, [`Floor::new`]).
+    cpu_target: f64,
     fallback: Policy,
     /// Decodes the agent's actions within the app's bounds (`decoder.bounds`, which the guard
     /// and the action coordinates use too).
@@ -528,6 +530,7 @@ impl<'w> Manager<'w> {
                         }
                     },
                     guard: Guard::new(config.guard.clone()),
+                    cpu_target: app_profile.targets.cpu_utilisation,
                     fallback: Policy::build(&config.fallback, &app_profile, Some(&workload.apps[i]), None)?,
                     decoder: ActionDecoder {
                         kind: AGENT_ACTIONS,
@@ -978,7 +981,10 @@ impl Driver for Manager<'_> {
             let control = match proposal {
                 Some(p) => {
                     let rec = if agent_acted {
-                        let floor = if self.config.fallback_floor { fallback_ask.as_ref() } else { None };
+                        let floor = fallback_ask
+                            .as_ref()
+                            .filter(|_| self.config.fallback_floor)
+                            .map(|ask| Floor::new(ask, &obs, a.cpu_target));
                         let (rec, limited) =
                             a.guard.limit_under(&p, floor, obs.desired_replicas, &obs.template, &a.decoder.bounds);
                         if let Some(why) = limited {
