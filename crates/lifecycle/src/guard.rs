@@ -312,12 +312,15 @@ impl Guard {
             && u * capacity_now > floor.ceiling * capacity
         {
             let need = (u * capacity_now / floor.ceiling).min(capacity_now);
-            let r = ((need / cpu.max(1) as f64).ceil() as u64).clamp(new_replicas as u64, now.0);
+            // Between the proposal and the current allocation (the proposal may add replicas
+            // while it cuts CPU, or raise CPU while it cuts replicas).
+            let r =
+                ((need / cpu.max(1) as f64).ceil() as u64).clamp(new_replicas as u64, now.0.max(new_replicas as u64));
             if (r as f64 * cpu as f64) < need {
-                cpu = ((need / r.max(1) as f64).ceil() as u64).clamp(cpu, now.1);
+                cpu = ((need / r.max(1) as f64).ceil() as u64).clamp(cpu, now.1.max(cpu));
             }
             reasons.push(format!(
-                "cut held at {} replicas of {} millicores (CPU at {:.0} % now; {:.0} % at most after a cut)",
+                "capacity cut held at {} replicas of {} millicores (CPU at {:.0} % now; {:.0} % at most after a cut)",
                 r,
                 cpu,
                 u * 100.0,
@@ -335,12 +338,14 @@ impl Guard {
         // The stabilisation window remembers what acts, not what the agent asked for.
         self.recent.pop_back();
         self.remember((raised.replicas, cpu, memory));
-        (raised, Some(format!("raised to the fallback's floor: {}", reasons.join(", "))))
+        (raised, Some(format!("held by the fallback's floor: {}", reasons.join(", "))))
     }
 }
 
-/// HPA's default tolerance around its target utilisation (`--horizontal-pod-autoscaler-tolerance`):
-/// it scales out once utilisation exceeds the target by more than this share.
+/// HPA's default tolerance around its target utilisation (`--horizontal-pod-autoscaler-tolerance`,
+/// the baselines' `Tolerances::default().scale_up`): it scales out once utilisation exceeds the
+/// target by more than this share. (On a live backend whose pods request less than their
+/// limits HPA measures against requests, so there the ceiling is looser than HPA's.)
 pub const HPA_TOLERANCE: f64 = 0.1;
 
 /// The fallback's floor under an agent's proposal ([`Guard::limit_under`]): its proposal for
@@ -415,6 +420,32 @@ mod tests {
         }
     }
 
+    proptest! {
+        /// Whatever the proposal (cuts and growth mixed across dimensions), the ceiling never
+        /// panics, moves each dimension only between the proposal and the current allocation,
+        /// and leaves no less capacity than the pods need at the ceiling (or the current
+        /// capacity, if less).
+        #[test]
+        fn a_held_cut_lies_between_the_proposal_and_now(
+            now in 1u32..60, want in 1u32..120, cpu_now in 100u64..4000, cpu in 50u64..8000,
+            u in 0.01f64..1.5, ceiling in 0.1f64..1.0,
+        ) {
+            let bounds = Bounds { max_replicas: 150, ..Profile::default().bounds };
+            let holding = rec(now, cpu_now, 512);
+            let mut g = Guard::new(GuardConfig::default());
+            let proposal = rec(want, cpu, 512);
+            let floor = Floor { ask: &holding, utilisation: Some(u), ceiling };
+            let (out, _) = g.floor(proposal, floor, now, &container(cpu_now, 512), &bounds);
+            let got = out.containers[0].limits.cpu_millicores;
+            prop_assert!(out.replicas >= want && out.replicas <= want.max(now));
+            prop_assert!(got >= cpu && got <= cpu.max(cpu_now));
+            let (capacity_now, capacity) = (now as f64 * cpu_now as f64, out.replicas as f64 * got as f64);
+            if (want as f64 * cpu as f64) < capacity_now {
+                prop_assert!(capacity + 1e-6 >= (u * capacity_now / ceiling).min(capacity_now));
+            }
+        }
+    }
+
     #[test]
     fn a_wavering_policy_cannot_shrink_within_the_window() {
         let bounds = Profile::default().bounds;
@@ -483,6 +514,10 @@ mod tests {
             (Some(0.5), rec(4, 1000, 256), rec(4, 1000, 256)),
             // No CPU sample: nothing to predict with, the cut stands.
             (None, rec(2, 1000, 512), rec(2, 1000, 512)),
+            // More replicas of much less CPU is still a cut of capacity (3000 m of 4000 m, the
+            // pods at 60 %, already above the ceiling): the replicas stay the agent's 6, the CPU
+            // goes back until the capacity is the current one, ⌈4000 / 6⌉ m.
+            (Some(0.6), rec(6, 500, 512), rec(6, 667, 512)),
         ];
         let holding = rec(4, 1000, 512);
         for (utilisation, agent, want) in cases {
@@ -493,7 +528,7 @@ mod tests {
             assert_eq!(out.containers[0].limits, want.containers[0].limits, "{utilisation:?} {agent:?}");
             assert_eq!(why.is_some(), want != agent, "{utilisation:?} {agent:?}: {why:?}");
             if let Some(why) = why {
-                assert!(why.contains("cut held at") && why.contains("55 % at most"), "{why}");
+                assert!(why.contains("capacity cut held at") && why.contains("55 % at most"), "{why}");
             }
         }
         // The ceiling is HPA's: the profile's target plus its tolerance.

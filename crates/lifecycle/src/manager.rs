@@ -172,8 +172,8 @@ pub struct Counts {
     pub fallback_actions: u64,
     /// Intervals the guard refused the observation to the agent (a subset of the above).
     pub guard_fallbacks: u64,
-    /// Intervals the guard clamped or capped the agent's proposal, or raised it to (held it
-    /// under) the fallback's scale-up.
+    /// Intervals the guard clamped or capped the agent's proposal, raised it to (held it under)
+    /// the fallback's scale-up, or held its cut at the utilisation ceiling (the fallback's floor).
     pub guard_limited: u64,
     /// The last reason the guard refused an observation.
     pub last_guard_reason: Option<String>,

@@ -41,7 +41,7 @@ pub fn fallback(app: &ShadowApp, fallback: &PolicyName) -> Result<EpisodeOutcome
 
 /// The agent (greedy, reading `embedding` beside the state when it is conditioned on one;
 /// through a guard configured as `guard`; with `floor`, raised to the
-/// fallback's scale-ups, and the fallback acting on observations the guard refuses; `residual`,
+/// fallback's scale-ups and its cuts held at the utilisation ceiling, and the fallback acting on observations the guard refuses; `residual`,
 /// acting on the fallback's proposal, which it reads beside the state; as the manager does)
 /// against a fresh fallback of kind `fallback`.
 pub fn compare(
@@ -210,7 +210,8 @@ struct Greedy<'a> {
     /// The fallback, asked every interval when it floors the agent's proposals or a residual
     /// agent acts on its proposal.
     rules: Option<Policy>,
-    /// The fallback's scale-ups floor the agent's proposals ([`Guard::floor`]).
+    /// The fallback floors the agent's proposals ([`Guard::floor`]: its scale-ups, and cuts
+    /// held at the utilisation ceiling).
     floor: bool,
     /// The profile's CPU utilisation target ([`Floor::new`]).
     cpu_target: f64,
