@@ -28,8 +28,7 @@
 //!   lifecycle's agent and the meta-learner's **base learner** are one of two **learners**
 //!   (`aware_lab::agent::Learner`: DDPG or PPO), which start from what the fallback did. The
 //!   **guard** checks every observation and limits every agent proposal; its **floor** raises an
-//!   agent's proposal to the fallback's scale-ups (the fallback is asked beside the agent) and
-//!   holds its cuts of CPU capacity where the pods would run above the fallback's target.
+//!   agent's proposal to the fallback's scale-ups (the fallback is asked beside the agent).
 //! - **SLO target** (`slo_p99_ms`): the p99 latency, in milliseconds, an application must stay
 //!   under. It is resolved in one place per run: the profile's `slo.latency_p99_ms` when set,
 //!   otherwise the application's own (the simulator derives one per app). An app-interval

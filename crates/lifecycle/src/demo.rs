@@ -258,8 +258,7 @@ pub fn markdown(r: &DemoReport) -> String {
          from it offline; an app's agent acts once it is as good on the same traffic, serves once \
          its rewards settle, retrains on what it does when they degrade, and hands back to the \
          fallback when it falls behind; while it acts, the \
-         fallback's scale-ups are a floor under its proposals, and its cuts go no further than \
-         HPA's target (plus its tolerance) allows at the CPU the pods use. `no-bootstrap` is the same agent \
+         fallback's scale-ups are a floor under its proposals. `no-bootstrap` is the same agent \
          acting and learning from the first interval, with no fallback floor.\n\n",
     );
     md.push_str("![timeline](timeline.png)\n\n## Stage changes\n\n| step | app | from | to | reason |\n| ---: | --- | --- | --- | --- |\n");

@@ -8,9 +8,7 @@
 //! at most doubled (or +4, as HPA's default scale-up policy allows) and at least halved, CPU and
 //! memory limits at most ×2 or ÷2, decreases held by a stabilisation window; and where the
 //! fallback (asked every interval beside the agent) scales up, the agent's proposal is raised to
-//! the fallback's, while a cut of CPU capacity goes no further than leaves the pods at the
-//! utilisation where the fallback's HPA would scale straight back out ([`Guard::floor`]). Every
-//! verdict is counted and carries its reason.
+//! the fallback's ([`Guard::floor`]). Every verdict is counted and carries its reason.
 //!
 //! The fallback's proposals pass unchanged ([`Guard::witness`] only remembers them for the
 //! stabilisation window): they are the trusted behaviour, bounded by the same profile and
@@ -57,8 +55,8 @@ impl Default for GuardConfig {
 pub enum Verdict {
     /// The proposal went through unchanged.
     Passed,
-    /// The proposal was clamped to the bounds, its step capped, raised to (or held under) the
-    /// fallback's scale-up, or its cut held at the utilisation ceiling.
+    /// The proposal was clamped to the bounds, its step capped, or raised to (or held under) the
+    /// fallback's scale-up.
     Limited,
     /// The observation was unusable: the fallback acted instead of the agent.
     Fallback,
@@ -235,7 +233,7 @@ impl Guard {
     pub fn limit_under(
         &mut self,
         proposal: &Recommendation,
-        fallback: Option<Floor<'_>>,
+        fallback: Option<&Recommendation>,
         replicas: u32,
         current: &ContainerResources,
         bounds: &Bounds,
@@ -263,23 +261,14 @@ impl Guard {
     /// The floor only knows what the fallback proposes: a dimension it never grows (CPU limits,
     /// with the MPA default, which scales CPU out by replicas) is held under pressure but never
     /// restored by it; the step caps, the stabilisation window and the stage checks bound it.
-    ///
-    /// Nor may the agent cut CPU capacity (replicas × CPU limit) so far that the pods, at the
-    /// CPU they use now, would run above [`Floor::ceiling`], where the rules would scale straight
-    /// back out: the cut is held at the capacity that meets it (replicas restored first, then
-    /// CPU), never above the current allocation. Without it an agent that wants fewer replicas
-    /// than HPA's target gives sawed the app: its cut landed once the stabilisation window let
-    /// it, the pods ran at 75–80 % CPU, and the SLO was missed until the fallback's scale-up
-    /// restored them (`fig10 --quick`, seeds 14 and 18: most of AWARE's violations above MPA's).
     fn floor(
         &mut self,
         rec: Recommendation,
-        floor: Floor<'_>,
+        fallback: &Recommendation,
         replicas: u32,
         current: &ContainerResources,
         bounds: &Bounds,
     ) -> (Recommendation, Option<String>) {
-        let fallback = floor.ask;
         let ask = fallback.containers.first().unwrap_or(current).limits;
         let got = rec.containers.first().unwrap_or(current);
         // The current allocation as far as the bounds allow (a profile changed under a running
@@ -303,31 +292,9 @@ impl Guard {
                 want
             }
         };
-        let mut new_replicas = raise(rec.replicas as u64, now.0, fb.0, "replicas", 1) as u32;
-        let mut cpu = raise(got.limits.cpu_millicores, now.1, fb.1, "cpu millicores", 1);
+        let new_replicas = raise(rec.replicas as u64, now.0, fb.0, "replicas", 1) as u32;
+        let cpu = raise(got.limits.cpu_millicores, now.1, fb.1, "cpu millicores", 1);
         let memory = raise(got.limits.memory_bytes, now.2, fb.2, "memory MiB", MIB);
-        let (capacity_now, capacity) = (now.0 as f64 * now.1 as f64, new_replicas as f64 * cpu as f64);
-        if let Some(u) = floor.utilisation.filter(|u| u.is_finite() && *u > 0.0)
-            && capacity < capacity_now
-            && u * capacity_now > floor.ceiling * capacity
-        {
-            let need = (u * capacity_now / floor.ceiling).min(capacity_now);
-            // Between the proposal and the current allocation (the proposal may add replicas
-            // while it cuts CPU, or raise CPU while it cuts replicas).
-            let r =
-                ((need / cpu.max(1) as f64).ceil() as u64).clamp(new_replicas as u64, now.0.max(new_replicas as u64));
-            if (r as f64 * cpu as f64) < need {
-                cpu = ((need / r.max(1) as f64).ceil() as u64).clamp(cpu, now.1.max(cpu));
-            }
-            reasons.push(format!(
-                "capacity cut held at {} replicas of {} millicores (CPU at {:.0} % now; {:.0} % at most after a cut)",
-                r,
-                cpu,
-                u * 100.0,
-                floor.ceiling * 100.0
-            ));
-            new_replicas = r as u32;
-        }
         if reasons.is_empty() {
             return (rec, None);
         }
@@ -338,33 +305,7 @@ impl Guard {
         // The stabilisation window remembers what acts, not what the agent asked for.
         self.recent.pop_back();
         self.remember((raised.replicas, cpu, memory));
-        (raised, Some(format!("held by the fallback's floor: {}", reasons.join(", "))))
-    }
-}
-
-/// HPA's default tolerance around its target utilisation (`--horizontal-pod-autoscaler-tolerance`,
-/// the baselines' `Tolerances::default().scale_up`): it scales out once utilisation exceeds the
-/// target by more than this share. (On a live backend whose pods request less than their
-/// limits HPA measures against requests, so there the ceiling is looser than HPA's.)
-pub const HPA_TOLERANCE: f64 = 0.1;
-
-/// The fallback's floor under an agent's proposal ([`Guard::limit_under`]): its proposal for
-/// the same interval, the pods' CPU utilisation now, and the hottest utilisation a cut may
-/// leave them at.
-#[derive(Debug, Clone, Copy)]
-pub struct Floor<'a> {
-    pub ask: &'a Recommendation,
-    /// Mean CPU use over limit of the ready pods ([`Observation::cpu_utilisation`]); `None`
-    /// without a sample (no cut is then held for it).
-    pub utilisation: Option<f64>,
-    pub ceiling: f64,
-}
-
-impl<'a> Floor<'a> {
-    /// The floor of `ask` for `obs`, the ceiling HPA's own: the profile's CPU `target` plus
-    /// [`HPA_TOLERANCE`], beyond which the rules scale straight back out.
-    pub fn new(ask: &'a Recommendation, obs: &Observation, target: f64) -> Self {
-        Self { ask, utilisation: obs.cpu_utilisation(), ceiling: target * (1.0 + HPA_TOLERANCE) }
+        (raised, Some(format!("raised to the fallback's scale-up: {}", reasons.join(", "))))
     }
 }
 
@@ -420,32 +361,6 @@ mod tests {
         }
     }
 
-    proptest! {
-        /// Whatever the proposal (cuts and growth mixed across dimensions), the ceiling never
-        /// panics, moves each dimension only between the proposal and the current allocation,
-        /// and leaves no less capacity than the pods need at the ceiling (or the current
-        /// capacity, if less).
-        #[test]
-        fn a_held_cut_lies_between_the_proposal_and_now(
-            now in 1u32..60, want in 1u32..120, cpu_now in 100u64..4000, cpu in 50u64..8000,
-            u in 0.01f64..1.5, ceiling in 0.1f64..1.0,
-        ) {
-            let bounds = Bounds { max_replicas: 150, ..Profile::default().bounds };
-            let holding = rec(now, cpu_now, 512);
-            let mut g = Guard::new(GuardConfig::default());
-            let proposal = rec(want, cpu, 512);
-            let floor = Floor { ask: &holding, utilisation: Some(u), ceiling };
-            let (out, _) = g.floor(proposal, floor, now, &container(cpu_now, 512), &bounds);
-            let got = out.containers[0].limits.cpu_millicores;
-            prop_assert!(out.replicas >= want && out.replicas <= want.max(now));
-            prop_assert!(got >= cpu && got <= cpu.max(cpu_now));
-            let (capacity_now, capacity) = (now as f64 * cpu_now as f64, out.replicas as f64 * got as f64);
-            if (want as f64 * cpu as f64) < capacity_now {
-                prop_assert!(capacity + 1e-6 >= (u * capacity_now / ceiling).min(capacity_now));
-            }
-        }
-    }
-
     #[test]
     fn a_wavering_policy_cannot_shrink_within_the_window() {
         let bounds = Profile::default().bounds;
@@ -479,64 +394,14 @@ mod tests {
         ];
         for (agent, fallback, want) in cases {
             let mut g = Guard::new(GuardConfig::default());
-            let floor = Floor { ask: &fallback, utilisation: None, ceiling: 0.55 };
-            let (out, why) = g.floor(agent.clone(), floor, 4, &container(1000, 512), &Profile::default().bounds);
+            let (out, why) = g.floor(agent.clone(), &fallback, 4, &container(1000, 512), &Profile::default().bounds);
             assert_eq!(out.replicas, want.replicas, "{agent:?} / {fallback:?}");
             assert_eq!(out.containers[0].limits, want.containers[0].limits, "{agent:?} / {fallback:?}");
             assert_eq!(why.is_some(), want != agent, "{agent:?} / {fallback:?}: {why:?}");
             if let Some(why) = why {
-                assert!(why.contains("fallback's floor"), "{why}");
+                assert!(why.contains("fallback's scale-up"), "{why}");
             }
         }
-    }
-
-    /// Where the fallback holds, an agent's cut of CPU capacity (replicas × CPU limit) goes only
-    /// as far as leaves the pods, at the CPU they use now, at or below the ceiling: replicas are
-    /// restored first, then CPU, never beyond the current allocation.
-    #[test]
-    fn a_cut_never_leaves_the_pods_above_the_ceiling_table() {
-        // Now 4 replicas × 1000 m; the fallback holds; ceiling 55 %.
-        // (CPU utilisation now, agent's proposal, what acts)
-        let cases = [
-            // At 50 % any cut of capacity runs them above 55 %: held at the current capacity.
-            (Some(0.5), rec(2, 1000, 512), rec(4, 1000, 512)),
-            (Some(0.5), rec(3, 1000, 512), rec(4, 1000, 512)),
-            // A CPU cut: replicas cannot make up for it beyond the current 4, so CPU is restored
-            // to ⌈0.5 × 4000 / 0.55 / 4⌉ = 910 m.
-            (Some(0.5), rec(4, 600, 512), rec(4, 910, 512)),
-            // At 30 % a cut to 3 leaves them at 40 %: it stands; one to 2 (60 %) is held at 3.
-            (Some(0.3), rec(3, 1000, 512), rec(3, 1000, 512)),
-            (Some(0.3), rec(2, 1000, 512), rec(3, 1000, 512)),
-            // Already above the ceiling: the cut is refused, nothing grows by this rule.
-            (Some(0.9), rec(3, 1000, 512), rec(4, 1000, 512)),
-            // Growing, or cutting memory alone, is no cut of CPU capacity.
-            (Some(0.5), rec(5, 1000, 512), rec(5, 1000, 512)),
-            (Some(0.5), rec(4, 1000, 256), rec(4, 1000, 256)),
-            // No CPU sample: nothing to predict with, the cut stands.
-            (None, rec(2, 1000, 512), rec(2, 1000, 512)),
-            // More replicas of much less CPU is still a cut of capacity (3000 m of 4000 m, the
-            // pods at 60 %, already above the ceiling): the replicas stay the agent's 6, the CPU
-            // goes back until the capacity is the current one, ⌈4000 / 6⌉ m.
-            (Some(0.6), rec(6, 500, 512), rec(6, 667, 512)),
-        ];
-        let holding = rec(4, 1000, 512);
-        for (utilisation, agent, want) in cases {
-            let mut g = Guard::new(GuardConfig::default());
-            let floor = Floor { ask: &holding, utilisation, ceiling: 0.55 };
-            let (out, why) = g.floor(agent.clone(), floor, 4, &container(1000, 512), &Profile::default().bounds);
-            assert_eq!(out.replicas, want.replicas, "{utilisation:?} {agent:?}");
-            assert_eq!(out.containers[0].limits, want.containers[0].limits, "{utilisation:?} {agent:?}");
-            assert_eq!(why.is_some(), want != agent, "{utilisation:?} {agent:?}: {why:?}");
-            if let Some(why) = why {
-                assert!(why.contains("capacity cut held at") && why.contains("55 % at most"), "{why}");
-            }
-        }
-        // The ceiling is HPA's: the profile's target plus its tolerance.
-        let obs = observation(15.0, Some(0.1));
-        let f = Floor::new(&holding, &obs, 0.5);
-        assert!((f.ceiling - 0.55).abs() < 1e-12, "{}", f.ceiling);
-        assert!(f.utilisation.is_some() && f.utilisation == obs.cpu_utilisation());
-        assert_eq!(Floor::new(&holding, &observation(15.0, None), 0.5).utilisation, None);
     }
 
     #[test]
@@ -545,8 +410,7 @@ mod tests {
         let mut g = Guard::new(GuardConfig { stabilisation_intervals: 3, ..GuardConfig::default() });
         let c = container(1000, 512);
         let (limited, _) = g.limit(&rec(4, 1000, 512), 4, &c, &bounds);
-        let ask = rec(8, 1000, 512);
-        let (raised, _) = g.floor(limited, Floor { ask: &ask, utilisation: None, ceiling: 0.55 }, 4, &c, &bounds);
+        let (raised, _) = g.floor(limited, &rec(8, 1000, 512), 4, &c, &bounds);
         assert_eq!(raised.replicas, 8);
         // The agent asks for 4 again: held at 8, what acted, not what it asked for.
         assert_eq!(g.limit(&rec(4, 1000, 512), 8, &c, &bounds).0.replicas, 8);

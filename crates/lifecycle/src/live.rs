@@ -30,7 +30,7 @@ use serde::Serialize;
 use crate::LifecycleError;
 use crate::algorithm::{AppLifecycle, EpisodeOutcome, LifecycleState, Transition};
 use crate::decision::{self, Decision, Seen, Set};
-use crate::guard::{Floor, Guard};
+use crate::guard::Guard;
 use crate::manager::{AGENT_ACTIONS, Counts, ManagerConfig, action_origin, ask_features, decode_action};
 use crate::stage::{Stage, StageChange};
 
@@ -550,10 +550,7 @@ impl LiveManager {
                 if residual {
                     origin = Some((from.limits, from_replicas));
                 }
-                let floor = ask
-                    .as_ref()
-                    .filter(|_| self.config.fallback_floor)
-                    .map(|ask| Floor::new(ask, obs, a.profile.targets.cpu_utilisation));
+                let floor = if self.config.fallback_floor { ask.as_ref() } else { None };
                 let (mut rec, limited) =
                     a.guard.limit_under(&proposal, floor, obs.desired_replicas, &obs.template, &a.decoder.bounds);
                 if let Some(why) = limited {

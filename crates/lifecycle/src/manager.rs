@@ -23,7 +23,7 @@ use serde::Serialize;
 use crate::agent::{Learner, LifecycleAgent};
 use crate::algorithm::{AppLifecycle, EpisodeOutcome, LifecycleState, ShadowComparison, Transition};
 use crate::decision::{self, Decision, Seen, Set};
-use crate::guard::{Floor, Guard, GuardConfig};
+use crate::guard::{Guard, GuardConfig};
 use crate::shadow::{self, CostMeter, ShadowApp};
 use crate::stage::{Stage, StageChange};
 
@@ -172,8 +172,8 @@ pub struct Counts {
     pub fallback_actions: u64,
     /// Intervals the guard refused the observation to the agent (a subset of the above).
     pub guard_fallbacks: u64,
-    /// Intervals the guard clamped or capped the agent's proposal, raised it to (held it under)
-    /// the fallback's scale-up, or held its cut at the utilisation ceiling (the fallback's floor).
+    /// Intervals the guard clamped or capped the agent's proposal, or raised it to (held it
+    /// under) the fallback's scale-up.
     pub guard_limited: u64,
     /// The last reason the guard refused an observation.
     pub last_guard_reason: Option<String>,
@@ -231,8 +231,6 @@ struct Managed {
     name: String,
     lifecycle: AppLifecycle,
     guard: Guard,
-    /// The profile's CPU utilisation target (the fallback's floor's ceiling, [`Floor::new`]).
-    cpu_target: f64,
     fallback: Policy,
     /// Decodes the agent's actions within the app's bounds (`decoder.bounds`, which the guard
     /// and the action coordinates use too).
@@ -530,7 +528,6 @@ impl<'w> Manager<'w> {
                         }
                     },
                     guard: Guard::new(config.guard.clone()),
-                    cpu_target: app_profile.targets.cpu_utilisation,
                     fallback: Policy::build(&config.fallback, &app_profile, Some(&workload.apps[i]), None)?,
                     decoder: ActionDecoder {
                         kind: AGENT_ACTIONS,
@@ -981,10 +978,7 @@ impl Driver for Manager<'_> {
             let control = match proposal {
                 Some(p) => {
                     let rec = if agent_acted {
-                        let floor = fallback_ask
-                            .as_ref()
-                            .filter(|_| self.config.fallback_floor)
-                            .map(|ask| Floor::new(ask, &obs, a.cpu_target));
+                        let floor = if self.config.fallback_floor { fallback_ask.as_ref() } else { None };
                         let (rec, limited) =
                             a.guard.limit_under(&p, floor, obs.desired_replicas, &obs.template, &a.decoder.bounds);
                         if let Some(why) = limited {

@@ -9,8 +9,8 @@
 //! - `aware_lifecycle_actions_total{app, policy="agent"|"fallback"}`: who proposed each
 //!   interval's allocation;
 //! - `aware_lifecycle_guard_total{app, verdict="fallback"|"limited"|"unavailable"}`:
-//!   observations the guard refused to the agent, agent proposals it clamped, capped, raised
-//!   to the fallback's scale-up or whose cut it held at the utilisation ceiling, and (on
+//!   observations the guard refused to the agent, agent proposals it clamped, capped or raised
+//!   to the fallback's scale-up, and (on
 //!   a live backend) intervals the backend gave no observation;
 //! - `aware_lifecycle_episodes_total`, `aware_lifecycle_step` (intervals run so far).
 //!

@@ -17,7 +17,7 @@ use aware_lab::{LabError, rollout::Observer};
 use aware_sim::{AppSpec, CONTAINER, SimCluster, SimConfig, Trace};
 
 use crate::algorithm::{EpisodeOutcome, ShadowComparison};
-use crate::guard::{Floor, Guard, GuardConfig};
+use crate::guard::{Guard, GuardConfig};
 use crate::manager::{AGENT_ACTIONS, action_origin, ask_features, decode_action};
 
 /// What the shadow run needs of one application.
@@ -41,7 +41,7 @@ pub fn fallback(app: &ShadowApp, fallback: &PolicyName) -> Result<EpisodeOutcome
 
 /// The agent (greedy, reading `embedding` beside the state when it is conditioned on one;
 /// through a guard configured as `guard`; with `floor`, raised to the
-/// fallback's scale-ups and its cuts held at the utilisation ceiling, and the fallback acting on observations the guard refuses; `residual`,
+/// fallback's scale-ups, and the fallback acting on observations the guard refuses; `residual`,
 /// acting on the fallback's proposal, which it reads beside the state; as the manager does)
 /// against a fresh fallback of kind `fallback`.
 pub fn compare(
@@ -77,7 +77,6 @@ pub fn compare(
             false => None,
         },
         floor,
-        cpu_target: app.profile.targets.cpu_utilisation,
         residual,
     };
     let agent_outcome = run(app, steps, &mut greedy)?;
@@ -210,11 +209,8 @@ struct Greedy<'a> {
     /// The fallback, asked every interval when it floors the agent's proposals or a residual
     /// agent acts on its proposal.
     rules: Option<Policy>,
-    /// The fallback floors the agent's proposals ([`Guard::floor`]: its scale-ups, and cuts
-    /// held at the utilisation ceiling).
+    /// The fallback's scale-ups floor the agent's proposals ([`Guard::floor`]).
     floor: bool,
-    /// The profile's CPU utilisation target ([`Floor::new`]).
-    cpu_target: f64,
     /// The agent's action changes the fallback's proposal, not the current allocation.
     residual: bool,
 }
@@ -243,7 +239,7 @@ impl Driver for Greedy<'_> {
         let state: Vec<f32> = states[0].iter().chain(&asked).chain(self.embedding.iter().flatten()).copied().collect();
         let (from, from_replicas) = action_origin(ask.as_ref(), self.residual, &obs);
         let proposal = decode_action(&self.decoder, self.agent.greedy(&state)?, from_replicas, from)?;
-        let floor = ask.as_ref().filter(|_| self.floor).map(|ask| Floor::new(ask, &obs, self.cpu_target));
+        let floor = if self.floor { ask.as_ref() } else { None };
         let (rec, _) =
             self.guard.limit_under(&proposal, floor, obs.desired_replicas, &obs.template, &self.decoder.bounds);
         Ok(vec![Control::Recommendation(rec)])

@@ -183,8 +183,7 @@ fn cloned_agent_reading(width: usize, action: [f32; 3]) -> (Ddpg, Vec<f32>) {
 }
 
 /// An agent that asks to cut its replicas every interval, served with no fallback floor,
-/// starves its apps; with the floor (the default) the fallback's scale-outs still happen, and no
-/// cut leaves the pods hotter than the fallback's HPA would keep them.
+/// starves its apps; with the floor (the default) the fallback's scale-outs still happen.
 #[test]
 fn the_fallbacks_scale_ups_floor_a_starving_agent() {
     use aware_lab::policy::PolicyName;
@@ -205,9 +204,6 @@ fn the_fallbacks_scale_ups_floor_a_starving_agent() {
     let v = |arm: &aware_lifecycle::run::Arm| arm.row.summary.slo_violations;
     assert!(v(&bare) > 4 * v(&mpa).max(10), "without the floor: {} against MPA's {}", v(&bare), v(&mpa));
     assert!(v(&floored) * 2 < v(&bare), "with the floor: {} against {} without", v(&floored), v(&bare));
-    // Its cuts go no further than the fallback's HPA tolerates, so it lands near the rules, not
-    // between them and starving (303 violations against MPA's 6 before the ceiling, 17 with it).
-    assert!(v(&floored) <= 3 * v(&mpa).max(10), "with the floor: {} against MPA's {}", v(&floored), v(&mpa));
 }
 
 /// What a run's decision log recorded as each transition's reward.
