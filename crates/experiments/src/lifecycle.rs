@@ -110,7 +110,7 @@ impl LifecycleConfig {
             t
         } else if self.quick {
             // A check every 2 episodes: 15 snapshots to choose from instead of 6 (beat MPA on 8
-            // fig10 seeds of 16 instead of 6; see the README).
+            // fig10 seeds of 16 instead of 6; see `docs/results/lifecycle.md`).
             Training { max_episodes: 30, patience: 6, validate_every: 2, ..Training::default() }
         } else {
             Training::default()

@@ -8,7 +8,7 @@
 //!
 //! | | DDPG | PPO |
 //! |---|---|---|
-//! | OFFLINE (the fallback acts) | TD3+BC on the fallback's transitions in its replay | behaviour cloning: the Gaussian mean fitted to the fallback's actions by absolute error (their median: the fallback mostly holds, and the mean of its holds and rare jumps is a drift it never makes; that median is "hold" nearly everywhere, so the clone holds and only the guard's floor moves the allocation, see the README), minibatches of 64 drawn from the last [`DEMONSTRATIONS`] |
+//! | OFFLINE (the fallback acts) | TD3+BC on the fallback's transitions in its replay | behaviour cloning: the Gaussian mean fitted to the fallback's actions by absolute error (their median: the fallback mostly holds, and the mean of its holds and rare jumps is a drift it never makes; that median is "hold" nearly everywhere, so the clone holds and only the guard's floor moves the allocation, see `docs/results/lifecycle.md`), minibatches of 64 drawn from the last [`DEMONSTRATIONS`] |
 //! | ONLINE, learning | its own and the fallback's transitions (off-policy), TD3+BC's term kept with `online_bc` | its own sampled actions only (on-policy), one rollout per app; refused beside bootstrapping ([`LifecycleAgent::refuses`]) |
 //! | ONLINE, not learning | greedy plus the manager's noise σ | greedy |
 //! | SERVING | greedy | greedy |
@@ -108,7 +108,7 @@ impl PpoAgent {
 
 /// The DDPG settings of an agent that acts on the fallback's proposals (residual): AWARE's
 /// Table 2 with the pre-activation penalty at β 1 (a tanh actor otherwise saturates on this
-/// problem, see the README) and γ 0.9 (a scaling decision's effects are over within minutes).
+/// problem, see `docs/results/lifecycle.md`) and γ 0.9 (a scaling decision's effects are over within minutes).
 /// It explores with the manager's `online_noise_sigma`; the experiments' `converged` reference
 /// sets [`RESIDUAL_NOISE_SIGMA`].
 pub fn residual_ddpg() -> DdpgConfig {

@@ -11,7 +11,7 @@
 //! among those that beat the fallback there (else those with no more violations), each tried
 //! with a few CPU headrooms and served with the one kept beside it. Plain DDPG
 //! saturates its actor on this problem, and a reward maximiser trades violations for
-//! core-seconds (the README's "The converged reference against the MPA default").
+//! core-seconds (`docs/results/lifecycle.md`, "The converged reference against the MPA default").
 
 use aware_agents::ddpg::DdpgConfig;
 use std::path::Path;
@@ -44,7 +44,7 @@ pub struct Training {
     /// A DDPG reference acts on the fallback's proposal of each interval (residual RL:
     /// [`ManagerConfig::residual`]) with [`crate::agent::residual_ddpg`]'s settings, instead of on the
     /// current allocation with AWARE's Table 2 alone. (A PPO reference always acts on the
-    /// current allocation: a residual PPO was measured worse, see the README.)
+    /// current allocation: a residual PPO was measured worse, see `docs/results/lifecycle.md`.)
     pub residual: bool,
     /// Dual ascent on SLO violations: after each training episode the price of a violating
     /// interval ([`ManagerConfig::violation_price`]) moves by this much per SLO-violating
@@ -67,7 +67,7 @@ pub struct Training {
     /// served with that headroom. (0, 5 % and 10 % beat MPA on fig10 quick seeds 1–32 on 19
     /// seeds, against 17 with none, when chosen in session 15; re-measured on 2026-11-28, 15,
     /// and 18 once the agent read the fallback's proposal.
-    /// Adding −5 % gave 13. See the README.)
+    /// Adding −5 % gave 13. See `docs/results/lifecycle.md`.)
     pub headrooms: &'static [f32],
 }
 
@@ -138,7 +138,7 @@ const VALIDATION_TRACE_OFFSET: u64 = 1 << 41;
 /// highest reward, chosen before, sat at the edge of the fallback's violations: fig10 quick
 /// beat MPA on 14 seeds of 1–32 with it, 17 with this; 18 once the agent read the fallback's
 /// proposal, and 18 too with the beater of the widest margin in units of each figure's noise,
-/// which traded violations for core-seconds on other seeds: see the README). The higher reward
+/// which traded violations for core-seconds on other seeds: see `docs/results/lifecycle.md`). The higher reward
 /// among those with no more violations; the fewer violations (then the higher reward) among
 /// the rest.
 fn better(a: &Validation, b: &Validation, rules: &Validation) -> bool {
