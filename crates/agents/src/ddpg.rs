@@ -516,7 +516,30 @@ impl Ddpg {
         observation_space: &aware_core::Space,
         training_step: u64,
     ) -> Result<(), AgentError> {
-        let actor = module_file(dir, &self.policy)?;
+        self.save_actor(dir, observation_space, training_step, &self.policy)
+    }
+
+    /// Saves the agent with its Polyak-averaged actor (the target network, averaged with weight
+    /// τ per actor step) in place of the online one: what a greedy check should read of a
+    /// policy still learning, whose online weights swing from one update to the next. Loaded
+    /// back, it acts as that average.
+    pub fn save_averaged(
+        &self,
+        dir: &std::path::Path,
+        observation_space: &aware_core::Space,
+        training_step: u64,
+    ) -> Result<(), AgentError> {
+        self.save_actor(dir, observation_space, training_step, &self.actor_target)
+    }
+
+    fn save_actor(
+        &self,
+        dir: &std::path::Path,
+        observation_space: &aware_core::Space,
+        training_step: u64,
+        actor: &Actor,
+    ) -> Result<(), AgentError> {
+        let actor = module_file(dir, actor)?;
         let critic = module_file(dir, &self.critic.valid())?;
         let space = aware_core::Space::Box { low: vec![-1.0; self.action_dim], high: vec![1.0; self.action_dim] };
         let mut files = vec![("actor.safetensors", actor), ("critic.safetensors", critic)];
@@ -796,6 +819,37 @@ mod tests {
         let ((a1, a2), (b1, b2)) = (q(&agent), q(&loaded));
         for (x, y) in a1.iter().chain(&a2).zip(b1.iter().chain(&b2)) {
             assert!((x - y).abs() < 1e-5, "{x} vs {y}");
+        }
+    }
+
+    /// `save_averaged` keeps the target actor, the Polyak average: with τ 0 it never moves, so
+    /// the averaged save acts as the untrained actor; with τ 1 it follows every actor step, so
+    /// it acts as the trained one; `save` keeps the trained one either way.
+    #[test]
+    fn the_averaged_save_keeps_the_polyak_average_of_the_actor() {
+        let space = aware_core::Space::Box { low: vec![-1.0; 3], high: vec![1.0; 3] };
+        let probe = [0.3f32, -0.2, 0.7];
+        let greedy_of = |agent: &Ddpg, averaged: bool| {
+            let dir = tempfile::tempdir().unwrap();
+            if averaged {
+                agent.save_averaged(dir.path(), &space, 0).unwrap();
+            } else {
+                agent.save(dir.path(), &space, 0).unwrap();
+            }
+            Ddpg::load(dir.path(), &space, 2, 99).unwrap().greedy(&probe).unwrap()
+        };
+        let close = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-5);
+        for tau in [0.0, 1.0] {
+            let config = DdpgConfig { hidden: vec![16, 16], batch_size: 8, warmup: 8, tau, ..DdpgConfig::default() };
+            let mut agent = Ddpg::new(3, 2, config, 13);
+            let untrained = agent.greedy(&probe).unwrap();
+            fill(&mut agent, 32);
+            agent.train_offline(50).unwrap();
+            let trained = agent.greedy(&probe).unwrap();
+            assert!(!close(&untrained, &trained), "training moved the actor: {untrained:?}");
+            assert!(close(&greedy_of(&agent, false), &trained));
+            let want = if tau == 0.0 { &untrained } else { &trained };
+            assert!(close(&greedy_of(&agent, true), want), "τ {tau}: {:?} vs {want:?}", greedy_of(&agent, true));
         }
     }
 

@@ -387,6 +387,15 @@ impl LifecycleAgent {
         }
     }
 
+    /// Saves the agent as [`LifecycleAgent::save`], a DDPG agent with its Polyak-averaged actor
+    /// ([`Ddpg::save_averaged`]); PPO keeps no average and is saved as it is.
+    pub fn save_averaged(&self, dir: &Path, space: &Space) -> Result<(), AgentError> {
+        match self {
+            LifecycleAgent::Ddpg(a) => a.save_averaged(dir, space, a.updates()),
+            LifecycleAgent::Ppo(_) => self.save(dir, space),
+        }
+    }
+
     /// Loads whichever of the two `dir`'s `checkpoint.json` names, for states of `space`; any
     /// other algorithm is refused with its name.
     pub fn load(dir: &Path, space: &Space, seed: u64) -> Result<Self, AgentError> {

@@ -9,7 +9,9 @@
 //! a reward whose SLO violations are priced by dual ascent against the fallback's on the same
 //! training traffic, and the snapshot kept is the one that did best on validation traffic
 //! among those that beat the fallback there (else those with no more violations), each tried
-//! with a few CPU headrooms and served with the one kept beside it. Plain DDPG
+//! with a few CPU headrooms and served with the one kept beside it. A snapshot is the actor's
+//! Polyak average (DDPG's target actor), not its online weights (with validation off, the
+//! last online weights are served). Plain DDPG
 //! saturates its actor on this problem, and a reward maximiser trades violations for
 //! core-seconds (`docs/results/lifecycle.md`, "The converged reference against the MPA default").
 
@@ -329,9 +331,8 @@ pub fn train(
     report.selected_episode = report.episodes;
     report.validation_fallback = rules;
     report.headroom = best_snapshot.as_ref().map_or(0.0, |b| b.headroom);
-    if let (Some(b), Some(dir)) = (&best_snapshot, &snapshots)
-        && b.episode != report.episodes
-    {
+    // The weights kept are the checked (averaged) ones, even when the last check kept them.
+    if let (Some(b), Some(dir)) = (&best_snapshot, &snapshots) {
         agent = LifecycleAgent::load(&dir.path().join(KEPT), &space, seed).map_err(LifecycleError::from)?;
         report.selected_episode = b.episode;
     }
@@ -355,11 +356,12 @@ fn greedy(
 const CHECKED: &str = "checked";
 const KEPT: &str = "kept";
 
-/// `agent` checked greedily over `plan` with each of `headrooms`, the checks run side by side:
-/// the first on this thread with `agent` itself, each other on its own thread with a copy
-/// loaded from the weights saved in `dir`'s [`CHECKED`] (a greedy run learns nothing, so the
-/// copies act as the agent does). Returns each headroom's run, in `headrooms`' order, and the
-/// agent.
+/// `agent` checked greedily over `plan` with each of `headrooms`, the checks run side by side,
+/// each with a copy loaded from the weights saved in `dir`'s [`CHECKED`]: a DDPG agent's
+/// Polyak-averaged actor ([`LifecycleAgent::save_averaged`]), which is what is kept and served.
+/// DDPG's online actor swings from update to update (on validation traffic, consecutive checks
+/// of it went from 18 to 434 SLO-violating intervals and back), its average less. Returns each
+/// headroom's run, in `headrooms`' order, and the agent, untouched.
 #[allow(clippy::too_many_arguments)]
 fn check(
     workload: &Workload,
@@ -376,7 +378,7 @@ fn check(
     };
     let checked = dir.join(CHECKED);
     let space = agent_space(config.residual, 0);
-    agent.save(&checked, &space).map_err(LifecycleError::from)?;
+    agent.save_averaged(&checked, &space).map_err(LifecycleError::from)?;
     let with = |headroom: f32| ManagerConfig { headroom, ..config.clone() };
     std::thread::scope(|s| {
         let copies: Vec<_> = others
@@ -389,8 +391,8 @@ fn check(
                 })
             })
             .collect();
-        let (arm, agent) = greedy(workload, plan, agent, &with(first), progress)?;
-        let mut runs = vec![(first, arm)];
+        let copy = LifecycleAgent::load(&checked, &space, seed).map_err(LifecycleError::from)?;
+        let mut runs = vec![(first, greedy(workload, plan, copy, &with(first), progress)?.0)];
         for copy in copies {
             runs.push(join(copy)?);
         }
@@ -462,16 +464,16 @@ mod tests {
         let agent = LifecycleAgent::fresh_for(&config, 3);
         let dir = tempfile::tempdir().unwrap();
         let plan = validation_plan(&workload, 20, &training);
-        // The copies are loaded with another seed than the agent was built with: only the
-        // weights saved make them act alike.
-        let (runs, _) = check(&workload, &plan, agent, &[0.1, 0.1, 0.0], &config, dir.path(), 97, &Silent).unwrap();
+        // Every check runs a copy loaded from the averaged save with another seed than the
+        // agent was built with; an untrained agent's average is its actor, so only the
+        // weights saved make the copies act as the agent does.
+        let (runs, agent) =
+            check(&workload, &plan, agent, &[0.1, 0.1, 0.0], &config, dir.path(), 97, &Silent).unwrap();
         assert_eq!(runs.iter().map(|r| r.0).collect::<Vec<_>>(), [0.1, 0.1, 0.0]);
-        assert!(
-            same(&runs[0].1, &runs[1].1),
-            "the loaded copy acts as the agent: {:?} vs {:?}",
-            runs[0].1.row,
-            runs[1].1.row
-        );
+        assert!(same(&runs[0].1, &runs[1].1), "two copies act alike: {:?} vs {:?}", runs[0].1.row, runs[1].1.row);
+        let with = ManagerConfig { headroom: 0.1, ..config.clone() };
+        let (itself, _) = greedy(&workload, &plan, agent, &with, &Silent).unwrap();
+        assert!(same(&runs[0].1, &itself), "a copy acts as the agent: {:?} vs {:?}", runs[0].1.row, itself.row);
         assert!(runs[0].1.row.summary.core_seconds > runs[2].1.row.summary.core_seconds, "the headroom reserves more");
         // An agent of seed 97 acts otherwise, so the test can tell.
         let other = LifecycleAgent::fresh_for(&config, 97);
