@@ -467,8 +467,7 @@ mod tests {
         // Every check runs a copy loaded from the averaged save with another seed than the
         // agent was built with; an untrained agent's average is its actor, so only the
         // weights saved make the copies act as the agent does.
-        let (runs, agent) =
-            check(&workload, &plan, agent, &[0.1, 0.1, 0.0], &config, dir.path(), 97, &Silent).unwrap();
+        let (runs, agent) = check(&workload, &plan, agent, &[0.1, 0.1, 0.0], &config, dir.path(), 97, &Silent).unwrap();
         assert_eq!(runs.iter().map(|r| r.0).collect::<Vec<_>>(), [0.1, 0.1, 0.0]);
         assert!(same(&runs[0].1, &runs[1].1), "two copies act alike: {:?} vs {:?}", runs[0].1.row, runs[1].1.row);
         let with = ManagerConfig { headroom: 0.1, ..config.clone() };
