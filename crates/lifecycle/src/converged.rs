@@ -379,20 +379,16 @@ fn check(
     let checked = dir.join(CHECKED);
     let space = agent_space(config.residual, 0);
     agent.save_averaged(&checked, &space).map_err(LifecycleError::from)?;
-    let with = |headroom: f32| ManagerConfig { headroom, ..config.clone() };
-    std::thread::scope(|s| {
-        let copies: Vec<_> = others
-            .iter()
-            .map(|&headroom| {
-                let (checked, space, config) = (&checked, &space, with(headroom));
-                s.spawn(move || {
-                    let copy = LifecycleAgent::load(checked, space, seed).map_err(LifecycleError::from)?;
-                    greedy(workload, plan, copy, &config, &Silent).map(|(arm, _)| (headroom, arm))
-                })
-            })
-            .collect();
+    // One headroom's run, on a copy loaded from the averaged save.
+    let run = |headroom: f32, progress: &dyn Progress| -> Result<(f32, Arm), LifecycleError> {
         let copy = LifecycleAgent::load(&checked, &space, seed).map_err(LifecycleError::from)?;
-        let mut runs = vec![(first, greedy(workload, plan, copy, &with(first), progress)?.0)];
+        let config = ManagerConfig { headroom, ..config.clone() };
+        greedy(workload, plan, copy, &config, progress).map(|(arm, _)| (headroom, arm))
+    };
+    std::thread::scope(|s| {
+        let run = &run;
+        let copies: Vec<_> = others.iter().map(|&headroom| s.spawn(move || run(headroom, &Silent))).collect();
+        let mut runs = vec![run(first, progress)?];
         for copy in copies {
             runs.push(join(copy)?);
         }

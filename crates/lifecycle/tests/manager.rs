@@ -288,7 +288,7 @@ impl aware_lifecycle::run::EpisodeSink for BootstrapActions {
     }
 }
 
-/// A residual agent learns while bootstrapping from the fallback's decisions recorded as the
+/// A residual agent bootstraps on the fallback's decisions recorded as the
 /// action 0 (no change of the fallback's proposal), where an agent acting on the current
 /// allocation sees them as the changes they made; and the bootstrapping check runs it
 /// residually too, so an agent that asks for no change is as good as the fallback there and
