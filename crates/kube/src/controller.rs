@@ -30,7 +30,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DynamicObject, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind, Selector, SelectorExt};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
@@ -891,10 +891,13 @@ pub async fn run<D: Decider>(ctx: Arc<Context<D>>) {
         None => Api::all(ctx.client.clone()),
     };
     // A deleted MPA's state (the decider's, the interval's recommendation) is forgotten: a new
-    // MPA of the same name starts afresh.
+    // MPA of the same name starts afresh. With the controller's own watch, it backs off between
+    // failed watches (client-go's exponential backoff): without it an unreachable API server
+    // was asked again at once, forever, on one core, and the loop never yielded to the
+    // shutdown signal.
     let forget = {
         let ctx = ctx.clone();
-        watcher::watcher(api.clone(), watcher::Config::default()).for_each(move |event| {
+        watcher::watcher(api.clone(), watcher::Config::default()).default_backoff().for_each(move |event| {
             if let Ok(watcher::Event::Delete(mpa)) = event {
                 forget_mpa(&ctx, &mpa.key());
             }

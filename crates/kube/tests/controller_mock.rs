@@ -926,6 +926,39 @@ async fn the_webhook_reads_mpas_and_their_target_selectors_from_the_api_server()
     assert_eq!(calls.len(), 3);
 }
 
+/// An API server that answers every call with an error (down, or refusing the controller):
+/// the controller's watches of the MPAs back off between tries instead of asking again at once.
+/// Time is paused, so it moves only while every task waits on a timer: asked again at once,
+/// the tries would all come at the same instant (as they did for the watch that forgets
+/// deleted MPAs, which spun one core and never yielded to SIGTERM).
+#[tokio::test(start_paused = true)]
+async fn an_unreachable_api_server_is_retried_with_backoff() {
+    let (ctx, mut handle) = context(recommend_only(), MpaDefaultDecider::new(false));
+    let run = tokio::spawn(aware_kube::run(Arc::new(ctx)));
+    let start = tokio::time::Instant::now();
+    let mut at = Vec::new();
+    while at.len() < 12 {
+        let (request, send) = handle.next_request().await.expect("the controller keeps watching");
+        assert!(request.uri().path().ends_with("/multidimpodautoscalers"), "{}", request.uri());
+        at.push(start.elapsed());
+        let answer = serde_json::to_vec(&api_status(503, "ServiceUnavailable")).unwrap();
+        send.send_response(
+            Response::builder()
+                .status(StatusCode::SERVICE_UNAVAILABLE)
+                .header("content-type", "application/json")
+                .body(Body::from(answer))
+                .unwrap(),
+        );
+    }
+    run.abort();
+    // Two watches (the controller's and the one that forgets deleted MPAs), each backing off
+    // from about a second (client-go's 800 ms, with jitter), doubling: twelve tries take
+    // several seconds, never an instant.
+    assert!(at[11] >= Duration::from_secs(3), "tries at {at:?}");
+    let instant = at.windows(2).filter(|w| w[1] == w[0]).count();
+    assert!(instant <= 2, "at most the two watches' first tries together: {at:?}");
+}
+
 mod leader {
     use std::time::Duration;
 
