@@ -100,10 +100,59 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            // One line: the cause chain joined, never a backtrace.
-            let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-            eprintln!("error: {}", chain.join(": "));
+            eprintln!("error: {}", one_line(&e));
             ExitCode::from(1)
         }
+    }
+}
+
+/// The error and its causes on one line, never a backtrace: each cause joined with `: ` unless
+/// the text so far already holds it (a library error that writes its source into its own
+/// message would otherwise print every cause twice or more), line breaks as spaces.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string().replace(['\n', '\r'], " ");
+        let text = text.trim();
+        if text.is_empty() || line.contains(text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(text);
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    /// A library error that writes its source into its own message, as many do.
+    #[derive(Debug)]
+    struct Connect(std::io::Error);
+
+    impl std::fmt::Display for Connect {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "cannot connect: {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Connect {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn an_error_chain_is_one_line_without_repeats() {
+        let io = || std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused");
+        // The cause's text is already in the message: said once.
+        let e = anyhow::Error::new(Connect(io())).context("--env grpc://127.0.0.1:1");
+        assert_eq!(one_line(&e), "--env grpc://127.0.0.1:1: cannot connect: Connection refused");
+        // Causes that add something are all kept, in order; line breaks become spaces.
+        let e = anyhow::Error::new(io()).context("reading\nthe trace").context("--trace t.csv");
+        assert_eq!(one_line(&e), "--trace t.csv: reading the trace: Connection refused");
     }
 }

@@ -110,6 +110,22 @@ fn simppo_refuses_a_plot_it_could_not_write_before_running() {
     assert_one_line_error(&aware(&["experiment", "simppo", "--quick", "--plot", "x.svg"]), &["--plot", ".png"]);
 }
 
+/// Durations and day lengths a run could not use are refused as usage errors (they panicked
+/// or overflowed into NaN arrivals once).
+#[test]
+fn unusable_durations_and_day_lengths_are_usage_errors() {
+    for args in [
+        &["simulate", "--apps", "1", "--steps", "2", "--serve-metrics", "127.0.0.1:0", "--step-seconds", "1e300"][..],
+        &["controller", "--interval-s", "2e19"][..],
+        &["simulate", "--apps", "1", "--steps", "2", "--day-seconds", "1e-300"][..],
+        &["bench", "sim", "--apps", "100000000"][..],
+    ] {
+        let o = aware(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{args:?}: {}", stderr(&o));
+    }
+}
+
 #[test]
 fn unknown_scenario_is_a_usage_error() {
     let o = aware(&["simulate", "--scenario", "meteor-strike"]);
@@ -288,6 +304,15 @@ fn store_commands_inspect_and_export_without_writing() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(std::fs::read_to_string(&out).unwrap().lines().count(), 4 + 2);
     assert_eq!(std::fs::read(&path).unwrap(), before, "inspection wrote nothing");
+    // Exporting over the store being exported is refused; the store stays whole.
+    let o = aware(&["store", "export", "--store", &url, "--out", path.to_str().unwrap()]);
+    assert_one_line_error(&o, &["--out", "is the store being exported"]);
+    assert_eq!(std::fs::read(&path).unwrap(), before, "the store is untouched");
+    // A directory where the export should go: refused, and no temporary file left beside it.
+    let o = aware(&["store", "export", "--store", &url, "--out", dir.path().to_str().unwrap()]);
+    assert_one_line_error(&o, &["is a directory"]);
+    let tmp = format!("{}.tmp", dir.path().display());
+    assert!(!std::path::Path::new(&tmp).exists(), "{tmp} left behind");
     assert_one_line_error(&aware(&["store", "stats", "--store", "sqlite:/nonexistent/x.db"]), &["no such store"]);
     assert_one_line_error(&aware(&["store", "stats", "--store", "mysql://db"]), &["unknown scheme"]);
     assert_one_line_error(
@@ -683,6 +708,48 @@ fn train_through_serve_env_equals_training_in_process() {
     assert!(!out.exists());
     server.kill().unwrap();
     let _ = server.wait();
+}
+
+/// Against an API server that refuses every connection the controller keeps retrying (with
+/// backoff), and SIGTERM, as Kubernetes sends it to stop a pod, ends it cleanly: exit 0 within
+/// its shutdown grace. Once it spun a core and took a second signal to stop.
+#[test]
+fn the_controller_stops_on_sigterm_while_its_api_server_is_unreachable() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:1\n\
+         contexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n\
+         users:\n- name: u\n  user:\n    token: t\n",
+    )
+    .unwrap();
+    let mut controller = Command::new(env!("CARGO_BIN_EXE_aware"))
+        .args(["controller", "--listen", "127.0.0.1:0"])
+        .env("KUBECONFIG", &kubeconfig)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert!(controller.try_wait().unwrap().is_none(), "the controller keeps running while it cannot reach the API");
+    let killed = Command::new("kill").args(["-TERM", &controller.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    // Its grace is 5 s; a minute means it did not stop.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = controller.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            controller.kill().unwrap();
+            panic!("still running a minute after SIGTERM");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(controller.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(0), "{err}");
 }
 
 #[test]

@@ -7,7 +7,7 @@ use aware_env::ActionKind;
 use aware_env::StateEncoder;
 use aware_lab::agent::{Algorithm, new_agent};
 use aware_lab::evaluate::{PolicyRow, aggregate, evaluate};
-use aware_lab::output::{create_dir, refuse_checkpoint};
+use aware_lab::output::{create_dir, refuse_checkpoint, refuse_non_directory};
 use aware_lab::policy::PolicyName;
 use aware_lab::progress::Progress;
 use aware_lab::score::LatencyHistogram;
@@ -96,6 +96,7 @@ pub fn run(config: &AgentsConfig, progress: &dyn Progress) -> Result<AgentsRepor
         let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis());
         std::env::temp_dir().join(format!("aware-experiment-agents-{}-{stamp}", std::process::id()))
     });
+    refuse_non_directory("--out", &out)?;
     let workload = Workload::load(&WorkloadSpec {
         apps: 1,
         seed: APP_SEED,

@@ -123,7 +123,13 @@ impl SimppoConfig {
             return bad("--apps", format!("{}: a shared cluster needs at least 2 applications", self.apps));
         }
         if self.added > self.apps {
-            return bad("added", format!("{} agents cannot leave a team of {}", self.added, self.apps));
+            return bad(
+                "--apps",
+                format!(
+                    "{}: the incremental run adds {} agents and later removes as many, so it needs at least {} applications",
+                    self.apps, self.added, self.added
+                ),
+            );
         }
         if !(0 < self.add_at && self.add_at < self.remove_at && self.remove_at < self.incremental_episodes) {
             return bad("add_at", "the changes must fall in order within the incremental run".into());

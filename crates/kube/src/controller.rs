@@ -912,11 +912,24 @@ pub async fn run<D: Decider>(ctx: Arc<Context<D>>) {
                 tracing::debug!("controller: {e}");
             }
         });
+    // kube-runtime's graceful shutdown lets running reconciles finish, but it did not end the
+    // controller at all while its watch of an unreachable API server was backing off (a
+    // second signal was needed). After the signal it gets [`SHUTDOWN_GRACE`], well within
+    // Kubernetes' default 30 s between SIGTERM and SIGKILL; then the controller stops anyway.
+    let bounded_grace = async {
+        shutdown_signal().await;
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+        tracing::warn!("stopping: reconciles still running {SHUTDOWN_GRACE:?} after the shutdown signal");
+    };
     tokio::select! {
         _ = controller => {}
         _ = forget => {}
+        _ = bounded_grace => {}
     }
 }
+
+/// How long running reconciles may take to finish after SIGINT or SIGTERM.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Drops everything kept for the MPA `key`: it was deleted, or another recommender owns it now.
 pub fn forget_mpa<D: Decider>(ctx: &Context<D>, key: &str) {

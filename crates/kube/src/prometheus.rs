@@ -206,8 +206,9 @@ impl PrometheusConfig {
         for (field, v) in
             [("interval_s", self.interval_s), ("max_staleness_s", self.max_staleness_s), ("timeout_s", self.timeout_s)]
         {
-            if !(v.is_finite() && v > 0.0) {
-                return invalid(field, "must be a positive number of seconds");
+            // At most a year: each is a wait or a timeout, and a longer one cannot be waited on.
+            if !(v.is_finite() && v > 0.0 && v <= 365.0 * 86_400.0) {
+                return invalid(field, "must be a positive number of seconds, at most a year (31536000)");
             }
         }
         Ok(())

@@ -292,6 +292,14 @@ pub fn compare(
 ) -> Result<CompareReport, LabError> {
     if let Some(path) = plot {
         crate::plot::check_path(path).map_err(|reason| LabError::input("--plot", reason))?;
+        if let Some(url) = store
+            && url.parse::<aware_store::StoreUrl>().is_ok_and(|u| u.is_store_file(path))
+        {
+            return Err(LabError::input(
+                "--plot",
+                format!("{} is the store ({url}); choose another file", path.display()),
+            ));
+        }
     }
     let mut opened = store.map(open_store).transpose()?;
     let mut sinks =

@@ -5,21 +5,39 @@ use std::path::{Path, PathBuf};
 
 use crate::LabError;
 
-/// Writes `text` to `path` atomically (a temporary file beside it, then a rename).
+/// Writes `text` to `path` atomically (a temporary file beside it, then a rename). A directory
+/// at `path` is refused before anything is written, and a failed write leaves no temporary
+/// file behind.
 pub fn write_atomically(path: &Path, text: &str) -> Result<(), LabError> {
+    if path.is_dir() {
+        return Err(LabError::io(path, "cannot write: is a directory"));
+    }
     let tmp: PathBuf = {
         let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
         name.push(".tmp");
         path.with_file_name(name)
     };
-    std::fs::write(&tmp, text).map_err(|e| LabError::io(&tmp, format!("cannot write: {e}")))?;
-    std::fs::rename(&tmp, path).map_err(|e| LabError::io(path, format!("cannot write: {e}")))?;
-    Ok(())
+    let written = std::fs::write(&tmp, text)
+        .map_err(|e| LabError::io(&tmp, format!("cannot write: {e}")))
+        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| LabError::io(path, format!("cannot write: {e}"))));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// Creates `dir` (and its parents) unless it exists.
 pub fn create_dir(dir: &Path) -> Result<(), LabError> {
     std::fs::create_dir_all(dir).map_err(|e| LabError::io(dir, format!("cannot create: {e}")))
+}
+
+/// Refuses an output directory `flag` names that is something else (a file): refused before
+/// the work that would fill it, not after.
+pub fn refuse_non_directory(flag: &str, dir: &Path) -> Result<(), LabError> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(LabError::input(flag, format!("{} is not a directory", dir.display())));
+    }
+    Ok(())
 }
 
 /// Refuses an output directory that already holds a checkpoint: a run never overwrites one.
@@ -48,4 +66,30 @@ pub fn write_training_outputs(
     let text = serde_json::to_string_pretty(summary).map_err(|e| LabError::io(out.join("train.json"), e))?;
     write_atomically(&out.join("train.json"), &(text.clone() + "\n"))?;
     Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_atomic_write_leaves_nothing_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("out.json");
+        write_atomically(&file, "{}").unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "{}");
+        // A directory where the file should go: refused, and no `out.d.tmp` left beside it.
+        let sub = dir.path().join("out.d");
+        std::fs::create_dir(&sub).unwrap();
+        let e = write_atomically(&sub, "x").unwrap_err().to_string();
+        assert!(e.contains("is a directory"), "{e}");
+        let mut names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        names.sort();
+        assert_eq!(names, ["out.d", "out.json"]);
+        // A file where a directory should go is refused; a directory, or nothing yet, is fine.
+        let e = refuse_non_directory("--out", &file).unwrap_err().to_string();
+        assert!(e.contains("--out") && e.contains("not a directory"), "{e}");
+        assert!(refuse_non_directory("--out", &sub).is_ok());
+        assert!(refuse_non_directory("--out", &dir.path().join("new")).is_ok());
+    }
 }

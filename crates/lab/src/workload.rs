@@ -70,14 +70,24 @@ pub struct Workload {
     pub trace_seed: u64,
 }
 
+/// Shortest simulated day, in seconds: an hour. The daily cycle must span many control
+/// intervals, and the arrivals of a shorter one (a few seconds) overflowed into NaN.
+pub const MIN_DAY_SECONDS: f64 = 3_600.0;
+
+/// Whether `day_s` is a simulated day's length the simulator takes (at least
+/// [`MIN_DAY_SECONDS`], finite); the reason when not.
+pub fn check_day_seconds(day_s: f64) -> Result<(), String> {
+    match day_s.is_finite() && day_s >= MIN_DAY_SECONDS {
+        true => Ok(()),
+        false => Err(format!("{day_s} is not a day length of at least {MIN_DAY_SECONDS} seconds")),
+    }
+}
+
 fn check(spec: &WorkloadSpec) -> Result<(), LabError> {
     if spec.apps == 0 {
         return Err(LabError::input("--apps", "must be at least 1"));
     }
-    if !(spec.day_seconds.is_finite() && spec.day_seconds > 0.0) {
-        return Err(LabError::input("--day-seconds", format!("{} is not a positive number", spec.day_seconds)));
-    }
-    Ok(())
+    check_day_seconds(spec.day_seconds).map_err(|reason| LabError::input("--day-seconds", reason))
 }
 
 impl Workload {

@@ -136,6 +136,12 @@ pub fn demo(spec: &DemoSpec, progress: &dyn Progress) -> Result<DemoReport, Life
     let steps = episodes * spec.episode_steps;
     // The change at the start of the episode half way through, unless told otherwise.
     let change_step = spec.change.at_step.unwrap_or(episodes / 2 * spec.episode_steps);
+    if change_step >= steps {
+        return Err(LifecycleError::input(
+            "--change",
+            format!("step {change_step} is not within the demo's {steps} steps"),
+        ));
+    }
     let mut workload = Workload::load(&WorkloadSpec {
         apps: spec.apps,
         seed: spec.seed,

@@ -519,6 +519,9 @@ pub fn run_with(
             ),
         ));
     }
+    if let Some(dir) = &spec.checkpoint {
+        aware_lab::output::refuse_non_directory("--checkpoint", dir)?;
+    }
     if let Some(kept) = spec.checkpoint.as_deref().and_then(crate::checkpoint::kept_algorithm)
         && kept.1 != wanted.name()
     {

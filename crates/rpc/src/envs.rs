@@ -131,9 +131,7 @@ fn autoscale(num_envs: u32, config: &MakeConfig, action: ActionKind) -> Result<B
         return Err(field("days", "days and mean_count apply to aware/Provisioning-v0 only"));
     }
     let day_s = config.day_seconds.unwrap_or(86_400.0);
-    if !(day_s.is_finite() && day_s > 0.0) {
-        return Err(field("day_seconds", format!("{day_s} is not a positive number")));
-    }
+    aware_lab::workload::check_day_seconds(day_s).map_err(|reason| field("day_seconds", reason))?;
     let profile = match &config.profile_yaml {
         Some(text) => Profile::parse(text, "profile_yaml").map_err(|e| MakeError::Profile(e.to_string()))?,
         None => Profile::default(),

@@ -503,12 +503,7 @@ pub async fn serve_on(
     let activity = (!settings.busy_poll.is_zero()).then(|| Activity::new(settings.busy_poll));
     let spinner = activity.clone().map(|a| tokio::spawn(a.spin()));
 
-    let mut builder = Server::builder();
-    if let Some((cert, key)) = &settings.tls {
-        builder = builder
-            .tls_config(ServerTlsConfig::new().identity(Identity::from_pem(cert, key)))
-            .map_err(|e| ServeError::Tls(e.to_string()))?;
-    }
+    let mut builder = with_tls(Server::builder(), &settings)?;
     let incoming = TcpListenerStream::new(listener).map(|conn| {
         let conn = conn?;
         conn.set_nodelay(true)?;
@@ -572,8 +567,24 @@ async fn terminate_signal() {
 
 /// `aware serve-env`: serves until SIGTERM or Ctrl-C, then lets in-flight calls finish.
 /// `on_ready` gets the bound address (the real port when the options asked for port 0).
+/// `builder` serving TLS with the settings' certificate and key, if any; a pair the TLS stack
+/// refuses is an error naming why (its whole cause chain: tonic's own text is only
+/// "transport error").
+fn with_tls(builder: Server, settings: &ServerSettings) -> Result<Server, ServeError> {
+    let Some((cert, key)) = &settings.tls else {
+        return Ok(builder);
+    };
+    builder.tls_config(ServerTlsConfig::new().identity(Identity::from_pem(cert, key))).map_err(|e| {
+        let chain: Vec<String> =
+            std::iter::successors(Some(&e as &dyn std::error::Error), |e| e.source()).map(|e| e.to_string()).collect();
+        ServeError::Tls(chain.join(": "))
+    })
+}
+
 pub fn serve(options: &ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> Result<(), ServeError> {
     let settings = options.load()?;
+    // A certificate or key the TLS stack refuses is refused before the server says it listens.
+    with_tls(Server::builder(), &settings)?;
     // Busy-polling only pays on a runtime whose one thread both polls and serves.
     let runtime = if settings.busy_poll.is_zero() {
         tokio::runtime::Builder::new_multi_thread().enable_all().build()?

@@ -64,6 +64,23 @@ pub fn open(url: &StoreUrl, read_only: bool) -> Result<Box<dyn TrajectoryStore>,
 pub const DEFAULT_SPOOL_BYTES: u64 = 1 << 30;
 
 impl StoreUrl {
+    /// Whether writing `path` would write over this store: the SQLite file itself or its
+    /// journal (`-wal`, `-shm`, `-journal`). A server's store has no file here.
+    pub fn is_store_file(&self, path: &Path) -> bool {
+        let StoreUrl::Sqlite { path: db, .. } = self else {
+            return false;
+        };
+        // The same file however it is spelled (relative, `./`, a link) once both exist;
+        // spelled alike otherwise.
+        let resolve = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let target = resolve(path);
+        ["", "-wal", "-shm", "-journal"].iter().any(|suffix| {
+            let mut name = db.as_os_str().to_os_string();
+            name.push(suffix);
+            resolve(Path::new(&name)) == target
+        })
+    }
+
     /// Where a writer spools this store's writes during an outage unless told otherwise:
     /// `PATH.spool/` beside a SQLite file, `aware-spool/` in the working directory for a server.
     pub fn default_spool_dir(&self) -> PathBuf {
@@ -83,4 +100,24 @@ impl StoreUrl {
 pub fn open_spooled(url: &StoreUrl, spool: Option<&Path>, max_bytes: u64) -> Result<crate::Spooled, StoreError> {
     let dir = spool.map_or_else(|| url.default_spool_dir(), Path::to_path_buf);
     crate::Spooled::new(open(url, false)?, &dir, max_bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_store_file_and_its_journal_are_the_store_however_spelled() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("s.db");
+        std::fs::write(&db, b"").unwrap();
+        let url: StoreUrl = format!("sqlite:{}?sync=full", db.display()).parse().unwrap();
+        assert!(url.is_store_file(&db));
+        assert!(url.is_store_file(&dir.path().join(".").join("s.db")), "another spelling of the same file");
+        assert!(url.is_store_file(&dir.path().join("s.db-wal")), "its journal, even before it exists");
+        assert!(!url.is_store_file(&dir.path().join("s.csv")));
+        assert!(!url.is_store_file(&dir.path().join("t.db")));
+        let server: StoreUrl = "postgres://localhost/aware".parse().unwrap();
+        assert!(!server.is_store_file(&db));
+    }
 }

@@ -34,7 +34,7 @@ pub struct MetaArgs {
     #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u32).range(1..=4096))]
     features: u32,
     /// Timed repetitions of each measurement (the median is reported).
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     repeats: u32,
     /// Apps served at once, for the per-app policy compute with meta-learning on.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
@@ -86,10 +86,10 @@ pub struct RpcArgs {
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
     apps: u32,
     /// Steps timed per repeat.
-    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
     steps: u32,
     /// Repeats (medians are reported).
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     repeats: u32,
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -136,10 +136,10 @@ fn rpc(args: RpcArgs) -> Result<ExitCode> {
 #[derive(clap::Args, Debug)]
 pub struct AgentsArgs {
     /// Timed repetitions (the median is reported).
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     repeats: u32,
     /// Observations in the batched-inference measurement.
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     batch: u32,
     /// Threads of the compute pool (tiny networks are fastest on one).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
@@ -152,13 +152,13 @@ pub struct AgentsArgs {
 #[derive(clap::Args, Debug)]
 pub struct StoreArgs {
     /// Transitions to append before querying.
-    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(100..))]
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(100..=100_000_000))]
     transitions: u64,
     /// State dimension of every transition.
-    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
     state_dim: u32,
     /// Timed repetitions of each query (the median is reported).
-    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     repeats: u32,
     /// An empty store to benchmark (postgres://…, influxdb://…, sqlite:PATH); by default a
     /// fresh SQLite file in a temporary directory. A store that holds episodes is refused.
@@ -172,14 +172,14 @@ pub struct StoreArgs {
 #[derive(clap::Args, Debug)]
 pub struct SimArgs {
     /// App counts to measure.
-    #[arg(long, value_delimiter = ',', default_value = "1,100,10000")]
-    apps: Vec<usize>,
+    #[arg(long, value_delimiter = ',', default_value = "1,100,10000", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    apps: Vec<u64>,
     /// Timed repetitions per app count (the median is reported).
-    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     repeats: u32,
     /// App-steps per repetition (steps = this / apps, at least 20).
-    #[arg(long, default_value_t = 500_000)]
-    work: usize,
+    #[arg(long, default_value_t = 500_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
+    work: u64,
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Print JSON instead of a table.
@@ -253,7 +253,12 @@ fn store(args: StoreArgs) -> Result<ExitCode> {
 }
 
 fn sim(args: SimArgs) -> Result<ExitCode> {
-    let spec = SimBenchSpec { apps: args.apps, repeats: args.repeats, work: args.work, seed: args.seed };
+    let spec = SimBenchSpec {
+        apps: args.apps.iter().map(|&a| a as usize).collect(),
+        repeats: args.repeats,
+        work: args.work as usize,
+        seed: args.seed,
+    };
     let report = aware_lab::bench::sim(&spec, &Bar::new())?;
     if args.json {
         print_json(&report)?;

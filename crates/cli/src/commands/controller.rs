@@ -51,7 +51,7 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     pub min_live_pods: u32,
     /// Seconds between passes over each MPA.
-    #[arg(long, default_value_t = 15.0, value_parser = crate::commands::positive_f64)]
+    #[arg(long, default_value_t = 15.0, value_parser = crate::commands::pause_seconds)]
     pub interval_s: f64,
     /// The VPA half of the MPA default also controls CPU (otherwise memory only).
     #[arg(long)]

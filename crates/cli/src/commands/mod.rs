@@ -40,7 +40,7 @@ pub struct AppsArgs {
     #[arg(long)]
     pub trace_seed: Option<u64>,
     /// Length of a simulated day in seconds (86400 = real time; smaller compresses the daily cycle).
-    #[arg(long, default_value_t = 86_400.0, value_parser = positive_f64)]
+    #[arg(long, default_value_t = 86_400.0, value_parser = day_seconds)]
     pub day_seconds: f64,
     /// Application population: microservices (Alibaba-2021-like replica needs) or serverless
     /// (Azure-Functions-2019-like invocation rates). Default: the profile's `population`.
@@ -152,6 +152,23 @@ pub fn positive_f64(s: &str) -> Result<f64, String> {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
         _ => Err(format!("{s:?} is not a positive number")),
     }
+}
+
+/// Longest wall-clock pause a flag may ask for: one year.
+const MAX_PAUSE_S: f64 = 365.0 * 86_400.0;
+
+/// A wall-clock pause in seconds (`--step-seconds`, `--interval-s`): positive, at most a year.
+pub fn pause_seconds(s: &str) -> Result<f64, String> {
+    match positive_f64(s)? {
+        v if v <= MAX_PAUSE_S => Ok(v),
+        _ => Err(format!("{s:?} seconds is more than a year ({MAX_PAUSE_S})")),
+    }
+}
+
+/// `--day-seconds`: a simulated day's length the simulator takes (at least an hour).
+pub fn day_seconds(s: &str) -> Result<f64, String> {
+    let v = positive_f64(s)?;
+    aware_lab::workload::check_day_seconds(v).map(|()| v)
 }
 
 /// `--agent` / `--base-learner`: ddpg or ppo.

@@ -28,7 +28,7 @@ pub struct Args {
     serve_metrics: Option<String>,
     /// With --serve-metrics: wall-clock seconds each interval is held for scrapes (default: the
     /// interval itself, real time; keep it above the scrape interval and within the rate window).
-    #[arg(long, requires = "serve_metrics", value_parser = crate::commands::positive_f64)]
+    #[arg(long, requires = "serve_metrics", value_parser = crate::commands::pause_seconds)]
     step_seconds: Option<f64>,
     /// Print JSON instead of a table.
     #[arg(long)]

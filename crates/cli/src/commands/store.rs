@@ -64,7 +64,8 @@ pub fn run(cmd: Store) -> Result<ExitCode> {
                 stats.episodes = eps.len() as u64;
                 stats.incomplete_episodes = eps.iter().filter(|e| !e.is_complete()).count() as u64;
                 stats.transitions = eps.iter().map(|e| e.length as u64).sum();
-                stats.agents = vec![agent.clone()];
+                // The agent named, if the store knows it (an unknown one has no episodes).
+                stats.agents.retain(|a| a == agent);
                 stats.apps =
                     eps.iter().map(|e| e.meta.app.as_str()).collect::<std::collections::BTreeSet<_>>().len() as u64;
             }
@@ -112,6 +113,15 @@ pub fn run(cmd: Store) -> Result<ExitCode> {
             }
         }
         Store::Export(a) => {
+            if let Some(out) = &a.out
+                && a.store.parse::<aware_store::StoreUrl>().is_ok_and(|url| url.is_store_file(out))
+            {
+                anyhow::bail!(
+                    "--out {}: is the store being exported ({}); choose another file",
+                    out.display(),
+                    a.store
+                );
+            }
             let store = open(&a.store)?;
             let mut buf = Vec::new();
             let written = match a.format {
