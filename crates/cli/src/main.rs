@@ -107,20 +107,20 @@ fn main() -> ExitCode {
 }
 
 /// The error and its causes on one line, never a backtrace: each cause joined with `: ` unless
-/// the text so far already holds it (a library error that writes its source into its own
-/// message would otherwise print every cause twice or more), line breaks as spaces.
+/// the cause before it ends with it (a library error that writes its source at the end of its
+/// own message would otherwise print every cause twice or more), line breaks as spaces.
 fn one_line(e: &anyhow::Error) -> String {
     let mut line = String::new();
+    let mut previous = String::new();
     for cause in e.chain() {
-        let text = cause.to_string().replace(['\n', '\r'], " ");
-        let text = text.trim();
-        if text.is_empty() || line.contains(text) {
-            continue;
+        let text = cause.to_string().replace(['\n', '\r'], " ").trim().to_string();
+        if !text.is_empty() && !previous.ends_with(&text) {
+            if !line.is_empty() {
+                line.push_str(": ");
+            }
+            line.push_str(&text);
         }
-        if !line.is_empty() {
-            line.push_str(": ");
-        }
-        line.push_str(text);
+        previous = text;
     }
     line
 }
@@ -154,5 +154,9 @@ mod tests {
         // Causes that add something are all kept, in order; line breaks become spaces.
         let e = anyhow::Error::new(io()).context("reading\nthe trace").context("--trace t.csv");
         assert_eq!(one_line(&e), "--trace t.csv: reading the trace: Connection refused");
+        // A short cause that happens to appear in a path further up is still said.
+        let eof = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "EOF");
+        let e = anyhow::Error::new(eof).context("reading /data/EOF/t.csv");
+        assert_eq!(one_line(&e), "reading /data/EOF/t.csv: EOF");
     }
 }

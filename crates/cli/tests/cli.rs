@@ -126,6 +126,23 @@ fn unusable_durations_and_day_lengths_are_usage_errors() {
     }
 }
 
+/// An output directory that is a file is refused before any training, naming the flag.
+#[test]
+fn output_directories_that_are_files_are_refused_before_the_work() {
+    let file = temp_file("not-a-directory", "x");
+    let file = file.to_str().unwrap();
+    for (args, flag) in [
+        (&["train", "--algo", "ddpg", "--apps", "1", "--episodes", "1", "--steps", "5", "--out", file][..], "--out"),
+        (&["run", "--apps", "1", "--steps", "10", "--episode-steps", "10", "--checkpoint", file][..], "--checkpoint"),
+        (&["experiment", "agents", "--quick", "--out", file][..], "--out"),
+    ] {
+        let o = aware(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert_one_line_error(&o, &[flag, file, "not a directory"]);
+    }
+    assert_eq!(std::fs::read_to_string(file).unwrap(), "x", "the file is untouched");
+}
+
 #[test]
 fn unknown_scenario_is_a_usage_error() {
     let o = aware(&["simulate", "--scenario", "meteor-strike"]);
@@ -308,6 +325,10 @@ fn store_commands_inspect_and_export_without_writing() {
     let o = aware(&["store", "export", "--store", &url, "--out", path.to_str().unwrap()]);
     assert_one_line_error(&o, &["--out", "is the store being exported"]);
     assert_eq!(std::fs::read(&path).unwrap(), before, "the store is untouched");
+    // An agent the store does not know has nothing, and is not listed as if it were there.
+    let o = aware(&["store", "stats", "--store", &url, "--agent", "nobody", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((v["episodes"].as_u64(), v["agents"].as_array().map(Vec::len)), (Some(0), Some(0)));
     // A directory where the export should go: refused, and no temporary file left beside it.
     let o = aware(&["store", "export", "--store", &url, "--out", dir.path().to_str().unwrap()]);
     assert_one_line_error(&o, &["is a directory"]);
@@ -724,17 +745,31 @@ fn the_controller_stops_on_sigterm_while_its_api_server_is_unreachable() {
          users:\n- name: u\n  user:\n    token: t\n",
     )
     .unwrap();
+    // A free port for /healthz: once it answers, the controller is up and handles signals.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let listen = format!("127.0.0.1:{port}");
     let mut controller = Command::new(env!("CARGO_BIN_EXE_aware"))
-        .args(["controller", "--listen", "127.0.0.1:0"])
+        .args(["controller", "--listen", &listen])
         .env("KUBECONFIG", &kubeconfig)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    let up = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::net::TcpStream::connect(&listen).is_err() {
+        if controller.try_wait().unwrap().is_some() || std::time::Instant::now() > up {
+            let _ = controller.kill();
+            panic!("the controller never served /healthz on {listen}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
     assert!(controller.try_wait().unwrap().is_none(), "the controller keeps running while it cannot reach the API");
-    let killed = Command::new("kill").args(["-TERM", &controller.id().to_string()]).status().unwrap();
-    assert!(killed.success());
+    let killed = Command::new("kill").args(["-TERM", &controller.id().to_string()]).status();
+    if !killed.is_ok_and(|s| s.success()) {
+        let _ = controller.kill();
+        panic!("could not send SIGTERM");
+    }
     // Its grace is 5 s; a minute means it did not stop.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let status = loop {

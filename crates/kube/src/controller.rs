@@ -1045,7 +1045,7 @@ fn run_with<D: Decider>(
     decider: D,
 ) -> Result<(), RunError> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(RunError::Runtime)?;
-    runtime.block_on(async move {
+    let result = runtime.block_on(async move {
         let client = Client::try_default().await.map_err(RunError::Config)?;
         let webhook = match (options.webhook, tls) {
             (Some(w), Some(tls)) => {
@@ -1086,11 +1086,19 @@ fn run_with<D: Decider>(
             Some((namespace, leader)) => {
                 let lease = format!("{namespace}/{}", leader.lease_name);
                 let mut elector = crate::leader::LeaderElector::new(Api::namespaced(client, &namespace), leader);
-                elector.acquire().await;
-                tracing::info!("holding the leader lease {lease}");
-                tokio::select! {
-                    _ = run(ctx) => Ok(()),
-                    _ = elector.hold() => Err(RunError::LostLease(lease)),
+                // A candidate waiting for the lease stops on SIGINT or SIGTERM too.
+                let acquired = tokio::select! {
+                    _ = elector.acquire() => true,
+                    _ = shutdown_signal() => false,
+                };
+                if acquired {
+                    tracing::info!("holding the leader lease {lease}");
+                    tokio::select! {
+                        _ = run(ctx) => Ok(()),
+                        _ = elector.hold() => Err(RunError::LostLease(lease)),
+                    }
+                } else {
+                    Ok(())
                 }
             }
         };
@@ -1099,5 +1107,9 @@ fn run_with<D: Decider>(
             task.abort();
         }
         result
-    })
+    });
+    // A Prometheus query still running on a blocking thread is not waited for past a second
+    // (dropping the runtime would wait for it, up to its timeout).
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    result
 }

@@ -40,8 +40,10 @@ pub fn refuse_non_directory(flag: &str, dir: &Path) -> Result<(), LabError> {
     Ok(())
 }
 
-/// Refuses an output directory that already holds a checkpoint: a run never overwrites one.
+/// Refuses an output directory that already holds a checkpoint (a run never overwrites one),
+/// or that is not a directory ([`refuse_non_directory`]).
 pub fn refuse_checkpoint(flag: &str, dir: &Path) -> Result<(), LabError> {
+    refuse_non_directory(flag, dir)?;
     if dir.join(aware_agents::METADATA).exists() {
         return Err(LabError::input(
             flag,

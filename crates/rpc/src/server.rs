@@ -565,8 +565,6 @@ async fn terminate_signal() {
     }
 }
 
-/// `aware serve-env`: serves until SIGTERM or Ctrl-C, then lets in-flight calls finish.
-/// `on_ready` gets the bound address (the real port when the options asked for port 0).
 /// `builder` serving TLS with the settings' certificate and key, if any; a pair the TLS stack
 /// refuses is an error naming why (its whole cause chain: tonic's own text is only
 /// "transport error").
@@ -581,6 +579,8 @@ fn with_tls(builder: Server, settings: &ServerSettings) -> Result<Server, ServeE
     })
 }
 
+/// `aware serve-env`: serves until SIGTERM or Ctrl-C, then lets in-flight calls finish.
+/// `on_ready` gets the bound address (the real port when the options asked for port 0).
 pub fn serve(options: &ServeOptions, on_ready: impl FnOnce(SocketAddr)) -> Result<(), ServeError> {
     let settings = options.load()?;
     // A certificate or key the TLS stack refuses is refused before the server says it listens.

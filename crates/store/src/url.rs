@@ -70,9 +70,18 @@ impl StoreUrl {
         let StoreUrl::Sqlite { path: db, .. } = self else {
             return false;
         };
-        // The same file however it is spelled (relative, `./`, a link) once both exist;
-        // spelled alike otherwise.
-        let resolve = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        // The same file however it is spelled (relative or absolute, `./`, a link): resolved
+        // whole where it exists, else its directory resolved and its name joined (a journal
+        // or a store not written yet), else made absolute as given.
+        let resolve = |p: &Path| {
+            std::fs::canonicalize(p).unwrap_or_else(|_| {
+                let parent = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+                match (std::fs::canonicalize(parent), p.file_name()) {
+                    (Ok(dir), Some(name)) => dir.join(name),
+                    _ => std::env::current_dir().map(|d| d.join(p)).unwrap_or_else(|_| p.to_path_buf()),
+                }
+            })
+        };
         let target = resolve(path);
         ["", "-wal", "-shm", "-journal"].iter().any(|suffix| {
             let mut name = db.as_os_str().to_os_string();
@@ -115,6 +124,12 @@ mod tests {
         assert!(url.is_store_file(&db));
         assert!(url.is_store_file(&dir.path().join(".").join("s.db")), "another spelling of the same file");
         assert!(url.is_store_file(&dir.path().join("s.db-wal")), "its journal, even before it exists");
+        assert!(url.is_store_file(&dir.path().join(".").join("s.db-shm")), "spelled otherwise, not there yet");
+        // A store not written yet, named relative to the working directory and absolutely.
+        let here = std::env::current_dir().unwrap();
+        let relative: StoreUrl = "sqlite:not-yet-written.db".parse().unwrap();
+        assert!(relative.is_store_file(&here.join("not-yet-written.db")));
+        assert!(!relative.is_store_file(&here.join("other.db")));
         assert!(!url.is_store_file(&dir.path().join("s.csv")));
         assert!(!url.is_store_file(&dir.path().join("t.db")));
         let server: StoreUrl = "postgres://localhost/aware".parse().unwrap();

@@ -130,7 +130,7 @@ class AwareEnv(gym.Env):
 
     ``gymnasium.make("aware/Autoscale-v0", address="host:port", token="...", seed=1)``; config
     keys: ``seed`` (the generated applications), ``trace_seed``, ``profile`` (a YAML file) or
-    ``profile_yaml``, ``scenario`` (``NAME`` or ``NAME@STEP``), ``episode_steps``, ``day_seconds``,
+    ``profile_yaml``, ``scenario`` (``NAME`` or ``NAME@STEP``), ``episode_steps``, ``day_seconds`` (at least 3600),
     and for ``aware/Provisioning-v0`` ``days`` and ``mean_count``.
     """
 
