@@ -171,7 +171,12 @@ fn bench_sim_reports_json() {
     let r = v["results"].as_array().unwrap();
     assert_eq!(r.len(), 2);
     assert!(r[1]["median_app_steps_per_s"].as_f64().unwrap() > 0.0);
-    assert_one_line_error(&aware(&["bench", "sim", "--apps", "0"]), &["--apps"]);
+    // A count outside 1..=100,000 is a usage error (clap's, exit 2), naming the flag.
+    for apps in ["0", "100001"] {
+        let o = aware(&["bench", "sim", "--apps", apps]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(stderr(&o).contains("--apps"), "{}", stderr(&o));
+    }
 }
 
 fn example_input() -> String {
