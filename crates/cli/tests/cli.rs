@@ -501,7 +501,9 @@ fn provisioning_d3qn_beats_step_scaling_on_held_out_days() {
         &aware(&["provision", "compare", "--days", "3", "--test-days", "3"]),
         &["--test-days", "less than one training day"],
     );
-    assert_one_line_error(&aware(&["provision", "compare", "--policies", "hpa"]), &["--policies", "\"hpa\""]);
+    let o = aware(&["provision", "compare", "--policies", "hpa"]);
+    assert_eq!(o.status.code(), Some(2), "an unknown policy is a usage error, as in compare");
+    assert!(stderr(&o).contains("--policies") && stderr(&o).contains("\"hpa\""), "{}", stderr(&o));
     let dqn_dir = dir.path().join("cluster");
     let o = aware(&[
         "train",
@@ -912,4 +914,79 @@ fn run_with_a_kept_meta_learner_embeds_each_app_from_its_fallback_episodes() {
     assert_one_line_error(&o, &["pool.json"]);
     let o = aware(&["run", "--meta", kept_s, "--store", &url, "--apps", "1", "--steps", "20", "--fallback", "hpa"]);
     assert_one_line_error(&o, &["--meta", "mpa"]);
+}
+
+/// An unknown policy is a usage error (exit 2, naming the flag and the name) in `compare` and in
+/// `provision compare` alike; a policy listed twice is refused in both, naming it, before any
+/// work.
+#[test]
+fn policy_lists_are_checked_alike_in_compare_and_provision_compare() {
+    for args in
+        [&["compare", "--policies", "hpa,nope"][..], &["provision", "compare", "--policies", "threshold,nope"][..]]
+    {
+        let o = aware(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("--policies") && stderr(&o).contains("\"nope\""), "{args:?}: {}", stderr(&o));
+    }
+    for args in [
+        &["compare", "--apps", "1", "--steps", "5", "--policies", "hpa,mpa,hpa"][..],
+        &["provision", "compare", "--policies", "threshold,threshold"][..],
+    ] {
+        let o = aware(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let twice = if args[0] == "compare" { "hpa is listed twice" } else { "threshold is listed twice" };
+        assert_one_line_error(&o, &["--policies", twice]);
+    }
+}
+
+/// A trace whose peak no simulated app could serve (more replicas than the simulator runs) is
+/// refused before the run, naming the flag, the file and where the peak is; it failed part-way
+/// once, naming only an app.
+#[test]
+fn a_trace_too_heavy_to_simulate_is_refused_naming_the_file() {
+    let trace = temp_file("heavy.csv", "timestamp,count\n0,5\n60,5e10\n120,5\n");
+    let path = trace.to_str().unwrap();
+    for args in [
+        &["simulate", "--apps", "1", "--steps", "5", "--trace", path][..],
+        &["compare", "--apps", "2", "--steps", "5", "--policies", "hpa", "--trace", path][..],
+    ] {
+        let o = aware(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert_one_line_error(&o, &["--trace", path, "interval 2", "10000 replicas"]);
+    }
+}
+
+/// `train-meta` that fails after making its --out directory removes what it made; a directory
+/// that was there before stays.
+#[test]
+fn a_failed_train_meta_removes_the_directory_it_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("f");
+    std::fs::write(&file, "x").unwrap();
+    let kept = dir.path().join("kept");
+    std::fs::create_dir(&kept).unwrap();
+    // `NEW/../f`: making it makes NEW, then fails on the file.
+    for (made, existed) in [(dir.path().join("new"), false), (kept.clone(), true)] {
+        let out = made.join("..").join("f");
+        let o = aware(&[
+            "train-meta",
+            "--apps",
+            "4",
+            "--probes",
+            "1",
+            "--episodes",
+            "1",
+            "--episode-steps",
+            "2",
+            "--hidden",
+            "4",
+            "--embedding",
+            "2",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        assert_eq!(made.exists(), existed, "{}: {}", made.display(), stderr(&o));
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "x");
 }

@@ -31,11 +31,34 @@ pub fn create_dir(dir: &Path) -> Result<(), LabError> {
     std::fs::create_dir_all(dir).map_err(|e| LabError::io(dir, format!("cannot create: {e}")))
 }
 
+/// Runs `work`, which fills the output directory `dir`; when it fails, removes what of `dir` it
+/// created: the outermost of `dir` and its parents that did not exist before (with whatever
+/// `work` wrote there), never a directory that existed before the call.
+pub fn removing_created_dir_on_failure<T, E>(dir: &Path, work: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
+    let created = dir.ancestors().take_while(|d| !d.as_os_str().is_empty() && !d.exists()).last();
+    let result = work();
+    if result.is_err()
+        && let Some(created) = created
+    {
+        // Best effort: the work's own error is what the caller needs to hear.
+        let _ = std::fs::remove_dir_all(created);
+    }
+    result
+}
+
 /// Refuses an output directory `flag` names that is something else (a file): refused before
 /// the work that would fill it, not after.
 pub fn refuse_non_directory(flag: &str, dir: &Path) -> Result<(), LabError> {
     if dir.exists() && !dir.is_dir() {
         return Err(LabError::input(flag, format!("{} is not a directory", dir.display())));
+    }
+    // One still to be made cannot be made under a file.
+    let above = dir.ancestors().skip(1).take_while(|a| !a.as_os_str().is_empty()).find(|a| a.exists());
+    if let Some(file) = above.filter(|a| !a.is_dir()) {
+        return Err(LabError::input(
+            flag,
+            format!("{} cannot be made: {} is not a directory", dir.display(), file.display()),
+        ));
     }
     Ok(())
 }
@@ -93,5 +116,37 @@ mod tests {
         assert!(e.contains("--out") && e.contains("not a directory"), "{e}");
         assert!(refuse_non_directory("--out", &sub).is_ok());
         assert!(refuse_non_directory("--out", &dir.path().join("new")).is_ok());
+        assert!(refuse_non_directory("--out", &dir.path().join("new").join("deeper")).is_ok());
+        // Nor can one be made under a file.
+        let e = refuse_non_directory("--out", &file.join("sub").join("dir")).unwrap_err().to_string();
+        assert!(e.contains("--out") && e.contains("out.json is not a directory"), "{e}");
+    }
+
+    #[test]
+    fn a_failed_run_removes_only_the_directories_it_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let fail = |out: &Path| {
+            removing_created_dir_on_failure(out, || -> Result<(), &str> {
+                std::fs::create_dir_all(out).unwrap();
+                std::fs::write(out.join("part"), "x").unwrap();
+                Err("failed")
+            })
+        };
+        // Created with a parent: both go.
+        let out = dir.path().join("new").join("out");
+        assert!(fail(&out).is_err());
+        assert!(!dir.path().join("new").exists());
+        // An existing directory stays, with what it held; only the new child goes.
+        let existing = dir.path().join("kept");
+        std::fs::create_dir(&existing).unwrap();
+        std::fs::write(existing.join("mine"), "y").unwrap();
+        assert!(fail(&existing.join("sub")).is_err());
+        assert!(!existing.join("sub").exists());
+        assert!(fail(&existing).is_err());
+        assert_eq!(std::fs::read_to_string(existing.join("mine")).unwrap(), "y");
+        // Success keeps what was made.
+        let ok = dir.path().join("ok");
+        removing_created_dir_on_failure(&ok, || std::fs::create_dir(&ok)).unwrap();
+        assert!(ok.is_dir());
     }
 }

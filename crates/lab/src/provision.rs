@@ -2,7 +2,9 @@
 //! penalised for hot CPU): training agents on it and comparing them with CloudWatch step scaling
 //! on held-out days, through the one rollout loop.
 
-use std::path::{Path, PathBuf};
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
 
 use aware_agents::Agent;
 use aware_agents::Checkpoint;
@@ -16,10 +18,10 @@ use aware_sim::provisioning::{
 };
 use serde::Serialize;
 
-use crate::LabError;
 use crate::output::{create_dir, refuse_checkpoint, write_training_outputs};
 use crate::progress::Progress;
 use crate::rollout::{Arena, Driver, Learner, rollout};
+use crate::{LabError, ParseError};
 
 /// Five-minute bins per day.
 const BINS_PER_DAY: usize = 288;
@@ -240,6 +242,39 @@ pub fn train(spec: &ProvisionTrainSpec, progress: &dyn Progress) -> Result<Provi
     Ok(report)
 }
 
+/// A provisioning policy as named on the command line: `threshold` or `rl:DIR` (a checkpoint
+/// from `aware provision train`, read when the policy is built). The name parses on its own, so
+/// an unknown one is a usage error before any work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProvisionPolicyName {
+    Threshold,
+    Rl(PathBuf),
+}
+
+impl FromStr for ProvisionPolicyName {
+    type Err = ParseError;
+    fn from_str(s: &str) -> Result<Self, ParseError> {
+        if s == "threshold" {
+            return Ok(ProvisionPolicyName::Threshold);
+        }
+        match s.strip_prefix("rl:") {
+            Some("") => Err(ParseError::new(s, "needs a checkpoint directory (rl:DIR)")),
+            Some(dir) => Ok(ProvisionPolicyName::Rl(dir.into())),
+            None => Err(ParseError::new(s, "unknown policy (expected threshold or rl:DIR)")),
+        }
+    }
+}
+
+impl fmt::Display for ProvisionPolicyName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProvisionPolicyName::Threshold => f.write_str("threshold"),
+            ProvisionPolicyName::Rl(dir) => write!(f, "rl:{}", dir.display()),
+        }
+    }
+}
+
 /// A provisioning policy by name: `threshold` or `rl:DIR`.
 #[non_exhaustive]
 pub enum ProvisionPolicy {
@@ -249,17 +284,22 @@ pub enum ProvisionPolicy {
 
 impl ProvisionPolicy {
     pub fn parse(spec: &str) -> Result<Self, LabError> {
-        if spec == "threshold" {
-            return Ok(ProvisionPolicy::Threshold(ThresholdStepScaling {
-                min_replicas: 1,
-                max_replicas: 10,
-                steps: ThresholdStepScaling::default_steps(),
-            }));
-        }
-        let Some(dir) = spec.strip_prefix("rl:") else {
-            return Err(LabError::input("--policies", format!("{spec:?} is not threshold or rl:DIR")));
+        let name = spec.parse().map_err(|e: ParseError| LabError::input("--policies", e.to_string()))?;
+        Self::build(&name)
+    }
+
+    /// The policy `name` names, its checkpoint read and checked.
+    pub fn build(name: &ProvisionPolicyName) -> Result<Self, LabError> {
+        let dir = match name {
+            ProvisionPolicyName::Threshold => {
+                return Ok(ProvisionPolicy::Threshold(ThresholdStepScaling {
+                    min_replicas: 1,
+                    max_replicas: 10,
+                    steps: ThresholdStepScaling::default_steps(),
+                }));
+            }
+            ProvisionPolicyName::Rl(dir) => dir.as_path(),
         };
-        let dir = Path::new(dir);
         let meta = Checkpoint::read_metadata(dir).map_err(aware_agents::AgentError::from)?;
         let dim = meta.observation_space.dim();
         if dim == 0 || dim % FEATURES != 0 {
@@ -305,15 +345,31 @@ pub struct ProvisionCompareReport {
 }
 
 /// Every policy over the held-out days with identical load and noise.
+/// Refuses an empty policy list or one that names a policy twice (as `compare` does).
+fn check_policies(policies: &[ProvisionPolicyName]) -> Result<(), LabError> {
+    if policies.is_empty() {
+        return Err(LabError::input("--policies", "name at least one policy"));
+    }
+    for (i, p) in policies.iter().enumerate() {
+        if policies[..i].contains(p) {
+            return Err(LabError::input("--policies", format!("{p} is listed twice")));
+        }
+    }
+    Ok(())
+}
+
 pub fn compare(
     load: &LoadSpec,
-    policies: &[String],
+    policies: &[ProvisionPolicyName],
     progress: &dyn Progress,
 ) -> Result<ProvisionCompareReport, LabError> {
+    check_policies(policies)?;
     let split = load.split()?;
     let config = ProvisioningConfig { episode_steps: split.test.len(), ..split.config.clone() };
-    let parsed =
-        policies.iter().map(|p| Ok((p.clone(), ProvisionPolicy::parse(p)?))).collect::<Result<Vec<_>, LabError>>()?;
+    let parsed = policies
+        .iter()
+        .map(|p| Ok((p.to_string(), ProvisionPolicy::build(p)?)))
+        .collect::<Result<Vec<_>, LabError>>()?;
     progress.start((parsed.len() * split.test.len()) as u64, "held-out days");
     let mut outcomes = Vec::new();
     for (name, policy) in parsed {

@@ -2,7 +2,7 @@
 //! settings and the operator's profile — everything a run needs before its first interval, loaded
 //! and validated in one place.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use aware_core::{AppId, Profile};
@@ -10,8 +10,8 @@ use aware_core::{Bounds, Population};
 use aware_env::ActionKind;
 use aware_env::{AppSlo, ClusterVecEnv, EnvConfig};
 use aware_sim::{
-    AppSpec, CONTAINER, Scenario, SimCluster, SimConfig, Trace, VerticalUpdate, generate_population, load_traces,
-    size_for_traces,
+    AppSpec, CONTAINER, MAX_SIMULATED_REPLICAS, Scenario, SimCluster, SimConfig, Trace, VerticalUpdate,
+    generate_population, load_traces, size_for_traces,
 };
 
 use crate::LabError;
@@ -107,7 +107,43 @@ impl Workload {
             Some(p) => load_traces(p)?,
             None => Vec::new(),
         };
-        Self::build(spec, profile, traces)
+        let workload = Self::build(spec, profile, traces)?;
+        if let Some(path) = &spec.trace {
+            workload.check_trace_peaks(path)?;
+        }
+        Ok(workload)
+    }
+
+    /// Refuses a trace whose peak an app replaying it could not be simulated at: sized at the
+    /// profile's CPU target, it would need more replicas than the simulator runs (the run would
+    /// otherwise fail part-way, naming only the app). Names the file, the series and where its
+    /// peak is.
+    fn check_trace_peaks(&self, path: &Path) -> Result<(), LabError> {
+        let target = self.profile.targets.cpu_utilisation;
+        for (i, app) in self.apps.iter().enumerate() {
+            let Some(trace) = self.traces.get(i % self.traces.len().max(1)) else {
+                return Ok(());
+            };
+            let peak = trace.peak_rps();
+            if app.replicas_for(peak, target) <= MAX_SIMULATED_REPLICAS {
+                continue;
+            }
+            let at = trace.rates.iter().position(|&r| r == peak).unwrap_or(0);
+            return Err(LabError::input(
+                format!("--trace {}", path.display()),
+                format!(
+                    "series {:?} peaks at {peak:e} requests/s (interval {}, {} s into the series), which app {} \
+                     would need more than the simulator's {MAX_SIMULATED_REPLICAS} replicas to serve at the \
+                     {:.0} % CPU target",
+                    trace.name,
+                    at + 1,
+                    at as f64 * trace.interval_s,
+                    app.name,
+                    target * 100.0
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// As [`Workload::load`], with the profile and the replayed traces given rather than read

@@ -25,6 +25,9 @@ use crate::segments::{REQUEST_SIZE_CV, RequestCost};
 /// The simulator's one container name.
 pub const CONTAINER: &str = "app";
 
+/// Most replicas the simulator runs for one app (a recommendation above it is refused).
+pub const MAX_SIMULATED_REPLICAS: u32 = 10_000;
+
 /// How a change of CPU or memory reaches running pods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
@@ -1275,8 +1278,11 @@ impl Cluster for SimCluster {
             }
             _ => return Err(invalid(format!("{} containers given; pods have one", rec.containers.len()))),
         };
-        if rec.replicas > 10_000 {
-            return Err(invalid(format!("{} replicas is beyond the simulator's 10000", rec.replicas)));
+        if rec.replicas > MAX_SIMULATED_REPLICAS {
+            return Err(invalid(format!(
+                "{} replicas is beyond the simulator's {MAX_SIMULATED_REPLICAS}",
+                rec.replicas
+            )));
         }
         if let Some(c) = container {
             let (req, lim) = (c.requests, c.limits);

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use aware_lab::provision::{LoadSpec, ProvisionAlgorithm, ProvisionTrainSpec};
+use aware_lab::provision::{LoadSpec, ProvisionAlgorithm, ProvisionPolicyName, ProvisionTrainSpec};
 
 use super::{positive_f64, print_json};
 use crate::progress::Bar;
@@ -82,7 +82,7 @@ pub struct TrainArgs {
 pub struct CompareArgs {
     /// Comma-separated: threshold, rl:DIR (a checkpoint from `aware provision train`).
     #[arg(long, default_value = "threshold", value_delimiter = ',')]
-    policies: Vec<String>,
+    policies: Vec<ProvisionPolicyName>,
     #[command(flatten)]
     load: LoadArgs,
     #[arg(long)]

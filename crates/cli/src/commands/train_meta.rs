@@ -66,8 +66,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
         ..pool.meta
     };
     args.task.apply(&mut pool);
-    let report =
-        aware_meta::saved::train_and_keep(&workload, &pool, args.base_learner, (3, 0.95), &args.out, &Bar::new())?;
+    // A failed run leaves no directory behind that it created (one that existed stays).
+    let report = aware_lab::output::removing_created_dir_on_failure(&args.out, || {
+        aware_meta::saved::train_and_keep(&workload, &pool, args.base_learner, (3, 0.95), &args.out, &Bar::new())
+    })?;
     if args.json {
         print_json(&report)?;
     } else {
