@@ -956,6 +956,28 @@ fn a_trace_too_heavy_to_simulate_is_refused_naming_the_file() {
     }
 }
 
+/// A spool that cannot be a directory is refused before anything is made: the store it was to
+/// spool for is not created.
+#[test]
+fn an_unusable_spool_is_refused_before_the_store_is_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("spool-file");
+    std::fs::write(&file, "x").unwrap();
+    let db = dir.path().join("x.db");
+    let url = format!("sqlite:{}", db.display());
+    for spool in [file.clone(), file.join("below")] {
+        let spool = spool.to_str().unwrap();
+        let o =
+            aware(&["run", "--apps", "1", "--steps", "10", "--episode-steps", "10", "--store", &url, "--spool", spool]);
+        assert_eq!(o.status.code(), Some(1), "{spool}");
+        assert_one_line_error(&o, &["--spool", spool, "not a directory"]);
+        let mut left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        left.sort();
+        assert_eq!(left, ["spool-file"], "nothing created beside the spool file");
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "x", "the file is untouched");
+}
+
 /// `train-meta` that fails after making its --out directory removes what it made; a directory
 /// that was there before stays.
 #[test]
@@ -989,4 +1011,41 @@ fn a_failed_train_meta_removes_the_directory_it_created() {
         assert_eq!(made.exists(), existed, "{}: {}", made.display(), stderr(&o));
     }
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "x");
+}
+
+/// Inspecting a SQLite store leaves its directory as it was: no `-wal`/`-shm` files left behind
+/// by a read-only connection, and every record still there.
+#[test]
+fn read_only_store_commands_leave_no_journal_files_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let url = format!("sqlite:{}", db.display());
+    let o = aware(&["compare", "--apps", "1", "--steps", "5", "--policies", "hpa,mpa", "--store", &url]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let listing = || {
+        let mut names: Vec<_> =
+            std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        names.sort();
+        names
+    };
+    assert_eq!(listing(), ["s.db"]);
+    let before = std::fs::read(&db).unwrap();
+    let csv = dir.path().join("e.csv");
+    for args in [
+        &["store", "stats", "--store", &url][..],
+        &["store", "episodes", "--store", &url, "--json"][..],
+        &["store", "export", "--store", &url, "--out", csv.to_str().unwrap()][..],
+    ] {
+        let o = aware(args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        let mut want = vec!["s.db".to_string()];
+        if csv.exists() {
+            want.insert(0, "e.csv".into());
+        }
+        assert_eq!(listing(), want, "{args:?}");
+    }
+    assert_eq!(std::fs::read(&db).unwrap(), before, "the store is unchanged");
+    let o = aware(&["store", "stats", "--store", &url, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["episodes"].as_u64(), Some(2), "{v}");
 }

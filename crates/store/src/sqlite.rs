@@ -2,7 +2,7 @@
 //! transaction per episode close (the close's `COMMIT` is the acknowledgement).
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, ToSql, params};
 
@@ -94,6 +94,9 @@ pub struct SqliteStore {
     /// False for a version-1 store opened read-only (it has no decisions to show).
     lifecycle_tables: bool,
     open: HashMap<EpisodeId, OpenEpisode>,
+    /// A read-only store whose directory held no `-wal`/`-shm` beside it when it was opened:
+    /// the file, so that closing it can leave the directory as it was found.
+    tidy: Option<PathBuf>,
 }
 
 fn backend(path: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
@@ -153,10 +156,15 @@ impl SqliteStore {
         if !path.exists() {
             return Err(StoreError::Invalid(format!("{p}: no such store")));
         }
+        // A reader of a WAL store makes its `-wal` and `-shm` files and, being read-only, cannot
+        // remove them when it closes; noted here so that [`Drop`] can.
+        let untouched = !journal_path(path, "-wal").exists() && !journal_path(path, "-shm").exists();
         let conn =
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
                 .map_err(backend(&p))?;
-        Self::check_schema(conn, p, false)
+        let mut store = Self::check_schema(conn, p, false)?;
+        store.tidy = untouched.then(|| path.to_path_buf());
+        Ok(store)
     }
 
     fn check_schema(conn: Connection, path: String, create: bool) -> Result<Self, StoreError> {
@@ -184,7 +192,7 @@ impl SqliteStore {
                 .map_err(backend(&path))?;
         }
         let lifecycle_tables = version == 0 || version >= 2 || create;
-        Ok(Self { conn, path, in_transaction: false, open: HashMap::new(), lifecycle_tables })
+        Ok(Self { conn, path, in_transaction: false, open: HashMap::new(), lifecycle_tables, tidy: None })
     }
 
     /// How long a write waits for another writer's lock before answering
@@ -268,10 +276,42 @@ impl SqliteStore {
     }
 }
 
+/// `path` with `suffix` appended to its file name (`-wal`, `-shm`).
+fn journal_path(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_os_string();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// Removes the `-wal` and `-shm` files a read-only connection to `path` left behind, the way
+/// SQLite itself does: the last read-write connection to close checkpoints the journal and
+/// deletes both. SQLite decides under its own locks, so while any other connection (a writer in
+/// another process) has the store open nothing is checkpointed or deleted, and nothing is lost.
+/// Best effort: a file this process may not write keeps its journal files.
+fn remove_journal_files(path: &Path) {
+    if !journal_path(path, "-wal").exists() && !journal_path(path, "-shm").exists() {
+        return;
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if let Ok(conn) = Connection::open_with_flags(path, flags) {
+        // A read opens the journal, so that closing the connection closes it as its last user.
+        let _ = conn.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0));
+        let _ = conn.close();
+    }
+}
+
 impl Drop for SqliteStore {
     /// Commits what was written: unclosed episodes stay visible as incomplete, never as data.
+    /// A read-only store opened where no journal files were leaves none behind.
     fn drop(&mut self) {
         let _ = self.commit();
+        if let Some(path) = self.tidy.take() {
+            // Close this connection first (SQLite removes the files only with no reader left).
+            if let Ok(memory) = Connection::open_in_memory() {
+                let _ = std::mem::replace(&mut self.conn, memory).close();
+                remove_journal_files(&path);
+            }
+        }
     }
 }
 
