@@ -336,6 +336,13 @@ fn check_usage(file: &str, at: &str, v: Option<f64>) -> Result<(), DryRunError> 
 /// Range checks on one observation; pods with containers get the containers' sums.
 fn check_observation(file: &str, at: &str, o: &mut Observation) -> Result<(), DryRunError> {
     o.validate().map_err(|e| invalid(file, at, e.to_string()))?;
+    for (field, v) in [("latency_mean_ms", o.latency_mean_ms), ("latency_p99_ms", o.latency_p99_ms)] {
+        if let Some(v) = v
+            && v < 0.0
+        {
+            return Err(invalid(file, format!("{at}.{field}"), format!("{v} is not a latency (negative)")));
+        }
+    }
     if !(o.time_s.is_finite() && o.interval_s.is_finite() && o.interval_s > 0.0) {
         return Err(invalid(file, format!("{at}.interval_s"), "must be a positive number of seconds"));
     }

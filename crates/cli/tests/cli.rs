@@ -1049,3 +1049,67 @@ fn read_only_store_commands_leave_no_journal_files_behind() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["episodes"].as_u64(), Some(2), "{v}");
 }
+
+/// A token file that is missing or empty is named with its flag, in `serve-env` and in `train
+/// --env`.
+#[test]
+fn token_file_errors_name_the_flag() {
+    let empty = temp_file("empty-token", " \n");
+    let empty = empty.to_str().unwrap();
+    for (args, why) in [
+        (&["serve-env", "--listen", "127.0.0.1:0", "--token-file", "/nonexistent/token"][..], "cannot read"),
+        (&["serve-env", "--listen", "127.0.0.1:0", "--token-file", empty][..], "empty"),
+        (
+            &[
+                "train",
+                "--algo",
+                "ddpg",
+                "--apps",
+                "1",
+                "--episodes",
+                "1",
+                "--steps",
+                "5",
+                "--out",
+                "/nonexistent/out",
+                "--env",
+                "grpc://127.0.0.1:1",
+                "--token-file",
+                "/nonexistent/token",
+            ][..],
+            "cannot read",
+        ),
+    ] {
+        let o = aware(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        let file = args[args.iter().position(|a| *a == "--token-file").unwrap() + 1];
+        assert_one_line_error(&o, &[&format!("--token-file {file}"), why]);
+    }
+}
+
+/// `train --env` with a scheme no client speaks is refused before anything is tried, naming the
+/// flag and the schemes that work.
+#[test]
+fn train_refuses_an_unknown_env_scheme() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let o = aware(&[
+        "train",
+        "--algo",
+        "ddpg",
+        "--apps",
+        "1",
+        "--episodes",
+        "1",
+        "--steps",
+        "5",
+        "--out",
+        out.to_str().unwrap(),
+        "--env",
+        "foo://x",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_one_line_error(&o, &["--env foo://x", "unknown scheme \"foo\"", "grpc://", "grpcs://"]);
+    assert!(!stderr(&o).contains("connect"), "refused by its scheme, not by a failed connection");
+    assert!(!out.exists());
+}

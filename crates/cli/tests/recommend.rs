@@ -729,6 +729,34 @@ fn absurd_limits_exit_1_naming_the_field() {
     assert!(run_json("zero-cpu", &input, "hpa").status.success(), "a zero CPU request means none");
 }
 
+/// A negative latency is no measurement: refused, exit 1, naming the file and the field (of the
+/// observation and of a history entry), for every policy.
+#[test]
+fn negative_latencies_exit_1_naming_the_file_and_field() {
+    for (name, field, policy) in [
+        ("neg-p99", "latency_p99_ms", "hpa"),
+        ("neg-mean", "latency_mean_ms", "mpa"),
+        ("neg-p99-history", "latency_p99_ms", "vpa"),
+    ] {
+        let mut input = example();
+        let at = if name.ends_with("history") {
+            let first = input["history"][0].clone();
+            assert!(first.is_object(), "the example has a history");
+            input["history"] = json!([first]);
+            input["history"][0][field] = json!(-5.0);
+            format!("history[0].{field}")
+        } else {
+            input["observation"][field] = json!(-5.0);
+            format!("observation.{field}")
+        };
+        let o = run_json(name, &input, policy);
+        assert_eq!(o.status.code(), Some(1), "{name}: {}", String::from_utf8_lossy(&o.stdout));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.contains(&format!("{name}.json")) && err.contains(&at) && err.contains("-5"), "{name}: {err}");
+    }
+}
+
 #[test]
 fn hpa_spec_errors_name_the_field() {
     let mut input = example();

@@ -106,6 +106,20 @@ impl Interceptor for Bearer {
 
 type Stub = EnvServiceClient<InterceptedService<Channel, Bearer>>;
 
+/// The schemes an environment's address may start with (or none: `host:port`).
+pub const ADDRESS_SCHEMES: [&str; 4] = ["grpc://", "grpcs://", "http://", "https://"];
+
+/// Refuses an address whose scheme is none of [`ADDRESS_SCHEMES`] (`foo://host:port`), naming
+/// the schemes that work, before any connection is tried.
+pub fn check_address(address: &str) -> Result<(), String> {
+    match address.split_once("://") {
+        Some((scheme, _)) if !ADDRESS_SCHEMES.iter().any(|s| address.starts_with(s)) => Err(format!(
+            "unknown scheme {scheme:?} (expected grpc://HOST:PORT, grpcs://HOST:PORT for TLS, or HOST:PORT)"
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// `host:port`, `grpc://host:port` or `http(s)://host:port` → an endpoint URI.
 fn endpoint_uri(address: &str, tls: bool) -> String {
     let rest = address
@@ -407,6 +421,11 @@ mod tests {
         assert_eq!(endpoint_uri("grpc://h:5", false), "http://h:5");
         assert_eq!(endpoint_uri("grpcs://h:5", false), "https://h:5");
         assert_eq!(endpoint_uri("h:5", true), "https://h:5");
+        for ok in ["h:5", "grpc://h:5", "grpcs://h:5", "http://h:5", "https://h:5"] {
+            assert!(check_address(ok).is_ok(), "{ok}");
+        }
+        let e = check_address("foo://x").unwrap_err();
+        assert!(e.contains("\"foo\"") && e.contains("grpc://") && e.contains("grpcs://"), "{e}");
     }
 
     #[test]

@@ -41,9 +41,10 @@ pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 << 20;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ServeError {
-    #[error("{path}: cannot read: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
-    #[error("{0}: the token file is empty (after trimming whitespace)")]
+    /// A file a flag names cannot be read (`flag` is `--token-file`, `--tls-cert`, …).
+    #[error("{flag} {path}: cannot read: {source}")]
+    Read { flag: &'static str, path: PathBuf, source: std::io::Error },
+    #[error("--token-file {0}: the token file is empty (after trimming whitespace)")]
     EmptyToken(PathBuf),
     #[error("--listen: cannot listen on {addr}: {source}")]
     Bind { addr: String, source: std::io::Error },
@@ -125,13 +126,14 @@ impl Default for ServerSettings {
     }
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, ServeError> {
-    std::fs::read(path).map_err(|source| ServeError::Read { path: path.to_path_buf(), source })
+/// Reads the file `flag` names.
+pub(crate) fn read(flag: &'static str, path: &Path) -> Result<Vec<u8>, ServeError> {
+    std::fs::read(path).map_err(|source| ServeError::Read { flag, path: path.to_path_buf(), source })
 }
 
 /// Reads a token file: its content with surrounding whitespace trimmed.
 pub fn read_token_file(path: &Path) -> Result<String, ServeError> {
-    let bytes = read(path)?;
+    let bytes = read("--token-file", path)?;
     let text = String::from_utf8_lossy(&bytes);
     let token = text.trim();
     if token.is_empty() {
@@ -148,7 +150,7 @@ impl ServeOptions {
         }
         let token = self.token_file.as_deref().map(read_token_file).transpose()?;
         let tls = match &self.tls {
-            Some(t) => Some((read(&t.cert)?, read(&t.key)?)),
+            Some(t) => Some((read("--tls-cert", &t.cert)?, read("--tls-key", &t.key)?)),
             None => None,
         };
         Ok(ServerSettings {
@@ -677,8 +679,9 @@ mod tests {
         std::fs::write(&p, "  abc\n\n").unwrap();
         assert_eq!(read_token_file(&p).unwrap(), "abc");
         std::fs::write(&p, " \n").unwrap();
-        assert!(read_token_file(&p).unwrap_err().to_string().contains("empty"));
+        let e = read_token_file(&p).unwrap_err().to_string();
+        assert!(e.contains("empty") && e.starts_with("--token-file "), "{e}");
         let e = read_token_file(&dir.path().join("nope")).unwrap_err().to_string();
-        assert!(e.contains("nope: cannot read"), "{e}");
+        assert!(e.starts_with("--token-file ") && e.contains("nope: cannot read"), "{e}");
     }
 }

@@ -43,7 +43,7 @@ impl RemoteEnvArgs {
     pub fn options(&self) -> Result<ClientOptions, ServeError> {
         let token = self.token_file.as_deref().map(read_token_file).transpose()?;
         let tls_ca_pem = match &self.tls_ca {
-            Some(path) => Some(std::fs::read(path).map_err(|source| ServeError::Read { path: path.clone(), source })?),
+            Some(path) => Some(crate::server::read("--tls-ca", path)?),
             None => None,
         };
         Ok(ClientOptions { token, tls_ca_pem, ..ClientOptions::default() })
@@ -63,6 +63,8 @@ pub fn train_remote(
     spec: &TrainSpec,
     progress: &dyn Progress,
 ) -> Result<TrainReport, RemoteTrainError> {
+    crate::client::check_address(&remote.address)
+        .map_err(|reason| LabError::input(format!("--env {}", remote.address), reason))?;
     if workload.trace.is_some() {
         return Err(LabError::input("--trace", "a remote environment cannot replay this machine's trace files").into());
     }
