@@ -195,7 +195,8 @@ pub enum ObservationError {
     NotFinite { app: String, field: String, value: f64 },
     #[error("{app}: negative request rate")]
     NegativeRate { app: String },
-    /// A ready pod reported no CPU or memory sample: its usage would be a guess.
-    #[error("{app}: ready pod {pod} has no usage sample")]
+    /// No ready pod reported both a CPU and a memory sample (`pod` is the first of them): any
+    /// utilisation would be a guess.
+    #[error("{app}: no ready pod has a usage sample (first ready pod: {pod})")]
     NoUsageSample { app: String, pod: String },
 }

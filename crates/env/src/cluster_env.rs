@@ -62,6 +62,8 @@ struct Member {
     decoder: ActionDecoder,
     previous_direction: [i8; 3],
     previous_arrival: Option<f64>,
+    /// The CPU and memory utilisation of the last state that had usage samples.
+    usage: Option<[f32; 2]>,
 }
 
 pub struct ClusterVecEnv<C: Cluster> {
@@ -104,6 +106,7 @@ impl<C: Cluster> ClusterVecEnv<C> {
                 },
                 previous_direction: [0; 3],
                 previous_arrival: None,
+                usage: None,
             })
             .collect();
         Self {
@@ -143,8 +146,10 @@ impl<C: Cluster> ClusterVecEnv<C> {
     fn outcome(&mut self, i: usize, illegal: bool, oscillation: bool) -> Result<Step, EnvError> {
         let m = &mut self.members[i];
         let obs = self.cluster.observe(m.app)?;
-        let (state, reward, info) = measure(&m.encoder, &self.reward, &obs, m.previous_arrival, illegal, oscillation)?;
+        let (state, reward, info) =
+            measure_carrying(&m.encoder, &self.reward, &obs, m.previous_arrival, m.usage, illegal, oscillation)?;
         m.previous_arrival = Some(obs.arrival_rate);
+        m.usage = Some([state[3], state[4]]);
         Ok(Step { observation: state, reward, terminated: false, truncated: self.steps >= self.episode_steps, info })
     }
 }
@@ -162,7 +167,21 @@ pub fn measure(
     illegal: bool,
     oscillation: bool,
 ) -> Result<(Vec<f32>, f64, StepInfo), aware_core::ObservationError> {
-    let state = encoder.encode(obs, previous_arrival_rps)?;
+    measure_carrying(encoder, reward, obs, previous_arrival_rps, None, illegal, oscillation)
+}
+
+/// [`measure`], with the state's CPU and memory utilisation `carried` from the last state that
+/// had them when no ready pod has a usage sample yet ([`StateEncoder::encode_carrying`]).
+fn measure_carrying(
+    encoder: &StateEncoder,
+    reward: &RewardFunction,
+    obs: &aware_core::Observation,
+    previous_arrival_rps: Option<f64>,
+    carried: Option<[f32; 2]>,
+    illegal: bool,
+    oscillation: bool,
+) -> Result<(Vec<f32>, f64, StepInfo), aware_core::ObservationError> {
+    let state = encoder.encode_carrying(obs, previous_arrival_rps, carried)?;
     let sp = slo_preservation(
         encoder.latency_slo_ms,
         encoder.throughput_slo_rps,
@@ -221,6 +240,7 @@ impl<C: Cluster> VecEnv for ClusterVecEnv<C> {
         for m in &mut self.members {
             m.previous_direction = [0; 3];
             m.previous_arrival = None;
+            m.usage = None;
         }
         (0..self.members.len()).map(|i| self.outcome(i, false, false).map(|s| (s.observation, s.info))).collect()
     }

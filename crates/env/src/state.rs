@@ -47,15 +47,39 @@ impl StateEncoder {
     }
 
     /// Encodes an observation, given the arrival rate of the previous one. An observation with a
-    /// non-finite number, or a ready pod without a usage sample, is refused: a policy never sees
-    /// a guess. (A workload with no ready pod is a real state, encoded as zero utilisation.)
+    /// non-finite number is refused, and so is one whose ready pods all lack a usage sample: a
+    /// policy never sees a guess. Utilisation is the mean over the ready pods that have a sample,
+    /// as the HPA's: a pod that became ready after the last visible scrape (the metrics pipeline
+    /// lags the pod list) is left out until its first sample arrives, not counted as idle. (A
+    /// workload with no ready pod is a real state, encoded as zero utilisation.)
     pub fn encode(&self, obs: &Observation, previous_arrival_rps: Option<f64>) -> Result<Vec<f32>, ObservationError> {
+        self.encode_carrying(obs, previous_arrival_rps, None)
+    }
+
+    /// [`encode`](Self::encode), except that when no ready pod has a usage sample yet (every
+    /// serving pod started after the newest visible scrape: a metrics pipeline that lags more
+    /// than pods take to start) the CPU and memory utilisation features are `carried`, the
+    /// values of the last state that had them, instead of refusing. The simulator's
+    /// environment uses this so that a rollout survives such an interval; what serves an app
+    /// (the lifecycle's guard, a recommender) reads the observation itself, refuses it, and the
+    /// fallback acts.
+    pub fn encode_carrying(
+        &self,
+        obs: &Observation,
+        previous_arrival_rps: Option<f64>,
+        carried: Option<[f32; 2]>,
+    ) -> Result<Vec<f32>, ObservationError> {
         obs.validate()?;
         let counts = obs.replica_counts();
-        for pod in obs.pods.iter().filter(|p| p.phase == aware_core::PodPhase::Ready) {
-            if pod.cpu_usage_cores.is_none() || pod.memory_working_set_bytes.is_none() {
-                return Err(ObservationError::NoUsageSample { app: obs.app.clone(), pod: pod.name.clone() });
-            }
+        let sampled =
+            |p: &&aware_core::PodObservation| p.cpu_usage_cores.is_some() && p.memory_working_set_bytes.is_some();
+        let mut ready = obs.pods.iter().filter(|p| p.phase == aware_core::PodPhase::Ready).peekable();
+        let mut usage = [obs.cpu_utilisation().unwrap_or(0.0) as f32, obs.memory_utilisation().unwrap_or(0.0) as f32];
+        if let Some(first) = ready.peek().copied()
+            && !ready.any(|p| sampled(&p))
+        {
+            usage = carried
+                .ok_or_else(|| ObservationError::NoUsageSample { app: obs.app.clone(), pod: first.name.clone() })?;
         }
         let b = &self.bounds;
         let lim = obs.template.limits;
@@ -70,8 +94,8 @@ impl StateEncoder {
             scale(lim.cpu_millicores as f64, b.min_cpu_millicores as f64, b.max_cpu_millicores as f64),
             scale(lim.memory_bytes as f64, b.min_memory_bytes() as f64, b.max_memory_bytes() as f64),
             scale(obs.desired_replicas as f64, b.min_replicas as f64, b.max_replicas as f64),
-            obs.cpu_utilisation().unwrap_or(0.0),
-            obs.memory_utilisation().unwrap_or(0.0),
+            usage[0] as f64,
+            usage[1] as f64,
             obs.io_utilisation.clamp(0.0, 1.0),
             obs.network_utilisation.clamp(0.0, 1.0),
             sp_latency,

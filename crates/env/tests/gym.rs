@@ -1,6 +1,6 @@
 //! The environment over the real simulator: Gymnasium semantics, bounds and determinism.
 
-use aware_core::{Action, Env, EnvError, Profile, Space, VecEnv};
+use aware_core::{Action, Cluster, Env, EnvError, ObservationError, PodPhase, Profile, Space, VecEnv};
 use aware_env::{ActionKind, AppSlo, ClusterEnv, ClusterVecEnv, EnvConfig, STATE_DIM, StateEncoder};
 use aware_sim::{SimCluster, SimConfig, generate_apps};
 
@@ -105,4 +105,77 @@ fn vec_env_steps_all_apps_with_one_advance() {
     assert_eq!(out.steps[2].info.cpu_limit_millicores, initial[2].1.cpu_limit_millicores + step_m, "app 2 grew CPU");
     assert!(out.steps[3].info.memory_limit_bytes > initial[3].1.memory_limit_bytes, "app 3 grew memory");
     assert!(matches!(env.step(&[Action::Discrete(0)]), Err(EnvError::WrongActionCount { expected: 4, got: 1 })));
+}
+
+/// The metrics pipeline lags the pod list (`metrics_lag_s`): a pod that became ready after the
+/// last visible scrape has no usage sample yet. The state leaves it out of the utilisation means
+/// (as the HPA does) instead of refusing the whole observation; only an observation whose ready
+/// pods all lack a sample is refused.
+#[test]
+fn a_ready_pod_newer_than_the_metrics_is_left_out_not_refused() {
+    let mut env_config = config(ActionKind::Discrete, 40);
+    env_config.profile.bounds.max_replicas = 100_000;
+    let lagged = SimConfig { metrics_lag_s: 60.0, ..SimConfig::default() };
+    let cluster = SimCluster::new(generate_apps(1, 4, 3600.0), vec![], lagged, 4);
+    let slo = AppSlo { latency_p99_ms: Some(cluster.slo_p99_ms(0)), throughput_rps: None };
+    let mut env = ClusterEnv::new(cluster, 0, slo, env_config.clone());
+    env.reset(Some(1)).unwrap();
+    let encoder = StateEncoder {
+        bounds: env_config.profile.bounds.clone(),
+        latency_slo_ms: slo.latency_p99_ms,
+        throughput_slo_rps: None,
+    };
+    let mut unsampled_seen = 0;
+    for t in 0..30 {
+        // Scale out every other step: new pods keep arriving ahead of their metrics.
+        let step = env.step(&Action::Discrete(if t % 2 == 0 { 1 } else { 0 })).unwrap();
+        assert!(step.observation.iter().all(|v| v.is_finite()));
+        let obs = env.cluster().observe(0).unwrap();
+        let ready: Vec<_> = obs.pods.iter().filter(|p| p.phase == PodPhase::Ready).collect();
+        if ready.iter().any(|p| p.cpu_usage_cores.is_none()) && ready.iter().any(|p| p.cpu_usage_cores.is_some()) {
+            unsampled_seen += 1;
+            let state = encoder.encode(&obs, None).unwrap();
+            let sampled_mean = obs.cpu_utilisation().unwrap();
+            assert!((state[3] as f64 - sampled_mean).abs() < 1e-6, "{} vs {sampled_mean}", state[3]);
+            let mut blind = obs.clone();
+            for p in &mut blind.pods {
+                p.cpu_usage_cores = None;
+            }
+            assert!(matches!(encoder.encode(&blind, None), Err(ObservationError::NoUsageSample { .. })));
+            // The environment carries the last measured utilisation over such an interval.
+            let carried = encoder.encode_carrying(&blind, None, Some([0.25, 0.5])).unwrap();
+            assert_eq!((carried[3], carried[4]), (0.25, 0.5));
+            assert_eq!(carried[..3], state[..3]);
+        }
+    }
+    assert!(unsampled_seen > 0, "the lag never left a ready pod without a sample: the test tests nothing");
+}
+
+/// A metrics pipeline slower than pods start (`metrics_lag_s` well above `startup_delay_s`)
+/// leaves intervals where no serving pod has a sample yet (here a one-pod app whose pod is
+/// replaced to grow its CPU): the episode still runs to the end, each such state carrying the
+/// utilisation last measured, finite and in its space.
+#[test]
+fn episodes_run_when_every_ready_pod_is_newer_than_the_metrics() {
+    let slow = SimConfig { metrics_lag_s: 90.0, ..SimConfig::default() };
+    let cluster = SimCluster::new(generate_apps(3, 3, 86400.0), vec![], slow, 3);
+    let apps: Vec<_> =
+        (0..3).map(|a| (a, AppSlo { latency_p99_ms: Some(cluster.slo_p99_ms(a)), throughput_rps: None })).collect();
+    let mut env = ClusterVecEnv::new(cluster, &apps, config(ActionKind::Discrete, 100));
+    env.reset(Some(1)).unwrap();
+    let Space::Box { low, high } = StateEncoder::space() else { unreachable!() };
+    let mut blind = 0;
+    for t in 0..100 {
+        let actions: Vec<_> = (0..3).map(|_| Action::Discrete(if t % 3 == 0 { 3 } else { 0 })).collect();
+        let out = env.step(&actions).unwrap_or_else(|e| panic!("step {t}: {e}"));
+        for (app, s) in out.steps.iter().enumerate() {
+            assert!(s.observation.iter().enumerate().all(|(i, v)| v.is_finite() && *v >= low[i] && *v <= high[i]));
+            let obs = env.cluster().observe(app).unwrap();
+            let ready: Vec<_> = obs.pods.iter().filter(|p| p.phase == PodPhase::Ready).collect();
+            if !ready.is_empty() && ready.iter().all(|p| p.cpu_usage_cores.is_none()) {
+                blind += 1;
+            }
+        }
+    }
+    assert!(blind > 0, "no interval without a usage sample: the test tests nothing");
 }
