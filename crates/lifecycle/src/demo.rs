@@ -104,10 +104,8 @@ const FILES: [&str; 4] = ["report.md", "report.json", "timeline.png", "aware.db"
 /// Refuses a non-empty output directory unless `force`; creates a missing one.
 fn prepare(out: &Path, force: bool) -> Result<(), LifecycleError> {
     let io = |e: std::io::Error| LifecycleError::Output { path: out.to_path_buf(), reason: e.to_string() };
+    aware_lab::output::refuse_non_directory("--out", out)?;
     if out.exists() {
-        if !out.is_dir() {
-            return Err(LifecycleError::input("--out", format!("{} exists and is not a directory", out.display())));
-        }
         let non_empty = std::fs::read_dir(out).map_err(io)?.next().is_some();
         if non_empty && !force {
             return Err(LifecycleError::input(
