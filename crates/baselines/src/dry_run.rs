@@ -335,7 +335,7 @@ fn check_usage(file: &str, at: &str, v: Option<f64>) -> Result<(), DryRunError> 
 
 /// Range checks on one observation; pods with containers get the containers' sums.
 fn check_observation(file: &str, at: &str, o: &mut Observation) -> Result<(), DryRunError> {
-    o.validate().map_err(|e| invalid(file, at, e.to_string()))?;
+    // Named by its path in the file before `validate`, which refuses it too.
     for (field, v) in [("latency_mean_ms", o.latency_mean_ms), ("latency_p99_ms", o.latency_p99_ms)] {
         if let Some(v) = v
             && v < 0.0
@@ -343,6 +343,7 @@ fn check_observation(file: &str, at: &str, o: &mut Observation) -> Result<(), Dr
             return Err(invalid(file, format!("{at}.{field}"), format!("{v} is not a latency (negative)")));
         }
     }
+    o.validate().map_err(|e| invalid(file, at, e.to_string()))?;
     if !(o.time_s.is_finite() && o.interval_s.is_finite() && o.interval_s > 0.0) {
         return Err(invalid(file, format!("{at}.interval_s"), "must be a positive number of seconds"));
     }

@@ -954,8 +954,15 @@ fn a_trace_too_heavy_to_simulate_is_refused_naming_the_file() {
     ] {
         let o = aware(args);
         assert_eq!(o.status.code(), Some(1), "{args:?}");
-        assert_one_line_error(&o, &["--trace", path, "interval 2", "10000 replicas"]);
+        assert_one_line_error(&o, &["--trace", path, "interval 2", "10000", "bounds.max_replicas"]);
     }
+    // A profile may allow more replicas than the simulator runs (a live cluster might): refused
+    // for a simulated run, naming the file and the key.
+    let profile = temp_file("many-replicas.yaml", "bounds:\n  max_replicas: 20000\n");
+    let profile = profile.to_str().unwrap();
+    let o = aware(&["simulate", "--apps", "1", "--steps", "5", "--profile", profile]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_one_line_error(&o, &[profile, "bounds.max_replicas", "20000", "10000"]);
 }
 
 /// A spool that cannot be a directory is refused before anything is made: the store it was to

@@ -36,6 +36,11 @@ pub struct StepInfo {
     pub replicas: u32,
     pub cpu_limit_millicores: u64,
     pub memory_limit_bytes: u64,
+    /// The state's CPU and memory utilisation (and this info's) are the last measured, carried
+    /// over an interval whose usage samples could not be trusted (a metrics pipeline lagging
+    /// pod start-up): learn nothing from it, and serve nothing on it unchecked.
+    #[serde(default)]
+    pub usage_carried: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]

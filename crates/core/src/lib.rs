@@ -59,7 +59,9 @@ mod space;
 
 pub use cluster::{AppId, Cluster, ClusterError};
 pub use env::{Env, EnvError, Step, StepInfo, VecEnv, VecStep};
-pub use observation::{ContainerObservation, Observation, ObservationError, PodObservation, PodPhase, ReplicaCounts};
+pub use observation::{
+    ContainerObservation, Observation, ObservationError, PodObservation, PodPhase, ReplicaCounts, USAGE_SAMPLE_GRACE_S,
+};
 pub use profile::{
     Bounds, BoundsOverrides, CPU_MILLICORES_RANGE, DEFAULT_MEMORY_PRICE, GIB, LifecycleThresholds, MEMORY_MIB_RANGE,
     MIB, Population, Profile, ProfileError, REPLICAS_RANGE, RewardWeights, STORE_SCHEMES, Simulation, Slo, Targets,

@@ -146,6 +146,40 @@ impl Observation {
         (n > 0).then(|| sum / n as f64)
     }
 
+    /// Mean CPU and memory utilisation (usage over limit, each in [0, 1]) over the ready pods
+    /// that are not terminating and have both samples; `Ok(None)` when no pod is ready. A ready
+    /// pod without a sample is set aside while it has been ready for at most
+    /// [`USAGE_SAMPLE_GRACE_S`] (the metrics pipeline lags pod start-up, as the HPA allows);
+    /// one ready for longer is refused ([`ObservationError::NoUsageSample`]), and so is an
+    /// observation where no ready pod has a sample yet ([`ObservationError::NoUsageSampleYet`]).
+    pub fn sampled_utilisation(&self) -> Result<Option<(f64, f64)>, ObservationError> {
+        let (mut cpu, mut memory, mut n) = (0.0, 0.0, 0usize);
+        let mut first_ready = None;
+        for pod in self.pods.iter().filter(|p| p.phase == PodPhase::Ready && !p.deleting) {
+            first_ready.get_or_insert(pod);
+            match (pod.cpu_usage_cores, pod.memory_working_set_bytes) {
+                (Some(c), Some(m)) => {
+                    cpu += (c / pod.resources.limits.cpu_cores()).clamp(0.0, 1.0);
+                    memory += (m / pod.resources.limits.memory_bytes as f64).clamp(0.0, 1.0);
+                    n += 1;
+                }
+                _ => {
+                    let recent = pod.ready_since_s.is_some_and(|t| self.time_s - t <= USAGE_SAMPLE_GRACE_S);
+                    if !recent {
+                        return Err(ObservationError::NoUsageSample { app: self.app.clone(), pod: pod.name.clone() });
+                    }
+                }
+            }
+        }
+        match first_ready {
+            None => Ok(None),
+            Some(pod) if n == 0 => {
+                Err(ObservationError::NoUsageSampleYet { app: self.app.clone(), pod: pod.name.clone() })
+            }
+            Some(_) => Ok(Some((cpu / n as f64, memory / n as f64))),
+        }
+    }
+
     /// Checks every number a policy could consume is finite and in range; the first problem is
     /// named so the caller can say why it fell back.
     pub fn validate(&self) -> Result<(), ObservationError> {
@@ -169,6 +203,13 @@ impl Observation {
         }
         if self.arrival_rate < 0.0 || self.throughput < 0.0 {
             return Err(ObservationError::NegativeRate { app: self.app.clone() });
+        }
+        for (field, value) in [("latency_mean_ms", self.latency_mean_ms), ("latency_p99_ms", self.latency_p99_ms)] {
+            if let Some(v) = value
+                && v < 0.0
+            {
+                return Err(ObservationError::NegativeLatency { app: self.app.clone(), field: field.into(), value: v });
+            }
         }
         for pod in &self.pods {
             // The field's name is written out only for the value that fails.
@@ -195,8 +236,20 @@ pub enum ObservationError {
     NotFinite { app: String, field: String, value: f64 },
     #[error("{app}: negative request rate")]
     NegativeRate { app: String },
-    /// No ready pod reported both a CPU and a memory sample (`pod` is the first of them): any
-    /// utilisation would be a guess.
-    #[error("{app}: no ready pod has a usage sample (first ready pod: {pod})")]
+    /// A pod ready for longer than [`USAGE_SAMPLE_GRACE_S`] (or since a time the backend does
+    /// not report) has no CPU or memory sample: the metrics pipeline lost it, and a mean
+    /// without it would be a guess.
+    #[error("{app}: ready pod {pod} has no usage sample")]
     NoUsageSample { app: String, pod: String },
+    /// Every ready pod became ready so recently that none has a sample yet (`pod` is the first
+    /// of them): a metrics pipeline that lags pod start-up.
+    #[error("{app}: no ready pod has a usage sample yet (first ready pod: {pod})")]
+    NoUsageSampleYet { app: String, pod: String },
+    #[error("{app}: {field} is {value}, not a latency")]
+    NegativeLatency { app: String, field: String, value: f64 },
 }
+
+/// How long after a pod became ready a missing usage sample is expected rather than lost:
+/// the HPA's `--horizontal-pod-autoscaler-cpu-initialization-period` (5 minutes), within which
+/// it sets aside a pod whose metrics predate its readiness.
+pub const USAGE_SAMPLE_GRACE_S: f64 = 300.0;

@@ -146,10 +146,12 @@ impl<C: Cluster> ClusterVecEnv<C> {
     fn outcome(&mut self, i: usize, illegal: bool, oscillation: bool) -> Result<Step, EnvError> {
         let m = &mut self.members[i];
         let obs = self.cluster.observe(m.app)?;
-        let (state, reward, info) =
+        let (state, reward, info, measured) =
             measure_carrying(&m.encoder, &self.reward, &obs, m.previous_arrival, m.usage, illegal, oscillation)?;
         m.previous_arrival = Some(obs.arrival_rate);
-        m.usage = Some([state[3], state[4]]);
+        if measured {
+            m.usage = Some([state[3], state[4]]);
+        }
         Ok(Step { observation: state, reward, terminated: false, truncated: self.steps >= self.episode_steps, info })
     }
 }
@@ -168,10 +170,12 @@ pub fn measure(
     oscillation: bool,
 ) -> Result<(Vec<f32>, f64, StepInfo), aware_core::ObservationError> {
     measure_carrying(encoder, reward, obs, previous_arrival_rps, None, illegal, oscillation)
+        .map(|(state, reward, info, _)| (state, reward, info))
 }
 
 /// [`measure`], with the state's CPU and memory utilisation `carried` from the last state that
-/// had them when no ready pod has a usage sample yet ([`StateEncoder::encode_carrying`]).
+/// measured them where the usage samples cannot be trusted ([`StateEncoder::encode_carrying`]:
+/// the info says so); the last value says whether the utilisation was measured.
 fn measure_carrying(
     encoder: &StateEncoder,
     reward: &RewardFunction,
@@ -180,8 +184,9 @@ fn measure_carrying(
     carried: Option<[f32; 2]>,
     illegal: bool,
     oscillation: bool,
-) -> Result<(Vec<f32>, f64, StepInfo), aware_core::ObservationError> {
-    let state = encoder.encode_carrying(obs, previous_arrival_rps, carried)?;
+) -> Result<(Vec<f32>, f64, StepInfo, bool), aware_core::ObservationError> {
+    let (state, measured) = encoder.encode_carrying(obs, previous_arrival_rps, carried)?;
+    let usage_carried = !measured && carried.is_some() && obs.sampled_utilisation().is_err();
     let sp = slo_preservation(
         encoder.latency_slo_ms,
         encoder.throughput_slo_rps,
@@ -190,8 +195,11 @@ fn measure_carrying(
         obs.arrival_rate,
     )
     .min(served_preservation(obs.dropped_requests as f64, obs.arrival_rate * obs.interval_s));
-    let cpu = obs.cpu_utilisation().unwrap_or(0.0);
-    let memory = obs.memory_utilisation().unwrap_or(0.0);
+    let (cpu, memory) = if usage_carried {
+        (state[3] as f64, state[4] as f64)
+    } else {
+        (obs.cpu_utilisation().unwrap_or(0.0), obs.memory_utilisation().unwrap_or(0.0))
+    };
     let info = StepInfo {
         slo_violated: sp < 1.0,
         dropped_requests: obs.dropped_requests,
@@ -204,6 +212,7 @@ fn measure_carrying(
         replicas: obs.desired_replicas,
         cpu_limit_millicores: obs.template.limits.cpu_millicores,
         memory_limit_bytes: obs.template.limits.memory_bytes,
+        usage_carried,
     };
     // What the node holds for each scheduled pod, as the bill counts it: an admitted resize as
     // soon as it is admitted, a decrease the kubelet defers at its new size, a resize no node
@@ -214,7 +223,7 @@ fn measure_carrying(
         .filter(|p| matches!(p.phase, PodPhase::Starting | PodPhase::Ready))
         .map(|p| p.allocated.unwrap_or(p.resources.requests));
     let cost = reward.cost(&encoder.bounds, held);
-    Ok((state, reward.reward(sp, cost, illegal, oscillation), info))
+    Ok((state, reward.reward(sp, cost, illegal, oscillation), info, measured))
 }
 
 impl<C: Cluster> VecEnv for ClusterVecEnv<C> {

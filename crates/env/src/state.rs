@@ -47,40 +47,43 @@ impl StateEncoder {
     }
 
     /// Encodes an observation, given the arrival rate of the previous one. An observation with a
-    /// non-finite number is refused, and so is one whose ready pods all lack a usage sample: a
-    /// policy never sees a guess. Utilisation is the mean over the ready pods that have a sample,
-    /// as the HPA's: a pod that became ready after the last visible scrape (the metrics pipeline
-    /// lags the pod list) is left out until its first sample arrives, not counted as idle. (A
-    /// workload with no ready pod is a real state, encoded as zero utilisation.)
+    /// non-finite number is refused, and so is one whose usage samples cannot be trusted
+    /// ([`Observation::sampled_utilisation`]): a policy never sees a guess. Utilisation is the
+    /// mean over the ready pods that have a sample: a pod ready for at most
+    /// [`aware_core::USAGE_SAMPLE_GRACE_S`] without one (it became ready after the newest
+    /// visible scrape: the metrics pipeline lags the pod list) is set aside until its first
+    /// sample arrives, as the HPA does, not counted as idle. (A workload with no ready pod is a
+    /// real state, encoded as zero utilisation.)
     pub fn encode(&self, obs: &Observation, previous_arrival_rps: Option<f64>) -> Result<Vec<f32>, ObservationError> {
-        self.encode_carrying(obs, previous_arrival_rps, None)
+        self.encode_carrying(obs, previous_arrival_rps, None).map(|(state, _)| state)
     }
 
-    /// [`encode`](Self::encode), except that when no ready pod has a usage sample yet (every
-    /// serving pod started after the newest visible scrape: a metrics pipeline that lags more
-    /// than pods take to start) the CPU and memory utilisation features are `carried`, the
-    /// values of the last state that had them, instead of refusing. The simulator's
-    /// environment uses this so that a rollout survives such an interval; what serves an app
-    /// (the lifecycle's guard, a recommender) reads the observation itself, refuses it, and the
-    /// fallback acts.
+    /// [`encode`](Self::encode), except that where the usage samples cannot be trusted (above;
+    /// typically every serving pod started after the newest visible scrape, under a metrics
+    /// pipeline that lags more than pods take to start) the CPU and memory utilisation
+    /// features are `carried` (those of the last state that measured them) instead of the
+    /// observation being refused. The second value says whether the utilisation was measured
+    /// (`false`: carried, or zero for a workload with no ready pod). The simulator's
+    /// environment uses this so that a rollout survives such an interval, and flags it
+    /// ([`aware_core::StepInfo::usage_carried`]); what serves an app (the lifecycle's guard, a
+    /// recommender) reads the observation itself, refuses it, and the fallback acts.
     pub fn encode_carrying(
         &self,
         obs: &Observation,
         previous_arrival_rps: Option<f64>,
         carried: Option<[f32; 2]>,
-    ) -> Result<Vec<f32>, ObservationError> {
+    ) -> Result<(Vec<f32>, bool), ObservationError> {
         obs.validate()?;
         let counts = obs.replica_counts();
-        let sampled =
-            |p: &&aware_core::PodObservation| p.cpu_usage_cores.is_some() && p.memory_working_set_bytes.is_some();
-        let mut ready = obs.pods.iter().filter(|p| p.phase == aware_core::PodPhase::Ready).peekable();
-        let mut usage = [obs.cpu_utilisation().unwrap_or(0.0) as f32, obs.memory_utilisation().unwrap_or(0.0) as f32];
-        if let Some(first) = ready.peek().copied()
-            && !ready.any(|p| sampled(&p))
-        {
-            usage = carried
-                .ok_or_else(|| ObservationError::NoUsageSample { app: obs.app.clone(), pod: first.name.clone() })?;
-        }
+        let (usage, measured) = match (obs.sampled_utilisation(), carried) {
+            (Ok(Some((cpu, memory))), _) => ([cpu, memory], true),
+            (Ok(None), _) => ([0.0, 0.0], false),
+            (
+                Err(ObservationError::NoUsageSample { .. } | ObservationError::NoUsageSampleYet { .. }),
+                Some([cpu, memory]),
+            ) => ([cpu as f64, memory as f64], false),
+            (Err(e), _) => return Err(e),
+        };
         let b = &self.bounds;
         let lim = obs.template.limits;
         let sp_latency =
@@ -94,8 +97,8 @@ impl StateEncoder {
             scale(lim.cpu_millicores as f64, b.min_cpu_millicores as f64, b.max_cpu_millicores as f64),
             scale(lim.memory_bytes as f64, b.min_memory_bytes() as f64, b.max_memory_bytes() as f64),
             scale(obs.desired_replicas as f64, b.min_replicas as f64, b.max_replicas as f64),
-            usage[0] as f64,
-            usage[1] as f64,
+            usage[0],
+            usage[1],
             obs.io_utilisation.clamp(0.0, 1.0),
             obs.network_utilisation.clamp(0.0, 1.0),
             sp_latency,
@@ -103,6 +106,6 @@ impl StateEncoder {
             load_change,
             (counts.ready as f64 / counts.desired.max(1) as f64).min(1.0),
         ];
-        Ok(state.iter().map(|&v| v as f32).collect())
+        Ok((state.iter().map(|&v| v as f32).collect(), measured))
     }
 }

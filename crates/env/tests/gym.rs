@@ -125,7 +125,7 @@ fn a_ready_pod_newer_than_the_metrics_is_left_out_not_refused() {
         latency_slo_ms: slo.latency_p99_ms,
         throughput_slo_rps: None,
     };
-    let mut unsampled_seen = 0;
+    let (mut unsampled_seen, mut lost_checked) = (0, 0);
     for t in 0..30 {
         // Scale out every other step: new pods keep arriving ahead of their metrics.
         let step = env.step(&Action::Discrete(if t % 2 == 0 { 1 } else { 0 })).unwrap();
@@ -141,14 +141,33 @@ fn a_ready_pod_newer_than_the_metrics_is_left_out_not_refused() {
             for p in &mut blind.pods {
                 p.cpu_usage_cores = None;
             }
-            assert!(matches!(encoder.encode(&blind, None), Err(ObservationError::NoUsageSample { .. })));
+            assert!(matches!(
+                encoder.encode(&blind, None),
+                Err(ObservationError::NoUsageSample { .. } | ObservationError::NoUsageSampleYet { .. })
+            ));
             // The environment carries the last measured utilisation over such an interval.
-            let carried = encoder.encode_carrying(&blind, None, Some([0.25, 0.5])).unwrap();
+            let (carried, measured) = encoder.encode_carrying(&blind, None, Some([0.25, 0.5])).unwrap();
+            assert!(!measured);
             assert_eq!((carried[3], carried[4]), (0.25, 0.5));
             assert_eq!(carried[..3], state[..3]);
+            // A pod ready for longer than the grace without a sample is a lost sample, not a
+            // late one: refused even though the other pods have theirs.
+            let mut lost = obs.clone();
+            let old = lost
+                .pods
+                .iter_mut()
+                .filter(|p| p.phase == PodPhase::Ready)
+                .min_by(|a, b| a.ready_since_s.partial_cmp(&b.ready_since_s).unwrap())
+                .unwrap();
+            if obs.time_s - old.ready_since_s.unwrap() > aware_core::USAGE_SAMPLE_GRACE_S {
+                old.cpu_usage_cores = None;
+                assert!(matches!(encoder.encode(&lost, None), Err(ObservationError::NoUsageSample { .. })));
+                lost_checked += 1;
+            }
         }
     }
     assert!(unsampled_seen > 0, "the lag never left a ready pod without a sample: the test tests nothing");
+    assert!(lost_checked > 0, "no pod ready long enough to test a lost sample");
 }
 
 /// A metrics pipeline slower than pods start (`metrics_lag_s` well above `startup_delay_s`)
@@ -172,8 +191,11 @@ fn episodes_run_when_every_ready_pod_is_newer_than_the_metrics() {
             assert!(s.observation.iter().enumerate().all(|(i, v)| v.is_finite() && *v >= low[i] && *v <= high[i]));
             let obs = env.cluster().observe(app).unwrap();
             let ready: Vec<_> = obs.pods.iter().filter(|p| p.phase == PodPhase::Ready).collect();
-            if !ready.is_empty() && ready.iter().all(|p| p.cpu_usage_cores.is_none()) {
+            let is_blind = !ready.is_empty() && ready.iter().all(|p| p.cpu_usage_cores.is_none());
+            assert_eq!(s.info.usage_carried, is_blind, "step {t}, app {app}: the info says when the state is carried");
+            if is_blind {
                 blind += 1;
+                assert!(matches!(obs.sampled_utilisation(), Err(ObservationError::NoUsageSampleYet { .. })));
             }
         }
     }

@@ -278,6 +278,20 @@ pub struct CompareReport {
     pub reward_misranked: Vec<String>,
 }
 
+/// Refuses a `--policies` list that is empty or names a policy twice (`compare` and
+/// `provision compare` alike).
+pub fn check_policy_list<P: PartialEq + std::fmt::Display>(policies: &[P]) -> Result<(), LabError> {
+    if policies.is_empty() {
+        return Err(LabError::input("--policies", "name at least one policy"));
+    }
+    for (i, p) in policies.iter().enumerate() {
+        if policies[..i].contains(p) {
+            return Err(LabError::input("--policies", format!("{p} is listed twice")));
+        }
+    }
+    Ok(())
+}
+
 /// Every policy on identical apps and identical traffic; `store`: a store URL to record every
 /// run's trajectories into; `plot`: a PNG of utilisation, SLO violations and reserved cores over
 /// time.
@@ -320,14 +334,7 @@ pub fn compare_runs(
     sinks: &mut Sinks,
     progress: &dyn Progress,
 ) -> Result<(CompareReport, Vec<Evaluation>), LabError> {
-    if policies.is_empty() {
-        return Err(LabError::input("--policies", "name at least one policy"));
-    }
-    for (i, p) in policies.iter().enumerate() {
-        if policies[..i].contains(p) {
-            return Err(LabError::input("--policies", format!("{p} is listed twice")));
-        }
-    }
+    check_policy_list(policies)?;
     progress.start(steps * policies.len() as u64, "comparing");
     let mut runs = Vec::new();
     for p in policies {

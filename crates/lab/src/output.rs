@@ -31,11 +31,13 @@ pub fn create_dir(dir: &Path) -> Result<(), LabError> {
     std::fs::create_dir_all(dir).map_err(|e| LabError::io(dir, format!("cannot create: {e}")))
 }
 
-/// Runs `work`, which fills the output directory `dir`; when it fails, removes what of `dir` it
-/// created: the outermost of `dir` and its parents that did not exist before (with whatever
-/// `work` wrote there), never a directory that existed before the call.
+/// Runs `work`, which fills the output directory `dir`; when it fails, removes what of `dir` this
+/// call created: the outermost of `dir` and its parents that did not exist (with whatever `work`
+/// wrote there), never a directory that existed before the call. That directory is made here,
+/// before the work, by a `create_dir` that fails if it exists: a run that fails long after
+/// another made the same directory (or a user did) removes nothing of theirs.
 pub fn removing_created_dir_on_failure<T, E>(dir: &Path, work: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
-    let created = dir.ancestors().take_while(|d| !d.as_os_str().is_empty() && !d.exists()).last();
+    let created = claim_missing(dir);
     let result = work();
     if result.is_err()
         && let Some(created) = created
@@ -44,6 +46,16 @@ pub fn removing_created_dir_on_failure<T, E>(dir: &Path, work: impl FnOnce() -> 
         let _ = std::fs::remove_dir_all(created);
     }
     result
+}
+
+/// Makes the outermost of `dir` and its parents that does not exist (not even as a dangling
+/// link) and returns it; `None` when none is missing or this call could not make it (another
+/// did first, or the work will say why it cannot).
+fn claim_missing(dir: &Path) -> Option<PathBuf> {
+    let absent = |d: &Path| matches!(std::fs::symlink_metadata(d), Err(e) if e.kind() == std::io::ErrorKind::NotFound);
+    let top = dir.ancestors().take_while(|d| !d.as_os_str().is_empty() && absent(d)).last()?;
+    std::fs::create_dir(top).ok()?;
+    Some(top.to_path_buf())
 }
 
 /// Refuses an output directory `flag` names that is something else (a file): refused before
@@ -144,9 +156,25 @@ mod tests {
         assert!(!existing.join("sub").exists());
         assert!(fail(&existing).is_err());
         assert_eq!(std::fs::read_to_string(existing.join("mine")).unwrap(), "y");
+        // The directory is made before the work (so a failing run can tell it made it).
+        let made = dir.path().join("made");
+        let _ = removing_created_dir_on_failure(&made, || -> Result<(), &str> {
+            assert!(made.is_dir(), "claimed before the work");
+            std::fs::write(made.join("part"), "x").unwrap();
+            Err("failed")
+        });
+        assert!(!made.exists());
+        // A dangling link is not a missing directory: it stays.
+        #[cfg(unix)]
+        {
+            let link = dir.path().join("link");
+            std::os::unix::fs::symlink(dir.path().join("nowhere"), &link).unwrap();
+            let _ = removing_created_dir_on_failure(&link, || -> Result<(), &str> { Err("failed") });
+            assert!(std::fs::symlink_metadata(&link).is_ok(), "the link is kept");
+        }
         // Success keeps what was made.
         let ok = dir.path().join("ok");
-        removing_created_dir_on_failure(&ok, || std::fs::create_dir(&ok)).unwrap();
+        removing_created_dir_on_failure(&ok, || std::fs::create_dir_all(&ok)).unwrap();
         assert!(ok.is_dir());
     }
 }

@@ -345,25 +345,12 @@ pub struct ProvisionCompareReport {
 }
 
 /// Every policy over the held-out days with identical load and noise.
-/// Refuses an empty policy list or one that names a policy twice (as `compare` does).
-fn check_policies(policies: &[ProvisionPolicyName]) -> Result<(), LabError> {
-    if policies.is_empty() {
-        return Err(LabError::input("--policies", "name at least one policy"));
-    }
-    for (i, p) in policies.iter().enumerate() {
-        if policies[..i].contains(p) {
-            return Err(LabError::input("--policies", format!("{p} is listed twice")));
-        }
-    }
-    Ok(())
-}
-
 pub fn compare(
     load: &LoadSpec,
     policies: &[ProvisionPolicyName],
     progress: &dyn Progress,
 ) -> Result<ProvisionCompareReport, LabError> {
-    check_policies(policies)?;
+    crate::evaluate::check_policy_list(policies)?;
     let split = load.split()?;
     let config = ProvisioningConfig { episode_steps: split.test.len(), ..split.config.clone() };
     let parsed = policies

@@ -2,7 +2,7 @@
 //! settings and the operator's profile — everything a run needs before its first interval, loaded
 //! and validated in one place.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use aware_core::{AppId, Profile};
@@ -108,38 +108,43 @@ impl Workload {
             None => Vec::new(),
         };
         let workload = Self::build(spec, profile, traces)?;
-        if let Some(path) = &spec.trace {
-            workload.check_trace_peaks(path)?;
-        }
+        workload.check_simulable(spec)?;
         Ok(workload)
     }
 
-    /// Refuses a trace whose peak an app replaying it could not be simulated at: sized at the
-    /// profile's CPU target, it would need more replicas than the simulator runs (the run would
-    /// otherwise fail part-way, naming only the app). Names the file, the series and where its
-    /// peak is.
-    fn check_trace_peaks(&self, path: &Path) -> Result<(), LabError> {
-        let target = self.profile.targets.cpu_utilisation;
-        for (i, app) in self.apps.iter().enumerate() {
-            let Some(trace) = self.traces.get(i % self.traces.len().max(1)) else {
-                return Ok(());
-            };
-            let peak = trace.peak_rps();
-            if app.replicas_for(peak, target) <= MAX_SIMULATED_REPLICAS {
+    /// Refuses, before the first interval, an app whose replicas a policy could drive beyond
+    /// what the simulator runs ([`MAX_SIMULATED_REPLICAS`]): its effective `max_replicas` (its
+    /// own, sized at four times its peak's, or the profile's `bounds.max_replicas`) is above
+    /// it. The run would otherwise fail part-way, naming only the app. The error names what
+    /// set the bound (the trace file and where its peak is, or the profile's key) and how to
+    /// run anyway: the profile's `bounds.max_replicas` at most the simulator's.
+    pub fn check_simulable(&self, spec: &WorkloadSpec) -> Result<(), LabError> {
+        for i in 0..self.apps.len() {
+            let max = self.app_profile(i).bounds.max_replicas;
+            if max <= MAX_SIMULATED_REPLICAS {
                 continue;
             }
+            let app = &self.apps[i].name;
+            let why = format!(
+                "app {app} may scale to {max} replicas, more than the simulator's {MAX_SIMULATED_REPLICAS}; \
+                 set the profile's bounds.max_replicas to at most {MAX_SIMULATED_REPLICAS}"
+            );
+            if let Some(override_max) = self.profile.bound_overrides.max_replicas {
+                let file = spec.profile.as_ref().map_or("the profile".to_string(), |p| p.display().to_string());
+                return Err(LabError::input(format!("{file}: bounds.max_replicas"), format!("{override_max}: {why}")));
+            }
+            let (Some(path), Some(trace)) = (&spec.trace, self.traces.get(i % self.traces.len().max(1))) else {
+                return Err(LabError::input("apps", why));
+            };
+            let peak = trace.peak_rps();
             let at = trace.rates.iter().position(|&r| r == peak).unwrap_or(0);
             return Err(LabError::input(
                 format!("--trace {}", path.display()),
                 format!(
-                    "series {:?} peaks at {peak:e} requests/s (interval {}, {} s into the series), which app {} \
-                     would need more than the simulator's {MAX_SIMULATED_REPLICAS} replicas to serve at the \
-                     {:.0} % CPU target",
+                    "series {:?} peaks at {peak:e} requests/s (interval {}, {} s into the series): {why}",
                     trace.name,
                     at + 1,
                     at as f64 * trace.interval_s,
-                    app.name,
-                    target * 100.0
                 ),
             ));
         }

@@ -83,7 +83,7 @@ pub enum Untrusted {
     Observation(#[from] ObservationError),
     #[error("metrics stale: the clock has stood at {time_s} s for {intervals} intervals")]
     Stale { time_s: f64, intervals: u32 },
-    #[error("metrics missing: none of {ready} ready pods has a CPU sample")]
+    #[error("metrics missing: none of {ready} ready pods has a usage sample")]
     MissingMetrics { ready: usize },
 }
 
@@ -124,11 +124,20 @@ impl Guard {
         if self.unchanged >= self.config.stale_after_intervals {
             return Err(Untrusted::Stale { time_s: obs.time_s, intervals: self.unchanged });
         }
-        let ready: Vec<_> = obs.pods.iter().filter(|p| p.phase == PodPhase::Ready && !p.deleting).collect();
-        if !ready.is_empty() && ready.iter().all(|p| p.cpu_usage_cores.is_none()) {
-            return Err(Untrusted::MissingMetrics { ready: ready.len() });
+        // A pod that became ready after the newest visible scrape may lack a sample for a
+        // while (set aside); one ready for longer may not, nor may every ready pod.
+        match obs.sampled_utilisation() {
+            Err(e @ (ObservationError::NoUsageSample { .. } | ObservationError::NoUsageSampleYet { .. })) => {
+                let ready: Vec<_> = obs.pods.iter().filter(|p| p.phase == PodPhase::Ready && !p.deleting).collect();
+                if ready.iter().any(|p| p.cpu_usage_cores.is_some() && p.memory_working_set_bytes.is_some()) {
+                    Err(e.into())
+                } else {
+                    Err(Untrusted::MissingMetrics { ready: ready.len() })
+                }
+            }
+            Err(e) => Err(e.into()),
+            Ok(_) => Ok(()),
         }
-        Ok(())
     }
 
     /// Remembers a proposal that acted without the guard's caps (the fallback's), so a later
@@ -442,6 +451,18 @@ mod tests {
         let e = g.check(&observation(45.0, None), &[0.1]).unwrap_err();
         assert!(matches!(e, Untrusted::MissingMetrics { ready } if ready > 0), "{e}");
         assert!(e.to_string().contains("metrics missing"), "{e}");
+        // A pod ready for longer than the grace without a sample lost it: refused, though the
+        // others have theirs (a pod ready more recently would be set aside).
+        let mut lost = observation(0.0, Some(0.5));
+        let ready_since = lost.pods.iter().find_map(|p| p.ready_since_s).unwrap();
+        lost.time_s = ready_since + aware_core::USAGE_SAMPLE_GRACE_S + 15.0;
+        let pod = lost.pods.iter_mut().find(|p| p.phase == PodPhase::Ready).unwrap();
+        pod.cpu_usage_cores = None;
+        let e = Guard::new(GuardConfig::default()).check(&lost, &[0.1]).unwrap_err();
+        assert!(matches!(e, Untrusted::Observation(ObservationError::NoUsageSample { .. })), "{e}");
+        lost.time_s = ready_since + aware_core::USAGE_SAMPLE_GRACE_S - 15.0;
+        let recent = Guard::new(GuardConfig::default()).check(&lost, &[0.1]);
+        assert_eq!(recent.is_ok(), lost.pods.iter().filter(|p| p.phase == PodPhase::Ready).count() > 1);
         let e = g.check(&observation(60.0, Some(f64::NAN)), &[0.1]).unwrap_err();
         assert!(matches!(e, Untrusted::Observation(ObservationError::NotFinite { .. })), "{e}");
         // The clock stops: fine for two intervals, stale on the third.

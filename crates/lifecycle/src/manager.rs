@@ -268,6 +268,8 @@ struct Managed {
     ask: Vec<f32>,
     /// A residual agent's last transition, until the next interval's proposal completes it.
     pending: Option<Pending>,
+    /// This interval's state carries utilisation measured earlier ([`StepInfo::usage_carried`]).
+    state_carried: bool,
 }
 
 /// The agent's action space: multiplicative changes of the current allocation (of the
@@ -552,6 +554,7 @@ impl<'w> Manager<'w> {
                     headroom: Headroom::default(),
                     ask: Vec::new(),
                     pending: None,
+                    state_carried: false,
                 })
             })
             .collect::<Result<Vec<_>, LabError>>()?;
@@ -844,13 +847,11 @@ impl Driver for Manager<'_> {
         }
     }
 
-    fn decide(
-        &mut self,
-        arena: &dyn Arena,
-        states: &[Vec<f32>],
-        _infos: &[StepInfo],
-    ) -> Result<Vec<Control>, LabError> {
+    fn decide(&mut self, arena: &dyn Arena, states: &[Vec<f32>], infos: &[StepInfo]) -> Result<Vec<Control>, LabError> {
         let mut controls = Vec::with_capacity(self.apps.len());
+        for (a, info) in self.apps.iter_mut().zip(infos) {
+            a.state_carried = info.usage_carried;
+        }
         if self.config.log && self.log.transitions.len() < self.apps.len() {
             self.log.transitions.resize_with(self.apps.len(), Vec::new);
             self.log.episode_stage = self.apps.iter().map(|a| a.lifecycle.stage()).collect();
@@ -1054,7 +1055,8 @@ impl Driver for Manager<'_> {
                 next_state: step.observation.clone(),
                 terminal: step.terminated,
             };
-            if !(e.state.iter().chain(&e.next_state).all(|v| v.is_finite()) && e.reward.is_finite()) {
+            let carried = a.state_carried || step.info.usage_carried;
+            if carried || !(e.state.iter().chain(&e.next_state).all(|v| v.is_finite()) && e.reward.is_finite()) {
                 continue; // never learn from what the guard would not let act
             }
             if self.config.log {

@@ -522,6 +522,13 @@ pub fn run_with(
     if let Some(dir) = &spec.checkpoint {
         aware_lab::output::refuse_non_directory("--checkpoint", dir)?;
     }
+    // Before anything is made (the store first of all): a spool that cannot be one, given or
+    // the store's default.
+    if let Some(target) = &spec.store {
+        let url: aware_store::StoreUrl = target.url.parse()?;
+        let spool = target.spool.clone().unwrap_or_else(|| url.default_spool_dir());
+        aware_lab::output::refuse_non_directory("--spool", &spool)?;
+    }
     if let Some(kept) = spec.checkpoint.as_deref().and_then(crate::checkpoint::kept_algorithm)
         && kept.1 != wanted.name()
     {

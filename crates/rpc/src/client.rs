@@ -114,7 +114,7 @@ pub const ADDRESS_SCHEMES: [&str; 4] = ["grpc://", "grpcs://", "http://", "https
 pub fn check_address(address: &str) -> Result<(), String> {
     match address.split_once("://") {
         Some((scheme, _)) if !ADDRESS_SCHEMES.iter().any(|s| address.starts_with(s)) => Err(format!(
-            "unknown scheme {scheme:?} (expected grpc://HOST:PORT, grpcs://HOST:PORT for TLS, or HOST:PORT)"
+            "unknown scheme {scheme:?} (expected grpc:// or http://HOST:PORT, grpcs:// or https://HOST:PORT for TLS, or HOST:PORT)"
         )),
         _ => Ok(()),
     }

@@ -101,6 +101,8 @@ pub fn info_from_proto(info: &proto::Info) -> StepInfo {
         replicas: info.replicas,
         cpu_limit_millicores: info.cpu_limit_millicores,
         memory_limit_bytes: info.memory_limit_bytes,
+        // Not on the wire: `env.proto`'s `Info` has no such field (the README's gRPC section).
+        usage_carried: false,
     }
 }
 

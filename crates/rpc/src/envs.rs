@@ -165,6 +165,7 @@ fn autoscale(num_envs: u32, config: &MakeConfig, action: ActionKind) -> Result<B
         population: config.population,
     };
     let workload = Workload::build(&spec, profile, Vec::new()).map_err(|e| field("num_envs", e.to_string()))?;
+    workload.check_simulable(&spec).map_err(|e| field("profile_yaml", e.to_string()))?;
     Ok(Box::new(workload.env(action, episode_steps as u64, workload.trace_seed)))
 }
 

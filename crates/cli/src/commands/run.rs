@@ -80,10 +80,6 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let Backend::Sim = args.backend;
-    // Before anything is created (the store first of all): a spool that cannot be one.
-    if let Some(spool) = &args.spool {
-        aware_lab::output::refuse_non_directory("--spool", spool)?;
-    }
     let spec = RunSpec {
         workload: WorkloadSpec {
             scenario: args.scenario,
