@@ -162,9 +162,19 @@ impl SqliteStore {
         let conn =
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
                 .map_err(backend(&p))?;
-        let mut store = Self::check_schema(conn, p, false)?;
-        store.tidy = untouched.then(|| path.to_path_buf());
-        Ok(store)
+        match Self::check_schema(conn, p, false) {
+            Ok(mut store) => {
+                store.tidy = untouched.then(|| path.to_path_buf());
+                Ok(store)
+            }
+            Err(e) => {
+                // The refused connection is closed by now: tidy as `Drop` would.
+                if untouched {
+                    remove_journal_files(path);
+                }
+                Err(e)
+            }
+        }
     }
 
     fn check_schema(conn: Connection, path: String, create: bool) -> Result<Self, StoreError> {

@@ -24,6 +24,14 @@ fn newer_schema_is_refused_untouched() {
     assert!(matches!(err, StoreError::NewerSchema { found: 7, .. }), "{err}");
     assert!(err.to_string().contains("newer schema (v7)"));
     assert_eq!(std::fs::read(&path).unwrap(), before, "nothing overwritten");
+    // Refused read-only too, and the reader leaves no journal files behind.
+    let err = SqliteStore::open_read_only(&path).err().unwrap();
+    assert!(matches!(err, StoreError::NewerSchema { found: 7, .. }), "{err}");
+    for suffix in ["-wal", "-shm"] {
+        let journal = std::path::PathBuf::from(format!("{}{suffix}", path.display()));
+        assert!(!journal.exists(), "{} left behind", journal.display());
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), before, "nothing overwritten");
 }
 
 /// A store written by schema version 1 (trajectories only) keeps every episode and gains the
