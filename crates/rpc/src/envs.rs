@@ -284,6 +284,14 @@ mod tests {
         assert!(make(EnvId::Autoscale, &bad_day).err().unwrap().to_string().contains("day_seconds"));
         let bad_days = MakeConfig { days: Some(0), ..Default::default() };
         assert!(make(EnvId::Provisioning, &bad_days).err().unwrap().to_string().contains("config.days"));
+        // A profile whose apps may scale beyond what the simulator runs: refused at make, not
+        // part-way through an episode.
+        let too_wide = MakeConfig { profile_yaml: Some("bounds: {max_replicas: 20000}".into()), ..Default::default() };
+        let e = make(EnvId::Autoscale, &too_wide).err().unwrap().to_string();
+        assert!(
+            e.starts_with("config.profile_yaml") && e.contains("bounds.max_replicas") && e.contains("10000"),
+            "{e}"
+        );
     }
 
     #[test]
