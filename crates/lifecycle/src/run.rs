@@ -522,13 +522,17 @@ pub fn run_with(
     if let Some(dir) = &spec.checkpoint {
         aware_lab::output::refuse_non_directory("--checkpoint", dir)?;
     }
-    // Before anything is made (the store first of all): a spool that cannot be one, given or
-    // the store's default.
-    if let Some(target) = &spec.store {
-        let url: aware_store::StoreUrl = target.url.parse()?;
-        let spool = target.spool.clone().unwrap_or_else(|| url.default_spool_dir());
-        aware_lab::output::refuse_non_directory("--spool", &spool)?;
-    }
+    // The store's URL and spool (given, or the URL's default), checked before anything is made
+    // (the store first of all): a spool that cannot be one is refused here.
+    let recording = match &spec.store {
+        Some(target) => {
+            let url: aware_store::StoreUrl = target.url.parse()?;
+            let spool = target.spool.clone().unwrap_or_else(|| url.default_spool_dir());
+            aware_lab::output::refuse_non_directory("--spool", &spool)?;
+            Some((target, url, spool))
+        }
+        None => None,
+    };
     if let Some(kept) = spec.checkpoint.as_deref().and_then(crate::checkpoint::kept_algorithm)
         && kept.1 != wanted.name()
     {
@@ -548,15 +552,13 @@ pub fn run_with(
         .map(|dir| crate::checkpoint::CheckpointSink::new(dir, spec.seed).with_meta(meta_id.clone()));
     let metrics = spec.metrics.clone();
     let label = Variant::Aware.label();
-    let (aware, store) = match &spec.store {
+    let (aware, store) = match recording {
         None => {
             let mut sink = (metrics, &mut checkpoint);
             let config = Variant::Aware.configure(&spec.manager);
             (run_agent(&workload, &plan, agent, label, &config, &mut sink, progress)?.0, None)
         }
-        Some(target) => {
-            let url: aware_store::StoreUrl = target.url.parse()?;
-            let spool = target.spool.clone().unwrap_or_else(|| url.default_spool_dir());
+        Some((target, url, spool)) => {
             let mut store = aware_store::open_spooled(&url, Some(&spool), aware_store::DEFAULT_SPOOL_BYTES)?;
             let config = Variant::Aware.configure(&ManagerConfig { log: true, ..spec.manager.clone() });
             let mut records = crate::record::StoreSink::new(&mut store);
