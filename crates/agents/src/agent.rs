@@ -28,6 +28,14 @@ pub trait Agent: Send {
     /// limit (the task goes on), as opposed to `e.terminal`.
     fn observe(&mut self, env: usize, e: &Experience, truncated: bool) -> Result<(), AgentError>;
 
+    /// Environment `env`'s last explored action will have no outcome to learn from (its state
+    /// or the next one was not measured, or another controller acted for it): an on-policy
+    /// learner ends the environment's rollout chain at its last observed step and drops the
+    /// action awaiting its outcome (PPO: [`Ppo::cut`]), so no advantage reaches across the
+    /// gap; an off-policy learner, which learns from each transition alone, has nothing to do
+    /// (the default).
+    fn cut(&mut self, _env: usize) {}
+
     /// Exploration left, for progress reports: ε for ε-greedy and noise-driven agents, σ or
     /// relative entropy for PPO.
     fn exploration(&self) -> f32;
@@ -142,6 +150,10 @@ impl Agent for Ppo {
 
     fn observe(&mut self, env: usize, e: &Experience, truncated: bool) -> Result<(), AgentError> {
         Ppo::observe(self, env, e, truncated).map(|_| ())
+    }
+
+    fn cut(&mut self, env: usize) {
+        Ppo::cut(self, env)
     }
 
     fn exploration(&self) -> f32 {

@@ -28,7 +28,7 @@ use std::time::Instant;
 
 use aware_agents::Experience;
 use aware_agents::ddpg::{Ddpg, DdpgConfig};
-use aware_core::{Action, Space, StepInfo, VecStep};
+use aware_core::{Action, Space, StepInfo};
 use aware_env::{Control, STATE_DIM, StateEncoder};
 use aware_lab::LabError;
 use aware_lab::evaluate::{PolicyRow, aggregate};
@@ -326,11 +326,15 @@ impl Driver for Independent {
         Ok(controls)
     }
 
-    fn feedback(&mut self, _states: &[Vec<f32>], _controls: &[Control], out: &VecStep) -> Result<(), LabError> {
+    fn feedback(&mut self, interval: &Interval) -> Result<(), LabError> {
         if !self.learn {
             return Ok(());
         }
-        for (i, step) in out.steps.iter().enumerate() {
+        for (i, step) in interval.out.steps.iter().enumerate() {
+            if !interval.measured(i) {
+                self.pending[i] = None;
+                continue;
+            }
             let (state, action) = self.decided[i].clone();
             let (reward, terminal) = (step.reward as f32, step.terminated);
             if self.features.is_some() && !(step.truncated || step.terminated) {

@@ -105,8 +105,9 @@ pub trait Driver {
     /// One control per application, given the current states and the last step's infos.
     fn decide(&mut self, arena: &dyn Arena, states: &[Vec<f32>], infos: &[StepInfo]) -> Result<Vec<Control>, LabError>;
 
-    /// The outcome of the controls `decide` returned for `states`.
-    fn feedback(&mut self, _states: &[Vec<f32>], _controls: &[Control], _out: &VecStep) -> Result<(), LabError> {
+    /// The outcome of the controls `decide` returned for the interval's states. A learner
+    /// learns only from the transitions [`Interval::measured`] vouches for.
+    fn feedback(&mut self, _interval: &Interval) -> Result<(), LabError> {
         Ok(())
     }
 
@@ -115,7 +116,7 @@ pub trait Driver {
     fn episode_start(&mut self) {}
 }
 
-/// One interval as the observers see it.
+/// One interval as the observers and the driver's feedback see it.
 pub struct Interval<'a> {
     /// The states the driver decided on, and the infos that came with them.
     pub states: &'a [Vec<f32>],
@@ -123,6 +124,17 @@ pub struct Interval<'a> {
     pub controls: &'a [Control],
     /// What stepping with `controls` gave.
     pub out: &'a VecStep,
+}
+
+impl Interval<'_> {
+    /// Whether application `app`'s transition of this interval was measured at both ends:
+    /// neither its state nor its next state carries utilisation from an earlier interval
+    /// ([`StepInfo::usage_carried`]). Nothing learns from one that was not: its utilisation
+    /// features describe another allocation than the one the action changed.
+    pub fn measured(&self, app: usize) -> bool {
+        let carried = |info: Option<&StepInfo>| info.is_some_and(|i| i.usage_carried);
+        !carried(self.infos.get(app)) && !carried(self.out.steps.get(app).map(|s| &s.info))
+    }
 }
 
 /// Sees every interval's outcome (scoring, recording trajectories, plots).
@@ -160,7 +172,7 @@ pub fn rollout(
         for o in observers.iter_mut() {
             o.record(&*arena, &interval)?;
         }
-        driver.feedback(&states, &controls, &out)?;
+        driver.feedback(&interval)?;
         let done = out.steps.iter().any(|s| s.truncated || s.terminated);
         for s in &out.steps {
             totals.reward += s.reward;
@@ -253,12 +265,17 @@ impl Driver for Learner {
         Ok(self.sampled.iter().map(|a| Control::Action(space.clip(a.clone()))).collect())
     }
 
-    fn feedback(&mut self, states: &[Vec<f32>], controls: &[Control], out: &VecStep) -> Result<(), LabError> {
+    fn feedback(&mut self, interval: &Interval) -> Result<(), LabError> {
         if !self.learn {
             return Ok(());
         }
-        for (i, ((state, control), step)) in states.iter().zip(controls).zip(&out.steps).enumerate() {
+        let steps = interval.states.iter().zip(interval.controls).zip(&interval.out.steps);
+        for (i, ((state, control), step)) in steps.enumerate() {
             if !matches!(control, Control::Action(_)) {
+                continue;
+            }
+            if !interval.measured(i) {
+                self.agent.cut(i);
                 continue;
             }
             let e = Experience {

@@ -9,13 +9,13 @@
 use std::borrow::Cow;
 
 use aware_agents::Experience;
-use aware_core::{Action, ContainerResources, Observation, Recommendation, StepInfo, VecStep};
+use aware_core::{Action, ContainerResources, Observation, Recommendation, StepInfo};
 use aware_env::Control;
 use aware_env::{ActionDecoder, ActionKind};
 use aware_lab::LabError;
 use aware_lab::embed::{EmbedRefusal, WorkloadEmbedding};
 use aware_lab::policy::{Policy, PolicyName};
-use aware_lab::rollout::{Arena, Driver};
+use aware_lab::rollout::{Arena, Driver, Interval};
 use aware_lab::workload::Workload;
 use aware_sim::CONTAINER;
 use serde::Serialize;
@@ -268,8 +268,6 @@ struct Managed {
     ask: Vec<f32>,
     /// A residual agent's last transition, until the next interval's proposal completes it.
     pending: Option<Pending>,
-    /// This interval's state carries utilisation measured earlier ([`StepInfo::usage_carried`]).
-    state_carried: bool,
 }
 
 /// The agent's action space: multiplicative changes of the current allocation (of the
@@ -554,7 +552,6 @@ impl<'w> Manager<'w> {
                     headroom: Headroom::default(),
                     ask: Vec::new(),
                     pending: None,
-                    state_carried: false,
                 })
             })
             .collect::<Result<Vec<_>, LabError>>()?;
@@ -847,11 +844,13 @@ impl Driver for Manager<'_> {
         }
     }
 
-    fn decide(&mut self, arena: &dyn Arena, states: &[Vec<f32>], infos: &[StepInfo]) -> Result<Vec<Control>, LabError> {
+    fn decide(
+        &mut self,
+        arena: &dyn Arena,
+        states: &[Vec<f32>],
+        _infos: &[StepInfo],
+    ) -> Result<Vec<Control>, LabError> {
         let mut controls = Vec::with_capacity(self.apps.len());
-        for (a, info) in self.apps.iter_mut().zip(infos) {
-            a.state_carried = info.usage_carried;
-        }
         if self.config.log && self.log.transitions.len() < self.apps.len() {
             self.log.transitions.resize_with(self.apps.len(), Vec::new);
             self.log.episode_stage = self.apps.iter().map(|a| a.lifecycle.stage()).collect();
@@ -1040,9 +1039,9 @@ impl Driver for Manager<'_> {
         Ok(controls)
     }
 
-    fn feedback(&mut self, states: &[Vec<f32>], _controls: &[Control], out: &VecStep) -> Result<(), LabError> {
+    fn feedback(&mut self, interval: &Interval) -> Result<(), LabError> {
         let mut offline = 0;
-        for (i, (state, step)) in states.iter().zip(&out.steps).enumerate() {
+        for (i, (state, step)) in interval.states.iter().zip(&interval.out.steps).enumerate() {
             let a = &mut self.apps[i];
             a.reward += step.reward;
             a.intervals += 1;
@@ -1055,9 +1054,12 @@ impl Driver for Manager<'_> {
                 next_state: step.observation.clone(),
                 terminal: step.terminated,
             };
-            let carried = a.state_carried || step.info.usage_carried;
-            if carried || !(e.state.iter().chain(&e.next_state).all(|v| v.is_finite()) && e.reward.is_finite()) {
-                continue; // never learn from what the guard would not let act
+            let finite = e.state.iter().chain(&e.next_state).all(|v| v.is_finite()) && e.reward.is_finite();
+            if !(interval.measured(i) && finite) {
+                // Never learn from what the guard would not let act; PPO's rollout is cut
+                // there, so no advantage reaches across the gap.
+                self.agent.cut(i);
+                continue;
             }
             if self.config.log {
                 self.log.transitions[i].push(e.clone());
@@ -1098,7 +1100,7 @@ impl Driver for Manager<'_> {
         }
         self.stage_series.push(in_stage);
         self.step += 1;
-        if out.steps.iter().any(|s| s.truncated || s.terminated)
+        if interval.out.steps.iter().any(|s| s.truncated || s.terminated)
             || self.apps.first().is_some_and(|a| a.intervals >= self.config.episode_steps)
         {
             self.end_episode()?;

@@ -22,10 +22,10 @@ use aware_agents::{Agent, Batch, Experience, action_values};
 
 use crate::base::BaseLearner;
 use aware_core::Bounds;
-use aware_core::{Action, StepInfo, VecStep};
+use aware_core::{Action, StepInfo};
 use aware_env::{ActionKind, Control, coordinates};
 use aware_lab::LabError;
-use aware_lab::rollout::{Arena, Driver, Recommenders};
+use aware_lab::rollout::{Arena, Driver, Interval, Recommenders};
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
@@ -133,6 +133,11 @@ impl<A: BaseLearner> MetaDriver<A> {
             probe_actions: Vec::new(),
             signature_head: None,
         }
+    }
+
+    /// Transitions kept for the meta-learner's batches, over every app.
+    pub fn recent_transitions(&self) -> usize {
+        self.apps.iter().map(|a| a.recent.len()).sum()
     }
 
     /// Probes with `fallback` instead of uniform random actions.
@@ -422,10 +427,11 @@ impl<A: BaseLearner> Driver for MetaDriver<A> {
         Ok(actions.into_iter().map(|a| Control::Action(Action::Continuous(a))).collect())
     }
 
-    fn feedback(&mut self, states: &[Vec<f32>], controls: &[Control], out: &VecStep) -> Result<(), LabError> {
+    fn feedback(&mut self, interval: &Interval) -> Result<(), LabError> {
+        let states = interval.states;
         self.ensure(states.len());
         let mut ended = false;
-        for (i, ((state, control), step)) in states.iter().zip(controls).zip(&out.steps).enumerate() {
+        for (i, ((state, control), step)) in states.iter().zip(interval.controls).zip(&interval.out.steps).enumerate() {
             let action = match control {
                 Control::Action(a) => action_values(a),
                 Control::Recommendation(_) | Control::Hold if self.probing && self.fallback.is_some() => {
@@ -440,9 +446,16 @@ impl<A: BaseLearner> Driver for MetaDriver<A> {
                 next_state: step.observation.clone(),
                 terminal: step.terminated,
             };
-            // An on-policy learner learns only from the actions it sampled itself.
+            // An on-policy learner learns only from the actions it sampled itself; nothing
+            // learns from a transition whose utilisation was carried rather than measured (nor
+            // do the meta-learner's batches draw on it). The bundles the embedding reads keep
+            // it: a sequence, the last measured value standing in.
             let own = !self.probing && self.explore;
-            if self.learn && (own || self.agent.learns_off_policy()) {
+            let measured = interval.measured(i);
+            if own && !measured {
+                Agent::cut(&mut self.agent, i);
+            }
+            if self.learn && measured && (own || self.agent.learns_off_policy()) {
                 let e = Experience {
                     state: self.conditioned(i, state),
                     next_state: self.conditioned(i, &step.observation),
@@ -458,9 +471,11 @@ impl<A: BaseLearner> Driver for MetaDriver<A> {
                 mem.current.push(features);
                 mem.current_reward += step.reward;
             }
-            mem.recent.push_back(raw);
-            if mem.recent.len() > self.config.recent {
-                mem.recent.pop_front();
+            if measured {
+                mem.recent.push_back(raw);
+                if mem.recent.len() > self.config.recent {
+                    mem.recent.pop_front();
+                }
             }
             if step.truncated || step.terminated {
                 self.finish_episode(i);

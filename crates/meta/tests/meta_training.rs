@@ -23,11 +23,14 @@ struct HiddenTarget {
     steps: u32,
     t: u32,
     rng: Pcg64Mcg,
+    /// Every this many steps the state's utilisation is carried rather than measured
+    /// ([`StepInfo::usage_carried`]); 0: never.
+    carried_every: u32,
 }
 
 impl HiddenTarget {
     fn new(thetas: Vec<f32>, steps: u32) -> Self {
-        Self { spread: vec![1.0; thetas.len()], thetas, steps, t: 0, rng: Pcg64Mcg::seed_from_u64(0) }
+        Self { spread: vec![1.0; thetas.len()], thetas, steps, t: 0, rng: Pcg64Mcg::seed_from_u64(0), carried_every: 0 }
     }
 
     fn state(&mut self, app: usize) -> Vec<f32> {
@@ -53,6 +56,7 @@ impl Arena for HiddenTarget {
     fn step(&mut self, controls: &[Control]) -> Result<VecStep, LabError> {
         self.t += 1;
         let truncated = self.t >= self.steps;
+        let usage_carried = self.carried_every > 0 && self.t.is_multiple_of(self.carried_every);
         let steps = controls
             .iter()
             .zip(self.thetas.clone())
@@ -64,7 +68,7 @@ impl Arena for HiddenTarget {
                     reward: -((a[0] - theta) as f64).powi(2),
                     terminated: false,
                     truncated,
-                    info: StepInfo::default(),
+                    info: StepInfo { usage_carried, ..StepInfo::default() },
                 }
             })
             .collect();
@@ -111,6 +115,20 @@ fn bandit_driver_with<A: BaseLearner>(agent: A, config: MetaTrainConfig, seed: u
     let mut driver = MetaDriver::new(agent, meta, 2, config, seed);
     driver.embed_own_episodes = false;
     driver
+}
+
+/// A transition whose state or next state carries utilisation from an earlier interval is
+/// learned from neither by the base learner nor by the meta-learner's batches.
+#[test]
+fn nothing_is_learned_across_a_carried_state() {
+    let mut arena = HiddenTarget::new(vec![0.6, -0.6, 0.6, -0.6], 20);
+    arena.carried_every = 5;
+    let mut driver = bandit_driver(MetaTrainConfig::default(), 1);
+    rollout(&mut arena, &mut driver, 1, 20, &mut [], &Silent).unwrap();
+    // Steps 5, 10, 15 and 20 end in a carried state; the intervals after 5, 10 and 15 start
+    // in one: 7 of 20 intervals are not learned from, for each of the four apps.
+    assert_eq!(driver.agent.stored(), 4 * 13);
+    assert_eq!(driver.recent_transitions(), 4 * 13);
 }
 
 /// Meta-trains on a pool of apps (θ = ±0.6, alternating), then serves four unseen apps after

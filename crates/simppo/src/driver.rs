@@ -14,10 +14,10 @@ use std::time::Instant;
 
 use aware_agents::ppo::{PolicyValue, Ppo, PpoActions, PpoConfig};
 use aware_agents::{AgentError, Experience};
-use aware_core::{Action, Recommendation, StepInfo, VecStep};
+use aware_core::{Action, Recommendation, StepInfo};
 use aware_env::{Control, DISCRETE_ACTIONS, STATE_DIM};
 use aware_lab::LabError;
-use aware_lab::rollout::{Arena, Driver};
+use aware_lab::rollout::{Arena, Driver, Interval};
 use serde::Serialize;
 
 use crate::SimppoError;
@@ -429,7 +429,8 @@ impl Driver for Team {
         Ok(controls)
     }
 
-    fn feedback(&mut self, _states: &[Vec<f32>], _controls: &[Control], out: &VecStep) -> Result<(), LabError> {
+    fn feedback(&mut self, interval: &Interval) -> Result<(), LabError> {
+        let out = interval.out;
         let n = self.agents.len();
         if out.steps.len() != n {
             return Err(LabError::input("team", format!("{} outcomes for a roster of {n}", out.steps.len())));
@@ -453,6 +454,12 @@ impl Driver for Team {
         if self.learn {
             for &a in &acting {
                 let Some((state, action)) = self.decided[a].take() else { continue };
+                if !interval.measured(a) {
+                    if let Some(agent) = self.agents[a].as_mut() {
+                        agent.cut(0);
+                    }
+                    continue;
+                }
                 let step = &out.steps[a];
                 let mut next = step.observation.clone();
                 next.extend_from_slice(&aux[a]);

@@ -68,13 +68,8 @@ fn absent_apps_run_no_pods_and_join_or_leave_mid_episode() {
             *self.steps += 1;
             self.team.decide(arena, states, infos)
         }
-        fn feedback(
-            &mut self,
-            states: &[Vec<f32>],
-            controls: &[aware_env::Control],
-            out: &aware_core::VecStep,
-        ) -> Result<(), aware_lab::LabError> {
-            self.team.feedback(states, controls, out)
+        fn feedback(&mut self, interval: &aware_lab::rollout::Interval) -> Result<(), aware_lab::LabError> {
+            self.team.feedback(interval)
         }
     }
     let mut driver = Changes { team: &mut team, t: &t, steps: &mut steps };

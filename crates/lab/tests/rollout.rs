@@ -1,0 +1,102 @@
+//! What a learner is shown by the one rollout loop.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use aware_agents::{Agent, AgentError, Experience};
+use aware_core::{Action, Profile, Space};
+use aware_env::{ActionKind, AppSlo, ClusterVecEnv, EnvConfig};
+use aware_lab::progress::Silent;
+use aware_lab::rollout::{Arena, Interval, Learner, Observer, rollout};
+use aware_sim::{SimCluster, SimConfig, generate_apps};
+
+/// What the agent was shown: each transition it learned from, and each environment cut.
+#[derive(Default)]
+struct Shown {
+    learned: Vec<(usize, Vec<f32>, Vec<f32>)>,
+    cuts: Vec<usize>,
+}
+
+/// Scales CPU up every third interval (so pods are replaced and the metrics lag behind them),
+/// holds otherwise, and records what it is shown.
+struct Recording {
+    shown: Arc<Mutex<Shown>>,
+    t: u64,
+}
+
+impl Agent for Recording {
+    fn algorithm(&self) -> &'static str {
+        "recording"
+    }
+
+    fn action_space(&self) -> Space {
+        ActionKind::Discrete.space()
+    }
+
+    fn act(&mut self, states: &[Vec<f32>], _explore: bool) -> Result<Vec<Action>, AgentError> {
+        self.t += 1;
+        Ok(states.iter().map(|_| Action::Discrete(if self.t.is_multiple_of(3) { 3 } else { 0 })).collect())
+    }
+
+    fn observe(&mut self, env: usize, e: &Experience, _truncated: bool) -> Result<(), AgentError> {
+        self.shown.lock().unwrap().learned.push((env, e.state.clone(), e.next_state.clone()));
+        Ok(())
+    }
+
+    fn cut(&mut self, env: usize) {
+        self.shown.lock().unwrap().cuts.push(env);
+    }
+
+    fn exploration(&self) -> f32 {
+        0.0
+    }
+
+    fn save(&self, _dir: &Path, _observation_space: &Space, _training_step: u64) -> Result<(), AgentError> {
+        Ok(())
+    }
+}
+
+/// Every app-interval: (app, state, next state, measured at both ends).
+#[derive(Default)]
+struct Transitions(Vec<(usize, Vec<f32>, Vec<f32>, bool)>);
+
+impl Observer for Transitions {
+    fn record(&mut self, _arena: &dyn Arena, interval: &Interval) -> Result<(), aware_lab::LabError> {
+        for (app, step) in interval.out.steps.iter().enumerate() {
+            let carried = interval.infos[app].usage_carried || step.info.usage_carried;
+            assert_eq!(interval.measured(app), !carried);
+            self.0.push((app, interval.states[app].clone(), step.observation.clone(), !carried));
+        }
+        Ok(())
+    }
+}
+
+/// Under a metrics pipeline that lags pod start-up, some intervals' utilisation is carried
+/// from an earlier one. A training agent learns from exactly the transitions measured at both
+/// ends, in order, and is told to cut its rollout at each of the others.
+#[test]
+fn a_learner_learns_nothing_across_a_carried_state_and_is_cut_there() {
+    let slow = SimConfig { metrics_lag_s: 90.0, ..SimConfig::default() };
+    let cluster = SimCluster::new(generate_apps(3, 3, 86_400.0), vec![], slow, 3);
+    let apps: Vec<_> =
+        (0..3).map(|a| (a, AppSlo { latency_p99_ms: Some(cluster.slo_p99_ms(a)), throughput_rps: None })).collect();
+    let config = EnvConfig {
+        profile: Profile::default(),
+        action: ActionKind::Discrete,
+        episode_steps: 100,
+        container: aware_sim::CONTAINER.into(),
+    };
+    let mut env = ClusterVecEnv::new(cluster, &apps, config);
+    let shown = Arc::new(Mutex::new(Shown::default()));
+    let mut learner = Learner::new(Box::new(Recording { shown: shown.clone(), t: 0 }), true, true);
+    let mut seen = Transitions::default();
+    rollout(&mut env, &mut learner, 1, 100, &mut [&mut seen], &Silent).unwrap();
+
+    let shown = shown.lock().unwrap();
+    let measured: Vec<_> = seen.0.iter().filter(|t| t.3).map(|(a, s, n, _)| (*a, s.clone(), n.clone())).collect();
+    let carried: Vec<usize> = seen.0.iter().filter(|t| !t.3).map(|t| t.0).collect();
+    assert!(!carried.is_empty(), "no carried interval: the test tests nothing");
+    assert!(!measured.is_empty());
+    assert_eq!(shown.learned, measured, "learned from exactly the measured transitions, in order");
+    assert_eq!(shown.cuts, carried, "cut exactly where a transition was not measured");
+}
