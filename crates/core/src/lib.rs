@@ -20,6 +20,11 @@
 //! - **observation** ([`Observation`]): what a backend reports about an application — possibly
 //!   noisy, late or missing. **state**: an observation encoded for a learner (a fixed-length
 //!   vector). **truth**: what really happened (only the simulator knows it; reports score it).
+//!   A state is **measured** when its CPU and memory utilisation come from its interval's usage
+//!   samples; where no ready pod has one yet (a metrics pipeline lagging pod start-up) the
+//!   simulator's environment **carries** the last measured values into it
+//!   ([`StepInfo::usage_carried`]). No learner learns from a transition with a carried end, and
+//!   an on-policy learner's rollout is **cut** there, as at a gap.
 //! - **allocation**: replicas × per-container CPU and memory; a **recommendation**
 //!   ([`Recommendation`]) is a proposed allocation; **action**: a learner's output in its action
 //!   space, decoded into a recommendation. A **policy** is anything that decides: a rule-based

@@ -665,6 +665,47 @@ mod tests {
         assert!(b >= a, "{a} then {b}");
     }
 
+    /// Two apps whose state is constant; every 5th step's state is carried, not measured.
+    struct Flagged(u32);
+
+    impl Arena for Flagged {
+        fn num_apps(&self) -> usize {
+            2
+        }
+
+        fn interval_s(&self) -> f64 {
+            15.0
+        }
+
+        fn reset(&mut self, _seed: u64) -> Result<Vec<(Vec<f32>, StepInfo)>, LabError> {
+            self.0 = 0;
+            Ok(vec![(vec![0.5; STATE_DIM], StepInfo::default()); 2])
+        }
+
+        fn step(&mut self, _controls: &[Control]) -> Result<aware_core::VecStep, LabError> {
+            self.0 += 1;
+            let info = StepInfo { usage_carried: self.0.is_multiple_of(5), ..StepInfo::default() };
+            let step = aware_core::Step {
+                observation: vec![0.5; STATE_DIM],
+                reward: 1.0,
+                terminated: false,
+                truncated: self.0 >= 20,
+                info,
+            };
+            Ok(aware_core::VecStep { steps: vec![step; 2] })
+        }
+    }
+
+    /// TL's agents learn nothing across a carried state: of 20 intervals, the 7 with a carried
+    /// end (steps 5, 10, 15, 20 and those after the first three) are left out.
+    #[test]
+    fn tl_learns_nothing_across_a_carried_state() {
+        let agents = (0..2).map(|i| Ddpg::new(STATE_DIM, 3, DdpgConfig::default(), i)).collect();
+        let mut tl = Independent::new(agents, false);
+        rollout(&mut Flagged(0), &mut tl, 1, 20, &mut [], &Silent).unwrap();
+        assert_eq!(tl.agents.iter().map(Ddpg::stored).collect::<Vec<_>>(), vec![13, 13]);
+    }
+
     #[test]
     fn a_budget_that_leaves_no_episode_after_the_probes_is_refused() {
         let mut c = Fig8Config::quick(1);
