@@ -115,6 +115,8 @@ class SingleEnv(unittest.TestCase):
         self.assertIsInstance(reward, float)
         self.assertFalse(terminated)
         self.assertIn("slo_violated", info)
+        # A state whose utilisation was carried, not measured, says so (learn nothing from it).
+        self.assertIs(info["usage_carried"], False)
 
     def test_seeded_resets_repeat_and_differ(self):
         a, _ = self.env.reset(seed=5)

@@ -21,8 +21,9 @@
 //!   noisy, late or missing. **state**: an observation encoded for a learner (a fixed-length
 //!   vector). **truth**: what really happened (only the simulator knows it; reports score it).
 //!   A state is **measured** when its CPU and memory utilisation come from its interval's usage
-//!   samples; where no ready pod has one yet (a metrics pipeline lagging pod start-up) the
-//!   simulator's environment **carries** the last measured values into it
+//!   samples; where those cannot be trusted (no ready pod has one yet, as under a metrics
+//!   pipeline lagging pod start-up, or one ready for over 5 minutes has none) the simulator's
+//!   environment **carries** the last measured values into it
 //!   ([`StepInfo::usage_carried`]). No learner learns from a transition with a carried end, and
 //!   an on-policy learner's rollout is **cut** there, as at a gap.
 //! - **allocation**: replicas × per-container CPU and memory; a **recommendation**

@@ -307,12 +307,13 @@ impl Driver for Independent {
                     .ok_or_else(|| LabError::input("tl+", "its features need an arena that reports observations"))??;
                 let info = &infos[i];
                 // Evaluation episodes feed the load forecast (it needs the episode's history)
-                // but teach the performance table nothing: no row learns while evaluated.
+                // but teach the performance table nothing: no row learns while evaluated, nor
+                // from a utilisation carried rather than measured.
                 s.extend_from_slice(&features[i].observe(
                     obs.arrival_rate,
                     info.cpu_utilisation,
                     info.slo_preservation,
-                    self.learn,
+                    self.learn && !info.usage_carried,
                 ));
             }
             if let Some(Pending { state, action, reward, terminal }) = self.pending[i].take() {

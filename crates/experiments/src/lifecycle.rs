@@ -109,8 +109,9 @@ impl LifecycleConfig {
         if let Some(t) = self.training {
             t
         } else if self.quick {
-            // A check every 2 episodes: 15 snapshots to choose from instead of 6 (beat MPA on 8
-            // fig10 seeds of 16 instead of 6; see `docs/results/lifecycle.md`). Trained until
+            // A check every 2 episodes (over 30 episodes, 15 snapshots to choose from instead of
+            // 6: beat MPA on 8 fig10 seeds of 16 instead of 6; see `docs/results/lifecycle.md`;
+            // 20–21 now that training stops at 40–42). Trained until
             // the reward stops improving (at least 40 episodes, 6 without a new best), as the
             // reference is defined: capped at 30 it never got there (`converged: false` on fig10
             // seeds 1–16); stopping at the plateau (40–42 episodes) kept the same snapshot on

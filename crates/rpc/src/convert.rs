@@ -85,6 +85,7 @@ pub fn info_to_proto(info: &StepInfo) -> proto::Info {
         replicas: info.replicas,
         cpu_limit_millicores: info.cpu_limit_millicores,
         memory_limit_bytes: info.memory_limit_bytes,
+        usage_carried: info.usage_carried,
     }
 }
 
@@ -101,8 +102,7 @@ pub fn info_from_proto(info: &proto::Info) -> StepInfo {
         replicas: info.replicas,
         cpu_limit_millicores: info.cpu_limit_millicores,
         memory_limit_bytes: info.memory_limit_bytes,
-        // Not on the wire: `env.proto`'s `Info` has no such field (the README's gRPC section).
-        usage_carried: false,
+        usage_carried: info.usage_carried,
     }
 }
 
@@ -331,6 +331,29 @@ mod tests {
         let e = actions_from_proto("action", Some(&kind), &Space::Discrete { n: 7 }, 1).unwrap_err().to_string();
         assert!(e.contains("send `discrete` values"), "{e}");
         assert!(seed_from_proto("seed", Some(-3)).unwrap_err().to_string().contains("-3 is negative"));
+    }
+
+    /// Every field of a step's info crosses the wire, `usage_carried` included: a remote
+    /// learner must skip what an in-process one skips.
+    #[test]
+    fn infos_round_trip() {
+        let info = StepInfo {
+            slo_violated: true,
+            dropped_requests: 3,
+            oom_events: 1,
+            illegal_action: true,
+            oscillation: true,
+            cpu_utilisation: 0.7,
+            memory_utilisation: 0.4,
+            slo_preservation: 0.9,
+            replicas: 5,
+            cpu_limit_millicores: 500,
+            memory_limit_bytes: 1 << 30,
+            usage_carried: true,
+        };
+        assert_eq!(info_from_proto(&info_to_proto(&info)), info);
+        let plain = StepInfo::default();
+        assert_eq!(info_from_proto(&info_to_proto(&plain)), plain);
     }
 
     #[test]

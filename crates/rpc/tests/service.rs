@@ -322,7 +322,8 @@ fn training_outputs(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
 }
 
 /// `aware train --env grpc://` (`train_remote`): a real agent trained through the service on a
-/// non-default workload (a profile file, the serverless population, restart-mode resizes)
+/// non-default workload (a profile file, the serverless population, restart-mode resizes, a
+/// metrics pipeline that lags pod start-up so that some states are carried, not measured)
 /// learns exactly what it learns in-process with the same seed.
 #[test]
 fn an_agent_trained_through_the_service_equals_one_trained_in_process() {
@@ -333,7 +334,11 @@ fn an_agent_trained_through_the_service_equals_one_trained_in_process() {
 
     let dir = tempfile::tempdir().unwrap();
     let profile = dir.path().join("profile.yaml");
-    std::fs::write(&profile, "targets: {cpu_utilisation: 0.6}\nreward: {alpha: 0.4}\n").unwrap();
+    std::fs::write(
+        &profile,
+        "targets: {cpu_utilisation: 0.6}\nreward: {alpha: 0.4}\nsimulation: {metrics_lag_s: 90}\n",
+    )
+    .unwrap();
     let token = dir.path().join("token");
     std::fs::write(&token, format!("  {TOKEN}\n")).unwrap();
     let workload = WorkloadSpec {

@@ -132,7 +132,7 @@ class StepManyRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., actions: _Optional[_Union[Actions, _Mapping]] = ...) -> None: ...
 
 class Info(_message.Message):
-    __slots__ = ("slo_violated", "dropped_requests", "oom_events", "illegal_action", "oscillation", "cpu_utilisation", "memory_utilisation", "slo_preservation", "replicas", "cpu_limit_millicores", "memory_limit_bytes")
+    __slots__ = ("slo_violated", "dropped_requests", "oom_events", "illegal_action", "oscillation", "cpu_utilisation", "memory_utilisation", "slo_preservation", "replicas", "cpu_limit_millicores", "memory_limit_bytes", "usage_carried")
     SLO_VIOLATED_FIELD_NUMBER: _ClassVar[int]
     DROPPED_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     OOM_EVENTS_FIELD_NUMBER: _ClassVar[int]
@@ -144,6 +144,7 @@ class Info(_message.Message):
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     CPU_LIMIT_MILLICORES_FIELD_NUMBER: _ClassVar[int]
     MEMORY_LIMIT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    USAGE_CARRIED_FIELD_NUMBER: _ClassVar[int]
     slo_violated: bool
     dropped_requests: int
     oom_events: int
@@ -155,7 +156,8 @@ class Info(_message.Message):
     replicas: int
     cpu_limit_millicores: int
     memory_limit_bytes: int
-    def __init__(self, slo_violated: _Optional[bool] = ..., dropped_requests: _Optional[int] = ..., oom_events: _Optional[int] = ..., illegal_action: _Optional[bool] = ..., oscillation: _Optional[bool] = ..., cpu_utilisation: _Optional[float] = ..., memory_utilisation: _Optional[float] = ..., slo_preservation: _Optional[float] = ..., replicas: _Optional[int] = ..., cpu_limit_millicores: _Optional[int] = ..., memory_limit_bytes: _Optional[int] = ...) -> None: ...
+    usage_carried: bool
+    def __init__(self, slo_violated: _Optional[bool] = ..., dropped_requests: _Optional[int] = ..., oom_events: _Optional[int] = ..., illegal_action: _Optional[bool] = ..., oscillation: _Optional[bool] = ..., cpu_utilisation: _Optional[float] = ..., memory_utilisation: _Optional[float] = ..., slo_preservation: _Optional[float] = ..., replicas: _Optional[int] = ..., cpu_limit_millicores: _Optional[int] = ..., memory_limit_bytes: _Optional[int] = ..., usage_carried: _Optional[bool] = ...) -> None: ...
 
 class ResetResponse(_message.Message):
     __slots__ = ("observation", "info")
