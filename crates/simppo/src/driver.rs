@@ -95,8 +95,6 @@ pub struct Team {
     learn: bool,
     /// Allocation changes that membership changes carry out at the next decision.
     changes: Vec<Option<Recommendation>>,
-    /// Infos the last decision was made on.
-    current: Vec<Option<StepInfo>>,
     /// Per application, the full observation (local ⊕ critic inputs) and the action decided.
     decided: Vec<Option<(Vec<f32>, Vec<f32>)>>,
     /// Critic inputs of the current states, computed with the last feedback.
@@ -131,7 +129,6 @@ impl Team {
             explore: true,
             learn: true,
             changes: vec![None; n],
-            current: vec![None; n],
             decided: vec![None; n],
             aux: None,
             batched: None,
@@ -288,20 +285,19 @@ impl Team {
         }
         let (sum, n) = std::mem::take(&mut self.episode_team);
         self.own_return.iter_mut().for_each(|r| *r = 0.0);
-        self.current.iter_mut().for_each(|p| *p = None);
         self.decided.iter_mut().for_each(|d| *d = None);
         self.aux = None;
         sum / n.max(1) as f64
     }
 
     /// Heartbeats of every present agent for the interval that ended with `infos`.
-    fn report(&mut self, infos: &[&StepInfo], before: &[Option<StepInfo>]) -> Result<(), SimppoError> {
+    fn report(&mut self, infos: &[&StepInfo], before: &[Option<&StepInfo>]) -> Result<(), SimppoError> {
         let cap = self.config.capacity;
         for app in self.present() {
             if self.changes[app].is_some() {
                 continue;
             }
-            let r = AgentReport::from_infos(before[app].as_ref(), infos[app], cap);
+            let r = AgentReport::from_infos(before[app], infos[app], cap);
             if !self.coordinator.is_member(app) {
                 // Dropped while silent (an arrival waits one interval): it rejoins.
                 self.coordinator.join(app, self.categories[app])?;
@@ -425,7 +421,6 @@ impl Driver for Team {
             controls[app] = Control::Action(Action::Discrete(actions[app][0] as usize));
             self.decided[app] = Some((std::mem::take(&mut full[app]), actions[app].clone()));
         }
-        self.current = infos.iter().cloned().map(Some).collect();
         Ok(controls)
     }
 
@@ -446,7 +441,8 @@ impl Driver for Team {
             self.own_return[a] += out.steps[a].reward;
         }
         let infos: Vec<&StepInfo> = out.steps.iter().map(|s| &s.info).collect();
-        let before = std::mem::take(&mut self.current);
+        // The infos the decision was made on.
+        let before: Vec<Option<&StepInfo>> = interval.infos.iter().map(Some).collect();
         self.report(&infos, &before).map_err(lab)?;
         self.coordinator.advance();
         let next_states: Vec<Vec<f32>> = out.steps.iter().map(|s| s.observation.clone()).collect();
