@@ -24,6 +24,7 @@ pub mod forecast;
 mod fused;
 mod net;
 mod ood;
+mod panel;
 pub mod pool;
 pub mod saved;
 mod select;
