@@ -439,6 +439,11 @@ impl Ppo {
         self.updates
     }
 
+    /// Transitions observed (on-policy steps learned from) over the agent's life.
+    pub fn observed(&self) -> u64 {
+        self.steps
+    }
+
     pub fn last_update(&self) -> Option<PpoStats> {
         self.last
     }

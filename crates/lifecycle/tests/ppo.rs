@@ -2,12 +2,14 @@
 //! bootstrapping PPO learns on-policy from its own samples, one rollout per app.
 
 use aware_agents::Experience;
-use aware_env::ActionKind;
+use aware_core::{Observation, StepInfo, VecStep};
+use aware_env::{ActionKind, ClusterVecEnv, Control};
 use aware_lab::progress::Silent;
-use aware_lab::rollout::rollout;
+use aware_lab::rollout::{Arena, Interval, Observer, rollout};
 use aware_lab::workload::{Workload, WorkloadSpec};
 use aware_lifecycle::manager::{Manager, ManagerConfig};
 use aware_lifecycle::{Learner, LifecycleAgent, Stage};
+use aware_sim::{AppStepStats, SimCluster};
 
 fn workload(apps: usize, bootstrapping: bool) -> (Workload, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
@@ -53,6 +55,91 @@ fn a_ppo_agent_bootstraps_by_cloning_the_fallback() {
     assert_eq!(agent.updates(), 0, "cloning is not a PPO update");
     let (before, after) = (imitation_error(&untrained, &transitions), imitation_error(&agent, &transitions));
     assert!(after < 0.3 * before, "imitation error {after} after cloning against {before} untrained");
+}
+
+/// Where an interval's utilisation is carried from an earlier one (here every seventh interval
+/// is marked so, as a lagging metrics pipeline marks it), PPO learning online observes only the
+/// transitions measured at both ends that it acted in: at the others its rollout is cut, as at
+/// an interval the fallback acted in.
+#[test]
+fn ppo_learns_nothing_across_a_carried_state() {
+    let (w, _dir) = workload(3, false);
+    let config = ManagerConfig {
+        episode_steps: 100,
+        online_learning: true,
+        log: true,
+        agent: Learner::Ppo,
+        ..ManagerConfig::default()
+    };
+    let mut manager = Manager::new(&w, LifecycleAgent::fresh(Learner::Ppo, 5), config).unwrap();
+    let mut arena = CarriedEvery { env: w.env(ActionKind::Continuous, 100, w.trace_seed), every: 7, t: 0 };
+    let mut seen = Measured::default();
+    rollout(&mut arena, &mut manager, w.trace_seed, 100, &mut [&mut seen], &Silent).unwrap();
+    let log = manager.take_log();
+    assert_eq!(log.decisions.len(), seen.0.len());
+    let acted = log.decisions.iter().zip(&seen.0).filter(|(d, _)| d.acting_policy == "aware");
+    let (acted_measured, acted_carried) =
+        acted.fold((0, 0), |(m, c), (_, &ok)| if ok { (m + 1, c) } else { (m, c + 1) });
+    assert!(acted_carried >= 10, "the agent acted into {acted_carried} carried states: the test tests little");
+    let agent = manager.into_agent();
+    assert_eq!(
+        agent.as_ppo().unwrap().ppo.observed(),
+        acted_measured,
+        "PPO observes each measured transition it acted in, and none of the {acted_carried} carried ones"
+    );
+}
+
+/// The simulator, with every `every`-th interval's outcome marked as carrying its utilisation.
+struct CarriedEvery {
+    env: ClusterVecEnv<SimCluster>,
+    every: u64,
+    t: u64,
+}
+
+impl Arena for CarriedEvery {
+    fn num_apps(&self) -> usize {
+        self.env.num_apps()
+    }
+
+    fn interval_s(&self) -> f64 {
+        self.env.interval_s()
+    }
+
+    fn reset(&mut self, seed: u64) -> Result<Vec<(Vec<f32>, StepInfo)>, aware_lab::LabError> {
+        Arena::reset(&mut self.env, seed)
+    }
+
+    fn step(&mut self, controls: &[Control]) -> Result<VecStep, aware_lab::LabError> {
+        let mut out = Arena::step(&mut self.env, controls)?;
+        self.t += 1;
+        if self.t.is_multiple_of(self.every) {
+            out.steps.iter_mut().for_each(|s| s.info.usage_carried = true);
+        }
+        Ok(out)
+    }
+
+    fn observe(&self, app: usize) -> Option<Result<Observation, aware_lab::LabError>> {
+        self.env.observe(app)
+    }
+
+    fn truth(&self, app: usize) -> Option<AppStepStats> {
+        self.env.truth(app)
+    }
+
+    fn slo_p99_ms(&self, app: usize) -> Option<f64> {
+        self.env.slo_p99_ms(app)
+    }
+}
+
+/// Whether each app-interval's transition was measured at both ends, interval by interval.
+#[derive(Default)]
+struct Measured(Vec<bool>);
+
+impl Observer for Measured {
+    fn record(&mut self, _arena: &dyn Arena, interval: &Interval) -> Result<(), aware_lab::LabError> {
+        self.0.extend((0..interval.out.steps.len()).map(|app| interval.measured(app)));
+        Ok(())
+    }
 }
 
 /// Without bootstrapping every app is ONLINE and PPO learns from its own samples: its rollouts
