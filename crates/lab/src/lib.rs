@@ -11,13 +11,15 @@
 //! - [`evaluate`]: `simulate` and `compare`; [`train`]: `train`; [`provision`]: the
 //!   provisioning problem; [`bench`]: `bench sim|store|agents`; [`record`]: trajectories into a
 //!   store; [`embed`]: the [`embed::WorkloadEmbedder`] seam the lifecycle calls and the
-//!   meta-learner implements; [`threads`]: independent runs side by side.
+//!   meta-learner implements; [`threads`]: independent runs side by side; [`faults`]: faults
+//!   injected into an arena, for drivers' fault tests.
 
 pub mod agent;
 pub mod bench;
 pub mod embed;
 mod error;
 pub mod evaluate;
+pub mod faults;
 pub mod output;
 pub mod plot;
 pub mod policy;

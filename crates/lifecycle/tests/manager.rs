@@ -2,18 +2,16 @@
 //! reasons, and unusable observations never reach the agent.
 
 use aware_agents::ddpg::{Ddpg, DdpgConfig};
-use aware_core::{Observation, StepInfo, VecStep};
 use aware_env::ActionKind;
-use aware_env::{ClusterVecEnv, Control, STATE_DIM};
-use aware_lab::LabError;
+use aware_env::STATE_DIM;
+use aware_lab::faults::Faulty;
 use aware_lab::progress::Silent;
-use aware_lab::rollout::{Arena, rollout};
+use aware_lab::rollout::rollout;
 use aware_lab::workload::{Workload, WorkloadSpec};
 use aware_lifecycle::algorithm::LifecycleState;
 use aware_lifecycle::manager::{Manager, ManagerConfig};
 use aware_lifecycle::run::{EpisodeSink, MetaRun, Plan, RunSpec, run, run_agent};
 use aware_lifecycle::{LifecycleError, Stage};
-use aware_sim::{AppStepStats, SimCluster};
 
 fn small_agent(seed: u64) -> Ddpg {
     small_agent_reading(STATE_DIM, seed)
@@ -79,44 +77,6 @@ fn a_run_reports_every_stage_change_with_its_numbers() {
     assert_eq!(json["stages"][0]["to"], "offline");
 }
 
-/// The simulator, but observations of app 0 carry NaN in `window`.
-struct Corrupting {
-    env: ClusterVecEnv<SimCluster>,
-    steps: u64,
-    window: std::ops::Range<u64>,
-}
-
-impl Arena for Corrupting {
-    fn num_apps(&self) -> usize {
-        self.env.num_apps()
-    }
-    fn interval_s(&self) -> f64 {
-        Arena::interval_s(&self.env)
-    }
-    fn reset(&mut self, seed: u64) -> Result<Vec<(Vec<f32>, StepInfo)>, LabError> {
-        Arena::reset(&mut self.env, seed)
-    }
-    fn step(&mut self, controls: &[Control]) -> Result<VecStep, LabError> {
-        self.steps += 1;
-        Arena::step(&mut self.env, controls)
-    }
-    fn observe(&self, app: usize) -> Option<Result<Observation, LabError>> {
-        let obs = self.env.observe(app)?;
-        Some(obs.map(|mut o| {
-            if app == 0 && self.window.contains(&self.steps) {
-                o.arrival_rate = f64::NAN;
-            }
-            o
-        }))
-    }
-    fn truth(&self, app: usize) -> Option<AppStepStats> {
-        self.env.truth(app)
-    }
-    fn slo_p99_ms(&self, app: usize) -> Option<f64> {
-        Arena::slo_p99_ms(&self.env, app)
-    }
-}
-
 #[test]
 fn nan_observations_make_the_fallback_act_and_say_why() {
     // No bootstrapping: the agent acts from the first interval, so the guard must step in.
@@ -125,7 +85,8 @@ fn nan_observations_make_the_fallback_act_and_say_why() {
         Manager::new(&w, small_agent(1), ManagerConfig { episode_steps: 100, ..ManagerConfig::default() }).unwrap();
     assert_eq!(manager.stages(), [Stage::Online, Stage::Online]);
     let env = w.env(ActionKind::Continuous, 100, w.trace_seed);
-    let mut arena = Corrupting { env, steps: 0, window: 20..30 };
+    let mut arena = Faulty::new(env);
+    arena.nan_arrival = Some((0, 20..30));
     rollout(&mut arena, &mut manager, w.trace_seed, 100, &mut [], &Silent).unwrap();
     let counts = manager.counts();
     assert_eq!(counts[0].guard_fallbacks, 10, "{:?}", counts[0]);

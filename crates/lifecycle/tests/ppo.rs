@@ -2,14 +2,13 @@
 //! bootstrapping PPO learns on-policy from its own samples, one rollout per app.
 
 use aware_agents::Experience;
-use aware_core::{Observation, StepInfo, VecStep};
-use aware_env::{ActionKind, ClusterVecEnv, Control};
+use aware_env::ActionKind;
+use aware_lab::faults::Faulty;
 use aware_lab::progress::Silent;
 use aware_lab::rollout::{Arena, Interval, Observer, rollout};
 use aware_lab::workload::{Workload, WorkloadSpec};
 use aware_lifecycle::manager::{Manager, ManagerConfig};
 use aware_lifecycle::{Learner, LifecycleAgent, Stage};
-use aware_sim::{AppStepStats, SimCluster};
 
 fn workload(apps: usize, bootstrapping: bool) -> (Workload, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
@@ -72,7 +71,8 @@ fn ppo_learns_nothing_across_a_carried_state() {
         ..ManagerConfig::default()
     };
     let mut manager = Manager::new(&w, LifecycleAgent::fresh(Learner::Ppo, 5), config).unwrap();
-    let mut arena = CarriedEvery { env: w.env(ActionKind::Continuous, 100, w.trace_seed), every: 7, t: 0 };
+    let mut arena = Faulty::new(w.env(ActionKind::Continuous, 100, w.trace_seed));
+    arena.carried_every = Some(7);
     let mut seen = Measured::default();
     rollout(&mut arena, &mut manager, w.trace_seed, 100, &mut [&mut seen], &Silent).unwrap();
     let log = manager.take_log();
@@ -87,48 +87,6 @@ fn ppo_learns_nothing_across_a_carried_state() {
         acted_measured,
         "PPO observes each measured transition it acted in, and none of the {acted_carried} carried ones"
     );
-}
-
-/// The simulator, with every `every`-th interval's outcome marked as carrying its utilisation.
-struct CarriedEvery {
-    env: ClusterVecEnv<SimCluster>,
-    every: u64,
-    t: u64,
-}
-
-impl Arena for CarriedEvery {
-    fn num_apps(&self) -> usize {
-        self.env.num_apps()
-    }
-
-    fn interval_s(&self) -> f64 {
-        self.env.interval_s()
-    }
-
-    fn reset(&mut self, seed: u64) -> Result<Vec<(Vec<f32>, StepInfo)>, aware_lab::LabError> {
-        Arena::reset(&mut self.env, seed)
-    }
-
-    fn step(&mut self, controls: &[Control]) -> Result<VecStep, aware_lab::LabError> {
-        let mut out = Arena::step(&mut self.env, controls)?;
-        self.t += 1;
-        if self.t.is_multiple_of(self.every) {
-            out.steps.iter_mut().for_each(|s| s.info.usage_carried = true);
-        }
-        Ok(out)
-    }
-
-    fn observe(&self, app: usize) -> Option<Result<Observation, aware_lab::LabError>> {
-        self.env.observe(app)
-    }
-
-    fn truth(&self, app: usize) -> Option<AppStepStats> {
-        self.env.truth(app)
-    }
-
-    fn slo_p99_ms(&self, app: usize) -> Option<f64> {
-        self.env.slo_p99_ms(app)
-    }
 }
 
 /// Whether each app-interval's transition was measured at both ends, interval by interval.

@@ -131,6 +131,18 @@ fn nothing_is_learned_across_a_carried_state() {
     assert_eq!(driver.recent_transitions(), 4 * 13);
 }
 
+/// The same with a PPO base learner: it observes only the measured transitions (its rollouts
+/// are cut at the others), and the meta-learner's batches hold only those.
+#[test]
+fn a_ppo_base_learner_learns_nothing_across_a_carried_state() {
+    let mut arena = HiddenTarget::new(vec![0.6, -0.6, 0.6, -0.6], 20);
+    arena.carried_every = 5;
+    let mut driver = ppo_bandit_driver(MetaTrainConfig::default(), 1);
+    rollout(&mut arena, &mut driver, 1, 20, &mut [], &Silent).unwrap();
+    assert_eq!(driver.agent.observed(), 4 * 13);
+    assert_eq!(driver.recent_transitions(), 4 * 13);
+}
+
 /// Meta-trains on a pool of apps (θ = ±0.6, alternating), then serves four unseen apps after
 /// three probe episodes each, the meta-learner frozen and the base learner no longer learning.
 /// Returns the unseen apps' mean reward per step, and the pool's over the last training episode.

@@ -3,6 +3,7 @@
 use aware_agents::ppo::{Ppo, PpoActions, PpoConfig};
 use aware_core::{Cluster, VecEnv};
 use aware_env::STATE_DIM;
+use aware_lab::faults::Faulty;
 use aware_lab::progress::Silent;
 use aware_lab::rollout::rollout;
 use aware_lab::workload::{Workload, WorkloadSpec};
@@ -79,6 +80,24 @@ fn absent_apps_run_no_pods_and_join_or_leave_mid_episode() {
     assert_eq!(env.cluster().stats(0).scheduled_replicas, 0, "and has released its nodes");
     assert_eq!(team.present(), vec![1, 2]);
     assert_eq!(team.coordinator().members(), vec![1, 2], "the silent leaver was dropped");
+}
+
+/// Where an interval's utilisation is carried from an earlier one (every fifth marked so here),
+/// no agent of the team learns from the transition: of 20 intervals, the 7 with a carried end
+/// (intervals 5, 10, 15, 20 and the three after the first three) are left out.
+#[test]
+fn no_agent_learns_across_a_carried_state() {
+    let t = tenancy(2, 2);
+    let categories: Vec<Category> = t.workload.apps.iter().map(Category::of).collect();
+    let mut team = Team::new(config(Variant::Simppo, false, t.capacity()), categories);
+    team.add(0, None).unwrap();
+    team.add(1, None).unwrap();
+    team.set_training(true);
+    let mut arena = Faulty::new(t.env(&[true, true], 50, 0).unwrap());
+    arena.carried_every = Some(5);
+    rollout(&mut arena, &mut team, 5, 20, &mut [], &Silent).unwrap();
+    let observed: Vec<u64> = (0..2).map(|a| team.agent(a).unwrap().observed()).collect();
+    assert_eq!(observed, vec![13, 13]);
 }
 
 #[test]
