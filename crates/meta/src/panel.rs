@@ -16,8 +16,6 @@
 
 /// Columns per panel: two 8-lane AVX registers.
 const WIDTH: usize = 16;
-/// Rows of accumulators per block: 6 × 2 registers, leaving the panel's two and a broadcast.
-const MAX_ROWS: usize = 6;
 
 /// A fixed right-hand side `B` (`k × n`, or stored `n × k` when `b_t`) for repeated
 /// `dst += a · B` products.
@@ -34,21 +32,7 @@ pub(crate) struct Rhs<'a> {
 impl<'a> Rhs<'a> {
     pub fn new(b: &'a [f32], b_t: bool, k: usize, n: usize) -> Self {
         assert!(b.len() >= k * n, "right-hand side too short");
-        let panels = (kernel_available() && k > 0 && n > 0).then(|| {
-            let count = n.div_ceil(WIDTH);
-            let mut out = vec![0.0; count * k * WIDTH];
-            for (j, panel) in out.chunks_exact_mut(k * WIDTH).enumerate() {
-                for (p, row) in panel.chunks_exact_mut(WIDTH).enumerate() {
-                    for (c, v) in row.iter_mut().enumerate() {
-                        let col = j * WIDTH + c;
-                        if col < n {
-                            *v = if b_t { b[col * k + p] } else { b[p * n + col] };
-                        }
-                    }
-                }
-            }
-            out
-        });
+        let panels = (kernel_available() && k > 0 && n > 0).then(|| pack(b, b_t, k, n));
         Self { b, b_t, k, n, panels }
     }
 
@@ -64,6 +48,23 @@ impl<'a> Rhs<'a> {
             _ => crate::fused::matmul(dst, true, a, false, self.b, self.b_t, m, n, k),
         }
     }
+}
+
+/// `B` in panels of [`WIDTH`] columns (see [`Rhs`]); `k` and `n` are positive.
+fn pack(b: &[f32], b_t: bool, k: usize, n: usize) -> Vec<f32> {
+    let count = n.div_ceil(WIDTH);
+    let mut out = vec![0.0; count * k * WIDTH];
+    for (j, panel) in out.chunks_exact_mut(k * WIDTH).enumerate() {
+        for (p, row) in panel.chunks_exact_mut(WIDTH).enumerate() {
+            for (c, v) in row.iter_mut().enumerate() {
+                let col = j * WIDTH + c;
+                if col < n {
+                    *v = if b_t { b[col * k + p] } else { b[p * n + col] };
+                }
+            }
+        }
+    }
+    out
 }
 
 fn kernel_available() -> bool {
@@ -90,7 +91,11 @@ mod avx2 {
         _mm256_storeu_ps,
     };
 
-    use super::{MAX_ROWS, WIDTH};
+    use super::WIDTH;
+
+    /// Rows of accumulators per block: 6 × 2 registers, leaving the panel's two and a
+    /// broadcast.
+    const MAX_ROWS: usize = 6;
 
     /// `dst` (`m × n`) += `a` (`m × k`) · the packed `B`. Panel by panel (so each panel is read
     /// from cache once per block of rows), the rows split into equal blocks of at most
@@ -179,22 +184,38 @@ mod tests {
 
     use super::*;
 
-    /// Every row count a block takes, panels cut short, both storages of `B`, against the
-    /// general GEMM (whichever path this CPU runs).
+    /// Every row count a block takes (1 to 6, and 20 as 4 × 5), panels cut short, both storages
+    /// of `B`, against the general GEMM. Where the CPU has AVX2 and FMA the kernel runs even if
+    /// it also has AVX-512 (where [`Rhs::new`] leaves the product to gemm).
     #[test]
     fn agrees_with_the_general_product() {
         let mut rng = Pcg64Mcg::seed_from_u64(7);
-        for &(m, n, k) in
-            &[(1, 16, 3), (5, 24, 9), (7, 8, 33), (13, 40, 17), (20, 768, 256), (20, 256, 768), (41, 50, 1)]
-        {
+        let shapes = [
+            (1, 16, 3),
+            (2, 20, 5),
+            (5, 24, 9),
+            (7, 8, 33),
+            (13, 40, 17),
+            (20, 768, 256),
+            (20, 256, 768),
+            (32, 17, 4),
+            (41, 50, 1),
+        ];
+        for &(m, n, k) in &shapes {
             for b_t in [false, true] {
                 let a: Vec<f32> = (0..m * k).map(|_| rng.random_range(-1.0..1.0)).collect();
                 let b: Vec<f32> = (0..k * n).map(|_| rng.random_range(-1.0..1.0)).collect();
                 let start: Vec<f32> = (0..m * n).map(|_| rng.random_range(-1.0..1.0)).collect();
                 let mut want = start.clone();
                 crate::fused::matmul(&mut want, true, &a, false, &b, b_t, m, n, k);
+                #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
+                let mut rhs = Rhs::new(&b, b_t, k, n);
+                #[cfg(target_arch = "x86_64")]
+                if avx2_fma() {
+                    rhs.panels = Some(pack(&b, b_t, k, n));
+                }
                 let mut got = start.clone();
-                Rhs::new(&b, b_t, k, n).mul_add(&mut got, &a, m);
+                rhs.mul_add(&mut got, &a, m);
                 for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                     let tol = 1e-5 * (k as f32).sqrt() * (1.0 + w.abs());
                     assert!((g - w).abs() <= tol, "m {m} n {n} k {k} b_t {b_t}: element {i}: {g} vs {w}");
