@@ -257,6 +257,8 @@ pub struct Ppo {
     stalled: Vec<bool>,
     rollouts: Vec<Vec<Step>>,
     steps: u64,
+    /// Rollout chains cut ([`Ppo::cut`]).
+    cuts: u64,
     updates: u64,
     last: Option<PpoStats>,
     /// Discounted return so far per environment, and the running variance of all of them.
@@ -341,6 +343,7 @@ impl Ppo {
             actions,
             device,
             steps: 0,
+            cuts: 0,
             updates: 0,
             last: None,
             returns: Vec::new(),
@@ -442,6 +445,11 @@ impl Ppo {
     /// Transitions observed (on-policy steps learned from) over the agent's life.
     pub fn observed(&self) -> u64 {
         self.steps
+    }
+
+    /// Times a rollout chain was cut ([`Ppo::cut`]) over the agent's life.
+    pub fn cuts(&self) -> u64 {
+        self.cuts
     }
 
     pub fn last_update(&self) -> Option<PpoStats> {
@@ -628,6 +636,7 @@ impl Ppo {
     /// the next update does not wait for its rollout to fill (an environment that stops
     /// without [`Ppo::forget`] never holds the others' updates back).
     pub fn cut(&mut self, env: usize) {
+        self.cuts += 1;
         if let Some(p) = self.pending.get_mut(env) {
             *p = None;
         }

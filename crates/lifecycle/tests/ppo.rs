@@ -84,11 +84,13 @@ fn ppo_learns_nothing_across_a_carried_state() {
         acted.fold((0, 0), |(m, c), (k, _)| if measured(k / 3 + 1) { (m + 1, c) } else { (m, c + 1) });
     assert!(acted_carried >= 10, "the agent acted into {acted_carried} carried states: the test tests little");
     let agent = manager.into_agent();
+    let ppo = &agent.as_ppo().unwrap().ppo;
     assert_eq!(
-        agent.as_ppo().unwrap().ppo.observed(),
+        ppo.observed(),
         acted_measured,
         "PPO observes each measured transition it acted in, and none of the {acted_carried} carried ones"
     );
+    assert!(ppo.cuts() >= acted_carried, "{} cuts for {acted_carried} carried transitions it acted in", ppo.cuts());
 }
 
 /// Without bootstrapping every app is ONLINE and PPO learns from its own samples: its rollouts
