@@ -29,11 +29,6 @@ impl<A: Arena> Faulty<A> {
     pub fn new(inner: A) -> Self {
         Self { inner, carried_every: None, nan_arrival: None, steps: 0 }
     }
-
-    /// Intervals stepped so far.
-    pub fn steps(&self) -> u64 {
-        self.steps
-    }
 }
 
 impl<A: Arena> Arena for Faulty<A> {

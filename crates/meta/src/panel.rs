@@ -2,7 +2,7 @@
 //! M = 20) and one fixed `B` (W_hh or its transpose) over every step of a direction.
 //!
 //! A general GEMM packs `B` on every call and its kernels are tuned for large `m`: at
-//! 20 × 256 · 256 × 768 gemm 0.19's AVX2 path reaches 40–60 GFLOP/s against ~86 on the large
+//! 20 × 256 · 256 × 768 gemm 0.19's AVX2 path reaches 40–67 GFLOP/s against ~86 on the large
 //! products, and the two recurrent products are half the fused pass. Here `B` is packed once
 //! per direction into 16-column panels (each panel's `k` rows contiguous), and a register-blocked
 //! kernel keeps up to 6 rows × 16 columns of accumulators in 12 AVX registers while it streams
