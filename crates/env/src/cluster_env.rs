@@ -35,7 +35,7 @@ pub fn direction(replicas: u32, template: &ContainerResources, rec: &Recommendat
         sign(rec.replicas as u64, replicas as u64),
     ]
 }
-use crate::state::StateEncoder;
+use crate::state::{StateEncoder, UsageSource};
 
 /// An application's objectives as the backend knows them (the simulator derives a latency SLO
 /// per app); the profile's SLO, when set, takes precedence.
@@ -185,8 +185,8 @@ fn measure_carrying(
     illegal: bool,
     oscillation: bool,
 ) -> Result<(Vec<f32>, f64, StepInfo, bool), aware_core::ObservationError> {
-    let (state, measured) = encoder.encode_carrying(obs, previous_arrival_rps, carried)?;
-    let usage_carried = !measured && carried.is_some() && obs.sampled_utilisation().is_err();
+    let (state, source) = encoder.encode_carrying(obs, previous_arrival_rps, carried)?;
+    let usage_carried = source == UsageSource::Carried;
     let sp = slo_preservation(
         encoder.latency_slo_ms,
         encoder.throughput_slo_rps,
@@ -223,7 +223,7 @@ fn measure_carrying(
         .filter(|p| matches!(p.phase, PodPhase::Starting | PodPhase::Ready))
         .map(|p| p.allocated.unwrap_or(p.resources.requests));
     let cost = reward.cost(&encoder.bounds, held);
-    Ok((state, reward.reward(sp, cost, illegal, oscillation), info, measured))
+    Ok((state, reward.reward(sp, cost, illegal, oscillation), info, source == UsageSource::Measured))
 }
 
 impl<C: Cluster> VecEnv for ClusterVecEnv<C> {

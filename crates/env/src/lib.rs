@@ -15,5 +15,5 @@ pub use action::{
 };
 pub use cluster_env::{AppSlo, ClusterEnv, ClusterVecEnv, Control, EnvConfig, direction, measure};
 pub use reward::{DROP_TOLERANCE, RESOURCES, RewardFunction, served_preservation, slo_preservation};
-pub use state::{STATE_DIM, STATE_FEATURES, StateEncoder};
+pub use state::{STATE_DIM, STATE_FEATURES, StateEncoder, UsageSource};
 pub use window::ObservationWindow;

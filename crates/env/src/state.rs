@@ -28,6 +28,18 @@ pub const STATE_FEATURES: [&str; STATE_DIM] = [
     "ready_fraction",
 ];
 
+/// Where a state's CPU and memory utilisation features came from
+/// ([`StateEncoder::encode_carrying`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UsageSource {
+    /// The ready pods' usage samples.
+    Measured,
+    /// The last state that measured them: the samples of this interval cannot be trusted.
+    Carried,
+    /// No pod is ready: zero utilisation, a real state.
+    NoReadyPod,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct StateEncoder {
     pub bounds: Bounds,
@@ -62,8 +74,7 @@ impl StateEncoder {
     /// typically every serving pod started after the newest visible scrape, under a metrics
     /// pipeline that lags more than pods take to start) the CPU and memory utilisation
     /// features are `carried` (those of the last state that measured them) instead of the
-    /// observation being refused. The second value says whether the utilisation was measured
-    /// (`false`: carried, or zero for a workload with no ready pod). The simulator's
+    /// observation being refused. The second value says where the utilisation came from. The simulator's
     /// environment uses this so that a rollout survives such an interval, and flags it
     /// ([`aware_core::StepInfo::usage_carried`]); what serves an app (the lifecycle's guard, a
     /// recommender) reads the observation itself, refuses it, and the fallback acts.
@@ -72,16 +83,16 @@ impl StateEncoder {
         obs: &Observation,
         previous_arrival_rps: Option<f64>,
         carried: Option<[f32; 2]>,
-    ) -> Result<(Vec<f32>, bool), ObservationError> {
+    ) -> Result<(Vec<f32>, UsageSource), ObservationError> {
         obs.validate()?;
         let counts = obs.replica_counts();
-        let (usage, measured) = match (obs.sampled_utilisation(), carried) {
-            (Ok(Some((cpu, memory))), _) => ([cpu, memory], true),
-            (Ok(None), _) => ([0.0, 0.0], false),
+        let (usage, source) = match (obs.sampled_utilisation(), carried) {
+            (Ok(Some((cpu, memory))), _) => ([cpu, memory], UsageSource::Measured),
+            (Ok(None), _) => ([0.0, 0.0], UsageSource::NoReadyPod),
             (
                 Err(ObservationError::NoUsageSample { .. } | ObservationError::NoUsageSampleYet { .. }),
                 Some([cpu, memory]),
-            ) => ([cpu as f64, memory as f64], false),
+            ) => ([cpu as f64, memory as f64], UsageSource::Carried),
             (Err(e), _) => return Err(e),
         };
         let b = &self.bounds;
@@ -106,6 +117,6 @@ impl StateEncoder {
             load_change,
             (counts.ready as f64 / counts.desired.max(1) as f64).min(1.0),
         ];
-        Ok((state.iter().map(|&v| v as f32).collect(), measured))
+        Ok((state.iter().map(|&v| v as f32).collect(), source))
     }
 }

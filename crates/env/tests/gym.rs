@@ -1,7 +1,7 @@
 //! The environment over the real simulator: Gymnasium semantics, bounds and determinism.
 
 use aware_core::{Action, Cluster, Env, EnvError, ObservationError, PodPhase, Profile, Space, VecEnv};
-use aware_env::{ActionKind, AppSlo, ClusterEnv, ClusterVecEnv, EnvConfig, STATE_DIM, StateEncoder};
+use aware_env::{ActionKind, AppSlo, ClusterEnv, ClusterVecEnv, EnvConfig, STATE_DIM, StateEncoder, UsageSource};
 use aware_sim::{SimCluster, SimConfig, generate_apps};
 
 fn config(kind: ActionKind, steps: u32) -> EnvConfig {
@@ -146,8 +146,8 @@ fn a_ready_pod_newer_than_the_metrics_is_left_out_not_refused() {
                 Err(ObservationError::NoUsageSample { .. } | ObservationError::NoUsageSampleYet { .. })
             ));
             // The environment carries the last measured utilisation over such an interval.
-            let (carried, measured) = encoder.encode_carrying(&blind, None, Some([0.25, 0.5])).unwrap();
-            assert!(!measured);
+            let (carried, source) = encoder.encode_carrying(&blind, None, Some([0.25, 0.5])).unwrap();
+            assert_eq!(source, UsageSource::Carried);
             assert_eq!((carried[3], carried[4]), (0.25, 0.5));
             assert_eq!(carried[..3], state[..3]);
             // A pod ready for longer than the grace without a sample is a lost sample, not a
