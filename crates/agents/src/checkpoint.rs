@@ -4,13 +4,15 @@
 //! environment's, with the reason: a checkpoint is never silently applied to the wrong problem.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use aware_core::Space;
 use burn::module::Module;
 use burn::store::{ModuleSnapshot, SafetensorsStore};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+use crate::config::Hyperparameters;
 
 pub const FORMAT: u32 = 1;
 pub const METADATA: &str = "checkpoint.json";
@@ -43,6 +45,20 @@ pub struct Checkpoint {
 
 pub fn sha256(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Refuses a file name that is not one plain name inside the checkpoint directory (absolute,
+/// with `..` or a separator, or the metadata's own): the saver writes no other kind.
+fn check_file_name(name: &str, path: &Path) -> Result<(), CheckpointError> {
+    let mut parts = Path::new(name).components();
+    let plain = matches!((parts.next(), parts.next()), (Some(Component::Normal(n)), None) if n == name);
+    if plain && name != METADATA {
+        return Ok(());
+    }
+    Err(CheckpointError::Format {
+        path: path.display().to_string(),
+        reason: format!("files: {name:?} is not a file name inside the checkpoint directory"),
+    })
 }
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> CheckpointError + '_ {
@@ -129,10 +145,16 @@ impl OpenCheckpoint {
         CheckpointError::Format { path: self.path.clone(), reason }
     }
 
-    /// The hyper-parameters as the algorithm's configuration type.
-    pub fn config<T: serde::de::DeserializeOwned>(&self) -> Result<T, CheckpointError> {
-        serde_json::from_value(self.meta.hyperparameters.clone())
-            .map_err(|e| self.error(format!("hyperparameters: {e}")))
+    /// The hyper-parameters as the algorithm's configuration type, validated: a value out of
+    /// range is refused as `DIR/checkpoint.json: hyperparameters.FIELD: REASON`.
+    pub fn config<T: Hyperparameters>(&self) -> Result<T, CheckpointError> {
+        let config: T = serde_json::from_value(self.meta.hyperparameters.clone())
+            .map_err(|e| self.error(format!("hyperparameters: {e}")))?;
+        config.validate().map_err(|e| CheckpointError::Format {
+            path: Path::new(&self.path).join(METADATA).display().to_string(),
+            reason: format!("hyperparameters.{e}"),
+        })?;
+        Ok(config)
     }
 
     /// One file's bytes (verified against its checksum when the checkpoint was opened).
@@ -185,6 +207,9 @@ impl Checkpoint {
     /// Writes `files` and then the metadata (each via a temporary file and a rename), so a
     /// crash never leaves metadata pointing at missing or partial weights.
     pub fn write(mut self, dir: &Path, files: &[(&str, Vec<u8>)]) -> Result<(), CheckpointError> {
+        for (name, _) in files {
+            check_file_name(name, dir)?;
+        }
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         self.format = FORMAT;
         self.files.clear();
@@ -217,6 +242,9 @@ impl Checkpoint {
                 path: dir.display().to_string(),
                 reason: format!("format {} is newer than this build's {FORMAT}", c.format),
             });
+        }
+        for name in c.files.keys() {
+            check_file_name(name, &meta_path)?;
         }
         Ok(c)
     }

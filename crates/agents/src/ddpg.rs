@@ -25,6 +25,7 @@ use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::{Checkpoint, module_file};
+use crate::config::{self, ConfigError, Hyperparameters};
 use crate::net::{FrozenMlp, Mlp, matrix, soft_update, values};
 use crate::replay::{Batch, ReplayBuffer};
 use crate::{AgentError, Experience, check_batch, check_observation};
@@ -122,6 +123,29 @@ impl Default for DdpgConfig {
             policy_delay: 1,
             preactivation_penalty: 0.0,
         }
+    }
+}
+
+impl Hyperparameters for DdpgConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        config::hidden(&self.hidden)?;
+        config::positive("actor_learning_rate", self.actor_learning_rate)?;
+        config::positive("critic_learning_rate", self.critic_learning_rate)?;
+        config::in_range("gamma", self.gamma, 0.0, 1.0)?;
+        config::in_range("tau", self.tau, 0.0, 1.0)?;
+        config::count("batch_size", self.batch_size as u64)?;
+        config::count("replay_capacity", self.replay_capacity as u64)?;
+        config::non_negative("noise_sigma", self.noise_sigma)?;
+        config::non_negative("epsilon_start", self.epsilon_start)?;
+        config::non_negative("epsilon_decay", self.epsilon_decay)?;
+        config::non_negative("epsilon_min", self.epsilon_min)?;
+        if let Some(alpha) = self.bc_alpha {
+            config::non_negative("bc_alpha", alpha)?;
+        }
+        config::non_negative("target_noise", self.target_noise)?;
+        config::finite("target_noise_clip", self.target_noise_clip)?;
+        config::count("policy_delay", self.policy_delay.into())?;
+        config::finite("preactivation_penalty", self.preactivation_penalty)
     }
 }
 

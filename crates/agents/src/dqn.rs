@@ -13,6 +13,7 @@ use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::{Checkpoint, module_file};
+use crate::config::{self, ConfigError, Hyperparameters};
 use crate::net::{FrozenMlp, Mlp, frozen_linear, matrix, side_by_side, values};
 use crate::replay::ReplayBuffer;
 use crate::tabular::argmax;
@@ -136,6 +137,35 @@ impl DqnConfig {
     /// Dueling Double DQN.
     pub fn d3qn() -> Self {
         Self { double: true, dueling: true, ..Self::dqn() }
+    }
+}
+
+impl Hyperparameters for DqnConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        config::hidden(&self.hidden)?;
+        config::positive("learning_rate", self.learning_rate)?;
+        config::in_range("gamma", self.gamma, 0.0, 1.0)?;
+        config::in_range("tau", self.tau, 0.0, 1.0)?;
+        config::count("batch_size", self.batch_size as u64)?;
+        config::count("replay_capacity", self.replay_capacity as u64)?;
+        config::in_range("epsilon_start", self.epsilon_start, 0.0, 1.0)?;
+        config::in_range("epsilon_end", self.epsilon_end, 0.0, 1.0)?;
+        config::count("train_frequency", self.train_frequency)?;
+        config::count("gradient_steps", self.gradient_steps as u64)?;
+        if let Some(norm) = self.max_grad_norm {
+            config::positive("max_grad_norm", norm)?;
+        }
+        if let Some(w) = self.window {
+            // Its shape is checked against the observation on loading (`TimeWindow::validate`);
+            // here, that the dense layers after the convolution fit.
+            let positions = w.steps.saturating_add(1).saturating_sub(w.kernel);
+            let trunk = w.channels.saturating_mul(positions);
+            let mut sizes = vec![trunk];
+            sizes.extend_from_slice(&self.hidden);
+            sizes.push(self.hidden.last().copied().unwrap_or(trunk));
+            config::weights("window", &sizes)?;
+        }
+        Ok(())
     }
 }
 

@@ -4,6 +4,7 @@
 
 mod agent;
 mod checkpoint;
+mod config;
 pub mod ddpg;
 pub mod dqn;
 pub mod net;
@@ -12,6 +13,7 @@ mod replay;
 pub mod tabular;
 pub use agent::{Agent, action_values, load};
 pub use checkpoint::{Checkpoint, CheckpointError, FORMAT, METADATA, OpenCheckpoint, module_file, sha256};
+pub use config::{ConfigError, Hyperparameters, MAX_COUNT, MAX_LAYERS, MAX_WEIGHTS, MAX_WIDTH};
 pub use replay::{Batch, ReplayBuffer};
 
 /// One experience, as agents consume it (actions as floats: a discrete action is its index).

@@ -21,6 +21,7 @@ use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::{Checkpoint, module_file};
+use crate::config::{self, ConfigError, Hyperparameters};
 use crate::net::{Activation, FrozenMlp, Mlp, matrix, values};
 use crate::tabular::argmax;
 use crate::{AgentError, Batch, Experience, check_batch, check_observation};
@@ -121,6 +122,24 @@ impl Default for PpoConfig {
             anneal_steps: None,
             critic_extra: 0,
         }
+    }
+}
+
+impl Hyperparameters for PpoConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        config::hidden(&self.hidden)?;
+        config::positive("learning_rate", self.learning_rate)?;
+        config::in_range("gamma", self.gamma, 0.0, 1.0)?;
+        config::in_range("gae_lambda", self.gae_lambda, 0.0, 1.0)?;
+        config::count("rollout_steps", self.rollout_steps as u64)?;
+        config::count("minibatch_size", self.minibatch_size as u64)?;
+        config::count("epochs", self.epochs as u64)?;
+        config::positive("clip", self.clip)?;
+        config::non_negative("entropy_coef", self.entropy_coef)?;
+        config::non_negative("value_coef", self.value_coef)?;
+        config::positive("max_grad_norm", self.max_grad_norm)?;
+        // σ between e^−20 and e^20: beyond, exp over- or underflows in the log-probabilities.
+        config::in_range("initial_log_std", self.initial_log_std, -20.0, 20.0)
     }
 }
 

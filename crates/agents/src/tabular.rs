@@ -7,7 +7,8 @@ use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint::Checkpoint;
+use crate::checkpoint::{Checkpoint, CheckpointError};
+use crate::config::{self, ConfigError, Hyperparameters};
 use crate::{AgentError, check_observation};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -33,6 +34,29 @@ impl Default for QTableConfig {
             epsilon_decay_steps: 10_000,
             edges: vec![-0.5, 0.1, 0.3, 0.45, 0.55, 0.7, 0.9],
         }
+    }
+}
+
+impl Hyperparameters for QTableConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        config::positive("alpha", self.alpha)?;
+        config::in_range("alpha", self.alpha, 0.0, 1.0)?;
+        config::in_range("gamma", self.gamma, 0.0, 1.0)?;
+        config::in_range("epsilon_start", self.epsilon_start, 0.0, 1.0)?;
+        config::in_range("epsilon_end", self.epsilon_end, 0.0, 1.0)?;
+        // Bin indices are bytes: at most 255 edges, 256 bins.
+        if self.edges.len() > u8::MAX as usize {
+            let reason = format!("{} edges exceed the limit of {}", self.edges.len(), u8::MAX);
+            return Err(ConfigError { field: "edges".into(), reason });
+        }
+        for (i, e) in self.edges.iter().enumerate() {
+            config::finite(&format!("edges[{i}]"), *e)?;
+            if i > 0 && *e <= self.edges[i - 1] {
+                let reason = format!("{e} is not above edges[{}] {}", i - 1, self.edges[i - 1]);
+                return Err(ConfigError { field: format!("edges[{i}]"), reason });
+            }
+        }
+        Ok(())
     }
 }
 
@@ -112,6 +136,14 @@ impl QTable {
     pub fn save(&self, dir: &std::path::Path, observation_space: &aware_core::Space) -> Result<(), AgentError> {
         let mut rows: Vec<(&Vec<u8>, &Vec<f32>)> = self.table.iter().collect();
         rows.sort_by(|a, b| a.0.cmp(b.0));
+        // The loader refuses non-finite values: never write a table it cannot read back.
+        if let Some((key, values)) = rows.iter().find(|(_, values)| values.iter().any(|v| !v.is_finite())) {
+            return Err(CheckpointError::Format {
+                path: dir.display().to_string(),
+                reason: format!("q_table.json: not saved, Q-values {values:?} of state bins {key:?} are not finite"),
+            }
+            .into());
+        }
         let bytes = serde_json::to_vec(&rows).expect("serialisable");
         let space = aware_core::Space::Discrete { n: self.actions };
         let files = [("q_table.json", bytes)];

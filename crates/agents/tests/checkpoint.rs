@@ -1,10 +1,14 @@
 //! Checkpoints reproduce actions bit for bit; corrupted or mismatched ones are refused with
 //! the reason.
 
-use aware_agents::Experience;
+use std::path::Path;
+
 use aware_agents::ddpg::{Ddpg, DdpgConfig};
 use aware_agents::dqn::{Dqn, DqnConfig};
+use aware_agents::tabular::{QTable, QTableConfig};
+use aware_agents::{AgentError, Experience};
 use aware_core::Space;
+use serde_json::json;
 
 fn obs_space() -> Space {
     Space::Box { low: vec![0.0; 3], high: vec![1.0; 3] }
@@ -186,4 +190,143 @@ fn a_checkpoint_whose_window_cannot_read_the_observation_is_refused() {
     std::fs::write(&meta, serde_json::to_vec(&json).unwrap()).unwrap();
     let e = Dqn::load(dir.path(), &obs_space(), 5, 0).err().expect("a kernel longer than the window loads");
     assert!(e.to_string().contains("kernel 5 is longer than the 3 steps"), "{e}");
+}
+
+type Agent = (fn(&Path), fn(&Path) -> Result<(), AgentError>);
+
+const DDPG: Agent = (
+    |d| Ddpg::new(3, 2, DdpgConfig { hidden: vec![8], ..DdpgConfig::default() }, 1).save(d, &obs_space(), 0).unwrap(),
+    |d| Ddpg::load(d, &obs_space(), 2, 0).map(|_| ()),
+);
+const DQN: Agent = (
+    |d| Dqn::new(3, 4, DqnConfig { hidden: vec![8], ..DqnConfig::dqn() }, 1).save(d, &obs_space()).unwrap(),
+    |d| Dqn::load(d, &obs_space(), 4, 0).map(|_| ()),
+);
+const PPO: Agent = (
+    |d| {
+        let config = aware_agents::ppo::PpoConfig { hidden: vec![8], ..Default::default() };
+        aware_agents::ppo::Ppo::new(3, aware_agents::ppo::PpoActions::Discrete(4), config, 1)
+            .save(d, &obs_space(), 0)
+            .unwrap()
+    },
+    |d| aware_agents::ppo::Ppo::load(d, &obs_space(), aware_agents::ppo::PpoActions::Discrete(4), 0).map(|_| ()),
+);
+const WINDOWED_DQN: Agent = (
+    |d| {
+        let window = aware_agents::dqn::TimeWindow { steps: 3, features: 1, channels: 4, kernel: 2 };
+        Dqn::new(3, 4, DqnConfig { window: Some(window), ..DqnConfig::dqn() }, 1).save(d, &obs_space()).unwrap()
+    },
+    DQN.1,
+);
+const QTABLE: Agent = (
+    |d| QTable::new(3, 4, QTableConfig::default(), 1).save(d, &obs_space()).unwrap(),
+    |d| QTable::load(d, &obs_space(), 4, 0).map(|_| ()),
+);
+
+/// Saves a valid checkpoint with `agent`, sets hyper-parameter `field` to `value` in its
+/// `checkpoint.json`, and checks that loading returns (not panics with) a one-line error naming
+/// checkpoint.json and saying `expected`.
+fn refused((save, load): Agent, field: &str, value: serde_json::Value, expected: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    save(dir.path());
+    let meta = dir.path().join("checkpoint.json");
+    let mut json: serde_json::Value = serde_json::from_slice(&std::fs::read(&meta).unwrap()).unwrap();
+    json["hyperparameters"][field] = value;
+    std::fs::write(&meta, serde_json::to_vec_pretty(&json).unwrap()).unwrap();
+    let loaded = std::panic::catch_unwind(|| load(dir.path())).unwrap_or_else(|_| panic!("{field}: panicked"));
+    let err = loaded.err().unwrap_or_else(|| panic!("{field}: loaded")).to_string();
+    assert!(err.starts_with(&meta.display().to_string()) && err.contains(expected), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+/// Hyper-parameters no agent can be built with (zero-width layers panicked in burn, a zero
+/// replay capacity in the buffer, 10¹⁰-weight layers aborted on allocation) are refused on
+/// loading, naming the field; so are values outside their meaningful range.
+#[test]
+fn checkpoints_with_impossible_hyperparameters_are_refused_naming_the_field() {
+    for agent in [DDPG, DQN, PPO] {
+        refused(agent, "hidden", json!([0, 0]), ": hyperparameters.hidden[0]: must be ≥ 1");
+        refused(agent, "hidden", json!([100_000, 100_000]), "hyperparameters.hidden[0]: 100000 exceeds the limit");
+        refused(agent, "hidden", json!([65_536, 65_536]), "hyperparameters.hidden: [65536, 65536] need more than");
+        refused(agent, "gamma", json!(1.5), "hyperparameters.gamma: 1.5 must be a finite number in [0, 1]");
+    }
+    refused(DDPG, "replay_capacity", json!(0), "hyperparameters.replay_capacity: must be ≥ 1");
+    refused(DDPG, "tau", json!(2.0), "hyperparameters.tau: 2 must be a finite number in [0, 1]");
+    refused(DDPG, "actor_learning_rate", json!(-1.0), "hyperparameters.actor_learning_rate: -1 must be");
+    refused(DDPG, "policy_delay", json!(0), "hyperparameters.policy_delay: must be ≥ 1");
+    refused(DQN, "replay_capacity", json!(0), "hyperparameters.replay_capacity: must be ≥ 1");
+    refused(DQN, "batch_size", json!(0), "hyperparameters.batch_size: must be ≥ 1");
+    refused(DQN, "epsilon_end", json!(-0.5), "hyperparameters.epsilon_end: -0.5 must be a finite number in [0, 1]");
+    let wide = json!({"steps": 3, "features": 1, "channels": 1_000_000_000, "kernel": 2});
+    refused(WINDOWED_DQN, "window", wide, "hyperparameters.window: [2000000000, 64, 64, 64] need more than");
+    refused(PPO, "learning_rate", json!(0.0), "hyperparameters.learning_rate: 0 must be");
+    refused(PPO, "gae_lambda", json!(3.0), "hyperparameters.gae_lambda: 3 must be a finite number in [0, 1]");
+    refused(PPO, "max_grad_norm", json!(-0.5), "hyperparameters.max_grad_norm: -0.5 must be");
+    // Absurd α or γ ran the Q-table's values to NaN.
+    refused(QTABLE, "alpha", json!(50.0), "hyperparameters.alpha: 50 must be a finite number in [0, 1]");
+    refused(QTABLE, "alpha", json!(0.0), "hyperparameters.alpha: 0 must be");
+    refused(QTABLE, "gamma", json!(-2.0), "hyperparameters.gamma: -2 must be a finite number in [0, 1]");
+    refused(QTABLE, "edges", json!([0.5, 0.1]), "hyperparameters.edges[1]: 0.1 is not above edges[0] 0.5");
+    // The loader of any algorithm reports the same.
+    let any = |d: &Path| {
+        aware_agents::load(d, &obs_space(), &Space::Box { low: vec![-1.0; 2], high: vec![1.0; 2] }).map(|_| ())
+    };
+    refused((DDPG.0, any), "hidden", json!([0, 0]), "hyperparameters.hidden[0]: must be ≥ 1");
+}
+
+/// File names in `checkpoint.json` stay inside the checkpoint directory: `../t.sh`, with the
+/// right checksum of a file that exists there, was read.
+#[test]
+fn checkpoint_files_outside_the_directory_are_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("checkpoint");
+    Dqn::new(3, 4, DqnConfig { hidden: vec![8], ..DqnConfig::dqn() }, 1).save(&dir, &obs_space()).unwrap();
+    std::fs::write(root.path().join("t.sh"), b"echo hi\n").unwrap();
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    std::fs::write(dir.join("sub").join("t.sh"), b"echo hi\n").unwrap();
+    let digest = aware_agents::sha256(b"echo hi\n");
+    let outside = root.path().join("t.sh").display().to_string();
+    for name in ["../t.sh", outside.as_str(), "sub/t.sh", "./t.sh", "checkpoint.json"] {
+        let meta = dir.join("checkpoint.json");
+        let text = std::fs::read_to_string(&meta).unwrap();
+        let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        json["files"][name] = digest.clone().into();
+        std::fs::write(&meta, serde_json::to_vec(&json).unwrap()).unwrap();
+        let err = Dqn::load(&dir, &obs_space(), 4, 0).err().unwrap_or_else(|| panic!("{name} is read")).to_string();
+        assert!(err.contains(&format!("files: {name:?} is not a file name inside")), "{err}");
+        std::fs::write(&meta, text).unwrap();
+    }
+    assert!(Dqn::load(&dir, &obs_space(), 4, 0).is_ok());
+    // The saver writes no such name either, and writes nothing when asked to.
+    let target = root.path().join("new");
+    let err = aware_agents::Checkpoint::save(
+        &target,
+        "dqn",
+        &0,
+        &obs_space(),
+        Space::Discrete { n: 4 },
+        0,
+        &[("ok.bin", vec![1]), ("../escaped.bin", vec![2])],
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(err.contains("\"../escaped.bin\" is not a file name"), "{err}");
+    assert!(!target.exists() && !root.path().join("escaped.bin").exists());
+}
+
+/// A Q-table holding NaN (α absurd enough to blow up) is not saved: its loader would refuse it.
+#[test]
+fn a_q_table_with_non_finite_values_is_not_saved() {
+    let mut q = QTable::new(3, 2, QTableConfig { alpha: f32::NAN, ..QTableConfig::default() }, 1);
+    q.learn(&[0.1, 0.2, 0.3], 1, 1.0, &[0.1, 0.2, 0.3], false).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let err = q.save(dir.path(), &obs_space()).expect_err("a NaN table is saved").to_string();
+    assert!(err.contains("q_table.json") && err.contains("not finite"), "{err}");
+    assert!(!dir.path().join("checkpoint.json").exists());
+    // A finite one round-trips.
+    let mut q = QTable::new(3, 2, QTableConfig::default(), 1);
+    q.learn(&[0.1, 0.2, 0.3], 1, 1.0, &[0.1, 0.2, 0.3], false).unwrap();
+    q.save(dir.path(), &obs_space()).unwrap();
+    assert_eq!(QTable::load(dir.path(), &obs_space(), 2, 0).unwrap().states_visited(), 1);
 }
