@@ -254,7 +254,7 @@ pub fn run(
     if episodes < 2 {
         return Err(ExperimentError::Input { input: "--episodes".into(), reason: "must be at least 2".into() });
     }
-    let steps = episodes * config.episode_steps;
+    let steps = aware_lifecycle::run::episodes_steps(episodes, config.episode_steps)?;
     let manager = manager_config(config);
     match which {
         Which::Table3 | Which::Fig10 => {
@@ -358,7 +358,7 @@ fn fig9(
     manager: &ManagerConfig,
     progress: &dyn Progress,
 ) -> Result<LifecycleReport, ExperimentError> {
-    let steps = episodes * config.episode_steps;
+    let steps = aware_lifecycle::run::episodes_steps(episodes, config.episode_steps)?;
     // The scenario begins at the first interval of the episode 5/8 of the way through: time
     // for the apps to bootstrap and reach SERVING first, and time after it to retrain.
     let at_step = (episodes * 5 / 8).max(1) * config.episode_steps;

@@ -5,10 +5,12 @@
 //! every agent writes); `DIR/lifecycle.json` the apps' stages and recent rewards, with the
 //! SHA-256 of the agent's `checkpoint.json` it was written beside. Each file is written to a
 //! temporary name and renamed, the lifecycle last, so a crash leaves either the previous pair
-//! or a pair whose checksums disagree.
+//! or a pair whose checksums disagree. Apps of the restored checkpoint that a run does not
+//! manage keep their entries in `lifecycle.json`, unchanged, so a run over fewer apps loses none.
 //!
-//! A checkpoint that does not verify (a weight file whose checksum differs, unreadable
-//! metadata, spaces that do not fit, a lifecycle written beside another agent, or by an agent
+//! A checkpoint that does not verify (a weight file whose checksum differs, a `checkpoint.json`
+//! changed since (checked before anything in it is used), unreadable metadata, spaces that do
+//! not fit, an agent that fails to load, a lifecycle written beside another agent, or by an agent
 //! acting the other way — on the fallback's proposals or on the current allocation) is never used:
 //! it is moved whole to `DIR/rejected-N/` for inspection, the run starts with a fresh agent
 //! and every app starts over in its first stage — with bootstrapping, OFFLINE, so the fallback
@@ -89,10 +91,22 @@ pub struct Restored {
 
 /// The algorithm the agent kept in checkpoint `dir` names, with the file that says so; `None`
 /// when there is none or it cannot be read (taking it up then says why, or sets it aside).
+/// Only metadata the lifecycle was written beside counts: a changed one does not verify and is
+/// set aside when taken up, whatever algorithm it names.
 pub fn kept_algorithm(dir: &Path) -> Option<(PathBuf, String)> {
-    let agent_dir = dir.join(AGENT);
-    let meta = aware_agents::Checkpoint::read_metadata(&agent_dir).ok()?;
-    Some((agent_dir.join(aware_agents::METADATA), meta.algorithm))
+    /// The one field of `lifecycle.json` needed here (the rest is checked when taken up).
+    #[derive(Deserialize)]
+    struct Binding {
+        agent_metadata_sha256: String,
+    }
+    let path = dir.join(AGENT).join(METADATA);
+    let bytes = std::fs::read(&path).ok()?;
+    let binding: Binding = serde_json::from_slice(&std::fs::read(dir.join(LIFECYCLE)).ok()?).ok()?;
+    if sha256(&bytes) != binding.agent_metadata_sha256 {
+        return None;
+    }
+    let meta: aware_agents::Checkpoint = serde_json::from_slice(&bytes).ok()?;
+    Some((path, meta.algorithm))
 }
 
 /// Reads the checkpoint in `dir` without changing it (a live backend's, which may sit on a
@@ -114,6 +128,9 @@ pub struct CheckpointSink {
     seed: u64,
     /// The meta-learner of this run ([`CheckpointSink::with_meta`]).
     meta: Option<String>,
+    /// The restored checkpoint's apps this run does not manage, written back unchanged after
+    /// every episode (a run over fewer apps loses none of the others' lifecycles).
+    carried: Vec<AppEntry>,
     pub report: CheckpointReport,
 }
 
@@ -125,6 +142,7 @@ impl CheckpointSink {
             dir: dir.to_path_buf(),
             seed,
             meta: None,
+            carried: Vec::new(),
             report: CheckpointReport { path: dir.display().to_string(), ..CheckpointReport::default() },
         }
     }
@@ -179,12 +197,18 @@ impl CheckpointSink {
                 kind(residual)
             )));
         }
-        let agent = LifecycleAgent::load(&agent_dir, &agent_space(residual, embedding_width), self.seed)?;
+        // The agent's metadata is verified before anything in it is used: a changed
+        // `checkpoint.json` (its hyper-parameters build the networks) is refused here, and
+        // loading then checks each weight file against the checksums it lists.
         let meta = agent_dir.join(METADATA);
         let written_with = std::fs::read(&meta).map_err(|e| bad(format!("{}: {e}", meta.display())))?;
         if sha256(&written_with) != file.agent_metadata_sha256 {
-            return Err(bad(format!("written beside another agent checkpoint than {}", meta.display())));
+            return Err(bad(format!(
+                "written beside another agent checkpoint than {} (its SHA-256 differs: changed since, or another agent's)",
+                meta.display()
+            )));
         }
+        let agent = LifecycleAgent::load(&agent_dir, &agent_space(residual, embedding_width), self.seed)?;
         Ok(Some((agent, file)))
     }
 
@@ -214,7 +238,12 @@ impl CheckpointSink {
             agent_metadata_sha256: sha256(&written),
             meta: self.meta.clone(),
             residual: manager.config().residual,
-            apps: manager.lifecycles().into_iter().map(|(app, state)| AppEntry { app, state }).collect(),
+            apps: manager
+                .lifecycles()
+                .into_iter()
+                .map(|(app, state)| AppEntry { app, state })
+                .chain(self.carried.iter().cloned())
+                .collect(),
         };
         let text = serde_json::to_string_pretty(&file).expect("serialisable");
         Ok(write_atomically(&self.dir.join(LIFECYCLE), &text)?)
@@ -227,7 +256,10 @@ impl EpisodeSink for CheckpointSink {
             Ok(None) => {}
             Ok(Some((agent, file))) => {
                 manager.replace_agent(agent);
-                let states: Vec<_> = file.apps.into_iter().map(|e| (e.app, e.state)).collect();
+                let managed = manager.app_names();
+                let (states, carried): (Vec<_>, Vec<_>) = file.apps.into_iter().partition(|e| managed.contains(&e.app));
+                self.carried = carried;
+                let states: Vec<_> = states.into_iter().map(|e| (e.app, e.state)).collect();
                 let reason =
                     format!("restored from checkpoint {} (after {} episodes)", self.dir.display(), file.episodes);
                 manager.restore_lifecycles(&states, &reason);
@@ -250,5 +282,141 @@ impl EpisodeSink for CheckpointSink {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::Learner;
+    use crate::manager::ManagerConfig;
+    use aware_lab::workload::{Workload, WorkloadSpec};
+
+    fn workload(apps: usize) -> Workload {
+        Workload::load(&WorkloadSpec { apps, seed: 5, steps: 100, ..WorkloadSpec::default() }).unwrap()
+    }
+
+    fn config(agent: Learner) -> ManagerConfig {
+        ManagerConfig { episode_steps: 50, agent, ..ManagerConfig::default() }
+    }
+
+    /// Writes a checkpoint of a fresh manager over `workload` into `dir`, as a run does after an
+    /// episode.
+    fn save(dir: &Path, workload: &Workload, agent: Learner) {
+        let config = config(agent);
+        let mut manager = Manager::new(workload, LifecycleAgent::fresh_for(&config, 1), config).unwrap();
+        let mut sink = CheckpointSink::new(dir, 1);
+        sink.start(&mut manager).unwrap();
+        sink.episode(0, &mut manager).unwrap();
+        assert_eq!((sink.report.saved, sink.report.save_failures), (1, 0), "{:?}", sink.report);
+    }
+
+    /// Takes up the checkpoint in `dir` as a run over `workload` starts; its report.
+    fn take_up(dir: &Path, workload: &Workload, agent: Learner) -> CheckpointReport {
+        let config = config(agent);
+        let mut manager = Manager::new(workload, LifecycleAgent::fresh_for(&config, 2), config).unwrap();
+        let mut sink = CheckpointSink::new(dir, 2);
+        sink.start(&mut manager).unwrap();
+        sink.report
+    }
+
+    fn edit_json(path: &Path, edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
+        let mut value: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        edit(&mut value);
+        let bytes = serde_json::to_vec_pretty(&value).unwrap();
+        std::fs::write(path, &bytes).unwrap();
+        bytes
+    }
+
+    /// A changed `agent/checkpoint.json` (here a hidden layer's width, which builds the
+    /// networks) is refused on its SHA-256 before anything in it is used: moved aside whole,
+    /// nothing panics, and every reader (a run, the live backend) says why.
+    #[test]
+    fn a_changed_agent_metadata_is_set_aside_before_it_is_loaded() {
+        for agent in [Learner::Ddpg, Learner::Ppo] {
+            let dir = tempfile::tempdir().unwrap();
+            let ckpt = dir.path().join("ckpt");
+            let workload = workload(2);
+            save(&ckpt, &workload, agent);
+            assert!(take_up(&ckpt, &workload, agent).restored, "{agent}: the checkpoint as written verifies");
+            assert_eq!(kept_algorithm(&ckpt).map(|k| k.1), Some(agent.name().to_string()));
+
+            let meta = ckpt.join(AGENT).join(METADATA);
+            let changed = edit_json(&meta, |v| v["hyperparameters"]["hidden"][0] = 0.into());
+
+            // The live backend's reader refuses it, naming the file.
+            let err = read(&ckpt, 0).err().expect("a changed checkpoint.json does not verify").to_string();
+            assert!(err.contains("checkpoint.json") && err.contains("SHA-256"), "{agent}: {err}");
+            // Whatever algorithm it names, it is not the kept one.
+            assert_eq!(kept_algorithm(&ckpt), None);
+
+            let report = take_up(&ckpt, &workload, agent);
+            assert!(!report.restored, "{agent}: {report:?}");
+            let why = report.rejected.as_deref().unwrap();
+            assert!(why.contains("lifecycle.json") && why.contains("checkpoint.json"), "{agent}: {why}");
+            let aside = ckpt.join("rejected-1");
+            assert_eq!(report.set_aside.as_deref().map(PathBuf::from), Some(aside.clone()));
+            assert_eq!(std::fs::read(aside.join(AGENT).join(METADATA)).unwrap(), changed);
+            assert!(aside.join(LIFECYCLE).exists());
+            assert!(!ckpt.join(AGENT).exists() && !ckpt.join(LIFECYCLE).exists());
+        }
+    }
+
+    /// An agent that does not load although its metadata is the one the lifecycle was written
+    /// beside (here one naming an algorithm the lifecycle does not run) is set aside as well,
+    /// not an error that ends the run.
+    #[test]
+    fn an_agent_that_fails_to_load_is_set_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let ckpt = dir.path().join("ckpt");
+        let workload = workload(2);
+        save(&ckpt, &workload, Learner::Ddpg);
+        let changed = edit_json(&ckpt.join(AGENT).join(METADATA), |v| v["algorithm"] = "dqn".into());
+        edit_json(&ckpt.join(LIFECYCLE), |v| v["agent_metadata_sha256"] = sha256(&changed).into());
+        assert_eq!(kept_algorithm(&ckpt).map(|k| k.1).as_deref(), Some("dqn"));
+
+        let report = take_up(&ckpt, &workload, Learner::Ddpg);
+        assert!(!report.restored, "{report:?}");
+        let why = report.rejected.as_deref().unwrap();
+        assert!(why.contains("a dqn agent"), "{why}");
+        assert_eq!(report.set_aside.as_deref().map(PathBuf::from), Some(ckpt.join("rejected-1")));
+        assert!(!ckpt.join(AGENT).exists());
+    }
+
+    /// A run over fewer apps than the checkpoint keeps carries the others' lifecycles over
+    /// unchanged: nothing stored is lost, and a later run over all of them takes them up.
+    #[test]
+    fn apps_not_in_the_run_keep_their_saved_lifecycles() {
+        let dir = tempfile::tempdir().unwrap();
+        let ckpt = dir.path().join("ckpt");
+        let three = workload(3);
+        save(&ckpt, &three, Learner::Ddpg);
+        let saved = read(&ckpt, 0).unwrap().unwrap().apps;
+        assert_eq!(saved.len(), 3);
+
+        // A run over one app (another population: its own name) writes its checkpoint.
+        let one = Workload::load(&WorkloadSpec { apps: 1, seed: 6, steps: 100, ..WorkloadSpec::default() }).unwrap();
+        let name = one.apps[0].name.clone();
+        let config = config(Learner::Ddpg);
+        let mut manager = Manager::new(&one, LifecycleAgent::fresh_for(&config, 3), config).unwrap();
+        let mut sink = CheckpointSink::new(&ckpt, 3);
+        sink.start(&mut manager).unwrap();
+        assert!(sink.report.restored, "{:?}", sink.report);
+        sink.episode(0, &mut manager).unwrap();
+        sink.episode(1, &mut manager).unwrap();
+        assert_eq!(sink.report.saved, 2);
+
+        let after = read(&ckpt, 0).unwrap().unwrap();
+        assert_eq!(after.episodes, 2);
+        let new = usize::from(!saved.iter().any(|(app, _)| app == &name));
+        assert_eq!(after.apps.len(), 3 + new, "{:?}", after.apps.iter().map(|a| &a.0).collect::<Vec<_>>());
+        assert!(after.apps.iter().any(|(app, _)| app == &name));
+        for kept in &saved {
+            if kept.0 != name {
+                assert!(after.apps.contains(kept), "{} lost or changed", kept.0);
+            }
+        }
+        // Taken up again by a run over the three.
+        assert!(take_up(&ckpt, &three, Learner::Ddpg).restored);
     }
 }

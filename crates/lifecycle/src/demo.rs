@@ -19,7 +19,7 @@ use crate::LifecycleError;
 use crate::agent::Learner;
 use crate::manager::{Counts, ManagerConfig};
 use crate::record::StoreSink;
-use crate::run::{Arm, Plan, Variant, run_fallback, run_manager};
+use crate::run::{Arm, Plan, Variant, plan_size, run_fallback, run_manager};
 use crate::stage::{Stage, StageChange};
 
 /// What the demo runs.
@@ -101,27 +101,82 @@ pub struct DemoReport {
 
 const FILES: [&str; 4] = ["report.md", "report.json", "timeline.png", "aware.db"];
 
+/// Every file a demo run may leave in its directory: [`FILES`] and the store's SQLite journals.
+const OWN_FILES: [&str; 6] = ["report.md", "report.json", "timeline.png", "aware.db", "aware.db-wal", "aware.db-shm"];
+
+/// An error about `--out DIR`, naming the flag and the directory.
+fn out_error(out: &Path, reason: impl std::fmt::Display) -> LifecycleError {
+    LifecycleError::input(format!("--out {}", out.display()), reason.to_string())
+}
+
 /// Refuses a non-empty output directory unless `force`; creates a missing one.
 fn prepare(out: &Path, force: bool) -> Result<(), LifecycleError> {
-    let io = |e: std::io::Error| LifecycleError::Output { path: out.to_path_buf(), reason: e.to_string() };
     aware_lab::output::refuse_non_directory("--out", out)?;
     if out.exists() {
-        let non_empty = std::fs::read_dir(out).map_err(io)?.next().is_some();
+        let non_empty =
+            std::fs::read_dir(out).map_err(|e| out_error(out, format!("cannot read: {e}")))?.next().is_some();
         if non_empty && !force {
             return Err(LifecycleError::input(
                 "--out",
                 format!("{} is not empty; choose another directory or pass --force", out.display()),
             ));
         }
-        // The demo's own files from an earlier run go; anything else stays.
-        for f in FILES.iter().chain(&["aware.db-wal", "aware.db-shm"]) {
-            let p = out.join(f);
-            if p.exists() {
-                std::fs::remove_file(&p).map_err(io)?;
-            }
-        }
     } else {
-        std::fs::create_dir_all(out).map_err(io)?;
+        std::fs::create_dir_all(out).map_err(|e| out_error(out, format!("cannot create: {e}")))?;
+    }
+    Ok(())
+}
+
+/// Runs `work`, which writes the demo's files into the directory it is given: a fresh one
+/// inside `out` (so on the same filesystem), whose files replace an earlier run's in `out` only
+/// once `work` succeeds. A run that fails leaves `out` as it was (an earlier report and store
+/// included); files that are not the demo's own are never touched.
+fn fill<T>(
+    out: &Path,
+    force: bool,
+    work: impl FnOnce(&Path) -> Result<T, LifecycleError>,
+) -> Result<T, LifecycleError> {
+    prepare(out, force)?;
+    let staging = tempfile::Builder::new()
+        .prefix(".aware-demo-")
+        .tempdir_in(out)
+        .map_err(|e| out_error(out, format!("cannot create a directory in it: {e}")))?;
+    let done = work(staging.path())?;
+    replace(out, staging.path()).map_err(|e| out_error(out, format!("cannot move the new report in: {e}")))?;
+    // Dropping `staging` removes it, and with it an earlier run's files.
+    Ok(done)
+}
+
+/// Moves the demo's files from `staging` into `out`, an earlier run's first aside into
+/// `staging/previous/` (so no journal of an earlier store is left beside the new one). On
+/// failure `out` holds the earlier run's files again.
+fn replace(out: &Path, staging: &Path) -> std::io::Result<()> {
+    let previous = staging.join("previous");
+    std::fs::create_dir(&previous)?;
+    move_files(out, &previous, &OWN_FILES)?;
+    if let Err(e) = move_files(staging, out, &OWN_FILES) {
+        // Best effort: the failure is what the caller needs to hear.
+        let _ = move_files(&previous, out, &OWN_FILES);
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// Moves each of `names` that is in `from` to `to`; when one cannot be moved, moves back those
+/// that were and says why.
+fn move_files(from: &Path, to: &Path, names: &[&str]) -> std::io::Result<()> {
+    let mut moved: Vec<&str> = Vec::new();
+    for &name in names {
+        if std::fs::symlink_metadata(from.join(name)).is_err() {
+            continue;
+        }
+        if let Err(e) = std::fs::rename(from.join(name), to.join(name)) {
+            for &back in moved.iter().rev() {
+                let _ = std::fs::rename(to.join(back), from.join(back));
+            }
+            return Err(e);
+        }
+        moved.push(name);
     }
     Ok(())
 }
@@ -130,8 +185,7 @@ pub fn demo(spec: &DemoSpec, progress: &dyn Progress) -> Result<DemoReport, Life
     if spec.apps == 0 {
         return Err(LifecycleError::input("--apps", "must be at least 1"));
     }
-    let episodes = spec.steps.div_ceil(spec.episode_steps.max(1));
-    let steps = episodes * spec.episode_steps;
+    let (episodes, steps) = plan_size(spec.steps, spec.episode_steps)?;
     // The change at the start of the episode half way through, unless told otherwise.
     let change_step = spec.change.at_step.unwrap_or(episodes / 2 * spec.episode_steps);
     if change_step >= steps {
@@ -152,66 +206,72 @@ pub fn demo(spec: &DemoSpec, progress: &dyn Progress) -> Result<DemoReport, Life
     }
     workload.profile.lifecycle.reward_window = spec.reward_window;
     let plan = Plan::new(&workload, steps, spec.episode_steps)?;
-    prepare(&spec.out, spec.force)?;
-    let db = spec.out.join("aware.db");
-    let url = format!("sqlite:{}", db.display());
-    let mut store = aware_store::open(&url.parse()?, false)?;
+    // The store as the report names it: where the run's lands once the demo has succeeded.
+    let url = format!("sqlite:{}", spec.out.join("aware.db").display());
+    // Everything is written into a fresh directory inside `--out` and moved over an earlier
+    // run's files only once it all succeeded: a demo that fails loses nothing.
+    fill(&spec.out, spec.force, |dir| {
+        let mut store = aware_store::open(&format!("sqlite:{}", dir.join("aware.db").display()).parse()?, false)?;
+        let config = ManagerConfig {
+            episode_steps: spec.episode_steps,
+            log: true,
+            agent: spec.agent,
+            ..ManagerConfig::default()
+        };
+        // MPA and RL without bootstrapping run beside AWARE (nothing is shared; the store is
+        // AWARE's alone), and the progress shown is AWARE's.
+        let (others, aware) = beside(
+            || {
+                let mpa = run_fallback(&workload, &plan, &config.fallback, &Silent)?;
+                let config = ManagerConfig { log: false, ..config.clone() };
+                let no_bootstrap =
+                    run_manager(&workload, &plan, Variant::NoBootstrap, &config, spec.seed, &mut (), &Silent)?;
+                Ok::<_, LifecycleError>((mpa, no_bootstrap))
+            },
+            || {
+                let mut sink = StoreSink::new(&mut *store);
+                run_manager(&workload, &plan, Variant::Aware, &config, spec.seed, &mut sink, progress)
+            },
+        );
+        let aware = aware?;
+        let (mpa, no_bootstrap) = others?;
+        drop(store);
 
-    let config =
-        ManagerConfig { episode_steps: spec.episode_steps, log: true, agent: spec.agent, ..ManagerConfig::default() };
-    // MPA and RL without bootstrapping run beside AWARE (nothing is shared; the store is
-    // AWARE's alone), and the progress shown is AWARE's.
-    let (others, aware) = beside(
-        || {
-            let mpa = run_fallback(&workload, &plan, &config.fallback, &Silent)?;
-            let config = ManagerConfig { log: false, ..config.clone() };
-            let no_bootstrap =
-                run_manager(&workload, &plan, Variant::NoBootstrap, &config, spec.seed, &mut (), &Silent)?;
-            Ok::<_, LifecycleError>((mpa, no_bootstrap))
-        },
-        || {
-            let mut sink = StoreSink::new(&mut *store);
-            run_manager(&workload, &plan, Variant::Aware, &config, spec.seed, &mut sink, progress)
-        },
-    );
-    let aware = aware?;
-    let (mpa, no_bootstrap) = others?;
-    drop(store);
-
-    let names: Vec<String> = workload.apps.iter().map(|a| a.name.clone()).collect();
-    let per_app = names
-        .iter()
-        .zip(aware.final_stages.iter().zip(&aware.final_retraining).zip(&aware.counts))
-        .map(|(app, ((&stage, &retraining), counts))| DemoApp {
-            app: app.clone(),
-            stage,
-            retraining,
-            counts: counts.clone(),
-            reached_serving: aware.stages.iter().any(|c| &c.app == app && c.to == Stage::Serving),
-        })
-        .collect();
-    let report = DemoReport {
-        apps: workload.apps.len(),
-        steps,
-        episode_steps: spec.episode_steps,
-        seed: spec.seed,
-        agent: spec.agent,
-        change: spec.change.kind.name().into(),
-        change_step,
-        reward_window: spec.reward_window,
-        policies: vec![aware.row.clone(), mpa.row.clone(), no_bootstrap.row.clone()],
-        stages: aware.stages.clone(),
-        per_app,
-        out: spec.out.clone(),
-        files: FILES.iter().map(|f| f.to_string()).collect(),
-        store: url,
-    };
-    write_plot(&spec.out.join("timeline.png"), &[&aware, &mpa, &no_bootstrap], workload.sim.interval_s)?;
-    let json =
-        serde_json::to_string_pretty(&report).map_err(|e| LifecycleError::input("report.json", e.to_string()))?;
-    write(&spec.out.join("report.json"), &(json + "\n"))?;
-    write(&spec.out.join("report.md"), &markdown(&report))?;
-    Ok(report)
+        let names: Vec<String> = workload.apps.iter().map(|a| a.name.clone()).collect();
+        let per_app = names
+            .iter()
+            .zip(aware.final_stages.iter().zip(&aware.final_retraining).zip(&aware.counts))
+            .map(|(app, ((&stage, &retraining), counts))| DemoApp {
+                app: app.clone(),
+                stage,
+                retraining,
+                counts: counts.clone(),
+                reached_serving: aware.stages.iter().any(|c| &c.app == app && c.to == Stage::Serving),
+            })
+            .collect();
+        let report = DemoReport {
+            apps: workload.apps.len(),
+            steps,
+            episode_steps: spec.episode_steps,
+            seed: spec.seed,
+            agent: spec.agent,
+            change: spec.change.kind.name().into(),
+            change_step,
+            reward_window: spec.reward_window,
+            policies: vec![aware.row.clone(), mpa.row.clone(), no_bootstrap.row.clone()],
+            stages: aware.stages.clone(),
+            per_app,
+            out: spec.out.clone(),
+            files: FILES.iter().map(|f| f.to_string()).collect(),
+            store: url,
+        };
+        write_plot(&dir.join("timeline.png"), &[&aware, &mpa, &no_bootstrap], workload.sim.interval_s)?;
+        let json =
+            serde_json::to_string_pretty(&report).map_err(|e| LifecycleError::input("report.json", e.to_string()))?;
+        write(&dir.join("report.json"), &(json + "\n"))?;
+        write(&dir.join("report.md"), &markdown(&report))?;
+        Ok(report)
+    })
 }
 
 fn write(path: &Path, text: &str) -> Result<(), LifecycleError> {
@@ -288,4 +348,103 @@ pub fn markdown(r: &DemoReport) -> String {
         r.store
     ));
     md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(dir: &Path) -> Vec<(String, String)> {
+        let mut all: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (e.file_name().to_string_lossy().into_owned(), std::fs::read_to_string(e.path()).unwrap_or_default())
+            })
+            .collect();
+        all.sort();
+        all
+    }
+
+    /// `--force` replaces an earlier run's files only once the new run has succeeded: a run
+    /// that fails leaves the earlier report and store (journal included) as they were, and
+    /// files that are not the demo's own are never touched.
+    #[test]
+    fn a_failed_run_loses_nothing_and_a_successful_one_replaces_only_the_demos_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("report");
+        std::fs::create_dir(&out).unwrap();
+        for (f, text) in
+            [("report.md", "old"), ("aware.db", "old db"), ("aware.db-wal", "old wal"), ("notes.txt", "mine")]
+        {
+            std::fs::write(out.join(f), text).unwrap();
+        }
+        let before = files(&out);
+
+        // Refused without --force, nothing run.
+        let err = fill(&out, false, |_| -> Result<(), LifecycleError> { unreachable!() }).unwrap_err().to_string();
+        assert!(err.starts_with("--out: ") && err.contains("--force"), "{err}");
+
+        let err = fill(&out, true, |staging| {
+            std::fs::write(staging.join("report.md"), "new").unwrap();
+            std::fs::write(staging.join("aware.db"), "new db").unwrap();
+            Err::<(), _>(LifecycleError::input("--change", "the run failed"))
+        })
+        .unwrap_err()
+        .to_string();
+        assert_eq!(err, "--change: the run failed");
+        assert_eq!(files(&out), before, "a failed run changes nothing");
+
+        let done = fill(&out, true, |staging| {
+            std::fs::write(staging.join("report.md"), "new").unwrap();
+            std::fs::write(staging.join("aware.db"), "new db").unwrap();
+            Ok(7)
+        })
+        .unwrap();
+        assert_eq!(done, 7);
+        let want: Vec<(String, String)> = [("aware.db", "new db"), ("notes.txt", "mine"), ("report.md", "new")]
+            .iter()
+            .map(|(f, t)| (f.to_string(), t.to_string()))
+            .collect();
+        assert_eq!(files(&out), want, "the old journal went with the old store; no staging left behind");
+    }
+
+    /// Moving files is all or nothing: when one cannot be moved, those moved before it go
+    /// back (what [`replace`] relies on to leave `out` as it was).
+    #[test]
+    fn moving_files_moves_back_what_it_moved_when_one_cannot_be_moved() {
+        let dir = tempfile::tempdir().unwrap();
+        let (from, to) = (dir.path().join("from"), dir.path().join("to"));
+        std::fs::create_dir(&from).unwrap();
+        std::fs::create_dir(&to).unwrap();
+        std::fs::write(from.join("report.md"), "md").unwrap();
+        std::fs::write(from.join("report.json"), "json").unwrap();
+        // A file cannot be renamed over a non-empty directory.
+        std::fs::create_dir(to.join("report.json")).unwrap();
+        std::fs::write(to.join("report.json").join("x"), "").unwrap();
+        let before = files(&from);
+        assert!(move_files(&from, &to, &OWN_FILES).is_err());
+        assert_eq!(files(&from), before);
+        assert!(!to.join("report.md").exists());
+    }
+
+    /// Errors about the output directory name `--out` and the directory, and a plan too large
+    /// is refused naming `--steps` before anything is made.
+    #[test]
+    fn errors_name_the_flag() {
+        if Path::new("/proc/self").is_dir() {
+            let err = prepare(Path::new("/proc/x"), false).unwrap_err().to_string();
+            assert!(err.starts_with("--out /proc/x: cannot create: "), "{err}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("report");
+        for (steps, episode_steps) in [(u64::MAX, 100), (1_000_000_000_000, 1)] {
+            let spec = DemoSpec { out: out.clone(), steps, episode_steps, ..DemoSpec::default() };
+            let err = demo(&spec, &Silent).unwrap_err().to_string();
+            assert!(err.starts_with("--steps: "), "{err}");
+        }
+        let spec = DemoSpec { out: out.clone(), episode_steps: 0, ..DemoSpec::default() };
+        assert!(demo(&spec, &Silent).unwrap_err().to_string().starts_with("--episode-steps: "));
+        assert!(!out.exists());
+    }
 }

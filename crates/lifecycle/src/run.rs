@@ -62,6 +62,73 @@ impl Variant {
     }
 }
 
+/// The most episodes one plan holds (its trace seeds are listed before the run: 80 MB at most).
+pub const MAX_EPISODES: u64 = 10_000_000;
+
+/// The most intervals per app one plan runs: 10^9 intervals of 15 s are over 475 simulated
+/// years, far beyond any run that can finish, and below `u32::MAX`, an episode's limit.
+pub const MAX_STEPS: u64 = 1_000_000_000;
+
+/// `steps` intervals (`--steps`) rounded up to whole episodes of `episode_steps`
+/// (`--episode-steps`): the number of episodes and the intervals they make, or, naming the
+/// flag, why no plan holds them (zero, or beyond [`MAX_EPISODES`] or [`MAX_STEPS`]).
+pub fn plan_size(steps: u64, episode_steps: u64) -> Result<(u64, u64), LifecycleError> {
+    check_episode_steps(episode_steps)?;
+    if steps == 0 {
+        return Err(LifecycleError::input("--steps", "must be at least 1"));
+    }
+    if steps > MAX_STEPS {
+        return Err(LifecycleError::input("--steps", format!("{steps} is more than a run's {MAX_STEPS} intervals")));
+    }
+    let episodes = steps.div_ceil(episode_steps);
+    if episodes > MAX_EPISODES {
+        return Err(LifecycleError::input(
+            "--steps",
+            format!("{steps} intervals make {episodes} episodes of {episode_steps}, more than a run's {MAX_EPISODES}"),
+        ));
+    }
+    let total = episodes.checked_mul(episode_steps).filter(|&t| t <= MAX_STEPS).ok_or_else(|| {
+        LifecycleError::input(
+            "--steps",
+            format!(
+                "{steps} intervals rounded up to whole episodes of {episode_steps} are more than a run's {MAX_STEPS}"
+            ),
+        )
+    })?;
+    Ok((episodes, total))
+}
+
+/// The intervals of `episodes` episodes (`--episodes`) of `episode_steps` (`--episode-steps`),
+/// or, naming the flag, why no plan holds them ([`plan_size`] for runs counted in episodes).
+pub fn episodes_steps(episodes: u64, episode_steps: u64) -> Result<u64, LifecycleError> {
+    check_episode_steps(episode_steps)?;
+    if episodes == 0 {
+        return Err(LifecycleError::input("--episodes", "must be at least 1"));
+    }
+    if episodes > MAX_EPISODES {
+        return Err(LifecycleError::input("--episodes", format!("{episodes} is more than a run's {MAX_EPISODES}")));
+    }
+    episodes.checked_mul(episode_steps).filter(|&t| t <= MAX_STEPS).ok_or_else(|| {
+        LifecycleError::input(
+            "--episodes",
+            format!("{episodes} episodes of {episode_steps} intervals are more than a run's {MAX_STEPS} intervals"),
+        )
+    })
+}
+
+fn check_episode_steps(episode_steps: u64) -> Result<(), LifecycleError> {
+    if episode_steps == 0 {
+        return Err(LifecycleError::input("--episode-steps", "must be at least 1"));
+    }
+    if episode_steps > MAX_STEPS {
+        return Err(LifecycleError::input(
+            "--episode-steps",
+            format!("{episode_steps} is more than a run's {MAX_STEPS} intervals"),
+        ));
+    }
+    Ok(())
+}
+
 /// The episodes every policy of a comparison runs: same count, same traffic, same change.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -80,14 +147,9 @@ pub struct Plan {
 impl Plan {
     /// `steps` rounded up to whole episodes of `episode_steps`, traffic from `workload`'s trace
     /// seed on, and the workload's scenario (placed at its step of the whole run) as the change.
+    /// A plan beyond [`MAX_EPISODES`] or [`MAX_STEPS`] is refused ([`plan_size`]).
     pub fn new(workload: &Workload, steps: u64, episode_steps: u64) -> Result<Plan, LifecycleError> {
-        if episode_steps == 0 {
-            return Err(LifecycleError::input("--episode-steps", "must be at least 1"));
-        }
-        if steps == 0 {
-            return Err(LifecycleError::input("--steps", "must be at least 1"));
-        }
-        let episodes = steps.div_ceil(episode_steps);
+        let (episodes, _) = plan_size(steps, episode_steps)?;
         let seeds = (0..episodes).map(|e| workload.trace_seed.wrapping_add(e)).collect();
         let change = workload.sim.scenario.map(|s| (s.at_step.unwrap_or(steps / 2), s));
         Ok(Plan { episode_steps, seeds, change, windows: Vec::new() })
@@ -606,4 +668,50 @@ pub fn run_with(
         store,
         checkpoint: checkpoint.map(|c| c.report),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Plans beyond the documented maximum are refused, naming the flag and why, before
+    /// anything is allocated for them: no overflow, no allocation of one entry per episode.
+    #[test]
+    fn a_plan_beyond_the_maximum_is_refused_naming_the_flag() {
+        let workload =
+            Workload::load(&WorkloadSpec { apps: 1, seed: 1, steps: 100, ..WorkloadSpec::default() }).unwrap();
+        let plan = Plan::new(&workload, 250, 100).unwrap();
+        assert_eq!((plan.seeds.len(), plan.steps()), (3, 300));
+        assert_eq!(plan_size(MAX_STEPS, 100).unwrap(), (MAX_STEPS / 100, MAX_STEPS));
+        assert_eq!(plan_size(MAX_EPISODES, 1).unwrap(), (MAX_EPISODES, MAX_EPISODES));
+
+        for (steps, episode_steps, flag, why) in [
+            (u64::MAX, 100, "--steps", "more than a run's 1000000000 intervals"),
+            (u64::MAX, 1, "--steps", "more than a run's 1000000000 intervals"),
+            (1_000_000_000_000, 1, "--steps", "more than a run's 1000000000 intervals"),
+            (MAX_EPISODES + 1, 1, "--steps", "make 10000001 episodes of 1, more than a run's 10000000"),
+            (MAX_STEPS, 300_000_000, "--steps", "rounded up to whole episodes of 300000000"),
+            (1, u64::MAX, "--episode-steps", "more than a run's 1000000000 intervals"),
+            (0, 100, "--steps", "at least 1"),
+            (100, 0, "--episode-steps", "at least 1"),
+        ] {
+            let err = Plan::new(&workload, steps, episode_steps).unwrap_err().to_string();
+            assert!(err.starts_with(&format!("{flag}: ")) && err.contains(why), "{steps}/{episode_steps}: {err}");
+            assert_eq!(plan_size(steps, episode_steps).unwrap_err().to_string(), err);
+        }
+
+        assert_eq!(episodes_steps(40, 100).unwrap(), 4_000);
+        assert_eq!(episodes_steps(MAX_EPISODES, 100).unwrap(), MAX_EPISODES * 100);
+        for (episodes, episode_steps, flag, why) in [
+            (u64::MAX, 100, "--episodes", "more than a run's 10000000"),
+            (MAX_EPISODES, 101, "--episodes", "10000000 episodes of 101 intervals are more than"),
+            (2, MAX_STEPS, "--episodes", "2 episodes of 1000000000 intervals are more than"),
+            (2, u64::MAX, "--episode-steps", "more than a run's 1000000000 intervals"),
+            (0, 100, "--episodes", "at least 1"),
+            (4, 0, "--episode-steps", "at least 1"),
+        ] {
+            let err = episodes_steps(episodes, episode_steps).unwrap_err().to_string();
+            assert!(err.starts_with(&format!("{flag}: ")) && err.contains(why), "{episodes}/{episode_steps}: {err}");
+        }
+    }
 }
