@@ -11,8 +11,13 @@
 //!
 //! Files in the directory: `journal-<generation>.jsonl`; `progress.json` (generation, lines
 //! flushed, provisional ids mapped so far), replaced atomically after every operation the
-//! backend confirmed; `rejected.jsonl`, operations the backend refused when flushed (set aside
-//! with the reason, never dropped silently); `lock`, held while a `Spooled` uses the directory.
+//! backend confirmed or that was set aside; `rejected.jsonl`, appended, one JSON line
+//! (`error`, `operation`) per journaled operation that can never be applied: one the backend
+//! refused when flushed, or one naming an episode the spool never began (a damaged or
+//! hand-edited journal). Those are set aside with the reason, never dropped silently, and
+//! counted ([`Spooled::set_aside`]); the flush goes on past them. Only the backend being
+//! unreachable stops a flush, so `pending` counts exactly what waits for the store. `lock`,
+//! held while a `Spooled` uses the directory.
 //! A journal left by a previous process is flushed by [`Spooled::new`].
 //!
 //! The at-least-once edge: a crash after the backend confirmed an operation but before
@@ -298,7 +303,10 @@ impl Spooled {
     }
 
     /// Writes the journaled operations to the backend, in order; returns how many it confirmed.
-    /// `Unavailable` (with what was flushed kept) when the backend is still down.
+    /// An operation that can never be applied (the backend refuses it, or it names an episode
+    /// this spool never began) is set aside in `rejected.jsonl` and the flush goes on.
+    /// `Unavailable` (with what was flushed kept, the rest still pending) only when the backend
+    /// is down.
     pub fn flush(&mut self) -> Result<usize, StoreError> {
         self.state.get_mut().flush()
     }
@@ -308,8 +316,9 @@ impl Spooled {
         self.state.borrow().pending()
     }
 
-    /// Operations the backend refused when they were flushed, since this `Spooled` was made;
-    /// each is in `rejected.jsonl` with the reason.
+    /// Journaled operations set aside as never applicable (refused by the backend when flushed,
+    /// or naming an episode the spool never began), since this `Spooled` was made — including
+    /// by the flush in [`Spooled::new`]; each is in `rejected.jsonl` with the reason.
     pub fn set_aside(&self) -> u64 {
         self.state.borrow().set_aside
     }
@@ -341,8 +350,22 @@ impl State {
         self.lines.len() - self.progress.done
     }
 
-    /// The backend id for an id a caller holds.
+    /// The backend id for an id a caller holds: `Unavailable` only while its begin still waits
+    /// in the journal; an id this spool never began is an `UnknownEpisode`.
     fn resolve(&self, id: EpisodeId) -> Result<EpisodeId, StoreError> {
+        if id >= 0 || self.ids.contains_key(&id) || self.rejected_ids.contains(&id) {
+            return self.resolve_flushed(id);
+        }
+        if self.begin_pending(id) {
+            return Err(StoreError::Unavailable(format!("episode {id} is still in the spool {}", self.dir.display())));
+        }
+        Err(StoreError::UnknownEpisode(id))
+    }
+
+    /// The backend id for an episode named by a journaled operation being flushed. Its begin
+    /// precedes it in the journal, so it was flushed (mapped) or refused already; anything else
+    /// (a damaged journal) can never be applied, and is never mistaken for an outage.
+    fn resolve_flushed(&self, id: EpisodeId) -> Result<EpisodeId, StoreError> {
         if id >= 0 {
             return Ok(id);
         }
@@ -352,7 +375,14 @@ impl State {
         if self.rejected_ids.contains(&id) {
             return Err(StoreError::Invalid(format!("episode {id}: the store refused its begin (see rejected.jsonl)")));
         }
-        Err(StoreError::Unavailable(format!("episode {id} is still in the spool {}", self.dir.display())))
+        Err(StoreError::Invalid(format!(
+            "episode {id} was never begun in this spool (no begin precedes it in the journal); it can never be applied"
+        )))
+    }
+
+    /// Whether the begin of provisional episode `id` is journaled and not yet flushed.
+    fn begin_pending(&self, id: EpisodeId) -> bool {
+        self.lines[self.progress.done..].iter().any(|op| matches!(op, Op::Begin { id: b, .. } if *b == id))
     }
 
     fn save_progress(&mut self) -> Result<(), StoreError> {
@@ -435,12 +465,12 @@ impl State {
                 self.inner.begin_episode(&meta).map(Some)
             }
             Op::Append { id, transitions } => {
-                let id = self.resolve(*id)?;
+                let id = self.resolve_flushed(*id)?;
                 let transitions: Vec<Transition> = transitions.iter().map(Transition::from).collect();
                 self.inner.append(id, &transitions).map(|()| None)
             }
             Op::Close { id, total_reward_bits } => {
-                let id = self.resolve(*id)?;
+                let id = self.resolve_flushed(*id)?;
                 self.inner.close_episode(id, f64::from_bits(*total_reward_bits)).map(|()| None)
             }
             Op::Decisions { decisions } => self.inner.record_decisions(decisions).map(|()| None),
@@ -472,7 +502,7 @@ impl State {
         Ok(flushed)
     }
 
-    /// Sets aside an operation the backend refused, with the reason.
+    /// Sets aside an operation that can never be applied, with the reason.
     fn reject(&mut self, op: &Op, e: &StoreError) -> Result<(), StoreError> {
         if let Op::Begin { id, .. } = op {
             self.rejected_ids.insert(*id);
@@ -634,7 +664,8 @@ impl TrajectoryStore for Spooled {
         self.read(|s| s.sample(filter, n, seed))
     }
 
-    /// A provisional id reads the backend's episode once flushed.
+    /// A provisional id reads the backend's episode once flushed (`Unavailable` while its begin
+    /// still waits in the spool; `UnknownEpisode` for one this spool never began).
     fn episode(&self, id: EpisodeId) -> Result<(EpisodeRecord, Vec<Transition>), StoreError> {
         let mut state = self.state.borrow_mut();
         if state.pending() > 0 {

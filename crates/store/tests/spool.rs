@@ -65,6 +65,7 @@ fn an_outage_is_journaled_and_written_in_order_when_the_backend_is_back() {
     s.record_stage_change(&change).unwrap();
     assert_eq!(s.pending(), 7, "every write of the outage waits on disk");
     assert!(s.episodes(None).unwrap_err().is_unavailable(), "reads say the backend is down");
+    assert!(s.episode(second).unwrap_err().is_unavailable(), "a spooled episode waits for the backend");
     // Still down: flushing keeps everything.
     assert!(s.flush().unwrap_err().is_unavailable());
     assert_eq!(s.pending(), 7);
@@ -174,4 +175,69 @@ fn one_directory_serves_one_spool() {
     let _first = Spooled::new(flaky(&dir.path().join("a.db")).0, &spool, MB).unwrap();
     let err = Spooled::new(flaky(&dir.path().join("b.db")).0, &spool, MB).err().unwrap().to_string();
     assert!(err.contains("in use"), "{err}");
+}
+
+/// A journal entry that can never be applied (here: operations on episodes the spool never
+/// began, as a damaged or hand-edited journal holds) is set aside in `rejected.jsonl` with the
+/// reason; it does not hold back the valid entries behind it, nor pass for an outage.
+#[test]
+fn an_entry_on_an_unknown_episode_is_set_aside_and_the_rest_flushed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, spool) = (dir.path().join("a.db"), dir.path().join("spool"));
+    // Valid entries, journaled during an outage by a process that then exits.
+    {
+        let (backend, switch) = flaky(&db);
+        switch.set_up(false);
+        let mut s = Spooled::new(backend, &spool, 64 * MB).unwrap();
+        let id = s.begin_episode(&meta("a", "x", 0, "mpa")).unwrap();
+        s.append(id, &steps(0, 0..4)).unwrap();
+        s.close_episode(id, 1.5).unwrap();
+        s.record_decisions(&[decision("x", 1)]).unwrap();
+        assert_eq!(s.pending(), 4);
+    }
+    // The journal is damaged: it now starts with operations on episodes never begun.
+    let journal = spool.join("journal-0.jsonl");
+    let valid = std::fs::read_to_string(&journal).unwrap();
+    let bogus_append = serde_json::json!({
+        "op": "append",
+        "id": -98,
+        "transitions": [{ "step": 0, "state": [0, 0, 0, 0], "action": [0, 0], "reward": 0,
+                          "next_state": [0, 0, 0, 0], "done": false }],
+    });
+    let damaged =
+        format!("{{\"op\":\"close\",\"id\":-99,\"total_reward_bits\":{}}}\n{bogus_append}\n{valid}", 2.0f64.to_bits());
+    std::fs::write(&journal, damaged).unwrap();
+
+    // The store is reachable: opening the spool flushes everything valid.
+    let (backend, _switch) = flaky(&db);
+    let mut s = Spooled::new(backend, &spool, 64 * MB).unwrap();
+    assert_eq!(s.pending(), 0, "nothing waits: the store is reachable");
+    assert_eq!(s.set_aside(), 2, "both entries on unknown episodes are set aside");
+    let rejected = std::fs::read_to_string(spool.join("rejected.jsonl")).unwrap();
+    let rejected: Vec<serde_json::Value> = rejected.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rejected.len(), 2, "{rejected:?}");
+    assert_eq!(rejected[0]["operation"]["op"], "close");
+    assert_eq!(rejected[0]["operation"]["id"], -99);
+    assert_eq!(rejected[1]["operation"]["op"], "append");
+    assert_eq!(rejected[1]["operation"]["id"], -98);
+    for r in &rejected {
+        let why = r["error"].as_str().unwrap();
+        assert!(why.contains("never begun") && !why.contains("unavailable"), "{why}");
+    }
+
+    // The valid entries are in the store, exactly.
+    let direct = SqliteStore::open_read_only(&db).unwrap();
+    assert_eq!(direct.last_rewards("a", 10).unwrap(), vec![1.5]);
+    let rec = &direct.episodes(Some("a")).unwrap()[0];
+    let (_, ts) = direct.episode(rec.id).unwrap();
+    assert_eq!(ts, steps(0, 0..4));
+    assert_eq!(direct.decisions("x", DecisionQuery::Last(5)).unwrap(), vec![decision("x", 1)]);
+
+    // An episode the spool never knew reads as unknown, not as the store being down.
+    let err = s.episode(-99).unwrap_err();
+    assert!(matches!(err, StoreError::UnknownEpisode(-99)), "{err}");
+    // Later writes go straight through; the spool stays empty.
+    s.record_decisions(&[decision("x", 2)]).unwrap();
+    assert_eq!(s.pending(), 0);
+    assert_eq!(s.flush().unwrap(), 0);
 }

@@ -154,7 +154,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
             outln!("{} writes still wait in the spool {} (the store was unreachable at the end)", s.pending, s.spool);
         }
         if s.set_aside > 0 {
-            outln!("{} writes the store refused are kept in {}/rejected.jsonl", s.set_aside, s.spool);
+            outln!(
+                "{} spooled writes that can never be applied (refused by the store, or naming an episode the spool never began) are kept in {}/rejected.jsonl",
+                s.set_aside,
+                s.spool
+            );
         }
     }
     if let Some(c) = &report.checkpoint {
