@@ -41,6 +41,12 @@ pub enum DryRunError {
     /// The JSON does not fit the input model (syntax, types, unknown fields).
     #[error("{file}:{line}:{column}: {field}: {reason}")]
     Parse { file: String, line: usize, column: usize, field: String, reason: String },
+    /// The JSON is malformed where no field can be named: it ends early, or text follows it.
+    #[error("{file}:{line}:{column}: {reason}")]
+    Syntax { file: String, line: usize, column: usize, reason: String },
+    /// The file holds JSON, but not an object (an array, a string).
+    #[error("{file}: expected a JSON object")]
+    NotAnObject { file: String },
     /// A value is well-typed but not acceptable.
     #[error("{file}: {field}: {reason}")]
     Invalid { file: String, field: String, reason: String },
@@ -283,15 +289,50 @@ pub struct Checked {
 /// Parses and checks the input JSON; `file` names it in errors.
 pub fn parse_input(text: &str, file: &str) -> Result<Checked, DryRunError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    // serde would take an array for the object, field by field in order; refused as the
+    // object it is not, rather than in serde's words (`expected struct DryRunInput`).
+    if text.trim_start().starts_with(|c: char| c != '{') {
+        return Err(DryRunError::NotAnObject { file: file.into() });
+    }
     let mut de = serde_json::Deserializer::from_str(text);
     let input: DryRunInput = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let field = e.path().to_string();
-        let inner = e.inner();
-        let reason = inner.to_string();
-        let reason = reason.split(" at line ").next().unwrap_or(&reason).to_string();
-        DryRunError::Parse { file: file.into(), line: inner.line(), column: inner.column(), field, reason }
+        parse_error(file, e.inner(), &field)
     })?;
+    // Nothing but white space may follow the object.
+    de.end().map_err(|e| parse_error(file, &e, "."))?;
     check(input, file)
+}
+
+/// A JSON error as the user reads it: the field when one is known, serde's reason without its
+/// position (given before) and without the names of internal types.
+fn parse_error(file: &str, e: &serde_json::Error, field: &str) -> DryRunError {
+    let (line, column) = (e.line(), e.column());
+    let syntax = |reason: &str| DryRunError::Syntax { file: file.into(), line, column, reason: reason.into() };
+    if e.classify() == serde_json::error::Category::Eof {
+        return syntax("unexpected end of file");
+    }
+    let reason = e.to_string();
+    let reason = plain_reason(reason.split(" at line ").next().unwrap_or(&reason));
+    if reason == "trailing characters" {
+        return syntax("unexpected text after the JSON object");
+    }
+    // A key that does not parse leaves its place unknown (`?`): named up to its object.
+    let field = field.trim_end_matches('?').trim_end_matches('.');
+    if field.is_empty() {
+        return syntax(&reason);
+    }
+    DryRunError::Parse { file: file.into(), line, column, field: field.into(), reason }
+}
+
+/// serde's reason with the internal type it expected (`expected struct Observation`, `… with 12
+/// elements` when given an array) named as the JSON object it is.
+fn plain_reason(reason: &str) -> String {
+    match reason.find("expected struct ") {
+        None => reason.to_string(),
+        Some(_) if reason.starts_with("invalid length") => "expected a JSON object, not an array".to_string(),
+        Some(at) => format!("{}expected a JSON object", &reason[..at]),
+    }
 }
 
 /// Reads, parses and checks `path`.

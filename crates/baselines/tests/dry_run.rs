@@ -116,6 +116,49 @@ fn parse_errors_name_file_line_and_field() {
     assert!(err.contains("observation.app"), "{err}");
 }
 
+/// Only white space may follow the object: trailing text is refused with its position.
+#[test]
+fn trailing_text_after_the_object_is_refused() {
+    let valid = example();
+    assert!(parse_input(&format!("{valid}\n  \n"), "in.json").is_ok());
+    let lines = valid.lines().count();
+    for tail in [" garbage", "\n{}", "\n]", " 1"] {
+        let err = parse_input(&format!("{}{tail}", valid.trim_end()), "in.json").unwrap_err().to_string();
+        assert!(err.starts_with(&format!("in.json:{}:", lines + tail.matches('\n').count())), "{tail:?}: {err}");
+        assert!(err.ends_with(": unexpected text after the JSON object"), "{tail:?}: {err}");
+    }
+}
+
+/// A truncated file, a file holding something other than an object, and an array where an
+/// object belongs read as a user would say it: no `?` for a field, no internal type names.
+#[test]
+fn malformed_files_are_described_in_the_users_terms() {
+    let valid = example();
+    let cut = &valid[..valid.len() / 2];
+    let err = parse_input(cut, "in.json").unwrap_err().to_string();
+    assert!(err.starts_with("in.json:") && err.ends_with(": unexpected end of file"), "{err}");
+    assert!(!err.contains('?') && !err.contains("EOF"), "{err}");
+    for empty in ["", "  \n", "{"] {
+        let err = parse_input(empty, "in.json").unwrap_err().to_string();
+        assert!(err.ends_with(": unexpected end of file"), "{empty:?}: {err}");
+    }
+    for not_object in ["[]", "[{}]", "\n  [1, 2]", "\"text\"", "3", "null", "garbage"] {
+        let err = parse_input(not_object, "in.json").unwrap_err().to_string();
+        assert_eq!(err, "in.json: expected a JSON object", "{not_object:?}");
+    }
+    // An array, or a number, where an object belongs: the field named, no internal type.
+    for v in [serde_json::json!([]), serde_json::json!(3)] {
+        let mut doc: Value = serde_json::from_str(&valid).unwrap();
+        doc["observation"] = v.clone();
+        let err = parse_input(&doc.to_string(), "in.json").unwrap_err().to_string();
+        assert!(err.contains(": observation: ") && err.contains("expected a JSON object"), "{v}: {err}");
+        assert!(!err.contains("struct"), "{v}: {err}");
+    }
+    // A key that does not parse is placed at its object, not at `?`.
+    let err = parse_input(r#"{"observation": {app: 1}}"#, "in.json").unwrap_err().to_string();
+    assert!(err.starts_with("in.json:1:") && err.contains(": observation: ") && !err.contains('?'), "{err}");
+}
+
 /// `docs/examples/recommend-hpa-v2.json` uses every optional field of the interface; the
 /// failed and terminating pods are ignored, the HPA takes the larger of its two metrics, and the
 /// VPA starts from the checkpoint.

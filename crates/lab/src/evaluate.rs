@@ -320,7 +320,9 @@ pub fn compare(
         Sinks { store: opened.as_mut().map(|b| b.as_mut() as &mut dyn TrajectoryStore), observers: Vec::new() };
     let (report, runs) = compare_runs(workload, policies, steps, episode_steps, &mut sinks, progress)?;
     if let Some(path) = plot {
-        crate::plot::comparison(path, &runs, workload.sim.interval_s)?;
+        // Named by the flag, as the checks before the run are (`--plot: PATH: cannot write: …`).
+        crate::plot::comparison(path, &runs, workload.sim.interval_s)
+            .map_err(|e| LabError::input("--plot", e.to_string()))?;
     }
     Ok(report)
 }

@@ -7,7 +7,7 @@ use crate::LabError;
 
 /// Writes `text` to `path` atomically (a temporary file beside it, then a rename). A directory
 /// at `path` is refused before anything is written, and a failed write leaves no temporary
-/// file behind.
+/// file behind. Errors name `path`, never the temporary file the user did not give.
 pub fn write_atomically(path: &Path, text: &str) -> Result<(), LabError> {
     if path.is_dir() {
         return Err(LabError::io(path, "cannot write: is a directory"));
@@ -18,7 +18,7 @@ pub fn write_atomically(path: &Path, text: &str) -> Result<(), LabError> {
         path.with_file_name(name)
     };
     let written = std::fs::write(&tmp, text)
-        .map_err(|e| LabError::io(&tmp, format!("cannot write: {e}")))
+        .map_err(|e| LabError::io(path, format!("cannot write: {e}")))
         .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| LabError::io(path, format!("cannot write: {e}"))));
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
@@ -123,6 +123,10 @@ mod tests {
         let mut names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         names.sort();
         assert_eq!(names, ["out.d", "out.json"]);
+        // A missing directory: the error names the file given, not the temporary one beside it.
+        let lost = dir.path().join("nope").join("x.json");
+        let e = write_atomically(&lost, "{}").unwrap_err().to_string();
+        assert!(e.starts_with(&format!("{}: cannot write: ", lost.display())) && !e.contains("x.json.tmp"), "{e}");
         // A file where a directory should go is refused; a directory, or nothing yet, is fine.
         let e = refuse_non_directory("--out", &file).unwrap_err().to_string();
         assert!(e.contains("--out") && e.contains("not a directory"), "{e}");

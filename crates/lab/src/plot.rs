@@ -6,6 +6,8 @@ use std::path::Path;
 
 use plotters::prelude::*;
 use plotters::style::FontStyle;
+use plotters_backend::DrawingErrorKind;
+use plotters_bitmap::BitMapBackendError;
 
 use crate::LabError;
 use crate::evaluate::Evaluation;
@@ -23,6 +25,23 @@ fn register_font() -> Result<()> {
     } else {
         Err(LabError::Plot { path: "DejaVuSans.ttf".into(), reason: "the embedded font could not be loaded".into() })
     }
+}
+
+/// A drawing error as one line. Writing the file is the one thing that fails in practice (a
+/// read-only or vanished directory, a full disk): that reads `PATH: cannot write: REASON`, not
+/// plotters' Debug dump of the I/O error inside its and `image`'s wrappers.
+fn draw_error(path: &Path, e: DrawingAreaErrorKind<BitMapBackendError>) -> LabError {
+    let reason = match e {
+        DrawingAreaErrorKind::BackendError(DrawingErrorKind::DrawingError(backend)) => match backend {
+            BitMapBackendError::IOError(io) => return LabError::io(path, format!("cannot write: {io}")),
+            // `image` words an I/O error as the error itself, an encoding one as what failed.
+            BitMapBackendError::ImageError(image) => return LabError::io(path, format!("cannot write: {image}")),
+            other => format!("{other:?}"),
+        },
+        DrawingAreaErrorKind::BackendError(DrawingErrorKind::FontError(font)) => format!("font: {font}"),
+        other => other.to_string(),
+    };
+    LabError::Plot { path: path.to_path_buf(), reason }
 }
 
 const COLORS: [RGBColor; 8] = [
@@ -60,10 +79,10 @@ pub struct StageCounts<'a> {
 /// with `stages` — a fourth panel with the applications in each lifecycle stage.
 pub fn timeline(path: &Path, runs: &[(&str, &Series)], stages: Option<&StageCounts>, interval_s: f64) -> Result<()> {
     register_font()?;
-    let err = |e: &dyn std::fmt::Display| LabError::Plot { path: path.to_path_buf(), reason: e.to_string() };
+    let err = |e| draw_error(path, e);
     let panels_n = if stages.is_some() { 4 } else { 3 };
     let root = BitMapBackend::new(path, (600 * panels_n as u32, 560)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
+    root.fill(&WHITE).map_err(err)?;
     let panels = root.split_evenly((1, panels_n));
     let steps = runs.first().map_or(0, |r| r.1.cpu_utilisation.len());
     let hours = steps as f64 * interval_s / 3600.0;
@@ -100,9 +119,9 @@ pub fn timeline(path: &Path, runs: &[(&str, &Series)], stages: Option<&StageCoun
         ));
     }
     for (panel, (title, y_label, lines)) in panels.iter().zip(specs) {
-        line_panel(panel, &title, y_label, &lines, hours, interval_s).map_err(|e| err(&e))?;
+        line_panel(panel, &title, y_label, &lines, hours, interval_s).map_err(err)?;
     }
-    root.present().map_err(|e| err(&e))?;
+    root.present().map_err(err)?;
     Ok(())
 }
 
@@ -146,17 +165,35 @@ fn line_panel<DB: DrawingBackend>(
     Ok(())
 }
 
-/// Where a plot may go: a `.png` path whose directory exists. Checked before a long run, so a
-/// typo costs nothing; the error names the path and the reason.
+/// Where a plot may go: a `.png` path, not a directory, whose directory exists, and that can be
+/// opened for writing. Checked before a long run, so a typo or an unwritable place costs
+/// nothing; the error names the path and the reason.
 pub fn check_path(path: &Path) -> std::result::Result<(), String> {
     if path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() != Some("png") {
         return Err(format!("{} must end in .png", path.display()));
+    }
+    if path.is_dir() {
+        return Err(format!("{} is a directory", path.display()));
     }
     let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     if !parent.is_dir() {
         return Err(format!("directory {} does not exist", parent.display()));
     }
-    Ok(())
+    check_writable(path).map_err(|e| format!("{}: cannot write: {e}", path.display()))
+}
+
+/// Opens `path` for writing as drawing will, changing nothing: a file already there is not
+/// truncated, and one created here is removed again.
+fn check_writable(path: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        // A link to nothing yet: writing creates its target, which is left to the drawing.
+        Ok(_) if !path.exists() => Ok(()),
+        Ok(_) => std::fs::OpenOptions::new().write(true).open(path).map(drop),
+        Err(_) => {
+            std::fs::OpenOptions::new().write(true).create_new(true).open(path)?;
+            std::fs::remove_file(path)
+        }
+    }
 }
 
 /// Episode reward over episodes for `train`.
@@ -180,9 +217,9 @@ pub fn curves(
     markers: &[(f64, String)],
 ) -> Result<()> {
     register_font()?;
-    let err = |e: &dyn std::fmt::Display| LabError::Plot { path: path.to_path_buf(), reason: e.to_string() };
+    let err = |e| draw_error(path, e);
     let root = BitMapBackend::new(path, (900, 520)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
+    root.fill(&WHITE).map_err(err)?;
     let points = || series.iter().flat_map(|(_, p)| p.iter()).filter(|p| p.0.is_finite() && p.1.is_finite());
     let x_max = points().map(|p| p.0).fold(1.0, f64::max);
     let (lo, hi) = points().fold((f64::MAX, f64::MIN), |(l, h), p| (l.min(p.1), h.max(p.1)));
@@ -194,23 +231,21 @@ pub fn curves(
         .x_label_area_size(40)
         .y_label_area_size(70)
         .build_cartesian_2d(0.0..x_max, (lo - pad)..(hi + pad))
-        .map_err(|e| err(&e))?;
-    chart.configure_mesh().x_desc(axes.0).y_desc(axes.1).label_style(("sans-serif", 14)).draw().map_err(|e| err(&e))?;
+        .map_err(err)?;
+    chart.configure_mesh().x_desc(axes.0).y_desc(axes.1).label_style(("sans-serif", 14)).draw().map_err(err)?;
     for (x, label) in markers {
         let grey = COLORS[7];
-        chart
-            .draw_series(LineSeries::new([(*x, lo - pad), (*x, hi + pad)], grey.stroke_width(1)))
-            .map_err(|e| err(&e))?;
+        chart.draw_series(LineSeries::new([(*x, lo - pad), (*x, hi + pad)], grey.stroke_width(1))).map_err(err)?;
         chart
             .draw_series([Text::new(label.clone(), (*x, hi + pad), ("sans-serif", 14).into_font().color(&grey))])
-            .map_err(|e| err(&e))?;
+            .map_err(err)?;
     }
     for (i, (label, pts)) in series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         let finite = pts.iter().copied().filter(|p| p.0.is_finite() && p.1.is_finite());
         chart
             .draw_series(LineSeries::new(finite, color.stroke_width(2)))
-            .map_err(|e| err(&e))?
+            .map_err(err)?
             .label(label.as_str())
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], color.stroke_width(2)));
     }
@@ -220,8 +255,8 @@ pub fn curves(
         .border_style(BLACK)
         .label_font(("sans-serif", 14))
         .draw()
-        .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))?;
+        .map_err(err)?;
+    root.present().map_err(err)?;
     Ok(())
 }
 
@@ -229,9 +264,9 @@ pub fn curves(
 /// with a legend.
 pub fn scatter(path: &Path, title: &str, axes: (&str, &str), points: &[(String, f64, f64)]) -> Result<()> {
     register_font()?;
-    let err = |e: &dyn std::fmt::Display| LabError::Plot { path: path.to_path_buf(), reason: e.to_string() };
+    let err = |e| draw_error(path, e);
     let root = BitMapBackend::new(path, (900, 700)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
+    root.fill(&WHITE).map_err(err)?;
     let range = |f: fn(&(String, f64, f64)) -> f64| {
         let (lo, hi) = points.iter().map(f).fold((f64::MAX, f64::MIN), |(l, h), v| (l.min(v), h.max(v)));
         let (lo, hi) = if lo > hi { (-1.0, 1.0) } else { (lo, hi) };
@@ -244,8 +279,8 @@ pub fn scatter(path: &Path, title: &str, axes: (&str, &str), points: &[(String, 
         .x_label_area_size(40)
         .y_label_area_size(60)
         .build_cartesian_2d(range(|p| p.1), range(|p| p.2))
-        .map_err(|e| err(&e))?;
-    chart.configure_mesh().x_desc(axes.0).y_desc(axes.1).label_style(("sans-serif", 14)).draw().map_err(|e| err(&e))?;
+        .map_err(err)?;
+    chart.configure_mesh().x_desc(axes.0).y_desc(axes.1).label_style(("sans-serif", 14)).draw().map_err(err)?;
     let mut groups: Vec<&str> = Vec::new();
     for p in points {
         if !groups.contains(&p.0.as_str()) {
@@ -257,7 +292,7 @@ pub fn scatter(path: &Path, title: &str, axes: (&str, &str), points: &[(String, 
         let members = points.iter().filter(|p| p.0 == *name).map(|p| Circle::new((p.1, p.2), 5, color.filled()));
         chart
             .draw_series(members)
-            .map_err(|e| err(&e))?
+            .map_err(err)?
             .label(*name)
             .legend(move |(x, y)| Circle::new((x + 8, y), 5, color.filled()));
     }
@@ -267,8 +302,8 @@ pub fn scatter(path: &Path, title: &str, axes: (&str, &str), points: &[(String, 
         .border_style(BLACK)
         .label_font(("sans-serif", 14))
         .draw()
-        .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))?;
+        .map_err(err)?;
+    root.present().map_err(err)?;
     Ok(())
 }
 
@@ -285,6 +320,42 @@ mod tests {
         assert!(wrong.contains("must end in .png"), "{wrong}");
         let missing = check_path(&dir.path().join("nope/a.png")).unwrap_err();
         assert!(missing.contains("does not exist") && missing.contains("nope"), "{missing}");
+    }
+
+    /// A place the PNG cannot be written is refused up front, and the check leaves nothing
+    /// behind: no new file, an existing one as it was.
+    #[test]
+    fn plot_paths_must_be_writable_and_checking_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let new = dir.path().join("new.png");
+        check_path(&new).unwrap();
+        assert!(!new.exists(), "the check removes the file it created");
+        let old = dir.path().join("old.png");
+        std::fs::write(&old, "kept").unwrap();
+        check_path(&old).unwrap();
+        assert_eq!(std::fs::read_to_string(&old).unwrap(), "kept");
+        let sub = dir.path().join("d.png");
+        std::fs::create_dir(&sub).unwrap();
+        let e = check_path(&sub).unwrap_err();
+        assert!(e.ends_with("d.png is a directory"), "{e}");
+        #[cfg(target_os = "linux")]
+        for place in ["/proc/aware-plot.png", "/sys/aware-plot.png"] {
+            let e = check_path(Path::new(place)).unwrap_err();
+            assert!(e.starts_with(&format!("{place}: cannot write: ")) && !e.contains("Os {"), "{e}");
+        }
+    }
+
+    /// A failed write after drawing is one line naming the file and the I/O reason, not
+    /// plotters' Debug dump (`ImageError(IoError(Os { code: 13, .. }))`).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_failed_write_is_one_line() {
+        let points = [("a".to_string(), vec![(0.0, 1.0), (1.0, 2.0)])];
+        let e = curves(Path::new("/proc/aware-plot.png"), "t", ("x", "y"), &points, &[]).unwrap_err();
+        assert!(matches!(e, LabError::Io { .. }), "{e:?}");
+        let e = e.to_string();
+        assert!(e.starts_with("/proc/aware-plot.png: cannot write: "), "{e}");
+        assert!(!e.contains('\n') && !e.contains("Os {") && !e.contains("Error("), "{e}");
     }
 
     #[test]

@@ -117,7 +117,8 @@ impl Workload {
     /// own, sized at four times its peak's, or the profile's `bounds.max_replicas`) is above
     /// it. The run would otherwise fail part-way, naming only the app. The error names what
     /// set the bound (the trace file and where its peak is, or the profile's key) and how to
-    /// run anyway: the profile's `bounds.max_replicas` at most the simulator's.
+    /// run anyway: the profile's `bounds.max_replicas` at most the simulator's. Then refuses a
+    /// cluster of more nodes than the simulator holds ([`aware_sim::MAX_NODES`]).
     pub fn check_simulable(&self, spec: &WorkloadSpec) -> Result<(), LabError> {
         for i in 0..self.apps.len() {
             let max = self.app_profile(i).bounds.max_replicas;
@@ -148,6 +149,8 @@ impl Workload {
                 ),
             ));
         }
+        // A cluster the simulator cannot hold is refused here, not when it is built.
+        self.sim.node_count(&self.apps).map_err(|e| LabError::input("simulation", e.to_string()))?;
         Ok(())
     }
 

@@ -1,6 +1,6 @@
 //! The one rollout loop and scoring path, through the library.
 
-use aware_lab::evaluate::{PolicyRow, Sinks, compare_runs, evaluate, reward_misrankings};
+use aware_lab::evaluate::{PolicyRow, Sinks, compare, compare_runs, evaluate, reward_misrankings};
 use aware_lab::policy::PolicyName;
 use aware_lab::progress::Silent;
 use aware_lab::workload::{Workload, WorkloadSpec};
@@ -57,6 +57,44 @@ fn a_policy_listed_twice_or_none_is_refused() {
         .to_string();
     assert!(err.contains("--policies") && err.contains("twice"), "{err}");
     assert!(compare_runs(&w, &[], 10, 10, &mut Sinks::default(), &Silent).is_err());
+}
+
+/// Counts the phases a run starts: none when it is refused before it begins.
+#[derive(Default)]
+struct Phases(std::sync::atomic::AtomicU64);
+
+impl aware_lab::progress::Progress for Phases {
+    fn start(&self, _len: u64, _label: &str) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    fn inc(&self, _units: u64) {}
+    fn message(&self, _message: &str) {}
+    fn finish(&self) {}
+}
+
+/// A `--plot` the PNG cannot be written to (a directory, a place nothing can be created) is
+/// refused before the comparison runs, not after it, with one line naming the flag and path.
+#[test]
+fn an_unwritable_plot_is_refused_before_the_run() {
+    let w = workload(1, 1, 10);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("d.png");
+    std::fs::create_dir(&d).unwrap();
+    let mut places = vec![(d, "is a directory")];
+    if cfg!(target_os = "linux") {
+        places.push(("/proc/aware-plot.png".into(), "cannot write: "));
+    }
+    for (place, why) in places {
+        let phases = Phases::default();
+        let e = compare(&w, &[PolicyName::Hpa], 10, 10, None, Some(&place), &phases).unwrap_err().to_string();
+        assert!(e.starts_with("--plot: ") && e.contains(&*place.to_string_lossy()) && e.contains(why), "{e}");
+        assert!(!e.contains('\n') && !e.contains("Os {"), "{e}");
+        assert_eq!(phases.0.into_inner(), 0, "refused before the run");
+    }
+    // A writable one gets its figure.
+    let ok = dir.path().join("ok.png");
+    compare(&w, &[PolicyName::Hpa], 10, 10, None, Some(&ok), &Silent).unwrap();
+    assert!(std::fs::read(&ok).unwrap().starts_with(b"\x89PNG"));
 }
 
 #[test]

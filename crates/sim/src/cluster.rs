@@ -28,6 +28,25 @@ pub const CONTAINER: &str = "app";
 /// Most replicas the simulator runs for one app (a recommendation above it is refused).
 pub const MAX_SIMULATED_REPLICAS: u32 = 10_000;
 
+/// Most nodes a simulated cluster has (the bound of the profile's `simulation.nodes`).
+pub const MAX_NODES: usize = 1_000_000;
+
+/// Why a configuration gives no cluster the simulator can hold.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NodeCountError {
+    /// `nodes` is set above [`MAX_NODES`].
+    #[error("nodes: {nodes} is above the simulator's {MAX_NODES}")]
+    Nodes { nodes: usize },
+    /// Sizing by `node_headroom` (with `nodes` unset) needs more than [`MAX_NODES`] nodes, or
+    /// no number of them (a node of no cores or memory, a headroom that is not a number).
+    #[error(
+        "node_headroom: {headroom} × the applications' reference reservation needs {needed:e} nodes \
+         of {node_cores} cores and {node_memory_bytes} bytes; the simulator holds at most {MAX_NODES}"
+    )]
+    Sizing { headroom: f64, needed: f64, node_cores: f64, node_memory_bytes: u64 },
+}
+
 /// How a change of CPU or memory reaches running pods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
@@ -164,6 +183,38 @@ impl SimConfig {
 
     fn steps_of(&self, seconds: f64) -> u64 {
         (seconds / self.interval_s).round().max(0.0) as u64
+    }
+
+    /// The configured CPU request ratio, 1 unless it is in (0, 1).
+    fn request_ratio(&self) -> f64 {
+        let r = self.cpu_request_ratio;
+        if r > 0.0 && r < 1.0 { r } else { 1.0 }
+    }
+
+    /// How many nodes a cluster running `apps` has: `nodes`, or (unset) `node_headroom` × the
+    /// apps' reference reservation in nodes, at least 2. Refused above [`MAX_NODES`], where
+    /// the nodes would not fit in memory, and when the sizing gives no number (non-finite).
+    pub fn node_count(&self, apps: &[AppSpec]) -> Result<usize, NodeCountError> {
+        if let Some(nodes) = self.nodes {
+            return if nodes > MAX_NODES { Err(NodeCountError::Nodes { nodes }) } else { Ok(nodes) };
+        }
+        let cores: f64 =
+            apps.iter().map(|a| a.reference.replicas as f64 * a.reference.cpu_millicores as f64 / 1000.0).sum::<f64>()
+                * self.request_ratio();
+        let memory: f64 = apps.iter().map(|a| a.reference.replicas as f64 * a.reference.memory_bytes as f64).sum();
+        let h = self.node_headroom;
+        let by_cpu = (h * cores / self.node_cores).ceil();
+        let by_memory = (h * memory / self.node_memory_bytes as f64).ceil();
+        let needed = by_cpu.max(by_memory);
+        if needed.is_nan() || needed > MAX_NODES as f64 {
+            return Err(NodeCountError::Sizing {
+                headroom: h,
+                needed,
+                node_cores: self.node_cores,
+                node_memory_bytes: self.node_memory_bytes,
+            });
+        }
+        Ok((needed as usize).max(2))
     }
 }
 
@@ -448,6 +499,8 @@ fn normal_pair(bits: u64) -> (f64, f64) {
 #[derive(Debug, Clone)]
 pub struct SimCluster {
     config: SimConfig,
+    /// Nodes every episode is built with ([`SimConfig::node_count`], at most [`MAX_NODES`]).
+    node_count: usize,
     apps: Vec<AppSpec>,
     traces: Vec<Arc<Trace>>,
     seed: u64,
@@ -473,10 +526,36 @@ pub struct SimCluster {
 
 impl SimCluster {
     /// A cluster running `apps`, each starting Ready at its reference allocation. `traces`, when
-    /// given, replace the synthetic load (assigned round-robin).
+    /// given, replace the synthetic load (assigned round-robin). A configuration that would
+    /// give more than [`MAX_NODES`] nodes (or no number of them) gets [`MAX_NODES`];
+    /// [`SimCluster::try_new`] refuses it instead.
     pub fn new(apps: Vec<AppSpec>, traces: Vec<Arc<Trace>>, config: SimConfig, seed: u64) -> Self {
+        let node_count = config.node_count(&apps).unwrap_or(MAX_NODES);
+        Self::with_nodes(apps, traces, config, seed, node_count)
+    }
+
+    /// As [`SimCluster::new`], refusing a configuration that gives no cluster the simulator can
+    /// hold ([`SimConfig::node_count`]).
+    pub fn try_new(
+        apps: Vec<AppSpec>,
+        traces: Vec<Arc<Trace>>,
+        config: SimConfig,
+        seed: u64,
+    ) -> Result<Self, NodeCountError> {
+        let node_count = config.node_count(&apps)?;
+        Ok(Self::with_nodes(apps, traces, config, seed, node_count))
+    }
+
+    fn with_nodes(
+        apps: Vec<AppSpec>,
+        traces: Vec<Arc<Trace>>,
+        config: SimConfig,
+        seed: u64,
+        node_count: usize,
+    ) -> Self {
         let mut c = SimCluster {
             config,
+            node_count,
             apps,
             traces,
             seed,
@@ -507,8 +586,7 @@ impl SimCluster {
 
     /// The configured CPU request ratio, 1 unless it is in (0, 1).
     fn request_ratio(&self) -> f64 {
-        let r = self.config.cpu_request_ratio;
-        if r > 0.0 && r < 1.0 { r } else { 1.0 }
+        self.config.request_ratio()
     }
 
     pub fn step_index(&self) -> u64 {
@@ -560,20 +638,7 @@ impl SimCluster {
 
     /// Builds the episode from scratch; `draw_start` draws its start time (on `reset`).
     fn rebuild(&mut self, draw_start: bool) {
-        let node_count = self.config.nodes.unwrap_or_else(|| {
-            let cores: f64 = self
-                .apps
-                .iter()
-                .map(|a| a.reference.replicas as f64 * a.reference.cpu_millicores as f64 / 1000.0)
-                .sum::<f64>()
-                * self.request_ratio();
-            let memory: f64 =
-                self.apps.iter().map(|a| a.reference.replicas as f64 * a.reference.memory_bytes as f64).sum();
-            let h = self.config.node_headroom;
-            let by_cpu = (h * cores / self.config.node_cores).ceil() as usize;
-            let by_memory = (h * memory / self.config.node_memory_bytes as f64).ceil() as usize;
-            by_cpu.max(by_memory).max(2)
-        });
+        let node_count = self.node_count;
         self.nodes = (0..node_count)
             .map(|_| Node {
                 cores: self.config.node_cores,

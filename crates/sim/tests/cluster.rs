@@ -479,3 +479,26 @@ fn burstable_pods_over_commit_a_node_and_contend() {
     let (busy, ..) = run(1.0, rps);
     assert_eq!(busy, quiet, "a pending neighbour does not interfere");
 }
+
+/// A node count no memory holds is refused with the setting named, not attempted (a headroom
+/// of 1e300 once asked for `usize::MAX` nodes and aborted on `capacity overflow`); `new`, which
+/// cannot refuse, holds at most `MAX_NODES`.
+#[test]
+fn node_counts_beyond_the_simulator_are_refused() {
+    let apps = generate_apps(3, 7, 86_400.0);
+    let sized = |config: SimConfig| SimCluster::try_new(apps.clone(), Vec::new(), config, 1);
+    let fine = sized(SimConfig::default()).unwrap();
+    assert!((2..=aware_sim::MAX_NODES).contains(&fine.node_count()));
+    for (config, field) in [
+        (SimConfig { node_headroom: 1e300, ..SimConfig::default() }, "node_headroom"),
+        (SimConfig { node_headroom: f64::NAN, ..SimConfig::default() }, "node_headroom"),
+        (SimConfig { node_cores: 0.0, ..SimConfig::default() }, "node_headroom"),
+        (SimConfig { nodes: Some(aware_sim::MAX_NODES + 1), ..SimConfig::default() }, "nodes"),
+    ] {
+        let e = sized(config.clone()).unwrap_err().to_string();
+        assert_eq!(e, config.node_count(&apps).unwrap_err().to_string());
+        assert!(e.starts_with(&format!("{field}: ")) && e.contains("1000000"), "{e}");
+    }
+    let capped = SimCluster::new(apps, Vec::new(), SimConfig { node_headroom: 1e300, ..SimConfig::default() }, 1);
+    assert_eq!(capped.node_count(), aware_sim::MAX_NODES);
+}

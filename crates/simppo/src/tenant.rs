@@ -12,10 +12,14 @@
 use aware_core::{Recommendation, Resources};
 use aware_env::{ActionKind, ClusterVecEnv};
 use aware_lab::workload::Workload;
-use aware_sim::{CONTAINER, SimCluster};
+use aware_sim::{CONTAINER, MAX_NODES, SimCluster};
 
 use crate::SimppoError;
 use crate::global::Capacity;
+
+/// The largest `headroom` a cluster is sized with (the bound of the profile's
+/// `simulation.node_headroom`).
+pub const MAX_HEADROOM: f64 = 100.0;
 
 /// A roster of applications on a cluster of fixed size.
 #[derive(Debug, Clone)]
@@ -42,9 +46,13 @@ impl Tenancy {
     /// The reservation is what the scheduler reserves: with the workload's
     /// `sim.cpu_request_ratio` below 1 (Burstable pods) the CPU requests, that ratio × the
     /// reference CPU limits, so a node's pods may together be allowed more cores than it has.
+    /// `headroom` is in (0, [`MAX_HEADROOM`]], and the cluster at most [`MAX_NODES`] nodes.
     pub fn new(workload: Workload, sized_for: &[usize], headroom: f64) -> Result<Self, SimppoError> {
         if !(headroom.is_finite() && headroom > 0.0) {
             return Err(SimppoError::input("headroom", format!("{headroom} is not a positive number")));
+        }
+        if headroom > MAX_HEADROOM {
+            return Err(SimppoError::input("headroom", format!("{headroom} is above {MAX_HEADROOM}")));
         }
         if let Some(&bad) = sized_for.iter().find(|&&a| a >= workload.apps.len()) {
             return Err(SimppoError::input(
@@ -58,9 +66,19 @@ impl Tenancy {
         }
         let cores: f64 = sized_for.iter().map(|&a| reference_cores(&workload, a)).sum::<f64>() * ratio;
         let memory: f64 = sized_for.iter().map(|&a| reference_memory(&workload, a)).sum();
-        let by_cpu = (headroom * cores / workload.sim.node_cores).ceil() as usize;
-        let by_memory = (headroom * memory / workload.sim.node_memory_bytes as f64).ceil() as usize;
-        Ok(Self { nodes: by_cpu.max(by_memory).max(1), workload })
+        let by_cpu = (headroom * cores / workload.sim.node_cores).ceil();
+        let by_memory = (headroom * memory / workload.sim.node_memory_bytes as f64).ceil();
+        let needed = by_cpu.max(by_memory);
+        if needed.is_nan() || needed > MAX_NODES as f64 {
+            return Err(SimppoError::input(
+                "headroom",
+                format!(
+                    "{headroom} × the reference reservation needs {needed:e} nodes; the simulator holds at most \
+                     {MAX_NODES}"
+                ),
+            ));
+        }
+        Ok(Self { nodes: (needed as usize).max(1), workload })
     }
 
     pub fn roster(&self) -> usize {

@@ -178,3 +178,20 @@ fn simppo_improves_over_its_untrained_start() {
         );
     }
 }
+
+/// A headroom beyond the profile's bound is refused, naming it (1e300 once sized a cluster of
+/// `usize::MAX` nodes and aborted in the simulator); so is a cluster the simulator cannot hold.
+#[test]
+fn absurd_headrooms_are_refused() {
+    let w = Workload::load(&WorkloadSpec { apps: 2, seed: 1, steps: 50, ..Default::default() }).unwrap();
+    for headroom in [1e300, 100.5, f64::INFINITY, f64::NAN, 0.0, -1.0] {
+        let e = Tenancy::new(w.clone(), &[0, 1], headroom).unwrap_err().to_string();
+        assert!(e.starts_with("headroom: "), "{headroom}: {e}");
+    }
+    assert!(Tenancy::new(w.clone(), &[0, 1], aware_simppo::tenant::MAX_HEADROOM).is_ok());
+    // Nodes so small that even a sane headroom needs more than the simulator holds.
+    let mut tiny = w;
+    tiny.sim.node_cores = 1e-9;
+    let e = Tenancy::new(tiny, &[0, 1], 1.25).unwrap_err().to_string();
+    assert!(e.starts_with("headroom: ") && e.contains("1000000"), "{e}");
+}
