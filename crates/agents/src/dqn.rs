@@ -143,6 +143,10 @@ impl DqnConfig {
 impl Hyperparameters for DqnConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         config::hidden(&self.hidden)?;
+        // The trunk repeats its last hidden width (`QNetwork::new`): that layer counts too.
+        if let Some(&last) = self.hidden.last() {
+            config::weights("hidden", &[self.hidden.as_slice(), &[last]].concat())?;
+        }
         config::positive("learning_rate", self.learning_rate)?;
         config::in_range("gamma", self.gamma, 0.0, 1.0)?;
         config::in_range("tau", self.tau, 0.0, 1.0)?;
@@ -164,6 +168,20 @@ impl Hyperparameters for DqnConfig {
             sizes.extend_from_slice(&self.hidden);
             sizes.push(self.hidden.last().copied().unwrap_or(trunk));
             config::weights("window", &sizes)?;
+            // The convolution's own kernels.
+            let conv = w.channels.checked_mul(w.features).and_then(|n| n.checked_mul(w.kernel));
+            if conv.is_none_or(|n| n > config::MAX_WEIGHTS) {
+                return Err(ConfigError {
+                    field: "window".into(),
+                    reason: format!(
+                        "{} channels of {} features × {} steps need more than the limit of {} weights",
+                        w.channels,
+                        w.features,
+                        w.kernel,
+                        config::MAX_WEIGHTS
+                    ),
+                });
+            }
         }
         Ok(())
     }

@@ -226,12 +226,20 @@ const QTABLE: Agent = (
 /// Saves a valid checkpoint with `agent`, sets hyper-parameter `field` to `value` in its
 /// `checkpoint.json`, and checks that loading returns (not panics with) a one-line error naming
 /// checkpoint.json and saying `expected`.
-fn refused((save, load): Agent, field: &str, value: serde_json::Value, expected: &str) {
+fn refused(agent: Agent, field: &str, value: serde_json::Value, expected: &str) {
+    refused_with(agent, &[(field, value)], expected);
+}
+
+/// [`refused`], with several fields set at once.
+fn refused_with((save, load): Agent, fields: &[(&str, serde_json::Value)], expected: &str) {
     let dir = tempfile::tempdir().unwrap();
     save(dir.path());
     let meta = dir.path().join("checkpoint.json");
     let mut json: serde_json::Value = serde_json::from_slice(&std::fs::read(&meta).unwrap()).unwrap();
-    json["hyperparameters"][field] = value;
+    for (field, value) in fields {
+        json["hyperparameters"][*field] = value.clone();
+    }
+    let field = fields.iter().map(|f| f.0).collect::<Vec<_>>().join(", ");
     std::fs::write(&meta, serde_json::to_vec_pretty(&json).unwrap()).unwrap();
     let loaded = std::panic::catch_unwind(|| load(dir.path())).unwrap_or_else(|_| panic!("{field}: panicked"));
     let err = loaded.err().unwrap_or_else(|| panic!("{field}: loaded")).to_string();
@@ -259,6 +267,15 @@ fn checkpoints_with_impossible_hyperparameters_are_refused_naming_the_field() {
     refused(DQN, "epsilon_end", json!(-0.5), "hyperparameters.epsilon_end: -0.5 must be a finite number in [0, 1]");
     let wide = json!({"steps": 3, "features": 1, "channels": 1_000_000_000, "kernel": 2});
     refused(WINDOWED_DQN, "window", wide, "hyperparameters.window: [2000000000, 64, 64, 64] need more than");
+    // One hidden layer: the trunk repeats it, a 65,536 × 65,536 layer (an allocation abort).
+    refused(DQN, "hidden", json!([65_536]), "hyperparameters.hidden: [65536, 65536] need more than");
+    // A convolution of one position whose dense layers fit but whose kernels do not.
+    let deep = json!({"steps": 3, "features": 100, "channels": 100_000_000, "kernel": 3});
+    refused_with(
+        WINDOWED_DQN,
+        &[("window", deep), ("hidden", json!([1]))],
+        "hyperparameters.window: 100000000 channels of 100 features × 3 steps need more than",
+    );
     refused(PPO, "learning_rate", json!(0.0), "hyperparameters.learning_rate: 0 must be");
     refused(PPO, "gae_lambda", json!(3.0), "hyperparameters.gae_lambda: 3 must be a finite number in [0, 1]");
     refused(PPO, "max_grad_norm", json!(-0.5), "hyperparameters.max_grad_norm: -0.5 must be");

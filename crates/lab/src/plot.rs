@@ -188,6 +188,10 @@ fn check_writable(path: &Path) -> std::io::Result<()> {
     match std::fs::symlink_metadata(path) {
         // A link to nothing yet: writing creates its target, which is left to the drawing.
         Ok(_) if !path.exists() => Ok(()),
+        // Only a regular file is opened (a FIFO would block the open until a reader came).
+        Ok(_) if !std::fs::metadata(path)?.is_file() => {
+            Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"))
+        }
         Ok(_) => std::fs::OpenOptions::new().write(true).open(path).map(drop),
         Err(_) => {
             std::fs::OpenOptions::new().write(true).create_new(true).open(path)?;

@@ -6,7 +6,9 @@
 //! SHA-256 of the agent's `checkpoint.json` it was written beside. Each file is written to a
 //! temporary name and renamed, the lifecycle last, so a crash leaves either the previous pair
 //! or a pair whose checksums disagree. Apps of the restored checkpoint that a run does not
-//! manage keep their entries in `lifecycle.json`, unchanged, so a run over fewer apps loses none.
+//! manage keep their entries in `lifecycle.json`, so a run over fewer apps loses none; but the
+//! agent beside them has since been trained without being evaluated on them, so they are marked
+//! `stale` and a later run (or `aware controller`) starts them over in their first stage.
 //!
 //! A checkpoint that does not verify (a weight file whose checksum differs, a `checkpoint.json`
 //! changed since (checked before anything in it is used), unreadable metadata, spaces that do
@@ -60,6 +62,11 @@ struct AppEntry {
     app: String,
     #[serde(flatten)]
     state: LifecycleState,
+    /// Written back by a run that did not manage the app, so trained an agent it was never
+    /// evaluated on: its stage says nothing about the agent beside it. Kept for the record, but
+    /// restored as a fresh app (first stage, the fallback serving), and never served from.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    stale: bool,
 }
 
 /// What happened to the checkpoint in one run.
@@ -117,7 +124,7 @@ pub fn kept_algorithm(dir: &Path) -> Option<(PathBuf, String)> {
 pub fn read(dir: &Path, seed: u64) -> Result<Option<Restored>, LifecycleError> {
     Ok(CheckpointSink::new(dir, seed).read(0, false)?.map(|(agent, file)| Restored {
         agent,
-        apps: file.apps.into_iter().map(|e| (e.app, e.state)).collect(),
+        apps: file.apps.into_iter().filter(|e| !e.stale).map(|e| (e.app, e.state)).collect(),
         episodes: file.episodes,
     }))
 }
@@ -241,8 +248,8 @@ impl CheckpointSink {
             apps: manager
                 .lifecycles()
                 .into_iter()
-                .map(|(app, state)| AppEntry { app, state })
-                .chain(self.carried.iter().cloned())
+                .map(|(app, state)| AppEntry { app, state, stale: false })
+                .chain(self.carried.iter().map(|e| AppEntry { stale: true, ..e.clone() }))
                 .collect(),
         };
         let text = serde_json::to_string_pretty(&file).expect("serialisable");
@@ -259,7 +266,8 @@ impl EpisodeSink for CheckpointSink {
                 let managed = manager.app_names();
                 let (states, carried): (Vec<_>, Vec<_>) = file.apps.into_iter().partition(|e| managed.contains(&e.app));
                 self.carried = carried;
-                let states: Vec<_> = states.into_iter().map(|e| (e.app, e.state)).collect();
+                // An app whose entry went stale starts over, as an app the checkpoint never held.
+                let states: Vec<_> = states.into_iter().filter(|e| !e.stale).map(|e| (e.app, e.state)).collect();
                 let reason =
                     format!("restored from checkpoint {} (after {} episodes)", self.dir.display(), file.episodes);
                 manager.restore_lifecycles(&states, &reason);
@@ -290,6 +298,7 @@ mod tests {
     use super::*;
     use crate::agent::Learner;
     use crate::manager::ManagerConfig;
+    use crate::stage::Stage;
     use aware_lab::workload::{Workload, WorkloadSpec};
 
     fn workload(apps: usize) -> Workload {
@@ -406,17 +415,43 @@ mod tests {
         sink.episode(1, &mut manager).unwrap();
         assert_eq!(sink.report.saved, 2);
 
+        // Every earlier entry is still in the file, unchanged but marked stale: the agent beside
+        // it has since trained without being evaluated on those apps.
+        let entries = || -> Vec<AppEntry> {
+            let file: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(ckpt.join(LIFECYCLE)).unwrap()).unwrap();
+            serde_json::from_value(file["apps"].clone()).unwrap()
+        };
+        let written = entries();
+        let new = usize::from(!saved.iter().any(|(app, _)| app == &name));
+        assert_eq!(written.len(), 3 + new, "{:?}", written.iter().map(|a| &a.app).collect::<Vec<_>>());
+        for kept in saved.iter().filter(|kept| kept.0 != name) {
+            let e = written.iter().find(|e| e.app == kept.0).unwrap_or_else(|| panic!("{} lost", kept.0));
+            assert!(e.stale && e.state == kept.1, "{} changed", kept.0);
+        }
+        // What a reader serves from (the live backend) is the run's own app alone.
         let after = read(&ckpt, 0).unwrap().unwrap();
         assert_eq!(after.episodes, 2);
-        let new = usize::from(!saved.iter().any(|(app, _)| app == &name));
-        assert_eq!(after.apps.len(), 3 + new, "{:?}", after.apps.iter().map(|a| &a.0).collect::<Vec<_>>());
-        assert!(after.apps.iter().any(|(app, _)| app == &name));
-        for kept in &saved {
-            if kept.0 != name {
-                assert!(after.apps.contains(kept), "{} lost or changed", kept.0);
+        assert_eq!(after.apps.iter().map(|a| a.0.as_str()).collect::<Vec<_>>(), [name.as_str()]);
+
+        // A stale entry in SERVING (as an app left serving by an earlier run would be) is not
+        // restored to it: a run over the three starts it over in its first stage.
+        let path = ckpt.join(LIFECYCLE);
+        let mut file: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let stale = three.apps.iter().position(|a| a.name != name).unwrap();
+        for e in file["apps"].as_array_mut().unwrap() {
+            if e["app"] == three.apps[stale].name.as_str() {
+                e["stage"] = serde_json::to_value(Stage::Serving).unwrap();
             }
         }
-        // Taken up again by a run over the three.
-        assert!(take_up(&ckpt, &three, Learner::Ddpg).restored);
+        std::fs::write(&path, serde_json::to_vec_pretty(&file).unwrap()).unwrap();
+        let three_config = self::config(Learner::Ddpg);
+        let mut manager = Manager::new(&three, LifecycleAgent::fresh_for(&three_config, 4), three_config).unwrap();
+        let first = manager.stages()[stale];
+        let mut sink = CheckpointSink::new(&ckpt, 4);
+        sink.start(&mut manager).unwrap();
+        assert!(sink.report.restored, "{:?}", sink.report);
+        assert_eq!(manager.stages()[stale], first);
+        assert_ne!(first, Stage::Serving);
     }
 }

@@ -102,7 +102,8 @@ pub struct DemoReport {
 const FILES: [&str; 4] = ["report.md", "report.json", "timeline.png", "aware.db"];
 
 /// Every file a demo run may leave in its directory: [`FILES`] and the store's SQLite journals.
-const OWN_FILES: [&str; 6] = ["report.md", "report.json", "timeline.png", "aware.db", "aware.db-wal", "aware.db-shm"];
+const OWN_FILES: [&str; 7] =
+    ["report.md", "report.json", "timeline.png", "aware.db", "aware.db-wal", "aware.db-shm", "aware.db-journal"];
 
 /// An error about `--out DIR`, naming the flag and the directory.
 fn out_error(out: &Path, reason: impl std::fmt::Display) -> LifecycleError {
@@ -142,7 +143,15 @@ fn fill<T>(
         .tempdir_in(out)
         .map_err(|e| out_error(out, format!("cannot create a directory in it: {e}")))?;
     let done = work(staging.path())?;
-    replace(out, staging.path()).map_err(|e| out_error(out, format!("cannot move the new report in: {e}")))?;
+    if let Err(e) = replace(out, staging.path()) {
+        // Kept, not removed: it holds the new run's files and whatever of the earlier run's
+        // could not be moved back (in `previous/`).
+        let kept = staging.keep();
+        return Err(out_error(
+            out,
+            format!("cannot move the new report in: {e}; the new and earlier files are kept in {}", kept.display()),
+        ));
+    }
     // Dropping `staging` removes it, and with it an earlier run's files.
     Ok(done)
 }
@@ -167,8 +176,10 @@ fn replace(out: &Path, staging: &Path) -> std::io::Result<()> {
 fn move_files(from: &Path, to: &Path, names: &[&str]) -> std::io::Result<()> {
     let mut moved: Vec<&str> = Vec::new();
     for &name in names {
-        if std::fs::symlink_metadata(from.join(name)).is_err() {
-            continue;
+        // Only files (or links) are the demo's: a directory of that name is someone else's.
+        match std::fs::symlink_metadata(from.join(name)) {
+            Ok(m) if m.is_file() || m.is_symlink() => {}
+            _ => continue,
         }
         if let Err(e) = std::fs::rename(from.join(name), to.join(name)) {
             for &back in moved.iter().rev() {
