@@ -332,10 +332,15 @@ fn store_commands_inspect_and_export_without_writing() {
     let o = aware(&["store", "export", "--store", &url, "--out", path.to_str().unwrap()]);
     assert_one_line_error(&o, &["--out", "is the store being exported"]);
     assert_eq!(std::fs::read(&path).unwrap(), before, "the store is untouched");
-    // An agent the store does not know has nothing, and is not listed as if it were there.
-    let o = aware(&["store", "stats", "--store", &url, "--agent", "nobody", "--json"]);
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!((v["episodes"].as_u64(), v["agents"].as_array().map(Vec::len)), (Some(0), Some(0)));
+    // An agent the store does not know is refused, naming those it holds: a typo would
+    // otherwise read as an empty store.
+    for command in ["stats", "episodes", "export"] {
+        let o = aware(
+            &["store", command, "--store", &url, "--agent", "nobody", "--json"]
+                [..if command == "export" { 6 } else { 7 }],
+        );
+        assert_one_line_error(&o, &["--agent nobody", "holds no episode of that agent", "ddpg-1"]);
+    }
     // A directory where the export should go: refused, and no temporary file left beside it.
     let o = aware(&["store", "export", "--store", &url, "--out", dir.path().to_str().unwrap()]);
     assert_one_line_error(&o, &["is a directory"]);

@@ -54,17 +54,29 @@ fn open(url: &str) -> Result<Box<dyn TrajectoryStore>> {
     Ok(aware_store::open(&url.parse::<StoreUrl>()?, true)?)
 }
 
+/// Refuses an `--agent` the store holds no episode of (a typo would otherwise read as an empty
+/// store), naming the agents it does hold.
+fn check_agent(store: &dyn TrajectoryStore, url: &str, agent: Option<&str>) -> Result<()> {
+    let Some(agent) = agent else { return Ok(()) };
+    let known = store.stats()?.agents;
+    if !known.iter().any(|a| a == agent) {
+        let known = if known.is_empty() { "none".to_string() } else { known.join(", ") };
+        anyhow::bail!("--agent {agent}: {url} holds no episode of that agent (agents: {known})");
+    }
+    Ok(())
+}
+
 pub fn run(cmd: Store) -> Result<ExitCode> {
     match cmd {
         Store::Stats(t) => {
             let store = open(&t.store)?;
+            check_agent(store.as_ref(), &t.store, t.agent.as_deref())?;
             let mut stats = store.stats()?;
             if let Some(agent) = &t.agent {
                 let eps = store.episodes(Some(agent))?;
                 stats.episodes = eps.len() as u64;
                 stats.incomplete_episodes = eps.iter().filter(|e| !e.is_complete()).count() as u64;
                 stats.transitions = eps.iter().map(|e| e.length as u64).sum();
-                // The agent named, if the store knows it (an unknown one has no episodes).
                 stats.agents.retain(|a| a == agent);
                 stats.apps =
                     eps.iter().map(|e| e.meta.app.as_str()).collect::<std::collections::BTreeSet<_>>().len() as u64;
@@ -80,6 +92,7 @@ pub fn run(cmd: Store) -> Result<ExitCode> {
         }
         Store::Episodes(t) => {
             let store = open(&t.store)?;
+            check_agent(store.as_ref(), &t.store, t.agent.as_deref())?;
             let episodes = store.episodes(t.agent.as_deref())?;
             if t.json {
                 outln!("{}", serde_json::to_string_pretty(&episodes)?);
@@ -123,6 +136,7 @@ pub fn run(cmd: Store) -> Result<ExitCode> {
                 );
             }
             let store = open(&a.store)?;
+            check_agent(store.as_ref(), &a.store, a.agent.as_deref())?;
             let mut buf = Vec::new();
             let written = match a.format {
                 Format::Csv => export::csv(store.as_ref(), a.agent.as_deref(), &mut buf)?,
