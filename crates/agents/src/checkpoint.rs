@@ -169,6 +169,15 @@ impl OpenCheckpoint {
     }
 }
 
+/// Refuses to save an agent whose configuration loading would refuse (one built in code with a
+/// value out of range): nothing is written that cannot be read back.
+pub(crate) fn check_config(dir: &Path, config: &impl Hyperparameters) -> Result<(), CheckpointError> {
+    config.validate().map_err(|e| CheckpointError::Format {
+        path: dir.join(METADATA).display().to_string(),
+        reason: format!("not saved: hyperparameters.{e}"),
+    })
+}
+
 impl Checkpoint {
     /// Writes a checkpoint of `algorithm`: `files`, then metadata recording the
     /// hyper-parameters, spaces, training step and each file's checksum.

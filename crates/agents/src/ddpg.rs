@@ -570,6 +570,7 @@ impl Ddpg {
         if let Some(twin) = &self.twin {
             files.push(("critic2.safetensors", module_file(dir, &twin.online.valid())?));
         }
+        crate::checkpoint::check_config(dir, &self.config)?;
         Checkpoint::save(dir, "ddpg", &self.config, observation_space, space, training_step, &files)?;
         Ok(())
     }

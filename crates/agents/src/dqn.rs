@@ -461,6 +461,7 @@ impl Dqn {
         let weights = module_file(dir, &self.policy)?;
         let space = aware_core::Space::Discrete { n: self.actions };
         let files = [("q_network.safetensors", weights)];
+        crate::checkpoint::check_config(dir, &self.config)?;
         Checkpoint::save(dir, self.algorithm(), &self.config, observation_space, space, self.steps, &files)?;
         Ok(())
     }

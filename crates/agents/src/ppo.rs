@@ -989,6 +989,7 @@ impl Ppo {
         let weights = module_file(dir, &self.acting)?;
         let step = training_step.max(self.steps);
         let files = [("policy_value.safetensors", weights)];
+        crate::checkpoint::check_config(dir, &self.config)?;
         Checkpoint::save(dir, "ppo", &self.config, observation_space, self.actions.space(), step, &files)?;
         Ok(())
     }

@@ -147,6 +147,7 @@ impl QTable {
         let bytes = serde_json::to_vec(&rows).expect("serialisable");
         let space = aware_core::Space::Discrete { n: self.actions };
         let files = [("q_table.json", bytes)];
+        crate::checkpoint::check_config(dir, &self.config)?;
         Checkpoint::save(dir, "qtable", &self.config, observation_space, space, self.steps, &files)?;
         Ok(())
     }

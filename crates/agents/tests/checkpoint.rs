@@ -347,3 +347,14 @@ fn a_q_table_with_non_finite_values_is_not_saved() {
     q.save(dir.path(), &obs_space()).unwrap();
     assert_eq!(QTable::load(dir.path(), &obs_space(), 2, 0).unwrap().states_visited(), 1);
 }
+
+/// An agent built in code with a setting loading would refuse is not saved: nothing is written
+/// that cannot be read back.
+#[test]
+fn a_configuration_loading_would_refuse_is_not_saved() {
+    let q = QTable::new(3, 2, QTableConfig { alpha: 50.0, ..QTableConfig::default() }, 1);
+    let dir = tempfile::tempdir().unwrap();
+    let err = q.save(dir.path(), &obs_space()).expect_err("saved").to_string();
+    assert!(err.contains("checkpoint.json") && err.contains("not saved: hyperparameters.alpha"), "{err}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "nothing written");
+}
