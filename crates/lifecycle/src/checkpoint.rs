@@ -116,12 +116,28 @@ pub fn kept_algorithm(dir: &Path) -> Option<(PathBuf, String)> {
     Some((path, meta.algorithm))
 }
 
+/// Refuses a directory holding a bare agent checkpoint (`aware train --out`'s) where a lifecycle
+/// checkpoint belongs: it would be ignored, the run starting from a fresh agent beside it.
+fn refuse_agent_checkpoint(dir: &Path) -> Result<(), LifecycleError> {
+    if dir.join(METADATA).exists() && !dir.join(AGENT).exists() && !dir.join(LIFECYCLE).exists() {
+        return Err(LifecycleError::input(
+            format!("--checkpoint {}", dir.display()),
+            format!(
+                "holds an agent checkpoint ({METADATA}, as `aware train --out` writes), not a lifecycle one \
+                 ({AGENT}/ and {LIFECYCLE}); give a new directory or one a lifecycle run wrote"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Reads the checkpoint in `dir` without changing it (a live backend's, which may sit on a
 /// read-only volume): `None` when there is none, an error naming the file when it does not
 /// verify. `seed` seeds the agent's exploration. (The live backend's agent reads the state
 /// alone, no workload embedding, and acts on the current allocation: a residual agent's
 /// checkpoint does not verify.)
 pub fn read(dir: &Path, seed: u64) -> Result<Option<Restored>, LifecycleError> {
+    refuse_agent_checkpoint(dir)?;
     Ok(CheckpointSink::new(dir, seed).read(0, false)?.map(|(agent, file)| Restored {
         agent,
         apps: file.apps.into_iter().filter(|e| !e.stale).map(|e| (e.app, e.state)).collect(),
@@ -259,6 +275,7 @@ impl CheckpointSink {
 
 impl EpisodeSink for CheckpointSink {
     fn start(&mut self, manager: &mut Manager) -> Result<(), LifecycleError> {
+        refuse_agent_checkpoint(&self.dir)?;
         match self.read(manager.embedding_width(), manager.config().residual) {
             Ok(None) => {}
             Ok(Some((agent, file))) => {
@@ -369,6 +386,25 @@ mod tests {
             assert!(aside.join(LIFECYCLE).exists());
             assert!(!ckpt.join(AGENT).exists() && !ckpt.join(LIFECYCLE).exists());
         }
+    }
+
+    /// A bare agent checkpoint (`aware train --out`'s) given where a lifecycle one belongs is
+    /// refused naming the flag, not silently ignored, and nothing is written beside it.
+    #[test]
+    fn an_agent_checkpoint_is_not_taken_for_a_lifecycle_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = config(Learner::Ddpg);
+        let agent = LifecycleAgent::fresh_for(&config, 1);
+        agent.save(dir.path(), &agent_space(false, 0)).unwrap();
+        let before: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let err = read(dir.path(), 0).err().expect("refused").to_string();
+        assert!(err.contains("--checkpoint") && err.contains("aware train --out"), "{err}");
+        let one = workload(1);
+        let mut manager = Manager::new(&one, agent, config).unwrap();
+        let err = CheckpointSink::new(dir.path(), 1).start(&mut manager).err().expect("refused").to_string();
+        assert!(err.contains("--checkpoint") && err.contains("not a lifecycle one"), "{err}");
+        let after: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(before, after);
     }
 
     /// An agent that does not load although its metadata is the one the lifecycle was written
