@@ -401,7 +401,7 @@ mod tests {
         assert!(err.contains("--checkpoint") && err.contains("aware train --out"), "{err}");
         let one = workload(1);
         let mut manager = Manager::new(&one, agent, config).unwrap();
-        let err = CheckpointSink::new(dir.path(), 1).start(&mut manager).err().expect("refused").to_string();
+        let err = CheckpointSink::new(dir.path(), 1).start(&mut manager).expect_err("refused").to_string();
         assert!(err.contains("--checkpoint") && err.contains("not a lifecycle one"), "{err}");
         let after: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(before, after);
