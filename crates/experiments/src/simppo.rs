@@ -113,7 +113,7 @@ impl SimppoConfig {
             return bad("--headroom", format!("{} is not a positive number", self.headroom));
         }
         if self.headroom > aware_simppo::tenant::MAX_HEADROOM {
-            return bad("--headroom", format!("{} is above {}", self.headroom, aware_simppo::tenant::MAX_HEADROOM));
+            return bad("--headroom", format!("{:e} is above {}", self.headroom, aware_simppo::tenant::MAX_HEADROOM));
         }
         if !(self.request_ratio > 0.0 && self.request_ratio <= 1.0) {
             return bad("--request-ratio", format!("{} is not in (0, 1]", self.request_ratio));

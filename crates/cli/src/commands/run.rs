@@ -80,11 +80,10 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let Backend::Sim = args.backend;
+    // Whole episodes of traffic, bounded (a plan beyond the lifecycle's maximum is refused).
+    let (_, traffic) = aware_lifecycle::run::plan_size(args.steps, args.episode_steps)?;
     let spec = RunSpec {
-        workload: WorkloadSpec {
-            scenario: args.scenario,
-            ..args.apps.spec(args.profile.clone(), args.steps.div_ceil(args.episode_steps) * args.episode_steps)
-        },
+        workload: WorkloadSpec { scenario: args.scenario, ..args.apps.spec(args.profile.clone(), traffic) },
         steps: args.steps,
         manager: ManagerConfig {
             episode_steps: args.episode_steps,
