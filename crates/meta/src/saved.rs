@@ -204,10 +204,12 @@ pub fn train_and_keep(
             ),
         });
     }
+    aware_lab::output::refuse_non_directory("--out", dir)?;
     if dir.join(POOL).exists() {
         return Err(file_error(&dir.join(POOL), "already holds a kept pool: choose another directory".into()));
     }
-    std::fs::create_dir_all(dir).map_err(|e| file_error(dir, e.to_string()))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| MetaError::Lab(aware_lab::LabError::input(format!("--out {}", dir.display()), e.to_string())))?;
     let start = Instant::now();
     let pooled = match base {
         Learner::Ddpg => Pooled::of(train_pool(workload, spec, progress)?, apps, BaseAgent::Ddpg)?,
