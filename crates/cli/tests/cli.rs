@@ -135,6 +135,7 @@ fn output_directories_that_are_files_are_refused_before_the_work() {
         (&["train", "--algo", "ddpg", "--apps", "1", "--episodes", "1", "--steps", "5", "--out", file][..], "--out"),
         (&["run", "--apps", "1", "--steps", "10", "--episode-steps", "10", "--checkpoint", file][..], "--checkpoint"),
         (&["experiment", "agents", "--quick", "--out", file][..], "--out"),
+        (&["train-meta", "--apps", "4", "--out", file][..], "--out"),
         (&["demo", "--out", file][..], "--out"),
         (&["demo", "--force", "--out", &format!("{file}/report")][..], "--out"),
     ] {
