@@ -690,8 +690,9 @@ fn parse_simulation(c: &mut Checker, raw: RawSimulation) -> Simulation {
     }
 }
 
-/// Renders a parser error as `file:line:col: message` on one line.
-fn syntax_error_line(source: &str, text: &str, error: &serde_saphyr::Error) -> String {
+/// Renders a YAML parser error as `file:line:col: key.path: message` on one line (`source`
+/// names the file, `text` is what was parsed): how every YAML input of `aware` reports one.
+pub fn syntax_error_line(source: &str, text: &str, error: &serde_saphyr::Error) -> String {
     let options = serde_saphyr::render_options! { snippets: serde_saphyr::SnippetMode::Off };
     let message = error.render_with_options(options);
     let mut message = message.split_whitespace().collect::<Vec<_>>().join(" ");

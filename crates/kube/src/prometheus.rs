@@ -157,7 +157,8 @@ fn default_true() -> bool {
 pub enum PrometheusConfigError {
     #[error("{path}: cannot read: {source}")]
     Read { path: String, source: std::io::Error },
-    #[error("{path}: {message}")]
+    /// `message` names the file, line and column (`aware_core::syntax_error_line`).
+    #[error("{message}")]
     Parse { path: String, message: String },
     #[error("{path}: {field}: {reason}")]
     Invalid { path: String, field: &'static str, reason: String },
@@ -183,7 +184,7 @@ impl PrometheusConfig {
     pub fn parse(text: &str, source: &str) -> Result<Self, PrometheusConfigError> {
         let config: Self = serde_saphyr::from_str(text).map_err(|e| PrometheusConfigError::Parse {
             path: source.into(),
-            message: e.to_string().lines().next().unwrap_or_default().to_string(),
+            message: aware_core::syntax_error_line(source, text, &e),
         })?;
         config.validate(source)?;
         Ok(config)
@@ -525,6 +526,6 @@ mod tests {
         let e = PrometheusConfig::parse("url: ftp://x\napps: [a]\n", "p.yaml").unwrap_err().to_string();
         assert_eq!(e, "p.yaml: url: must start with http:// or https://");
         let e = PrometheusConfig::parse("url: http://x\napps: [a]\nbogus: 1\n", "p.yaml").unwrap_err().to_string();
-        assert!(e.starts_with("p.yaml: ") && e.contains("bogus"), "{e}");
+        assert!(e.starts_with("p.yaml:3:1: bogus: unknown field") && !e.contains("error:"), "{e}");
     }
 }
