@@ -448,6 +448,7 @@ fn positive_milli(file: &str, at: &str, q: &QuantityJson) -> Result<i64, DryRunE
     let v = q.value().map_err(|e| invalid(file, at, e.to_string()))?;
     match quantity::milli(v) {
         Some(m) if m > 0 => Ok(m),
+        None if v > 0.0 => Err(invalid(file, at, format!("{v:e} is too large (at most 9.2e15)"))),
         _ => Err(invalid(file, at, format!("{v} must be a positive quantity"))),
     }
 }

@@ -159,6 +159,21 @@ fn malformed_files_are_described_in_the_users_terms() {
     assert!(err.starts_with("in.json:1:") && err.contains(": observation: ") && !err.contains('?'), "{err}");
 }
 
+/// A quantity too large to hold in milli-units is called too large, not "not positive".
+#[test]
+fn a_quantity_too_large_is_named_as_such() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/examples/recommend-hpa-v2.json");
+    let text = std::fs::read_to_string(path)
+        .unwrap()
+        .replace(r#""averageValue": "15""#, r#""averageValue": "9999999999999Ei""#);
+    let err = match parse_input(&text, "in.json") {
+        Err(e) => e.to_string(),
+        Ok(input) => run(BaselineKind::Mpa, &Profile::default(), &input, "in.json").unwrap_err().to_string(),
+    };
+    assert!(err.contains("averageValue") && err.contains("is too large"), "{err}");
+    assert!(!err.contains("positive"), "{err}");
+}
+
 /// `docs/examples/recommend-hpa-v2.json` uses every optional field of the interface; the
 /// failed and terminating pods are ignored, the HPA takes the larger of its two metrics, and the
 /// VPA starts from the checkpoint.
