@@ -239,17 +239,27 @@ fn csv_error(source: &str, e: csv::Error) -> TraceError {
     TraceError::new(source, line, None, reason)
 }
 
+/// A field's text as an error shows it: in full up to 24 characters, else its start and length
+/// (a 300-digit count is not repeated back whole).
+fn shown(raw: &str) -> String {
+    if raw.chars().count() <= 24 {
+        raw.to_string()
+    } else {
+        format!("{}… ({} characters)", raw.chars().take(16).collect::<String>(), raw.chars().count())
+    }
+}
+
 fn parse_count(source: &str, line: u64, field: &str, raw: &str) -> Result<f64, TraceError> {
     let fail = |reason: String| TraceError::new(source, Some(line), Some(field), reason);
     if raw.is_empty() {
         return Err(fail("missing value (gap in the series)".into()));
     }
-    let v: f64 = raw.parse().map_err(|_| fail(format!("not a number ({raw:?})")))?;
+    let v: f64 = raw.parse().map_err(|_| fail(format!("not a number ({:?})", shown(raw))))?;
     if !v.is_finite() {
-        return Err(fail(format!("not finite ({raw})")));
+        return Err(fail(format!("not finite ({})", shown(raw))));
     }
     if v < 0.0 {
-        return Err(fail(format!("negative count ({raw})")));
+        return Err(fail(format!("negative count ({})", shown(raw))));
     }
     Ok(v)
 }
@@ -263,7 +273,7 @@ fn check_rate(source: &str, line: u64, field: &str, rate: f64, raw: &str) -> Res
             source,
             Some(line),
             Some(field),
-            format!("{raw} is {rate:e} requests/s, above the limit of 1e9/s"),
+            format!("{} is {rate:e} requests/s, above the limit of 1e9/s", shown(raw)),
         ))
     }
 }
@@ -317,6 +327,8 @@ fn parse_azure(text: &str, source: &str) -> Result<Vec<Trace>, TraceError> {
 
 fn parse_timestamp_count(text: &str, source: &str) -> Result<Trace, TraceError> {
     let mut points: Vec<(u64, f64, f64)> = Vec::new();
+    // The first two timestamps as written: two that differ in text may be one float.
+    let mut first_written: Vec<String> = Vec::new();
     for row in reader(text).into_records() {
         let row = row.map_err(|e| csv_error(source, e))?;
         let line = row.position().map(|p| p.line()).unwrap_or(0);
@@ -338,6 +350,9 @@ fn parse_timestamp_count(text: &str, source: &str) -> Result<Trace, TraceError> 
             TraceError::new(source, Some(line), Some("timestamp"), format!("not a number of seconds ({:?})", &row[0]))
         })?;
         let count = parse_count(source, line, "count", &row[1])?;
+        if first_written.len() < 2 {
+            first_written.push(shown(&row[0]));
+        }
         points.push((line, ts, count));
     }
     if points.len() < 2 {
@@ -349,7 +364,10 @@ fn parse_timestamp_count(text: &str, source: &str) -> Result<Trace, TraceError> 
             source,
             Some(points[1].0),
             Some("timestamp"),
-            format!("must increase ({} after {})", points[1].1, points[0].1),
+            format!(
+                "must increase ({} after {}; timestamps are seconds, as 64-bit floats)",
+                first_written[1], first_written[0]
+            ),
         ));
     }
     for w in points.windows(2) {
@@ -366,7 +384,7 @@ fn parse_timestamp_count(text: &str, source: &str) -> Result<Trace, TraceError> 
     }
     let mut rates = Vec::with_capacity(points.len());
     for &(line, _, count) in &points {
-        rates.push(check_rate(source, line, "count", count / interval, &count.to_string())?);
+        rates.push(check_rate(source, line, "count", count / interval, &format!("{count:e}"))?);
     }
     Ok(Trace { name: source.rsplit('/').next().unwrap_or(source).to_string(), interval_s: interval, rates })
 }
@@ -424,6 +442,13 @@ mod tests {
             ("timestamp,count\n0,5\n60,1e300\n", &["t.csv:3", "count", "1e9"]),
             ("timestamp,count\n0,5\n60,inf\n", &["t.csv:3", "count", "not finite"]),
             ("timestamp,count\n0,5\n60,NaN\n", &["t.csv:3", "count", "not finite"]),
+            (&format!("timestamp,count\n0,5\n60,{}\n", "9".repeat(300)), &["t.csv:3", "count: 1e300 is"]),
+            (&format!("0,5\n60,{}\n", "x".repeat(300)), &["t.csv:2", "count", "(300 characters)"]),
+            // Two timestamps that differ in text but not as floats: named as written.
+            (
+                "9223372036854775807,5\n9223372036854775806,5\n",
+                &["t.csv:2", "9223372036854775806 after 9223372036854775807"],
+            ),
             // 6.1e10 per minute is ~1.02e9/s.
             ("timestamp,count\n0,5\n60,61000000000\n", &["t.csv:3", "count", "1e9"]),
             ("0,5\n1e-300,5\n", &["t.csv:1", "count", "1e9"]),
