@@ -53,6 +53,13 @@ impl FromStr for StoreUrl {
 pub fn open(url: &StoreUrl, read_only: bool) -> Result<Box<dyn TrajectoryStore>, StoreError> {
     match url {
         StoreUrl::Sqlite { path, sync } => {
+            // SQLite would say only "disk I/O error".
+            if path.is_dir() {
+                return Err(StoreError::Invalid(format!(
+                    "{}: is a directory; a SQLite store is a file (sqlite:DIR/aware.db)",
+                    path.display()
+                )));
+            }
             Ok(Box::new(if read_only { SqliteStore::open_read_only(path)? } else { SqliteStore::open(path, *sync)? }))
         }
         StoreUrl::Postgres(url) => Ok(Box::new(crate::postgres::PostgresStore::connect(url)?)),
@@ -114,6 +121,16 @@ pub fn open_spooled(url: &StoreUrl, spool: Option<&Path>, max_bytes: u64) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_directory_is_not_taken_for_a_sqlite_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let url: StoreUrl = format!("sqlite:{}", dir.path().display()).parse().unwrap();
+        for read_only in [true, false] {
+            let err = open(&url, read_only).err().expect("refused").to_string();
+            assert!(err.contains("is a directory") && err.starts_with(&dir.path().display().to_string()), "{err}");
+        }
+    }
 
     #[test]
     fn the_store_file_and_its_journal_are_the_store_however_spelled() {
