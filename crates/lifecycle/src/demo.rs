@@ -122,11 +122,31 @@ fn prepare(out: &Path, force: bool) -> Result<(), LifecycleError> {
                 format!("{} is not empty; choose another directory or pass --force", out.display()),
             ));
         }
+        sweep_staging(out)?;
     } else {
         std::fs::create_dir_all(out).map_err(|e| out_error(out, format!("cannot create: {e}")))?;
     }
     Ok(())
 }
+
+/// Removes the staging directories ([`STAGING`]) a killed demo left in `out`, except one
+/// holding `previous/`: a run killed while it replaced the files, whose earlier files may be
+/// there and nowhere else.
+fn sweep_staging(out: &Path) -> Result<(), LifecycleError> {
+    let entries = std::fs::read_dir(out).map_err(|e| out_error(out, format!("cannot read: {e}")))?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let ours = entry.file_name().to_string_lossy().starts_with(STAGING);
+        if ours && entry.file_type().is_ok_and(|t| t.is_dir()) && !path.join("previous").exists() {
+            std::fs::remove_dir_all(&path)
+                .map_err(|e| out_error(out, format!("cannot remove {}: {e}", path.display())))?;
+        }
+    }
+    Ok(())
+}
+
+/// The name every staging directory starts with.
+const STAGING: &str = ".aware-demo-";
 
 /// Runs `work`, which writes the demo's files into the directory it is given: a fresh one
 /// inside `out` (so on the same filesystem), whose files replace an earlier run's in `out` only
@@ -139,7 +159,7 @@ fn fill<T>(
 ) -> Result<T, LifecycleError> {
     prepare(out, force)?;
     let staging = tempfile::Builder::new()
-        .prefix(".aware-demo-")
+        .prefix(STAGING)
         .tempdir_in(out)
         .map_err(|e| out_error(out, format!("cannot create a directory in it: {e}")))?;
     let done = work(staging.path())?;
@@ -418,6 +438,26 @@ mod tests {
             .map(|(f, t)| (f.to_string(), t.to_string()))
             .collect();
         assert_eq!(files(&out), want, "the old journal went with the old store; no staging left behind");
+    }
+
+    /// `--force` removes the staging directories a killed demo left, but keeps one holding
+    /// `previous/` (an earlier run's files may be there and nowhere else).
+    #[test]
+    fn force_sweeps_a_killed_demos_staging_but_not_one_holding_earlier_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("report");
+        let killed = out.join(format!("{STAGING}killed"));
+        let replacing = out.join(format!("{STAGING}replacing"));
+        std::fs::create_dir_all(&killed).unwrap();
+        std::fs::write(killed.join("aware.db"), "half a run").unwrap();
+        std::fs::create_dir_all(replacing.join("previous")).unwrap();
+        std::fs::write(replacing.join("previous").join("report.md"), "the only copy").unwrap();
+        std::fs::write(out.join(format!("{STAGING}a-file")), "not a directory").unwrap();
+        assert!(prepare(&out, false).is_err(), "a leftover staging directory makes --out non-empty");
+        prepare(&out, true).unwrap();
+        assert!(!killed.exists());
+        assert_eq!(std::fs::read_to_string(replacing.join("previous").join("report.md")).unwrap(), "the only copy");
+        assert!(out.join(format!("{STAGING}a-file")).exists());
     }
 
     /// Moving files is all or nothing: when one cannot be moved, those moved before it go
