@@ -101,9 +101,11 @@ pub struct DemoReport {
 
 const FILES: [&str; 4] = ["report.md", "report.json", "timeline.png", "aware.db"];
 
-/// Every file a demo run may leave in its directory: [`FILES`] and the store's SQLite journals.
-const OWN_FILES: [&str; 7] =
-    ["report.md", "report.json", "timeline.png", "aware.db", "aware.db-wal", "aware.db-shm", "aware.db-journal"];
+/// Every file a demo run may leave in its directory: [`FILES`] and its store's SQLite journals.
+fn own_files() -> Vec<String> {
+    let journals = aware_store::SQLITE_JOURNALS.iter().map(|j| format!("aware.db{j}"));
+    FILES.iter().map(|f| f.to_string()).chain(journals).collect()
+}
 
 /// An error about `--out DIR`, naming the flag and the directory.
 fn out_error(out: &Path, reason: impl std::fmt::Display) -> LifecycleError {
@@ -182,10 +184,11 @@ fn fill<T>(
 fn replace(out: &Path, staging: &Path) -> std::io::Result<()> {
     let previous = staging.join("previous");
     std::fs::create_dir(&previous)?;
-    move_files(out, &previous, &OWN_FILES)?;
-    if let Err(e) = move_files(staging, out, &OWN_FILES) {
+    let own = own_files();
+    move_files(out, &previous, &own)?;
+    if let Err(e) = move_files(staging, out, &own) {
         // Best effort: the failure is what the caller needs to hear.
-        let _ = move_files(&previous, out, &OWN_FILES);
+        let _ = move_files(&previous, out, &own);
         return Err(e);
     }
     Ok(())
@@ -193,9 +196,9 @@ fn replace(out: &Path, staging: &Path) -> std::io::Result<()> {
 
 /// Moves each of `names` that is in `from` to `to`; when one cannot be moved, moves back those
 /// that were and says why.
-fn move_files(from: &Path, to: &Path, names: &[&str]) -> std::io::Result<()> {
+fn move_files(from: &Path, to: &Path, names: &[String]) -> std::io::Result<()> {
     let mut moved: Vec<&str> = Vec::new();
-    for &name in names {
+    for name in names.iter().map(String::as_str) {
         // Only files (or links) are the demo's: a directory of that name is someone else's.
         match std::fs::symlink_metadata(from.join(name)) {
             Ok(m) if m.is_file() || m.is_symlink() => {}
@@ -474,7 +477,7 @@ mod tests {
         std::fs::create_dir(to.join("report.json")).unwrap();
         std::fs::write(to.join("report.json").join("x"), "").unwrap();
         let before = files(&from);
-        assert!(move_files(&from, &to, &OWN_FILES).is_err());
+        assert!(move_files(&from, &to, &own_files()).is_err());
         assert_eq!(files(&from), before);
         assert!(!to.join("report.md").exists());
     }

@@ -25,7 +25,7 @@ pub use model::{
 pub use postgres::PostgresStore;
 pub use spool::Spooled;
 pub use sqlite::{SCHEMA_VERSION, SqliteStore, Sync};
-pub use url::{DEFAULT_SPOOL_BYTES, StoreUrl, open, open_spooled};
+pub use url::{DEFAULT_SPOOL_BYTES, SQLITE_JOURNALS, StoreUrl, open, open_spooled};
 
 /// What every backend provides. Reads only ever see closed (acknowledged) episodes, except
 /// `episodes` and `episode`, which show incomplete ones marked as such for operators.

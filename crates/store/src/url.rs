@@ -67,6 +67,9 @@ pub fn open(url: &StoreUrl, read_only: bool) -> Result<Box<dyn TrajectoryStore>,
     }
 }
 
+/// What SQLite writes beside a database file `F`: `F-wal`, `F-shm`, `F-journal`.
+pub const SQLITE_JOURNALS: [&str; 3] = ["-wal", "-shm", "-journal"];
+
 /// How much journal a spool keeps by default before refusing writes: 1 GiB.
 pub const DEFAULT_SPOOL_BYTES: u64 = 1 << 30;
 
@@ -90,7 +93,7 @@ impl StoreUrl {
             })
         };
         let target = resolve(path);
-        ["", "-wal", "-shm", "-journal"].iter().any(|suffix| {
+        std::iter::once("").chain(SQLITE_JOURNALS).any(|suffix| {
             let mut name = db.as_os_str().to_os_string();
             name.push(suffix);
             resolve(Path::new(&name)) == target
