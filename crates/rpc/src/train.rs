@@ -21,10 +21,18 @@ use crate::server::{ServeError, read_token_file};
 pub enum RemoteTrainError {
     #[error(transparent)]
     Lab(#[from] LabError),
-    #[error("--env {address}: {source}")]
+    #[error("{}", client_line(address, source))]
     Client { address: String, source: ClientError },
     #[error(transparent)]
     Files(#[from] ServeError),
+}
+
+/// `--env ADDRESS: reason`, the address once: connection errors name it already.
+fn client_line(address: &str, source: &ClientError) -> String {
+    match source {
+        ClientError::Address { .. } | ClientError::Connect { .. } => format!("--env {source}"),
+        _ => format!("--env {address}: {source}"),
+    }
 }
 
 /// Where the environment is served and how to reach it.

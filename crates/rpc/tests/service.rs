@@ -410,9 +410,14 @@ fn remote_training_without_the_token_is_refused() {
     let e = aware_rpc::train_remote(&remote, &workload, &spec, &aware_lab::progress::Silent).unwrap_err().to_string();
     assert!(e.starts_with(&format!("--env {}: Make: UNAUTHENTICATED", server.addr())), "{e}");
     assert!(!spec.out.exists(), "a refused run wrote {}", spec.out.display());
-    let traced = aware_lab::workload::WorkloadSpec { trace: Some("t.csv".into()), ..workload };
+    let traced = aware_lab::workload::WorkloadSpec { trace: Some("t.csv".into()), ..workload.clone() };
     let e = aware_rpc::train_remote(&remote, &traced, &spec, &aware_lab::progress::Silent).unwrap_err().to_string();
     assert!(e.starts_with("--trace:"), "{e}");
+    // A server that is not there: its address once, not twice.
+    let absent = aware_rpc::RemoteEnvArgs { address: "127.0.0.1:1".into(), token_file: None, tls_ca: None };
+    let e = aware_rpc::train_remote(&absent, &workload, &spec, &aware_lab::progress::Silent).unwrap_err().to_string();
+    assert!(e.starts_with("--env 127.0.0.1:1: cannot connect"), "{e}");
+    assert_eq!(e.matches("127.0.0.1:1").count(), 1, "{e}");
 }
 
 /// A CA and a server certificate for localhost / 127.0.0.1, made with the `openssl` command.
