@@ -97,6 +97,12 @@ pub struct DemoReport {
     pub files: Vec<String>,
     /// The store the run recorded into (`aware explain --store …`).
     pub store: String,
+    /// Staging directories in `out` of earlier demos stopped while they replaced their files:
+    /// each holds in `previous/` the files of the run before that one, which may be there and
+    /// nowhere else. Kept (`--force` does not remove them) and named here until the operator
+    /// moves or deletes them. Absent when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub interrupted: Vec<PathBuf>,
 }
 
 const FILES: [&str; 4] = ["report.md", "report.json", "timeline.png", "aware.db"];
@@ -133,7 +139,7 @@ fn prepare(out: &Path, force: bool) -> Result<(), LifecycleError> {
 
 /// Removes the staging directories ([`STAGING`]) a killed demo left in `out`, except one
 /// holding `previous/`: a run killed while it replaced the files, whose earlier files may be
-/// there and nowhere else.
+/// there and nowhere else ([`interrupted`] names those).
 fn sweep_staging(out: &Path) -> Result<(), LifecycleError> {
     let entries = std::fs::read_dir(out).map_err(|e| out_error(out, format!("cannot read: {e}")))?;
     for entry in entries.flatten() {
@@ -145,6 +151,23 @@ fn sweep_staging(out: &Path) -> Result<(), LifecycleError> {
         }
     }
     Ok(())
+}
+
+/// The staging directories in `out` that [`sweep_staging`] keeps: those of runs stopped while
+/// they replaced their files, holding an earlier run's files in `previous/`. Sorted; none when
+/// `out` cannot be read (it is then refused or created by [`prepare`]).
+pub fn interrupted(out: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(out) else {
+        return Vec::new();
+    };
+    let mut kept: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(STAGING) && e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .filter(|p| p.join("previous").is_dir())
+        .collect();
+    kept.sort();
+    kept
 }
 
 /// The name every staging directory starts with.
@@ -242,6 +265,8 @@ pub fn demo(spec: &DemoSpec, progress: &dyn Progress) -> Result<DemoReport, Life
     let plan = Plan::new(&workload, steps, spec.episode_steps)?;
     // The store as the report names it: where the run's lands once the demo has succeeded.
     let url = format!("sqlite:{}", spec.out.join("aware.db").display());
+    // Named in the report: what earlier demos stopped mid-replacement kept.
+    let kept = interrupted(&spec.out);
     // Everything is written into a fresh directory inside `--out` and moved over an earlier
     // run's files only once it all succeeded: a demo that fails loses nothing.
     fill(&spec.out, spec.force, |dir| {
@@ -298,6 +323,7 @@ pub fn demo(spec: &DemoSpec, progress: &dyn Progress) -> Result<DemoReport, Life
             out: spec.out.clone(),
             files: FILES.iter().map(|f| f.to_string()).collect(),
             store: url,
+            interrupted: kept,
         };
         write_plot(&dir.join("timeline.png"), &[&aware, &mpa, &no_bootstrap], workload.sim.interval_s)?;
         let json =
@@ -381,6 +407,13 @@ pub fn markdown(r: &DemoReport) -> String {
         "\nEvery decision is in the store: `aware explain --store {} --app APP --last 5`.\n",
         r.store
     ));
+    for dir in &r.interrupted {
+        md.push_str(&format!(
+            "\nAn earlier demo was stopped while it replaced its files: the files of the run before it are \
+             kept in `{}`.\n",
+            dir.join("previous").display()
+        ));
+    }
     md
 }
 
@@ -461,6 +494,7 @@ mod tests {
         assert!(!killed.exists());
         assert_eq!(std::fs::read_to_string(replacing.join("previous").join("report.md")).unwrap(), "the only copy");
         assert!(out.join(format!("{STAGING}a-file")).exists());
+        assert_eq!(interrupted(&out), vec![replacing], "the kept one is named, the swept one is gone");
     }
 
     /// Moving files is all or nothing: when one cannot be moved, those moved before it go

@@ -53,6 +53,21 @@ fn demo_writes_its_report_and_store_and_refuses_to_clobber() {
     assert_eq!(std::fs::read_to_string(out.join("notes.txt")).unwrap(), "mine");
     let again = explain(&r.store, app, Query::Step(10)).unwrap();
     assert_eq!(again.decisions.len(), 1, "the old store was replaced, not appended to");
+    assert!(!json.as_object().unwrap().contains_key("interrupted"), "absent when nothing was kept");
+
+    // A demo stopped while it moved its files in kept the run before it in its staging
+    // directory: a later run leaves it there and names it.
+    let stopped = out.join(".aware-demo-stopped").join("previous");
+    std::fs::create_dir_all(&stopped).unwrap();
+    std::fs::write(stopped.join("report.md"), "the only copy").unwrap();
+    let r = demo(&DemoSpec { force: true, ..small(&out) }, &Silent).unwrap();
+    assert_eq!(r.interrupted, [out.join(".aware-demo-stopped")]);
+    assert_eq!(std::fs::read_to_string(stopped.join("report.md")).unwrap(), "the only copy");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(json["interrupted"].as_array().unwrap().len(), 1);
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains(&stopped.display().to_string()), "{md}");
 }
 
 /// Without bootstrapping the agent acts from the first interval: each of its decisions carries

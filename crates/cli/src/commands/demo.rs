@@ -57,6 +57,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
         agent: args.agent,
     };
     let report = aware_lifecycle::demo::demo(&spec, &Bar::new())?;
+    for dir in &report.interrupted {
+        eprintln!(
+            "note: an earlier demo was stopped while it replaced its files; the files of the run before it are kept in {}",
+            dir.join("previous").display()
+        );
+    }
     if args.json {
         print_json(&report)?;
         return Ok(ExitCode::SUCCESS);
