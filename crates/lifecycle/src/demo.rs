@@ -118,8 +118,9 @@ fn out_error(out: &Path, reason: impl std::fmt::Display) -> LifecycleError {
     LifecycleError::input(format!("--out {}", out.display()), reason.to_string())
 }
 
-/// Refuses a non-empty output directory unless `force`; creates a missing one.
-fn prepare(out: &Path, force: bool) -> Result<(), LifecycleError> {
+/// Refuses a non-empty output directory unless `force`; creates a missing one. Returns the
+/// staging directories of interrupted runs it keeps ([`sweep_staging`]).
+fn prepare(out: &Path, force: bool) -> Result<Vec<PathBuf>, LifecycleError> {
     aware_lab::output::refuse_non_directory("--out", out)?;
     if out.exists() {
         let non_empty =
@@ -130,44 +131,43 @@ fn prepare(out: &Path, force: bool) -> Result<(), LifecycleError> {
                 format!("{} is not empty; choose another directory or pass --force", out.display()),
             ));
         }
-        sweep_staging(out)?;
+        sweep_staging(out)
     } else {
         std::fs::create_dir_all(out).map_err(|e| out_error(out, format!("cannot create: {e}")))?;
+        Ok(Vec::new())
     }
-    Ok(())
 }
 
 /// Removes the staging directories ([`STAGING`]) a killed demo left in `out`, except one
 /// holding `previous/`: a run killed while it replaced the files, whose earlier files may be
-/// there and nowhere else ([`interrupted`] names those).
-fn sweep_staging(out: &Path) -> Result<(), LifecycleError> {
+/// there and nowhere else. Returns those it keeps, sorted ([`DemoReport::interrupted`]).
+fn sweep_staging(out: &Path) -> Result<Vec<PathBuf>, LifecycleError> {
     let entries = std::fs::read_dir(out).map_err(|e| out_error(out, format!("cannot read: {e}")))?;
+    let mut kept = Vec::new();
     for entry in entries.flatten() {
         let path = entry.path();
         let ours = entry.file_name().to_string_lossy().starts_with(STAGING);
-        if ours && entry.file_type().is_ok_and(|t| t.is_dir()) && !path.join("previous").exists() {
+        if !ours || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        if path.join("previous").exists() {
+            kept.push(path);
+        } else {
             std::fs::remove_dir_all(&path)
                 .map_err(|e| out_error(out, format!("cannot remove {}: {e}", path.display())))?;
         }
     }
-    Ok(())
+    kept.sort();
+    Ok(kept)
 }
 
-/// The staging directories in `out` that [`sweep_staging`] keeps: those of runs stopped while
-/// they replaced their files, holding an earlier run's files in `previous/`. Sorted; none when
-/// `out` cannot be read (it is then refused or created by [`prepare`]).
-pub fn interrupted(out: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(out) else {
-        return Vec::new();
-    };
-    let mut kept: Vec<PathBuf> = entries
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with(STAGING) && e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.path())
-        .filter(|p| p.join("previous").is_dir())
-        .collect();
-    kept.sort();
-    kept
+/// What the demo says of a staging directory [`sweep_staging`] kept (on stderr and in
+/// `report.md`).
+pub fn interrupted_note(staging: &Path) -> String {
+    format!(
+        "an earlier demo was stopped while it replaced its files; the files of the run before it are kept in {}",
+        staging.join("previous").display()
+    )
 }
 
 /// The name every staging directory starts with.
@@ -176,18 +176,19 @@ const STAGING: &str = ".aware-demo-";
 /// Runs `work`, which writes the demo's files into the directory it is given: a fresh one
 /// inside `out` (so on the same filesystem), whose files replace an earlier run's in `out` only
 /// once `work` succeeds. A run that fails leaves `out` as it was (an earlier report and store
-/// included); files that are not the demo's own are never touched.
+/// included); files that are not the demo's own are never touched. `work` is also given the
+/// staging directories of interrupted runs that [`prepare`] kept.
 fn fill<T>(
     out: &Path,
     force: bool,
-    work: impl FnOnce(&Path) -> Result<T, LifecycleError>,
+    work: impl FnOnce(&Path, Vec<PathBuf>) -> Result<T, LifecycleError>,
 ) -> Result<T, LifecycleError> {
-    prepare(out, force)?;
+    let kept = prepare(out, force)?;
     let staging = tempfile::Builder::new()
         .prefix(STAGING)
         .tempdir_in(out)
         .map_err(|e| out_error(out, format!("cannot create a directory in it: {e}")))?;
-    let done = work(staging.path())?;
+    let done = work(staging.path(), kept)?;
     if let Err(e) = replace(out, staging.path()) {
         // Kept, not removed: it holds the new run's files and whatever of the earlier run's
         // could not be moved back (in `previous/`).
@@ -265,11 +266,9 @@ pub fn demo(spec: &DemoSpec, progress: &dyn Progress) -> Result<DemoReport, Life
     let plan = Plan::new(&workload, steps, spec.episode_steps)?;
     // The store as the report names it: where the run's lands once the demo has succeeded.
     let url = format!("sqlite:{}", spec.out.join("aware.db").display());
-    // Named in the report: what earlier demos stopped mid-replacement kept.
-    let kept = interrupted(&spec.out);
     // Everything is written into a fresh directory inside `--out` and moved over an earlier
     // run's files only once it all succeeded: a demo that fails loses nothing.
-    fill(&spec.out, spec.force, |dir| {
+    fill(&spec.out, spec.force, |dir, kept| {
         let mut store = aware_store::open(&format!("sqlite:{}", dir.join("aware.db").display()).parse()?, false)?;
         let config = ManagerConfig {
             episode_steps: spec.episode_steps,
@@ -408,11 +407,7 @@ pub fn markdown(r: &DemoReport) -> String {
         r.store
     ));
     for dir in &r.interrupted {
-        md.push_str(&format!(
-            "\nAn earlier demo was stopped while it replaced its files: the files of the run before it are \
-             kept in `{}`.\n",
-            dir.join("previous").display()
-        ));
+        md.push_str(&format!("\nNote: {}.\n", interrupted_note(dir)));
     }
     md
 }
@@ -449,10 +444,10 @@ mod tests {
         let before = files(&out);
 
         // Refused without --force, nothing run.
-        let err = fill(&out, false, |_| -> Result<(), LifecycleError> { unreachable!() }).unwrap_err().to_string();
+        let err = fill(&out, false, |_, _| -> Result<(), LifecycleError> { unreachable!() }).unwrap_err().to_string();
         assert!(err.starts_with("--out: ") && err.contains("--force"), "{err}");
 
-        let err = fill(&out, true, |staging| {
+        let err = fill(&out, true, |staging, _| {
             std::fs::write(staging.join("report.md"), "new").unwrap();
             std::fs::write(staging.join("aware.db"), "new db").unwrap();
             Err::<(), _>(LifecycleError::input("--change", "the run failed"))
@@ -462,7 +457,7 @@ mod tests {
         assert_eq!(err, "--change: the run failed");
         assert_eq!(files(&out), before, "a failed run changes nothing");
 
-        let done = fill(&out, true, |staging| {
+        let done = fill(&out, true, |staging, _| {
             std::fs::write(staging.join("report.md"), "new").unwrap();
             std::fs::write(staging.join("aware.db"), "new db").unwrap();
             Ok(7)
@@ -490,11 +485,11 @@ mod tests {
         std::fs::write(replacing.join("previous").join("report.md"), "the only copy").unwrap();
         std::fs::write(out.join(format!("{STAGING}a-file")), "not a directory").unwrap();
         assert!(prepare(&out, false).is_err(), "a leftover staging directory makes --out non-empty");
-        prepare(&out, true).unwrap();
+        let kept = prepare(&out, true).unwrap();
         assert!(!killed.exists());
         assert_eq!(std::fs::read_to_string(replacing.join("previous").join("report.md")).unwrap(), "the only copy");
         assert!(out.join(format!("{STAGING}a-file")).exists());
-        assert_eq!(interrupted(&out), vec![replacing], "the kept one is named, the swept one is gone");
+        assert_eq!(kept, vec![replacing], "the kept one is named, the swept one is gone");
     }
 
     /// Moving files is all or nothing: when one cannot be moved, those moved before it go

@@ -58,10 +58,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     };
     let report = aware_lifecycle::demo::demo(&spec, &Bar::new())?;
     for dir in &report.interrupted {
-        eprintln!(
-            "note: an earlier demo was stopped while it replaced its files; the files of the run before it are kept in {}",
-            dir.join("previous").display()
-        );
+        eprintln!("note: {}", aware_lifecycle::demo::interrupted_note(dir));
     }
     if args.json {
         print_json(&report)?;
