@@ -123,6 +123,9 @@ pub struct AppLifecycle {
     reference: Option<f64>,
     /// ONLINE because SERVING's rewards degraded ([`AppLifecycle::retraining`]).
     retraining: bool,
+    /// The last comparison of the agent with the fallback that a stage decision read
+    /// ([`AppLifecycle::last_check`]).
+    last_check: Option<String>,
 }
 
 impl AppLifecycle {
@@ -137,6 +140,7 @@ impl AppLifecycle {
             recent: VecDeque::new(),
             reference: None,
             retraining: false,
+            last_check: None,
         }
     }
 
@@ -168,6 +172,23 @@ impl AppLifecycle {
         self.retraining
     }
 
+    /// The last comparison with the fallback that a stage decision read, with its numbers:
+    /// `as good as the fallback: …` or `behind the fallback: …`. It says why an app is still
+    /// OFFLINE (its agent has not yet matched the fallback on the app's recent traffic), and
+    /// what an agent acting for it last earned beside it. `None` before the first.
+    pub fn last_check(&self) -> Option<&str> {
+        self.last_check.as_deref()
+    }
+
+    /// The agent against the fallback in `s`, remembered as [`AppLifecycle::last_check`]:
+    /// whether it is as good, and the numbers that say so.
+    fn check(&mut self, s: &ShadowComparison) -> (bool, String) {
+        let (as_good, numbers) = self.as_good(s);
+        let verdict = if as_good { "as good as the fallback" } else { "behind the fallback" };
+        self.last_check = Some(format!("{verdict}: the agent earned {numbers}"));
+        (as_good, numbers)
+    }
+
     /// INITIALIZED → OFFLINE or ONLINE; `None` once started.
     pub fn start(&mut self) -> Option<Transition> {
         if self.stage != Stage::Initialized {
@@ -190,18 +211,18 @@ impl AppLifecycle {
             Stage::Initialized => None,
             Stage::Offline => {
                 let s = shadow?;
-                let (as_good, numbers) = self.as_good(&s);
+                let (as_good, numbers) = self.check(&s);
                 as_good.then(|| self.enter(Stage::Online, format!("agent earned {numbers}")))
             }
             Stage::Serving if !self.may_retrain => None,
             Stage::Online | Stage::Serving if self.bootstrapping && shadow.is_some_and(|s| !self.as_good(&s).0) => {
+                let (_, numbers) = self.check(&shadow?);
                 // One episode behind can be the shadow's noise (it starts from the app's first
                 // allocation); two in a row are a trend, as for the degradation check.
                 self.behind += 1;
                 if self.behind < DEGRADATION_EPISODES {
                     return self.serving_or_degraded();
                 }
-                let (_, numbers) = self.as_good(&shadow?);
                 self.reference = None;
                 Some(self.enter(
                     Stage::Offline,
@@ -209,6 +230,9 @@ impl AppLifecycle {
                 ))
             }
             Stage::Online | Stage::Serving => {
+                if let Some(s) = shadow.filter(|_| self.bootstrapping) {
+                    self.check(&s);
+                }
                 self.behind = 0;
                 self.serving_or_degraded()
             }
@@ -423,6 +447,39 @@ mod tests {
             assert_eq!(t.is_some(), online, "agent {ar}/{av} vs fallback {fr}/{fv}");
             assert_eq!(a.stage(), if online { Stage::Online } else { Stage::Offline });
         }
+    }
+
+    /// The last comparison a stage decision read names its verdict and numbers: why an app is
+    /// still OFFLINE, then what got it ONLINE, then how the acting agent last stood.
+    #[test]
+    fn the_last_check_says_why_an_app_is_still_offline() {
+        let mut a = AppLifecycle::new(thresholds(3), true);
+        a.start();
+        assert!(a.last_check().is_none());
+        let behind = ShadowComparison { agent: ep(1.11, 0), fallback: ep(1.26, 0) };
+        assert!(a.episode_end(ep(1.26, 0), Some(behind)).is_none());
+        let check = a.last_check().unwrap().to_string();
+        assert!(
+            check
+                .starts_with("behind the fallback: the agent earned 1.1100 per interval against the fallback's 1.2600"),
+            "{check}"
+        );
+        // An episode without a comparison leaves the last one.
+        assert!(a.episode_end(ep(1.26, 0), None).is_none());
+        assert_eq!(a.last_check(), Some(check.as_str()));
+        let good = ShadowComparison { agent: ep(1.25, 0), fallback: ep(1.26, 0) };
+        assert_eq!(a.episode_end(ep(1.26, 0), Some(good)).unwrap().to, Stage::Online);
+        assert!(a.last_check().unwrap().starts_with("as good as the fallback: the agent earned 1.2500"));
+        // Acting and behind once: recorded, the stage kept (two in a row are a trend).
+        let slipped = ShadowComparison { agent: ep(0.90, 2), fallback: ep(1.26, 0) };
+        assert!(a.episode_end(ep(0.90, 2), Some(slipped)).is_none());
+        assert_eq!(a.stage(), Stage::Online);
+        assert!(a.last_check().unwrap().contains("with 2 SLO-violating intervals against 0"), "{:?}", a.last_check());
+        // Without bootstrapping no comparison is read, and none is kept.
+        let mut plain = AppLifecycle::new(thresholds(3), false);
+        plain.start();
+        plain.episode_end(ep(0.5, 0), Some(good));
+        assert!(plain.last_check().is_none());
     }
 
     #[test]

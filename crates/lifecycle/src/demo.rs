@@ -402,6 +402,14 @@ pub fn markdown(r: &DemoReport) -> String {
             c.guard_limited
         ));
     }
+    let waiting: Vec<&DemoApp> = r.per_app.iter().filter(|a| a.stage == Stage::Offline).collect();
+    if !waiting.is_empty() {
+        md.push_str("\nThe fallback serves these apps at the end; their agent's last bootstrapping check:\n\n");
+        for a in waiting {
+            let check = a.counts.last_check.as_deref().unwrap_or("none yet");
+            md.push_str(&format!("- {}: {check}\n", a.app));
+        }
+    }
     md.push_str(&format!(
         "\nEvery decision is in the store: `aware explain --store {} --app APP --last 5`.\n",
         r.store

@@ -183,6 +183,10 @@ pub struct Counts {
     pub workload_holds: u64,
     /// The meta-learner's last verdict on the app, when the run has one.
     pub workload_verdict: Option<String>,
+    /// The last comparison of the agent with the fallback on the app's recent traffic that a
+    /// stage decision read, with its numbers ([`AppLifecycle::last_check`]): why an app is
+    /// still OFFLINE, or how an acting agent last stood beside the fallback.
+    pub last_check: Option<String>,
 }
 
 /// What the meta-learner said of an application's workload (runs with a meta-learner only).
@@ -822,6 +826,7 @@ impl<'w> Manager<'w> {
                 self.log(i, t);
             }
             let a = &mut self.apps[i];
+            a.counts.last_check = a.lifecycle.last_check().map(str::to_owned);
             (a.reward, a.intervals, a.violations) = (0.0, 0, 0);
             a.episode_start_agent_actions = a.counts.agent_actions;
             a.episode_start_workload_holds = a.counts.workload_holds;

@@ -3,6 +3,7 @@
 
 use aware_lab::progress::Silent;
 use aware_lab::workload::{Workload, WorkloadSpec};
+use aware_lifecycle::Stage;
 use aware_lifecycle::decision::{Decision, gradient_times_input};
 use aware_lifecycle::demo::{DemoSpec, demo};
 use aware_lifecycle::explain::{Query, explain};
@@ -31,6 +32,11 @@ fn demo_writes_its_report_and_store_and_refuses_to_clobber() {
     assert!(stages.iter().all(|s| ["app", "step", "from", "to", "reason"].iter().all(|k| s.get(k).is_some())));
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("| aware |") && md.contains("timeline.png"), "{md}");
+    // An app the fallback serves at the end is named with its agent's last check.
+    for a in r.per_app.iter().filter(|a| a.stage == Stage::Offline) {
+        let check = a.counts.last_check.as_deref().unwrap_or("none yet");
+        assert!(md.contains(&format!("- {}: {check}", a.app)), "{md}");
+    }
     // Same traffic for all three: the same arrivals were offered.
     let arrivals: Vec<f64> = r.policies.iter().map(|p| p.summary.arrivals).collect();
     assert!(arrivals.iter().all(|&a| (a - arrivals[0]).abs() < 1e-6 * arrivals[0]), "{arrivals:?}");

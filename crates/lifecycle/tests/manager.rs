@@ -69,8 +69,16 @@ fn a_run_reports_every_stage_change_with_its_numbers() {
             assert_eq!(a.counts.agent_actions, 0, "{a:?}");
         }
         assert_eq!(a.counts.agent_actions + a.counts.fallback_actions, report.steps);
+        // Every episode end checked the agent against the fallback; an app the fallback still
+        // serves says why: its agent's last check had it behind, with the numbers.
+        let check = a.counts.last_check.as_deref().unwrap_or_else(|| panic!("no check: {a:?}"));
+        assert!(check.contains("per interval against the fallback's"), "{check}");
+        if a.stage == Stage::Offline {
+            assert!(check.starts_with("behind the fallback: the agent earned "), "{check}");
+        }
     }
     let json = serde_json::to_value(&report).unwrap();
+    assert!(json["per_app"][0]["last_check"].is_string(), "{}", json["per_app"][0]);
     for key in ["app", "step", "from", "to", "reason"] {
         assert!(json["stages"][0].get(key).is_some(), "stages[0] lacks {key}");
     }

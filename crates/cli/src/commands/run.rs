@@ -3,10 +3,10 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use aware_lab::workload::WorkloadSpec;
-use aware_lifecycle::Learner;
 use aware_lifecycle::manager::ManagerConfig;
 use aware_lifecycle::metrics::LifecycleMetrics;
 use aware_lifecycle::run::{RunSpec, RunStore};
+use aware_lifecycle::{Learner, Stage};
 use aware_sim::Scenario;
 
 use super::{AppsArgs, parse_learner, print_json};
@@ -145,6 +145,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
         if let Some(v) = &c.workload_verdict {
             outln!("    meta-learner: {v} ({} intervals held for the fallback)", c.workload_holds);
+        }
+        if a.stage == Stage::Offline {
+            outln!("    last bootstrapping check: {}", c.last_check.as_deref().unwrap_or("none yet"));
         }
     }
     if let Some(s) = &report.store {
