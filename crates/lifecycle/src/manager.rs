@@ -185,7 +185,8 @@ pub struct Counts {
     pub workload_verdict: Option<String>,
     /// The last comparison of the agent with the fallback on the app's recent traffic that a
     /// stage decision read, with its numbers ([`AppLifecycle::last_check`]): why an app is
-    /// still OFFLINE, or how an acting agent last stood beside the fallback.
+    /// still OFFLINE, or how an acting agent last stood beside the fallback. Read from the
+    /// app's lifecycle when the counts are reported ([`Manager::counts`]).
     pub last_check: Option<String>,
 }
 
@@ -637,7 +638,10 @@ impl<'w> Manager<'w> {
     }
 
     pub fn counts(&self) -> Vec<Counts> {
-        self.apps.iter().map(|a| a.counts.clone()).collect()
+        self.apps
+            .iter()
+            .map(|a| Counts { last_check: a.lifecycle.last_check().map(str::to_owned), ..a.counts.clone() })
+            .collect()
     }
 
     /// Intervals the fallback stood in for the agent, per application (for the scorer).
@@ -826,7 +830,6 @@ impl<'w> Manager<'w> {
                 self.log(i, t);
             }
             let a = &mut self.apps[i];
-            a.counts.last_check = a.lifecycle.last_check().map(str::to_owned);
             (a.reward, a.intervals, a.violations) = (0.0, 0, 0);
             a.episode_start_agent_actions = a.counts.agent_actions;
             a.episode_start_workload_holds = a.counts.workload_holds;
