@@ -140,7 +140,8 @@ pub struct OodReport {
     /// The same two shares by the embedding's distance alone.
     pub out_of_family_flagged_by_embedding: f64,
     pub in_family_flagged_by_embedding: f64,
-    /// Apps whose probes left no embedding (every ReLU off): scored as the zero vector.
+    /// Apps whose probes left no embedding (every output off, with a ReLU output): scored as
+    /// the zero vector.
     pub zero_embeddings: usize,
     pub meta_steps: u64,
     pub training_seconds: f64,
@@ -174,7 +175,7 @@ struct Embedded {
 }
 
 /// The driver's embeddings of its first `apps` apps, the zero vector for an app without one
-/// (or with every ReLU off), and how many were zero.
+/// (or with every output off, a ReLU output's), and how many were zero.
 fn embeddings_of(driver: &MetaDriver, apps: usize, width: usize) -> (Vec<Vec<f32>>, usize) {
     let mut zero = 0;
     let embeddings = (0..apps)

@@ -93,7 +93,9 @@ pub fn synthetic_bundle(trajectories: usize, steps: usize, features: usize) -> R
 }
 
 pub fn run(spec: &MetaBenchSpec) -> Result<MetaBenchReport, MetaError> {
-    let config = MetaConfig { min_trajectories: 1, ..MetaConfig::aware(spec.features) };
+    // The peer's network ends in a ReLU (`../shared/peers/torch_meta_bench.py`): timed alike.
+    let config =
+        MetaConfig { min_trajectories: 1, output: crate::EmbeddingOutput::Relu, ..MetaConfig::aware(spec.features) };
     let mut learner = MetaLearner::new(config, 1)?;
     let bundle = synthetic_bundle(spec.trajectories, spec.steps, spec.features)?;
     let embed_us = median_us(spec.repeats, || learner.embed(&bundle).map(drop))?;

@@ -111,6 +111,8 @@ pub(crate) struct Layout {
     pub layers: Vec<(usize, [usize; 4])>,
     /// Offsets of W1 `[2H, fc]`, b1, W2 `[fc, E]`, b2.
     pub head: [usize; 4],
+    /// What the embedding layer's outputs pass through.
+    pub output: crate::EmbeddingOutput,
     pub len: usize,
 }
 
@@ -130,7 +132,7 @@ impl Layout {
             })
             .collect();
         let head = [take(2 * h * c.fc), take(c.fc), take(c.fc * c.embedding), take(c.embedding)];
-        Self { hidden: h, fc: c.fc, embedding: c.embedding, layers, head, len: at }
+        Self { hidden: h, fc: c.fc, embedding: c.embedding, layers, head, output: c.output, len: at }
     }
 
     /// PyTorch's initialisation, uniform in ±1/√fan_in (fan_in = H for the GRU, the layer's
@@ -416,7 +418,7 @@ pub(crate) fn forward(
         h1.iter_mut().zip(m).for_each(|(v, k)| *v *= k);
     }
     let a2 = dense(&h1, w2, b2, b, fc, e);
-    let embedding = a2.iter().map(|v| v.max(0.0)).collect();
+    let embedding = a2.iter().map(|v| layout.output.apply(*v)).collect();
     let tape = Tape {
         layers: tapes,
         dropped,
@@ -440,8 +442,10 @@ pub(crate) fn backward(layout: &Layout, p: &[f32], tape: &Tape, d_embedding: &[f
     let g = 3 * h;
     let (t_len, n, b) = (tape.steps, tape.rows, tape.groups.len());
     let [w1, b1, w2, b2] = layout.head;
-    // Head: e = relu(a2), a2 = h1·W2 + b2, h1 = drop(relu(a1)), a1 = pooled·W1 + b1.
-    let da2: Vec<f32> = d_embedding.iter().zip(&tape.a2).map(|(d, a)| if *a > 0.0 { *d } else { 0.0 }).collect();
+    // Head: e = out(a2) (out: the layout's output, ReLU or none), a2 = h1·W2 + b2,
+    // h1 = drop(relu(a1)), a1 = pooled·W1 + b1.
+    let da2: Vec<f32> =
+        d_embedding.iter().zip(&tape.a2).map(|(d, a)| if layout.output.passes(*a) { *d } else { 0.0 }).collect();
     matmul(&mut grad[w2..w2 + fc * e], true, &tape.h1, true, &da2, false, fc, e, b);
     for row in da2.chunks_exact(e) {
         grad[b2..b2 + e].iter_mut().zip(row).for_each(|(g, d)| *g += d);

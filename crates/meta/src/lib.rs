@@ -51,6 +51,41 @@ pub enum Selection {
     BestAndWorst,
 }
 
+/// What the embedding layer's outputs pass through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EmbeddingOutput {
+    /// As they are: signed embeddings, whose directions can oppose. The default: with a ReLU
+    /// every embedding lies in the positive orthant, so any two share most of their direction
+    /// and their cosine similarity says little (`aware experiment fig6`, see the README).
+    Linear,
+    /// Through a ReLU, non-negative. Meta-learners saved before the choice existed were
+    /// trained so and read back so.
+    Relu,
+}
+
+impl EmbeddingOutput {
+    /// What a saved configuration without the field was trained with.
+    fn saved_before_the_choice() -> Self {
+        EmbeddingOutput::Relu
+    }
+
+    pub(crate) fn apply(self, v: f32) -> f32 {
+        match self {
+            EmbeddingOutput::Linear => v,
+            EmbeddingOutput::Relu => v.max(0.0),
+        }
+    }
+
+    /// The derivative of [`EmbeddingOutput::apply`] at the pre-activation `a`, as 0 or 1.
+    pub(crate) fn passes(self, a: f32) -> bool {
+        match self {
+            EmbeddingOutput::Linear => true,
+            EmbeddingOutput::Relu => a > 0.0,
+        }
+    }
+}
+
 /// The meta-learner's shape and training settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MetaConfig {
@@ -64,6 +99,10 @@ pub struct MetaConfig {
     pub fc: usize,
     /// Embedding size.
     pub embedding: usize,
+    /// What the embedding layer's outputs pass through (linear unless read from a meta-learner
+    /// saved before the choice existed).
+    #[serde(default = "EmbeddingOutput::saved_before_the_choice")]
+    pub output: EmbeddingOutput,
     /// Dropout between GRU layers and after the dense layer, while training only.
     pub dropout: f64,
     /// M: trajectories per bundle.
@@ -129,6 +168,7 @@ impl MetaConfig {
             layers: 2,
             fc: 256,
             embedding: 64,
+            output: EmbeddingOutput::Linear,
             dropout: 0.0,
             trajectories: 20,
             min_trajectories: 3,
@@ -604,6 +644,17 @@ mod tests {
     }
 
     #[test]
+    fn a_configuration_saved_before_the_output_choice_reads_back_with_its_relu() {
+        let fresh = MetaConfig::aware(15);
+        assert_eq!(fresh.output, EmbeddingOutput::Linear);
+        let mut saved = serde_json::to_value(&fresh).unwrap();
+        assert_eq!(saved["output"], "linear");
+        saved.as_object_mut().unwrap().remove("output");
+        let old: MetaConfig = serde_json::from_value(saved).unwrap();
+        assert_eq!(old, MetaConfig { output: EmbeddingOutput::Relu, ..fresh });
+    }
+
+    #[test]
     fn many_bundles_embed_in_groups_as_each_does_alone() {
         let learner = MetaLearner::new(config(), 5).unwrap();
         let bundles: Vec<Bundle> = (0..30).map(|i| family(i % 2 == 0, 10, i)).collect();
@@ -647,8 +698,8 @@ mod tests {
     #[test]
     fn the_fused_pass_embeds_as_burns_network() {
         let (c, bundles) = small();
-        for seed in [1, 2, 3] {
-            let learner = MetaLearner::new(c.clone(), seed).unwrap();
+        for (seed, output) in [(1, EmbeddingOutput::Linear), (2, EmbeddingOutput::Relu), (3, EmbeddingOutput::Linear)] {
+            let learner = MetaLearner::new(MetaConfig { output, ..c.clone() }, seed).unwrap();
             let refs: Vec<&Bundle> = bundles.iter().collect();
             let d = Device::default();
             let burn = learner.to_net(&d).forward(&Batch::new(&refs, &d)).into_data().try_to_vec::<f32>().unwrap();
@@ -659,9 +710,16 @@ mod tests {
 
     #[test]
     fn the_fused_gradient_is_burns_autodiff() {
+        for output in [EmbeddingOutput::Linear, EmbeddingOutput::Relu] {
+            fused_gradient_is_burns_autodiff(output);
+        }
+    }
+
+    fn fused_gradient_is_burns_autodiff(output: EmbeddingOutput) {
         use burn::module::{Module, ModuleVisitor, Param};
         use burn::tensor::{Tensor, TensorData};
         let (c, bundles) = small();
+        let c = MetaConfig { output, ..c };
         let refs: Vec<&Bundle> = bundles.iter().collect();
         let mut learner = MetaLearner::new(c.clone(), 11).unwrap();
         // Loss = Σ w ⊙ e for fixed weights w: its gradient with respect to e is w.

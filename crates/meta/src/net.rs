@@ -1,6 +1,7 @@
 //! The meta-learner's network: a bidirectional multi-layer GRU stepping over time, its final
 //! forward and backward states concatenated, averaged over each bundle's trajectories, then two
-//! dense layers with ReLU (AWARE: 2 layers of 256, FC 256 → FC 64).
+//! dense layers (AWARE: 2 layers of 256, FC 256 → FC 64), the first with ReLU, the second's
+//! output as it is ([`EmbeddingOutput::Linear`], the default) or through a ReLU too.
 //!
 //! The GRU is PyTorch's (`torch.nn.GRU`, gates r, z, n with the reset gate applied after the
 //! hidden product), written so that the work batches: the input projections of every step of
@@ -11,7 +12,7 @@
 
 use crate::bundle::Packed;
 use crate::fused::Layout;
-use crate::{Bundle, MetaConfig};
+use crate::{Bundle, EmbeddingOutput, MetaConfig};
 use burn::module::{Module, Param};
 use burn::nn::{Dropout, DropoutConfig, Linear};
 use burn::tensor::activation::{relu, sigmoid};
@@ -100,6 +101,8 @@ pub struct MetaNet {
     hidden_fc: Linear,
     embedding_fc: Linear,
     dropout: Dropout,
+    #[module(skip)]
+    output: EmbeddingOutput,
 }
 
 /// A batch of bundles as tensors: `x` `[T, N, F]` time-major over every trajectory of every
@@ -156,6 +159,7 @@ impl MetaNet {
                 bias: Some(param(&params[b2..b2 + e], [e], device)),
             },
             dropout: DropoutConfig::new(config.dropout).init(),
+            output: config.output,
         }
     }
 
@@ -175,7 +179,11 @@ impl MetaNet {
         let last = last.expect("a meta-learner has at least one GRU layer");
         let pooled = batch.pool.clone().matmul(last);
         let hidden = self.dropout.forward(relu(self.hidden_fc.forward(pooled)));
-        relu(self.embedding_fc.forward(hidden))
+        let embedding = self.embedding_fc.forward(hidden);
+        match self.output {
+            EmbeddingOutput::Linear => embedding,
+            EmbeddingOutput::Relu => relu(embedding),
+        }
     }
 }
 
@@ -268,13 +276,13 @@ pub(crate) mod tests {
                 *p += v / trajectories.len() as f32;
             }
         }
-        let dense = |l: &Linear, x: &[f32]| -> Vec<f32> {
+        let dense = |l: &Linear, x: &[f32], out: EmbeddingOutput| -> Vec<f32> {
             let w = l.weight.val().into_data().try_to_vec::<f32>().unwrap();
             let b = l.bias.as_ref().unwrap().val().into_data().try_to_vec::<f32>().unwrap();
             let o = b.len();
-            (0..o).map(|j| (b[j] + (0..x.len()).map(|k| x[k] * w[k * o + j]).sum::<f32>()).max(0.0)).collect()
+            (0..o).map(|j| out.apply(b[j] + (0..x.len()).map(|k| x[k] * w[k * o + j]).sum::<f32>())).collect()
         };
-        dense(&net.embedding_fc, &dense(&net.hidden_fc, &pooled))
+        dense(&net.embedding_fc, &dense(&net.hidden_fc, &pooled, EmbeddingOutput::Relu), net.output)
     }
 
     /// Deterministic trajectories of the given lengths, values in [−1, 1].
@@ -301,18 +309,25 @@ pub(crate) mod tests {
     #[test]
     fn embedding_is_pytorchs_gru_with_padding_masked() {
         let d = Device::default();
-        let net = MetaNet::new(&small(), 3, &d);
-        // Uneven lengths: the shorter trajectories are padded in the batch and must read as if
-        // run alone at their own length (the backward direction starting at their own end).
-        let a = trajectories(&[5, 2, 4], 3, 0);
-        let b = trajectories(&[3, 3], 3, 1);
-        let (ba, bb) = (Bundle::new(&a).unwrap(), Bundle::new(&b).unwrap());
-        let out = net.forward(&Batch::new(&[&ba, &bb], &d)).into_data().try_to_vec::<f32>().unwrap();
-        let expected = [reference_embedding(&net, &a), reference_embedding(&net, &b)].concat();
-        assert_eq!(out.len(), expected.len());
-        assert!(expected.iter().any(|v| *v > 0.0), "a ReLU-dead embedding would test nothing: {expected:?}");
-        for (i, (x, y)) in out.iter().zip(&expected).enumerate() {
-            assert!((x - y).abs() < 1e-5, "component {i}: {x} vs reference {y}");
+        for output in [EmbeddingOutput::Linear, EmbeddingOutput::Relu] {
+            let net = MetaNet::new(&MetaConfig { output, ..small() }, 3, &d);
+            // Uneven lengths: the shorter trajectories are padded in the batch and must read as
+            // if run alone at their own length (the backward direction starting at their own end).
+            let a = trajectories(&[5, 2, 4], 3, 0);
+            let b = trajectories(&[3, 3], 3, 1);
+            let (ba, bb) = (Bundle::new(&a).unwrap(), Bundle::new(&b).unwrap());
+            let out = net.forward(&Batch::new(&[&ba, &bb], &d)).into_data().try_to_vec::<f32>().unwrap();
+            let expected = [reference_embedding(&net, &a), reference_embedding(&net, &b)].concat();
+            assert_eq!(out.len(), expected.len());
+            assert!(expected.iter().any(|v| *v > 0.0), "a ReLU-dead embedding would test nothing: {expected:?}");
+            match output {
+                // The linear output's negative components are what it adds: they must show.
+                EmbeddingOutput::Linear => assert!(expected.iter().any(|v| *v < 0.0), "{expected:?}"),
+                EmbeddingOutput::Relu => assert!(expected.iter().all(|v| *v >= 0.0), "{expected:?}"),
+            }
+            for (i, (x, y)) in out.iter().zip(&expected).enumerate() {
+                assert!((x - y).abs() < 1e-5, "{output:?} component {i}: {x} vs reference {y}");
+            }
         }
     }
 

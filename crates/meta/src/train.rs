@@ -369,7 +369,7 @@ impl<A: BaseLearner> MetaDriver<A> {
     }
 }
 
-/// `e / ‖e‖` and `‖e‖`; the zero vector (every ReLU off) stays zero.
+/// `e / ‖e‖` and `‖e‖`; the zero vector (every output off, with a ReLU output) stays zero.
 pub(crate) fn unit(e: &[f32]) -> (Vec<f32>, f32) {
     let norm = e.iter().map(|v| v * v).sum::<f32>().sqrt();
     if norm > 1e-12 { (e.iter().map(|v| v / norm).collect(), norm) } else { (vec![0.0; e.len()], 0.0) }
