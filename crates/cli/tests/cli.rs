@@ -599,6 +599,8 @@ fn experiment_fig6_reports_similarities_and_draws_the_projection() {
         "3",
         "--signature-weight",
         "0.5",
+        "--embedding-output",
+        "relu",
         "--json",
         "--plot",
         plot.to_str().unwrap(),
@@ -607,12 +609,15 @@ fn experiment_fig6_reports_similarities_and_draws_the_projection() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["experiment"], "fig6");
     assert_eq!(v["signature_weight"], 0.5, "the auxiliary task's weight is reported as run");
+    assert_eq!(v["embedding_output"], "relu", "and the embedding's output");
     assert_eq!(v["apps"].as_array().unwrap().len(), 4);
     let pairs = |k: &str| v[k]["pairs"].as_u64().unwrap();
     assert_eq!(pairs("same_sensitivity") + pairs("different_sensitivity") + v["zero_embeddings"].as_u64().unwrap(), 6);
     for a in v["apps"].as_array().unwrap() {
         assert!(["cpu", "io"].contains(&a["sensitivity"].as_str().unwrap()), "{a}");
-        assert_eq!(a["embedding"].as_array().unwrap().len(), 16);
+        let e = a["embedding"].as_array().unwrap();
+        assert_eq!(e.len(), 16);
+        assert!(e.iter().all(|x| x.as_f64().unwrap() >= 0.0), "a ReLU output is never negative: {a}");
     }
     assert!(std::fs::read(&plot).unwrap().starts_with(b"\x89PNG"), "a PNG");
     // A plot it could not write is refused before training.
@@ -624,6 +629,9 @@ fn experiment_fig6_reports_similarities_and_draws_the_projection() {
         let o = aware(&["experiment", experiment, "--quick", "--signature-weight=-0.5"]);
         assert_eq!(o.status.code(), Some(2), "{experiment}: {}", stderr(&o));
         assert!(stderr(&o).contains("--signature-weight"), "{experiment}: {}", stderr(&o));
+        let o = aware(&["experiment", experiment, "--quick", "--embedding-output", "sigmoid"]);
+        assert_eq!(o.status.code(), Some(2), "{experiment}: {}", stderr(&o));
+        assert!(stderr(&o).contains("--embedding-output"), "{experiment}: {}", stderr(&o));
     }
 }
 

@@ -177,6 +177,8 @@ pub struct Fig8Report {
     /// Weight of meta-training's auxiliary task (the embedding predicts its trajectories'
     /// input signature); 0: the critic's gradient alone.
     pub signature_weight: f32,
+    /// What the meta-learner's embedding layer outputs pass through.
+    pub embedding_output: aware_meta::EmbeddingOutput,
     pub pool_apps: usize,
     pub unseen_apps: usize,
     /// B: the adaptation window every row's operator figures cover.
@@ -634,6 +636,7 @@ pub fn fig8(config: &Fig8Config, progress: &dyn Progress) -> Result<Fig8Report, 
         seed: config.seed,
         quick: config.quick,
         signature_weight: config.pool.train.signature_weight,
+        embedding_output: config.pool.meta.output,
         pool_apps: config.pool_apps,
         unseen_apps: k,
         budget: config.budget,

@@ -90,6 +90,8 @@ pub struct Fig6Report {
     /// Weight of meta-training's auxiliary task (the embedding predicts its trajectories'
     /// input signature); 0: the critic's gradient alone.
     pub signature_weight: f32,
+    /// What the meta-learner's embedding layer outputs pass through.
+    pub embedding_output: aware_meta::EmbeddingOutput,
     pub apps: Vec<Fig6App>,
     /// Pairs alike in both sensitivity and load pattern.
     pub within_group: PairSet,
@@ -250,6 +252,7 @@ pub fn fig6(config: &Fig6Config, progress: &dyn Progress) -> Result<Fig6Report, 
         seed: config.seed,
         quick: config.quick,
         signature_weight: config.pool.train.signature_weight,
+        embedding_output: config.pool.meta.output,
         within_group: pair(&sets[0]),
         across_group: pair(&sets[1]),
         same_sensitivity: pair(&sets[2]),

@@ -122,6 +122,8 @@ pub struct OodReport {
     /// Weight of meta-training's auxiliary task (the embedding predicts its trajectories'
     /// input signature); 0: the critic's gradient alone.
     pub signature_weight: f32,
+    /// What the meta-learner's embedding layer outputs pass through.
+    pub embedding_output: aware_meta::EmbeddingOutput,
     pub trained_population: &'static str,
     pub excluded_population: &'static str,
     pub pool_apps: usize,
@@ -273,6 +275,7 @@ pub fn ood(config: &OodConfig, progress: &dyn Progress) -> Result<OodReport, Exp
         seed: config.seed,
         quick: config.quick,
         signature_weight: config.pool.train.signature_weight,
+        embedding_output: config.pool.meta.output,
         trained_population: config.trained.name(),
         excluded_population: config.excluded.name(),
         pool_apps: config.pool_apps,

@@ -78,12 +78,45 @@ pub struct MetaTaskArgs {
     /// gradient alone.
     #[arg(long, default_value_t = aware_meta::train::MetaTrainConfig::default().signature_weight, value_parser = signature_weight)]
     pub signature_weight: f32,
+    /// What the meta-learner's embedding layer outputs pass through: `relu` (non-negative) or
+    /// `linear` (signed).
+    #[arg(long, value_enum, default_value_t = EmbeddingOutputArg::of(aware_meta::MetaConfig::aware(1).output))]
+    pub embedding_output: EmbeddingOutputArg,
+}
+
+/// [`aware_meta::EmbeddingOutput`] on the command line.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmbeddingOutputArg {
+    Relu,
+    Linear,
+}
+
+impl EmbeddingOutputArg {
+    fn of(output: aware_meta::EmbeddingOutput) -> Self {
+        match output {
+            aware_meta::EmbeddingOutput::Relu => EmbeddingOutputArg::Relu,
+            aware_meta::EmbeddingOutput::Linear => EmbeddingOutputArg::Linear,
+        }
+    }
+}
+
+impl std::fmt::Display for EmbeddingOutputArg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            EmbeddingOutputArg::Relu => "relu",
+            EmbeddingOutputArg::Linear => "linear",
+        })
+    }
 }
 
 impl MetaTaskArgs {
-    /// Sets the weight on a pool's meta-training.
+    /// Sets the weight and the embedding's output on a pool's meta-training.
     pub fn apply(self, pool: &mut aware_meta::pool::PoolSpec) {
         pool.train.signature_weight = self.signature_weight;
+        pool.meta.output = match self.embedding_output {
+            EmbeddingOutputArg::Relu => aware_meta::EmbeddingOutput::Relu,
+            EmbeddingOutputArg::Linear => aware_meta::EmbeddingOutput::Linear,
+        };
     }
 }
 
