@@ -854,6 +854,11 @@ fn run_with_a_kept_meta_learner_embeds_each_app_from_its_fallback_episodes() {
     assert!(o.status.success(), "{}", stderr(&o));
     let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!((report["pool_apps"].as_u64(), report["embedding"].as_u64()), (Some(5), Some(4)));
+    // The default embedding output, reported and kept in the meta-learner's checkpoint.
+    assert_eq!(report["embedding_output"], "linear", "{report}");
+    let kept_json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(kept.join("meta").join("checkpoint.json")).unwrap()).unwrap();
+    assert_eq!(kept_json["hyperparameters"]["output"], "linear", "{kept_json}");
     assert!(report["ood_threshold"].as_f64().unwrap() > 0.0);
     for t in ["ood_signature_threshold", "ood_persistence_threshold"] {
         assert!(report[t].as_f64().is_some_and(f64::is_finite), "{t}: {report}");

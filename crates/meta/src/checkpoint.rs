@@ -106,4 +106,32 @@ mod tests {
         let err = MetaLearner::load(empty.path(), 9).unwrap_err().to_string();
         assert!(err.contains("cannot read the checkpoint"), "{err}");
     }
+
+    /// A meta-learner keeps its embedding's output through a save, and one saved before the
+    /// choice existed (no `output` among its hyperparameters) reads back with the ReLU it was
+    /// trained with.
+    #[test]
+    fn the_embedding_output_survives_a_save_and_an_old_checkpoint_reads_back_with_its_relu() {
+        let b = bundle();
+        for output in [crate::EmbeddingOutput::Relu, crate::EmbeddingOutput::Linear] {
+            let dir = tempfile::tempdir().unwrap();
+            let config = MetaConfig { hidden: 8, fc: 8, embedding: 4, output, ..MetaConfig::aware(3) };
+            let learner = MetaLearner::new(config, 4).unwrap();
+            learner.save(dir.path()).unwrap();
+            let loaded = MetaLearner::load(dir.path(), 9).unwrap();
+            assert_eq!(loaded.config().output, output);
+            assert_eq!(loaded.embed(&b).unwrap(), learner.embed(&b).unwrap());
+            if output == crate::EmbeddingOutput::Linear {
+                // The same weights saved without the field: read as a ReLU network.
+                let path = dir.path().join("checkpoint.json");
+                let mut json: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+                json["hyperparameters"].as_object_mut().unwrap().remove("output").unwrap();
+                std::fs::write(&path, serde_json::to_vec(&json).unwrap()).unwrap();
+                let old = MetaLearner::load(dir.path(), 9).unwrap();
+                assert_eq!(old.config().output, crate::EmbeddingOutput::Relu);
+                let relu: Vec<f32> = learner.embed(&b).unwrap().iter().map(|v| v.max(0.0)).collect();
+                assert_eq!(old.embed(&b).unwrap(), relu);
+            }
+        }
+    }
 }

@@ -566,8 +566,8 @@ mod tests {
             last = learner.train_step(&refs, loss).unwrap();
         }
         // The best embedding blind to the family (0.5 everywhere) has loss 0.25; below it the
-        // network reads the order of the steps. (A unit the final ReLU holds at zero for every
-        // input keeps 1/16 of loss per unit: 0.125 is two dead units, both families apart.)
+        // network reads the order of the steps. (With a ReLU output, a unit held at zero for
+        // every input keeps 1/16 of loss per unit: 0.125 is two dead units, both families apart.)
         assert!(first > 0.3 && last < 0.15, "meta-training loss {first} → {last}");
         assert_eq!(learner.updates(), 151);
         // Bundles it never saw (other jitter, other sizes) land on their family's side.
@@ -726,6 +726,11 @@ mod tests {
         let w: Vec<f32> = (0..2 * c.embedding).map(|i| ((i * 7) % 5) as f32 / 2.0 - 1.0).collect();
         let pass = learner.forward(&refs).unwrap();
         assert!(pass.embeddings().iter().filter(|v| **v > 0.0).count() >= 2, "mostly dead: {:?}", pass.embeddings());
+        // A linear output's negative components are where the two masks differ: they must be
+        // there for the gradient to be checked through them.
+        if output == EmbeddingOutput::Linear {
+            assert!(pass.embeddings().iter().any(|v| *v < 0.0), "{:?}", pass.embeddings());
+        }
         let fused = learner.gradient(&pass, &w);
         let d = Device::default().autodiff();
         let net = learner.to_net(&d);

@@ -127,6 +127,8 @@ pub struct TrainedReport {
     pub episodes: u64,
     pub episode_steps: u64,
     pub embedding: usize,
+    /// What the meta-learner's embedding layer outputs pass through.
+    pub embedding_output: crate::EmbeddingOutput,
     pub base_learner: Learner,
     /// Mean reward per app of the last training episode (Σ over its intervals).
     pub final_episode_reward: f64,
@@ -256,6 +258,7 @@ pub fn train_and_keep(
         episodes: spec.episodes,
         episode_steps: spec.episode_steps,
         embedding: spec.meta.embedding,
+        embedding_output: spec.meta.output,
         base_learner: base,
         final_episode_reward: curve.last().map_or(f64::NAN, |e| e.mean_reward),
         meta_steps,
