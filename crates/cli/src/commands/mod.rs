@@ -98,14 +98,12 @@ impl EmbeddingOutputArg {
             aware_meta::EmbeddingOutput::Linear => EmbeddingOutputArg::Linear,
         }
     }
-}
 
-impl std::fmt::Display for EmbeddingOutputArg {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            EmbeddingOutputArg::Relu => "relu",
-            EmbeddingOutputArg::Linear => "linear",
-        })
+    fn output(self) -> aware_meta::EmbeddingOutput {
+        match self {
+            EmbeddingOutputArg::Relu => aware_meta::EmbeddingOutput::Relu,
+            EmbeddingOutputArg::Linear => aware_meta::EmbeddingOutput::Linear,
+        }
     }
 }
 
@@ -113,10 +111,7 @@ impl MetaTaskArgs {
     /// Sets the weight and the embedding's output on a pool's meta-training.
     pub fn apply(self, pool: &mut aware_meta::pool::PoolSpec) {
         pool.train.signature_weight = self.signature_weight;
-        pool.meta.output = match self.embedding_output {
-            EmbeddingOutputArg::Relu => aware_meta::EmbeddingOutput::Relu,
-            EmbeddingOutputArg::Linear => aware_meta::EmbeddingOutput::Linear,
-        };
+        pool.meta.output = self.embedding_output.output();
     }
 }
 
