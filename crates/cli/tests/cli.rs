@@ -601,6 +601,8 @@ fn experiment_fig6_reports_similarities_and_draws_the_projection() {
         "0.5",
         "--embedding-output",
         "relu",
+        "--embedding-centring",
+        "off",
         "--json",
         "--plot",
         plot.to_str().unwrap(),
@@ -610,6 +612,7 @@ fn experiment_fig6_reports_similarities_and_draws_the_projection() {
     assert_eq!(v["experiment"], "fig6");
     assert_eq!(v["signature_weight"], 0.5, "the auxiliary task's weight is reported as run");
     assert_eq!(v["embedding_output"], "relu", "and the embedding's output");
+    assert_eq!(v["embedding_centring"], false, "and its centring");
     assert_eq!(v["apps"].as_array().unwrap().len(), 4);
     let pairs = |k: &str| v[k]["pairs"].as_u64().unwrap();
     assert_eq!(pairs("same_sensitivity") + pairs("different_sensitivity") + v["zero_embeddings"].as_u64().unwrap(), 6);
@@ -632,6 +635,9 @@ fn experiment_fig6_reports_similarities_and_draws_the_projection() {
         let o = aware(&["experiment", experiment, "--quick", "--embedding-output", "sigmoid"]);
         assert_eq!(o.status.code(), Some(2), "{experiment}: {}", stderr(&o));
         assert!(stderr(&o).contains("--embedding-output"), "{experiment}: {}", stderr(&o));
+        let o = aware(&["experiment", experiment, "--quick", "--embedding-centring", "yes"]);
+        assert_eq!(o.status.code(), Some(2), "{experiment}: {}", stderr(&o));
+        assert!(stderr(&o).contains("--embedding-centring"), "{experiment}: {}", stderr(&o));
     }
 }
 
@@ -859,6 +865,10 @@ fn run_with_a_kept_meta_learner_embeds_each_app_from_its_fallback_episodes() {
     let kept_json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(kept.join("meta").join("checkpoint.json")).unwrap()).unwrap();
     assert_eq!(kept_json["hyperparameters"]["output"], "linear", "{kept_json}");
+    // Centred by default; the pool's mean output is kept with the meta-learner.
+    assert_eq!(report["embedding_centring"], true, "{report}");
+    let centre = kept_json["hyperparameters"]["centre"].as_array().expect("a saved centre");
+    assert_eq!(centre.len(), 4, "{kept_json}");
     assert!(report["ood_threshold"].as_f64().unwrap() > 0.0);
     for t in ["ood_signature_threshold", "ood_persistence_threshold"] {
         assert!(report[t].as_f64().is_some_and(f64::is_finite), "{t}: {report}");

@@ -179,6 +179,8 @@ pub struct Fig8Report {
     pub signature_weight: f32,
     /// What the meta-learner's embedding layer outputs pass through.
     pub embedding_output: aware_meta::EmbeddingOutput,
+    /// Whether the embeddings are centred on the pool's mean output.
+    pub embedding_centring: bool,
     pub pool_apps: usize,
     pub unseen_apps: usize,
     /// B: the adaptation window every row's operator figures cover.
@@ -637,6 +639,7 @@ pub fn fig8(config: &Fig8Config, progress: &dyn Progress) -> Result<Fig8Report, 
         quick: config.quick,
         signature_weight: config.pool.train.signature_weight,
         embedding_output: config.pool.meta.output,
+        embedding_centring: config.pool.meta.centring,
         pool_apps: config.pool_apps,
         unseen_apps: k,
         budget: config.budget,

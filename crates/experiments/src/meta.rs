@@ -92,6 +92,8 @@ pub struct Fig6Report {
     pub signature_weight: f32,
     /// What the meta-learner's embedding layer outputs pass through.
     pub embedding_output: aware_meta::EmbeddingOutput,
+    /// Whether the embeddings are centred on the pool's mean output.
+    pub embedding_centring: bool,
     pub apps: Vec<Fig6App>,
     /// Pairs alike in both sensitivity and load pattern.
     pub within_group: PairSet,
@@ -253,6 +255,7 @@ pub fn fig6(config: &Fig6Config, progress: &dyn Progress) -> Result<Fig6Report, 
         quick: config.quick,
         signature_weight: config.pool.train.signature_weight,
         embedding_output: config.pool.meta.output,
+        embedding_centring: config.pool.meta.centring,
         within_group: pair(&sets[0]),
         across_group: pair(&sets[1]),
         same_sensitivity: pair(&sets[2]),

@@ -124,6 +124,8 @@ pub struct OodReport {
     pub signature_weight: f32,
     /// What the meta-learner's embedding layer outputs pass through.
     pub embedding_output: aware_meta::EmbeddingOutput,
+    /// Whether the embeddings are centred on the pool's mean output.
+    pub embedding_centring: bool,
     pub trained_population: &'static str,
     pub excluded_population: &'static str,
     pub pool_apps: usize,
@@ -276,6 +278,7 @@ pub fn ood(config: &OodConfig, progress: &dyn Progress) -> Result<OodReport, Exp
         quick: config.quick,
         signature_weight: config.pool.train.signature_weight,
         embedding_output: config.pool.meta.output,
+        embedding_centring: config.pool.meta.centring,
         trained_population: config.trained.name(),
         excluded_population: config.excluded.name(),
         pool_apps: config.pool_apps,

@@ -87,6 +87,8 @@ mod tests {
         for _ in 0..3 {
             learner.train_step(&[&b], |e| mean_squared_error(e, &[1.0; 4])).unwrap();
         }
+        // The running centre the steps set is part of what is saved.
+        assert!(learner.config().centring && learner.config().centre.is_some());
         learner.save(dir.path()).unwrap();
         let loaded = MetaLearner::load(dir.path(), 9).unwrap();
         assert_eq!(loaded.params(), learner.params());
@@ -108,8 +110,8 @@ mod tests {
     }
 
     /// A meta-learner keeps its embedding's output through a save, and one saved before the
-    /// choice existed (no `output` among its hyperparameters) reads back with the ReLU it was
-    /// trained with.
+    /// choices existed (no `output`, `centring` or `centre` among its hyperparameters) reads back
+    /// with the ReLU it was trained with and no centring.
     #[test]
     fn the_embedding_output_survives_a_save_and_an_old_checkpoint_reads_back_with_its_relu() {
         let b = bundle();
@@ -125,10 +127,14 @@ mod tests {
                 // The same weights saved without the field: read as a ReLU network.
                 let path = dir.path().join("checkpoint.json");
                 let mut json: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-                json["hyperparameters"].as_object_mut().unwrap().remove("output").unwrap();
+                let hyper = json["hyperparameters"].as_object_mut().unwrap();
+                hyper.remove("output").unwrap();
+                hyper.remove("centring").unwrap();
+                hyper.remove("centre").unwrap();
                 std::fs::write(&path, serde_json::to_vec(&json).unwrap()).unwrap();
                 let old = MetaLearner::load(dir.path(), 9).unwrap();
                 assert_eq!(old.config().output, crate::EmbeddingOutput::Relu);
+                assert!(!old.config().centring && old.config().centre.is_none());
                 let relu: Vec<f32> = learner.embed(&b).unwrap().iter().map(|v| v.max(0.0)).collect();
                 assert_eq!(old.embed(&b).unwrap(), relu);
             }

@@ -7,7 +7,10 @@
 //! - [`MetaNet`]: the network (bidirectional 2-layer GRU over time, hidden 256, forward and
 //!   backward final states averaged over the bundle, FC 256 → FC 64 with ReLU);
 //! - [`MetaLearner`]: the network with its optimiser: embeddings for inference and one
-//!   meta-training step through any loss computed from the embeddings (the base learner's);
+//!   meta-training step through any loss computed from the embeddings (the base learner's).
+//!   An embedding is the network's output less the pool's mean output (a training pass's:
+//!   less its batch's; [`MetaConfig::centring`]), so that what every app shares cannot crowd
+//!   out what tells them apart;
 //! - [`select`] and [`EmbeddingCache`]: the pair's chosen stored episodes (top-M by total
 //!   reward, or FLASH's best and worst halves) and its embedding, recomputed only when they or
 //!   the meta-learner change;
@@ -116,6 +119,19 @@ pub struct MetaConfig {
     /// trajectories ([`MetaLearner::fit_normaliser`]); none: steps are read as they are.
     #[serde(default)]
     pub normaliser: Option<Normaliser>,
+    /// Whether the embeddings are centred on the pool: an embedding is the embedding layer's
+    /// output less the mean output of the apps it is trained or compared with. A training pass
+    /// over several bundles subtracts their own mean (and its gradient loses its batch mean,
+    /// [`MetaLearner::step`]); every other embedding subtracts [`MetaConfig::centre`]. Off for
+    /// a meta-learner saved before the choice existed.
+    #[serde(default)]
+    pub centring: bool,
+    /// The pool's mean output, subtracted from every embedding outside training passes (while
+    /// `centring`): set to the whole pool's by [`MetaLearner::centre_on`] (meta-training does at
+    /// every refresh of the pool's embeddings) and moved towards each training batch's mean
+    /// with momentum [`CENTRE_MOMENTUM`] in between; none: nothing is subtracted.
+    #[serde(default)]
+    pub centre: Option<Vec<f32>>,
 }
 
 /// `(x − mean) / scale` per step feature, so every feature moves the GRU by comparable amounts:
@@ -175,6 +191,8 @@ impl MetaConfig {
             selection: Selection::Best,
             learning_rate: 1e-3,
             normaliser: None,
+            centring: true,
+            centre: None,
         }
     }
 
@@ -216,6 +234,15 @@ impl MetaConfig {
         }
         if let Some(n) = &self.normaliser {
             n.check(self.features)?;
+        }
+        if let Some(c) = &self.centre {
+            let bad = |reason: String| Err(MetaError::Config { field: "centre", reason });
+            if c.len() != self.embedding {
+                return bad(format!("{} values for an embedding of {}", c.len(), self.embedding));
+            }
+            if let Some(v) = c.iter().find(|v| !v.is_finite()) {
+                return bad(format!("holds {v}"));
+            }
         }
         Ok(())
     }
@@ -276,6 +303,10 @@ impl std::fmt::Debug for MetaLearner {
     }
 }
 
+/// The running centre's momentum: each meta-training step moves it a tenth of the way to its
+/// batch's mean output (DINO's centring, Caron et al. 2021, uses the same).
+pub const CENTRE_MOMENTUM: f32 = 0.9;
+
 /// Trajectories per fused pass when embedding many bundles.
 pub const EMBED_ROWS: usize = 256;
 
@@ -283,6 +314,8 @@ pub const EMBED_ROWS: usize = 256;
 /// the tape. Hand it back to [`MetaLearner::step`] with the loss's gradient.
 pub struct Pass {
     embeddings: Vec<f32>,
+    /// The batch's mean output of the embedding layer, before the centre is subtracted.
+    output_mean: Vec<f32>,
     tape: fused::Tape,
     bundles: usize,
     /// The meta-learner's update count when the pass ran: a step on a stale pass is refused.
@@ -417,6 +450,15 @@ impl MetaLearner {
     /// Bundles go through in groups of at most [`EMBED_ROWS`] trajectories, so embedding a
     /// thousand apps at once needs the memory of a few hundred trajectories, not of all.
     pub fn embed_many(&self, bundles: &[&Bundle]) -> Result<Vec<Vec<f32>>, MetaError> {
+        let mut out = self.outputs(bundles)?;
+        if let Some(c) = &self.config.centre {
+            out.iter_mut().for_each(|e| e.iter_mut().zip(c).for_each(|(v, c)| *v -= c));
+        }
+        Ok(out)
+    }
+
+    /// The embedding layer's outputs for `bundles`, before any centre is subtracted.
+    fn outputs(&self, bundles: &[&Bundle]) -> Result<Vec<Vec<f32>>, MetaError> {
         self.check(bundles)?;
         let mut out = Vec::with_capacity(bundles.len());
         let mut start = 0;
@@ -449,9 +491,21 @@ impl MetaLearner {
             Some(v) => bundle::Packed::new(&v.iter().collect::<Vec<_>>()),
             None => bundle::Packed::new(bundles),
         };
-        let (embeddings, tape) =
+        let (mut embeddings, tape) =
             fused::forward(&self.layout, &self.params, self.config.dropout, &packed.input(), Some(&mut self.rng));
-        Ok(Pass { embeddings, tape, bundles: bundles.len(), updates: self.updates })
+        let width = self.config.embedding;
+        let mut output_mean = vec![0.0f32; width];
+        for e in embeddings.chunks_exact(width) {
+            output_mean.iter_mut().zip(e).for_each(|(m, v)| *m += v / bundles.len() as f32);
+        }
+        let centre = match (&self.config.centre, self.config.centring && bundles.len() > 1) {
+            (_, true) => Some(&output_mean),
+            (c, false) => c.as_ref(),
+        };
+        if let Some(c) = centre {
+            embeddings.chunks_exact_mut(width).for_each(|e| e.iter_mut().zip(c).for_each(|(v, c)| *v -= c));
+        }
+        Ok(Pass { embeddings, output_mean, tape, bundles: bundles.len(), updates: self.updates })
     }
 
     /// Back-propagates `d_embeddings` (the loss's gradient with respect to the pass's
@@ -475,10 +529,50 @@ impl MetaLearner {
         if !self.learning {
             return Ok(());
         }
-        let grad = self.gradient(pass, d_embeddings);
+        let grad = if self.config.centring && pass.bundles > 1 {
+            // Centred on their batch, the embeddings do not move when every output moves
+            // together: the gradient with respect to the outputs is the embeddings' gradient
+            // less its batch mean. (Centred on a running mean instead, with that mean's gradient
+            // passed on, the outputs drifted 0.2–2 a step on fig6's full mode, the running mean
+            // lagging several steps behind and every embedding offset by the lag.)
+            let mut d = d_embeddings.to_vec();
+            let (width, n) = (self.config.embedding, pass.bundles as f32);
+            for j in 0..width {
+                let mean = d.iter().skip(j).step_by(width).sum::<f32>() / n;
+                d.iter_mut().skip(j).step_by(width).for_each(|v| *v -= mean);
+            }
+            self.gradient(pass, &d)
+        } else {
+            self.gradient(pass, d_embeddings)
+        };
         self.adam.step(&mut self.params, &grad, self.config.learning_rate);
         self.updates += 1;
+        if self.config.centring {
+            // Between refreshes over the whole pool, the centre follows the batches.
+            let centre = self.config.centre.get_or_insert_with(|| pass.output_mean.clone());
+            centre
+                .iter_mut()
+                .zip(&pass.output_mean)
+                .for_each(|(c, m)| *c = CENTRE_MOMENTUM * *c + (1.0 - CENTRE_MOMENTUM) * m);
+        }
         Ok(())
+    }
+
+    /// The embeddings of `bundles` (the pool's apps), centred on their own mean output, which
+    /// becomes the centre every later embedding subtracts. Without [`MetaConfig::centring`],
+    /// or while the meta-learner is frozen, the centre stays as it is: the same as
+    /// [`MetaLearner::embed_many`].
+    pub fn centre_on(&mut self, bundles: &[&Bundle]) -> Result<Vec<Vec<f32>>, MetaError> {
+        if !(self.config.centring && self.learning) {
+            return self.embed_many(bundles);
+        }
+        let mut outputs = self.outputs(bundles)?;
+        let n = outputs.len() as f32;
+        let mut mean = vec![0.0f32; self.config.embedding];
+        outputs.iter().for_each(|e| mean.iter_mut().zip(e).for_each(|(m, v)| *m += v / n));
+        outputs.iter_mut().for_each(|e| e.iter_mut().zip(&mean).for_each(|(v, m)| *v -= m));
+        self.config.centre = Some(mean);
+        Ok(outputs)
     }
 
     /// The gradient of every parameter, given the loss's gradient with respect to the pass's
@@ -548,8 +642,57 @@ mod tests {
             embedding: 8,
             min_trajectories: 1,
             learning_rate: 1e-2,
+            // These tests regress embeddings on fixed targets, which centring (a pool-mean
+            // constraint for meta-training) would keep off their mean.
+            centring: false,
             ..MetaConfig::aware(2)
         }
+    }
+
+    /// Centring: the embeddings are the outputs less the pool's mean (`centre_on`), a training
+    /// pass's less its batch's. A loss pushing every embedding the same way (the common
+    /// direction that collapsed fig6's full-mode embeddings) moves the plain learner's outputs
+    /// far and the centred learner's embeddings hardly.
+    #[test]
+    fn a_centring_meta_learner_keeps_its_embeddings_on_the_pools_mean() {
+        let pool: Vec<Bundle> = (0..6).map(|i| family(i % 2 == 0, 3, i)).collect();
+        let refs: Vec<&Bundle> = pool.iter().collect();
+        let mean_norm = |learner: &MetaLearner| {
+            let e = learner.embed_many(&refs).unwrap();
+            let mean: Vec<f32> = (0..8).map(|j| e.iter().map(|v| v[j]).sum::<f32>() / 6.0).collect();
+            mean.iter().map(|v| v * v).sum::<f32>().sqrt()
+        };
+        let push = |e: &[f32]| (-e.iter().sum::<f32>() / e.len() as f32, vec![-1.0 / e.len() as f32; e.len()]);
+        let mut centred = MetaLearner::new(MetaConfig { centring: true, ..config() }, 5).unwrap();
+        let raw = centred.embed_many(&refs).unwrap();
+        let returned = centred.centre_on(&refs).unwrap();
+        assert!(mean_norm(&centred) < 1e-5, "the centre is the pool's mean");
+        assert_eq!(returned, centred.embed_many(&refs).unwrap());
+        let c = centred.config().centre.clone().unwrap();
+        for (r, a) in raw.iter().zip(&returned) {
+            r.iter().zip(a).zip(&c).for_each(|((r, a), c)| assert!((r - c - a).abs() < 1e-6));
+        }
+        // A training pass over several bundles is centred on their own mean.
+        let pass = centred.forward(&refs[..3]).unwrap();
+        for j in 0..8 {
+            assert!(pass.embeddings().iter().skip(j).step_by(8).sum::<f32>().abs() < 1e-5);
+        }
+        let mut plain = MetaLearner::new(config(), 5).unwrap();
+        assert_eq!(plain.centre_on(&refs).unwrap(), raw);
+        assert!(plain.config().centre.is_none(), "no centre without centring");
+        for _ in 0..200 {
+            centred.train_step(&refs, push).unwrap();
+            plain.train_step(&refs, push).unwrap();
+        }
+        let (c, p) = (mean_norm(&centred), mean_norm(&plain));
+        assert!(p > 1.0 && c < 0.1 * p, "mean embedding's norm: centred {c}, plain {p}");
+        // A frozen learner's centre stays put.
+        centred.set_learning(false);
+        let before = centred.config().centre.clone();
+        centred.train_step(&refs, push).unwrap();
+        let other: Vec<Bundle> = (0..3).map(|i| family(true, 4, 20 + i)).collect();
+        centred.centre_on(&other.iter().collect::<Vec<_>>()).unwrap();
+        assert_eq!(centred.config().centre, before);
     }
 
     #[test]
@@ -635,6 +778,11 @@ mod tests {
                 MetaConfig { learning_rate: f64::NAN, ..config() },
                 "meta-learner learning_rate: NaN is not a positive number",
             ),
+            (
+                MetaConfig { centre: Some(vec![0.0; 3]), ..config() },
+                "meta-learner centre: 3 values for an embedding of 8",
+            ),
+            (MetaConfig { centre: Some(vec![f32::NAN; 8]), ..config() }, "meta-learner centre: holds NaN"),
         ];
         for (c, message) in bad {
             assert_eq!(MetaLearner::new(c, 1).unwrap_err().to_string(), message);
@@ -644,14 +792,17 @@ mod tests {
     }
 
     #[test]
-    fn a_configuration_saved_before_the_output_choice_reads_back_with_its_relu() {
+    fn a_configuration_saved_before_the_output_and_centring_choices_reads_back_as_trained() {
         let fresh = MetaConfig::aware(15);
         assert_eq!(fresh.output, EmbeddingOutput::Linear);
         let mut saved = serde_json::to_value(&fresh).unwrap();
         assert_eq!(saved["output"], "linear");
-        saved.as_object_mut().unwrap().remove("output");
+        assert_eq!(saved["centring"], true);
+        for field in ["output", "centring", "centre"] {
+            saved.as_object_mut().unwrap().remove(field);
+        }
         let old: MetaConfig = serde_json::from_value(saved).unwrap();
-        assert_eq!(old, MetaConfig { output: EmbeddingOutput::Relu, ..fresh });
+        assert_eq!(old, MetaConfig { output: EmbeddingOutput::Relu, centring: false, ..fresh });
     }
 
     #[test]

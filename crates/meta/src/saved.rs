@@ -129,6 +129,8 @@ pub struct TrainedReport {
     pub embedding: usize,
     /// What the meta-learner's embedding layer outputs pass through.
     pub embedding_output: crate::EmbeddingOutput,
+    /// Whether the embeddings are centred on the pool's mean output.
+    pub embedding_centring: bool,
     pub base_learner: Learner,
     /// Mean reward per app of the last training episode (Σ over its intervals).
     pub final_episode_reward: f64,
@@ -259,6 +261,7 @@ pub fn train_and_keep(
         episode_steps: spec.episode_steps,
         embedding: spec.meta.embedding,
         embedding_output: spec.meta.output,
+        embedding_centring: spec.meta.centring,
         base_learner: base,
         final_episode_reward: curve.last().map_or(f64::NAN, |e| e.mean_reward),
         meta_steps,

@@ -205,7 +205,9 @@ impl<A: BaseLearner> MetaDriver<A> {
         }
         let bundles = ready.iter().map(|&i| self.bundle(i)).collect::<Result<Vec<_>, _>>()?;
         let refs: Vec<&Bundle> = bundles.iter().collect();
-        for (i, e) in ready.into_iter().zip(self.meta.embed_many(&refs)?) {
+        // While the meta-learner learns, the pool's embeddings are centred on the pool's mean
+        // output afresh (a frozen one keeps the centre it was trained with).
+        for (i, e) in ready.into_iter().zip(self.meta.centre_on(&refs)?) {
             self.embeddings[i] = Some(e);
         }
         Ok(())
@@ -317,7 +319,9 @@ impl<A: BaseLearner> MetaDriver<A> {
         // move the same way — the critic using the embedding as one more bias, to reach the
         // magnitude of its targets sooner — which carries nothing about any workload, and, left
         // in, it grew every embedding into the same large vector (cosine 0.99999999 between
-        // any two apps, norm ~50 after 200 steps on `experiment fig6 --quick`).
+        // any two apps, norm ~50 after 200 steps on `experiment fig6 --quick`). A centring
+        // meta-learner ([`crate::MetaConfig::centring`]) removes the batch mean of the whole
+        // gradient, the auxiliary task's and the unit scaling's included, itself.
         if candidates.len() > 1 {
             for j in 0..e_dim {
                 let mean = (0..candidates.len()).map(|b| d[b * e_dim + j]).sum::<f32>() / candidates.len() as f32;

@@ -82,6 +82,23 @@ pub struct MetaTaskArgs {
     /// `linear` (signed).
     #[arg(long, value_enum, default_value_t = EmbeddingOutputArg::of(aware_meta::MetaConfig::aware(1).output))]
     pub embedding_output: EmbeddingOutputArg,
+    /// Whether the meta-learner centres its embeddings on the pool's mean output (`on`) or
+    /// takes them as its embedding layer outputs them (`off`).
+    #[arg(long, value_enum, default_value_t = Switch::of(aware_meta::MetaConfig::aware(1).centring))]
+    pub embedding_centring: Switch,
+}
+
+/// A choice that is on or off.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Switch {
+    On,
+    Off,
+}
+
+impl Switch {
+    fn of(on: bool) -> Self {
+        if on { Switch::On } else { Switch::Off }
+    }
 }
 
 /// [`aware_meta::EmbeddingOutput`] on the command line.
@@ -108,10 +125,11 @@ impl EmbeddingOutputArg {
 }
 
 impl MetaTaskArgs {
-    /// Sets the weight and the embedding's output on a pool's meta-training.
+    /// Sets the weight, the embedding's output and its centring on a pool's meta-training.
     pub fn apply(self, pool: &mut aware_meta::pool::PoolSpec) {
         pool.train.signature_weight = self.signature_weight;
         pool.meta.output = self.embedding_output.output();
+        pool.meta.centring = self.embedding_centring == Switch::On;
     }
 }
 
