@@ -93,9 +93,14 @@ pub fn synthetic_bundle(trajectories: usize, steps: usize, features: usize) -> R
 }
 
 pub fn run(spec: &MetaBenchSpec) -> Result<MetaBenchReport, MetaError> {
-    // The peer's network ends in a ReLU (`../shared/peers/torch_meta_bench.py`): timed alike.
-    let config =
-        MetaConfig { min_trajectories: 1, output: crate::EmbeddingOutput::Relu, ..MetaConfig::aware(spec.features) };
+    // The peer's network ends in a ReLU and knows no centring
+    // (`../shared/peers/torch_meta_bench.py`): timed alike.
+    let config = MetaConfig {
+        min_trajectories: 1,
+        output: crate::EmbeddingOutput::Relu,
+        centring: false,
+        ..MetaConfig::aware(spec.features)
+    };
     let mut learner = MetaLearner::new(config, 1)?;
     let bundle = synthetic_bundle(spec.trajectories, spec.steps, spec.features)?;
     let embed_us = median_us(spec.repeats, || learner.embed(&bundle).map(drop))?;

@@ -84,8 +84,11 @@ mod tests {
         let config = MetaConfig { hidden: 8, fc: 8, embedding: 4, ..MetaConfig::aware(3) };
         let mut learner = MetaLearner::new(config, 2).unwrap();
         let b = bundle();
+        let other =
+            Bundle::new(&[vec![vec![0.9, -0.3, 0.4]; 4], vec![vec![0.1, 0.2, 0.3]; 5], vec![vec![0.5; 3]; 2]]).unwrap();
+        let targets = [1.0, 0.0, -1.0, 0.5, -1.0, 0.0, 1.0, -0.5];
         for _ in 0..3 {
-            learner.train_step(&[&b], |e| mean_squared_error(e, &[1.0; 4])).unwrap();
+            learner.train_step(&[&b, &other], |e| mean_squared_error(e, &targets)).unwrap();
         }
         // The running centre the steps set is part of what is saved.
         assert!(learner.config().centring && learner.config().centre.is_some());

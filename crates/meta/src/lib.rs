@@ -126,10 +126,11 @@ pub struct MetaConfig {
     /// a meta-learner saved before the choice existed.
     #[serde(default)]
     pub centring: bool,
-    /// The pool's mean output, subtracted from every embedding outside training passes (while
-    /// `centring`): set to the whole pool's by [`MetaLearner::centre_on`] (meta-training does at
+    /// The pool's mean output, subtracted from every embedding outside batch-centred training
+    /// passes: set to the whole pool's by [`MetaLearner::centre_on`] (meta-training does at
     /// every refresh of the pool's embeddings) and moved towards each training batch's mean
-    /// with momentum [`CENTRE_MOMENTUM`] in between; none: nothing is subtracted.
+    /// with momentum [`CENTRE_MOMENTUM`] in between; none: nothing is subtracted. Cleared when
+    /// the input standardisation is fitted.
     #[serde(default)]
     pub centre: Option<Vec<f32>>,
 }
@@ -413,6 +414,8 @@ impl MetaLearner {
     pub fn fit_normaliser(&mut self, bundles: &[&Bundle]) -> Result<(), MetaError> {
         self.check(bundles)?;
         self.config.normaliser = Some(Normaliser::fit(bundles)?);
+        // A centre of outputs read without the standardisation no longer applies.
+        self.config.centre = None;
         Ok(())
     }
 
@@ -498,7 +501,7 @@ impl MetaLearner {
         for e in embeddings.chunks_exact(width) {
             output_mean.iter_mut().zip(e).for_each(|(m, v)| *m += v / bundles.len() as f32);
         }
-        let centre = match (&self.config.centre, self.config.centring && bundles.len() > 1) {
+        let centre = match (&self.config.centre, self.batch_centred(bundles.len())) {
             (_, true) => Some(&output_mean),
             (c, false) => c.as_ref(),
         };
@@ -529,7 +532,7 @@ impl MetaLearner {
         if !self.learning {
             return Ok(());
         }
-        let grad = if self.config.centring && pass.bundles > 1 {
+        let grad = if self.batch_centred(pass.bundles) {
             // Centred on their batch, the embeddings do not move when every output moves
             // together: the gradient with respect to the outputs is the embeddings' gradient
             // less its batch mean. (Centred on a running mean instead, with that mean's gradient
@@ -547,8 +550,9 @@ impl MetaLearner {
         };
         self.adam.step(&mut self.params, &grad, self.config.learning_rate);
         self.updates += 1;
-        if self.config.centring {
-            // Between refreshes over the whole pool, the centre follows the batches.
+        if self.batch_centred(pass.bundles) {
+            // Between refreshes over the whole pool, the centre follows the batches (not a
+            // single bundle: the centre would become that one app's output).
             let centre = self.config.centre.get_or_insert_with(|| pass.output_mean.clone());
             centre
                 .iter_mut()
@@ -558,12 +562,19 @@ impl MetaLearner {
         Ok(())
     }
 
+    /// Whether a training pass over `bundles` bundles is centred on its own batch: while the
+    /// meta-learner centres and learns, over more than one bundle. A frozen one subtracts the
+    /// centre it keeps.
+    fn batch_centred(&self, bundles: usize) -> bool {
+        self.config.centring && self.learning && bundles > 1
+    }
+
     /// The embeddings of `bundles` (the pool's apps), centred on their own mean output, which
     /// becomes the centre every later embedding subtracts. Without [`MetaConfig::centring`],
-    /// or while the meta-learner is frozen, the centre stays as it is: the same as
-    /// [`MetaLearner::embed_many`].
+    /// while the meta-learner is frozen, or for a single bundle (whose centred embedding would
+    /// be zero), the centre stays as it is: the same as [`MetaLearner::embed_many`].
     pub fn centre_on(&mut self, bundles: &[&Bundle]) -> Result<Vec<Vec<f32>>, MetaError> {
-        if !(self.config.centring && self.learning) {
+        if !self.batch_centred(bundles.len()) {
             return self.embed_many(bundles);
         }
         let mut outputs = self.outputs(bundles)?;
@@ -575,8 +586,9 @@ impl MetaLearner {
         Ok(outputs)
     }
 
-    /// The gradient of every parameter, given the loss's gradient with respect to the pass's
-    /// embeddings.
+    /// The gradient of every parameter, given the loss's gradient with respect to the embedding
+    /// layer's outputs (for a batch-centred pass, [`MetaLearner::step`] first removes the batch
+    /// mean from the gradient with respect to the embeddings).
     pub fn gradient(&self, pass: &Pass, d_embeddings: &[f32]) -> Vec<f32> {
         let mut grad = vec![0.0; self.layout.len];
         fused::backward(&self.layout, &self.params, &pass.tape, d_embeddings, &mut grad);
@@ -650,23 +662,22 @@ mod tests {
     }
 
     /// Centring: the embeddings are the outputs less the pool's mean (`centre_on`), a training
-    /// pass's less its batch's. A loss pushing every embedding the same way (the common
-    /// direction that collapsed fig6's full-mode embeddings) moves the plain learner's outputs
-    /// far and the centred learner's embeddings hardly.
+    /// pass's less its batch's. Under a loss that asks each app for its own (zero-mean) target
+    /// and pushes every embedding ten times harder one common way (the direction that collapsed
+    /// fig6's full-mode embeddings), the centred learner learns the targets, apps of the two
+    /// families opposite, while the plain learner's embeddings all lean the common way.
     #[test]
     fn a_centring_meta_learner_keeps_its_embeddings_on_the_pools_mean() {
         let pool: Vec<Bundle> = (0..6).map(|i| family(i % 2 == 0, 3, i)).collect();
         let refs: Vec<&Bundle> = pool.iter().collect();
-        let mean_norm = |learner: &MetaLearner| {
-            let e = learner.embed_many(&refs).unwrap();
+        let mean_norm = |e: &[Vec<f32>]| {
             let mean: Vec<f32> = (0..8).map(|j| e.iter().map(|v| v[j]).sum::<f32>() / 6.0).collect();
             mean.iter().map(|v| v * v).sum::<f32>().sqrt()
         };
-        let push = |e: &[f32]| (-e.iter().sum::<f32>() / e.len() as f32, vec![-1.0 / e.len() as f32; e.len()]);
         let mut centred = MetaLearner::new(MetaConfig { centring: true, ..config() }, 5).unwrap();
         let raw = centred.embed_many(&refs).unwrap();
         let returned = centred.centre_on(&refs).unwrap();
-        assert!(mean_norm(&centred) < 1e-5, "the centre is the pool's mean");
+        assert!(mean_norm(&centred.embed_many(&refs).unwrap()) < 1e-5, "the centre is the pool's mean");
         assert_eq!(returned, centred.embed_many(&refs).unwrap());
         let c = centred.config().centre.clone().unwrap();
         for (r, a) in raw.iter().zip(&returned) {
@@ -677,22 +688,49 @@ mod tests {
         for j in 0..8 {
             assert!(pass.embeddings().iter().skip(j).step_by(8).sum::<f32>().abs() < 1e-5);
         }
+        // One bundle alone is not centred on itself (its embedding would be zero).
+        let alone = centred.centre_on(&refs[..1]).unwrap();
+        assert_eq!(centred.config().centre.as_ref(), Some(&c));
+        assert!(alone[0].iter().any(|v| v.abs() > 1e-4));
         let mut plain = MetaLearner::new(config(), 5).unwrap();
         assert_eq!(plain.centre_on(&refs).unwrap(), raw);
         assert!(plain.config().centre.is_none(), "no centre without centring");
-        for _ in 0..200 {
-            centred.train_step(&refs, push).unwrap();
-            plain.train_step(&refs, push).unwrap();
+        // Targets: +1 on the first half and −1 on the second for one family, the opposite for
+        // the other (zero mean over the pool).
+        let targets: Vec<f32> =
+            (0..6).flat_map(|i| (0..8).map(move |j| if (j < 4) == (i % 2 == 0) { 1.0 } else { -1.0 })).collect();
+        let loss = |e: &[f32]| {
+            let (fit, mut d) = mean_squared_error(e, &targets);
+            let push = 10.0 / e.len() as f32;
+            d.iter_mut().for_each(|v| *v -= push);
+            (fit - push * e.iter().sum::<f32>(), d)
+        };
+        for _ in 0..300 {
+            centred.train_step(&refs, loss).unwrap();
+            plain.train_step(&refs, loss).unwrap();
         }
-        let (c, p) = (mean_norm(&centred), mean_norm(&plain));
-        assert!(p > 1.0 && c < 0.1 * p, "mean embedding's norm: centred {c}, plain {p}");
-        // A frozen learner's centre stays put.
+        let cosine = |a: &[f32], b: &[f32]| {
+            let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+            dot / (a.iter().map(|x| x * x).sum::<f32>() * b.iter().map(|x| x * x).sum::<f32>()).sqrt()
+        };
+        let (ce, pe) = (centred.centre_on(&refs).unwrap(), plain.embed_many(&refs).unwrap());
+        let error = ce.iter().flatten().zip(&targets).map(|(e, t)| (e - t).powi(2)).sum::<f32>() / 48.0;
+        assert!(error < 0.1, "centred: squared error {error} to the targets");
+        let (c01, p01) = (cosine(&ce[0], &ce[1]), cosine(&pe[0], &pe[1]));
+        assert!(c01 < -0.8 && p01 > c01 + 0.5, "apps of the two families: centred cosine {c01}, plain {p01}");
+        assert!(mean_norm(&pe) > 1.0, "the plain learner's embeddings moved the common way");
+        // A frozen learner keeps its centre, in its passes too.
         centred.set_learning(false);
         let before = centred.config().centre.clone();
-        centred.train_step(&refs, push).unwrap();
+        centred.train_step(&refs, loss).unwrap();
         let other: Vec<Bundle> = (0..3).map(|i| family(true, 4, 20 + i)).collect();
-        centred.centre_on(&other.iter().collect::<Vec<_>>()).unwrap();
+        let other_refs: Vec<&Bundle> = other.iter().collect();
+        let frozen = centred.centre_on(&other_refs).unwrap();
         assert_eq!(centred.config().centre, before);
+        let pass = centred.forward(&other_refs).unwrap();
+        for (a, b) in pass.embeddings().iter().zip(frozen.iter().flatten()) {
+            assert!((a - b).abs() < 1e-5, "a frozen pass subtracts the kept centre");
+        }
     }
 
     #[test]
@@ -834,7 +872,9 @@ mod tests {
 
     /// Small sizes, uneven lengths, two bundles: the fused pass against burn's network.
     fn small() -> (MetaConfig, Vec<Bundle>) {
-        let c = MetaConfig { hidden: 6, fc: 5, embedding: 4, min_trajectories: 1, ..MetaConfig::aware(3) };
+        // Uncentred: these tests hold the fused pass to burn's network, which knows no pool.
+        let c =
+            MetaConfig { hidden: 6, fc: 5, embedding: 4, min_trajectories: 1, centring: false, ..MetaConfig::aware(3) };
         let traj = |lengths: &[usize], salt: usize| crate::net::tests::trajectories(lengths, 3, salt);
         (c, vec![Bundle::new(&traj(&[5, 2, 4], 0)).unwrap(), Bundle::new(&traj(&[3, 3], 1)).unwrap()])
     }
