@@ -29,6 +29,7 @@ mod net;
 mod ood;
 mod panel;
 pub mod pool;
+mod rows;
 pub mod saved;
 mod select;
 mod signature;
@@ -455,15 +456,21 @@ impl MetaLearner {
     pub fn embed_many(&self, bundles: &[&Bundle]) -> Result<Vec<Vec<f32>>, MetaError> {
         let mut out = self.outputs(bundles)?;
         if let Some(c) = &self.config.centre {
-            out.iter_mut().for_each(|e| e.iter_mut().zip(c).for_each(|(v, c)| *v -= c));
+            rows::subtract(&mut out, c);
         }
-        Ok(out)
+        Ok(self.split(out))
     }
 
-    /// The embedding layer's outputs for `bundles`, before any centre is subtracted.
-    fn outputs(&self, bundles: &[&Bundle]) -> Result<Vec<Vec<f32>>, MetaError> {
+    /// Flat `[B, E]` embeddings, one `Vec` each.
+    fn split(&self, flat: Vec<f32>) -> Vec<Vec<f32>> {
+        flat.chunks_exact(self.config.embedding).map(<[f32]>::to_vec).collect()
+    }
+
+    /// The embedding layer's outputs for `bundles`, flat `[B, E]`, before any centre is
+    /// subtracted.
+    fn outputs(&self, bundles: &[&Bundle]) -> Result<Vec<f32>, MetaError> {
         self.check(bundles)?;
-        let mut out = Vec::with_capacity(bundles.len());
+        let mut out = Vec::with_capacity(bundles.len() * self.config.embedding);
         let mut start = 0;
         while start < bundles.len() {
             let mut end = start + 1;
@@ -479,7 +486,7 @@ impl MetaLearner {
                 None => bundle::Packed::new(chunk),
             };
             let (flat, _) = fused::forward(&self.layout, &self.params, 0.0, &packed.input(), None);
-            out.extend(flat.chunks(self.config.embedding).map(<[f32]>::to_vec));
+            out.extend(flat);
             start = end;
         }
         Ok(out)
@@ -496,17 +503,13 @@ impl MetaLearner {
         };
         let (mut embeddings, tape) =
             fused::forward(&self.layout, &self.params, self.config.dropout, &packed.input(), Some(&mut self.rng));
-        let width = self.config.embedding;
-        let mut output_mean = vec![0.0f32; width];
-        for e in embeddings.chunks_exact(width) {
-            output_mean.iter_mut().zip(e).for_each(|(m, v)| *m += v / bundles.len() as f32);
-        }
+        let output_mean = rows::column_mean(&embeddings, self.config.embedding);
         let centre = match (&self.config.centre, self.batch_centred(bundles.len())) {
             (_, true) => Some(&output_mean),
             (c, false) => c.as_ref(),
         };
         if let Some(c) = centre {
-            embeddings.chunks_exact_mut(width).for_each(|e| e.iter_mut().zip(c).for_each(|(v, c)| *v -= c));
+            rows::subtract(&mut embeddings, c);
         }
         Ok(Pass { embeddings, output_mean, tape, bundles: bundles.len(), updates: self.updates })
     }
@@ -539,11 +542,7 @@ impl MetaLearner {
             // passed on, the outputs drifted 0.2–2 a step on fig6's full mode, the running mean
             // lagging several steps behind and every embedding offset by the lag.)
             let mut d = d_embeddings.to_vec();
-            let (width, n) = (self.config.embedding, pass.bundles as f32);
-            for j in 0..width {
-                let mean = d.iter().skip(j).step_by(width).sum::<f32>() / n;
-                d.iter_mut().skip(j).step_by(width).for_each(|v| *v -= mean);
-            }
+            rows::remove_column_mean(&mut d, self.config.embedding);
             self.gradient(pass, &d)
         } else {
             self.gradient(pass, d_embeddings)
@@ -578,12 +577,10 @@ impl MetaLearner {
             return self.embed_many(bundles);
         }
         let mut outputs = self.outputs(bundles)?;
-        let n = outputs.len() as f32;
-        let mut mean = vec![0.0f32; self.config.embedding];
-        outputs.iter().for_each(|e| mean.iter_mut().zip(e).for_each(|(m, v)| *m += v / n));
-        outputs.iter_mut().for_each(|e| e.iter_mut().zip(&mean).for_each(|(v, m)| *v -= m));
+        let mean = rows::column_mean(&outputs, self.config.embedding);
+        rows::subtract(&mut outputs, &mean);
         self.config.centre = Some(mean);
-        Ok(outputs)
+        Ok(self.split(outputs))
     }
 
     /// The gradient of every parameter, given the loss's gradient with respect to the embedding

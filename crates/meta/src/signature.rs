@@ -47,7 +47,7 @@ pub(crate) const MIN_SCALE: f32 = 0.05;
 /// pool of apps, here and in the OOD detector's input tests.
 pub(crate) fn mean_and_scale(rows: &[&[f32]], min_scale: f32) -> (Vec<f32>, Vec<f32>) {
     let (n, width) = (rows.len() as f32, rows[0].len());
-    let mean: Vec<f32> = (0..width).map(|j| rows.iter().map(|v| v[j]).sum::<f32>() / n).collect();
+    let mean = crate::rows::column_mean(&rows.concat(), width);
     let scale = (0..width)
         .map(|j| (rows.iter().map(|v| (v[j] - mean[j]).powi(2)).sum::<f32>() / n).sqrt().max(min_scale))
         .collect();

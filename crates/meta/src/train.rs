@@ -323,10 +323,7 @@ impl<A: BaseLearner> MetaDriver<A> {
         // meta-learner ([`crate::MetaConfig::centring`]) removes the batch mean of the whole
         // gradient, the auxiliary task's and the unit scaling's included, itself.
         if candidates.len() > 1 {
-            for j in 0..e_dim {
-                let mean = (0..candidates.len()).map(|b| d[b * e_dim + j]).sum::<f32>() / candidates.len() as f32;
-                (0..candidates.len()).for_each(|b| d[b * e_dim + j] -= mean);
-            }
+            crate::rows::remove_column_mean(&mut d, e_dim);
         }
         // The auxiliary task: the unit embedding predicts its bundle's input signature.
         if let Some(head) = self.signature_head.as_mut().filter(|_| self.config.signature_weight > 0.0) {

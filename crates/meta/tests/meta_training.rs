@@ -240,15 +240,23 @@ fn group_cosines(signature_weight: f32, seed: u64) -> (f64, f64) {
 
 /// The auxiliary task: trained on the critic's gradient alone, an embedding has no reason to
 /// keep apart apps the critic treats alike; asked to tell its trajectories' signature too, the
-/// embedding's direction separates them.
+/// embedding's direction separates them. Centred embeddings (the default) sometimes separate
+/// the groups without the task too, by as much on some seeds (the margin without it ranged
+/// from −0.19 to 0.66 over seeds 1–6, and moved by 0.15 on one seed when the batch means were
+/// summed in another order), so the claim is over six seeds: with the task the groups are
+/// apart on every one, and by more on average.
 #[test]
 fn the_signature_task_keeps_apart_apps_whose_trajectories_differ() {
-    for seed in [1, 2] {
-        let (within, across) = group_cosines(2.0, seed);
-        let (plain_within, plain_across) = group_cosines(0.0, seed);
-        assert!(
-            within - across > 0.2 && within - across > 2.0 * (plain_within - plain_across),
-            "seed {seed}: with the task within {within:.3} across {across:.3}; without {plain_within:.3} {plain_across:.3}"
-        );
-    }
+    let margin = |weight: f32, seed: u64| {
+        let (within, across) = group_cosines(weight, seed);
+        within - across
+    };
+    let seeds = 1..=6u64;
+    let with: Vec<f64> = seeds.clone().map(|seed| margin(2.0, seed)).collect();
+    let without: Vec<f64> = seeds.map(|seed| margin(0.0, seed)).collect();
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    assert!(
+        with.iter().all(|m| *m > 0.0) && mean(&with) > mean(&without) + 0.15,
+        "within − across by seed, with the task {with:.3?}, without {without:.3?}"
+    );
 }
