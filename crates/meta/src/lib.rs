@@ -297,6 +297,17 @@ pub struct MetaLearner {
     updates: u64,
     /// Meta-model updates are switched off at adaptation time (FLASH's toggle).
     learning: bool,
+    /// Changes, to a value no other learner of the process has had, whenever what it embeds a
+    /// bundle as may change: parameters, input standardisation or centre
+    /// ([`MetaLearner::revision`]).
+    revision: u64,
+}
+
+/// The next [`MetaLearner::revision`]: one counter for the process, so a learner built or
+/// loaded later never takes a revision another had.
+fn next_revision() -> u64 {
+    static REVISIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    REVISIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
 }
 
 impl std::fmt::Debug for MetaLearner {
@@ -348,6 +359,7 @@ impl MetaLearner {
             config,
             updates: 0,
             learning: true,
+            revision: next_revision(),
         })
     }
 
@@ -370,11 +382,20 @@ impl MetaLearner {
         self.adam = fused::Adam::new(params.len());
         self.params = params;
         self.updates = updates;
+        self.revision = next_revision();
     }
 
     /// Meta-training steps taken.
     pub fn updates(&self) -> u64 {
         self.updates
+    }
+
+    /// Stands for what the learner embeds bundles as: it changes with every meta-training step,
+    /// fitted standardisation, new centre ([`MetaLearner::centre_on`]) and loaded checkpoint, to
+    /// a value no learner of this process has had before, so equal revisions give equal
+    /// embeddings ([`crate::EmbeddingCache`]'s key). Not saved.
+    pub fn revision(&self) -> u64 {
+        self.revision
     }
 
     /// Freezes (false) or thaws (true) the meta-model: frozen, [`MetaLearner::step`] computes
@@ -417,6 +438,7 @@ impl MetaLearner {
         self.config.normaliser = Some(Normaliser::fit(bundles)?);
         // A centre of outputs read without the standardisation no longer applies.
         self.config.centre = None;
+        self.revision = next_revision();
         Ok(())
     }
 
@@ -549,6 +571,7 @@ impl MetaLearner {
         };
         self.adam.step(&mut self.params, &grad, self.config.learning_rate);
         self.updates += 1;
+        self.revision = next_revision();
         if self.batch_centred(pass.bundles) {
             // Between refreshes over the whole pool, the centre follows the batches (not a
             // single bundle: the centre would become that one app's output).
@@ -580,6 +603,7 @@ impl MetaLearner {
         let mean = rows::column_mean(&outputs, self.config.embedding);
         rows::subtract(&mut outputs, &mean);
         self.config.centre = Some(mean);
+        self.revision = next_revision();
         Ok(self.split(outputs))
     }
 

@@ -104,11 +104,12 @@ fn bundle_of(
     Bundle::from_transitions(&episodes)
 }
 
-/// What an embedding was made from: the meta-learner's update count and the chosen episodes.
+/// What an embedding was made from: the meta-learner's revision and the chosen episodes.
 type Source = (u64, Vec<EpisodeId>);
 
 /// Embeddings per pair, kept until the pair's chosen episodes change or the meta-learner
-/// takes a training step.
+/// changes what it embeds them as ([`MetaLearner::revision`]: a training step, a new centre or
+/// standardisation, another learner).
 #[derive(Debug, Default)]
 pub struct EmbeddingCache {
     entries: HashMap<String, (Source, Vec<f32>, Profile)>,
@@ -138,7 +139,7 @@ impl EmbeddingCache {
     ) -> Result<&[f32], MetaError> {
         // One query for the chosen episodes; their transitions are read only on a miss.
         let records = chosen(store, app, learner, self.filter.as_ref())?;
-        let key = (learner.updates(), records.iter().map(|r| r.id).collect::<Vec<_>>());
+        let key = (learner.revision(), records.iter().map(|r| r.id).collect::<Vec<_>>());
         if self.entries.get(app).is_none_or(|(k, _, _)| *k != key) {
             let bundle = bundle_of(store, &records, learner)?;
             let embedding = learner.embed(&bundle)?;
@@ -275,6 +276,30 @@ mod tests {
         learner.train_step(&[&bundle], |e| crate::mean_squared_error(e, &[0.0; 4])).unwrap();
         cache.embedding(&store, "a", &learner).unwrap();
         assert_eq!(cache.computed(), 3);
+        // A new centre and a fitted standardisation change every embedding without a step.
+        let before = cache.embedding(&store, "a", &learner).unwrap().to_vec();
+        let updates = learner.updates();
+        let other = bundle.standardised(&[0.5; 3], &[2.0; 3]);
+        learner.centre_on(&[&bundle, &other]).unwrap();
+        assert_eq!(learner.updates(), updates);
+        let centred = cache.embedding(&store, "a", &learner).unwrap().to_vec();
+        assert_eq!(cache.computed(), 4);
+        assert_ne!(centred, before);
+        assert_eq!(centred, learner.embed(&bundle).unwrap());
+        learner.fit_normaliser(&[&bundle, &other]).unwrap();
+        assert_eq!(cache.embedding(&store, "a", &learner).unwrap(), learner.embed(&bundle).unwrap());
+        assert_eq!(cache.computed(), 5);
+        // A learner built afresh never shares a revision, even with the same update count.
+        let fresh = MetaLearner::new(learner.config().clone(), 2).unwrap();
+        assert_ne!(fresh.revision(), learner.revision());
+        cache.embedding(&store, "a", &fresh).unwrap();
+        assert_eq!(cache.computed(), 6);
+        // Back to the first learner (a miss); frozen, its centre stays and so does the entry.
+        learner.set_learning(false);
+        cache.embedding(&store, "a", &learner).unwrap();
+        learner.centre_on(&[&bundle, &other]).unwrap();
+        cache.embedding(&store, "a", &learner).unwrap();
+        assert_eq!(cache.computed(), 7);
         // Another pair has its own (too few) episodes.
         assert!(matches!(cache.embedding(&store, "b", &learner), Err(MetaError::TooFewTrajectories { have: 1, .. })));
     }
