@@ -17,13 +17,14 @@
 //! favoured a bound cannot leave the actor stranded where tanh′(z) ≈ 0.
 
 use burn::module::Module;
-use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
+use burn::optim::GradientsParams;
 use burn::tensor::{Device, Tensor};
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, StandardNormal};
 use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 
+use crate::adam::Adam;
 use crate::checkpoint::{Checkpoint, module_file};
 use crate::config::{self, ConfigError, Hyperparameters};
 use crate::net::{FrozenMlp, Mlp, matrix, soft_update, values};
@@ -196,7 +197,7 @@ struct Twin {
     online: Critic,
     /// Outside autodiff, like the other targets.
     target: Critic,
-    optimizer: ModuleOptimizer,
+    optimizer: Adam,
 }
 
 pub struct Ddpg {
@@ -216,8 +217,8 @@ pub struct Ddpg {
     /// The policy's weights as plain floats for batched serving, built on first use after an
     /// update (training acts one observation at a time and never pays for the copy).
     frozen: std::sync::OnceLock<FrozenMlp>,
-    actor_optimizer: ModuleOptimizer,
-    critic_optimizer: ModuleOptimizer,
+    actor_optimizer: Adam,
+    critic_optimizer: Adam,
     replay: ReplayBuffer,
     rng: Pcg64Mcg,
     epsilon: f32,
@@ -240,15 +241,15 @@ impl Ddpg {
             )
         });
         Self {
-            twin: twin.map(|c| Twin { target: c.valid(), online: c, optimizer: AdamConfig::new().init() }),
+            twin: twin.map(|c| Twin { target: c.valid(), online: c, optimizer: Adam::default() }),
             actor_target: actor.valid(),
             critic_target: critic.valid(),
             policy: actor.valid(),
             frozen: std::sync::OnceLock::new(),
             actor,
             critic,
-            actor_optimizer: AdamConfig::new().init(),
-            critic_optimizer: AdamConfig::new().init(),
+            actor_optimizer: Adam::default(),
+            critic_optimizer: Adam::default(),
             replay: ReplayBuffer::new(config.replay_capacity, state_dim, action_dim, seed ^ 0x5eed),
             rng: Pcg64Mcg::seed_from_u64(seed),
             epsilon: config.epsilon_start,

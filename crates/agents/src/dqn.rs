@@ -6,7 +6,9 @@ use burn::module::Module;
 use burn::module::Param;
 use burn::nn::conv::{Conv1d, Conv1dConfig};
 use burn::nn::{Linear, LinearConfig};
-use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
+use burn::optim::GradientsParams;
+
+use crate::adam::Adam;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
@@ -308,7 +310,7 @@ pub struct Dqn {
     /// `policy` as plain floats (built on first use after an update; convolutional networks
     /// stay on burn).
     frozen: std::sync::OnceLock<Option<FrozenMlp>>,
-    optimizer: ModuleOptimizer,
+    optimizer: Adam,
     replay: ReplayBuffer,
     rng: Pcg64Mcg,
     steps: u64,
@@ -323,9 +325,8 @@ impl Dqn {
         });
         let target = online.clone();
         let policy = online.valid();
-        let clipping = config.max_grad_norm.map(burn::optim::grad_clipping::GradientClippingConfig::Norm);
         Self {
-            optimizer: AdamConfig::new().with_grad_clipping(clipping).init(),
+            optimizer: Adam::new(1e-5, config.max_grad_norm),
             replay: ReplayBuffer::new(config.replay_capacity, state_dim, 1, seed ^ 0x5eed),
             rng: Pcg64Mcg::seed_from_u64(seed),
             config,

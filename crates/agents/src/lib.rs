@@ -2,6 +2,7 @@
 //! readable top to bottom in its own module, in the spirit of CleanRL; they share only the
 //! replay buffer, the MLP and the checkpoint format.
 
+pub mod adam;
 mod agent;
 mod checkpoint;
 mod config;

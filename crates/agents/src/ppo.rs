@@ -11,7 +11,9 @@
 //! has acted holds `rollout_steps` transitions.
 
 use burn::module::{Module, Param};
-use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer};
+use burn::optim::GradientsParams;
+
+use crate::adam::Adam;
 use burn::tensor::activation::{log_softmax, softmax};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use rand::seq::SliceRandom;
@@ -268,7 +270,7 @@ pub struct Ppo {
     acting: PolicyValue,
     /// The acting policy's MLP as plain floats for greedy serving, built on first use.
     frozen: std::sync::OnceLock<FrozenMlp>,
-    optimizer: ModuleOptimizer,
+    optimizer: Adam,
     rng: Pcg64Mcg,
     pending: Vec<Option<Pending>>,
     /// Per environment: its rollout was cut ([`Ppo::cut`]) and has not gone on since, so an
@@ -344,10 +346,7 @@ impl Ppo {
     pub fn new(state_dim: usize, actions: PpoActions, config: PpoConfig, seed: u64) -> Self {
         let device = Device::default().autodiff();
         let net = crate::net::seeded(seed, || PolicyValue::new(state_dim, actions, &config, &device));
-        let optimizer = AdamConfig::new()
-            .with_epsilon(1e-5)
-            .with_grad_clipping(Some(burn::optim::grad_clipping::GradientClippingConfig::Norm(config.max_grad_norm)))
-            .init();
+        let optimizer = Adam::new(1e-5, Some(config.max_grad_norm));
         Self {
             acting: net.valid(),
             frozen: std::sync::OnceLock::new(),
