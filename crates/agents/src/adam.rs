@@ -6,7 +6,7 @@
 //! gradient is exactly zero (every weight into a dead ReLU unit) decay by β₁ = 0.9 per step into
 //! subnormal floats within a few hundred steps, and Intel cores multiply subnormals through
 //! microcode assists at about a hundred times the normal cost. Over `aware demo` on an Intel
-//! Xeon, burn's Adam spent about 60 % of the run in those multiplications (6 min 53 s idle; with
+//! Xeon, burn's Adam spent about 60 % of the run on such arithmetic (6 min 53 s idle; with
 //! this optimiser 2 min 3 s, with the same report). AMD's cores pay far less, which is why the
 //! demo's time differed so much between machines.
 //!
