@@ -11,11 +11,13 @@
 //! demo's time differed so much between machines.
 //!
 //! [`Adam`] does burn's arithmetic in burn's order, element by element in one loop (so the two
-//! agree bit for bit while no moment is subnormal: tested), and replaces a subnormal moment by 0.
-//! A subnormal moment is below 1.2e-38; the step it would have contributed is below 1e-33 of
-//! the learning rate, far under a float's resolution of any weight it could move. Rust leaves
-//! the processor's flush-to-zero flags alone (setting them is undefined behaviour), so the
-//! flush is explicit. Gradient clipping by norm, per parameter tensor, is burn's own.
+//! agree bit for bit while no moment and no step is subnormal: tested), and replaces a
+//! subnormal moment or step by 0. A subnormal is below 1.2e-38, so a flushed step changes a
+//! weight only if the weight is itself within about 2⁻¹⁰⁰ of zero. Rust leaves the processor's
+//! flush-to-zero flags alone (setting them is undefined behaviour), so the flush is explicit.
+//! Gradient clipping by norm, per parameter tensor, is burn's own. Unlike burn's
+//! `ModuleOptimizer`, parameters keep no gradient-checkpointing strategy or distributed flag
+//! and are not moved between devices: the agents train on one CPU device without either.
 
 use std::collections::HashMap;
 
@@ -153,10 +155,18 @@ mod tests {
         GradientsParams::from_grads(loss.backward(), net)
     }
 
+    /// Every parameter's bits, in the module's order.
     fn weights(net: &Mlp) -> Vec<u32> {
-        let device = Device::default();
-        let probe = matrix(&[0.25, 0.5, -1.0, 2.0, 0.0, 1.5], 2, 3, &device);
-        values(net.valid().forward(probe)).iter().map(|v| v.to_bits()).collect()
+        struct Bits(Vec<u32>);
+        impl burn::module::ModuleVisitor for Bits {
+            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+                let data = param.val().into_data().try_into_vec::<f32>().expect("f32 parameters");
+                self.0.extend(data.iter().map(|v| v.to_bits()));
+            }
+        }
+        let mut bits = Bits(Vec::new());
+        net.visit(&mut bits);
+        bits.0
     }
 
     /// Bit for bit burn's Adam, with and without clipping, over many steps.
