@@ -32,21 +32,12 @@ const BETA_2: f32 = 0.999;
 
 /// Adam (β 0.9 / 0.999, ε configurable; burn's default is 1e-5) with optional per-tensor
 /// gradient-norm clipping, stepping a burn module in place of `burn::optim::Adam`.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct Adam {
     epsilon: f32,
-    clipping: Option<GradientClipping>,
+    /// Each tensor's gradient is clipped to this L2 norm first (burn's `GradientClipping::Norm`).
+    clip_norm: Option<f32>,
     moments: HashMap<ParamId, Moments>,
-}
-
-impl std::fmt::Debug for Adam {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Adam")
-            .field("epsilon", &self.epsilon)
-            .field("clip_norm", &self.clipping.as_ref().map(|_| "per tensor"))
-            .field("tensors", &self.moments.len())
-            .finish()
-    }
 }
 
 /// One parameter tensor's optimiser state.
@@ -69,7 +60,7 @@ impl Adam {
     /// ε as given; `clip_norm` clips each parameter tensor's gradient to that L2 norm first
     /// (burn's `GradientClippingConfig::Norm`).
     pub fn new(epsilon: f32, clip_norm: Option<f32>) -> Self {
-        Self { epsilon, clipping: clip_norm.map(GradientClipping::Norm), moments: HashMap::new() }
+        Self { epsilon, clip_norm, moments: HashMap::new() }
     }
 
     /// One step of every parameter of `module` that has a gradient in `grads`; the others are
@@ -80,12 +71,12 @@ impl Adam {
 
     /// The update of one flat tensor: burn's `AdaptiveMomentum::transform` then `p − lr·u`.
     fn update(&mut self, id: ParamId, param: &mut [f32], grad: &[f32], learning_rate: f32) {
-        let first_step = !self.moments.contains_key(&id);
         let moments = self.moments.entry(id).or_insert_with(|| Moments {
             time: 0,
             first: vec![0.0; param.len()],
             second: vec![0.0; param.len()],
         });
+        let first_step = moments.time == 0;
         assert!(
             moments.first.len() == param.len() && grad.len() == param.len(),
             "a parameter changed size between optimiser steps"
@@ -122,8 +113,8 @@ impl ModuleMapper for Step<'_> {
         let Some(grad) = self.grads.remove::<D>(id) else {
             return Param::from_mapped_value(id, tensor, mapper);
         };
-        let grad = match &self.adam.clipping {
-            Some(clipping) => clipping.clip_gradient(grad),
+        let grad = match self.adam.clip_norm {
+            Some(norm) => GradientClipping::Norm(norm).clip_gradient(grad),
             None => grad,
         };
         let require_grad = tensor.is_require_grad();

@@ -7,13 +7,12 @@ use burn::module::Param;
 use burn::nn::conv::{Conv1d, Conv1dConfig};
 use burn::nn::{Linear, LinearConfig};
 use burn::optim::GradientsParams;
-
-use crate::adam::Adam;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 
+use crate::adam::Adam;
 use crate::checkpoint::{Checkpoint, module_file};
 use crate::config::{self, ConfigError, Hyperparameters};
 use crate::net::{FrozenMlp, Mlp, frozen_linear, matrix, side_by_side, values};

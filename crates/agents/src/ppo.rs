@@ -12,8 +12,6 @@
 
 use burn::module::{Module, Param};
 use burn::optim::GradientsParams;
-
-use crate::adam::Adam;
 use burn::tensor::activation::{log_softmax, softmax};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use rand::seq::SliceRandom;
@@ -22,6 +20,7 @@ use rand_distr::{Distribution, StandardNormal};
 use rand_pcg::Pcg64Mcg;
 use serde::{Deserialize, Serialize};
 
+use crate::adam::Adam;
 use crate::checkpoint::{Checkpoint, module_file};
 use crate::config::{self, ConfigError, Hyperparameters};
 use crate::net::{Activation, FrozenMlp, Mlp, matrix, values};
