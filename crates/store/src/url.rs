@@ -9,7 +9,8 @@ use crate::sqlite::{SqliteStore, Sync};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreUrl {
-    /// `sqlite:PATH`, optionally `?sync=full`.
+    /// `sqlite:PATH`, optionally `?sync=full`. `sqlite://PATH` names the same file (sqlx's
+    /// spelling: `sqlite:///var/aware.db` is absolute, `sqlite://aware.db` relative).
     Sqlite { path: PathBuf, sync: Sync },
     /// `postgres://…` or `postgresql://…`.
     Postgres(String),
@@ -22,9 +23,17 @@ impl FromStr for StoreUrl {
 
     fn from_str(s: &str) -> Result<Self, StoreError> {
         if let Some(rest) = s.strip_prefix("sqlite:") {
+            let rest = rest.strip_prefix("//").unwrap_or(rest);
             let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
             if path.is_empty() {
                 return Err(StoreError::Invalid(format!("store URL {s:?}: sqlite: needs a file path")));
+            }
+            // SQLite would open a database that vanishes with the connection, and every
+            // episode, stage change and decision with it.
+            if path == ":memory:" || path.starts_with("file::memory:") {
+                return Err(StoreError::Invalid(format!(
+                    "store URL {s:?}: an in-memory database keeps nothing after the run; name a file"
+                )));
             }
             let sync = match query {
                 "" | "sync=normal" => Sync::Normal,
@@ -124,6 +133,30 @@ pub fn open_spooled(url: &StoreUrl, spool: Option<&Path>, max_bytes: u64) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sqlite_urls_name_their_file_in_either_spelling() {
+        let path = |url: &str| match url.parse::<StoreUrl>().unwrap() {
+            StoreUrl::Sqlite { path, sync } => (path, sync),
+            other => panic!("{url}: {other:?}"),
+        };
+        assert_eq!(path("sqlite:aware.db"), (PathBuf::from("aware.db"), Sync::Normal));
+        assert_eq!(path("sqlite://aware.db"), (PathBuf::from("aware.db"), Sync::Normal));
+        assert_eq!(path("sqlite:/var/aware.db"), (PathBuf::from("/var/aware.db"), Sync::Normal));
+        assert_eq!(path("sqlite:///var/aware.db?sync=full"), (PathBuf::from("/var/aware.db"), Sync::Full));
+        for bad in [
+            "sqlite:",
+            "sqlite://",
+            "sqlite://?sync=full",
+            "sqlite::memory:",
+            "sqlite://:memory:",
+            "sqlite:aware.db?sync=off",
+        ] {
+            let err = bad.parse::<StoreUrl>().expect_err(bad).to_string();
+            assert!(err.contains(&format!("{bad:?}")), "{bad}: {err}");
+        }
+        assert!("sqlite::memory:".parse::<StoreUrl>().unwrap_err().to_string().contains("keeps nothing"));
+    }
 
     #[test]
     fn a_directory_is_not_taken_for_a_sqlite_store() {
