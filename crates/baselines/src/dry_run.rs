@@ -365,14 +365,54 @@ fn check_resources(file: &str, at: &str, r: &Resources) -> Result<(), DryRunErro
     Ok(())
 }
 
-fn check_usage(file: &str, at: &str, v: Option<f64>) -> Result<(), DryRunError> {
+/// Requests and limits as Kubernetes admits them: each in range, and a request no larger than
+/// its limit where both are set (the API server refuses such a container).
+fn check_requests_and_limits(
+    file: &str,
+    at: &str,
+    requests: &Resources,
+    limits: &Resources,
+) -> Result<(), DryRunError> {
+    check_resources(file, &format!("{at}.requests"), requests)?;
+    check_resources(file, &format!("{at}.limits"), limits)?;
+    for (name, request, limit) in [
+        ("cpu_millicores", requests.cpu_millicores, limits.cpu_millicores),
+        ("memory_bytes", requests.memory_bytes, limits.memory_bytes),
+    ] {
+        if request > 0 && limit > 0 && request > limit {
+            return Err(invalid(
+                file,
+                format!("{at}.requests.{name}"),
+                format!("{request} is above the limit {limit} (a request must not exceed its limit)"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A usage sample: finite, not negative, and no more than any pod can hold (`most`).
+fn check_usage(file: &str, at: &str, v: Option<f64>, most: f64) -> Result<(), DryRunError> {
     match v {
         Some(x) if !(x.is_finite() && x >= 0.0) => {
             Err(invalid(file, at, format!("{x} is not a finite non-negative usage")))
         }
+        Some(x) if x > most => Err(invalid(file, at, format!("{x} is above what one pod can hold ({most})"))),
         _ => Ok(()),
     }
 }
+
+/// A pod's custom metric, which the HPA averages per pod against its target: finite and not
+/// negative.
+fn check_custom_metric(file: &str, at: &str, v: f64) -> Result<(), DryRunError> {
+    if v.is_finite() && v >= 0.0 {
+        return Ok(());
+    }
+    Err(invalid(file, at, format!("{v} is not a finite non-negative value (the HPA averages it per pod)")))
+}
+
+/// Most CPU cores and working-set bytes one pod's usage can read.
+const MOST_CORES: f64 = MAX_CPU_MILLICORES as f64 / 1000.0;
+const MOST_BYTES: f64 = MAX_MEMORY_BYTES as f64;
 
 /// Range checks on one observation; pods with containers get the containers' sums.
 fn check_observation(file: &str, at: &str, o: &mut Observation) -> Result<(), DryRunError> {
@@ -398,26 +438,25 @@ fn check_observation(file: &str, at: &str, o: &mut Observation) -> Result<(), Dr
     if o.pods.len() as u64 > 2 * MAX_REPLICAS {
         return Err(invalid(file, format!("{at}.pods"), "more than 200,000 pods"));
     }
-    check_resources(file, &format!("{at}.template.requests"), &o.template.requests)?;
-    check_resources(file, &format!("{at}.template.limits"), &o.template.limits)?;
+    check_requests_and_limits(file, &format!("{at}.template"), &o.template.requests, &o.template.limits)?;
+    let mut names = std::collections::HashSet::new();
     for (i, p) in o.pods.iter_mut().enumerate() {
         let pat = format!("{at}.pods[{i}]");
-        check_resources(file, &format!("{pat}.resources.requests"), &p.resources.requests)?;
-        check_resources(file, &format!("{pat}.resources.limits"), &p.resources.limits)?;
+        if !names.insert(p.name.clone()) {
+            return Err(invalid(file, format!("{pat}.name"), format!("{:?} names an earlier pod too", p.name)));
+        }
+        check_requests_and_limits(file, &format!("{pat}.resources"), &p.resources.requests, &p.resources.limits)?;
         for (name, v) in &p.custom_metrics {
-            if !v.is_finite() {
-                return Err(invalid(file, format!("{pat}.custom_metrics.{name}"), format!("{v} is not finite")));
-            }
+            check_custom_metric(file, &format!("{pat}.custom_metrics.{name}"), *v)?;
         }
         for (j, c) in p.containers.iter().enumerate() {
             let cat = format!("{pat}.containers[{j}]");
-            check_resources(file, &format!("{cat}.requests"), &c.requests)?;
-            check_resources(file, &format!("{cat}.limits"), &c.limits)?;
-            check_usage(file, &format!("{cat}.cpu_usage_cores"), c.cpu_usage_cores)?;
-            check_usage(file, &format!("{cat}.memory_working_set_bytes"), c.memory_working_set_bytes)?;
+            check_requests_and_limits(file, &cat, &c.requests, &c.limits)?;
+            check_usage(file, &format!("{cat}.cpu_usage_cores"), c.cpu_usage_cores, MOST_CORES)?;
+            check_usage(file, &format!("{cat}.memory_working_set_bytes"), c.memory_working_set_bytes, MOST_BYTES)?;
         }
-        check_usage(file, &format!("{pat}.cpu_usage_cores"), p.cpu_usage_cores)?;
-        check_usage(file, &format!("{pat}.memory_working_set_bytes"), p.memory_working_set_bytes)?;
+        check_usage(file, &format!("{pat}.cpu_usage_cores"), p.cpu_usage_cores, MOST_CORES)?;
+        check_usage(file, &format!("{pat}.memory_working_set_bytes"), p.memory_working_set_bytes, MOST_BYTES)?;
         if !p.containers.is_empty() {
             let total = |f: &dyn Fn(&aware_core::ContainerObservation) -> u64| {
                 p.containers.iter().map(f).fold(0u64, u64::saturating_add)
@@ -693,11 +732,9 @@ fn check(input: DryRunInput, file: &str) -> Result<Checked, DryRunError> {
         return Err(invalid(file, "slo_p99_ms", format!("must be a positive number (got {slo})")));
     }
     for (i, u) in unlisted_pod_metrics.iter().enumerate() {
-        check_usage(file, &format!("unlisted_pod_metrics[{i}].cpu_usage_cores"), u.cpu_usage_cores)?;
+        check_usage(file, &format!("unlisted_pod_metrics[{i}].cpu_usage_cores"), u.cpu_usage_cores, MOST_CORES)?;
         for (name, v) in &u.custom_metrics {
-            if !v.is_finite() {
-                return Err(invalid(file, format!("unlisted_pod_metrics[{i}].custom_metrics.{name}"), "not finite"));
-            }
+            check_custom_metric(file, &format!("unlisted_pod_metrics[{i}].custom_metrics.{name}"), *v)?;
         }
     }
     let hpa = hpa.as_ref().map(|h| hpa_spec(file, h)).transpose()?;

@@ -195,3 +195,45 @@ fn full_example_runs() {
     let names: Vec<&str> = list.iter().map(|c| c["container_name"].as_str().unwrap()).collect();
     assert_eq!(names, ["envoy", "web"]);
 }
+
+/// A case of a bad observation: what it is, how the example is changed, the field named.
+type Case = (&'static str, fn(&mut Value), &'static str);
+
+/// Values no cluster reports are refused naming their place in the file, one line each: a
+/// request above its limit, a negative custom metric or utilisation, usage no pod can hold, two
+/// pods of one name.
+#[test]
+fn observations_no_cluster_reports_are_refused_by_field() {
+    let cases: [Case; 7] = [
+        (
+            "request above limit",
+            |o| o["template"]["requests"]["cpu_millicores"] = 99999.into(),
+            "observation.template.requests.cpu_millicores",
+        ),
+        (
+            "pod request above limit",
+            |o| o["pods"][0]["resources"]["requests"]["memory_bytes"] = (1u64 << 40).into(),
+            "observation.pods[0].resources.requests.memory_bytes",
+        ),
+        (
+            "negative custom metric",
+            |o| o["pods"][0]["custom_metrics"] = serde_json::json!({"qps": -1000.0}),
+            "observation.pods[0].custom_metrics.qps",
+        ),
+        ("negative io utilisation", |o| o["io_utilisation"] = (-2.0).into(), "io_utilisation"),
+        ("absurd cpu usage", |o| o["pods"][0]["cpu_usage_cores"] = 1e300.into(), "observation.pods[0].cpu_usage_cores"),
+        ("duplicate pod", |o| o["pods"][1]["name"] = o["pods"][0]["name"].clone(), "observation.pods[1].name"),
+        ("negative arrival rate", |o| o["arrival_rate"] = (-1.0).into(), "arrival_rate"),
+    ];
+    let clean = parse_input(&example(), "in.json");
+    assert!(clean.is_ok(), "the example itself is accepted: {:?}", clean.err());
+    for (what, change, field) in cases {
+        let mut doc: Value = serde_json::from_str(&example()).unwrap();
+        change(&mut doc["observation"]);
+        let err = match parse_input(&doc.to_string(), "in.json") {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("{what}: accepted"),
+        };
+        assert!(err.starts_with("in.json") && err.contains(field) && !err.contains('\n'), "{what}: {err}");
+    }
+}

@@ -78,6 +78,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_logging();
     let result = match cli.command {
         Command::Demo(a) => commands::demo::run(a),
         Command::Explain(a) => commands::explain::run(a),
@@ -104,6 +105,21 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// `tracing` events (the Kubernetes controller's reconcile failures, leader election, the
+/// webhook; kube-rs's own) on stderr, at `warn` and above unless `RUST_LOG` says otherwise:
+/// a service that fails over and over says so. Results stay on stdout.
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(spec) if !spec.trim().is_empty() => EnvFilter::try_new(&spec).unwrap_or_else(|e| {
+            eprintln!("warning: RUST_LOG={spec:?} is not a log filter ({e}); logging warnings and errors");
+            EnvFilter::new("warn")
+        }),
+        _ => EnvFilter::new("warn"),
+    };
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).try_init();
 }
 
 /// The error and its causes on one line, never a backtrace: each cause joined with `: ` unless

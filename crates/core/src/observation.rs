@@ -201,8 +201,21 @@ impl Observation {
         if let Some(v) = self.latency_p99_ms {
             finite("latency_p99_ms", v)?;
         }
-        if self.arrival_rate < 0.0 || self.throughput < 0.0 {
-            return Err(ObservationError::NegativeRate { app: self.app.clone() });
+        for (field, value) in [("arrival_rate", self.arrival_rate), ("throughput", self.throughput)] {
+            if value < 0.0 {
+                return Err(ObservationError::NegativeRate { app: self.app.clone(), field: field.into(), value });
+            }
+        }
+        for (field, value) in
+            [("io_utilisation", self.io_utilisation), ("network_utilisation", self.network_utilisation)]
+        {
+            if value < 0.0 {
+                return Err(ObservationError::NegativeUtilisation {
+                    app: self.app.clone(),
+                    field: field.into(),
+                    value,
+                });
+            }
         }
         for (field, value) in [("latency_mean_ms", self.latency_mean_ms), ("latency_p99_ms", self.latency_p99_ms)] {
             if let Some(v) = value
@@ -234,8 +247,10 @@ impl Observation {
 pub enum ObservationError {
     #[error("{app}: {field} is {value}")]
     NotFinite { app: String, field: String, value: f64 },
-    #[error("{app}: negative request rate")]
-    NegativeRate { app: String },
+    #[error("{app}: {field} is {value}, a negative request rate")]
+    NegativeRate { app: String, field: String, value: f64 },
+    #[error("{app}: {field} is {value}, a negative utilisation")]
+    NegativeUtilisation { app: String, field: String, value: f64 },
     /// A pod ready for longer than [`USAGE_SAMPLE_GRACE_S`] (or since a time the backend does
     /// not report) has no CPU or memory sample: the metrics pipeline lost it, and a mean
     /// without it would be a guess.

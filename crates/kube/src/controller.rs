@@ -989,7 +989,11 @@ pub struct RunOptions {
 pub fn lifecycle_decider(dir: &std::path::Path) -> Result<crate::decide::LifecycleDecider, RunError> {
     let fail = |reason: String| RunError::Checkpoint { path: dir.display().to_string(), reason };
     let restored = aware_lifecycle::checkpoint::read(dir, 0)
-        .map_err(|e| fail(e.to_string()))?
+        .map_err(|e| match e {
+            // Already worded for the flag (`--checkpoint DIR: …`): its reason alone.
+            aware_lifecycle::LifecycleError::Input { reason, .. } => fail(reason),
+            e => fail(e.to_string()),
+        })?
         .ok_or_else(|| fail("no checkpoint there (`aware run --checkpoint DIR` writes one)".into()))?;
     let from = format!("checkpoint {} (after {} episodes)", dir.display(), restored.episodes);
     crate::decide::LifecycleDecider::new(

@@ -337,6 +337,15 @@ pub fn compare_runs(
     progress: &dyn Progress,
 ) -> Result<(CompareReport, Vec<Evaluation>), LabError> {
     check_policy_list(policies)?;
+    if episode_steps == 0 || episode_steps > steps {
+        return Err(LabError::input(
+            "--episode-steps",
+            format!(
+                "{episode_steps} steps per episode in a run of {steps}: the per-episode figures need an episode \
+                 of 1 to {steps} steps"
+            ),
+        ));
+    }
     progress.start(steps * policies.len() as u64, "comparing");
     let mut runs = Vec::new();
     for p in policies {

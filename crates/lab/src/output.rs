@@ -75,8 +75,26 @@ pub fn refuse_non_directory(flag: &str, dir: &Path) -> Result<(), LabError> {
     Ok(())
 }
 
-/// Refuses an output directory that already holds a checkpoint (a run never overwrites one),
-/// or that is not a directory ([`refuse_non_directory`]).
+/// What a training run writes into its `--out` directory beside the agent's checkpoint
+/// ([`write_training_outputs`]).
+pub const TRAINING_OUTPUTS: [&str; 3] = ["learning_curve.csv", "learning_curve.png", "train.json"];
+
+/// Refuses an output directory that already holds any of `names` (what the run would write
+/// there: a run never overwrites what another left), or that is not a directory
+/// ([`refuse_non_directory`]). The error names the first one found.
+pub fn refuse_overwrite(flag: &str, dir: &Path, names: &[&str]) -> Result<(), LabError> {
+    refuse_non_directory(flag, dir)?;
+    if let Some(found) = names.iter().find(|n| dir.join(n).exists()) {
+        return Err(LabError::input(
+            flag,
+            format!("{} already holds {found}; choose another directory", dir.display()),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses an output directory that already holds a checkpoint or a training run's outputs
+/// ([`TRAINING_OUTPUTS`]): a run never overwrites either.
 pub fn refuse_checkpoint(flag: &str, dir: &Path) -> Result<(), LabError> {
     refuse_non_directory(flag, dir)?;
     if dir.join(aware_agents::METADATA).exists() {
@@ -85,7 +103,7 @@ pub fn refuse_checkpoint(flag: &str, dir: &Path) -> Result<(), LabError> {
             format!("{} already holds a checkpoint; choose another directory", dir.display()),
         ));
     }
-    Ok(())
+    refuse_overwrite(flag, dir, &TRAINING_OUTPUTS)
 }
 
 /// The outputs every training run leaves beside its checkpoint: `learning_curve.csv` (as
@@ -98,10 +116,11 @@ pub fn write_training_outputs(
     points: &[(f64, f64)],
     summary: &impl serde::Serialize,
 ) -> Result<String, LabError> {
-    write_atomically(&out.join("learning_curve.csv"), csv)?;
-    crate::plot::learning_curve(&out.join("learning_curve.png"), algorithm, points)?;
-    let text = serde_json::to_string_pretty(summary).map_err(|e| LabError::io(out.join("train.json"), e))?;
-    write_atomically(&out.join("train.json"), &(text.clone() + "\n"))?;
+    let [curve, plot, summary_file] = TRAINING_OUTPUTS.map(|n| out.join(n));
+    write_atomically(&curve, csv)?;
+    crate::plot::learning_curve(&plot, algorithm, points)?;
+    let text = serde_json::to_string_pretty(summary).map_err(|e| LabError::io(&summary_file, e))?;
+    write_atomically(&summary_file, &(text.clone() + "\n"))?;
     Ok(text)
 }
 
@@ -136,6 +155,30 @@ mod tests {
         // Nor can one be made under a file.
         let e = refuse_non_directory("--out", &file.join("sub").join("dir")).unwrap_err().to_string();
         assert!(e.contains("--out") && e.contains("out.json is not a directory"), "{e}");
+    }
+
+    #[test]
+    fn an_output_directory_holding_another_runs_files_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        // Empty, or holding files no run writes: fine.
+        std::fs::write(dir.path().join("notes.txt"), "mine").unwrap();
+        assert!(refuse_checkpoint("--out", dir.path()).is_ok());
+        // Each training output alone is refused, named, and left as it was.
+        for name in TRAINING_OUTPUTS {
+            std::fs::write(dir.path().join(name), "precious").unwrap();
+            let e = refuse_checkpoint("--out", dir.path()).unwrap_err().to_string();
+            assert!(
+                e.starts_with("--out: ") && e.contains(&format!("already holds {name}")) && !e.contains('\n'),
+                "{e}"
+            );
+            assert_eq!(std::fs::read_to_string(dir.path().join(name)).unwrap(), "precious");
+            std::fs::remove_file(dir.path().join(name)).unwrap();
+        }
+        std::fs::write(dir.path().join(aware_agents::METADATA), "{}").unwrap();
+        let e = refuse_checkpoint("--out", dir.path()).unwrap_err().to_string();
+        assert!(e.contains("already holds a checkpoint"), "{e}");
+        let e = refuse_overwrite("--out", dir.path(), &["pool.json", "notes.txt"]).unwrap_err().to_string();
+        assert!(e.contains("already holds notes.txt"), "{e}");
     }
 
     #[test]

@@ -56,7 +56,20 @@ impl LoadSpec {
                 let first = traces.first().ok_or_else(|| LabError::io(path, "no series"))?;
                 bins_from_trace(first)
             }
-            None => synthetic_bins(self.days as usize, self.mean_count, self.seed),
+            None => {
+                // The same ceiling as a replayed trace's rate, in requests per five-minute bin.
+                let most = aware_sim::MAX_TRACE_RATE_PER_S * aware_sim::provisioning::STEP_S;
+                if !(self.mean_count.is_finite() && self.mean_count > 0.0 && self.mean_count <= most) {
+                    return Err(LabError::input(
+                        "--mean-count",
+                        format!(
+                            "{} requests per five-minute bin: give a positive count of at most {most:e} (1e9 requests/s)",
+                            self.mean_count
+                        ),
+                    ));
+                }
+                synthetic_bins(self.days as usize, self.mean_count, self.seed)
+            }
         };
         let test = self.test_days as usize * BINS_PER_DAY;
         if bins.len() < test + BINS_PER_DAY {
@@ -380,4 +393,20 @@ pub fn compare(
         price_per_hour: config.price_per_hour,
         policies: outcomes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_synthetic_load_beyond_any_trace_is_refused() {
+        let spec = |mean_count| LoadSpec { days: 4, test_days: 1, mean_count, trace: None, seed: 1 };
+        for bad in [1e300, f64::INFINITY, f64::NAN, 0.0, -5.0] {
+            let err = spec(bad).split().err().unwrap_or_else(|| panic!("{bad} accepted")).to_string();
+            assert!(err.starts_with("--mean-count: ") && err.contains("at most"), "{bad}: {err}");
+        }
+        let split = spec(1500.0).split().unwrap();
+        assert_eq!((split.train.len(), split.test.len()), (3 * BINS_PER_DAY, BINS_PER_DAY));
+    }
 }

@@ -77,11 +77,14 @@ pub const MIN_DAY_SECONDS: f64 = 3_600.0;
 /// Whether `day_s` is a simulated day's length the simulator takes (at least
 /// [`MIN_DAY_SECONDS`], finite); the reason when not.
 pub fn check_day_seconds(day_s: f64) -> Result<(), String> {
-    match day_s.is_finite() && day_s >= MIN_DAY_SECONDS {
+    match day_s.is_finite() && (MIN_DAY_SECONDS..=MAX_DAY_SECONDS).contains(&day_s) {
         true => Ok(()),
-        false => Err(format!("{day_s} is not a day length of at least {MIN_DAY_SECONDS} seconds")),
+        false => Err(format!("{day_s} is not a day length of {MIN_DAY_SECONDS} to {MAX_DAY_SECONDS} seconds")),
     }
 }
+
+/// The longest simulated day: a year (a daily cycle slower than that is no cycle a run sees).
+pub const MAX_DAY_SECONDS: f64 = 365.0 * 86_400.0;
 
 fn check(spec: &WorkloadSpec) -> Result<(), LabError> {
     if spec.apps == 0 {

@@ -59,6 +59,22 @@ fn a_policy_listed_twice_or_none_is_refused() {
     assert!(compare_runs(&w, &[], 10, 10, &mut Sinks::default(), &Silent).is_err());
 }
 
+/// An episode longer than the run would extrapolate the per-episode figures from a fraction of
+/// one (a 5-step run at 100 steps an episode: violations "per 100 episodes" × 2,000): refused.
+#[test]
+fn an_episode_longer_than_the_run_is_refused() {
+    let w = workload(1, 1, 10);
+    for episode_steps in [0, 11, u64::MAX] {
+        let err = compare_runs(&w, &[PolicyName::Hpa], 10, episode_steps, &mut Sinks::default(), &Silent)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.starts_with("--episode-steps: ") && err.contains("1 to 10 steps"), "{err}");
+    }
+    let (report, _) = compare_runs(&w, &[PolicyName::Hpa], 10, 10, &mut Sinks::default(), &Silent).unwrap();
+    assert_eq!(report.policies[0].episodes, 1.0);
+}
+
 /// Counts the phases a run starts: none when it is refused before it begins.
 #[derive(Default)]
 struct Phases(std::sync::atomic::AtomicU64);

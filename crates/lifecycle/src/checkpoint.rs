@@ -116,9 +116,24 @@ pub fn kept_algorithm(dir: &Path) -> Option<(PathBuf, String)> {
     Some((path, meta.algorithm))
 }
 
+/// `pool.json`, the file that marks a meta-trained pool (`aware train-meta --out DIR`, read by
+/// `--meta DIR`); a lifecycle checkpoint never writes one.
+const KEPT_POOL: &str = "pool.json";
+
 /// Refuses a directory holding a bare agent checkpoint (`aware train --out`'s) where a lifecycle
-/// checkpoint belongs: it would be ignored, the run starting from a fresh agent beside it.
+/// checkpoint belongs: it would be ignored, the run starting from a fresh agent beside it. And
+/// one holding a meta-trained pool: its `agent/` is the pool's base learner, which taking it up
+/// as a lifecycle checkpoint would set aside and overwrite, breaking the pool.
 fn refuse_agent_checkpoint(dir: &Path) -> Result<(), LifecycleError> {
+    if dir.join(KEPT_POOL).exists() {
+        return Err(LifecycleError::input(
+            format!("--checkpoint {}", dir.display()),
+            format!(
+                "holds a meta-trained pool ({KEPT_POOL}, as `aware train-meta --out` writes), not a lifecycle checkpoint; \
+                 give it to --meta, and --checkpoint a new directory or one a lifecycle run wrote"
+            ),
+        ));
+    }
     if dir.join(METADATA).exists() && !dir.join(AGENT).exists() && !dir.join(LIFECYCLE).exists() {
         return Err(LifecycleError::input(
             format!("--checkpoint {}", dir.display()),
@@ -235,6 +250,21 @@ impl CheckpointSink {
         Ok(Some((agent, file)))
     }
 
+    /// Makes the directory and writes (then removes) a file in it: a run whose checkpoint can
+    /// never be kept is refused before its first episode, not found out at the end. (A save
+    /// that fails later, a disk filling up mid-run, is counted in the report and the run goes
+    /// on serving.)
+    fn check_writable(&self) -> Result<(), LifecycleError> {
+        let fail = |e: &dyn std::fmt::Display| LifecycleError::Checkpoint {
+            path: self.dir.clone(),
+            reason: format!("cannot be written: {e}"),
+        };
+        std::fs::create_dir_all(&self.dir).map_err(|e| fail(&e))?;
+        let probe = self.dir.join(".write-check");
+        write_atomically(&probe, "").map_err(|e| fail(&e))?;
+        std::fs::remove_file(&probe).map_err(|e| fail(&e))
+    }
+
     /// Moves the checkpoint to the first free `DIR/rejected-N/`; its path.
     fn set_aside(&self) -> Result<PathBuf, LifecycleError> {
         let to = (1..).map(|n| self.dir.join(format!("rejected-{n}"))).find(|p| !p.exists()).expect("unbounded");
@@ -295,7 +325,7 @@ impl EpisodeSink for CheckpointSink {
                 self.report.set_aside = Some(self.set_aside()?.display().to_string());
             }
         }
-        Ok(())
+        self.check_writable()
     }
 
     fn episode(&mut self, episode: u64, manager: &mut Manager) -> Result<(), LifecycleError> {
@@ -405,6 +435,66 @@ mod tests {
         assert!(err.contains("--checkpoint") && err.contains("not a lifecycle one"), "{err}");
         let after: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(before, after);
+    }
+
+    /// A meta-trained pool's directory (`aware train-meta --out`'s: `agent/`, `meta/`,
+    /// `pool.json`) given to `--checkpoint` is refused, its base learner neither set aside nor
+    /// overwritten.
+    #[test]
+    fn a_kept_pool_is_not_taken_for_a_lifecycle_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = config(Learner::Ddpg);
+        let agent = LifecycleAgent::fresh_for(&config, 1);
+        agent.save(&dir.path().join(AGENT), &agent_space(false, 0)).unwrap();
+        std::fs::write(dir.path().join(KEPT_POOL), "{}").unwrap();
+        let listing = || {
+            let mut v: Vec<_> = walk(dir.path());
+            v.sort();
+            v
+        };
+        let before = listing();
+        let one = workload(1);
+        let mut manager = Manager::new(&one, agent, config).unwrap();
+        let err = CheckpointSink::new(dir.path(), 1).start(&mut manager).expect_err("refused").to_string();
+        assert!(err.contains("--checkpoint") && err.contains("meta-trained pool") && !err.contains('\n'), "{err}");
+        assert!(read(dir.path(), 0).is_err());
+        assert_eq!(before, listing(), "nothing moved or written");
+    }
+
+    /// Every file under `dir` with its bytes.
+    fn walk(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push((p.clone(), std::fs::read(&p).unwrap()));
+            }
+        }
+        out
+    }
+
+    /// A checkpoint directory that cannot be made (under a file) is refused before the first
+    /// episode, naming it, instead of a run that ends with nothing kept.
+    #[test]
+    fn a_checkpoint_that_cannot_be_written_is_refused_up_front() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a-file");
+        std::fs::write(&file, "x").unwrap();
+        let ckpt = file.join("ckpt");
+        let config = config(Learner::Ddpg);
+        let one = workload(1);
+        let mut manager = Manager::new(&one, LifecycleAgent::fresh_for(&config, 1), config).unwrap();
+        let err = CheckpointSink::new(&ckpt, 1).start(&mut manager).expect_err("refused").to_string();
+        assert!(err.starts_with(&ckpt.display().to_string()) && err.contains("cannot be written"), "{err}");
+        assert!(!err.contains('\n'), "{err}");
+        // A writable one is made, and the check leaves nothing behind in it.
+        let fresh = dir.path().join("new").join("ckpt");
+        let config = self::config(Learner::Ddpg);
+        let mut manager = Manager::new(&one, LifecycleAgent::fresh_for(&config, 1), config).unwrap();
+        CheckpointSink::new(&fresh, 1).start(&mut manager).unwrap();
+        assert_eq!(std::fs::read_dir(&fresh).unwrap().count(), 0);
     }
 
     /// An agent that does not load although its metadata is the one the lifecycle was written

@@ -212,6 +212,11 @@ pub fn train_and_keep(
     if dir.join(POOL).exists() {
         return Err(file_error(&dir.join(POOL), "already holds a kept pool: choose another directory".into()));
     }
+    // Nor beside what another run kept there (`aware train --out`'s checkpoint and outputs, a
+    // lifecycle checkpoint), which the pool's own files would overwrite or mix with.
+    let mut kept = vec![META, AGENT, METADATA, "lifecycle.json"];
+    kept.extend(aware_lab::output::TRAINING_OUTPUTS);
+    aware_lab::output::refuse_overwrite("--out", dir, &kept)?;
     std::fs::create_dir_all(dir)
         .map_err(|e| MetaError::Lab(aware_lab::LabError::input(format!("--out {}", dir.display()), e.to_string())))?;
     let start = Instant::now();
@@ -404,6 +409,18 @@ mod tests {
         let err =
             train_and_keep(&workload, &spec, Learner::Ddpg, (2, 0.9), &b, &aware_lab::progress::Silent).err().unwrap();
         assert!(err.to_string().contains("already holds a kept pool"), "{err}");
+        // Nor one holding another run's checkpoint or outputs: refused before training, untouched.
+        let trained_there = dir.path().join("trained");
+        std::fs::create_dir(&trained_there).unwrap();
+        std::fs::write(trained_there.join(METADATA), "{}").unwrap();
+        let err =
+            train_and_keep(&workload, &spec, Learner::Ddpg, (2, 0.9), &trained_there, &aware_lab::progress::Silent)
+                .err()
+                .unwrap()
+                .to_string();
+        assert!(err.contains("--out") && err.contains(&format!("already holds {METADATA}")), "{err}");
+        let left: Vec<_> = std::fs::read_dir(&trained_there).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, [METADATA]);
         let c = dir.path().join("c");
         let err = train_and_keep(&workload, &spec, Learner::Ddpg, (5, 0.9), &c, &aware_lab::progress::Silent);
         assert!(err.err().unwrap().to_string().contains("at least 6 needed"));

@@ -109,15 +109,33 @@ type Stub = EnvServiceClient<InterceptedService<Channel, Bearer>>;
 /// The schemes an environment's address may start with (or none: `host:port`).
 pub const ADDRESS_SCHEMES: [&str; 4] = ["grpc://", "grpcs://", "http://", "https://"];
 
-/// Refuses an address whose scheme is none of [`ADDRESS_SCHEMES`] (`foo://host:port`), naming
-/// the schemes that work, before any connection is tried.
-pub fn check_address(address: &str) -> Result<(), String> {
-    match address.split_once("://") {
-        Some((scheme, _)) if !ADDRESS_SCHEMES.iter().any(|s| address.starts_with(s)) => Err(format!(
-            "unknown scheme {scheme:?} (expected grpc:// or http://HOST:PORT, grpcs:// or https://HOST:PORT for TLS, or HOST:PORT)"
-        )),
-        _ => Ok(()),
+/// Refuses, before any connection is tried, an address whose scheme is none of
+/// [`ADDRESS_SCHEMES`] (`foo://host:port`, naming the schemes that work), one that is not
+/// `HOST:PORT` after its scheme with a port from 1 to 65535 (`grpc:x` would otherwise become a
+/// name lookup, `:99999` a refused connection), and a TLS scheme without a CA certificate to
+/// check the server's with (`tls_ca`: the client trusts only the CA it is given).
+pub fn check_address(address: &str, tls_ca: bool) -> Result<(), String> {
+    let rest = match address.split_once("://") {
+        Some((scheme, rest)) => match ADDRESS_SCHEMES.iter().any(|s| address.starts_with(s)) {
+            true => rest,
+            false => {
+                return Err(format!(
+                    "unknown scheme {scheme:?} (expected grpc:// or http://HOST:PORT, grpcs:// or https://HOST:PORT for TLS, or HOST:PORT)"
+                ));
+            }
+        },
+        None => address,
+    };
+    let Some((host, port)) = rest.rsplit_once(':').filter(|(host, _)| !host.is_empty()) else {
+        return Err(format!("{rest:?} is not HOST:PORT"));
+    };
+    if host.contains('/') || !port.parse::<u16>().is_ok_and(|p| p > 0) {
+        return Err(format!("{rest:?} is not HOST:PORT with a port from 1 to 65535"));
     }
+    if (address.starts_with("grpcs://") || address.starts_with("https://")) && !tls_ca {
+        return Err("TLS needs the PEM of the CA that signed the server's certificate (--tls-ca FILE)".into());
+    }
+    Ok(())
 }
 
 /// `host:port`, `grpc://host:port` or `http(s)://host:port` → an endpoint URI.
@@ -153,8 +171,9 @@ fn status(call: &'static str, s: Status) -> ClientError {
 impl Connection {
     fn open(address: &str, id: EnvId, config: &MakeConfig, options: &ClientOptions) -> Result<Self, ClientError> {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let uri = endpoint_uri(address, options.tls_ca_pem.is_some());
         let bad = |reason: String| ClientError::Address { address: address.to_string(), reason };
+        check_address(address, options.tls_ca_pem.is_some()).map_err(bad)?;
+        let uri = endpoint_uri(address, options.tls_ca_pem.is_some());
         let mut endpoint = Endpoint::from_shared(uri)
             .map_err(|e| bad(e.to_string()))?
             .tcp_nodelay(true)
@@ -421,11 +440,22 @@ mod tests {
         assert_eq!(endpoint_uri("grpc://h:5", false), "http://h:5");
         assert_eq!(endpoint_uri("grpcs://h:5", false), "https://h:5");
         assert_eq!(endpoint_uri("h:5", true), "https://h:5");
-        for ok in ["h:5", "grpc://h:5", "grpcs://h:5", "http://h:5", "https://h:5"] {
-            assert!(check_address(ok).is_ok(), "{ok}");
+        for ok in ["h:5", "grpc://h:5", "http://h:5", "127.0.0.1:65535", "grpc://[::1]:50051"] {
+            assert!(check_address(ok, false).is_ok(), "{ok}");
         }
-        let e = check_address("foo://x").unwrap_err();
+        for ok in ["grpcs://h:5", "https://h:5", "h:5"] {
+            assert!(check_address(ok, true).is_ok(), "{ok}");
+        }
+        let e = check_address("foo://x", false).unwrap_err();
         assert!(e.contains("\"foo\"") && e.contains("grpc://") && e.contains("grpcs://"), "{e}");
+        for bad in ["grpc:x", "grpc://127.0.0.1:99999", "h:0", "h", ":5", "grpc://h:5/path", "grpc://h/x:5"] {
+            let e = check_address(bad, false).unwrap_err();
+            assert!(e.contains("HOST:PORT"), "{bad}: {e}");
+        }
+        for tls in ["grpcs://h:5", "https://h:5"] {
+            let e = check_address(tls, false).unwrap_err();
+            assert!(e.contains("--tls-ca"), "{tls}: {e}");
+        }
     }
 
     #[test]

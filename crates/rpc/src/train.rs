@@ -71,7 +71,7 @@ pub fn train_remote(
     spec: &TrainSpec,
     progress: &dyn Progress,
 ) -> Result<TrainReport, RemoteTrainError> {
-    crate::client::check_address(&remote.address)
+    crate::client::check_address(&remote.address, remote.tls_ca.is_some())
         .map_err(|reason| LabError::input(format!("--env {}", remote.address), reason))?;
     if workload.trace.is_some() {
         return Err(LabError::input("--trace", "a remote environment cannot replay this machine's trace files").into());

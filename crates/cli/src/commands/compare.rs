@@ -17,9 +17,10 @@ pub struct Args {
     apps: AppsArgs,
     #[command(flatten)]
     sim: SimArgs,
-    /// Steps per episode when counting violations per 100 episodes and episode reward.
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
-    episode_steps: u64,
+    /// Steps per episode when counting violations per 100 episodes and episode reward, at most
+    /// --steps [default: 100, or --steps when the run is shorter]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    episode_steps: Option<u64>,
     /// Record every policy's trajectories into this store (sqlite:PATH, postgres://…, influxdb://…).
     #[arg(long)]
     store: Option<String>,
@@ -34,6 +35,9 @@ pub struct Args {
     plot: Option<PathBuf>,
 }
 
+/// An episode's length when `--episode-steps` is not given (capped at the run's length).
+const DEFAULT_EPISODE_STEPS: u64 = 100;
+
 pub fn run(args: Args) -> Result<ExitCode> {
     let workload = args.sim.workload(&args.apps)?;
     let store = workload.recording_store(args.store.as_deref(), args.record);
@@ -41,7 +45,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         &workload,
         &args.policies,
         args.sim.steps,
-        args.episode_steps,
+        args.episode_steps.unwrap_or(DEFAULT_EPISODE_STEPS.min(args.sim.steps)),
         store,
         args.plot.as_deref(),
         &Bar::new(),
