@@ -28,7 +28,7 @@
 //!
 //! Load shape: a daily cycle of relative amplitude 0.2–0.6 whose phase is shared by the fleet
 //! (one user base) with a 2-hour spread, a weekly cycle of amplitude 0–0.15, a trend of −1 % to
-//! +2 % a day, and 0–0.5 bursts an hour adding 0.05–0.5× the load (decaying over 1–10 minutes).
+//! +2 % a day, and 0–1 bursts an hour adding 0.2–1.2× the load (decaying over 1–10 minutes).
 //!
 //! # `serverless`
 //!
