@@ -42,7 +42,8 @@ pub enum NodeCountError {
     /// no number of them (a node of no cores or memory, a headroom that is not a number).
     #[error(
         "node_headroom: {headroom} × the applications' reference reservation needs {needed:e} nodes \
-         of {node_cores} cores and {node_memory_bytes} bytes; the simulator holds at most {MAX_NODES}"
+         of {node_cores} cores and {node_memory_bytes} bytes; the simulator holds at most {MAX_NODES} \
+         (run fewer or smaller applications, or give larger nodes)"
     )]
     Sizing { headroom: f64, needed: f64, node_cores: f64, node_memory_bytes: u64 },
 }

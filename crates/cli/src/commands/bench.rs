@@ -91,6 +91,7 @@ pub struct RpcArgs {
     /// Repeats (medians are reported).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     repeats: u32,
+    /// Seed of the simulated apps and their traffic.
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Busy-poll window (µs) of the server and client in the unary measurement, which is also
@@ -180,6 +181,7 @@ pub struct SimArgs {
     /// App-steps per repetition (steps = this / apps, at least 20).
     #[arg(long, default_value_t = 500_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
     work: u64,
+    /// Seed of the simulated apps and their traffic.
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Print JSON instead of a table.

@@ -14,10 +14,7 @@ pub struct Args {
 pub fn run(args: Args) -> Result<ExitCode> {
     let text =
         if args.json { serde_json::to_string_pretty(&aware_kube::crd())? + "\n" } else { aware_kube::crd_yaml() };
-    // A closed stdout (`aware crd | head`) ends the command quietly.
-    use std::io::Write;
-    match std::io::stdout().lock().write_all(text.as_bytes()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(ExitCode::SUCCESS),
-    }
+    // A closed stdout (`aware crd | head`) ends the command quietly; a failed one says so.
+    crate::stdout::bytes(text.as_bytes());
+    Ok(ExitCode::SUCCESS)
 }

@@ -65,6 +65,7 @@ pub struct OodArgs {
     excluded: aware_core::Population,
     #[command(flatten)]
     task: super::MetaTaskArgs,
+    /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
 }
@@ -142,6 +143,7 @@ pub struct SimppoArgs {
     /// parameter sharing, agents joining and leaving marked) here, a PNG.
     #[arg(long)]
     plot: Option<PathBuf>,
+    /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
 }
@@ -245,6 +247,7 @@ pub struct Fig8Args {
     base_learner: Learner,
     #[command(flatten)]
     task: super::MetaTaskArgs,
+    /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
 }
@@ -320,6 +323,7 @@ pub struct Fig6Args {
     plot: Option<PathBuf>,
     #[command(flatten)]
     task: super::MetaTaskArgs,
+    /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
 }
@@ -392,13 +396,14 @@ pub struct LifecycleArgs {
     #[arg(long)]
     profile: Option<PathBuf>,
     /// Episodes SERVING's stability test looks at (default: 5 quick, the profile's otherwise).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     reward_window: Option<u32>,
     /// The learning agent of every learned row (aware, no-bootstrap, no-retrain, converged):
     /// ddpg (AWARE's; TD3+BC learns offline from the fallback) or ppo (behaviour-clones the
     /// fallback offline, learns on-policy where it learns online).
     #[arg(long, default_value = "ddpg", value_parser = parse_learner)]
     agent: Learner,
+    /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
 }
@@ -411,6 +416,7 @@ pub struct ClassicArgs {
     /// A smoke-sized run (fewer steps, smaller networks; it need not reach the levels).
     #[arg(long)]
     quick: bool,
+    /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
 }
@@ -423,6 +429,7 @@ pub struct AgentsArgs {
     /// Where the trained checkpoints go (default: a new directory under the system temp dir).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
 }

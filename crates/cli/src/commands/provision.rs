@@ -74,6 +74,7 @@ pub struct TrainArgs {
     /// Directory for the checkpoint, learning curve and summary.
     #[arg(long)]
     out: PathBuf,
+    /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
 }
@@ -85,6 +86,7 @@ pub struct CompareArgs {
     policies: Vec<ProvisionPolicyName>,
     #[command(flatten)]
     load: LoadArgs,
+    /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
 }

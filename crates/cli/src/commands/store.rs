@@ -40,8 +40,10 @@ pub struct ExportArgs {
     /// sqlite:PATH, postgres://… or influxdb://…
     #[arg(long)]
     store: String,
+    /// Only this agent's episodes.
     #[arg(long)]
     agent: Option<String>,
+    /// csv (one row per transition) or line-protocol (InfluxDB's).
     #[arg(long, value_enum, default_value = "csv")]
     format: Format,
     /// Write here (atomically) instead of standard output.
