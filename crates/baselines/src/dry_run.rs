@@ -365,8 +365,8 @@ fn check_resources(file: &str, at: &str, r: &Resources) -> Result<(), DryRunErro
     Ok(())
 }
 
-/// Requests and limits as Kubernetes admits them: each in range, and a request no larger than
-/// its limit where both are set (the API server refuses such a container).
+/// One container's requests and limits as Kubernetes admits them: each in range, and a request no
+/// larger than its limit where both are set (the API server refuses such a container).
 fn check_requests_and_limits(
     file: &str,
     at: &str,
@@ -438,14 +438,18 @@ fn check_observation(file: &str, at: &str, o: &mut Observation) -> Result<(), Dr
     if o.pods.len() as u64 > 2 * MAX_REPLICAS {
         return Err(invalid(file, format!("{at}.pods"), "more than 200,000 pods"));
     }
-    check_requests_and_limits(file, &format!("{at}.template"), &o.template.requests, &o.template.limits)?;
+    // The template and a pod's `resources` are sums over containers (one may have a request
+    // and no limit): only each container's own request is held to its limit.
+    check_resources(file, &format!("{at}.template.requests"), &o.template.requests)?;
+    check_resources(file, &format!("{at}.template.limits"), &o.template.limits)?;
     let mut names = std::collections::HashSet::new();
     for (i, p) in o.pods.iter_mut().enumerate() {
         let pat = format!("{at}.pods[{i}]");
         if !names.insert(p.name.clone()) {
             return Err(invalid(file, format!("{pat}.name"), format!("{:?} names an earlier pod too", p.name)));
         }
-        check_requests_and_limits(file, &format!("{pat}.resources"), &p.resources.requests, &p.resources.limits)?;
+        check_resources(file, &format!("{pat}.resources.requests"), &p.resources.requests)?;
+        check_resources(file, &format!("{pat}.resources.limits"), &p.resources.limits)?;
         for (name, v) in &p.custom_metrics {
             check_custom_metric(file, &format!("{pat}.custom_metrics.{name}"), *v)?;
         }

@@ -199,36 +199,53 @@ fn full_example_runs() {
 /// A case of a bad observation: what it is, how the example is changed, the field named.
 type Case = (&'static str, fn(&mut Value), &'static str);
 
+fn example_v2() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/examples/recommend-hpa-v2.json")).unwrap()
+}
+
 /// Values no cluster reports are refused naming their place in the file, one line each: a
-/// request above its limit, a negative custom metric or utilisation, usage no pod can hold, two
-/// pods of one name.
+/// container's request above its limit, a negative custom metric or utilisation, usage no pod
+/// can hold, two pods of one name.
 #[test]
 fn observations_no_cluster_reports_are_refused_by_field() {
-    let cases: [Case; 7] = [
+    let cases: [(fn() -> String, Case); 6] = [
         (
-            "request above limit",
-            |o| o["template"]["requests"]["cpu_millicores"] = 99999.into(),
-            "observation.template.requests.cpu_millicores",
+            example_v2,
+            (
+                "container request above its limit",
+                |o| o["pods"][0]["containers"][0]["requests"]["cpu_millicores"] = 2000.into(),
+                "observation.pods[0].containers[0].requests.cpu_millicores",
+            ),
         ),
         (
-            "pod request above limit",
-            |o| o["pods"][0]["resources"]["requests"]["memory_bytes"] = (1u64 << 40).into(),
-            "observation.pods[0].resources.requests.memory_bytes",
+            example,
+            (
+                "negative custom metric",
+                |o| o["pods"][0]["custom_metrics"] = serde_json::json!({"qps": -1000.0}),
+                "observation.pods[0].custom_metrics.qps",
+            ),
+        ),
+        (example, ("negative io utilisation", |o| o["io_utilisation"] = (-2.0).into(), "io_utilisation")),
+        (
+            example,
+            (
+                "absurd cpu usage",
+                |o| o["pods"][0]["cpu_usage_cores"] = 1e300.into(),
+                "observation.pods[0].cpu_usage_cores",
+            ),
         ),
         (
-            "negative custom metric",
-            |o| o["pods"][0]["custom_metrics"] = serde_json::json!({"qps": -1000.0}),
-            "observation.pods[0].custom_metrics.qps",
+            example,
+            ("duplicate pod", |o| o["pods"][1]["name"] = o["pods"][0]["name"].clone(), "observation.pods[1].name"),
         ),
-        ("negative io utilisation", |o| o["io_utilisation"] = (-2.0).into(), "io_utilisation"),
-        ("absurd cpu usage", |o| o["pods"][0]["cpu_usage_cores"] = 1e300.into(), "observation.pods[0].cpu_usage_cores"),
-        ("duplicate pod", |o| o["pods"][1]["name"] = o["pods"][0]["name"].clone(), "observation.pods[1].name"),
-        ("negative arrival rate", |o| o["arrival_rate"] = (-1.0).into(), "arrival_rate"),
+        (example, ("negative arrival rate", |o| o["arrival_rate"] = (-1.0).into(), "arrival_rate")),
     ];
-    let clean = parse_input(&example(), "in.json");
-    assert!(clean.is_ok(), "the example itself is accepted: {:?}", clean.err());
-    for (what, change, field) in cases {
-        let mut doc: Value = serde_json::from_str(&example()).unwrap();
+    for text in [example(), example_v2()] {
+        let clean = parse_input(&text, "in.json");
+        assert!(clean.is_ok(), "the examples themselves are accepted: {:?}", clean.err());
+    }
+    for (text, (what, change, field)) in cases {
+        let mut doc: Value = serde_json::from_str(&text()).unwrap();
         change(&mut doc["observation"]);
         let err = match parse_input(&doc.to_string(), "in.json") {
             Err(e) => e.to_string(),
@@ -236,4 +253,22 @@ fn observations_no_cluster_reports_are_refused_by_field() {
         };
         assert!(err.starts_with("in.json") && err.contains(field) && !err.contains('\n'), "{what}: {err}");
     }
+}
+
+/// A pod's `resources` and the template are sums over containers, one of which may have a
+/// request and no limit: a summed request above the summed limit is a valid pod.
+#[test]
+fn summed_requests_above_summed_limits_are_a_valid_pod() {
+    let mut doc: Value = serde_json::from_str(&example_v2()).unwrap();
+    let pod = &mut doc["observation"]["pods"][0];
+    // web: 1000 m requested, no limit; envoy: 100 m requested, 200 m limit.
+    pod["containers"][0]["requests"]["cpu_millicores"] = 1000.into();
+    pod["containers"][0]["limits"]["cpu_millicores"] = 0.into();
+    pod["containers"][1]["limits"]["cpu_millicores"] = 200.into();
+    pod["resources"]["requests"]["cpu_millicores"] = 1100.into();
+    pod["resources"]["limits"]["cpu_millicores"] = 200.into();
+    doc["observation"]["template"]["requests"]["cpu_millicores"] = 1100.into();
+    doc["observation"]["template"]["limits"]["cpu_millicores"] = 200.into();
+    let checked = parse_input(&doc.to_string(), "in.json");
+    assert!(checked.is_ok(), "{:?}", checked.err());
 }

@@ -315,6 +315,9 @@ pub fn compare(
             ));
         }
     }
+    // Before the store is opened (or created): a refused run leaves nothing behind.
+    check_policy_list(policies)?;
+    check_episode_steps(steps, episode_steps)?;
     let mut opened = store.map(open_store).transpose()?;
     let mut sinks =
         Sinks { store: opened.as_mut().map(|b| b.as_mut() as &mut dyn TrajectoryStore), observers: Vec::new() };
@@ -327,6 +330,21 @@ pub fn compare(
     Ok(report)
 }
 
+/// Refuses an episode longer than the run: its per-episode figures would be extrapolated from
+/// a fraction of one (a 5-step run at 100 steps an episode counts violations × 2,000).
+fn check_episode_steps(steps: u64, episode_steps: u64) -> Result<(), LabError> {
+    if episode_steps == 0 || episode_steps > steps {
+        return Err(LabError::input(
+            "--episode-steps",
+            format!(
+                "{episode_steps} steps per episode in a run of {steps}: the per-episode figures need an episode \
+                 of 1 to {steps} steps"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// [`compare`] returning every run (per-app summaries and series) too.
 pub fn compare_runs(
     workload: &Workload,
@@ -337,15 +355,7 @@ pub fn compare_runs(
     progress: &dyn Progress,
 ) -> Result<(CompareReport, Vec<Evaluation>), LabError> {
     check_policy_list(policies)?;
-    if episode_steps == 0 || episode_steps > steps {
-        return Err(LabError::input(
-            "--episode-steps",
-            format!(
-                "{episode_steps} steps per episode in a run of {steps}: the per-episode figures need an episode \
-                 of 1 to {steps} steps"
-            ),
-        ));
-    }
+    check_episode_steps(steps, episode_steps)?;
     progress.start(steps * policies.len() as u64, "comparing");
     let mut runs = Vec::new();
     for p in policies {

@@ -79,6 +79,12 @@ pub fn refuse_non_directory(flag: &str, dir: &Path) -> Result<(), LabError> {
 /// ([`write_training_outputs`]).
 pub const TRAINING_OUTPUTS: [&str; 3] = ["learning_curve.csv", "learning_curve.png", "train.json"];
 
+/// The file that marks a meta-trained pool (`aware train-meta --out DIR`, read by `--meta DIR`).
+pub const KEPT_POOL: &str = "pool.json";
+
+/// The file that marks a lifecycle checkpoint (`aware run --checkpoint DIR`), beside its `agent/`.
+pub const LIFECYCLE_CHECKPOINT: &str = "lifecycle.json";
+
 /// Refuses an output directory that already holds any of `names` (what the run would write
 /// there: a run never overwrites what another left), or that is not a directory
 /// ([`refuse_non_directory`]). The error names the first one found.
@@ -93,8 +99,9 @@ pub fn refuse_overwrite(flag: &str, dir: &Path, names: &[&str]) -> Result<(), La
     Ok(())
 }
 
-/// Refuses an output directory that already holds a checkpoint or a training run's outputs
-/// ([`TRAINING_OUTPUTS`]): a run never overwrites either.
+/// Refuses an output directory that already holds a checkpoint, a training run's outputs
+/// ([`TRAINING_OUTPUTS`]), a meta-trained pool or a lifecycle checkpoint: a run never
+/// overwrites any of them or writes beside them.
 pub fn refuse_checkpoint(flag: &str, dir: &Path) -> Result<(), LabError> {
     refuse_non_directory(flag, dir)?;
     if dir.join(aware_agents::METADATA).exists() {
@@ -103,7 +110,9 @@ pub fn refuse_checkpoint(flag: &str, dir: &Path) -> Result<(), LabError> {
             format!("{} already holds a checkpoint; choose another directory", dir.display()),
         ));
     }
-    refuse_overwrite(flag, dir, &TRAINING_OUTPUTS)
+    let mut kept = TRAINING_OUTPUTS.to_vec();
+    kept.extend([KEPT_POOL, LIFECYCLE_CHECKPOINT]);
+    refuse_overwrite(flag, dir, &kept)
 }
 
 /// The outputs every training run leaves beside its checkpoint: `learning_curve.csv` (as
@@ -172,6 +181,12 @@ mod tests {
                 "{e}"
             );
             assert_eq!(std::fs::read_to_string(dir.path().join(name)).unwrap(), "precious");
+            std::fs::remove_file(dir.path().join(name)).unwrap();
+        }
+        for name in [KEPT_POOL, LIFECYCLE_CHECKPOINT] {
+            std::fs::write(dir.path().join(name), "{}").unwrap();
+            let e = refuse_checkpoint("--out", dir.path()).unwrap_err().to_string();
+            assert!(e.contains(&format!("already holds {name}")), "{e}");
             std::fs::remove_file(dir.path().join(name)).unwrap();
         }
         std::fs::write(dir.path().join(aware_agents::METADATA), "{}").unwrap();

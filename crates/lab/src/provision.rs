@@ -57,17 +57,8 @@ impl LoadSpec {
                 bins_from_trace(first)
             }
             None => {
-                // The same ceiling as a replayed trace's rate, in requests per five-minute bin.
-                let most = aware_sim::MAX_TRACE_RATE_PER_S * aware_sim::provisioning::STEP_S;
-                if !(self.mean_count.is_finite() && self.mean_count > 0.0 && self.mean_count <= most) {
-                    return Err(LabError::input(
-                        "--mean-count",
-                        format!(
-                            "{} requests per five-minute bin: give a positive count of at most {most:e} (1e9 requests/s)",
-                            self.mean_count
-                        ),
-                    ));
-                }
+                aware_sim::provisioning::check_mean_count(self.mean_count)
+                    .map_err(|reason| LabError::input("--mean-count", reason))?;
                 synthetic_bins(self.days as usize, self.mean_count, self.seed)
             }
         };

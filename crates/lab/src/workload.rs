@@ -230,3 +230,19 @@ impl Workload {
         ClusterVecEnv::with_bounds(cluster, &members, config).with_cpu_request_ratio(ratio)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn day_lengths_from_an_hour_to_a_year_are_taken() {
+        for ok in [MIN_DAY_SECONDS, 86_400.0, MAX_DAY_SECONDS] {
+            assert!(check_day_seconds(ok).is_ok(), "{ok}");
+        }
+        for bad in [MIN_DAY_SECONDS - 1.0, MAX_DAY_SECONDS + 1.0, 1e300, f64::INFINITY, f64::NAN, -86_400.0] {
+            let e = check_day_seconds(bad).unwrap_err();
+            assert!(e.contains("3600") && e.contains("31536000"), "{bad}: {e}");
+        }
+    }
+}

@@ -73,6 +73,15 @@ fn an_episode_longer_than_the_run_is_refused() {
     }
     let (report, _) = compare_runs(&w, &[PolicyName::Hpa], 10, 10, &mut Sinks::default(), &Silent).unwrap();
     assert_eq!(report.policies[0].episodes, 1.0);
+    // Refused before the store is opened: no database file is created for a run that never ran.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("new.db");
+    let url = format!("sqlite:{}", db.display());
+    let err = compare(&w, &[PolicyName::Hpa], 10, 50, Some(&url), None, &Silent).unwrap_err().to_string();
+    assert!(err.starts_with("--episode-steps: "), "{err}");
+    let err = compare(&w, &[PolicyName::Hpa, PolicyName::Hpa], 10, 10, Some(&url), None, &Silent).unwrap_err();
+    assert!(err.to_string().contains("twice"), "{err}");
+    assert!(!db.exists(), "a refused run created {}", db.display());
 }
 
 /// Counts the phases a run starts: none when it is refused before it begins.

@@ -35,7 +35,7 @@ use crate::run::EpisodeSink;
 /// and critic are on the old utilisation reward's scale, so it is refused, not misread.
 pub const FORMAT: u32 = 2;
 const AGENT: &str = "agent";
-const LIFECYCLE: &str = "lifecycle.json";
+const LIFECYCLE: &str = aware_lab::output::LIFECYCLE_CHECKPOINT;
 
 /// `DIR/lifecycle.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -116,9 +116,7 @@ pub fn kept_algorithm(dir: &Path) -> Option<(PathBuf, String)> {
     Some((path, meta.algorithm))
 }
 
-/// `pool.json`, the file that marks a meta-trained pool (`aware train-meta --out DIR`, read by
-/// `--meta DIR`); a lifecycle checkpoint never writes one.
-const KEPT_POOL: &str = "pool.json";
+use aware_lab::output::KEPT_POOL;
 
 /// Refuses a directory holding a bare agent checkpoint (`aware train --out`'s) where a lifecycle
 /// checkpoint belongs: it would be ignored, the run starting from a fresh agent beside it. And
@@ -129,8 +127,8 @@ fn refuse_agent_checkpoint(dir: &Path) -> Result<(), LifecycleError> {
         return Err(LifecycleError::input(
             format!("--checkpoint {}", dir.display()),
             format!(
-                "holds a meta-trained pool ({KEPT_POOL}, as `aware train-meta --out` writes), not a lifecycle checkpoint; \
-                 give it to --meta, and --checkpoint a new directory or one a lifecycle run wrote"
+                "holds a meta-trained pool ({KEPT_POOL}, as `aware train-meta --out` writes), not a lifecycle \
+                 checkpoint; give a new directory or one a lifecycle run wrote"
             ),
         ));
     }
@@ -173,8 +171,8 @@ pub struct CheckpointSink {
 }
 
 impl CheckpointSink {
-    /// A checkpoint in `dir` (created when first written); `seed` seeds a restored agent's
-    /// exploration.
+    /// A checkpoint in `dir` (created when the run starts, [`EpisodeSink::start`]); `seed` seeds
+    /// a restored agent's exploration.
     pub fn new(dir: &Path, seed: u64) -> Self {
         Self {
             dir: dir.to_path_buf(),
@@ -250,19 +248,22 @@ impl CheckpointSink {
         Ok(Some((agent, file)))
     }
 
-    /// Makes the directory and writes (then removes) a file in it: a run whose checkpoint can
-    /// never be kept is refused before its first episode, not found out at the end. (A save
-    /// that fails later, a disk filling up mid-run, is counted in the report and the run goes
-    /// on serving.)
+    /// Makes the directory and creates a file of a fresh name in it (removed at once): a run
+    /// whose checkpoint can never be kept is refused before its first episode, not found out
+    /// at the end. (A save that fails later, a disk filling up mid-run, is counted in the
+    /// report and the run goes on serving.)
     fn check_writable(&self) -> Result<(), LifecycleError> {
-        let fail = |e: &dyn std::fmt::Display| LifecycleError::Checkpoint {
+        let fail = |e: std::io::Error| LifecycleError::Checkpoint {
             path: self.dir.clone(),
             reason: format!("cannot be written: {e}"),
         };
-        std::fs::create_dir_all(&self.dir).map_err(|e| fail(&e))?;
-        let probe = self.dir.join(".write-check");
-        write_atomically(&probe, "").map_err(|e| fail(&e))?;
-        std::fs::remove_file(&probe).map_err(|e| fail(&e))
+        std::fs::create_dir_all(&self.dir).map_err(fail)?;
+        tempfile::Builder::new()
+            .prefix(".aware-write-check")
+            .tempfile_in(&self.dir)
+            .map_err(fail)?
+            .close()
+            .map_err(fail)
     }
 
     /// Moves the checkpoint to the first free `DIR/rejected-N/`; its path.

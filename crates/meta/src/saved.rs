@@ -28,7 +28,7 @@ use crate::{EpisodeFilter, MetaError, MetaLearner, OodDetector, Profile, StoreEm
 
 const META: &str = "meta";
 const AGENT: &str = "agent";
-const POOL: &str = "pool.json";
+const POOL: &str = aware_lab::output::KEPT_POOL;
 /// The version of `pool.json` this build writes and reads.
 const FORMAT: u32 = 1;
 
@@ -214,7 +214,7 @@ pub fn train_and_keep(
     }
     // Nor beside what another run kept there (`aware train --out`'s checkpoint and outputs, a
     // lifecycle checkpoint), which the pool's own files would overwrite or mix with.
-    let mut kept = vec![META, AGENT, METADATA, "lifecycle.json"];
+    let mut kept = vec![META, AGENT, METADATA, aware_lab::output::LIFECYCLE_CHECKPOINT];
     kept.extend(aware_lab::output::TRAINING_OUTPUTS);
     aware_lab::output::refuse_overwrite("--out", dir, &kept)?;
     std::fs::create_dir_all(dir)

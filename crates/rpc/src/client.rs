@@ -112,25 +112,34 @@ pub const ADDRESS_SCHEMES: [&str; 4] = ["grpc://", "grpcs://", "http://", "https
 /// Refuses, before any connection is tried, an address whose scheme is none of
 /// [`ADDRESS_SCHEMES`] (`foo://host:port`, naming the schemes that work), one that is not
 /// `HOST:PORT` after its scheme with a port from 1 to 65535 (`grpc:x` would otherwise become a
-/// name lookup, `:99999` a refused connection), and a TLS scheme without a CA certificate to
-/// check the server's with (`tls_ca`: the client trusts only the CA it is given).
+/// name lookup, `:99999` a refused connection; after a scheme the port may be left to it, and
+/// one trailing `/` is fine), and a TLS scheme without a CA certificate to check the server's
+/// with (`tls_ca`: the client trusts only the CA it is given).
 pub fn check_address(address: &str, tls_ca: bool) -> Result<(), String> {
-    let rest = match address.split_once("://") {
+    let (schemed, rest) = match address.split_once("://") {
         Some((scheme, rest)) => match ADDRESS_SCHEMES.iter().any(|s| address.starts_with(s)) {
-            true => rest,
+            true => (true, rest.strip_suffix('/').unwrap_or(rest)),
             false => {
                 return Err(format!(
                     "unknown scheme {scheme:?} (expected grpc:// or http://HOST:PORT, grpcs:// or https://HOST:PORT for TLS, or HOST:PORT)"
                 ));
             }
         },
-        None => address,
+        None => (false, address),
     };
-    let Some((host, port)) = rest.rsplit_once(':').filter(|(host, _)| !host.is_empty()) else {
-        return Err(format!("{rest:?} is not HOST:PORT"));
+    // `[v6]` alone is a host; otherwise the last `:` starts the port.
+    let (host, port) = match rest.rsplit_once(':') {
+        Some((host, port)) if !(rest.starts_with('[') && rest.ends_with(']')) => (host, Some(port)),
+        _ => (rest, None),
     };
-    if host.contains('/') || !port.parse::<u16>().is_ok_and(|p| p > 0) {
-        return Err(format!("{rest:?} is not HOST:PORT with a port from 1 to 65535"));
+    let not_host_port = || format!("{rest:?} is not HOST:PORT with a port from 1 to 65535");
+    if host.is_empty() || host.contains('/') {
+        return Err(not_host_port());
+    }
+    match port {
+        Some(port) if !port.parse::<u16>().is_ok_and(|p| p > 0) => return Err(not_host_port()),
+        None if !schemed => return Err(not_host_port()),
+        _ => {}
     }
     if (address.starts_with("grpcs://") || address.starts_with("https://")) && !tls_ca {
         return Err("TLS needs the PEM of the CA that signed the server's certificate (--tls-ca FILE)".into());
@@ -440,10 +449,12 @@ mod tests {
         assert_eq!(endpoint_uri("grpc://h:5", false), "http://h:5");
         assert_eq!(endpoint_uri("grpcs://h:5", false), "https://h:5");
         assert_eq!(endpoint_uri("h:5", true), "https://h:5");
-        for ok in ["h:5", "grpc://h:5", "http://h:5", "127.0.0.1:65535", "grpc://[::1]:50051"] {
+        for ok in
+            ["h:5", "grpc://h:5", "http://h:5", "127.0.0.1:65535", "grpc://[::1]:50051", "http://h:5/", "grpc://h"]
+        {
             assert!(check_address(ok, false).is_ok(), "{ok}");
         }
-        for ok in ["grpcs://h:5", "https://h:5", "h:5"] {
+        for ok in ["grpcs://h:5", "https://h:5", "h:5", "https://h"] {
             assert!(check_address(ok, true).is_ok(), "{ok}");
         }
         let e = check_address("foo://x", false).unwrap_err();

@@ -186,9 +186,7 @@ fn provisioning(num_envs: u32, config: &MakeConfig) -> Result<BoxedVecEnv, MakeE
         return Err(field("days", format!("{days} is not in 1..={MAX_DAYS}")));
     }
     let mean_count = config.mean_count.unwrap_or(1500.0);
-    if !(mean_count.is_finite() && mean_count > 0.0 && mean_count <= 1e12) {
-        return Err(field("mean_count", format!("{mean_count} is not a positive number up to 1e12")));
-    }
+    aware_sim::provisioning::check_mean_count(mean_count).map_err(|reason| field("mean_count", reason))?;
     let bins = synthetic_bins(days as usize, mean_count, config.seed);
     let mut pconfig = ProvisioningConfig::sized_for(&bins);
     if let Some(s) = config.episode_steps {

@@ -96,6 +96,21 @@ pub fn bins_from_trace(trace: &Trace) -> Vec<f64> {
     (0..bins).map(|b| (0..5).map(|m| trace.rate_at(b as f64 * STEP_S + m as f64 * 60.0) * 60.0).sum()).collect()
 }
 
+/// The largest `mean_count` [`synthetic_bins`] takes: a replayed trace's ceiling
+/// ([`crate::MAX_TRACE_RATE_PER_S`]) in requests per five-minute bin.
+pub const MAX_MEAN_COUNT: f64 = crate::MAX_TRACE_RATE_PER_S * STEP_S;
+
+/// Checks a synthetic series' mean count per bin: positive and at most [`MAX_MEAN_COUNT`]; the
+/// reason when not.
+pub fn check_mean_count(mean_count: f64) -> Result<(), String> {
+    match mean_count.is_finite() && mean_count > 0.0 && mean_count <= MAX_MEAN_COUNT {
+        true => Ok(()),
+        false => Err(format!(
+            "{mean_count} requests per five-minute bin: give a positive count of at most {MAX_MEAN_COUNT:e} (1e9 requests/s)"
+        )),
+    }
+}
+
 /// `days` of synthetic 5-minute counts around `mean_count` per bin: a daily cycle with
 /// bursts and Poisson noise, from the simulator's load model.
 pub fn synthetic_bins(days: usize, mean_count: f64, seed: u64) -> Vec<f64> {
