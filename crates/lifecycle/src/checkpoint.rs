@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use crate::agent::LifecycleAgent;
 use aware_agents::{METADATA, sha256};
-use aware_lab::output::write_atomically;
+use aware_lab::output::{KEPT_POOL, write_atomically};
 use serde::{Deserialize, Serialize};
 
 use crate::LifecycleError;
@@ -115,8 +115,6 @@ pub fn kept_algorithm(dir: &Path) -> Option<(PathBuf, String)> {
     let meta: aware_agents::Checkpoint = serde_json::from_slice(&bytes).ok()?;
     Some((path, meta.algorithm))
 }
-
-use aware_lab::output::KEPT_POOL;
 
 /// Refuses a directory holding a bare agent checkpoint (`aware train --out`'s) where a lifecycle
 /// checkpoint belongs: it would be ignored, the run starting from a fresh agent beside it. And
