@@ -75,9 +75,14 @@ pub fn refuse_non_directory(flag: &str, dir: &Path) -> Result<(), LabError> {
     Ok(())
 }
 
+/// The learning curve, its plot and the summary a training run writes beside its checkpoint.
+pub const LEARNING_CURVE_CSV: &str = "learning_curve.csv";
+pub const LEARNING_CURVE_PNG: &str = "learning_curve.png";
+pub const TRAINING_SUMMARY: &str = "train.json";
+
 /// What a training run writes into its `--out` directory beside the agent's checkpoint
 /// ([`write_training_outputs`]).
-pub const TRAINING_OUTPUTS: [&str; 3] = ["learning_curve.csv", "learning_curve.png", "train.json"];
+pub const TRAINING_OUTPUTS: [&str; 3] = [LEARNING_CURVE_CSV, LEARNING_CURVE_PNG, TRAINING_SUMMARY];
 
 /// The file that marks a meta-trained pool (`aware train-meta --out DIR`, read by `--meta DIR`).
 pub const KEPT_POOL: &str = "pool.json";

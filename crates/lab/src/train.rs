@@ -197,8 +197,8 @@ pub fn train_in(
         first_mean_reward: curve.first().map_or(0.0, |e| e.mean_reward),
         last_10_mean_reward: last.iter().sum::<f64>() / last.len().max(1) as f64,
         checkpoint: spec.out.display().to_string(),
-        learning_curve_csv: spec.out.join("learning_curve.csv").display().to_string(),
-        learning_curve_png: spec.out.join("learning_curve.png").display().to_string(),
+        learning_curve_csv: spec.out.join(crate::output::LEARNING_CURVE_CSV).display().to_string(),
+        learning_curve_png: spec.out.join(crate::output::LEARNING_CURVE_PNG).display().to_string(),
     };
     write_training_outputs(&spec.out, agent.algorithm(), &csv, &points, &report)?;
     Ok(report)
