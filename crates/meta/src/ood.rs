@@ -17,9 +17,13 @@
 //!   its load change at one value for minutes; no microservice's Poisson traffic does.
 //!
 //! With the input tests fitted, a workload is flagged when either of them scores above its
-//! threshold (each the `quantile` of the pool's own leave-one-out scores); the embedding's
-//! distance is still computed and reported. Without them (a detector kept by an older build, or
-//! no profile at hand), the embedding's distance decides alone.
+//! threshold; the embedding's distance is still computed and reported. The thresholds are set
+//! on the pool's own leave-one-out scores so that the two tests *together* flag the share
+//! 1 − `quantile` of the pool's apps: each test's score is divided by its own `quantile`, and
+//! both thresholds are that quantile times the `quantile` of the pool's larger ratio. (Each
+//! test at its own `quantile` let their union flag up to twice the share: about 10 % of the
+//! pool, and as many of a family's unseen apps, at the default 0.95.) Without them (a detector
+//! kept by an older build, or no profile at hand), the embedding's distance decides alone.
 
 use serde::{Deserialize, Serialize};
 
@@ -32,6 +36,10 @@ pub const SIGNATURE_MIN_SCALE: f32 = crate::signature::MIN_SCALE;
 /// The scale a persistence component gets at least: a share over the ~150 step pairs of three
 /// probe episodes moves by about 0.01 from sampling alone.
 pub const PERSISTENCE_MIN_SCALE: f32 = 0.02;
+/// The least a test's `quantile` counts as when the two tests' scores are put on one scale:
+/// persistence's is 0 where no more than the share the quantile leaves of the pool lies outside
+/// the others' range, and any score above 0 is then far out.
+const MIN_TEST_SCALE: f32 = 1e-6;
 
 /// What the meta-learner reads of an app, summarised for the detector: the bundle's input
 /// signature ([`crate::MetaLearner::signature`]) and persistence ([`crate::Bundle::persistence`]).
@@ -179,7 +187,8 @@ impl OodDetector {
     }
 
     /// Adds the input tests, fitted on the pool's profiles (one per pool embedding, in the same
-    /// order, each of one width and finite) at the same `quantile` as the embedding's threshold.
+    /// order, each of one width and finite), their thresholds set so that together they flag
+    /// the share 1 − `quantile` of the pool (module docs), as the embedding's flags alone.
     pub fn with_inputs(mut self, profiles: &[Profile], quantile: f64) -> Result<Self, MetaError> {
         let bad = |reason: String| Err(MetaError::Config { field: "ood.profiles", reason });
         if profiles.len() != self.pool.len() {
@@ -206,8 +215,17 @@ impl OodDetector {
         let mut tests = InputTests { signature, persistence, signature_threshold: 0.0, persistence_threshold: 0.0 };
         let (signatures, persistences): (Vec<f32>, Vec<f32>) =
             (0..profiles.len()).map(|i| tests.pool_scores(i, self.k)).unzip();
-        tests.signature_threshold = quantile_of(signatures, quantile);
-        tests.persistence_threshold = quantile_of(persistences, quantile);
+        // Each test's `quantile` alone would let their union flag up to twice the share meant.
+        // So both are scaled by one factor, the `quantile` of the pool's larger ratio of score
+        // to test quantile: the pool's apps are then flagged, by either test, in the share the
+        // quantile leaves (module docs).
+        let unit = |scores: &[f32]| quantile_of(scores.to_vec(), quantile).max(MIN_TEST_SCALE);
+        let (sig_unit, per_unit) = (unit(&signatures), unit(&persistences));
+        let larger: Vec<f32> =
+            signatures.iter().zip(&persistences).map(|(s, p)| (s / sig_unit).max(p / per_unit)).collect();
+        let factor = quantile_of(larger, quantile);
+        tests.signature_threshold = sig_unit * factor;
+        tests.persistence_threshold = per_unit * factor;
         self.inputs = Some(tests);
         Ok(self)
     }
@@ -442,6 +460,28 @@ mod tests {
         bad[7].persistence[2] = f32::INFINITY;
         let e = plain.with_inputs(&bad, 0.95).unwrap_err();
         assert_eq!(e.to_string(), "meta-learner ood.profiles: profile 7 is not 8 + 4 finite values");
+    }
+
+    /// The two input tests together flag about the share 1 − quantile of new apps drawn as the
+    /// pool's were, not twice it.
+    #[test]
+    fn the_two_input_tests_together_flag_the_share_the_quantile_leaves() {
+        let mut rng = Pcg64Mcg::seed_from_u64(33);
+        let profile = |rng: &mut Pcg64Mcg| Profile {
+            signature: (0..8).map(|_| rng.random_range(-1.0f32..1.0)).collect(),
+            persistence: (0..4).map(|_| rng.random_range(0.0f32..0.2)).collect(),
+        };
+        let profiles: Vec<Profile> = (0..200).map(|_| profile(&mut rng)).collect();
+        let detector = OodDetector::fit(vec![vec![0.0]; 200], 3, 0.95).unwrap().with_inputs(&profiles, 0.95).unwrap();
+        let pool = (0..200).filter(|&i| detector.pool_verdict(i).unwrap().out_of_distribution).count();
+        // The 95th percentile of 200 scores: the 190th, so 10 pool apps lie above it.
+        assert_eq!(pool, 10, "pool apps flagged");
+        let flagged =
+            (0..4000).filter(|_| detector.judge(&[0.0], Some(&profile(&mut rng))).unwrap().out_of_distribution).count();
+        // An exchangeable new app passes with probability 190/201 (5.5 % flagged); each test at
+        // its own 95th percentile would flag up to twice that.
+        let share = flagged as f64 / 4000.0;
+        assert!((0.03..=0.08).contains(&share), "{share} of new apps of the pool's kind flagged");
     }
 
     #[test]

@@ -54,7 +54,7 @@ pub enum Experiment {
 
 #[derive(clap::Args, Debug)]
 pub struct OodArgs {
-    /// A smaller run (minutes): 32 pool apps, 20 unseen apps per set, a smaller meta-learner.
+    /// A smaller run (minutes): 64 pool apps, 20 unseen apps per set, a smaller meta-learner.
     #[arg(long)]
     quick: bool,
     /// Seeds the pool, the unseen apps, their traffic and every learner.
