@@ -49,6 +49,16 @@ fn simulate_json_is_byte_identical_for_a_seed_and_differs_across_seeds() {
     for key in ["cpu_utilisation", "memory_utilisation", "slo_violations", "dropped_requests", "mean_reward"] {
         assert!(v["aggregate"][key].is_number(), "aggregate.{key}");
     }
+    // The aggregate is a result row as `compare` prints them: its policy, and per-episode
+    // figures over episodes of 100 intervals or, as here, the whole run when it is shorter.
+    assert_eq!(v["aggregate"]["policy"], v["policy"]);
+    assert_eq!(v["aggregate"]["episodes"], 6.0, "six apps, one 60-interval episode each");
+    let per_100 = v["aggregate"]["slo_violations"].as_f64().unwrap() / 6.0 * 100.0;
+    assert_eq!(v["aggregate"]["slo_violations_per_100_episodes"].as_f64().unwrap(), per_100);
+    assert_eq!(
+        v["aggregate"]["mean_episode_reward"].as_f64().unwrap(),
+        v["aggregate"]["mean_reward"].as_f64().unwrap() * 60.0
+    );
 }
 
 #[test]

@@ -141,8 +141,20 @@ pub struct SimulateReport {
     pub seed: u64,
     pub interval_s: f64,
     pub scenario: Option<String>,
-    pub aggregate: Summary,
+    /// The run as one row of `compare --json`'s shape (`app` is `all`), its per-episode
+    /// figures over episodes of [`default_episode_steps`].
+    pub aggregate: PolicyRow,
     pub per_app: Vec<Summary>,
+}
+
+/// The episode length per-episode figures count in when none is given: 100 intervals, `aware
+/// run`'s episode.
+pub const DEFAULT_EPISODE_STEPS: u64 = 100;
+
+/// [`DEFAULT_EPISODE_STEPS`], or the whole run when it is shorter (a fraction of an episode
+/// would scale its counts up to episodes it never ran).
+pub fn default_episode_steps(steps: u64) -> u64 {
+    DEFAULT_EPISODE_STEPS.min(steps)
 }
 
 /// `store`: a store URL to record the run's trajectories into.
@@ -192,7 +204,7 @@ pub fn simulate_into(
         seed: workload.seed,
         interval_s: workload.sim.interval_s,
         scenario: workload.sim.scenario.map(|s| s.to_string()),
-        aggregate: run.aggregate("all"),
+        aggregate: PolicyRow::new(&policy.to_string(), run.aggregate("all"), default_episode_steps(steps)),
         per_app: run.per_app,
     })
 }

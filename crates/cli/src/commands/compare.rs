@@ -35,9 +35,6 @@ pub struct Args {
     plot: Option<PathBuf>,
 }
 
-/// An episode's length when `--episode-steps` is not given (capped at the run's length).
-const DEFAULT_EPISODE_STEPS: u64 = 100;
-
 pub fn run(args: Args) -> Result<ExitCode> {
     let workload = args.sim.workload(&args.apps)?;
     let store = workload.recording_store(args.store.as_deref(), args.record);
@@ -45,7 +42,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         &workload,
         &args.policies,
         args.sim.steps,
-        args.episode_steps.unwrap_or(DEFAULT_EPISODE_STEPS.min(args.sim.steps)),
+        args.episode_steps.unwrap_or(aware_lab::evaluate::default_episode_steps(args.sim.steps)),
         store,
         args.plot.as_deref(),
         &Bar::new(),

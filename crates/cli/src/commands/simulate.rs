@@ -78,7 +78,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         "p99 ms",
         "reward"
     );
-    for s in report.per_app.iter().chain(std::iter::once(&report.aggregate)) {
+    for s in report.per_app.iter().chain(std::iter::once(&report.aggregate.summary)) {
         outln!(
             "{:<48} {:>6.1} {:>6.1} {:>8} {:>10.0} {:>5} {:>11.0} {:>9} {:>7.3}",
             s.app,
