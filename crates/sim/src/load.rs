@@ -264,6 +264,11 @@ fn parse_count(source: &str, line: u64, field: &str, raw: &str) -> Result<f64, T
     Ok(v)
 }
 
+/// A parsed count as a person reads it: plain below 10¹⁵ (`5`, not `5e0`), in e-notation above.
+fn count_text(count: f64) -> String {
+    if count.abs() < 1e15 { format!("{count}") } else { format!("{count:e}") }
+}
+
 /// Checks a rate against [`MAX_TRACE_RATE_PER_S`].
 fn check_rate(source: &str, line: u64, field: &str, rate: f64, raw: &str) -> Result<f64, TraceError> {
     if rate.is_finite() && rate <= MAX_TRACE_RATE_PER_S {
@@ -273,7 +278,7 @@ fn check_rate(source: &str, line: u64, field: &str, rate: f64, raw: &str) -> Res
             source,
             Some(line),
             Some(field),
-            format!("{} is {rate:e} requests/s, above the limit of 1e9/s", shown(raw)),
+            format!("{} is {rate:.3e} requests/s, above the limit of 1e9/s", shown(raw)),
         ))
     }
 }
@@ -384,7 +389,7 @@ fn parse_timestamp_count(text: &str, source: &str) -> Result<Trace, TraceError> 
     }
     let mut rates = Vec::with_capacity(points.len());
     for &(line, _, count) in &points {
-        rates.push(check_rate(source, line, "count", count / interval, &format!("{count:e}"))?);
+        rates.push(check_rate(source, line, "count", count / interval, &count_text(count))?);
     }
     Ok(Trace { name: source.rsplit('/').next().unwrap_or(source).to_string(), interval_s: interval, rates })
 }
@@ -451,7 +456,8 @@ mod tests {
             ),
             // 6.1e10 per minute is ~1.02e9/s.
             ("timestamp,count\n0,5\n60,61000000000\n", &["t.csv:3", "count", "1e9"]),
-            ("0,5\n1e-300,5\n", &["t.csv:1", "count", "1e9"]),
+            ("0,5\n1e-300,5\n", &["t.csv:1", "count: 5 is 5.000e300 requests/s", "1e9"]),
+            ("0,12\n0.000000001,10\n", &["t.csv:1", "count: 12 is 1.200e10 requests/s"]),
             ("HashOwner,HashApp,HashFunction,Trigger,1,2\no,a,f,http,1,1e300\n", &["t.csv:2", "minute 2", "1e9"]),
             ("HashOwner,HashApp,HashFunction,Trigger,1,2\no,a,f,http,1,-inf\n", &["t.csv:2", "minute 2"]),
             ("0,5\ninf,5\n", &["t.csv:2", "timestamp"]),
