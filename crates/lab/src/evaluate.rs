@@ -141,8 +141,10 @@ pub struct SimulateReport {
     pub seed: u64,
     pub interval_s: f64,
     pub scenario: Option<String>,
-    /// The run as one row of `compare --json`'s shape (`app` is `all`), its per-episode
-    /// figures over episodes of [`default_episode_steps`].
+    /// The episode length the aggregate's per-episode figures count in
+    /// ([`default_episode_steps`]).
+    pub episode_steps: u64,
+    /// The run as one row of `compare --json`'s shape (`app` is `all`).
     pub aggregate: PolicyRow,
     pub per_app: Vec<Summary>,
 }
@@ -204,6 +206,7 @@ pub fn simulate_into(
         seed: workload.seed,
         interval_s: workload.sim.interval_s,
         scenario: workload.sim.scenario.map(|s| s.to_string()),
+        episode_steps: default_episode_steps(steps),
         aggregate: PolicyRow::new(&policy.to_string(), run.aggregate("all"), default_episode_steps(steps)),
         per_app: run.per_app,
     })

@@ -18,9 +18,10 @@
 //!
 //! With the input tests fitted, a workload is flagged when either of them scores above its
 //! threshold; the embedding's distance is still computed and reported. The thresholds are set
-//! on the pool's own leave-one-out scores so that the two tests *together* flag the share
-//! 1 − `quantile` of the pool's apps: each test's score is divided by its own `quantile`, and
-//! both thresholds are that quantile times the `quantile` of the pool's larger ratio. (Each
+//! on the pool's own leave-one-out scores so that the two tests *together* flag at most the
+//! share 1 − `quantile` of the pool's apps (3 of 64 at 0.95): each test's score is divided by
+//! its own `quantile`, and both thresholds are that quantile times the `quantile` of the pool's
+//! larger ratio. (Each
 //! test at its own `quantile` let their union flag up to twice the share: about 10 % of the
 //! pool, and as many of a family's unseen apps, at the default 0.95.) Without them (a detector
 //! kept by an older build, or no profile at hand), the embedding's distance decides alone.
@@ -39,7 +40,7 @@ pub const PERSISTENCE_MIN_SCALE: f32 = 0.02;
 /// The least a test's `quantile` counts as when the two tests' scores are put on one scale:
 /// persistence's is 0 where no more than the share the quantile leaves of the pool lies outside
 /// the others' range, and any score above 0 is then far out.
-const MIN_TEST_SCALE: f32 = 1e-6;
+const MIN_TEST_SCALE: f64 = 1e-6;
 
 /// What the meta-learner reads of an app, summarised for the detector: the bundle's input
 /// signature ([`crate::MetaLearner::signature`]) and persistence ([`crate::Bundle::persistence`]).
@@ -147,8 +148,12 @@ fn range_score(pool: &[Vec<f32>], v: &[f32], skip: Option<usize>) -> f32 {
 /// The `quantile` of `scores` (the smallest score at least that share of them reach).
 fn quantile_of(mut scores: Vec<f32>, quantile: f64) -> f32 {
     scores.sort_by(f32::total_cmp);
-    let at = ((quantile * scores.len() as f64).ceil() as usize).clamp(1, scores.len()) - 1;
-    scores[at]
+    scores[quantile_index(scores.len(), quantile)]
+}
+
+/// Where the `quantile` of `len` sorted scores sits.
+fn quantile_index(len: usize, quantile: f64) -> usize {
+    ((quantile * len as f64).ceil() as usize).clamp(1, len) - 1
 }
 
 impl InputTests {
@@ -188,7 +193,7 @@ impl OodDetector {
 
     /// Adds the input tests, fitted on the pool's profiles (one per pool embedding, in the same
     /// order, each of one width and finite), their thresholds set so that together they flag
-    /// the share 1 − `quantile` of the pool (module docs), as the embedding's flags alone.
+    /// at most the share 1 − `quantile` of the pool (module docs), as the embedding's alone does.
     pub fn with_inputs(mut self, profiles: &[Profile], quantile: f64) -> Result<Self, MetaError> {
         let bad = |reason: String| Err(MetaError::Config { field: "ood.profiles", reason });
         if profiles.len() != self.pool.len() {
@@ -217,15 +222,19 @@ impl OodDetector {
             (0..profiles.len()).map(|i| tests.pool_scores(i, self.k)).unzip();
         // Each test's `quantile` alone would let their union flag up to twice the share meant.
         // So both are scaled by one factor, the `quantile` of the pool's larger ratio of score
-        // to test quantile: the pool's apps are then flagged, by either test, in the share the
-        // quantile leaves (module docs).
-        let unit = |scores: &[f32]| quantile_of(scores.to_vec(), quantile).max(MIN_TEST_SCALE);
+        // to test quantile: the pool's apps are then flagged, by either test, in at most the
+        // share the quantile leaves (module docs). In f64, so that the app whose ratio sets the
+        // factor gets its own score back as the threshold, not a rounding below it.
+        let unit = |scores: &[f32]| f64::from(quantile_of(scores.to_vec(), quantile));
         let (sig_unit, per_unit) = (unit(&signatures), unit(&persistences));
-        let larger: Vec<f32> =
-            signatures.iter().zip(&persistences).map(|(s, p)| (s / sig_unit).max(p / per_unit)).collect();
-        let factor = quantile_of(larger, quantile);
-        tests.signature_threshold = sig_unit * factor;
-        tests.persistence_threshold = per_unit * factor;
+        let ratio = |score: f32, unit: f64| f64::from(score) / unit.max(MIN_TEST_SCALE);
+        let mut larger: Vec<f64> =
+            signatures.iter().zip(&persistences).map(|(s, p)| ratio(*s, sig_unit).max(ratio(*p, per_unit))).collect();
+        larger.sort_by(f64::total_cmp);
+        let factor = larger[quantile_index(larger.len(), quantile)];
+        // A test whose quantile is 0 keeps 0 (any score above it flags, as the ratios had it).
+        tests.signature_threshold = (sig_unit * factor) as f32;
+        tests.persistence_threshold = (per_unit * factor) as f32;
         self.inputs = Some(tests);
         Ok(self)
     }

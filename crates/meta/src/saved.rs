@@ -186,8 +186,8 @@ impl Pooled {
 }
 
 /// Meta-trains on every app of `workload` as `spec` says, with a `base` base learner, fits the
-/// detector (`k` nearest pool embeddings and profiles, thresholds at `quantile` of the pool's
-/// own scores) and
+/// detector (`k` nearest pool embeddings and profiles; the embedding's threshold at `quantile`
+/// of the pool's own scores, the input tests' set to flag at most the share it leaves) and
 /// keeps all in `dir` (created if missing; one that already holds a kept pool is refused before
 /// training).
 pub fn train_and_keep(

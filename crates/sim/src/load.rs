@@ -264,9 +264,10 @@ fn parse_count(source: &str, line: u64, field: &str, raw: &str) -> Result<f64, T
     Ok(v)
 }
 
-/// A parsed count as a person reads it: plain below 10¹⁵ (`5`, not `5e0`), in e-notation above.
+/// A parsed count as a person reads it: plain from 10⁻⁴ to 10¹⁵ (`5`, not `5e0`), in e-notation
+/// beyond.
 fn count_text(count: f64) -> String {
-    if count.abs() < 1e15 { format!("{count}") } else { format!("{count:e}") }
+    if count == 0.0 || (1e-4..1e15).contains(&count.abs()) { format!("{count}") } else { format!("{count:e}") }
 }
 
 /// Checks a rate against [`MAX_TRACE_RATE_PER_S`].
@@ -458,6 +459,7 @@ mod tests {
             ("timestamp,count\n0,5\n60,61000000000\n", &["t.csv:3", "count", "1e9"]),
             ("0,5\n1e-300,5\n", &["t.csv:1", "count: 5 is 5.000e300 requests/s", "1e9"]),
             ("0,12\n0.000000001,10\n", &["t.csv:1", "count: 12 is 1.200e10 requests/s"]),
+            ("0,1e-30\n1e-45,1\n", &["t.csv:1", "count: 1e-30 is 1.000e15 requests/s"]),
             ("HashOwner,HashApp,HashFunction,Trigger,1,2\no,a,f,http,1,1e300\n", &["t.csv:2", "minute 2", "1e9"]),
             ("HashOwner,HashApp,HashFunction,Trigger,1,2\no,a,f,http,1,-inf\n", &["t.csv:2", "minute 2"]),
             ("0,5\ninf,5\n", &["t.csv:2", "timestamp"]),

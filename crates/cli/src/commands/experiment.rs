@@ -87,14 +87,14 @@ fn ood(args: OodArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     outln!(
-        "ood: meta-trained on {} {} apps ({} meta-learner steps in {:.0} s), seed {}; k {}, thresholds at the pool's {:.0}th percentile: input signature {:.3}, persistence {:.3} (embedding distance {:.4})",
+        "ood: meta-trained on {} {} apps ({} meta-learner steps in {:.0} s), seed {}; k {}, thresholds flagging at most {:.0} % of the pool: input signature {:.3} and persistence {:.3} together, embedding distance {:.4} alone",
         report.pool_apps,
         report.trained_population,
         report.meta_steps,
         report.training_seconds,
         report.seed,
         report.k,
-        report.quantile * 100.0,
+        (1.0 - report.quantile) * 100.0,
         report.signature_threshold,
         report.persistence_threshold,
         report.threshold
