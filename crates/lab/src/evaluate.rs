@@ -199,6 +199,7 @@ pub fn simulate_into(
     progress.start(steps, "simulating");
     let run = evaluate(workload, policy, steps, workload.trace_seed, sinks, progress)?;
     progress.finish();
+    let episode_steps = default_episode_steps(steps);
     Ok(SimulateReport {
         policy: policy.to_string(),
         apps: workload.apps.len(),
@@ -206,8 +207,8 @@ pub fn simulate_into(
         seed: workload.seed,
         interval_s: workload.sim.interval_s,
         scenario: workload.sim.scenario.map(|s| s.to_string()),
-        episode_steps: default_episode_steps(steps),
-        aggregate: PolicyRow::new(&policy.to_string(), run.aggregate("all"), default_episode_steps(steps)),
+        episode_steps,
+        aggregate: PolicyRow::new(&policy.to_string(), run.aggregate("all"), episode_steps),
         per_app: run.per_app,
     })
 }
