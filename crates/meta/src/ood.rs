@@ -21,10 +21,10 @@
 //! on the pool's own leave-one-out scores so that the two tests *together* flag at most the
 //! share 1 − `quantile` of the pool's apps (3 of 64 at 0.95): each test's score is divided by
 //! its own `quantile`, and both thresholds are that quantile times the `quantile` of the pool's
-//! larger ratio. (Each
-//! test at its own `quantile` let their union flag up to twice the share: about 10 % of the
-//! pool, and as many of a family's unseen apps, at the default 0.95.) Without them (a detector
-//! kept by an older build, or no profile at hand), the embedding's distance decides alone.
+//! larger ratio. (Each test at its own `quantile` let their union flag up to twice the share:
+//! about 10 % of the pool, and as many of a family's unseen apps, at the default 0.95.) Without
+//! them (a detector kept by an older build, or no profile at hand), the embedding's distance
+//! decides alone.
 
 use serde::{Deserialize, Serialize};
 
