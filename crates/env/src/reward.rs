@@ -49,7 +49,7 @@
 //!   that misses it less than 0, for every α and every allocation.
 //! - **Zero is the floor of serving**, not a constant bonus: the published form's `α·|R|·SP`
 //!   paid every interval that met the SLO 2α whatever it cost, so the lifecycle's ratio
-//!   thresholds (`t_online`: the agent's reward within 5 % of the fallback's; `t_var`,
+//!   thresholds (`t_online`: the agent's reward at least the fallback's; `t_var`,
 //!   `t_serving`) would measure mostly that constant. Without it they measure efficiency.
 //! - Allocations beyond the cost scale are not charged more (the clamp keeps serving above
 //!   starving); the scale is about four times the app's peak need, so only runaway allocations
