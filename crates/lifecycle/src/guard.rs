@@ -169,32 +169,10 @@ impl Guard {
         current: &ContainerResources,
         bounds: &Bounds,
     ) -> (Recommendation, Option<String>) {
-        self.limit_beside(proposal, None, replicas, current, bounds)
-    }
-
-    /// [`Guard::limit`], the fallback's proposal for the same interval known: a decrease is
-    /// then held no higher than the fallback's own proposal. The fallback's decreases have
-    /// passed its own stabilisation (HPA's window, VPA's update rules), and holding an agent
-    /// that follows one at the window's high a second time taxed it: an agent asking exactly
-    /// what the fallback asked (a residual agent's "no change") kept its scale-downs ten
-    /// minutes instead of five and earned up to 2 % less than the fallback on the same traffic.
-    fn limit_beside(
-        &mut self,
-        proposal: &Recommendation,
-        fallback: Option<&Recommendation>,
-        replicas: u32,
-        current: &ContainerResources,
-        bounds: &Bounds,
-    ) -> (Recommendation, Option<String>) {
         let template = proposal.containers.first().unwrap_or(current);
         let wanted = (proposal.replicas, template.limits.cpu_millicores, template.limits.memory_bytes);
         self.remember(wanted);
-        let fb = fallback.map(|f| {
-            let l = f.containers.first().unwrap_or(current).limits;
-            (f.replicas as u64, l.cpu_millicores, l.memory_bytes)
-        });
-        // Downscale stabilisation: a decrease stops at the highest recent proposal, or at the
-        // fallback's proposal when that is lower.
+        // Downscale stabilisation: a decrease stops at the highest recent proposal.
         let mut reasons = Vec::new();
         let highest = |f: fn(&(u32, u64, u64)) -> u64| self.recent.iter().map(f).max().unwrap_or(0);
         let stabilised = |want: u64, now: u64, high: u64, what: &str, reasons: &mut Vec<String>| {
@@ -209,30 +187,12 @@ impl Guard {
                 want
             }
         };
-        // The hold: the window's high, no higher than the fallback's proposal (nor lower than
-        // what the agent wants, which `stabilised` only reaches for a decrease).
-        let hold = |high: u64, fallback: Option<u64>, want: u64| fallback.map_or(high, |f| high.min(f.max(want)));
-        let want_replicas = stabilised(
-            wanted.0 as u64,
-            replicas as u64,
-            hold(highest(|p| p.0 as u64), fb.map(|f| f.0), wanted.0 as u64),
-            "replicas",
-            &mut reasons,
-        ) as u32;
-        let want_cpu = stabilised(
-            wanted.1,
-            current.limits.cpu_millicores,
-            hold(highest(|p| p.1), fb.map(|f| f.1), wanted.1),
-            "cpu millicores",
-            &mut reasons,
-        );
-        let want_memory = stabilised(
-            wanted.2,
-            current.limits.memory_bytes,
-            hold(highest(|p| p.2), fb.map(|f| f.2), wanted.2),
-            "memory bytes",
-            &mut reasons,
-        );
+        let want_replicas =
+            stabilised(wanted.0 as u64, replicas as u64, highest(|p| p.0 as u64), "replicas", &mut reasons) as u32;
+        let want_cpu =
+            stabilised(wanted.1, current.limits.cpu_millicores, highest(|p| p.1), "cpu millicores", &mut reasons);
+        let want_memory =
+            stabilised(wanted.2, current.limits.memory_bytes, highest(|p| p.2), "memory bytes", &mut reasons);
         let c = &self.config;
         let up = ((replicas as f64 * c.max_replica_growth).ceil() as u32).max(replicas + c.min_replica_step);
         let down = replicas.div_ceil(2).max(1);
@@ -287,7 +247,7 @@ impl Guard {
         current: &ContainerResources,
         bounds: &Bounds,
     ) -> (Recommendation, Option<String>) {
-        let (rec, limited) = self.limit_beside(proposal, fallback, replicas, current, bounds);
+        let (rec, limited) = self.limit(proposal, replicas, current, bounds);
         let (rec, raised) = match fallback {
             Some(f) => self.floor(rec, f, replicas, current, bounds),
             None => (rec, None),
@@ -424,37 +384,6 @@ mod tests {
         assert_eq!(g.limit(&rec(4, 1000, 512), 8, &c, &bounds).0.replicas, 4);
         // Increases are never held back by the window.
         assert_eq!(g.limit(&rec(6, 1000, 512), 4, &c, &bounds).0.replicas, 6);
-    }
-
-    /// The window holds a decrease at its high, but never above what the fallback proposes for
-    /// the same interval: the fallback's decreases have passed its own stabilisation, and an
-    /// agent that follows one is not held a second time; one that goes below it is held at it.
-    #[test]
-    fn a_decrease_is_held_no_higher_than_the_fallbacks_proposal() {
-        let bounds = Profile::default().bounds;
-        // Each case: a window that saw 8 replicas × (2000 m, 1024 MiB), now at that; the agent's
-        // proposal, the fallback's, and what acts.
-        let cases = [
-            // The agent asks what the fallback asks: it passes.
-            (rec(6, 1500, 768), Some(rec(6, 1500, 768)), rec(6, 1500, 768)),
-            // Below the fallback's: held at the fallback's proposal, not at the window's high.
-            (rec(4, 1000, 512), Some(rec(6, 1500, 768)), rec(6, 1500, 768)),
-            // Between the two: passes.
-            (rec(7, 1800, 900), Some(rec(6, 1500, 768)), rec(7, 1800, 900)),
-            // The fallback holds at the high: so does the agent.
-            (rec(4, 1000, 512), Some(rec(8, 2000, 1024)), rec(8, 2000, 1024)),
-            // Without the fallback's proposal (no floor): the window's high, as before.
-            (rec(6, 1500, 768), None, rec(8, 2000, 1024)),
-        ];
-        for (agent, fallback, want) in cases {
-            let mut g = Guard::new(GuardConfig { stabilisation_intervals: 3, ..GuardConfig::default() });
-            g.limit(&rec(8, 2000, 1024), 8, &container(2000, 1024), &bounds);
-            let now = container(2000, 1024);
-            let (out, why) = g.limit_under(&agent, fallback.as_ref(), 8, &now, &bounds);
-            assert_eq!(out.replicas, want.replicas, "{agent:?} / {fallback:?}");
-            assert_eq!(out.containers[0].limits, want.containers[0].limits, "{agent:?} / {fallback:?}");
-            assert_eq!(why.is_some(), want != agent, "{agent:?} / {fallback:?}: {why:?}");
-        }
     }
 
     #[test]

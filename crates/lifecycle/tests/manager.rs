@@ -264,10 +264,15 @@ impl aware_lifecycle::run::EpisodeSink for BootstrapActions {
 /// goes online at the first check. The agent takes no offline updates here, so it stays the
 /// clone that asks for no change: with them it drifted by as much as the machine's arithmetic
 /// decides (on a machine without AVX-512 one app's check failed, with the same code).
+/// "As good" here is 95 % of the fallback's reward, not the default's 100 %: the guard holds
+/// the agent's decreases at the high of its own 5-minute window on top of HPA's, which costs an
+/// agent asking exactly what the fallback asks 0.005–2.1 % of the fallback's reward on these
+/// three apps (`docs/results/lifecycle.md`, "`t_online` 1 instead of 0.95").
 #[test]
 fn a_residual_agent_bootstraps_on_the_fallbacks_decisions_as_no_change() {
     use aware_lifecycle::run::{Plan, run_agent};
-    let (workload, _dir) = workload(3, None);
+    let (mut workload, _dir) = workload(3, None);
+    workload.profile.lifecycle.t_online = 0.95;
     let plan = Plan::new(&workload, 400, 100).unwrap();
     let bootstrap = |residual: bool| {
         let config =
