@@ -172,9 +172,9 @@ pub struct LifecycleThresholds {
     /// recommender's mean reward (with no more SLO-violating intervals); with bootstrapping, an
     /// acting agent that falls below it twice in a row goes back to OFFLINE. Default 1: as good
     /// as the fallback. At 0.95 an agent that held more than the fallback for the same
-    /// violations was handed control: over `fig10 --quick` seeds 1–8 and 53–68 AWARE spent
-    /// 3.4 % more core-seconds than the MPA default for 32 more SLO-violating intervals; at 1,
-    /// 0.34 % more for 33 fewer (`docs/results/lifecycle.md`).
+    /// violations was handed control: over `fig10 --quick` seeds 1–16 and 53–68 AWARE spent
+    /// 3.5 % more core-seconds than the MPA default for 97 more SLO-violating intervals; at 1,
+    /// 0.43 % more for 9 more (`docs/results/lifecycle.md`).
     pub t_online: f64,
     /// ONLINE → SERVING once the coefficient of variation of recent episode rewards is below this.
     pub t_serving: f64,
