@@ -699,6 +699,32 @@ fn run_records_into_a_store_that_explain_reads() {
     assert_one_line_error(&o, &["bogus:x", "unknown scheme"]);
 }
 
+/// A store server that does not answer when `aware run` starts: the apps are managed all the
+/// same, every record is acknowledged into the spool, and the report says what waits there.
+#[test]
+fn run_spools_from_the_start_when_the_store_server_is_down() {
+    // Nothing listens on a port this test just bound and released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("postgres://aware@127.0.0.1:{port}/aware");
+    let dir = tempfile::tempdir().unwrap();
+    let spool = dir.path().join("spool");
+    let args = ["run", "--apps", "2", "--steps", "100", "--episode-steps", "50", "--store", &url];
+    let o = aware(&[&args[..], &["--spool", spool.to_str().unwrap(), "--json"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    // Per app and episode a begin, an append and a close; per episode the decisions; the
+    // first stage change of each app.
+    let pending = report["store"]["pending"].as_u64().unwrap();
+    assert!(pending >= 2 * 2 * 3 + 2 + 2, "{}", report["store"]);
+    assert_eq!(report["store"]["refused"], 0);
+    let journal = std::fs::read_to_string(spool.join("journal-0.jsonl")).unwrap();
+    assert_eq!(journal.lines().count() as u64, pending, "every pending write is on disk");
+    // The same run without a store serves the apps identically.
+    let alone = aware(&["run", "--apps", "2", "--steps", "100", "--episode-steps", "50", "--json"]);
+    let alone: serde_json::Value = serde_json::from_str(&stdout(&alone)).unwrap();
+    assert_eq!(report["policies"], alone["policies"]);
+}
+
 /// `run` and `compare` answer a seed with the same bytes (the agent is seeded too), and a
 /// different seed with different ones.
 #[test]

@@ -258,6 +258,11 @@ pub struct Profile {
     /// Whether the fallback recommender acts while the agent learns offline first (the
     /// OFFLINE stage); read by the lifecycle manager, which `--no-bootstrap` variants override.
     pub bootstrapping: bool,
+    /// High stakes: the fallback recommender keeps acting while the agent retrains (ONLINE),
+    /// and the agent is judged there by its run in the simulator's shadow, not by the rewards
+    /// the fallback earned. Default false; `aware run --high-stakes` turns it on too.
+    #[serde(default)]
+    pub high_stakes: bool,
     /// Where trajectories go: `sqlite:PATH`, `postgres://…` or `influxdb://HOST:PORT/DB`.
     /// `simulate --record` and `compare --record` record there (`Workload::recording_store`);
     /// `--store URL` overrides it.
@@ -294,6 +299,7 @@ impl Default for Profile {
             lifecycle: LifecycleThresholds { t_online: 1.0, t_serving: 0.05, t_var: 0.1, reward_window: 20 },
             simulation: Simulation::default(),
             bootstrapping: true,
+            high_stakes: false,
             store: "sqlite:aware.db".into(),
         }
     }
@@ -347,6 +353,7 @@ struct RawProfile {
     population: Option<Spanned<String>>,
     simulation: RawSimulation,
     bootstrapping: Option<bool>,
+    high_stakes: Option<bool>,
     store: Option<Spanned<String>>,
 }
 #[derive(Deserialize, Default)]
@@ -634,6 +641,7 @@ impl Profile {
             lifecycle: LifecycleThresholds { t_online, t_serving, t_var, reward_window: window },
             simulation,
             bootstrapping: raw.bootstrapping.unwrap_or(d.bootstrapping),
+            high_stakes: raw.high_stakes.unwrap_or(d.high_stakes),
             store,
         })
     }
@@ -752,7 +760,7 @@ mod tests {
 
     #[test]
     fn full_profile_round_trips_its_values() {
-        let text = "app: checkout\nslo:\n  latency_p99_ms: 250\n  throughput_rps: 40\ntargets:\n  cpu_utilisation: 0.6\nreward:\n  alpha: 0.5\nbounds:\n  min_replicas: 2\n  max_replicas: 8\nlifecycle:\n  reward_window: 30\nbootstrapping: false\nstore: postgres://aware@db/aware\n";
+        let text = "app: checkout\nslo:\n  latency_p99_ms: 250\n  throughput_rps: 40\ntargets:\n  cpu_utilisation: 0.6\nreward:\n  alpha: 0.5\nbounds:\n  min_replicas: 2\n  max_replicas: 8\nlifecycle:\n  reward_window: 30\nbootstrapping: false\nhigh_stakes: true\nstore: postgres://aware@db/aware\n";
         let p = Profile::parse(text, "p.yaml").unwrap();
         assert_eq!(p.app.as_deref(), Some("checkout"));
         assert_eq!(p.slo.latency_p99_ms, Some(250.0));
@@ -762,6 +770,8 @@ mod tests {
         assert_eq!(p.reward.alpha, 0.5);
         assert_eq!((p.bounds.min_replicas, p.bounds.max_replicas), (2, 8));
         assert_eq!(p.lifecycle.reward_window, 30);
+        assert!(p.high_stakes);
+        assert!(!Profile::default().high_stakes);
         assert!(!p.bootstrapping);
         assert_eq!(p.store, "postgres://aware@db/aware");
     }

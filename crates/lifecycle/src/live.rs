@@ -78,6 +78,8 @@ pub struct LiveApp {
     window_reward: f64,
     window_intervals: u64,
     window_violations: u64,
+    /// `counts.agent_actions` when the window began.
+    window_start_agent_actions: u64,
     counts: Counts,
     /// Intervals the backend gave no observation (a subset of `counts.fallback_actions`).
     unavailable: u64,
@@ -113,6 +115,7 @@ impl LiveApp {
             window_reward: 0.0,
             window_intervals: 0,
             window_violations: 0,
+            window_start_agent_actions: 0,
             counts: Counts::default(),
             unavailable: 0,
         })
@@ -206,6 +209,8 @@ impl LiveManager {
                 "the live decider adds no CPU headroom to the agent's proposals (only the experiments' converged reference, on the simulator, has one)",
             ));
         }
+        // The profile's `high_stakes` or the caller's.
+        let config = ManagerConfig { high_stakes: config.high_stakes || profile.high_stakes, ..config };
         agent.serving_settings(&config);
         let mut m = Self { agent, config, apps: Vec::new(), step: 0, changes: Vec::new(), decisions: Vec::new() };
         for name in apps {
@@ -642,15 +647,21 @@ impl LiveManager {
     }
 
     /// App `i`'s window is full: Algorithm 1 reads its mean reward. No bootstrapping check
-    /// runs live (nothing to replay the traffic in), so OFFLINE holds.
+    /// runs live (nothing to replay the traffic in), so OFFLINE holds; so does ONLINE under high
+    /// stakes, where the fallback earned the window's rewards while the agent retrained, and
+    /// they say nothing of the agent's (the simulator judges it in the shadow instead).
     fn end_window(&mut self, i: usize) {
+        let high_stakes = self.config.high_stakes;
         let a = &mut self.apps[i];
         let outcome = EpisodeOutcome {
             mean_reward: a.window_reward / a.window_intervals.max(1) as f64,
             slo_violations: a.window_violations,
         };
-        let transition = a.lifecycle.episode_end(outcome, None);
+        let agent_acted = a.counts.agent_actions > a.window_start_agent_actions;
+        let fallbacks_window = high_stakes && a.lifecycle.stage() == Stage::Online && !agent_acted;
+        let transition = if fallbacks_window { None } else { a.lifecycle.episode_end(outcome, None) };
         (a.window_reward, a.window_intervals, a.window_violations) = (0.0, 0, 0);
+        a.window_start_agent_actions = a.counts.agent_actions;
         if let Some(t) = transition {
             self.log(i, t);
         }

@@ -516,6 +516,8 @@ impl<'w> Manager<'w> {
             return Err(LabError::input("agent", why));
         }
         let profile = &workload.profile;
+        // The profile's `high_stakes` or the caller's.
+        let config = ManagerConfig { high_stakes: config.high_stakes || profile.high_stakes, ..config };
         let bootstrapping = config.bootstrapping.unwrap_or(profile.bootstrapping);
         if let Some(why) = agent.refuses(&config, bootstrapping) {
             return Err(LabError::input("agent", why));
@@ -771,37 +773,39 @@ impl<'w> Manager<'w> {
             let stage = a.lifecycle.stage();
             // The agent acted this episode (not the fallback for it).
             let agent_acted = a.counts.agent_actions > a.episode_start_agent_actions;
+            // High stakes: in ONLINE the fallback acted while the agent retrained, so its
+            // rewards say nothing of the agent's. The agent is judged on this episode's traffic in
+            // the shadow instead, and without that (no traffic seen, no embedding vouched for)
+            // no stage moves on the episode.
+            let judged_in_shadow = stage == Stage::Online && self.config.high_stakes && !agent_acted;
+            let vouched = self.embedding_width() == 0
+                || (a.embedding.is_some() && matches!(a.workload, Some(WorkloadVerdict::Known { .. })));
             let shadow = if !seen || self.config.fixed_stage.is_some() {
                 None
             } else {
                 let profile = self.workload.app_profile(i);
                 let episode_app = |recent| replay(self.workload, &profile, i, recent);
+                let compare = |recent| {
+                    shadow::compare(
+                        &episode_app(recent),
+                        &self.agent,
+                        a.embedding.as_deref(),
+                        &self.config.fallback,
+                        self.config.fallback_floor,
+                        self.config.residual,
+                        &self.config.guard,
+                    )
+                };
                 match stage {
                     // A conditioned agent is tried only with an embedding the meta-learner
                     // vouches for now (none yet, a refusal or an unfamiliar workload: not yet).
-                    Stage::Offline
-                        if self.embedding_width() > 0
-                            && !(a.embedding.is_some()
-                                && matches!(a.workload, Some(WorkloadVerdict::Known { .. }))) =>
-                    {
-                        None
-                    }
+                    _ if (stage == Stage::Offline || judged_in_shadow) && !vouched => None,
+                    Stage::Online if judged_in_shadow => match a.recent_traffic.back() {
+                        Some(this) => Some(compare(this)?),
+                        None => None,
+                    },
                     Stage::Offline => {
-                        let outcomes = a
-                            .recent_traffic
-                            .iter()
-                            .map(|r| {
-                                shadow::compare(
-                                    &episode_app(r),
-                                    &self.agent,
-                                    a.embedding.as_deref(),
-                                    &self.config.fallback,
-                                    self.config.fallback_floor,
-                                    self.config.residual,
-                                    &self.config.guard,
-                                )
-                            })
-                            .collect::<Result<Vec<_>, _>>()?;
+                        let outcomes = a.recent_traffic.iter().map(compare).collect::<Result<Vec<_>, _>>()?;
                         Some(ShadowComparison::pooled(&outcomes))
                     }
                     Stage::Online | Stage::Serving if agent_acted && self.bootstrapping() => {
@@ -824,6 +828,10 @@ impl<'w> Manager<'w> {
             let transition = match self.config.fixed_stage {
                 Some(_) => None,
                 None if held => None,
+                None if judged_in_shadow => match shadow {
+                    Some(s) => self.apps[i].lifecycle.episode_end(s.agent, Some(s)),
+                    None => None,
+                },
                 None => self.apps[i].lifecycle.episode_end(outcome, shadow),
             };
             if let Some(t) = transition {

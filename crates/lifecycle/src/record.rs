@@ -6,7 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use aware_env::STATE_DIM;
 use aware_lab::embed::WorkloadEmbedder;
-use aware_store::{DecisionRecord, EpisodeMeta, StageRecord, TrajectoryStore, Transition};
+use aware_store::{DecisionRecord, EpisodeMeta, StageRecord, StoreError, TrajectoryStore, Transition};
 
 use crate::LifecycleError;
 use crate::manager::Manager;
@@ -37,11 +37,30 @@ pub struct StoreSink<'s> {
     /// holds for it, so a run into a store an earlier run wrote continues its numbering. `None`
     /// until the store has answered (asked again at every episode while it is away).
     first_episode: Vec<Option<u64>>,
+    /// Records refused, unacknowledged, because the store was away and its spool full
+    /// ([`StoreError::SpoolFull`]): the apps stay served, these records are not kept.
+    pub refused: u64,
+    /// Why the first of them was refused.
+    pub refused_reason: Option<String>,
 }
 
 impl<'s> StoreSink<'s> {
     pub fn new(store: &'s mut dyn TrajectoryStore) -> Self {
-        Self { store, written_changes: 0, embedder: None, first_episode: Vec::new() }
+        Self { store, written_changes: 0, embedder: None, first_episode: Vec::new(), refused: 0, refused_reason: None }
+    }
+
+    /// A write's outcome: `Ok(Some(v))` written (or spooled), `Ok(None)` refused because the
+    /// spool is full (counted: the run goes on serving its apps), any other error as it is.
+    fn admit<T>(&mut self, written: Result<T, StoreError>, records: u64) -> Result<Option<T>, LifecycleError> {
+        match written {
+            Ok(v) => Ok(Some(v)),
+            Err(e @ StoreError::SpoolFull { .. }) => {
+                self.refused += records;
+                self.refused_reason.get_or_insert_with(|| e.to_string());
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// After each episode is written, `embedder` judges every app's workload from the store
@@ -113,7 +132,9 @@ impl EpisodeSink for StoreSink<'_> {
                 action_dim: 3,
                 started_at_s: now_s(),
             };
-            let id = self.store.begin_episode(&meta)?;
+            let begun = self.store.begin_episode(&meta);
+            // Refused: its transitions and its close with it (three records).
+            let Some(id) = self.admit(begun, 3)? else { continue };
             let rows: Vec<Transition> = transitions
                 .iter()
                 .enumerate()
@@ -126,9 +147,14 @@ impl EpisodeSink for StoreSink<'_> {
                     done: e.terminal,
                 })
                 .collect();
-            self.store.append(id, &rows)?;
+            let appended = self.store.append(id, &rows);
+            // Refused: the episode stays incomplete in the store, which no training read sees.
+            if self.admit(appended, 2)?.is_none() {
+                continue;
+            }
             let total: f64 = transitions.iter().map(|e| e.reward as f64).sum();
-            self.store.close_episode(id, total)?;
+            let closed = self.store.close_episode(id, total);
+            self.admit(closed, 1)?;
         }
         let records = log
             .decisions
@@ -146,16 +172,18 @@ impl EpisodeSink for StoreSink<'_> {
                 })
             })
             .collect::<Result<Vec<_>, LifecycleError>>()?;
-        self.store.record_decisions(&records)?;
+        let recorded = self.store.record_decisions(&records);
+        self.admit(recorded, 1)?;
         for c in &manager.changes()[self.written_changes..] {
-            self.store.record_stage_change(&StageRecord {
+            let recorded = self.store.record_stage_change(&StageRecord {
                 agent: agent.into(),
                 app: c.app.clone(),
                 step: c.step,
                 from: c.from.name().into(),
                 to: c.to.name().into(),
                 reason: c.reason.clone(),
-            })?;
+            });
+            self.admit(recorded, 1)?;
         }
         self.written_changes = manager.changes().len();
         self.judge(manager);

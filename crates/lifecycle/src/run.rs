@@ -473,6 +473,12 @@ pub struct StoreReport {
     pub pending: usize,
     /// Writes the store refused when they were flushed, kept in the spool's `rejected.jsonl`.
     pub set_aside: u64,
+    /// Records the run could not keep: the store was away and the spool full, so they were
+    /// refused (never acknowledged) while the apps stayed served.
+    pub refused: u64,
+    /// Why the first of them was refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused_reason: Option<String>,
 }
 
 /// One application at the end of the run.
@@ -629,6 +635,8 @@ pub fn run_with(
             }
             let mut sink = ((metrics, &mut checkpoint), records);
             let arm = run_agent(&workload, &plan, agent, label, &config, &mut sink, progress)?.0;
+            let (refused, refused_reason) = (sink.1.refused, sink.1.refused_reason.take());
+            drop(sink);
             // One last attempt to empty the spool; what stays is reported, never dropped.
             let _ = store.flush();
             let report = StoreReport {
@@ -636,6 +644,8 @@ pub fn run_with(
                 spool: spool.display().to_string(),
                 pending: store.pending(),
                 set_aside: store.set_aside(),
+                refused,
+                refused_reason,
             };
             (arm, Some(report))
         }

@@ -79,6 +79,74 @@ fn drill(backend: Box<dyn TrajectoryStore>, during: Box<dyn FnMut()>) -> Box<dyn
     Box::new(spooled)
 }
 
+/// The store away for longer than the spool holds: the records that do not fit are refused
+/// (never acknowledged) and counted, the apps stay served exactly as without a store, and what
+/// was acknowledged before is kept.
+#[test]
+fn a_full_spool_refuses_records_and_the_apps_stay_served() {
+    let spec = WorkloadSpec { apps: 2, seed: 11, steps: EPISODE * EPISODES, ..WorkloadSpec::default() };
+    let workload = Workload::load(&spec).unwrap();
+    let plan = Plan::new(&workload, EPISODE * EPISODES, EPISODE).unwrap();
+    let config = ManagerConfig { episode_steps: EPISODE, log: true, ..ManagerConfig::default() };
+    let dir = tempfile::tempdir().unwrap();
+    let store = aware_store::SqliteStore::open(&dir.path().join("aware.db"), aware_store::Sync::Normal).unwrap();
+    let (switchable, switch) = Switchable::new(Box::new(store));
+    // Room for about one episode's records of two apps.
+    let mut spooled = Spooled::new(Box::new(switchable), &dir.path().join("spool"), 200 << 10).unwrap();
+    let unrecorded = run_manager(&workload, &plan, Variant::Aware, &config, 4, &mut (), &Silent).unwrap();
+    let (recorded, refused) = {
+        let mut sink = Outage { sink: StoreSink::new(&mut spooled), switch: switch.clone(), during: Box::new(|| {}) };
+        // Off from episode 2 and never back.
+        let never_back = EPISODES + 1;
+        let mut sink = Never { outage: &mut sink, from: 2, until: never_back };
+        let run = run_manager(&workload, &plan, Variant::Aware, &config, 4, &mut sink, &Silent).unwrap();
+        (run, (sink.outage.sink.refused, sink.outage.sink.refused_reason.clone()))
+    };
+    assert_eq!(recorded.row.summary.slo_violations, unrecorded.row.summary.slo_violations);
+    assert_eq!(recorded.row.summary.core_seconds, unrecorded.row.summary.core_seconds);
+    assert_eq!(recorded.final_stages, unrecorded.final_stages);
+    assert!(refused.0 > 0, "the spool filled up");
+    assert!(refused.1.as_deref().is_some_and(|r| r.contains("spool")), "{refused:?}");
+    // Back up: what the spool acknowledged reaches the store (complete episodes, in order);
+    // what it refused is missing, not corrupted.
+    switch.set_up(true);
+    spooled.flush().unwrap();
+    assert_eq!(spooled.pending(), 0);
+    assert_eq!(spooled.set_aside(), 0);
+    let mut missing = 0;
+    for app in workload.apps.iter().map(|a| a.name.as_str()) {
+        let complete: Vec<u64> = spooled
+            .episodes(Some(&format!("aware@{app}")))
+            .unwrap()
+            .iter()
+            .filter(|r| r.total_reward.is_some() && r.length == EPISODE as u32)
+            .map(|r| r.meta.episode)
+            .collect();
+        assert!(complete.len() >= 2, "{app}: {complete:?}");
+        assert_eq!(complete, (0..complete.len() as u64).collect::<Vec<_>>(), "{app}: the first ones, in order");
+        let decisions = spooled.decisions(app, DecisionQuery::Last((10 * EPISODE * EPISODES) as usize)).unwrap();
+        let steps: Vec<u64> = decisions.iter().map(|d| d.step).collect();
+        assert_eq!(steps, (0..steps.len() as u64).collect::<Vec<_>>(), "{app}: the first decisions, in order");
+        missing += EPISODE * EPISODES - steps.len() as u64 + EPISODES - complete.len() as u64;
+    }
+    assert!(missing > 0, "the refused records are missing from the store");
+}
+
+/// Keeps the store off from episode `from` to `until`, whatever `Outage` does.
+struct Never<'a, 's> {
+    outage: &'a mut Outage<'s>,
+    from: u64,
+    until: u64,
+}
+
+impl EpisodeSink for Never<'_, '_> {
+    fn episode(&mut self, episode: u64, manager: &mut Manager) -> Result<(), LifecycleError> {
+        let off = (self.from..self.until).contains(&episode);
+        self.outage.switch.set_up(!off);
+        self.outage.sink.episode(episode, manager)
+    }
+}
+
 #[test]
 fn sqlite_going_away_mid_run_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();

@@ -602,3 +602,47 @@ fn a_residual_agent_reads_the_fallbacks_proposal() {
     let err = Manager::new(&workload, small_agent(4), config).err().unwrap();
     assert!(err.to_string().contains("the fallback's proposal"), "{err}");
 }
+
+/// High stakes: while ONLINE the fallback acts and the agent retrains, so ONLINE → SERVING
+/// reads the agent's own rewards, from its run on each episode's traffic in the shadow, not
+/// the rewards the fallback earned. Two agents behind the same fallback therefore leave ONLINE
+/// on different numbers, while the apps are served identically until then.
+#[test]
+fn under_high_stakes_serving_is_earned_on_the_agents_shadow_rewards_not_the_fallbacks() {
+    // Every window converges (a coefficient of variation below 10), so SERVING follows after
+    // two episodes ONLINE, on whatever rewards the lifecycle reads.
+    let (workload, _dir) = workload(2, Some("lifecycle:\n  reward_window: 2\n  t_serving: 10\nhigh_stakes: true\n"));
+    let plan = Plan::new(&workload, 200, 50).unwrap();
+    let config = ManagerConfig { episode_steps: 50, bootstrapping: Some(false), log: true, ..ManagerConfig::default() };
+    let arm = |seed| {
+        aware_lifecycle::run::run_manager(
+            &workload,
+            &plan,
+            aware_lifecycle::run::Variant::Aware,
+            &config,
+            seed,
+            &mut (),
+            &Silent,
+        )
+        .unwrap()
+    };
+    let (a, b) = (arm(4), arm(5));
+    let promotions = |arm: &aware_lifecycle::run::Arm| -> Vec<(String, u64, String)> {
+        arm.stages
+            .iter()
+            .filter(|c| c.from == Stage::Online && c.to == Stage::Serving)
+            .map(|c| (c.app.clone(), c.step, c.reason.clone()))
+            .collect()
+    };
+    let (pa, pb) = (promotions(&a), promotions(&b));
+    assert_eq!(pa.len(), 2, "both apps promoted after two episodes: {pa:?}");
+    assert!(pa.iter().all(|(_, step, _)| *step == 100), "{pa:?}");
+    assert_eq!(pa.iter().map(|p| p.1).collect::<Vec<_>>(), pb.iter().map(|p| p.1).collect::<Vec<_>>());
+    // Until then the fallback acted alone in both runs.
+    assert_eq!(a.series.cpu_utilisation[..100], b.series.cpu_utilisation[..100]);
+    assert!(a.counts.iter().all(|c| c.agent_actions > 0), "the agent serves once SERVING");
+    // The numbers the promotion read are each agent's own.
+    for ((app, _, ra), (_, _, rb)) in pa.iter().zip(&pb) {
+        assert_ne!(ra, rb, "{app}: promoted on the same rewards with another agent");
+    }
+}

@@ -8,6 +8,7 @@
 //! A backend that cannot be reached answers [`StoreError::Unavailable`]; [`Spooled`] wraps any
 //! store so that writes made during such an outage are journaled on disk and written later.
 
+mod deferred;
 pub mod export;
 pub mod fault;
 mod influx;

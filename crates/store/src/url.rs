@@ -125,9 +125,19 @@ impl StoreUrl {
 
 /// Opens the store a URL names for writing, behind an on-disk spool in `spool` (its default
 /// when `None`) holding at most `max_bytes` of writes made while the store is unreachable.
+/// A server (PostgreSQL, InfluxDB) that does not answer now is connected to later: the writes
+/// are spooled from the first one and flushed once it answers (`crate::deferred`). A SQLite
+/// file that cannot be opened, or a server that answers with a refusal, is an error now.
 pub fn open_spooled(url: &StoreUrl, spool: Option<&Path>, max_bytes: u64) -> Result<crate::Spooled, StoreError> {
     let dir = spool.map_or_else(|| url.default_spool_dir(), Path::to_path_buf);
-    crate::Spooled::new(open(url, false)?, &dir, max_bytes)
+    let inner = match open(url, false) {
+        Ok(store) => store,
+        Err(StoreError::Unavailable(why)) if !matches!(url, StoreUrl::Sqlite { .. }) => {
+            Box::new(crate::deferred::Deferred::new(url, why))
+        }
+        Err(e) => return Err(e),
+    };
+    crate::Spooled::new(inner, &dir, max_bytes)
 }
 
 #[cfg(test)]

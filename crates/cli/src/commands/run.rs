@@ -38,7 +38,8 @@ pub struct Args {
     /// The rule-based autoscaler that bootstraps the agent and stands in for it.
     #[arg(long, default_value = "mpa")]
     fallback: PolicyName,
-    /// Keep the fallback acting while the agent (re)trains; the agent acts only when serving.
+    /// Keep the fallback acting while the agent (re)trains; the agent acts only when serving
+    /// (the profile's `high_stakes: true` does the same).
     #[arg(long)]
     high_stakes: bool,
     /// The learning agent: ddpg (AWARE's; TD3+BC learns offline from the fallback) or ppo
@@ -154,6 +155,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
         outln!("recorded into {} (`aware explain --store {} --app APP`)", s.url, s.url);
         if s.pending > 0 {
             outln!("{} writes still wait in the spool {} (the store was unreachable at the end)", s.pending, s.spool);
+        }
+        if s.refused > 0 {
+            outln!(
+                "{} records were not kept: {} (the apps stayed served)",
+                s.refused,
+                s.refused_reason.as_deref().unwrap_or("the spool was full")
+            );
         }
         if s.set_aside > 0 {
             outln!(
