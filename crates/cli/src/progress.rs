@@ -2,8 +2,10 @@
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-/// The lab's progress sink drawn as one indicatif bar; each `start` begins a new phase.
-pub struct Bar(ProgressBar);
+/// The lab's progress sink drawn as one indicatif bar; each `start` begins a new phase. With
+/// [`Bar::logging`], lines to keep ([`aware_lab::progress::Progress::log`]) go to stderr too:
+/// above the bar on a terminal, as plain lines otherwise (a log file, a pipe).
+pub struct Bar(ProgressBar, bool);
 
 impl Bar {
     pub fn new() -> Self {
@@ -14,7 +16,14 @@ impl Bar {
                 .expect("valid template")
                 .progress_chars("=> "),
         );
-        Bar(bar)
+        Bar(bar, false)
+    }
+
+    /// A bar that also writes the lines a run logs (`aware run`'s stage changes).
+    pub fn logging() -> Self {
+        let mut bar = Self::new();
+        bar.1 = true;
+        bar
     }
 }
 
@@ -36,6 +45,17 @@ impl aware_lab::progress::Progress for Bar {
 
     fn finish(&self) {
         self.0.finish_and_clear();
+    }
+
+    fn log(&self, line: &str) {
+        if !self.1 {
+            return;
+        }
+        if self.0.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            self.0.println(line);
+        }
     }
 }
 

@@ -677,6 +677,11 @@ fn run_records_into_a_store_that_explain_reads() {
     assert!(o.status.success(), "{}", stderr(&o));
     let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(report["store"]["url"], url.as_str());
+    // Every stage change is logged on stderr as it happens, with its reason.
+    let log = stderr(&o);
+    let changes = report["stages"].as_array().unwrap();
+    assert_eq!(log.lines().filter(|l| l.starts_with("aware app-")).count(), changes.len(), "{log}");
+    assert!(log.contains(" step 0: initialized → offline: bootstrapping"), "{log}");
     assert_eq!(report["store"]["pending"], 0);
     let app = report["per_app"][0]["app"].as_str().unwrap().to_string();
     let o = aware(&["explain", "--store", &url, "--app", &app, "--last", "3", "--json"]);
@@ -1186,4 +1191,26 @@ fn train_refuses_an_unknown_env_scheme() {
     assert_one_line_error(&o, &["--env foo://x", "unknown scheme \"foo\"", "grpc://", "grpcs://"]);
     assert!(!stderr(&o).contains("connect"), "refused by its scheme, not by a failed connection");
     assert!(!out.exists());
+}
+
+/// FLASH's variant of the meta-learner is a flag away: its dropout, its selection of the best
+/// and worst trajectories and, unless `--embedding` says otherwise, its 32-d embedding.
+#[test]
+fn train_meta_keeps_flashs_variant_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let kept = dir.path().join("flash");
+    let args = ["train-meta", "--apps", "4", "--probes", "1", "--episodes", "1", "--episode-steps", "10"];
+    let o = aware(
+        &[&args[..], &["--hidden", "8", "--meta-variant", "flash", "--json", "--out", kept.to_str().unwrap()]].concat(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(report["embedding"], 32, "{report}");
+    let checkpoint: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(kept.join("meta").join("checkpoint.json")).unwrap()).unwrap();
+    let h = &checkpoint["hyperparameters"];
+    assert!(h["dropout"].as_f64().is_some_and(|d| (d - 0.05).abs() < 1e-6), "{h}");
+    assert_eq!(h["selection"], "best_and_worst", "{h}");
+    let bad = aware(&["train-meta", "--apps", "4", "--meta-variant", "maml", "--out", "x"]);
+    assert_eq!(bad.status.code(), Some(2));
 }

@@ -9,6 +9,9 @@ pub trait Progress: Sync {
     /// A short status line (the current policy, the last episode's reward).
     fn message(&self, message: &str);
     fn finish(&self);
+    /// A line worth keeping (a lifecycle stage change with its reason), where the sink keeps a
+    /// log; by default it does not.
+    fn log(&self, _line: &str) {}
 }
 
 /// Reports nothing.

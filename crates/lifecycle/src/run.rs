@@ -309,8 +309,21 @@ pub fn run_agent(
     let mut manager = Manager::new(workload, agent, config.clone())?;
     sink.start(&mut manager)?;
     let episodes = plan.seeds.len();
+    let mut logged = 0;
     let (scorer, windows) = play_with(workload, plan, label, &mut manager, progress, &mut |e, m: &mut Manager| {
         sink.episode(e, m)?;
+        // Every stage change as it happens, with its numbers (where the progress sink logs).
+        for c in &m.changes()[logged..] {
+            progress.log(&format!(
+                "{label} {} step {}: {} → {}: {}",
+                c.app,
+                c.step,
+                c.from.name(),
+                c.to.name(),
+                c.reason
+            ));
+        }
+        logged = m.changes().len();
         let stages = m.stages();
         let count = |s: Stage| stages.iter().filter(|&&x| x == s).count();
         progress.message(&format!(

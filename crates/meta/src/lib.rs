@@ -17,6 +17,9 @@
 //! - [`OodDetector`]: flags a workload unlike any the pool held: its input signature or its
 //!   persistence ([`Profile`]) farther from the pool's than the pool's members lie from each
 //!   other (the embedding's own distance is reported beside them);
+//! - [`service::MetaService`]: FLASH's interface for callers outside the lifecycle: register a
+//!   base learner for a task, insert its trajectories (or supervised samples), get its
+//!   embedding, turn meta-model updates on or off;
 //! - [`mod@bench`]: `aware bench meta`.
 
 pub mod base;
@@ -32,6 +35,7 @@ pub mod pool;
 mod rows;
 pub mod saved;
 mod select;
+pub mod service;
 mod signature;
 pub mod train;
 
@@ -273,6 +277,8 @@ pub enum MetaError {
     Embedding(String),
     #[error("episode {id}: {reason}")]
     Episode { id: aware_store::EpisodeId, reason: String },
+    #[error("task {task}: {reason}")]
+    Task { task: String, reason: String },
     #[error(transparent)]
     Store(#[from] aware_store::StoreError),
     #[error(transparent)]

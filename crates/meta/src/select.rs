@@ -59,14 +59,29 @@ fn chosen(
     let Some(filter) = filter else {
         return Ok(store.top_episodes(app, config.trajectories, mode)?);
     };
-    let mut ranked: Vec<EpisodeRecord> = store
+    let (mut ranked, unusable): (Vec<EpisodeRecord>, Vec<EpisodeRecord>) = store
         .episodes(Some(&format!("{}{app}", filter.agent_prefix)))?
         .into_iter()
         .filter(|r| r.is_complete() && r.meta.app == app && r.meta.policy == filter.policy)
         .filter(|r| filter.episode_steps == 0 || r.length == filter.episode_steps)
-        .collect();
+        .partition(|r| r.total_reward.is_some_and(f64::is_finite));
+    // An episode whose total reward is not a number can never be ranked or read: it is passed
+    // over (a damaged record would otherwise rank first, or last, for good), and named when
+    // too few usable ones are left.
     if ranked.len() < filter.min_episodes {
-        return Err(MetaError::TooFewTrajectories { have: ranked.len(), need: filter.min_episodes });
+        return Err(match unusable.first() {
+            Some(bad) => MetaError::Episode {
+                id: bad.id,
+                reason: format!(
+                    "total reward is {} ({} of the app's episodes unusable so; {} usable, {} needed)",
+                    bad.total_reward.unwrap_or(f64::NAN),
+                    unusable.len(),
+                    ranked.len(),
+                    filter.min_episodes
+                ),
+            },
+            None => MetaError::TooFewTrajectories { have: ranked.len(), need: filter.min_episodes },
+        });
     }
     let reward = |r: &EpisodeRecord| r.total_reward.unwrap_or(f64::NEG_INFINITY);
     ranked.sort_by(|a, b| reward(b).total_cmp(&reward(a)).then(a.id.cmp(&b.id)));
@@ -366,6 +381,31 @@ mod tests {
             MetaLearner::new(MetaConfig { selection: Selection::BestAndWorst, ..learner.config().clone() }, 1).unwrap();
         assert_eq!(episodes(&chosen(&store, "a", &flash, Some(&filter)).unwrap()), vec![2, 1]);
         assert_eq!(cache.embedding(&store, "a", &learner).unwrap().len(), 4);
+        // A damaged record (a total reward that is not a number) is passed over, not ranked
+        // first for good; with too few usable ones left the error names it.
+        let meta = EpisodeMeta {
+            agent: "aware@a".into(),
+            app: "a".into(),
+            episode: 5,
+            stage: "offline".into(),
+            policy: "mpa".into(),
+            state_dim: 1,
+            action_dim: 1,
+            started_at_s: 5.0,
+        };
+        let id = store.begin_episode(&meta).unwrap();
+        let t =
+            Transition { step: 0, state: vec![0.0], action: vec![0.0], reward: 0.0, next_state: vec![0.0], done: true };
+        store.append(id, &[t]).unwrap();
+        // The store refuses a total that is not finite; a record damaged on disk has one.
+        assert!(store.close_episode(id, f64::INFINITY).is_err());
+        store.close_episode(id, 0.0).unwrap();
+        let db = rusqlite::Connection::open(dir.path().join("s.db")).unwrap();
+        db.execute("UPDATE episodes SET total_reward = 1e999 WHERE id = ?1", [id]).unwrap();
+        assert_eq!(episodes(&chosen(&store, "a", &learner, Some(&filter)).unwrap()), vec![2, 3]);
+        let two = EpisodeFilter { min_episodes: 5, ..filter.clone() };
+        let e = chosen(&store, "a", &learner, Some(&two)).unwrap_err().to_string();
+        assert!(e.contains("total reward is inf") && e.contains("4 usable, 5 needed"), "{e}");
     }
 
     #[test]

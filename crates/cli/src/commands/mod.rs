@@ -86,6 +86,28 @@ pub struct MetaTaskArgs {
     /// takes them as its embedding layer outputs them (`off`).
     #[arg(long, value_enum, default_value_t = Switch::of(aware_meta::MetaConfig::aware(1).centring))]
     pub embedding_centring: Switch,
+    /// The meta-learner's variant: `aware` (AWARE's: no dropout, the M best trajectories) or
+    /// `flash` (FLASH's: dropout 0.05, the M/2 best and M/2 worst trajectories; `train-meta`
+    /// also takes its 32-d embedding unless `--embedding` says otherwise).
+    #[arg(long, value_enum, default_value_t = MetaVariant::Aware)]
+    pub meta_variant: MetaVariant,
+}
+
+/// [`aware_meta::MetaConfig::aware`] or [`aware_meta::MetaConfig::flash`] on the command line.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetaVariant {
+    Aware,
+    Flash,
+}
+
+impl MetaVariant {
+    /// The variant's own settings (sizes apart: each command sizes its meta-learner).
+    pub fn config(self) -> aware_meta::MetaConfig {
+        match self {
+            MetaVariant::Aware => aware_meta::MetaConfig::aware(1),
+            MetaVariant::Flash => aware_meta::MetaConfig::flash(1),
+        }
+    }
 }
 
 /// A choice that is on or off.
@@ -125,11 +147,15 @@ impl EmbeddingOutputArg {
 }
 
 impl MetaTaskArgs {
-    /// Sets the weight, the embedding's output and its centring on a pool's meta-training.
+    /// Sets the weight, the embedding's output and its centring, and the variant's dropout and
+    /// trajectory selection, on a pool's meta-training.
     pub fn apply(self, pool: &mut aware_meta::pool::PoolSpec) {
         pool.train.signature_weight = self.signature_weight;
         pool.meta.output = self.embedding_output.output();
         pool.meta.centring = self.embedding_centring == Switch::On;
+        let variant = self.meta_variant.config();
+        pool.meta.dropout = variant.dropout;
+        pool.meta.selection = variant.selection;
     }
 }
 

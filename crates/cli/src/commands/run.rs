@@ -109,8 +109,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         _ => None,
     };
     let report = match &args.meta {
-        None => aware_lifecycle::run::run(&spec, &Bar::new())?,
-        Some(dir) => aware_experiments::lifecycle::run_with_meta(&spec, dir, &Bar::new())?,
+        None => aware_lifecycle::run::run(&spec, &Bar::logging())?,
+        Some(dir) => aware_experiments::lifecycle::run_with_meta(&spec, dir, &Bar::logging())?,
     };
     if args.json {
         print_json(&report)?;

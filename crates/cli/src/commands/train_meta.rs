@@ -29,9 +29,9 @@ pub struct Args {
     /// Hidden width of the meta-learner's GRU layers and of its first FC layer (AWARE: 256).
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=4096))]
     hidden: u64,
-    /// Width of the workload embedding (AWARE: 64).
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1024))]
-    embedding: u64,
+    /// Width of the workload embedding (default: the variant's, AWARE 64, FLASH 32).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    embedding: Option<u64>,
     #[command(flatten)]
     task: MetaTaskArgs,
     /// The shared base learner: ddpg (the paper's: TD3 with TD3+BC's behaviour term and the
@@ -62,7 +62,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     pool.meta = MetaConfig {
         hidden: args.hidden as usize,
         fc: args.hidden as usize,
-        embedding: args.embedding as usize,
+        embedding: args.embedding.map_or(args.task.meta_variant.config().embedding, |e| e as usize),
         ..pool.meta
     };
     args.task.apply(&mut pool);
