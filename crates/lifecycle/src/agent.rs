@@ -309,12 +309,13 @@ impl LifecycleAgent {
         }
     }
 
-    /// `updates` offline steps: DDPG's TD3+BC at `bc_alpha`; PPO's behaviour cloning, one
-    /// minibatch of [`CLONING_BATCH`] demonstrations each (nothing before it has any).
+    /// `updates` offline steps: DDPG's TD3+BC at `bc_alpha` (infinite: no behaviour term,
+    /// plain TD3, TD3+BC's limit); PPO's behaviour cloning, one minibatch of [`CLONING_BATCH`]
+    /// demonstrations each (nothing before it has any).
     pub(crate) fn train_offline(&mut self, updates: usize, bc_alpha: f32) -> Result<(), AgentError> {
         match self {
             LifecycleAgent::Ddpg(a) => {
-                a.config.bc_alpha = Some(bc_alpha);
+                a.config.bc_alpha = bc_alpha.is_finite().then_some(bc_alpha);
                 a.train_offline(updates);
                 a.config.bc_alpha = None;
                 Ok(())

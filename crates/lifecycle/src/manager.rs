@@ -40,6 +40,7 @@ pub struct ManagerConfig {
     /// wherever the critic is wrong, and at 2.5 the actor asked for +20 % CPU in states where
     /// the fallback held (measured on `aware run --apps 4`, the shadow check's states). At 0.5
     /// it reproduces the fallback's holds to within 0.01 while still using the critic.
+    /// Infinite: no behaviour term (plain TD3 on the fallback's data, for comparison).
     pub bc_alpha: f32,
     /// Keep the fallback acting while the agent (re)trains: ONLINE learns offline like
     /// OFFLINE, and only SERVING lets the agent act. (Without it, an app retraining after
