@@ -12,6 +12,9 @@ pub trait Progress: Sync {
     /// A line worth keeping (a lifecycle stage change with its reason), where the sink keeps a
     /// log; by default it does not.
     fn log(&self, _line: &str) {}
+    /// A table redrawn in place while the phase lasts (a run's apps: stage, reward, …), where
+    /// the sink draws one; by default it does not.
+    fn table(&self, _lines: &[String]) {}
 }
 
 /// Reports nothing.

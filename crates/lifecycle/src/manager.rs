@@ -191,6 +191,34 @@ pub struct Counts {
     pub last_check: Option<String>,
 }
 
+/// One application in a live view of a run ([`Manager::live_view`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppView {
+    pub app: String,
+    pub stage: Stage,
+    pub retraining: bool,
+    pub last_reward: Option<f64>,
+    pub slo_violations: u64,
+    pub fallback_actions: u64,
+    pub agent_actions: u64,
+}
+
+impl AppView {
+    /// One line of a terminal table, under [`AppView::HEADER`].
+    pub fn line(&self) -> String {
+        let stage = if self.retraining { "online (retraining)".to_string() } else { self.stage.name().to_string() };
+        let reward = self.last_reward.map_or("-".to_string(), |r| format!("{r:.3}"));
+        let name: String = self.app.chars().take(34).collect();
+        format!(
+            "{name:<34} {stage:<19} {reward:>8} {:>8} {:>8} {:>8}",
+            self.slo_violations, self.agent_actions, self.fallback_actions
+        )
+    }
+
+    pub const HEADER: &'static str =
+        "app                                stage                 reward   SLO-vi    agent fallback";
+}
+
 /// What the meta-learner said of an application's workload (runs with a meta-learner only).
 #[derive(Debug, Clone, PartialEq)]
 pub enum WorkloadVerdict {
@@ -247,6 +275,10 @@ struct Managed {
     reward: f64,
     intervals: u64,
     violations: u64,
+    /// The last finished episode's mean reward per interval, and SLO-violating intervals over
+    /// the whole run (the live view's).
+    last_reward: Option<f64>,
+    run_violations: u64,
     rates: Vec<f64>,
     /// What one request cost this episode so far, as measured.
     cost: CostMeter,
@@ -548,6 +580,8 @@ impl<'w> Manager<'w> {
                     reward: 0.0,
                     intervals: 0,
                     violations: 0,
+                    last_reward: None,
+                    run_violations: 0,
                     rates: Vec::new(),
                     cost: CostMeter::default(),
                     payload_scale: 1.0,
@@ -644,6 +678,25 @@ impl<'w> Manager<'w> {
         self.apps
             .iter()
             .map(|a| Counts { last_check: a.lifecycle.last_check().map(str::to_owned), ..a.counts.clone() })
+            .collect()
+    }
+
+    /// Per application, what a live view shows after an episode: name, stage, the last
+    /// episode's mean reward per interval, SLO-violating intervals and fallback actions so far.
+    /// Violations as the manager measured them (on the simulator the report counts the
+    /// ground truth, from which metrics noise can part by an interval or two).
+    pub fn live_view(&self) -> Vec<AppView> {
+        self.apps
+            .iter()
+            .map(|a| AppView {
+                app: a.name.clone(),
+                stage: a.lifecycle.stage(),
+                retraining: a.lifecycle.retraining(),
+                last_reward: a.last_reward,
+                slo_violations: a.run_violations + a.violations,
+                fallback_actions: a.counts.fallback_actions,
+                agent_actions: a.counts.agent_actions,
+            })
             .collect()
     }
 
@@ -839,6 +892,10 @@ impl<'w> Manager<'w> {
                 self.log(i, t);
             }
             let a = &mut self.apps[i];
+            if a.intervals > 0 {
+                a.last_reward = Some(a.reward / a.intervals as f64);
+            }
+            a.run_violations += a.violations;
             (a.reward, a.intervals, a.violations) = (0.0, 0, 0);
             a.episode_start_agent_actions = a.counts.agent_actions;
             a.episode_start_workload_holds = a.counts.workload_holds;

@@ -296,6 +296,9 @@ pub fn run_manager(
     run_agent(workload, plan, agent, variant.label(), &config, sink, progress).map(|(arm, _)| arm)
 }
 
+/// Apps a live view shows one line each for.
+const LIVE_ROWS: usize = 20;
+
 /// The lifecycle manager with `agent` over `plan`, scored as `label`; the agent as it ends.
 pub fn run_agent(
     workload: &Workload,
@@ -324,6 +327,20 @@ pub fn run_agent(
             ));
         }
         logged = m.changes().len();
+        // The live view: one line per app (the first LIVE_ROWS; the rest summed up).
+        let view = m.live_view();
+        let mut lines = vec![crate::manager::AppView::HEADER.to_string()];
+        lines.extend(view.iter().take(LIVE_ROWS).map(crate::manager::AppView::line));
+        if view.len() > LIVE_ROWS {
+            let rest = &view[LIVE_ROWS..];
+            lines.push(format!(
+                "… {} more apps: {} SLO-violating intervals, {} fallback actions",
+                rest.len(),
+                rest.iter().map(|v| v.slo_violations).sum::<u64>(),
+                rest.iter().map(|v| v.fallback_actions).sum::<u64>()
+            ));
+        }
+        progress.table(&lines);
         let stages = m.stages();
         let count = |s: Stage| stages.iter().filter(|&&x| x == s).count();
         progress.message(&format!(

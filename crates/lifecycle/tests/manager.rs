@@ -700,3 +700,40 @@ fn td3_bc_beats_plain_ddpg_trained_offline_on_the_same_fallback_data() {
         assert!(v(&bc.1) <= v(&mpa) + 10, "seed {seed}: TD3+BC floored {} against MPA's {}", v(&bc.1), v(&mpa));
     }
 }
+
+/// The live view `aware run` draws on a terminal adds up to what the run reports.
+#[test]
+fn the_live_view_adds_up_to_the_report() {
+    use aware_lifecycle::manager::AppView;
+    use aware_lifecycle::run::{Plan, Variant, run_manager};
+    struct Views(Vec<Vec<AppView>>);
+    impl EpisodeSink for Views {
+        fn episode(&mut self, _episode: u64, manager: &mut Manager) -> Result<(), LifecycleError> {
+            self.0.push(manager.live_view());
+            Ok(())
+        }
+    }
+    let (workload, _dir) = workload(2, None);
+    let plan = Plan::new(&workload, 400, 100).unwrap();
+    let config = ManagerConfig { episode_steps: 100, ..ManagerConfig::default() };
+    let mut views = Views(Vec::new());
+    let arm = run_manager(&workload, &plan, Variant::Aware, &config, 4, &mut views, &Silent).unwrap();
+    assert_eq!(views.0.len(), 4, "one view per episode");
+    let last = views.0.last().unwrap();
+    for (i, v) in last.iter().enumerate() {
+        assert_eq!(v.app, workload.apps[i].name);
+        assert_eq!(v.stage, arm.final_stages[i]);
+        // As the manager measured them (the report's are the simulator's ground truth, from
+        // which the metrics' noise can part by an interval or two).
+        let truth = arm.per_app[i].slo_violations;
+        assert!(v.slo_violations.abs_diff(truth) <= 2 + truth / 4, "{} against {truth}", v.line());
+        assert_eq!(v.fallback_actions, arm.counts[i].fallback_actions);
+        assert_eq!(v.agent_actions + v.fallback_actions, 400);
+        assert!(v.last_reward.is_some_and(f64::is_finite));
+        assert!(v.line().starts_with(&v.app[..20]) && v.line().contains(v.stage.name()), "{}", v.line());
+    }
+    // Violations only grow from one episode's view to the next.
+    for w in views.0.windows(2) {
+        assert!(w[0].iter().zip(&w[1]).all(|(a, b)| a.slo_violations <= b.slo_violations));
+    }
+}
