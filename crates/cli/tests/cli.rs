@@ -693,6 +693,17 @@ fn run_records_into_a_store_that_explain_reads() {
     // A second run into the same store (a restart) goes on numbering each app's episodes.
     let o = aware(&["run", "--apps", "2", "--steps", "100", "--episode-steps", "50", "--store", &url, "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
+    // ... and its steps: a step names one decision in the store.
+    let o = aware(&["explain", "--store", &url, "--app", &app, "--last", "2", "--json"]);
+    let explained: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let steps: Vec<u64> =
+        explained["decisions"].as_array().unwrap().iter().map(|d| d["step"].as_u64().unwrap()).collect();
+    assert_eq!(steps, [198, 199], "the second run's last two decisions of {app}");
+    let o = aware(&["explain", "--store", &url, "--app", &app, "--step", "30", "--json"]);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap()["decisions"].as_array().unwrap().len(),
+        1
+    );
     let agent = format!("aware@{app}");
     let o = aware(&["store", "episodes", "--store", &url, "--agent", &agent, "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -702,6 +713,9 @@ fn run_records_into_a_store_that_explain_reads() {
     assert_eq!(numbers, [0, 1, 2, 3]);
     let o = aware(&["run", "--apps", "1", "--steps", "10", "--store", "bogus:x"]);
     assert_one_line_error(&o, &["bogus:x", "unknown scheme"]);
+    // The fallback stands in when the agent cannot be trusted: a rule, not a learned policy.
+    let o = aware(&["run", "--apps", "1", "--steps", "10", "--fallback", "rl:/nonexistent/agent"]);
+    assert_one_line_error(&o, &["--fallback", "learned policy", "rule-based"]);
 }
 
 /// A store server that does not answer when `aware run` starts: the apps are managed all the

@@ -67,7 +67,9 @@ pub fn explain(url: &str, app: &str, query: Query) -> Result<Explanation, Lifecy
         // The manager's records, whichever way its agent acted.
         .filter(|r| r.agent == AGENT || r.agent == RESIDUAL_AGENT)
         .map(|r| {
-            serde_json::from_value::<Decision>(r.detail).map_err(|e| {
+            // The store's step (records kept before steps went on from run to run hold the
+            // run's own in their detail).
+            serde_json::from_value::<Decision>(r.detail).map(|d| Decision { step: r.step, ..d }).map_err(|e| {
                 LifecycleError::input("store", format!("{url}: decision of {app} at step {}: {e}", r.step))
             })
         })

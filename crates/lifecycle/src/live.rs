@@ -209,6 +209,9 @@ impl LiveManager {
                 "the live decider adds no CPU headroom to the agent's proposals (only the experiments' converged reference, on the simulator, has one)",
             ));
         }
+        if let Some(why) = config.fallback_refusal() {
+            return Err(LifecycleError::input("--fallback", why));
+        }
         // The profile's `high_stakes` or the caller's.
         let config = ManagerConfig { high_stakes: config.high_stakes || profile.high_stakes, ..config };
         agent.serving_settings(&config);

@@ -126,6 +126,18 @@ pub struct ManagerConfig {
 }
 
 impl ManagerConfig {
+    /// Why the fallback cannot stand in for the agent, if it cannot: it acts when the agent's
+    /// input cannot be trusted (NaN, missing or stale metrics) and while the agent is not yet
+    /// as good, so it must be a rule that needs no learning, not another learned policy.
+    pub fn fallback_refusal(&self) -> Option<String> {
+        matches!(self.fallback, PolicyName::Rl(_)).then(|| {
+            format!(
+                "{} is a learned policy; the fallback stands in whenever the agent cannot be trusted and must be a rule-based autoscaler (hpa, vpa, mpa, threshold, aimd, static, static-peak or fixed:…)",
+                self.fallback
+            )
+        })
+    }
+
     /// Whether the outcome of an interval decided in `stage` (`retraining`: ONLINE because
     /// SERVING degraded, [`AppLifecycle::retraining`]) is learned from offline: the fallback's
     /// while bootstrapping (and while retraining in high-stakes mode), the agent's own (what
@@ -547,6 +559,9 @@ impl<'w> Manager<'w> {
         let mut agent = agent.into();
         if let Some(why) = state_width_refusal(agent.state_dim(), config.residual, false) {
             return Err(LabError::input("agent", why));
+        }
+        if let Some(why) = config.fallback_refusal() {
+            return Err(LabError::input("--fallback", why));
         }
         let profile = &workload.profile;
         // The profile's `high_stakes` or the caller's.

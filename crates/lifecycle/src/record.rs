@@ -1,12 +1,15 @@
 //! The lifecycle manager's record in a trajectory store: every app's episode (its transitions
 //! in the agent's coordinates, the stage it ran in and who acted), every stage change with its
-//! reason, and the decision log `aware explain` reads.
+//! reason, and the decision log `aware explain` reads. A run into a store that earlier runs
+//! wrote goes on numbering each app's episodes after the last it holds, and its steps after the last
+//! decision it holds (a run's step s is stored as that first step + s), so a step names one
+//! decision in the store.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use aware_env::STATE_DIM;
 use aware_lab::embed::WorkloadEmbedder;
-use aware_store::{DecisionRecord, EpisodeMeta, StageRecord, StoreError, TrajectoryStore, Transition};
+use aware_store::{DecisionQuery, DecisionRecord, EpisodeMeta, StageRecord, StoreError, TrajectoryStore, Transition};
 
 use crate::LifecycleError;
 use crate::manager::Manager;
@@ -37,6 +40,9 @@ pub struct StoreSink<'s> {
     /// holds for it, so a run into a store an earlier run wrote continues its numbering. `None`
     /// until the store has answered (asked again at every episode while it is away).
     first_episode: Vec<Option<u64>>,
+    /// Per app, the store step this run's step 0 is recorded as: one past the last decision
+    /// the store holds for it (asked as `first_episode` is).
+    first_step: Vec<Option<u64>>,
     /// Records refused, unacknowledged, because the store was away and its spool full
     /// ([`StoreError::SpoolFull`]): the apps stay served, these records are not kept.
     pub refused: u64,
@@ -46,7 +52,15 @@ pub struct StoreSink<'s> {
 
 impl<'s> StoreSink<'s> {
     pub fn new(store: &'s mut dyn TrajectoryStore) -> Self {
-        Self { store, written_changes: 0, embedder: None, first_episode: Vec::new(), refused: 0, refused_reason: None }
+        Self {
+            store,
+            written_changes: 0,
+            embedder: None,
+            first_episode: Vec::new(),
+            first_step: Vec::new(),
+            refused: 0,
+            refused_reason: None,
+        }
     }
 
     /// A write's outcome: `Ok(Some(v))` written (or spooled), `Ok(None)` refused because the
@@ -78,6 +92,7 @@ impl<'s> StoreSink<'s> {
     /// flushed, not lost.
     fn number_from_store(&mut self, agent: &str, names: &[String]) {
         self.first_episode.resize(names.len(), None);
+        self.first_step.resize(names.len(), None);
         for (slot, name) in self.first_episode.iter_mut().zip(names) {
             if slot.is_none() {
                 *slot = self
@@ -85,6 +100,12 @@ impl<'s> StoreSink<'s> {
                     .episodes(Some(&format!("{agent}@{name}")))
                     .ok()
                     .map(|e| e.iter().map(|r| r.meta.episode + 1).max().unwrap_or(0));
+            }
+        }
+        for (slot, name) in self.first_step.iter_mut().zip(names) {
+            if slot.is_none() {
+                *slot =
+                    self.store.decisions(name, DecisionQuery::Last(1)).ok().map(|d| d.last().map_or(0, |r| r.step + 1));
             }
         }
     }
@@ -156,18 +177,25 @@ impl EpisodeSink for StoreSink<'_> {
             let closed = self.store.close_episode(id, total);
             self.admit(closed, 1)?;
         }
+        // The store's steps go on from run to run as its episode numbers do (after the last
+        // decision it holds for the app), so that `aware explain --step N` names one decision
+        // even in a store several runs wrote.
+        let first_step: Vec<u64> = self.first_step.iter().map(|f| f.unwrap_or(0)).collect();
+        let offset =
+            |app: &str| names.iter().position(|n| n == app).and_then(|i| first_step.get(i)).copied().unwrap_or(0);
         let records = log
             .decisions
             .iter()
             .map(|d| {
+                let step = offset(&d.app) + d.step;
                 Ok(DecisionRecord {
                     agent: agent.into(),
                     app: d.app.clone(),
-                    step: d.step,
+                    step,
                     stage: d.stage.name().into(),
                     acting_policy: d.acting_policy.clone(),
                     guard: d.guard.clone(),
-                    detail: serde_json::to_value(d)
+                    detail: serde_json::to_value(crate::decision::Decision { step, ..d.clone() })
                         .map_err(|e| LifecycleError::input("decision log", e.to_string()))?,
                 })
             })
@@ -178,7 +206,7 @@ impl EpisodeSink for StoreSink<'_> {
             let recorded = self.store.record_stage_change(&StageRecord {
                 agent: agent.into(),
                 app: c.app.clone(),
-                step: c.step,
+                step: offset(&c.app) + c.step,
                 from: c.from.name().into(),
                 to: c.to.name().into(),
                 reason: c.reason.clone(),
