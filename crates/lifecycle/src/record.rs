@@ -180,7 +180,9 @@ impl EpisodeSink for StoreSink<'_> {
         // The store's steps go on from run to run as its episode numbers do (after the last
         // decision it holds for the app), so that `aware explain --step N` names one decision
         // even in a store several runs wrote.
-        let first_step: Vec<u64> = self.first_step.iter().map(|f| f.unwrap_or(0)).collect();
+        // An app whose store was away when its first decisions were written keeps numbering
+        // from 0: its steps must not jump once the store answers.
+        let first_step: Vec<u64> = self.first_step.iter_mut().map(|f| *f.get_or_insert(0)).collect();
         let offset =
             |app: &str| names.iter().position(|n| n == app).and_then(|i| first_step.get(i)).copied().unwrap_or(0);
         let records = log
