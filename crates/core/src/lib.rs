@@ -69,9 +69,9 @@ pub use observation::{
     ContainerObservation, Observation, ObservationError, PodObservation, PodPhase, ReplicaCounts, USAGE_SAMPLE_GRACE_S,
 };
 pub use profile::{
-    Bounds, BoundsOverrides, CPU_MILLICORES_RANGE, DEFAULT_MEMORY_PRICE, GIB, LifecycleThresholds, MEMORY_MIB_RANGE,
-    MIB, Population, Profile, ProfileError, REPLICAS_RANGE, RewardWeights, STORE_SCHEMES, Simulation, Slo, Targets,
-    UnknownPopulation, resolve_bounds, syntax_error_line,
+    Bounds, BoundsOverrides, CPU_MILLICORES_RANGE, DEFAULT_MEMORY_PRICE, GIB, GuardLimits, LifecycleThresholds,
+    MEMORY_MIB_RANGE, MIB, Population, Profile, ProfileError, REPLICAS_RANGE, RewardWeights, STORE_SCHEMES, Simulation,
+    Slo, Targets, UnknownPopulation, resolve_bounds, syntax_error_line,
 };
 pub use recommendation::{
     ContainerResources, FixedRecommender, Recommendation, Recommender, RecommenderError, Resources,

@@ -184,6 +184,36 @@ pub struct LifecycleThresholds {
     pub reward_window: u32,
 }
 
+/// The `guard:` section: the lifecycle's safety guard on every action the agent proposes
+/// (`aware_lifecycle::guard`). Defaults are upstream HPA's where it has one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GuardLimits {
+    /// Observations whose clock has not advanced for this many intervals are stale: the
+    /// fallback acts instead of the agent (3).
+    pub stale_after_intervals: u32,
+    /// Largest factor one interval may multiply replicas by (HPA's default scale-up: 2).
+    pub max_replica_growth: f64,
+    /// Replicas one interval may always add, whatever the factor (HPA's default: 4).
+    pub min_replica_step: u32,
+    /// Largest factor one interval may multiply or divide a CPU or memory limit by (2).
+    pub max_resource_factor: f64,
+    /// Intervals a scale-down looks back over (HPA's downscale stabilisation, 5 minutes: 20
+    /// intervals of 15 s).
+    pub stabilisation_intervals: u32,
+}
+
+impl Default for GuardLimits {
+    fn default() -> Self {
+        Self {
+            stale_after_intervals: 3,
+            max_replica_growth: 2.0,
+            min_replica_step: 4,
+            max_resource_factor: 2.0,
+            stabilisation_intervals: 20,
+        }
+    }
+}
+
 /// The `simulation:` section: control-loop realism of the embedded simulator. Defaults are the
 /// Kubernetes defaults or typical production values, as named on each field; the simulator's
 /// `SimConfig::with_profile` applies them.
@@ -258,6 +288,9 @@ pub struct Profile {
     /// Whether the fallback recommender acts while the agent learns offline first (the
     /// OFFLINE stage); read by the lifecycle manager, which `--no-bootstrap` variants override.
     pub bootstrapping: bool,
+    /// The safety guard's limits on the agent's actions.
+    #[serde(default)]
+    pub guard: GuardLimits,
     /// High stakes: the fallback recommender keeps acting while the agent retrains (ONLINE),
     /// and the agent is judged there by its run in the simulator's shadow, not by the rewards
     /// the fallback earned. Default false; `aware run --high-stakes` turns it on too.
@@ -299,6 +332,7 @@ impl Default for Profile {
             lifecycle: LifecycleThresholds { t_online: 1.0, t_serving: 0.05, t_var: 0.1, reward_window: 20 },
             simulation: Simulation::default(),
             bootstrapping: true,
+            guard: GuardLimits::default(),
             high_stakes: false,
             store: "sqlite:aware.db".into(),
         }
@@ -353,6 +387,7 @@ struct RawProfile {
     population: Option<Spanned<String>>,
     simulation: RawSimulation,
     bootstrapping: Option<bool>,
+    guard: RawGuard,
     high_stakes: Option<bool>,
     store: Option<Spanned<String>>,
 }
@@ -396,6 +431,16 @@ struct RawLifecycle {
     t_serving: S<f64>,
     t_var: S<f64>,
     reward_window: S<u32>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+struct RawGuard {
+    stale_after_intervals: S<u32>,
+    max_replica_growth: S<f64>,
+    min_replica_step: S<u32>,
+    max_resource_factor: S<f64>,
+    stabilisation_intervals: S<u32>,
 }
 
 #[derive(Deserialize, Default)]
@@ -609,6 +654,24 @@ impl Profile {
         let (t_serving, _) = c.take("lifecycle.t_serving", raw.lifecycle.t_serving, l.t_serving, finite_in(0.0, 10.0));
         let (t_var, _) = c.take("lifecycle.t_var", raw.lifecycle.t_var, l.t_var, finite_in(0.0, 1.0));
         let (window, _) = c.take("lifecycle.reward_window", raw.lifecycle.reward_window, l.reward_window, at_least(1));
+        let g = &d.guard;
+        let rg = raw.guard;
+        let (stale, _) =
+            c.take("guard.stale_after_intervals", rg.stale_after_intervals, g.stale_after_intervals, at_least(1));
+        let (growth, _) =
+            c.take("guard.max_replica_growth", rg.max_replica_growth, g.max_replica_growth, finite_in(1.0, 100.0));
+        let (step, _) = c.take("guard.min_replica_step", rg.min_replica_step, g.min_replica_step, at_least(0));
+        let (factor, _) =
+            c.take("guard.max_resource_factor", rg.max_resource_factor, g.max_resource_factor, finite_in(1.0, 100.0));
+        let (stabilisation, _) =
+            c.take("guard.stabilisation_intervals", rg.stabilisation_intervals, g.stabilisation_intervals, at_least(0));
+        let guard = GuardLimits {
+            stale_after_intervals: stale,
+            max_replica_growth: growth,
+            min_replica_step: step,
+            max_resource_factor: factor,
+            stabilisation_intervals: stabilisation,
+        };
         let simulation = parse_simulation(&mut c, raw.simulation);
         let store = match raw.store {
             Some(s) => {
@@ -641,6 +704,7 @@ impl Profile {
             lifecycle: LifecycleThresholds { t_online, t_serving, t_var, reward_window: window },
             simulation,
             bootstrapping: raw.bootstrapping.unwrap_or(d.bootstrapping),
+            guard,
             high_stakes: raw.high_stakes.unwrap_or(d.high_stakes),
             store,
         })
@@ -772,6 +836,14 @@ mod tests {
         assert_eq!(p.lifecycle.reward_window, 30);
         assert!(p.high_stakes);
         assert!(!Profile::default().high_stakes);
+        assert_eq!(p.guard, GuardLimits::default());
+        let g = Profile::parse("guard:\n  stale_after_intervals: 5\n  stabilisation_intervals: 0\n", "g.yaml").unwrap();
+        assert_eq!((g.guard.stale_after_intervals, g.guard.stabilisation_intervals), (5, 0));
+        assert_eq!(g.guard.max_replica_growth, 2.0);
+        let e = Profile::parse("guard:\n  stale_after_intervals: 0\n", "g.yaml").unwrap_err().to_string();
+        assert!(e.contains("g.yaml:2:") && e.contains("guard.stale_after_intervals"), "{e}");
+        let e = Profile::parse("guard:\n  max_resource_factor: 0.5\n", "g.yaml").unwrap_err().to_string();
+        assert!(e.contains("guard.max_resource_factor"), "{e}");
         assert!(!p.bootstrapping);
         assert_eq!(p.store, "postgres://aware@db/aware");
     }

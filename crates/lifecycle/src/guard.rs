@@ -39,12 +39,19 @@ pub struct GuardConfig {
 
 impl Default for GuardConfig {
     fn default() -> Self {
+        Self::from(&aware_core::GuardLimits::default())
+    }
+}
+
+/// The profile's `guard:` section.
+impl From<&aware_core::GuardLimits> for GuardConfig {
+    fn from(g: &aware_core::GuardLimits) -> Self {
         Self {
-            stale_after_intervals: 3,
-            max_replica_growth: 2.0,
-            min_replica_step: 4,
-            max_resource_factor: 2.0,
-            stabilisation_intervals: 20,
+            stale_after_intervals: g.stale_after_intervals,
+            max_replica_growth: g.max_replica_growth,
+            min_replica_step: g.min_replica_step,
+            max_resource_factor: g.max_resource_factor,
+            stabilisation_intervals: g.stabilisation_intervals as usize,
         }
     }
 }

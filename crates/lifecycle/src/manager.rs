@@ -47,7 +47,6 @@ pub struct ManagerConfig {
     /// SERVING degraded lets the agent act and learns offline from its transitions, or online
     /// with `online_learning`.)
     pub high_stakes: bool,
-    pub guard: GuardConfig,
     /// Exploration noise (σ in the [−1, 1] action box) while ONLINE. A bootstrapped agent
     /// starts near the fallback and learns online from its own greedy actions and the
     /// fallback's stored ones (TD3+BC keeps both in the buffer). Measured on `aware demo --apps 3
@@ -157,7 +156,6 @@ impl Default for ManagerConfig {
             offline_updates: 4,
             bc_alpha: 0.5,
             high_stakes: false,
-            guard: GuardConfig::default(),
             online_noise_sigma: 0.0,
             online_bc: true,
             shadow_episodes: 3,
@@ -582,7 +580,7 @@ impl<'w> Manager<'w> {
                             if config.may_retrain { l } else { l.without_retraining() }
                         }
                     },
-                    guard: Guard::new(config.guard.clone()),
+                    guard: Guard::new(GuardConfig::from(&app_profile.guard)),
                     fallback: Policy::build(&config.fallback, &app_profile, Some(&workload.apps[i]), None)?,
                     decoder: ActionDecoder {
                         kind: AGENT_ACTIONS,
@@ -862,7 +860,7 @@ impl<'w> Manager<'w> {
                         &self.config.fallback,
                         self.config.fallback_floor,
                         self.config.residual,
-                        &self.config.guard,
+                        &GuardConfig::from(&profile.guard),
                     )
                 };
                 match stage {

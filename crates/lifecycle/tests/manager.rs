@@ -737,3 +737,27 @@ fn the_live_view_adds_up_to_the_report() {
         assert!(w[0].iter().zip(&w[1]).all(|(a, b)| a.slo_violations <= b.slo_violations));
     }
 }
+
+/// The profile's `guard:` section sets the guard: without the downscale stabilisation window a
+/// starving agent's cuts go through at once, so its apps hold fewer cores than behind HPA's
+/// 5-minute window.
+#[test]
+fn the_profiles_guard_section_sets_the_guards_limits() {
+    use aware_lifecycle::run::{Plan, run_agent};
+    let serve = |profile: &str| {
+        let (workload, _dir) = workload(2, Some(profile));
+        let plan = Plan::new(&workload, 200, 100).unwrap();
+        let config = ManagerConfig {
+            episode_steps: 100,
+            fixed_stage: Some(Stage::Serving),
+            fallback_floor: false,
+            ..ManagerConfig::default()
+        };
+        run_agent(&workload, &plan, starving_agent(), "starving", &config, &mut (), &Silent).unwrap().0
+    };
+    let default = serve("guard:\n  stabilisation_intervals: 20\n");
+    let unheld = serve("guard:\n  stabilisation_intervals: 0\n");
+    let cores = |a: &aware_lifecycle::run::Arm| a.row.summary.core_seconds;
+    assert!(cores(&unheld) < cores(&default), "{} against {}", cores(&unheld), cores(&default));
+    assert_eq!(cores(&serve("bootstrapping: true\n")), cores(&default), "20 intervals is the default");
+}
