@@ -8,10 +8,10 @@
 //! - `aware_lifecycle_stage_changes_total{app, from, to}`;
 //! - `aware_lifecycle_actions_total{app, policy="agent"|"fallback"}`: who proposed each
 //!   interval's allocation;
-//! - `aware_lifecycle_guard_total{app, verdict="fallback"|"limited"|"unavailable"}`:
-//!   observations the guard refused to the agent, agent proposals it clamped, capped or raised
-//!   to the fallback's scale-up, and (on
-//!   a live backend) intervals the backend gave no observation;
+//! - `aware_lifecycle_guard_total{app, verdict="passed"|"fallback"|"limited"|"unavailable"}`:
+//!   agent proposals the guard let through unchanged, observations it refused to the agent,
+//!   agent proposals it clamped, capped or raised to the fallback's scale-up, and (on a live
+//!   backend) intervals the backend gave no observation;
 //! - `aware_lifecycle_episodes_total`, `aware_lifecycle_step` (intervals run so far).
 //!
 //! `aware controller --checkpoint DIR` serves the same metrics for its MPAs on its own
@@ -80,7 +80,7 @@ impl Default for LifecycleMetrics {
         );
         r.register("aware_lifecycle_stage_changes", "Stage changes", Family::clone(&changes));
         r.register("aware_lifecycle_actions", "Intervals by who proposed the allocation", Family::clone(&actions));
-        r.register("aware_lifecycle_guard", "Guard verdicts other than passed", Family::clone(&guard));
+        r.register("aware_lifecycle_guard", "Guard verdicts: agent proposals passed or limited, observations refused (fallback), none at all (unavailable)", Family::clone(&guard));
         r.register("aware_lifecycle_episodes", "Episodes completed", episodes.clone());
         r.register("aware_lifecycle_step", "Intervals run", step.clone());
         Self {
@@ -157,6 +157,8 @@ impl LifecycleMetrics {
             };
             add(&self.actions, "policy", "agent", now.agent_actions, before.agent_actions);
             add(&self.actions, "policy", "fallback", now.fallback_actions, before.fallback_actions);
+            let passed = |c: &Counts| c.agent_actions.saturating_sub(c.guard_limited);
+            add(&self.guard, "verdict", "passed", passed(now), passed(before));
             add(&self.guard, "verdict", "fallback", now.guard_fallbacks, before.guard_fallbacks);
             add(&self.guard, "verdict", "limited", now.guard_limited, before.guard_limited);
             if *unavailable > 0 {

@@ -203,6 +203,20 @@ fn metrics_count_every_interval_and_stage_change() {
         assert!(text.contains(&line), "{line} missing from\n{text}");
     }
     assert_eq!(value("aware_lifecycle_stage{"), 2.0, "one stage per app");
+    // Every agent proposal has one verdict, passed or limited; a refused observation is the
+    // fallback's.
+    let agent: u64 = arm.counts.iter().map(|c| c.agent_actions).sum();
+    assert!(agent > 0, "the agent acted");
+    let verdict = |v: &str| -> f64 {
+        let label = format!("verdict=\"{v}\"");
+        text.lines()
+            .filter(|l| l.starts_with("aware_lifecycle_guard_total{") && l.contains(&label))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+            .sum()
+    };
+    assert_eq!(verdict("passed") + verdict("limited"), agent as f64, "{text}");
+    let fallbacks: u64 = arm.counts.iter().map(|c| c.guard_fallbacks).sum();
+    assert_eq!(verdict("fallback"), fallbacks as f64);
 }
 
 /// A residual agent's weights mean changes of the fallback's proposals; read as changes of the
