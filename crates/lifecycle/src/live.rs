@@ -941,4 +941,32 @@ mod tests {
         }
         assert!(m.agent.stored() > stored, "{} → {}", stored, m.agent.stored());
     }
+
+    /// Under high stakes an ONLINE app's windows are the fallback's, and say nothing of the
+    /// agent: no promotion on them (the simulator judges the agent in the shadow instead).
+    /// Without it the same windows promote the acting agent.
+    #[test]
+    fn under_high_stakes_an_online_app_is_not_promoted_on_the_fallbacks_windows() {
+        let promoted = |high_stakes: bool| {
+            let mut c = cluster();
+            let mut profile = Profile::default();
+            // Any two windows converge.
+            (profile.lifecycle.reward_window, profile.lifecycle.t_serving) = (2, 10.0);
+            profile.high_stakes = high_stakes;
+            let config = ManagerConfig { episode_steps: 5, log: true, ..ManagerConfig::default() };
+            let agent = crate::agent::LifecycleAgent::fresh_for(&config, 3);
+            let mut m = LiveManager::new(&c.app_names(), &profile, agent, config).expect("manager");
+            let state = LifecycleState::fresh(Stage::Online, None);
+            let states: Vec<_> = m.apps.iter().map(|a| (a.name.clone(), state.clone())).collect();
+            m.restore_lifecycles(&states, "test: online");
+            let mut agent_acted = false;
+            for _ in 0..20 {
+                agent_acted |= m.interval(&mut c).expect("interval").iter().any(|d| d.agent_acted);
+                c.advance().expect("advance");
+            }
+            (m.changes().iter().any(|c| c.to == Stage::Serving), agent_acted)
+        };
+        assert_eq!(promoted(false), (true, true));
+        assert_eq!(promoted(true), (false, false), "the fallback acted throughout and nothing was promoted");
+    }
 }
