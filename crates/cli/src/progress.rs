@@ -1,4 +1,5 @@
-//! Progress bars on a terminal, nothing when stderr is not one (CI logs, pipes).
+//! Progress bars on a terminal, none when stderr is not one (CI logs, pipes); a run's log lines
+//! (its stage changes) go to stderr either way.
 
 use std::sync::Mutex;
 
@@ -47,6 +48,8 @@ impl Bar {
 
 impl aware_lab::progress::Progress for Bar {
     fn start(&self, len: u64, label: &str) {
+        // A new phase: the last one's table goes with it.
+        self.clear_rows();
         self.bar.reset();
         self.bar.set_length(len);
         self.bar.set_position(0);

@@ -736,6 +736,10 @@ fn run_spools_from_the_start_when_the_store_server_is_down() {
     let pending = report["store"]["pending"].as_u64().unwrap();
     assert!(pending >= 2 * 2 * 3 + 2 + 2, "{}", report["store"]);
     assert_eq!(report["store"]["refused"], 0);
+    // Said at once, on stderr and in the report, with the reason (a wrong URL looks the same).
+    let why = report["store"]["unreachable_at_start"].as_str().expect("the reason");
+    assert!(why.contains(&format!("127.0.0.1:{port}")), "{why}");
+    assert!(stderr(&o).contains(&format!("store {url} unreachable: ")), "{}", stderr(&o));
     let journal = std::fs::read_to_string(spool.join("journal-0.jsonl")).unwrap();
     assert_eq!(journal.lines().count() as u64, pending, "every pending write is on disk");
     // The same run without a store serves the apps identically.

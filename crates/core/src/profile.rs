@@ -663,8 +663,11 @@ impl Profile {
         let (step, _) = c.take("guard.min_replica_step", rg.min_replica_step, g.min_replica_step, at_least(0));
         let (factor, _) =
             c.take("guard.max_resource_factor", rg.max_resource_factor, g.max_resource_factor, finite_in(1.0, 100.0));
+        // At most a day of 15-s intervals: the guard scans its window every interval.
         let (stabilisation, _) =
-            c.take("guard.stabilisation_intervals", rg.stabilisation_intervals, g.stabilisation_intervals, at_least(0));
+            c.take("guard.stabilisation_intervals", rg.stabilisation_intervals, g.stabilisation_intervals, |v: u32| {
+                if v <= 5_760 { Ok(()) } else { Err(Rule::Within(0.0, 5_760.0)) }
+            });
         let guard = GuardLimits {
             stale_after_intervals: stale,
             max_replica_growth: growth,

@@ -310,7 +310,7 @@ impl LifecycleAgent {
     }
 
     /// `updates` offline steps: DDPG's TD3+BC at `bc_alpha` (infinite: no behaviour term,
-    /// plain TD3, TD3+BC's limit); PPO's behaviour cloning, one minibatch of [`CLONING_BATCH`]
+    /// the plain agent, TD3+BC's limit); PPO's behaviour cloning, one minibatch of [`CLONING_BATCH`]
     /// demonstrations each (nothing before it has any).
     pub(crate) fn train_offline(&mut self, updates: usize, bc_alpha: f32) -> Result<(), AgentError> {
         match self {

@@ -212,8 +212,8 @@ impl LiveManager {
         if let Some(why) = config.fallback_refusal() {
             return Err(LifecycleError::input("--fallback", why));
         }
-        // The profile's `high_stakes` or the caller's.
-        let config = ManagerConfig { high_stakes: config.high_stakes || profile.high_stakes, ..config };
+        // The caller's `high_stakes`, else the profile's.
+        let config = ManagerConfig { high_stakes: Some(config.high_stakes.unwrap_or(profile.high_stakes)), ..config };
         agent.serving_settings(&config);
         let mut m = Self { agent, config, apps: Vec::new(), step: 0, changes: Vec::new(), decisions: Vec::new() };
         for name in apps {
@@ -338,7 +338,7 @@ impl LiveManager {
     fn agent_acts(&self, stage: Stage) -> bool {
         match stage {
             Stage::Serving => true,
-            Stage::Online => !self.config.high_stakes,
+            Stage::Online => !self.config.is_high_stakes(),
             Stage::Initialized | Stage::Offline => false,
         }
     }
@@ -489,7 +489,7 @@ impl LiveManager {
                             self.agent.remember_offline(&e)?;
                             learned = true;
                         } else if decided_in == Stage::Online && self.config.online_learning {
-                            let bc = self.config.online_bc.then_some(self.config.bc_alpha);
+                            let bc = self.config.online_bc.then_some(self.config.bc_alpha).filter(|a| a.is_finite());
                             self.agent.learn_online(i, &e, p.sampled.as_deref(), false, bc)?;
                         } else {
                             self.agent.stop_online(i);
@@ -654,7 +654,7 @@ impl LiveManager {
     /// stakes, where the fallback earned the window's rewards while the agent retrained, and
     /// they say nothing of the agent's (the simulator judges it in the shadow instead).
     fn end_window(&mut self, i: usize) {
-        let high_stakes = self.config.high_stakes;
+        let high_stakes = self.config.is_high_stakes();
         let a = &mut self.apps[i];
         let outcome = EpisodeOutcome {
             mean_reward: a.window_reward / a.window_intervals.max(1) as f64,

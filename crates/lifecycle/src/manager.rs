@@ -40,13 +40,13 @@ pub struct ManagerConfig {
     /// wherever the critic is wrong, and at 2.5 the actor asked for +20 % CPU in states where
     /// the fallback held (measured on `aware run --apps 4`, the shadow check's states). At 0.5
     /// it reproduces the fallback's holds to within 0.01 while still using the critic.
-    /// Infinite: no behaviour term (plain TD3 on the fallback's data, for comparison).
+    /// Infinite: no behaviour term (the plain agent on the fallback's data, for comparison).
     pub bc_alpha: f32,
     /// Keep the fallback acting while the agent (re)trains: ONLINE learns offline like
     /// OFFLINE, and only SERVING lets the agent act. (Without it, an app retraining after
     /// SERVING degraded lets the agent act and learns offline from its transitions, or online
-    /// with `online_learning`.)
-    pub high_stakes: bool,
+    /// with `online_learning`.) `None`: the profile's `high_stakes` (false by default).
+    pub high_stakes: Option<bool>,
     /// Exploration noise (σ in the [−1, 1] action box) while ONLINE. A bootstrapped agent
     /// starts near the fallback and learns online from its own greedy actions and the
     /// fallback's stored ones (TD3+BC keeps both in the buffer). Measured on `aware demo --apps 3
@@ -125,6 +125,12 @@ pub struct ManagerConfig {
 }
 
 impl ManagerConfig {
+    /// Whether the fallback keeps acting while the agent (re)trains (as resolved: the caller's
+    /// choice, else false; the manager resolves `None` to the profile's when it starts).
+    pub fn is_high_stakes(&self) -> bool {
+        self.high_stakes.unwrap_or(false)
+    }
+
     /// Why the fallback cannot stand in for the agent, if it cannot: it acts when the agent's
     /// input cannot be trusted (NaN, missing or stale metrics) and while the agent is not yet
     /// as good, so it must be a rule that needs no learning, not another learned policy.
@@ -145,7 +151,7 @@ impl ManagerConfig {
     /// so while retraining. The manager and the live decider both ask this.
     pub(crate) fn learns_offline(&self, stage: Stage, retraining: bool) -> bool {
         stage == Stage::Offline
-            || (stage == Stage::Online && (self.high_stakes || (retraining && !self.online_learning)))
+            || (stage == Stage::Online && (self.is_high_stakes() || (retraining && !self.online_learning)))
     }
 }
 
@@ -155,7 +161,7 @@ impl Default for ManagerConfig {
             episode_steps: 100,
             offline_updates: 4,
             bc_alpha: 0.5,
-            high_stakes: false,
+            high_stakes: None,
             online_noise_sigma: 0.0,
             online_bc: true,
             shadow_episodes: 3,
@@ -562,8 +568,8 @@ impl<'w> Manager<'w> {
             return Err(LabError::input("--fallback", why));
         }
         let profile = &workload.profile;
-        // The profile's `high_stakes` or the caller's.
-        let config = ManagerConfig { high_stakes: config.high_stakes || profile.high_stakes, ..config };
+        // The caller's `high_stakes`, else the profile's.
+        let config = ManagerConfig { high_stakes: Some(config.high_stakes.unwrap_or(profile.high_stakes)), ..config };
         let bootstrapping = config.bootstrapping.unwrap_or(profile.bootstrapping);
         if let Some(why) = agent.refuses(&config, bootstrapping) {
             return Err(LabError::input("agent", why));
@@ -778,7 +784,7 @@ impl<'w> Manager<'w> {
             return Ok(true);
         }
         if decided.stage == Stage::Online && self.config.online_learning {
-            let bc = self.config.online_bc.then_some(self.config.bc_alpha);
+            let bc = self.config.online_bc.then_some(self.config.bc_alpha).filter(|a| a.is_finite());
             self.agent.learn_online(i, e, decided.sampled.as_deref(), truncated, bc)?;
         } else {
             self.agent.stop_online(i);
@@ -809,7 +815,7 @@ impl<'w> Manager<'w> {
     fn agent_acts(&self, stage: Stage) -> bool {
         match stage {
             Stage::Serving => true,
-            Stage::Online => !self.config.high_stakes,
+            Stage::Online => !self.config.is_high_stakes(),
             Stage::Initialized | Stage::Offline => false,
         }
     }
@@ -844,7 +850,7 @@ impl<'w> Manager<'w> {
             // rewards say nothing of the agent's. The agent is judged on this episode's traffic in
             // the shadow instead, and without that (no traffic seen, no embedding vouched for)
             // no stage moves on the episode.
-            let judged_in_shadow = stage == Stage::Online && self.config.high_stakes && !agent_acted;
+            let judged_in_shadow = stage == Stage::Online && self.config.is_high_stakes() && !agent_acted;
             let vouched = self.embedding_width() == 0
                 || (a.embedding.is_some() && matches!(a.workload, Some(WorkloadVerdict::Known { .. })));
             let shadow = if !seen || self.config.fixed_stage.is_some() {

@@ -41,13 +41,40 @@ pub struct StoreSink<'s> {
     /// until the store has answered (asked again at every episode while it is away).
     first_episode: Vec<Option<u64>>,
     /// Per app, the store step this run's step 0 is recorded as: one past the last decision
-    /// the store holds for it (asked as `first_episode` is).
+    /// the store holds for it, asked until the first decisions are written (then kept, so that
+    /// the run's steps never jump).
     first_step: Vec<Option<u64>>,
     /// Records refused, unacknowledged, because the store was away and its spool full
-    /// ([`StoreError::SpoolFull`]): the apps stay served, these records are not kept.
+    /// ([`StoreError::SpoolFull`]): episodes (one whose transitions or close was refused stays
+    /// incomplete, which no training read sees), decisions and stage changes, each counted
+    /// once. The apps stay served; these records are not kept.
     pub refused: u64,
     /// Why the first of them was refused.
     pub refused_reason: Option<String>,
+    /// Where the next episode number and step of every app are kept after each episode
+    /// ([`StoreSink::with_numbering`]), to go on from while the store is away at a restart.
+    numbering: Option<std::path::PathBuf>,
+}
+
+/// Per store agent (`aware@APP`), the next episode number and the next store step: what
+/// a run that starts while the store is away goes on from.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
+struct Next {
+    episode: u64,
+    step: u64,
+}
+
+fn read_numbering(path: &std::path::Path) -> std::collections::BTreeMap<String, Next> {
+    std::fs::read(path).ok().and_then(|text| serde_json::from_slice(&text).ok()).unwrap_or_default()
+}
+
+/// Replaced atomically; a failure only costs the hint.
+fn write_numbering(path: &std::path::Path, numbering: &std::collections::BTreeMap<String, Next>) {
+    let Ok(text) = serde_json::to_vec_pretty(numbering) else { return };
+    let tmp = path.with_extension("json.tmp");
+    if std::fs::write(&tmp, text).is_ok() {
+        let _ = std::fs::rename(&tmp, path);
+    }
 }
 
 impl<'s> StoreSink<'s> {
@@ -60,7 +87,18 @@ impl<'s> StoreSink<'s> {
             first_step: Vec::new(),
             refused: 0,
             refused_reason: None,
+            numbering: None,
         }
+    }
+
+    /// Keeps every app's next episode number and store step in `path` (beside the spool) after
+    /// each episode, and numbers from there an app the store cannot answer for at the start: a
+    /// run restarted while the store is away goes on after the last run's records instead of
+    /// numbering from 0, whose episodes the store would refuse as duplicates when the spool is
+    /// flushed (set aside in `rejected.jsonl`) and whose steps would repeat.
+    pub fn with_numbering(mut self, path: std::path::PathBuf) -> Self {
+        self.numbering = Some(path);
+        self
     }
 
     /// A write's outcome: `Ok(Some(v))` written (or spooled), `Ok(None)` refused because the
@@ -93,19 +131,22 @@ impl<'s> StoreSink<'s> {
     fn number_from_store(&mut self, agent: &str, names: &[String]) {
         self.first_episode.resize(names.len(), None);
         self.first_step.resize(names.len(), None);
+        let kept = self.numbering.as_deref().map(read_numbering).unwrap_or_default();
         for (slot, name) in self.first_episode.iter_mut().zip(names) {
             if slot.is_none() {
-                *slot = self
-                    .store
-                    .episodes(Some(&format!("{agent}@{name}")))
-                    .ok()
-                    .map(|e| e.iter().map(|r| r.meta.episode + 1).max().unwrap_or(0));
+                let key = format!("{agent}@{name}");
+                *slot = match self.store.episodes(Some(&key)) {
+                    Ok(e) => Some(e.iter().map(|r| r.meta.episode + 1).max().unwrap_or(0)),
+                    Err(_) => kept.get(&key).map(|n| n.episode),
+                };
             }
         }
         for (slot, name) in self.first_step.iter_mut().zip(names) {
             if slot.is_none() {
-                *slot =
-                    self.store.decisions(name, DecisionQuery::Last(1)).ok().map(|d| d.last().map_or(0, |r| r.step + 1));
+                *slot = match self.store.decisions(name, DecisionQuery::Last(1)) {
+                    Ok(d) => Some(d.last().map_or(0, |r| r.step + 1)),
+                    Err(_) => kept.get(&format!("{agent}@{name}")).map(|n| n.step),
+                };
             }
         }
     }
@@ -154,8 +195,8 @@ impl EpisodeSink for StoreSink<'_> {
                 started_at_s: now_s(),
             };
             let begun = self.store.begin_episode(&meta);
-            // Refused: its transitions and its close with it (three records).
-            let Some(id) = self.admit(begun, 3)? else { continue };
+            // Refused: the episode is not kept (one record).
+            let Some(id) = self.admit(begun, 1)? else { continue };
             let rows: Vec<Transition> = transitions
                 .iter()
                 .enumerate()
@@ -170,7 +211,7 @@ impl EpisodeSink for StoreSink<'_> {
                 .collect();
             let appended = self.store.append(id, &rows);
             // Refused: the episode stays incomplete in the store, which no training read sees.
-            if self.admit(appended, 2)?.is_none() {
+            if self.admit(appended, 1)?.is_none() {
                 continue;
             }
             let total: f64 = transitions.iter().map(|e| e.reward as f64).sum();
@@ -202,8 +243,9 @@ impl EpisodeSink for StoreSink<'_> {
                 })
             })
             .collect::<Result<Vec<_>, LifecycleError>>()?;
+        let decisions = records.len() as u64;
         let recorded = self.store.record_decisions(&records);
-        self.admit(recorded, 1)?;
+        self.admit(recorded, decisions)?;
         for c in &manager.changes()[self.written_changes..] {
             let recorded = self.store.record_stage_change(&StageRecord {
                 agent: agent.into(),
@@ -216,6 +258,21 @@ impl EpisodeSink for StoreSink<'_> {
             self.admit(recorded, 1)?;
         }
         self.written_changes = manager.changes().len();
+        if let Some(path) = &self.numbering {
+            let mut kept = read_numbering(path);
+            for (i, name) in names.iter().enumerate() {
+                let last_step = log.decisions.iter().filter(|d| &d.app == name).map(|d| d.step + 1).max();
+                let key = format!("{agent}@{name}");
+                let step = match last_step {
+                    Some(s) => first_step.get(i).copied().unwrap_or(0) + s,
+                    // No decision logged this episode: the last count stands.
+                    None => kept.get(&key).map_or(0, |n| n.step),
+                };
+                let next = Next { episode: first.get(i).copied().unwrap_or(0) + episode + 1, step };
+                kept.insert(key, next);
+            }
+            write_numbering(path, &kept);
+        }
         self.judge(manager);
         Ok(())
     }

@@ -51,6 +51,8 @@ impl Variant {
                 // transitions from the first interval, with no fallback in the loop (the
                 // guard's caps and its refusal of unusable observations stay).
                 c.bootstrapping = Some(false);
+                // Nor does a fallback keep acting while it learns, whatever the profile says.
+                c.high_stakes = Some(false);
                 c.online_learning = true;
                 c.fallback_floor = false;
                 // Nothing to act on without the fallback in the loop.
@@ -297,7 +299,7 @@ pub fn run_manager(
 }
 
 /// Apps a live view shows one line each for.
-const LIVE_ROWS: usize = 20;
+const LIVE_ROWS: usize = 12;
 
 /// The lifecycle manager with `agent` over `plan`, scored as `label`; the agent as it ends.
 pub fn run_agent(
@@ -503,13 +505,22 @@ pub struct StoreReport {
     pub pending: usize,
     /// Writes the store refused when they were flushed, kept in the spool's `rejected.jsonl`.
     pub set_aside: u64,
-    /// Records the run could not keep: the store was away and the spool full, so they were
-    /// refused (never acknowledged) while the apps stayed served.
+    /// Records the run could not keep (episodes, decisions, stage changes): the store was away
+    /// and the spool full, so they were refused (never acknowledged) while the apps stayed
+    /// served.
     pub refused: u64,
     /// Why the first of them was refused.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refused_reason: Option<String>,
+    /// Why the store did not answer when the run started (its writes went to the spool from
+    /// the first); absent when it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unreachable_at_start: Option<String>,
 }
+
+/// The file beside the spool's journal where every app's next episode number and store step
+/// are kept ([`crate::record::StoreSink::with_numbering`]).
+pub const NUMBERING: &str = "numbering.json";
 
 /// One application at the end of the run.
 #[derive(Debug, Clone, Serialize)]
@@ -658,8 +669,21 @@ pub fn run_with(
         }
         Some((target, url, spool)) => {
             let mut store = aware_store::open_spooled(&url, Some(&spool), aware_store::DEFAULT_SPOOL_BYTES)?;
+            // A store that does not answer now is written through the spool from the first
+            // record; said at once, in case the URL is wrong rather than the server down.
+            let unreachable = match aware_store::TrajectoryStore::stats(&store) {
+                Err(aware_store::StoreError::Unavailable(why)) => {
+                    progress.log(&format!(
+                        "store {} unreachable: {why}; recording into the spool {} until it answers",
+                        target.url,
+                        spool.display()
+                    ));
+                    Some(why)
+                }
+                _ => None,
+            };
             let config = Variant::Aware.configure(&ManagerConfig { log: true, ..spec.manager.clone() });
-            let mut records = crate::record::StoreSink::new(&mut store);
+            let mut records = crate::record::StoreSink::new(&mut store).with_numbering(spool.join(NUMBERING));
             if let Some(embedder) = embedder {
                 records = records.with_embedder(embedder);
             }
@@ -676,6 +700,7 @@ pub fn run_with(
                 set_aside: store.set_aside(),
                 refused,
                 refused_reason,
+                unreachable_at_start: unreachable,
             };
             (arm, Some(report))
         }

@@ -354,3 +354,36 @@ fn a_corrupted_checkpoint_is_set_aside(agent: aware_lifecycle::Learner, weights:
     assert!(why.contains("old utilisation reward") && why.contains("retrain"), "{why}");
     assert_eq!(fifth.stages, from_scratch.stages);
 }
+
+/// A run restarted while the store is away goes on from where the last run's records end (kept
+/// beside the spool), so that when the store answers, its episodes and steps follow the last
+/// run's instead of colliding with them: nothing is set aside.
+#[test]
+fn a_restart_with_the_store_away_goes_on_numbering_after_the_last_run() {
+    let spec = WorkloadSpec { apps: 2, seed: 11, steps: EPISODE * 3, ..WorkloadSpec::default() };
+    let workload = Workload::load(&spec).unwrap();
+    let plan = Plan::new(&workload, EPISODE * 3, EPISODE).unwrap();
+    let config = ManagerConfig { episode_steps: EPISODE, log: true, ..ManagerConfig::default() };
+    let dir = tempfile::tempdir().unwrap();
+    let store = aware_store::SqliteStore::open(&dir.path().join("aware.db"), aware_store::Sync::Normal).unwrap();
+    let (switchable, switch) = Switchable::new(Box::new(store));
+    let spool = dir.path().join("spool");
+    let numbering = spool.join(aware_lifecycle::run::NUMBERING);
+    let mut spooled = Spooled::new(Box::new(switchable), &spool, 64 << 20).unwrap();
+    for up in [true, false] {
+        switch.set_up(up);
+        let mut sink = StoreSink::new(&mut spooled).with_numbering(numbering.clone());
+        run_manager(&workload, &plan, Variant::Aware, &config, 4, &mut sink, &Silent).unwrap();
+    }
+    switch.set_up(true);
+    spooled.flush().unwrap();
+    assert_eq!((spooled.pending(), spooled.set_aside()), (0, 0), "nothing set aside as a duplicate");
+    for app in workload.apps.iter().map(|a| a.name.as_str()) {
+        let episodes: Vec<u64> =
+            spooled.episodes(Some(&format!("aware@{app}"))).unwrap().iter().map(|r| r.meta.episode).collect();
+        assert_eq!(episodes, (0..6).collect::<Vec<_>>(), "{app}");
+        let steps: Vec<u64> =
+            spooled.decisions(app, DecisionQuery::Last(10_000)).unwrap().iter().map(|d| d.step).collect();
+        assert_eq!(steps, (0..6 * EPISODE).collect::<Vec<_>>(), "{app}: one decision per step");
+    }
+}

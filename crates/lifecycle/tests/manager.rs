@@ -647,13 +647,13 @@ fn under_high_stakes_serving_is_earned_on_the_agents_shadow_rewards_not_the_fall
     }
 }
 
-/// Bootstrapping's offline RL: TD3+BC (α 0.5) against plain TD3 (no behaviour term) trained
-/// offline on the same transitions of the MPA default, each then serving on its own on traffic
-/// neither saw, with the fallback's floor (as the lifecycle serves) and without it. Plain TD3's
+/// Bootstrapping's offline RL: DDPG with TD3+BC's term (α 0.5) against the same DDPG without it
+/// trained offline on the same transitions of the MPA default, each then serving on its own on
+/// traffic neither saw, with the fallback's floor (as the lifecycle serves) and without it. Plain DDPG's
 /// critic, never shown an action the rules did not take, pays it for cutting: its actor cuts
 /// and starves the apps (seeds 3, 5, 8, 13: 217–2,253 SLO-violating intervals of 2,400 floored,
 /// 639–2,400 bare), where TD3+BC stays near the rules (floored 4–11, MPA 0–10). Floored it
-/// also holds fewer core-seconds on seeds 5 and 8; on 3 and 13 plain TD3 holds fewer by
+/// also holds fewer core-seconds on seeds 5 and 8; on 3 and 13 plain DDPG holds fewer by
 /// starving (2 % and 70 % fewer).
 #[test]
 fn td3_bc_beats_plain_ddpg_trained_offline_on_the_same_fallback_data() {
@@ -694,7 +694,7 @@ fn td3_bc_beats_plain_ddpg_trained_offline_on_the_same_fallback_data() {
         let v = |a: &Arm| a.row.summary.slo_violations;
         let r = |a: &Arm| a.row.summary.mean_reward;
         for (what, b, p) in [("floored", &bc.1, &plain.1), ("bare", &bc.2, &plain.2)] {
-            assert!(10 * v(b) <= v(p), "seed {seed} {what}: TD3+BC {} against plain TD3's {}", v(b), v(p));
+            assert!(10 * v(b) <= v(p), "seed {seed} {what}: TD3+BC {} against plain DDPG's {}", v(b), v(p));
             assert!(r(b) > r(p), "seed {seed} {what}: reward {} against {}", r(b), r(p));
         }
         assert!(v(&bc.1) <= v(&mpa) + 10, "seed {seed}: TD3+BC floored {} against MPA's {}", v(&bc.1), v(&mpa));

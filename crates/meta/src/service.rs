@@ -112,15 +112,22 @@ impl<B> MetaService<B> {
         let features = self.meta.config().features;
         let (m, selection) = (self.meta.config().trajectories, self.meta.config().selection);
         let t = self.task(task)?;
+        let refuse = |reason: String| MetaError::Task { task: task.into(), reason };
         if let Some(k) = t.kind.filter(|k| *k != kind) {
             let held = if k == Kind::Trajectories { "RL trajectories" } else { "supervised samples" };
-            return Err(MetaError::Task { task: task.into(), reason: format!("holds {held}: one kind per task") });
+            return Err(refuse(format!("holds {held}: one kind per task")));
         }
-        if let Some(width) = rows.iter().map(Vec::len).find(|w| *w != features) {
-            return Err(MetaError::Features { got: width, expected: features });
+        if rows.is_empty() {
+            return Err(refuse("the inserted trajectory has no step".into()));
         }
-        // Checks emptiness and every value (names the step and component of a bad one).
-        Bundle::new(std::slice::from_ref(&rows))?;
+        if let Some((step, width)) = rows.iter().map(Vec::len).enumerate().find(|(_, w)| *w != features) {
+            return Err(refuse(format!("step {step} has {width} features, the meta-learner reads {features}")));
+        }
+        if let Some((step, c, v)) =
+            rows.iter().enumerate().find_map(|(t, r)| r.iter().position(|v| !v.is_finite()).map(|c| (t, c, r[c])))
+        {
+            return Err(refuse(format!("step {step}: component {c} is {v}")));
+        }
         let arrival = self.arrivals;
         self.arrivals += 1;
         let t = self.task_mut(task)?;
@@ -131,9 +138,10 @@ impl<B> MetaService<B> {
         t.kept.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.arrival.cmp(&b.arrival)));
         let dropped = t.kept.len().saturating_sub(m);
         if dropped > 0 {
-            let best = match selection {
-                Selection::Best => m,
-                Selection::BestAndWorst => m.div_ceil(2),
+            // Supervised batches have no reward to tell the best from the worst: the newest M.
+            let best = match (kind, selection) {
+                (Kind::Samples, _) | (_, Selection::Best) => m,
+                (Kind::Trajectories, Selection::BestAndWorst) => m.div_ceil(2),
             };
             let removed: Vec<u64> = t.kept.drain(best..best + dropped).map(|k| k.arrival).collect();
             // The new trajectory did not make the cut: the kept set is unchanged.
@@ -336,15 +344,14 @@ mod tests {
         let mut bad = trajectory(0.5);
         bad[3].reward = f32::NAN;
         let e = s.insert_trajectory("a", &bad).unwrap_err().to_string();
-        assert_eq!(e, "trajectory 0, step 3: component 2 is NaN");
+        assert_eq!(e, "task a: step 3: component 2 is NaN");
         assert_eq!(s.kept("a").unwrap(), 0, "nothing kept of it");
         let mut wide = trajectory(0.5);
         wide[1].state.push(1.0);
-        assert_eq!(
-            s.insert_trajectory("a", &wide).unwrap_err().to_string(),
-            "steps have 4 features, the meta-learner reads 3"
-        );
-        assert_eq!(s.insert_trajectory("a", &[]).unwrap_err().to_string(), "trajectory 0 has no step");
+        let e = s.insert_trajectory("a", &wide).unwrap_err().to_string();
+        assert_eq!(e, "task a: step 1 has 4 features, the meta-learner reads 3");
+        let e = s.insert_trajectory("a", &[]).unwrap_err().to_string();
+        assert_eq!(e, "task a: the inserted trajectory has no step");
         s.insert_trajectory("a", &trajectory(0.5)).unwrap();
         let e = s.insert_samples("a", &[(vec![1.0, 2.0], vec![3.0])]).unwrap_err().to_string();
         assert_eq!(e, "task a: holds RL trajectories: one kind per task");
@@ -352,16 +359,23 @@ mod tests {
 
     #[test]
     fn supervised_samples_are_embedded_newest_batches_first() {
-        let mut s: MetaService<()> = MetaService::new(learner(Selection::Best));
+        // FLASH's selection too: samples have no reward to pick the worst by.
+        for selection in [Selection::Best, Selection::BestAndWorst] {
+            newest_batches(selection);
+        }
+    }
+
+    fn newest_batches(selection: Selection) {
+        let mut s: MetaService<()> = MetaService::new(learner(selection));
         s.register("regression", ()).unwrap();
         let batch = |k: f32| -> Vec<(Vec<f32>, Vec<f32>)> {
             (0..6).map(|i| (vec![i as f32 * 0.1, k], vec![k * i as f32 * 0.1])).collect()
         };
-        for k in [1.0, 2.0, 3.0, 4.0] {
+        for k in [1.0, 2.0, 3.0, 4.0, 5.0] {
             s.insert_samples("regression", &batch(k)).unwrap();
         }
         let rows = |k: f32| batch(k).into_iter().map(|(x, y)| x.into_iter().chain(y).collect()).collect::<Vec<_>>();
-        let newest = Bundle::new(&[rows(4.0), rows(3.0), rows(2.0)]).unwrap();
+        let newest = Bundle::new(&[rows(5.0), rows(4.0), rows(3.0)]).unwrap();
         let expected = s.meta().embed(&newest).unwrap();
         assert_eq!(s.embedding("regression").unwrap(), expected.as_slice());
     }

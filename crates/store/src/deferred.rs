@@ -68,7 +68,12 @@ impl Deferred {
                 Ok(())
             }
             Err(e) => {
-                *self.last_error.borrow_mut() = e.to_string();
+                // A server that answered and refused (credentials, a newer schema) is not an
+                // outage: said so, the writes keep waiting in the spool for an operator.
+                *self.last_error.borrow_mut() = match e {
+                    StoreError::Unavailable(why) => why,
+                    other => format!("the store answered but refused: {other}"),
+                };
                 let wait = self.wait.get();
                 self.next_attempt.set(Instant::now() + wait);
                 self.wait.set((wait * 2).min(MAX_WAIT));

@@ -88,7 +88,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         steps: args.steps,
         manager: ManagerConfig {
             episode_steps: args.episode_steps,
-            high_stakes: args.high_stakes,
+            // The flag turns it on; without it the profile's `high_stakes` decides.
+            high_stakes: args.high_stakes.then_some(true),
             fallback: args.fallback.clone(),
             agent: args.agent,
             ..ManagerConfig::default()
@@ -153,6 +154,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     if let Some(s) = &report.store {
         outln!("recorded into {} (`aware explain --store {} --app APP`)", s.url, s.url);
+        if let Some(why) = &s.unreachable_at_start {
+            outln!("the store did not answer when the run started: {why}");
+        }
         if s.pending > 0 {
             outln!("{} writes still wait in the spool {} (the store was unreachable at the end)", s.pending, s.spool);
         }
