@@ -1232,3 +1232,22 @@ fn train_meta_keeps_flashs_variant_when_asked() {
     let bad = aware(&["train-meta", "--apps", "4", "--meta-variant", "maml", "--out", "x"]);
     assert_eq!(bad.status.code(), Some(2));
 }
+
+/// `run --meta DIR` takes up the base learner DIR keeps unless `--agent` names the other.
+#[test]
+fn run_with_a_kept_ppo_pool_needs_no_agent_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let kept = dir.path().join("ppo");
+    let kept_s = kept.to_str().unwrap();
+    let args = ["train-meta", "--apps", "4", "--probes", "1", "--episodes", "1", "--episode-steps", "10"];
+    let o =
+        aware(&[&args[..], &["--hidden", "8", "--embedding", "4", "--base-learner", "ppo", "--out", kept_s]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let url = format!("sqlite:{}", dir.path().join("a.db").display());
+    let run =
+        ["run", "--meta", kept_s, "--store", &url, "--apps", "2", "--steps", "20", "--episode-steps", "10", "--json"];
+    let o = aware(&run);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = aware(&[&run[..], &["--agent", "ddpg"]].concat());
+    assert_one_line_error(&o, &["--agent"]);
+}

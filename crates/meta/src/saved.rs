@@ -293,6 +293,18 @@ impl Trained {
         write_atomically(&dir.join(POOL), &text).map_err(|e| file_error(&dir.join(POOL), e.to_string()))
     }
 
+    /// The base learner `dir` keeps (DDPG or PPO), read from its `pool.json` alone, for a
+    /// caller that takes up whichever it holds.
+    pub fn kept_learner(dir: &Path) -> Result<Learner, MetaError> {
+        let path: PathBuf = dir.join(POOL);
+        let text = std::fs::read(&path).map_err(|e| file_error(&path, e.to_string()))?;
+        let pool: PoolFile = serde_json::from_slice(&text).map_err(|e| file_error(&path, e.to_string()))?;
+        if pool.format != FORMAT {
+            return Err(file_error(&path, format!("format {} (this build reads {FORMAT})", pool.format)));
+        }
+        Ok(pool.base_learner)
+    }
+
     /// Reads `dir` back, verifying every file's checksum and that the parts belong together;
     /// `seed` seeds the agent's exploration and the meta-learner's dropout from here on.
     pub fn load(dir: &Path, seed: u64) -> Result<Self, MetaError> {

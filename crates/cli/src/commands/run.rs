@@ -43,10 +43,10 @@ pub struct Args {
     #[arg(long)]
     high_stakes: bool,
     /// The learning agent: ddpg (AWARE's; TD3+BC learns offline from the fallback) or ppo
-    /// (behaviour-clones the fallback). A --checkpoint or --meta DIR that keeps the other
-    /// algorithm is refused.
-    #[arg(long, default_value = "ddpg", value_parser = parse_learner)]
-    agent: Learner,
+    /// (behaviour-clones the fallback). Default: the one a --meta DIR keeps, else ddpg. A
+    /// --checkpoint or --meta DIR that keeps the other algorithm is refused.
+    #[arg(long, value_parser = parse_learner)]
+    agent: Option<Learner>,
     /// Inject an instability scenario: NAME or NAME@STEP (default step: half way).
     #[arg(long)]
     scenario: Option<Scenario>,
@@ -91,7 +91,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
             // The flag turns it on; without it the profile's `high_stakes` decides.
             high_stakes: args.high_stakes.then_some(true),
             fallback: args.fallback.clone(),
-            agent: args.agent,
+            agent: match (args.agent, &args.meta) {
+                (Some(agent), _) => agent,
+                (None, Some(dir)) => aware_meta::saved::Trained::kept_learner(dir)?,
+                (None, None) => Learner::Ddpg,
+            },
             ..ManagerConfig::default()
         },
         seed: args.apps.seed,
