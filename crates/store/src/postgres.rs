@@ -151,6 +151,20 @@ fn redact(url: &str) -> String {
     }
 }
 
+/// How long a connection attempt may take when the URL does not say (`connect_timeout=S`): a
+/// server host that drops packets would otherwise hold every attempt, and with it the run, for
+/// the operating system's TCP timeout (minutes).
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The URL's connection settings, with [`CONNECT_TIMEOUT`] unless it sets its own.
+fn client_config(url: &str) -> Result<postgres::Config, postgres::Error> {
+    let mut config: postgres::Config = url.parse()?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(CONNECT_TIMEOUT);
+    }
+    Ok(config)
+}
+
 fn record(row: &Row) -> EpisodeRecord {
     EpisodeRecord {
         id: row.get(0),
@@ -239,10 +253,11 @@ impl PostgresStore {
     }
 
     fn open_client(url: &str, shown: &str) -> Result<Client, StoreError> {
-        Client::connect(url, NoTls).map_err(|e| {
+        let failed = |e: postgres::Error| {
             let text = format!("{shown}: cannot connect: {}", describe(&e));
             if is_connection_error(&e) { StoreError::Unavailable(text) } else { StoreError::Backend(text) }
-        })
+        };
+        client_config(url).map_err(failed)?.connect(NoTls).map_err(failed)
     }
 
     /// Classifies an error; a lost connection is dropped so that the next call reconnects.
@@ -652,5 +667,19 @@ impl TrajectoryStore for PostgresStore {
             decisions: counts[4],
             stage_changes: counts[5],
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_attempt_is_bounded_unless_the_url_says_otherwise() {
+        let c = client_config("postgres://aware@db.example/aware").unwrap();
+        assert_eq!(c.get_connect_timeout(), Some(&CONNECT_TIMEOUT));
+        let c = client_config("postgres://aware@db.example/aware?connect_timeout=3").unwrap();
+        assert_eq!(c.get_connect_timeout(), Some(&std::time::Duration::from_secs(3)));
+        assert!(client_config("postgres://aware@db.example/aware?connect_timeout=x").is_err());
     }
 }
