@@ -37,8 +37,9 @@ pub struct StoreSink<'s> {
     written_changes: usize,
     embedder: Option<&'s mut dyn WorkloadEmbedder>,
     /// Per app, the number its first episode of this run gets: one past the last the store
-    /// holds for it, so a run into a store an earlier run wrote continues its numbering. `None`
-    /// until the store has answered (asked again at every episode while it is away).
+    /// holds for it, so a run into a store an earlier run wrote continues its numbering (while
+    /// the store is away at the start, the numbering file's; else 0). Asked until the first
+    /// episode is written, then kept.
     first_episode: Vec<Option<u64>>,
     /// Per app, the store step this run's step 0 is recorded as: one past the last decision
     /// the store holds for it, asked until the first decisions are written (then kept, so that
@@ -124,10 +125,11 @@ impl<'s> StoreSink<'s> {
     }
 
     /// Asks the store, for every app it has not answered for yet, one past the highest episode
-    /// number it holds for the app's agent. While the store is away (its writes spooled) the
-    /// app's episodes are numbered from 0 and it is asked again next episode; episodes whose
-    /// numbers then collide with stored ones are set aside (`rejected.jsonl`) when the spool is
-    /// flushed, not lost.
+    /// number it holds for the app's agent, and one past its last decision's step. While the
+    /// store is away (its writes spooled) the numbering file kept beside the spool answers
+    /// ([`StoreSink::with_numbering`]), else the app is numbered from 0; episodes whose numbers
+    /// then collide with stored ones (another writer's) are set aside (`rejected.jsonl`) when
+    /// the spool is flushed, not lost.
     fn number_from_store(&mut self, agent: &str, names: &[String]) {
         self.first_episode.resize(names.len(), None);
         self.first_step.resize(names.len(), None);
@@ -178,7 +180,9 @@ impl EpisodeSink for StoreSink<'_> {
         let names = manager.app_names();
         let agent = agent_name(manager);
         self.number_from_store(agent, &names);
-        let first: Vec<u64> = self.first_episode.iter().map(|f| f.unwrap_or(0)).collect();
+        // Kept from the first episode written on: a number learned later (the store back, with
+        // this run's own spooled episodes in it by then) would make the run's numbers jump.
+        let first: Vec<u64> = self.first_episode.iter_mut().map(|f| *f.get_or_insert(0)).collect();
         let fallback = manager.fallback_name();
         for (i, transitions) in log.transitions.iter().enumerate() {
             let acted = log.agent_acted.get(i).copied().unwrap_or(false);

@@ -387,3 +387,36 @@ fn a_restart_with_the_store_away_goes_on_numbering_after_the_last_run() {
         assert_eq!(steps, (0..6 * EPISODE).collect::<Vec<_>>(), "{app}: one decision per step");
     }
 }
+
+/// A store away at a first run's start and back mid-run: the run's numbers neither jump nor
+/// collide when it answers (they are kept from the first episode written).
+#[test]
+fn a_store_back_mid_run_keeps_the_runs_numbers() {
+    let spec = WorkloadSpec { apps: 2, seed: 11, steps: EPISODE * 4, ..WorkloadSpec::default() };
+    let workload = Workload::load(&spec).unwrap();
+    let plan = Plan::new(&workload, EPISODE * 4, EPISODE).unwrap();
+    let config = ManagerConfig { episode_steps: EPISODE, log: true, ..ManagerConfig::default() };
+    let dir = tempfile::tempdir().unwrap();
+    let store = aware_store::SqliteStore::open(&dir.path().join("aware.db"), aware_store::Sync::Normal).unwrap();
+    let (switchable, switch) = Switchable::new(Box::new(store));
+    switch.set_up(false);
+    let spool = dir.path().join("spool");
+    let mut spooled = Spooled::new(Box::new(switchable), &spool, 64 << 20).unwrap();
+    {
+        let sink = StoreSink::new(&mut spooled).with_numbering(spool.join(aware_lifecycle::run::NUMBERING));
+        let mut outage = Outage { sink, switch: switch.clone(), during: Box::new(|| {}) };
+        let mut sink = Never { outage: &mut outage, from: 0, until: 2 };
+        run_manager(&workload, &plan, Variant::Aware, &config, 4, &mut sink, &Silent).unwrap();
+    }
+    switch.set_up(true);
+    spooled.flush().unwrap();
+    assert_eq!((spooled.pending(), spooled.set_aside()), (0, 0));
+    for app in workload.apps.iter().map(|a| a.name.as_str()) {
+        let episodes: Vec<u64> =
+            spooled.episodes(Some(&format!("aware@{app}"))).unwrap().iter().map(|r| r.meta.episode).collect();
+        assert_eq!(episodes, (0..4).collect::<Vec<_>>(), "{app}");
+        let steps: Vec<u64> =
+            spooled.decisions(app, DecisionQuery::Last(10_000)).unwrap().iter().map(|d| d.step).collect();
+        assert_eq!(steps, (0..4 * EPISODE).collect::<Vec<_>>(), "{app}");
+    }
+}
