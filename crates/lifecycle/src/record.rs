@@ -228,8 +228,9 @@ impl EpisodeSink for StoreSink<'_> {
         // An app whose store was away when its first decisions were written keeps numbering
         // from 0: its steps must not jump once the store answers.
         let first_step: Vec<u64> = self.first_step.iter_mut().map(|f| *f.get_or_insert(0)).collect();
-        let offset =
-            |app: &str| names.iter().position(|n| n == app).and_then(|i| first_step.get(i)).copied().unwrap_or(0);
+        let offsets: std::collections::HashMap<&str, u64> =
+            names.iter().map(String::as_str).zip(first_step.iter().copied()).collect();
+        let offset = |app: &str| offsets.get(app).copied().unwrap_or(0);
         let records = log
             .decisions
             .iter()
@@ -264,8 +265,14 @@ impl EpisodeSink for StoreSink<'_> {
         self.written_changes = manager.changes().len();
         if let Some(path) = &self.numbering {
             let mut kept = read_numbering(path);
+            // One pass over the episode's decisions (thousands of apps, each interval's).
+            let mut last_steps: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
+            for d in &log.decisions {
+                let last = last_steps.entry(d.app.as_str()).or_default();
+                *last = (*last).max(d.step + 1);
+            }
             for (i, name) in names.iter().enumerate() {
-                let last_step = log.decisions.iter().filter(|d| &d.app == name).map(|d| d.step + 1).max();
+                let last_step = last_steps.get(name.as_str()).copied();
                 let key = format!("{agent}@{name}");
                 let step = match last_step {
                     Some(s) => first_step.get(i).copied().unwrap_or(0) + s,
