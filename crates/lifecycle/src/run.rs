@@ -671,7 +671,8 @@ pub fn run_with(
             let mut store = aware_store::open_spooled(&url, Some(&spool), aware_store::DEFAULT_SPOOL_BYTES)?;
             // A store that does not answer now is written through the spool from the first
             // record; said at once, in case the URL is wrong rather than the server down.
-            let unreachable = match aware_store::TrajectoryStore::stats(&store) {
+            // A cheap read (one agent's last reward), not `stats`, which counts every row.
+            let unreachable = match aware_store::TrajectoryStore::last_rewards(&store, crate::record::AGENT, 1) {
                 Err(aware_store::StoreError::Unavailable(why)) => {
                     progress.log(&format!(
                         "store {} unreachable: {why}; recording into the spool {} until it answers",
