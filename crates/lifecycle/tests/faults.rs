@@ -355,21 +355,32 @@ fn a_corrupted_checkpoint_is_set_aside(agent: aware_lifecycle::Learner, weights:
     assert_eq!(fifth.stages, from_scratch.stages);
 }
 
+/// Two apps over `episodes` episodes, the manager logging its decisions.
+fn two_apps(episodes: u64) -> (Workload, Plan, ManagerConfig) {
+    let spec = WorkloadSpec { apps: 2, seed: 11, steps: EPISODE * episodes, ..WorkloadSpec::default() };
+    let workload = Workload::load(&spec).unwrap();
+    let plan = Plan::new(&workload, EPISODE * episodes, EPISODE).unwrap();
+    (workload, plan, ManagerConfig { episode_steps: EPISODE, log: true, ..ManagerConfig::default() })
+}
+
+/// A SQLite store in `dir` that can be switched off, behind a spool there, and the path of the
+/// numbering file beside the spool.
+fn spooled_sqlite(dir: &std::path::Path) -> (Spooled, Switch, std::path::PathBuf) {
+    let store = aware_store::SqliteStore::open(&dir.join("aware.db"), aware_store::Sync::Normal).unwrap();
+    let (switchable, switch) = Switchable::new(Box::new(store));
+    let spool = dir.join("spool");
+    let spooled = Spooled::new(Box::new(switchable), &spool, 64 << 20).unwrap();
+    (spooled, switch, spool.join(aware_lifecycle::run::NUMBERING))
+}
+
 /// A run restarted while the store is away goes on from where the last run's records end (kept
 /// beside the spool), so that when the store answers, its episodes and steps follow the last
 /// run's instead of colliding with them: nothing is set aside.
 #[test]
 fn a_restart_with_the_store_away_goes_on_numbering_after_the_last_run() {
-    let spec = WorkloadSpec { apps: 2, seed: 11, steps: EPISODE * 3, ..WorkloadSpec::default() };
-    let workload = Workload::load(&spec).unwrap();
-    let plan = Plan::new(&workload, EPISODE * 3, EPISODE).unwrap();
-    let config = ManagerConfig { episode_steps: EPISODE, log: true, ..ManagerConfig::default() };
+    let (workload, plan, config) = two_apps(3);
     let dir = tempfile::tempdir().unwrap();
-    let store = aware_store::SqliteStore::open(&dir.path().join("aware.db"), aware_store::Sync::Normal).unwrap();
-    let (switchable, switch) = Switchable::new(Box::new(store));
-    let spool = dir.path().join("spool");
-    let numbering = spool.join(aware_lifecycle::run::NUMBERING);
-    let mut spooled = Spooled::new(Box::new(switchable), &spool, 64 << 20).unwrap();
+    let (mut spooled, switch, numbering) = spooled_sqlite(dir.path());
     for up in [true, false] {
         switch.set_up(up);
         let mut sink = StoreSink::new(&mut spooled).with_numbering(numbering.clone());
@@ -392,18 +403,12 @@ fn a_restart_with_the_store_away_goes_on_numbering_after_the_last_run() {
 /// collide when it answers (they are kept from the first episode written).
 #[test]
 fn a_store_back_mid_run_keeps_the_runs_numbers() {
-    let spec = WorkloadSpec { apps: 2, seed: 11, steps: EPISODE * 4, ..WorkloadSpec::default() };
-    let workload = Workload::load(&spec).unwrap();
-    let plan = Plan::new(&workload, EPISODE * 4, EPISODE).unwrap();
-    let config = ManagerConfig { episode_steps: EPISODE, log: true, ..ManagerConfig::default() };
+    let (workload, plan, config) = two_apps(4);
     let dir = tempfile::tempdir().unwrap();
-    let store = aware_store::SqliteStore::open(&dir.path().join("aware.db"), aware_store::Sync::Normal).unwrap();
-    let (switchable, switch) = Switchable::new(Box::new(store));
+    let (mut spooled, switch, numbering) = spooled_sqlite(dir.path());
     switch.set_up(false);
-    let spool = dir.path().join("spool");
-    let mut spooled = Spooled::new(Box::new(switchable), &spool, 64 << 20).unwrap();
     {
-        let sink = StoreSink::new(&mut spooled).with_numbering(spool.join(aware_lifecycle::run::NUMBERING));
+        let sink = StoreSink::new(&mut spooled).with_numbering(numbering);
         let mut outage = Outage { sink, switch: switch.clone(), during: Box::new(|| {}) };
         let mut sink = Never { outage: &mut outage, from: 0, until: 2 };
         run_manager(&workload, &plan, Variant::Aware, &config, 4, &mut sink, &Silent).unwrap();

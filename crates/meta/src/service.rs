@@ -117,17 +117,17 @@ impl<B> MetaService<B> {
             let held = if k == Kind::Trajectories { "RL trajectories" } else { "supervised samples" };
             return Err(refuse(format!("holds {held}: one kind per task")));
         }
-        if rows.is_empty() {
-            return Err(refuse("the inserted trajectory has no step".into()));
-        }
         if let Some((step, width)) = rows.iter().map(Vec::len).enumerate().find(|(_, w)| *w != features) {
             return Err(refuse(format!("step {step} has {width} features, the meta-learner reads {features}")));
         }
-        if let Some((step, c, v)) =
-            rows.iter().enumerate().find_map(|(t, r)| r.iter().position(|v| !v.is_finite()).map(|c| (t, c, r[c])))
-        {
-            return Err(refuse(format!("step {step}: component {c} is {v}")));
-        }
+        // The bundle's own checks: at least one step, every value finite (step and component).
+        Bundle::new(std::slice::from_ref(&rows)).map_err(|e| {
+            refuse(match e {
+                MetaError::EmptyTrajectory { .. } => "the inserted trajectory has no step".into(),
+                MetaError::BadStep { step, reason, .. } => format!("step {step}: {reason}"),
+                other => other.to_string(),
+            })
+        })?;
         let arrival = self.arrivals;
         self.arrivals += 1;
         let t = self.task_mut(task)?;
