@@ -623,6 +623,8 @@ fn experiment_fig6_reports_similarities_and_draws_the_projection() {
     assert_eq!(v["signature_weight"], 0.5, "the auxiliary task's weight is reported as run");
     assert_eq!(v["embedding_output"], "relu", "and the embedding's output");
     assert_eq!(v["embedding_centring"], false, "and its centring");
+    // Every experiment's JSON has the `policies` list INTERFACES fixes; fig6 runs none.
+    assert_eq!(v["policies"], serde_json::json!([]));
     assert_eq!(v["apps"].as_array().unwrap().len(), 4);
     let pairs = |k: &str| v[k]["pairs"].as_u64().unwrap();
     assert_eq!(pairs("same_sensitivity") + pairs("different_sensitivity") + v["zero_embeddings"].as_u64().unwrap(), 6);

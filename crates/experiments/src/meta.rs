@@ -94,6 +94,10 @@ pub struct Fig6Report {
     pub embedding_output: aware_meta::EmbeddingOutput,
     /// Whether the embeddings are centred on the pool's mean output.
     pub embedding_centring: bool,
+    /// Always empty: fig6 runs no policy, it compares embeddings. The list is there because
+    /// every experiment's JSON carries one (`../shared/INTERFACES.md`), so a script that reads
+    /// `policies` from each experiment reads fig6's too.
+    pub policies: Vec<aware_lab::evaluate::PolicyRow>,
     pub apps: Vec<Fig6App>,
     /// Pairs alike in both sensitivity and load pattern.
     pub within_group: PairSet,
@@ -255,6 +259,7 @@ pub fn fig6(config: &Fig6Config, progress: &dyn Progress) -> Result<Fig6Report, 
         quick: config.quick,
         signature_weight: config.pool.train.signature_weight,
         embedding_output: config.pool.meta.output,
+        policies: Vec::new(),
         embedding_centring: config.pool.meta.centring,
         within_group: pair(&sets[0]),
         across_group: pair(&sets[1]),

@@ -132,6 +132,10 @@ pub struct OodReport {
     pub embedding_centring: bool,
     pub trained_population: &'static str,
     pub excluded_population: &'static str,
+    /// Always empty: the experiment runs no policy, it scores the detector's verdicts (per app
+    /// in `apps`). The list is there because every experiment's JSON carries one
+    /// (`../shared/INTERFACES.md`).
+    pub policies: Vec<aware_lab::evaluate::PolicyRow>,
     pub pool_apps: usize,
     pub unseen_apps: usize,
     pub k: usize,
@@ -285,6 +289,7 @@ pub fn ood(config: &OodConfig, progress: &dyn Progress) -> Result<OodReport, Exp
         embedding_centring: config.pool.meta.centring,
         trained_population: config.trained.name(),
         excluded_population: config.excluded.name(),
+        policies: Vec::new(),
         pool_apps: config.pool_apps,
         unseen_apps: config.unseen_apps,
         k: config.k,
@@ -316,6 +321,8 @@ mod tests {
         let config = OodConfig { pool_apps: 6, unseen_apps: 3, pool, ..OodConfig::quick(3) };
         let r = ood(&config, &aware_lab::progress::Silent).unwrap();
         assert_eq!(r.apps.len(), 6 + 3 + 3);
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["policies"], serde_json::json!([]), "the list every experiment's JSON has");
         let set = |s: &str| r.apps.iter().filter(|a| a.set == s).collect::<Vec<_>>();
         assert!(set("out_of_family").iter().all(|a| a.population == "serverless"));
         assert!(set("in_family").iter().chain(&set("pool")).all(|a| a.population == "microservices"));
