@@ -5,25 +5,62 @@ use std::path::{Path, PathBuf};
 
 use crate::LabError;
 
-/// Writes `text` to `path` atomically (a temporary file beside it, then a rename). A directory
-/// at `path` is refused before anything is written, and a failed write leaves no temporary
-/// file behind. Errors name `path`, never the temporary file the user did not give.
+/// Writes `text` to `path` atomically: a temporary file of a fresh name beside it (never a
+/// file of the user's: a fixed name such as `PATH.tmp` would replace one), then a rename. A
+/// directory at `path` is refused before anything is written, and a failed write leaves no
+/// temporary file behind. A symbolic link is written through (its target replaced, the link
+/// kept), and something that is not a regular file — a FIFO, a device such as `/dev/stdout` or
+/// `/dev/full` — is written into directly, never replaced. A file that exists keeps its
+/// permissions. Errors name `path`, never the temporary file the user did not give.
 pub fn write_atomically(path: &Path, text: &str) -> Result<(), LabError> {
+    use std::io::Write;
+    // tempfile's errors end by naming the temporary file ("… at path \"…\""): the OS's reason
+    // before it is what the user needs.
+    let fail = |e: std::io::Error| {
+        let text = e.to_string();
+        let reason = text.split(" at path ").next().unwrap_or(&text).to_string();
+        LabError::io(path, format!("cannot write: {reason}"))
+    };
     if path.is_dir() {
         return Err(LabError::io(path, "cannot write: is a directory"));
     }
-    let tmp: PathBuf = {
-        let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
-        name.push(".tmp");
-        path.with_file_name(name)
-    };
-    let written = std::fs::write(&tmp, text)
-        .map_err(|e| LabError::io(path, format!("cannot write: {e}")))
-        .and_then(|()| std::fs::rename(&tmp, path).map_err(|e| LabError::io(path, format!("cannot write: {e}"))));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    // Follows links: what is there to be written (`None` when nothing is yet).
+    let existing = std::fs::metadata(path).ok();
+    if let Some(meta) = existing.as_ref().filter(|m| !m.is_file()) {
+        debug_assert!(!meta.is_dir());
+        let mut file = std::fs::OpenOptions::new().write(true).truncate(true).open(path).map_err(fail)?;
+        return file.write_all(text.as_bytes()).and_then(|()| file.flush()).map_err(fail);
     }
-    written
+    // A link (or a chain of them) is replaced at its end, so that the link stays a link.
+    let target: PathBuf = match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => match std::fs::canonicalize(path) {
+            Ok(t) => t,
+            // A dangling link: writing through it makes the file it names.
+            Err(_) => {
+                let mut file = std::fs::File::create(path).map_err(fail)?;
+                return file.write_all(text.as_bytes()).and_then(|()| file.flush()).map_err(fail);
+            }
+        },
+        _ => path.to_path_buf(),
+    };
+    let dir = match target.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".aware-").suffix(".tmp");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        // As `std::fs::write` would make a new file (the umask applies), or as the file was.
+        let mode = existing.as_ref().map_or(0o666, |m| m.permissions().mode() & 0o7777);
+        builder.permissions(std::fs::Permissions::from_mode(mode));
+    }
+    // Dropped unpersisted on any error: the temporary file goes with it.
+    let mut tmp = builder.tempfile_in(dir).map_err(fail)?;
+    tmp.write_all(text.as_bytes()).and_then(|()| tmp.flush()).map_err(fail)?;
+    tmp.persist(&target).map_err(|e| fail(e.error))?;
+    Ok(())
 }
 
 /// Creates `dir` (and its parents) unless it exists.
@@ -143,6 +180,56 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_atomic_write_replaces_only_the_file_it_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("apps.json");
+        // A file of the user's that a fixed temporary name (`apps.json.tmp`) would have taken.
+        let theirs = dir.path().join("apps.json.tmp");
+        std::fs::write(&theirs, "userdata").unwrap();
+        write_atomically(&file, "one").unwrap();
+        write_atomically(&file, "two").unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "two");
+        assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "userdata");
+        let mut names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        names.sort();
+        assert_eq!(names, ["apps.json", "apps.json.tmp"], "no temporary file left");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+            // A file keeps its permissions.
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+            write_atomically(&file, "three").unwrap();
+            assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o640);
+            // A link is written through: it stays a link, its target holds the text.
+            let real = dir.path().join("real.json");
+            std::fs::write(&real, "old").unwrap();
+            let link = dir.path().join("link.json");
+            std::os::unix::fs::symlink(&real, &link).unwrap();
+            write_atomically(&link, "new").unwrap();
+            assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+            assert_eq!(std::fs::read_to_string(&real).unwrap(), "new");
+            // A FIFO is written into, not replaced by a file its reader never sees.
+            let fifo = dir.path().join("fifo");
+            let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+            if made.is_ok_and(|s| s.success()) {
+                let reader = {
+                    let fifo = fifo.clone();
+                    std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+                };
+                write_atomically(&fifo, "through the pipe").unwrap();
+                assert_eq!(reader.join().unwrap(), "through the pipe");
+                assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+            }
+            // A device is written into: `/dev/full` reports the full disk, and stays a device.
+            if std::fs::metadata("/dev/full").is_ok_and(|m| m.file_type().is_char_device()) {
+                let e = write_atomically(Path::new("/dev/full"), "x").unwrap_err().to_string();
+                assert!(e.starts_with("/dev/full: cannot write: "), "{e}");
+                assert!(std::fs::metadata("/dev/full").unwrap().file_type().is_char_device());
+            }
+        }
+    }
+
+    #[test]
     fn a_failed_atomic_write_leaves_nothing_behind() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("out.json");
@@ -159,7 +246,7 @@ mod tests {
         // A missing directory: the error names the file given, not the temporary one beside it.
         let lost = dir.path().join("nope").join("x.json");
         let e = write_atomically(&lost, "{}").unwrap_err().to_string();
-        assert!(e.starts_with(&format!("{}: cannot write: ", lost.display())) && !e.contains("x.json.tmp"), "{e}");
+        assert!(e.starts_with(&format!("{}: cannot write: ", lost.display())) && !e.contains(".aware-"), "{e}");
         // A file where a directory should go is refused; a directory, or nothing yet, is fine.
         let e = refuse_non_directory("--out", &file).unwrap_err().to_string();
         assert!(e.contains("--out") && e.contains("not a directory"), "{e}");
