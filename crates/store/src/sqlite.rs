@@ -182,6 +182,9 @@ impl SqliteStore {
         if version > SCHEMA_VERSION {
             return Err(StoreError::NewerSchema { path, found: version, supported: SCHEMA_VERSION });
         }
+        if version > 0 {
+            Self::check_tables(&conn, &path, version)?;
+        }
         if version == 0 {
             let tables: i64 =
                 conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0)).map_err(backend(&path))?;
@@ -203,6 +206,45 @@ impl SqliteStore {
         }
         let lifecycle_tables = version == 0 || version >= 2 || create;
         Ok(Self { conn, path, in_transaction: false, open: HashMap::new(), lifecycle_tables, tidy: None })
+    }
+
+    /// Refuses a database whose schema version claims an `aware` store but whose tables are
+    /// not this version's (another program's database with a `user_version` of its own): each
+    /// table the version defines must be there with its columns. Checked before a migration
+    /// writes anything.
+    fn check_tables(conn: &Connection, path: &str, version: i64) -> Result<(), StoreError> {
+        let columns = |c: &Connection, table: &str| -> Result<Vec<String>, rusqlite::Error> {
+            let mut stmt = c.prepare("SELECT name FROM pragma_table_info(?1)")?;
+            let names = stmt.query_map([table], |r| r.get::<_, String>(0))?.collect::<Result<Vec<_>, _>>()?;
+            Ok(names)
+        };
+        let reference = Connection::open_in_memory().map_err(backend(path))?;
+        let schema = if version >= 2 { format!("{SCHEMA} {SCHEMA_V2}") } else { SCHEMA.to_string() };
+        reference.execute_batch(&schema).map_err(backend(path))?;
+        let tables: Vec<String> = {
+            let mut stmt = reference
+                .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+                .map_err(backend(path))?;
+            stmt.query_map([], |r| r.get::<_, String>(0))
+                .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+                .map_err(backend(path))?
+        };
+        for table in &tables {
+            let found = columns(conn, table).map_err(backend(path))?;
+            let not_ours = |reason: String| StoreError::Corrupt {
+                path: path.to_string(),
+                reason: format!("not an aware store (schema version {version}, but {reason})"),
+            };
+            if found.is_empty() {
+                return Err(not_ours(format!("no table {table}")));
+            }
+            if let Some(missing) =
+                columns(&reference, table).map_err(backend(path))?.into_iter().find(|c| !found.contains(c))
+            {
+                return Err(not_ours(format!("table {table} has no column {missing}")));
+            }
+        }
+        Ok(())
     }
 
     /// How long a write waits for another writer's lock before answering

@@ -95,6 +95,31 @@ fn a_file_that_is_not_a_store_is_refused_untouched() {
     assert!(SqliteStore::open(&other, Sync::Normal).err().unwrap().to_string().contains("not an aware store"));
 }
 
+/// Another program's database whose own `user_version` reads like one of the store's schema
+/// versions is refused before the migration writes anything into it (its version and tables
+/// stay as they were), for writers and readers.
+#[test]
+fn a_foreign_database_with_a_schema_version_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    for (version, tables, missing) in [
+        (1, "", "no table episodes"),
+        (1, "CREATE TABLE episodes (id INTEGER PRIMARY KEY, name TEXT);", "table episodes has no column agent"),
+        (2, "CREATE TABLE t (x);", "no table"),
+    ] {
+        let path = dir.path().join(format!("foreign-{version}-{}.db", tables.len()));
+        let setup = format!("{tables} PRAGMA user_version = {version};");
+        rusqlite::Connection::open(&path).unwrap().execute_batch(&setup).unwrap();
+        let before = std::fs::read(&path).unwrap();
+        let err = SqliteStore::open(&path, Sync::Normal).err().unwrap();
+        assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
+        let text = err.to_string();
+        assert!(text.contains("not an aware store") && text.contains(missing), "{text}");
+        assert_eq!(std::fs::read(&path).unwrap(), before, "{setup}: nothing written");
+        let err = SqliteStore::open_read_only(&path).err().unwrap().to_string();
+        assert!(err.contains("not an aware store"), "{err}");
+    }
+}
+
 #[test]
 fn wrong_vector_dimension_on_disk_is_reported_on_read() {
     let dir = tempfile::tempdir().unwrap();
