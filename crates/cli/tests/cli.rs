@@ -1253,3 +1253,53 @@ fn run_with_a_kept_ppo_pool_needs_no_agent_flag() {
     let o = aware(&[&run[..], &["--agent", "ddpg"]].concat());
     assert_one_line_error(&o, &["--agent"]);
 }
+
+/// A run refused on its input creates no store and writes none: the policies, the fallback and
+/// the checkpoint directory are checked before the store is opened.
+#[test]
+fn a_run_refused_on_its_input_creates_no_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = |name: &str| dir.path().join(name);
+    let url = |name: &str| format!("sqlite:{}", db(name).display());
+    let missing = format!("rl:{}", dir.path().join("missing").display());
+    let o = aware(&[
+        "compare",
+        "--apps",
+        "1",
+        "--steps",
+        "20",
+        "--policies",
+        &format!("hpa,{missing}"),
+        "--store",
+        &url("a.db"),
+    ]);
+    assert_one_line_error(&o, &["missing"]);
+    let o = aware(&["simulate", "--apps", "1", "--steps", "5", "--policy", &missing, "--store", &url("b.db")]);
+    assert_one_line_error(&o, &["missing"]);
+    // More replicas than the simulator runs: refused naming the flag, before HPA's run is stored.
+    let o = aware(&[
+        "compare",
+        "--apps",
+        "1",
+        "--steps",
+        "20",
+        "--policies",
+        "hpa,fixed:20000x1x64",
+        "--store",
+        &url("c.db"),
+    ]);
+    assert_one_line_error(&o, &["--policies", "fixed:20000x1x64", "10000"]);
+    // An agent checkpoint (as `aware train --out` writes) where a lifecycle one belongs.
+    let trained = dir.path().join("trained");
+    std::fs::create_dir(&trained).unwrap();
+    std::fs::write(trained.join("checkpoint.json"), "{}").unwrap();
+    let run = ["run", "--apps", "1", "--steps", "20", "--episode-steps", "10"];
+    let o = aware(&[&run[..], &["--store", &url("d.db"), "--checkpoint", trained.to_str().unwrap()]].concat());
+    assert_one_line_error(&o, &["--checkpoint", "agent checkpoint"]);
+    let o = aware(&[&run[..], &["--store", &url("e.db"), "--fallback", &missing]].concat());
+    assert_one_line_error(&o, &["--fallback", "learned policy"]);
+    let mut left: Vec<String> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    left.sort();
+    assert_eq!(left, ["trained"], "no store nor spool made");
+}

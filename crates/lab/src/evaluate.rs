@@ -170,6 +170,29 @@ pub fn simulate(
     simulate_observed(workload, policy, steps, store, Vec::new(), progress)
 }
 
+/// Builds every policy of `policies` for every app of `workload` once, before anything is
+/// opened or run: a checkpoint that cannot be loaded, or a `fixed:` allocation beyond what the
+/// simulator runs, is refused naming `flag`, and no store is created nor written by a run that
+/// could not complete.
+pub fn check_policies(workload: &Workload, policies: &[PolicyName], flag: &str) -> Result<(), LabError> {
+    let max = aware_sim::MAX_SIMULATED_REPLICAS;
+    for policy in policies {
+        if let PolicyName::Fixed(f) = policy
+            && f.replicas > max
+        {
+            return Err(LabError::input(
+                flag,
+                format!("{}: {} replicas is more than the simulator runs ({max})", f.spec, f.replicas),
+            ));
+        }
+        let env = workload.env(ActionKind::Continuous, 1, workload.trace_seed);
+        for i in 0..workload.apps.len() {
+            Policy::build(policy, &workload.app_profile(i), Some(&workload.apps[i]), env.slo_p99_ms(i))?;
+        }
+    }
+    Ok(())
+}
+
 /// [`simulate`] with every interval also shown to `observers` (`aware simulate
 /// --serve-metrics`'s exporter).
 pub fn simulate_observed(
@@ -180,6 +203,8 @@ pub fn simulate_observed(
     mut observers: Vec<&mut dyn Observer>,
     progress: &dyn Progress,
 ) -> Result<SimulateReport, LabError> {
+    // Before the store is opened (or created): a refused run leaves nothing behind.
+    check_policies(workload, std::slice::from_ref(policy), "--policy")?;
     let mut opened = store.map(open_store).transpose()?;
     let mut sinks = Sinks {
         store: opened.as_mut().map(|b| b.as_mut() as &mut dyn TrajectoryStore),
@@ -334,6 +359,7 @@ pub fn compare(
     // Before the store is opened (or created): a refused run leaves nothing behind.
     check_policy_list(policies)?;
     check_episode_steps(steps, episode_steps)?;
+    check_policies(workload, policies, "--policies")?;
     let mut opened = store.map(open_store).transpose()?;
     let mut sinks =
         Sinks { store: opened.as_mut().map(|b| b.as_mut() as &mut dyn TrajectoryStore), observers: Vec::new() };

@@ -120,7 +120,7 @@ pub fn kept_algorithm(dir: &Path) -> Option<(PathBuf, String)> {
 /// checkpoint belongs: it would be ignored, the run starting from a fresh agent beside it. And
 /// one holding a meta-trained pool: its `agent/` is the pool's base learner, which taking it up
 /// as a lifecycle checkpoint would set aside and overwrite, breaking the pool.
-fn refuse_agent_checkpoint(dir: &Path) -> Result<(), LifecycleError> {
+pub(crate) fn refuse_agent_checkpoint(dir: &Path) -> Result<(), LifecycleError> {
     if dir.join(KEPT_POOL).exists() {
         return Err(LifecycleError::input(
             format!("--checkpoint {}", dir.display()),

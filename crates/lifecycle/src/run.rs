@@ -630,6 +630,11 @@ pub fn run_with(
     }
     if let Some(dir) = &spec.checkpoint {
         aware_lab::output::refuse_non_directory("--checkpoint", dir)?;
+        crate::checkpoint::refuse_agent_checkpoint(dir)?;
+    }
+    // Refused before the store is opened (or created), as the manager would refuse it.
+    if let Some(why) = spec.manager.fallback_refusal() {
+        return Err(LifecycleError::input("--fallback", why));
     }
     // The store's URL and spool (given, or the URL's default), checked before anything is made
     // (the store first of all): a spool that cannot be one is refused here.
