@@ -15,6 +15,8 @@ pub struct Bar {
     log: bool,
     /// The table's lines, one text-only bar each, below the progress bar.
     rows: Mutex<Vec<ProgressBar>>,
+    /// A line to print once the work begins ([`Bar::with_notice`]).
+    notice: Mutex<Option<String>>,
 }
 
 impl Bar {
@@ -26,7 +28,29 @@ impl Bar {
                 .expect("valid template")
                 .progress_chars("=> "),
         );
-        Bar { multi, bar, log: false, rows: Mutex::new(Vec::new()) }
+        Bar { multi, bar, log: false, rows: Mutex::new(Vec::new()), notice: Mutex::new(None) }
+    }
+
+    /// Prints `line` to stderr when the work begins (its first phase, log line or finish), not
+    /// before: a run refused on its input then says only why (one line), not also what it
+    /// would have served.
+    pub fn with_notice(self, line: String) -> Self {
+        *self.notice.lock().unwrap_or_else(|e| e.into_inner()) = Some(line);
+        self
+    }
+
+    fn print(&self, line: &str) {
+        if self.multi.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            let _ = self.multi.println(line);
+        }
+    }
+
+    fn announce(&self) {
+        if let Some(line) = self.notice.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            self.print(&line);
+        }
     }
 
     /// A bar that also writes the lines a run logs (`aware run`'s stage changes) and draws its
@@ -48,6 +72,7 @@ impl Bar {
 
 impl aware_lab::progress::Progress for Bar {
     fn start(&self, len: u64, label: &str) {
+        self.announce();
         // A new phase: the last one's table goes with it.
         self.clear_rows();
         self.bar.reset();
@@ -65,18 +90,15 @@ impl aware_lab::progress::Progress for Bar {
     }
 
     fn finish(&self) {
+        self.announce();
         self.clear_rows();
         self.bar.finish_and_clear();
     }
 
     fn log(&self, line: &str) {
-        if !self.log {
-            return;
-        }
-        if self.multi.is_hidden() {
-            eprintln!("{line}");
-        } else {
-            let _ = self.multi.println(line);
+        self.announce();
+        if self.log {
+            self.print(line);
         }
     }
 

@@ -1298,6 +1298,11 @@ fn a_run_refused_on_its_input_creates_no_store() {
     assert_one_line_error(&o, &["--checkpoint", "agent checkpoint"]);
     let o = aware(&[&run[..], &["--store", &url("e.db"), "--fallback", &missing]].concat());
     assert_one_line_error(&o, &["--fallback", "learned policy"]);
+    // Nor does it say what it would have served: the refusal is the one line.
+    let o = aware(&[&run[..], &["--metrics-listen", "127.0.0.1:0", "--fallback", &missing]].concat());
+    assert_one_line_error(&o, &["--fallback"]);
+    let o = aware(&["simulate", "--apps", "1", "--steps", "5", "--serve-metrics", "127.0.0.1:0", "--policy", &missing]);
+    assert_one_line_error(&o, &["missing"]);
     let mut left: Vec<String> =
         std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     left.sort();

@@ -384,7 +384,7 @@ pub struct LifecycleArgs {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Applications (default 4 quick, 8 full).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000))]
     apps: Option<u64>,
     /// Episodes per policy (default: table3/fig10 20 quick, 60 full; fig9 24 quick, 64 full).
     #[arg(long, value_parser = clap::value_parser!(u64).range(2..))]

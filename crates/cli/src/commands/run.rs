@@ -103,19 +103,21 @@ pub fn run(args: Args) -> Result<ExitCode> {
         metrics: args.metrics_listen.as_ref().map(|_| LifecycleMetrics::default()),
         checkpoint: args.checkpoint.clone(),
     };
+    let mut bar = Bar::logging();
     let _server = match (&args.metrics_listen, &spec.metrics) {
         (Some(addr), Some(metrics)) => {
             let metrics = metrics.clone();
             let server = aware_kube::http::serve_metrics_in_background(addr, move || metrics.encode())
                 .map_err(|e| anyhow::anyhow!("--metrics-listen: {e}"))?;
-            eprintln!("serving the lifecycle's metrics on http://{}/metrics", server.addr);
+            // Said once the run begins: a run refused on its input says only why.
+            bar = bar.with_notice(format!("serving the lifecycle's metrics on http://{}/metrics", server.addr));
             Some(server)
         }
         _ => None,
     };
     let report = match &args.meta {
-        None => aware_lifecycle::run::run(&spec, &Bar::logging())?,
-        Some(dir) => aware_experiments::lifecycle::run_with_meta(&spec, dir, &Bar::logging())?,
+        None => aware_lifecycle::run::run(&spec, &bar)?,
+        Some(dir) => aware_experiments::lifecycle::run_with_meta(&spec, dir, &bar)?,
     };
     if args.json {
         print_json(&report)?;

@@ -38,12 +38,14 @@ pub struct Args {
 pub fn run(args: Args) -> Result<ExitCode> {
     let workload = args.sim.workload(&args.apps)?;
     let store = workload.recording_store(args.store.as_deref(), args.record);
+    let mut bar = Bar::new();
     let mut exporter = match &args.serve_metrics {
         Some(addr) => {
             let handle = aware_kube::MetricsExporter::new("default")
                 .serve(addr)
                 .map_err(|e| anyhow::anyhow!("--serve-metrics: {e}"))?;
-            eprintln!("serving the simulated pods' metrics on http://{}/metrics", handle.addr());
+            // Said once the run begins: a run refused on its input says only why.
+            bar = bar.with_notice(format!("serving the simulated pods' metrics on http://{}/metrics", handle.addr()));
             let pace = std::time::Duration::from_secs_f64(args.step_seconds.unwrap_or(workload.sim.interval_s));
             Some(aware_kube::ExportingObserver::new(handle, pace))
         }
@@ -52,7 +54,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let observers: Vec<&mut dyn aware_lab::rollout::Observer> =
         exporter.iter_mut().map(|e| e as &mut dyn aware_lab::rollout::Observer).collect();
     let report =
-        aware_lab::evaluate::simulate_observed(&workload, &args.policy, args.sim.steps, store, observers, &Bar::new())?;
+        aware_lab::evaluate::simulate_observed(&workload, &args.policy, args.sim.steps, store, observers, &bar)?;
     if args.json {
         print_json(&report)?;
         return Ok(ExitCode::SUCCESS);
