@@ -230,8 +230,48 @@ fn reader(text: &str) -> csv::Reader<&[u8]> {
     csv::ReaderBuilder::new().has_headers(false).flexible(true).trim(csv::Trim::All).from_reader(text.as_bytes())
 }
 
-fn csv_error(source: &str, e: csv::Error) -> TraceError {
-    let line = e.position().map(|p| p.line());
+/// Line numbers as an editor shows them, read off byte offsets: the csv reader's own count
+/// skips blank lines and counts a CRLF file's lines one short. Records come in order, so each
+/// call counts only the text since the last.
+struct Lines<'t> {
+    text: &'t [u8],
+    byte: usize,
+    line: u64,
+}
+
+impl<'t> Lines<'t> {
+    fn new(text: &'t str) -> Self {
+        Self { text: text.as_bytes(), byte: 0, line: 1 }
+    }
+
+    /// The line the byte at `offset` lies on (line ends: `\n`, `\r\n` or a lone `\r`).
+    fn at(&mut self, offset: u64) -> u64 {
+        let mut offset = (offset as usize).min(self.text.len());
+        // The reader may place a record's start on the line end before it (a CRLF's `\n`).
+        while matches!(self.text.get(offset), Some(b'\r' | b'\n')) {
+            offset += 1;
+        }
+        if offset < self.byte {
+            *self = Self { text: self.text, byte: 0, line: 1 };
+        }
+        let span = &self.text[self.byte..offset];
+        for (i, b) in span.iter().enumerate() {
+            let lone_cr = *b == b'\r' && self.text.get(self.byte + i + 1) != Some(&b'\n');
+            if *b == b'\n' || lone_cr {
+                self.line += 1;
+            }
+        }
+        self.byte = offset;
+        self.line
+    }
+
+    fn of(&mut self, position: Option<&csv::Position>) -> u64 {
+        position.map_or(0, |p| self.at(p.byte()))
+    }
+}
+
+fn csv_error(source: &str, text: &str, e: csv::Error) -> TraceError {
+    let line = e.position().map(|p| Lines::new(text).at(p.byte()));
     let reason = match e.kind() {
         csv::ErrorKind::Utf8 { .. } => "not UTF-8 text".to_string(),
         _ => e.to_string().split_whitespace().collect::<Vec<_>>().join(" "),
@@ -289,7 +329,7 @@ fn parse_azure(text: &str, source: &str) -> Result<Vec<Trace>, TraceError> {
     let header = rows
         .next()
         .transpose()
-        .map_err(|e| csv_error(source, e))?
+        .map_err(|e| csv_error(source, text, e))?
         .ok_or_else(|| TraceError::new(source, None, None, "empty file"))?;
     let minutes = header.len().saturating_sub(4);
     for (i, h) in header.iter().skip(4).enumerate() {
@@ -306,9 +346,10 @@ fn parse_azure(text: &str, source: &str) -> Result<Vec<Trace>, TraceError> {
         return Err(TraceError::new(source, Some(1), None, "Azure header has no minute columns"));
     }
     let mut traces = Vec::new();
+    let mut lines = Lines::new(text);
     for row in rows {
-        let row = row.map_err(|e| csv_error(source, e))?;
-        let line = row.position().map(|p| p.line()).unwrap_or(0);
+        let row = row.map_err(|e| csv_error(source, text, e))?;
+        let line = lines.of(row.position());
         if row.len() != minutes + 4 {
             return Err(TraceError::new(
                 source,
@@ -335,13 +376,16 @@ fn parse_timestamp_count(text: &str, source: &str) -> Result<Trace, TraceError> 
     let mut points: Vec<(u64, f64, f64)> = Vec::new();
     // The first two timestamps as written: two that differ in text may be one float.
     let mut first_written: Vec<String> = Vec::new();
+    let mut lines = Lines::new(text);
+    let mut first_row = true;
     for row in reader(text).into_records() {
-        let row = row.map_err(|e| csv_error(source, e))?;
-        let line = row.position().map(|p| p.line()).unwrap_or(0);
+        let row = row.map_err(|e| csv_error(source, text, e))?;
+        let line = lines.of(row.position());
         if row.iter().all(str::is_empty) {
             continue;
         }
-        if line == 1 && row.get(0).is_some_and(|f| f.eq_ignore_ascii_case("timestamp")) {
+        // The header, if any, is the first row with text (blank lines may come before it).
+        if std::mem::take(&mut first_row) && row.get(0).is_some_and(|f| f.eq_ignore_ascii_case("timestamp")) {
             continue;
         }
         if row.len() != 2 {
@@ -431,6 +475,16 @@ mod tests {
             ("HashOwner,HashApp,HashFunction,Trigger,1,2\no,a,f,http,1,\n", &["t.csv:2", "minute 2", "missing"]),
             ("HashOwner,HashApp,HashFunction,Trigger,1,2\no,a,f,http,1\n", &["t.csv:2", "expected 6 fields"]),
             ("HashOwner,HashApp,HashFunction,Trigger,1,3\n", &["t.csv:1", "minute 2"]),
+            // Lines as an editor numbers them: CRLF line ends, blank lines, a lone CR.
+            ("timestamp,count\r\n0,1\r\n60,2\r\n120,3\r\n180,x\r\n", &["t.csv:5", "count", "not a number"]),
+            ("timestamp,count\r\n0,1\r\n60,2\r\n120,3\r\n240,3\r\n", &["t.csv:5", "gap"]),
+            ("timestamp,count\n0,1\n\n\n\n\n60,x\n", &["t.csv:7", "count"]),
+            ("\n\ntimestamp,count\n0,1\n60,x\n", &["t.csv:5", "count"]),
+            ("timestamp,count\r0,1\r60,x\r", &["t.csv:3", "count"]),
+            (
+                "HashOwner,HashApp,HashFunction,Trigger,1,2\r\no,a,f,http,1,2\r\n\r\no,a,g,http,1,-2\r\n",
+                &["t.csv:4", "minute 2"],
+            ),
         ];
         for (text, wants) in cases {
             let err = parse_traces(text, "t.csv").unwrap_err().to_string();
