@@ -231,6 +231,28 @@ impl CheckpointSink {
                 kind(residual)
             )));
         }
+        // What no run writes: a hand-edited file, refused as a changed one is.
+        if file.episodes > crate::run::MAX_EPISODES {
+            return Err(bad(format!(
+                "episodes {} is more than a run finishes ({})",
+                file.episodes,
+                crate::run::MAX_EPISODES
+            )));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for entry in &file.apps {
+            if !seen.insert(entry.app.as_str()) {
+                return Err(bad(format!("app {} is listed twice", entry.app)));
+            }
+            if entry.state.behind >= crate::algorithm::DEGRADATION_EPISODES {
+                return Err(bad(format!(
+                    "app {}: behind {} (a lifecycle goes back to offline at {})",
+                    entry.app,
+                    entry.state.behind,
+                    crate::algorithm::DEGRADATION_EPISODES
+                )));
+            }
+        }
         // The agent's metadata is verified before anything in it is used: a changed
         // `checkpoint.json` (its hyper-parameters build the networks) is refused here, and
         // loading then checks each weight file against the checksums it lists.
@@ -414,6 +436,32 @@ mod tests {
             assert_eq!(std::fs::read(aside.join(AGENT).join(METADATA)).unwrap(), changed);
             assert!(aside.join(LIFECYCLE).exists());
             assert!(!ckpt.join(AGENT).exists() && !ckpt.join(LIFECYCLE).exists());
+        }
+    }
+
+    /// A hand-edited `lifecycle.json` holding what no run writes (an app twice, a count past
+    /// its bound) is set aside as a changed agent is, and every app starts over.
+    #[test]
+    fn a_lifecycle_file_no_run_wrote_is_set_aside() {
+        let workload = workload(2);
+        let edits: [(&str, fn(&mut serde_json::Value)); 3] = [
+            ("listed twice", |v| {
+                let first = v["apps"][0].clone();
+                v["apps"].as_array_mut().unwrap().push(first);
+            }),
+            ("behind", |v| v["apps"][0]["behind"] = u64::MAX.into()),
+            ("episodes", |v| v["episodes"] = u64::MAX.into()),
+        ];
+        for (why, edit) in edits {
+            let dir = tempfile::tempdir().unwrap();
+            let ckpt = dir.path().join("ckpt");
+            save(&ckpt, &workload, Learner::Ddpg);
+            edit_json(&ckpt.join(LIFECYCLE), edit);
+            let err = read(&ckpt, 0).err().expect("refused").to_string();
+            assert!(err.contains("lifecycle.json") && err.contains(why), "{why}: {err}");
+            let report = take_up(&ckpt, &workload, Learner::Ddpg);
+            assert!(!report.restored && report.rejected.as_deref().is_some_and(|r| r.contains(why)), "{report:?}");
+            assert!(ckpt.join("rejected-1").join(LIFECYCLE).exists());
         }
     }
 
