@@ -344,6 +344,11 @@ impl OodDetector {
         self.threshold
     }
 
+    /// How many pool embeddings the detector compares against.
+    pub fn pool_size(&self) -> usize {
+        self.pool.len()
+    }
+
     /// The input tests' thresholds (signature, persistence), where fitted.
     pub fn input_thresholds(&self) -> Option<(f32, f32)> {
         self.inputs.as_ref().map(|t| (t.signature_threshold, t.persistence_threshold))
@@ -362,8 +367,9 @@ impl OodDetector {
         if let Some(i) = self.pool.iter().position(|e| e.len() != width || e.iter().any(|v| !v.is_finite())) {
             return bad(format!("pool embedding {i} is not {width} finite values"));
         }
-        if !self.threshold.is_finite() {
-            return bad(format!("threshold {} is not finite", self.threshold));
+        // Distances are never negative: a negative threshold would flag every workload.
+        if !(self.threshold.is_finite() && self.threshold >= 0.0) {
+            return bad(format!("threshold {} is not a finite distance ≥ 0", self.threshold));
         }
         if let Some(t) = &self.inputs {
             t.signature.check("signature", 2 * features).or_else(&bad)?;
@@ -373,8 +379,12 @@ impl OodDetector {
                     return bad(format!("{} {name} profiles for {} pool embeddings", pool.len(), self.pool.len()));
                 }
             }
-            if !(t.signature_threshold.is_finite() && t.persistence_threshold.is_finite()) {
-                return bad("an input test's threshold is not finite".into());
+            if !(t.signature_threshold.is_finite()
+                && t.persistence_threshold.is_finite()
+                && t.signature_threshold >= 0.0
+                && t.persistence_threshold >= 0.0)
+            {
+                return bad("an input test's threshold is not a finite score ≥ 0".into());
             }
         }
         Ok(())

@@ -314,6 +314,24 @@ impl Trained {
         if pool.format != FORMAT {
             return Err(file_error(&path, format!("format {} (this build reads {FORMAT})", pool.format)));
         }
+        // What no `train-meta` writes: a new app's embedding is read from its first `probes`
+        // episodes, and the detector compares it with a pool of apps.
+        if pool.probes == 0 {
+            return Err(file_error(&path, "probes: 0 (an embedding is read from at least one probe episode)".into()));
+        }
+        if pool.episode_steps == 0 {
+            return Err(file_error(&path, "episode_steps: 0".into()));
+        }
+        if pool.pool_apps.len() != pool.ood.pool_size() {
+            return Err(file_error(
+                &path,
+                format!(
+                    "pool_apps: {} names for the detector's {} pool embeddings",
+                    pool.pool_apps.len(),
+                    pool.ood.pool_size()
+                ),
+            ));
+        }
         let (meta_dir, agent_dir) = (dir.join(META), dir.join(AGENT));
         for (part, want) in [(&meta_dir, &pool.meta_metadata_sha256), (&agent_dir, &pool.agent_metadata_sha256)] {
             if &metadata_sha(part)? != want {
@@ -410,8 +428,22 @@ mod tests {
         let err = Trained::load(&b, 7).err().unwrap().to_string();
         assert!(err.contains("actor.safetensors"), "{err}");
 
-        // A detector no fitting could have made.
+        // A pool file no `train-meta` wrote (hand-edited): refused naming the field.
         let text = std::fs::read_to_string(b.join(POOL)).unwrap();
+        let edits: [(fn(&mut serde_json::Value), &str); 4] = [
+            (|j| j["probes"] = 0.into(), "probes: 0"),
+            (|j| j["pool_apps"] = serde_json::json!([]), "pool_apps: 0 names"),
+            (|j| j["ood"]["threshold"] = (-1.0).into(), "threshold -1 is not a finite distance"),
+            (|j| j["ood"]["inputs"]["signature_threshold"] = (-1.0).into(), "input test's threshold"),
+        ];
+        for (edit, want) in edits {
+            let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
+            edit(&mut json);
+            std::fs::write(b.join(POOL), json.to_string()).unwrap();
+            let err = Trained::load(&b, 7).err().unwrap().to_string();
+            assert!(err.contains("pool.json") && err.contains(want), "{want}: {err}");
+        }
+        // A detector no fitting could have made.
         let mut json: serde_json::Value = serde_json::from_str(&text).unwrap();
         json["ood"]["pool"] = serde_json::json!([]);
         std::fs::write(b.join(POOL), json.to_string()).unwrap();
