@@ -120,11 +120,24 @@ fn backend(path: &str) -> impl Fn(rusqlite::Error) -> StoreError + '_ {
     }
 }
 
+/// A device, FIFO or socket is no store file: SQLite would fail on it with a bare I/O error,
+/// and leave its journal (`/dev/null-journal`) beside it.
+fn refuse_special_file(path: &Path) -> Result<(), StoreError> {
+    match std::fs::metadata(path) {
+        Ok(meta) if !meta.is_file() && !meta.is_dir() => Err(StoreError::Invalid(format!(
+            "{}: not a regular file (a store is a SQLite database file)",
+            path.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 impl SqliteStore {
     /// Opens (creating if needed) a store for writing. A newer schema, a read-only file or a
     /// file that is not an `aware` store is refused before anything is written.
     pub fn open(path: &Path, sync: Sync) -> Result<Self, StoreError> {
         let p = path.display().to_string();
+        refuse_special_file(path)?;
         if let Ok(meta) = std::fs::metadata(path)
             && meta.permissions().readonly()
         {
@@ -156,6 +169,7 @@ impl SqliteStore {
         if !path.exists() {
             return Err(StoreError::Invalid(format!("{p}: no such store")));
         }
+        refuse_special_file(path)?;
         // A reader of a WAL store makes its `-wal` and `-shm` files and, being read-only, cannot
         // remove them when it closes; noted here so that [`Drop`] can.
         let untouched = !journal_path(path, "-wal").exists() && !journal_path(path, "-shm").exists();

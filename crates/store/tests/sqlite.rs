@@ -118,6 +118,16 @@ fn a_foreign_database_with_a_schema_version_is_refused_untouched() {
         let err = SqliteStore::open_read_only(&path).err().unwrap().to_string();
         assert!(err.contains("not an aware store"), "{err}");
     }
+    // A device is no store file, for writers and readers, and nothing is left beside it.
+    if std::path::Path::new("/dev/null").exists() {
+        for err in [
+            SqliteStore::open(std::path::Path::new("/dev/null"), Sync::Normal).err().unwrap(),
+            SqliteStore::open_read_only(std::path::Path::new("/dev/null")).err().unwrap(),
+        ] {
+            assert!(err.to_string().contains("not a regular file"), "{err}");
+        }
+        assert!(!std::path::Path::new("/dev/null-journal").exists());
+    }
 }
 
 #[test]

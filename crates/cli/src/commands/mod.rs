@@ -170,8 +170,8 @@ fn signature_weight(text: &str) -> Result<f32, String> {
 /// Simulator options shared by `simulate`, `compare` and `train`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct SimArgs {
-    /// Control intervals to simulate (15 s each).
-    #[arg(long, default_value_t = 240, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Control intervals to simulate (15 s each; at most 10⁹, as `aware run`).
+    #[arg(long, default_value_t = 240, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
     pub steps: u64,
     /// Inject an instability scenario: NAME or NAME@STEP (default step: half way).
     #[arg(long)]

@@ -18,13 +18,13 @@ pub struct Args {
     apps: AppsArgs,
     /// Episodes the fallback probes every pool app (each app's embedding is read from them; the
     /// lifecycle reads a new app's from as many of its first episodes).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=1_000))]
     probes: u64,
     /// Episodes the conditioned base learner and the meta-learner then train on every pool app.
-    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     episodes: u64,
     /// Intervals per episode (`aware run`'s default is 100).
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     episode_steps: u64,
     /// Hidden width of the meta-learner's GRU layers and of its first FC layer (AWARE: 256).
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=4096))]
