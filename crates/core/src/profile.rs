@@ -776,6 +776,16 @@ pub fn syntax_error_line(source: &str, text: &str, error: &serde_saphyr::Error) 
     let options = serde_saphyr::render_options! { snippets: serde_saphyr::SnippetMode::Off };
     let message = error.render_with_options(options);
     let mut message = message.split_whitespace().collect::<Vec<_>>().join(" ");
+    // The parser's advice to its programmer, not to the file's author.
+    for (hint, instead) in [
+        (", set DuplicateKeyPolicy in Options if acceptable", ""),
+        (
+            "; use from_str_multiple or from_str_multiple_with_options",
+            " (a file holds one YAML document: remove the `---` and what follows, or merge them)",
+        ),
+    ] {
+        message = message.replace(hint, instead);
+    }
     match error.location() {
         Some(l) if l != Location::UNKNOWN => {
             let (line, column) = (l.line(), l.column());
@@ -894,10 +904,14 @@ mod tests {
             ("simulation:\n  startup_cpu_fraction: 2\n", &["simulation.startup_cpu_fraction", "[0, 1]"]),
             ("simulation:\n  nodes: 0\n", &["p.yaml:2:", "simulation.nodes"]),
             ("simulation:\n  scrape_lag: 3\n", &["p.yaml:2:", "scrape_lag"]),
+            // Said to the file's author, not in the parser's terms.
+            ("reward:\n  alpha: 0.5\nreward:\n  alpha: 0.6\n", &["p.yaml:3:", "duplicate mapping key: reward"]),
+            ("app: x\n---\napp: y\n", &["p.yaml:3:", "one YAML document"]),
         ];
         for (yaml, wants) in cases {
             let err = Profile::parse(yaml, "p.yaml").unwrap_err().to_string();
             assert!(!err.contains('\n'), "error must be one line: {err:?}");
+            assert!(!err.contains("Options") && !err.contains("from_str"), "{err}");
             for want in *wants {
                 assert!(err.contains(want), "{yaml:?}: error {err:?} lacks {want:?}");
             }
