@@ -138,7 +138,21 @@ fn one_line(e: &anyhow::Error) -> String {
         }
         previous = text;
     }
-    line
+    shortened(line)
+}
+
+/// A line longer than a screenful (a 10 MB app name echoed back, a 300-digit number) keeps its
+/// start, which names the flag, file or field, and its end, which says why; the middle goes.
+fn shortened(line: String) -> String {
+    const HEAD: usize = 1_500;
+    const TAIL: usize = 500;
+    let chars = line.chars().count();
+    if chars <= HEAD + TAIL + 100 {
+        return line;
+    }
+    let head: String = line.chars().take(HEAD).collect();
+    let tail: String = line.chars().skip(chars - TAIL).collect();
+    format!("{head} … ({} characters left out) … {tail}", chars - HEAD - TAIL)
 }
 
 #[cfg(test)]
@@ -174,5 +188,12 @@ mod tests {
         let eof = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "EOF");
         let e = anyhow::Error::new(eof).context("reading /data/EOF/t.csv");
         assert_eq!(one_line(&e), "reading /data/EOF/t.csv: EOF");
+        // A huge one keeps both ends.
+        let name = "x".repeat(10_000_000);
+        let e = anyhow::anyhow!("app {name} is unknown").context("--input obs.json: observation.app");
+        let line = one_line(&e);
+        assert!(line.len() < 2_200 && !line.contains('\n'), "{}", line.len());
+        assert!(line.starts_with("--input obs.json: observation.app: app xxx") && line.ends_with("xxx is unknown"));
+        assert!(line.contains("(9998050 characters left out)"), "{}", &line[1_490..1_560]);
     }
 }
