@@ -444,7 +444,8 @@ mod tests {
     #[test]
     fn a_lifecycle_file_no_run_wrote_is_set_aside() {
         let workload = workload(2);
-        let edits: [(&str, fn(&mut serde_json::Value)); 3] = [
+        type Edit = fn(&mut serde_json::Value);
+        let edits: [(&str, Edit); 3] = [
             ("listed twice", |v| {
                 let first = v["apps"][0].clone();
                 v["apps"].as_array_mut().unwrap().push(first);

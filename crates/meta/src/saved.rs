@@ -430,7 +430,8 @@ mod tests {
 
         // A pool file no `train-meta` wrote (hand-edited): refused naming the field.
         let text = std::fs::read_to_string(b.join(POOL)).unwrap();
-        let edits: [(fn(&mut serde_json::Value), &str); 4] = [
+        type Edit = fn(&mut serde_json::Value);
+        let edits: [(Edit, &str); 4] = [
             (|j| j["probes"] = 0.into(), "probes: 0"),
             (|j| j["pool_apps"] = serde_json::json!([]), "pool_apps: 0 names"),
             (|j| j["ood"]["threshold"] = (-1.0).into(), "threshold -1 is not a finite distance"),
