@@ -1262,32 +1262,15 @@ fn a_run_refused_on_its_input_creates_no_store() {
     let db = |name: &str| dir.path().join(name);
     let url = |name: &str| format!("sqlite:{}", db(name).display());
     let missing = format!("rl:{}", dir.path().join("missing").display());
-    let o = aware(&[
-        "compare",
-        "--apps",
-        "1",
-        "--steps",
-        "20",
-        "--policies",
-        &format!("hpa,{missing}"),
-        "--store",
-        &url("a.db"),
-    ]);
+    let compare = |policies: &str, db: &str| {
+        aware(&["compare", "--apps", "1", "--steps", "20", "--policies", policies, "--store", &url(db)])
+    };
+    let o = compare(&format!("hpa,{missing}"), "a.db");
     assert_one_line_error(&o, &["missing"]);
     let o = aware(&["simulate", "--apps", "1", "--steps", "5", "--policy", &missing, "--store", &url("b.db")]);
     assert_one_line_error(&o, &["missing"]);
     // More replicas than the simulator runs: refused naming the flag, before HPA's run is stored.
-    let o = aware(&[
-        "compare",
-        "--apps",
-        "1",
-        "--steps",
-        "20",
-        "--policies",
-        "hpa,fixed:20000x1x64",
-        "--store",
-        &url("c.db"),
-    ]);
+    let o = compare("hpa,fixed:20000x1x64", "c.db");
     assert_one_line_error(&o, &["--policies", "fixed:20000x1x64", "10000"]);
     // An agent checkpoint (as `aware train --out` writes) where a lifecycle one belongs.
     let trained = dir.path().join("trained");
