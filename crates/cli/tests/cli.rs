@@ -1290,4 +1290,30 @@ fn a_run_refused_on_its_input_creates_no_store() {
         std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     left.sort();
     assert_eq!(left, ["trained"], "no store nor spool made");
+    // A run that begins says where its metrics are served.
+    let o = aware(&[&run[..], &["--metrics-listen", "127.0.0.1:0", "--json"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("serving the lifecycle's metrics on http://127.0.0.1:"), "{}", stderr(&o));
+}
+
+/// `--out /dev/stdout` with stdout redirected to a file writes into that file, after what was
+/// there: the file is neither replaced by a rename nor truncated.
+#[cfg(target_os = "linux")]
+#[test]
+fn out_to_dev_stdout_writes_into_the_file_stdout_goes_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log.txt");
+    std::fs::write(&log, "before\n").unwrap();
+    let appending = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_aware"))
+        .args(["generate", "--apps", "1", "--json", "--out", "/dev/stdout"])
+        .stdout(appending)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.starts_with("before\n") && text.matches("\"peak_replicas\"").count() == 2, "{text}");
+    assert!(std::fs::symlink_metadata(&log).unwrap().file_type().is_file());
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, ["log.txt"]);
 }

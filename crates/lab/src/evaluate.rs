@@ -170,12 +170,14 @@ pub fn simulate(
     simulate_observed(workload, policy, steps, store, Vec::new(), progress)
 }
 
-/// Builds every policy of `policies` for every app of `workload` once, before anything is
-/// opened or run: a checkpoint that cannot be loaded, or a `fixed:` allocation beyond what the
-/// simulator runs, is refused naming `flag`, and no store is created nor written by a run that
-/// could not complete.
+/// Builds every policy of `policies` for every app of `workload` once (a checkpoint for the
+/// first app only), before anything is opened or run: a checkpoint that cannot be loaded (its
+/// error names the directory) or a `fixed:` allocation beyond what the simulator runs (named
+/// by `flag`) is refused, and no store is created nor written by a run that could not
+/// complete.
 pub fn check_policies(workload: &Workload, policies: &[PolicyName], flag: &str) -> Result<(), LabError> {
     let max = aware_sim::MAX_SIMULATED_REPLICAS;
+    let env = workload.env(ActionKind::Continuous, 1, workload.trace_seed);
     for policy in policies {
         if let PolicyName::Fixed(f) = policy
             && f.replicas > max
@@ -185,8 +187,9 @@ pub fn check_policies(workload: &Workload, policies: &[PolicyName], flag: &str) 
                 format!("{}: {} replicas is more than the simulator runs ({max})", f.spec, f.replicas),
             ));
         }
-        let env = workload.env(ActionKind::Continuous, 1, workload.trace_seed);
-        for i in 0..workload.apps.len() {
+        // A checkpoint is the same for every app: loaded (and verified) once here.
+        let apps = if matches!(policy, PolicyName::Rl(_)) { workload.apps.len().min(1) } else { workload.apps.len() };
+        for i in 0..apps {
             Policy::build(policy, &workload.app_profile(i), Some(&workload.apps[i]), env.slo_p99_ms(i))?;
         }
     }

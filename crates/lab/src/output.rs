@@ -9,9 +9,11 @@ use crate::LabError;
 /// file of the user's: a fixed name such as `PATH.tmp` would replace one), then a rename. A
 /// directory at `path` is refused before anything is written, and a failed write leaves no
 /// temporary file behind. A symbolic link is written through (its target replaced, the link
-/// kept), and something that is not a regular file — a FIFO, a device such as `/dev/stdout` or
-/// `/dev/full` — is written into directly, never replaced. A file that exists keeps its
-/// permissions. Errors name `path`, never the temporary file the user did not give.
+/// kept), and something that is not a regular file — a FIFO, a device — or a path under
+/// `/dev` or `/proc` (`/dev/stdout`, even when it leads to a file the shell redirected to) is
+/// written into directly, never replaced. A file that exists keeps its permissions (a new one
+/// gets what `std::fs::write` would give it). Errors name `path`, never the temporary file the
+/// user did not give.
 pub fn write_atomically(path: &Path, text: &str) -> Result<(), LabError> {
     use std::io::Write;
     // tempfile's errors end by naming the temporary file ("… at path \"…\""): the OS's reason
@@ -21,25 +23,28 @@ pub fn write_atomically(path: &Path, text: &str) -> Result<(), LabError> {
         let reason = text.split(" at path ").next().unwrap_or(&text).to_string();
         LabError::io(path, format!("cannot write: {reason}"))
     };
+    let write_into = |file: std::io::Result<std::fs::File>| {
+        let mut file = file.map_err(fail)?;
+        file.write_all(text.as_bytes()).and_then(|()| file.flush()).map_err(fail)
+    };
     if path.is_dir() {
         return Err(LabError::io(path, "cannot write: is a directory"));
     }
     // Follows links: what is there to be written (`None` when nothing is yet).
     let existing = std::fs::metadata(path).ok();
-    if let Some(meta) = existing.as_ref().filter(|m| !m.is_file()) {
-        debug_assert!(!meta.is_dir());
-        let mut file = std::fs::OpenOptions::new().write(true).truncate(true).open(path).map_err(fail)?;
-        return file.write_all(text.as_bytes()).and_then(|()| file.flush()).map_err(fail);
+    let system = |p: &Path| p.starts_with("/dev") || p.starts_with("/proc");
+    let resolved = std::fs::canonicalize(path).ok();
+    if existing.as_ref().is_some_and(|m| !m.is_file()) || system(path) || resolved.as_deref().is_some_and(system) {
+        // Appended to, never truncated: a file behind `/dev/stdout` (reopened through
+        // `/proc/self/fd`) is written after what the shell and the process put there.
+        return write_into(std::fs::OpenOptions::new().append(true).open(path));
     }
     // A link (or a chain of them) is replaced at its end, so that the link stays a link.
     let target: PathBuf = match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => match std::fs::canonicalize(path) {
-            Ok(t) => t,
+        Ok(m) if m.file_type().is_symlink() => match resolved {
+            Some(t) => t,
             // A dangling link: writing through it makes the file it names.
-            Err(_) => {
-                let mut file = std::fs::File::create(path).map_err(fail)?;
-                return file.write_all(text.as_bytes()).and_then(|()| file.flush()).map_err(fail);
-            }
+            None => return write_into(std::fs::File::create(path)),
         },
         _ => path.to_path_buf(),
     };
@@ -52,12 +57,18 @@ pub fn write_atomically(path: &Path, text: &str) -> Result<(), LabError> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        // As `std::fs::write` would make a new file (the umask applies), or as the file was.
-        let mode = existing.as_ref().map_or(0o666, |m| m.permissions().mode() & 0o7777);
-        builder.permissions(std::fs::Permissions::from_mode(mode));
+        // A new file's mode as `std::fs::write` makes it (0o666 less the umask).
+        builder.permissions(std::fs::Permissions::from_mode(0o666));
     }
     // Dropped unpersisted on any error: the temporary file goes with it.
     let mut tmp = builder.tempfile_in(dir).map_err(fail)?;
+    #[cfg(unix)]
+    if let Some(meta) = &existing {
+        use std::os::unix::fs::PermissionsExt;
+        // The file's own mode, set exactly (the umask does not apply to a chmod).
+        let mode = meta.permissions().mode() & 0o777;
+        tmp.as_file().set_permissions(std::fs::Permissions::from_mode(mode)).map_err(fail)?;
+    }
     tmp.write_all(text.as_bytes()).and_then(|()| tmp.flush()).map_err(fail)?;
     tmp.persist(&target).map_err(|e| fail(e.error))?;
     Ok(())
@@ -197,9 +208,11 @@ mod tests {
         {
             use std::os::unix::fs::{FileTypeExt, PermissionsExt};
             // A file keeps its permissions.
-            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
-            write_atomically(&file, "three").unwrap();
-            assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o640);
+            for mode in [0o640, 0o664, 0o666] {
+                std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+                write_atomically(&file, "three").unwrap();
+                assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o7777, mode, "{mode:o}");
+            }
             // A link is written through: it stays a link, its target holds the text.
             let real = dir.path().join("real.json");
             std::fs::write(&real, "old").unwrap();
@@ -211,13 +224,17 @@ mod tests {
             // A FIFO is written into, not replaced by a file its reader never sees.
             let fifo = dir.path().join("fifo");
             let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+            #[cfg(target_os = "linux")]
             if made.is_ok_and(|s| s.success()) {
-                let reader = {
-                    let fifo = fifo.clone();
-                    std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
-                };
+                use std::io::Read;
+                use std::os::unix::fs::OpenOptionsExt;
+                // Opened for reading first without blocking (O_NONBLOCK), so that neither side
+                // waits for the other: were the FIFO replaced, the reader would read nothing.
+                let mut reader = std::fs::OpenOptions::new().read(true).custom_flags(0o4000).open(&fifo).unwrap();
                 write_atomically(&fifo, "through the pipe").unwrap();
-                assert_eq!(reader.join().unwrap(), "through the pipe");
+                let mut got = String::new();
+                reader.read_to_string(&mut got).unwrap();
+                assert_eq!(got, "through the pipe");
                 assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
             }
             // A device is written into: `/dev/full` reports the full disk, and stays a device.

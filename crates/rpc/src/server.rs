@@ -47,7 +47,7 @@ pub enum ServeError {
     #[error("--token-file {0}: the token file is empty (after trimming whitespace)")]
     EmptyToken(PathBuf),
     #[error(
-        "--token-file {0}: the token holds a character other than visible ASCII or a space (a line break, a control or non-ASCII byte), which no client can send in its authorization header"
+        "--token-file {0}: the token holds a character other than visible ASCII, a space or a tab (a line break, a control or non-ASCII byte), which no client can send in its authorization header"
     )]
     UnsendableToken(PathBuf),
     #[error("--listen: cannot listen on {addr}: {source}")]
@@ -144,7 +144,7 @@ pub fn read_token_file(path: &Path) -> Result<String, ServeError> {
         return Err(ServeError::EmptyToken(path.to_path_buf()));
     }
     // What an HTTP/2 header value carries (`Bearer TOKEN`), so what a client can present.
-    if !token.chars().all(|c| c == ' ' || c.is_ascii_graphic()) {
+    if !token.chars().all(|c| c == ' ' || c == '\t' || c.is_ascii_graphic()) {
         return Err(ServeError::UnsendableToken(path.to_path_buf()));
     }
     Ok(token.to_string())
@@ -692,7 +692,7 @@ mod tests {
         let e = read_token_file(&dir.path().join("nope")).unwrap_err().to_string();
         assert!(e.starts_with("--token-file ") && e.contains("nope: cannot read"), "{e}");
         // A token no client could send is refused at the start, not at every call.
-        for unsendable in [&b"ab\ncd"[..], b"ab\tcd", b"caf\xc3\xa9", b"\xff\xfe"] {
+        for unsendable in [&b"ab\ncd"[..], b"ab\rcd", b"ab\x07cd", b"caf\xc3\xa9", b"\xff\xfe"] {
             std::fs::write(&p, unsendable).unwrap();
             let e = read_token_file(&p).unwrap_err().to_string();
             assert!(e.starts_with("--token-file ") && e.contains("visible ASCII"), "{unsendable:?}: {e}");

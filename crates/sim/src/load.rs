@@ -218,7 +218,8 @@ pub fn load_traces(path: &Path) -> Result<Vec<Trace>, TraceError> {
 /// Parses trace text; `source` names it in errors. A leading UTF-8 byte-order mark is ignored.
 pub fn parse_traces(text: &str, source: &str) -> Result<Vec<Trace>, TraceError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let first = text.lines().next().unwrap_or("").trim();
+    // The header is the first line with text (blank lines may come before it).
+    let first = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
     if first.to_ascii_lowercase().starts_with("hashowner") {
         parse_azure(text, source)
     } else {
@@ -331,22 +332,23 @@ fn parse_azure(text: &str, source: &str) -> Result<Vec<Trace>, TraceError> {
         .transpose()
         .map_err(|e| csv_error(source, text, e))?
         .ok_or_else(|| TraceError::new(source, None, None, "empty file"))?;
+    let mut lines = Lines::new(text);
+    let header_line = lines.of(header.position());
     let minutes = header.len().saturating_sub(4);
     for (i, h) in header.iter().skip(4).enumerate() {
         if h != (i + 1).to_string() {
             return Err(TraceError::new(
                 source,
-                Some(1),
+                Some(header_line),
                 Some(&format!("column {}", i + 5)),
                 format!("expected minute {} in the Azure header, found {h:?}", i + 1),
             ));
         }
     }
     if minutes == 0 {
-        return Err(TraceError::new(source, Some(1), None, "Azure header has no minute columns"));
+        return Err(TraceError::new(source, Some(header_line), None, "Azure header has no minute columns"));
     }
     let mut traces = Vec::new();
-    let mut lines = Lines::new(text);
     for row in rows {
         let row = row.map_err(|e| csv_error(source, text, e))?;
         let line = lines.of(row.position());
@@ -481,6 +483,8 @@ mod tests {
             ("timestamp,count\n0,1\n\n\n\n\n60,x\n", &["t.csv:7", "count"]),
             ("\n\ntimestamp,count\n0,1\n60,x\n", &["t.csv:5", "count"]),
             ("timestamp,count\r0,1\r60,x\r", &["t.csv:3", "count"]),
+            ("\n\nHashOwner,HashApp,HashFunction,Trigger,1,3\n", &["t.csv:3", "minute 2"]),
+            ("\r\nHashOwner,HashApp,HashFunction,Trigger,1,2\r\no,a,f,http,1,x\r\n", &["t.csv:3", "minute 2"]),
             (
                 "HashOwner,HashApp,HashFunction,Trigger,1,2\r\no,a,f,http,1,2\r\n\r\no,a,g,http,1,-2\r\n",
                 &["t.csv:4", "minute 2"],

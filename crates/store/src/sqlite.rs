@@ -196,6 +196,9 @@ impl SqliteStore {
         if version > SCHEMA_VERSION {
             return Err(StoreError::NewerSchema { path, found: version, supported: SCHEMA_VERSION });
         }
+        if version < 0 {
+            return Err(StoreError::Corrupt { path, reason: format!("not an aware store (schema version {version})") });
+        }
         if version > 0 {
             Self::check_tables(&conn, &path, version)?;
         }

@@ -105,6 +105,8 @@ fn a_foreign_database_with_a_schema_version_is_refused_untouched() {
         (1, "", "no table episodes"),
         (1, "CREATE TABLE episodes (id INTEGER PRIMARY KEY, name TEXT);", "table episodes has no column agent"),
         (2, "CREATE TABLE t (x);", "no table"),
+        (-1, "CREATE TABLE t (x);", "schema version -1"),
+        (-7, "", "schema version -7"),
     ] {
         let path = dir.path().join(format!("foreign-{version}-{}.db", tables.len()));
         let setup = format!("{tables} PRAGMA user_version = {version};");
