@@ -130,7 +130,11 @@ fn one_line(e: &anyhow::Error) -> String {
     let mut previous = String::new();
     for cause in e.chain() {
         let text = cause.to_string().replace(['\n', '\r'], " ").trim().to_string();
-        if !text.is_empty() && !previous.ends_with(&text) {
+        // Said already: at the end of the last message, or (a long cause, which cannot be a
+        // chance match such as "EOF" inside a path) anywhere in the line, as libraries that
+        // quote their source in parentheses write it.
+        let repeated = previous.ends_with(&text) || (text.chars().count() >= 24 && line.contains(&text));
+        if !text.is_empty() && !repeated {
             if !line.is_empty() {
                 line.push_str(": ");
             }
@@ -175,6 +179,22 @@ mod tests {
         }
     }
 
+    /// One that quotes its source in parentheses, mid-message.
+    #[derive(Debug)]
+    struct Quoting(std::io::Error);
+
+    impl std::fmt::Display for Quoting {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "failed to infer config: ({})", self.0)
+        }
+    }
+
+    impl std::error::Error for Quoting {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
     #[test]
     fn an_error_chain_is_one_line_without_repeats() {
         let io = || std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused");
@@ -188,6 +208,13 @@ mod tests {
         let eof = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "EOF");
         let e = anyhow::Error::new(eof).context("reading /data/EOF/t.csv");
         assert_eq!(one_line(&e), "reading /data/EOF/t.csv: EOF");
+        // A long cause the message quotes in parentheses (as kube's inference errors do).
+        let yaml = std::io::Error::other("failed to parse kubeconfig YAML: line 1 column 1");
+        let e = anyhow::Error::new(Quoting(yaml)).context("no Kubernetes configuration");
+        assert_eq!(
+            one_line(&e),
+            "no Kubernetes configuration: failed to infer config: (failed to parse kubeconfig YAML: line 1 column 1)"
+        );
         // A huge one keeps both ends.
         let name = "x".repeat(10_000_000);
         let e = anyhow::anyhow!("app {name} is unknown").context("--input obs.json: observation.app");

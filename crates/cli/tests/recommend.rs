@@ -755,6 +755,17 @@ fn negative_latencies_exit_1_naming_the_file_and_field() {
         assert_eq!(err.trim_end().lines().count(), 1, "{err}");
         assert!(err.contains(&format!("{name}.json")) && err.contains(&at) && err.contains("-5"), "{name}: {err}");
     }
+    // Nor is a negative usage, working set or OOM size of a pod.
+    for field in ["cpu_usage_cores", "memory_working_set_bytes", "oom_killed_at_bytes"] {
+        let mut input = example();
+        input["observation"]["pods"][0][field] = json!(-1.0);
+        let name = format!("neg-{field}");
+        let o = run_json(&name, &input, "mpa");
+        assert_eq!(o.status.code(), Some(1), "{name}: {}", String::from_utf8_lossy(&o.stdout));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.contains(&format!("{name}.json")) && err.contains(field) && err.contains("negative"), "{err}");
+    }
 }
 
 #[test]

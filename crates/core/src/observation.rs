@@ -235,6 +235,19 @@ impl Observation {
                     finite(&format!("pods[{}].{field}", pod.name), v)?;
                 }
             }
+            for (field, value) in [
+                ("cpu_usage_cores", pod.cpu_usage_cores),
+                ("memory_working_set_bytes", pod.memory_working_set_bytes),
+                ("oom_killed_at_bytes", pod.oom_killed_at_bytes),
+            ] {
+                if let Some(v) = value {
+                    let field = format!("pods[{}].{field}", pod.name);
+                    finite(&field, v)?;
+                    if v < 0.0 {
+                        return Err(ObservationError::NegativeUsage { app: self.app.clone(), field, value: v });
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -251,6 +264,8 @@ pub enum ObservationError {
     NegativeRate { app: String, field: String, value: f64 },
     #[error("{app}: {field} is {value}, a negative utilisation")]
     NegativeUtilisation { app: String, field: String, value: f64 },
+    #[error("{app}: {field} is {value}: usage and memory are never negative")]
+    NegativeUsage { app: String, field: String, value: f64 },
     /// A pod ready for longer than [`USAGE_SAMPLE_GRACE_S`] (or since a time the backend does
     /// not report) has no CPU or memory sample: the metrics pipeline lost it, and a mean
     /// without it would be a guess.
