@@ -11,7 +11,7 @@ use crate::LabError;
 /// temporary file behind. A symbolic link is written through (its target replaced, the link
 /// kept), and something that is not a regular file — a FIFO, a device — or a path under
 /// `/dev` or `/proc` (`/dev/stdout`, even when it leads to a file the shell redirected to) is
-/// written into directly, never replaced. A file that exists keeps its permissions (a new one
+/// appended to directly, never replaced nor truncated. A file that exists keeps its permissions (a new one
 /// gets what `std::fs::write` would give it). Errors name `path`, never the temporary file the
 /// user did not give.
 pub fn write_atomically(path: &Path, text: &str) -> Result<(), LabError> {
