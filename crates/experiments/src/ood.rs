@@ -98,7 +98,7 @@ pub struct OodApp {
     /// nearest others).
     pub score: f32,
     /// Mean distance of its input signature to the k nearest pool signatures, in the pool's
-    /// standard units.
+    /// standard units, each compressed by a signed logarithm (`aware_meta::ood`).
     pub signature_score: f32,
     /// How far its persistence lies outside the pool's range, in the pool's standard units.
     pub persistence_score: f32,
