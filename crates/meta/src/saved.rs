@@ -29,8 +29,13 @@ use crate::{EpisodeFilter, MetaError, MetaLearner, OodDetector, Profile, StoreEm
 const META: &str = "meta";
 const AGENT: &str = "agent";
 const POOL: &str = aware_lab::output::KEPT_POOL;
-/// The version of `pool.json` this build writes and reads.
-const FORMAT: u32 = 1;
+/// The version of `pool.json` this build writes. 2: the detector's signature test may read
+/// its standard scores through a logarithm (`ood::Standard`'s `compress`), which a build
+/// reading format 1 would drop without a word and then score on the wrong scale; this build
+/// reads both (a format-1 detector scores as it always did).
+const FORMAT: u32 = 2;
+/// The oldest version of `pool.json` this build reads.
+const OLDEST_FORMAT: u32 = 1;
 
 /// `DIR/pool.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -299,8 +304,11 @@ impl Trained {
         let path: PathBuf = dir.join(POOL);
         let text = std::fs::read(&path).map_err(|e| file_error(&path, e.to_string()))?;
         let pool: PoolFile = serde_json::from_slice(&text).map_err(|e| file_error(&path, e.to_string()))?;
-        if pool.format != FORMAT {
-            return Err(file_error(&path, format!("format {} (this build reads {FORMAT})", pool.format)));
+        if !(OLDEST_FORMAT..=FORMAT).contains(&pool.format) {
+            return Err(file_error(
+                &path,
+                format!("format {} (this build reads {OLDEST_FORMAT} to {FORMAT})", pool.format),
+            ));
         }
         Ok(pool.base_learner)
     }
@@ -311,8 +319,11 @@ impl Trained {
         let path: PathBuf = dir.join(POOL);
         let text = std::fs::read(&path).map_err(|e| file_error(&path, e.to_string()))?;
         let pool: PoolFile = serde_json::from_slice(&text).map_err(|e| file_error(&path, e.to_string()))?;
-        if pool.format != FORMAT {
-            return Err(file_error(&path, format!("format {} (this build reads {FORMAT})", pool.format)));
+        if !(OLDEST_FORMAT..=FORMAT).contains(&pool.format) {
+            return Err(file_error(
+                &path,
+                format!("format {} (this build reads {OLDEST_FORMAT} to {FORMAT})", pool.format),
+            ));
         }
         // What no `train-meta` writes: a new app's embedding is read from its first `probes`
         // episodes, and the detector compares it with a pool of apps.
