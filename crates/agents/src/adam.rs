@@ -25,6 +25,7 @@ use burn::module::{Module, ModuleMapper, Param, ParamId};
 use burn::optim::GradientsParams;
 use burn::optim::grad_clipping::GradientClipping;
 use burn::tensor::{Tensor, TensorData};
+use serde::{Deserialize, Serialize};
 
 /// burn's default first- and second-moment decay rates.
 const BETA_1: f32 = 0.9;
@@ -41,12 +42,29 @@ pub struct Adam {
 }
 
 /// One parameter tensor's optimiser state.
-#[derive(Debug, Clone)]
-struct Moments {
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Moments {
     /// Steps taken (burn's `time`).
     time: i32,
     first: Vec<f32>,
     second: Vec<f32>,
+}
+
+/// An [`Adam`]'s state written down without burn's parameter ids, which a module rebuilt
+/// elsewhere does not share: the moments of each parameter of the module it steps, in the
+/// module's own order (`None` for one it has not stepped yet).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AdamState {
+    epsilon: f32,
+    clip_norm: Option<f32>,
+    moments: Vec<Option<Moments>>,
+}
+
+#[cfg(test)]
+impl AdamState {
+    pub(crate) fn moments_mut(&mut self) -> &mut Vec<Option<Moments>> {
+        &mut self.moments
+    }
 }
 
 impl Default for Adam {
@@ -67,6 +85,47 @@ impl Adam {
     /// left as they are.
     pub fn step<M: Module>(&mut self, learning_rate: f64, module: M, mut grads: GradientsParams) -> M {
         module.map(&mut Step { adam: self, grads: &mut grads, learning_rate: learning_rate as f32 })
+    }
+
+    /// The state, written in the parameter order of `module` (the module this optimiser steps).
+    pub fn state<M: Module>(&self, module: &M) -> AdamState {
+        let moments = crate::net::parameter_ids(module).iter().map(|id| self.moments.get(id).cloned()).collect();
+        AdamState { epsilon: self.epsilon, clip_norm: self.clip_norm, moments }
+    }
+
+    /// The optimiser `state` describes, stepping `module` (the same architecture as the one the
+    /// state was written for: one entry per parameter, each moment the parameter's size).
+    pub fn from_state<M: Module>(state: AdamState, module: &M) -> Result<Self, String> {
+        let ids = crate::net::parameter_ids(module);
+        let sizes = crate::net::parameter_sizes(module);
+        if state.moments.len() != ids.len() {
+            return Err(format!(
+                "optimiser holds moments for {} parameters, the network has {}",
+                state.moments.len(),
+                ids.len()
+            ));
+        }
+        let valid = |v: f32| v.is_finite();
+        let mut moments = HashMap::new();
+        for (i, (entry, (id, size))) in state.moments.into_iter().zip(ids.into_iter().zip(sizes)).enumerate() {
+            let Some(m) = entry else { continue };
+            if m.first.len() != size || m.second.len() != size || m.time < 1 {
+                return Err(format!("optimiser moments of parameter {i} do not fit its {size} values"));
+            }
+            if !m.first.iter().chain(&m.second).copied().all(valid) || m.second.iter().any(|v| *v < 0.0) {
+                return Err(format!("optimiser moments of parameter {i} are not finite (second moments ≥ 0)"));
+            }
+            moments.insert(id, m);
+        }
+        if !(state.epsilon.is_finite() && state.epsilon > 0.0)
+            || state.clip_norm.is_some_and(|c| !(c.is_finite() && c > 0.0))
+        {
+            return Err(format!(
+                "optimiser ε {} or clipping norm {:?} is not a positive number",
+                state.epsilon, state.clip_norm
+            ));
+        }
+        Ok(Self { epsilon: state.epsilon, clip_norm: state.clip_norm, moments })
     }
 
     /// The update of one flat tensor: burn's `AdaptiveMomentum::transform` then `p − lr·u`.

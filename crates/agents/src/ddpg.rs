@@ -192,6 +192,39 @@ impl Critic {
     }
 }
 
+/// Everything a DDPG agent's training goes on from, bit for bit ([`Ddpg::training_state`],
+/// [`Ddpg::resume`]): every network (online, target, the acting copy), both optimisers'
+/// moments, the replay buffer with its sampler, the exploration generator and noise, ε and the
+/// counters. A checkpoint ([`Ddpg::save`]) keeps what acting and fine-tuning need; an agent
+/// resumed from this takes exactly the steps the agent it was taken from would have taken, so a
+/// long training run stopped at an episode's end can go on from there. Networks are flat
+/// parameter vectors in each module's order; serialise it with any serde format (it holds the
+/// whole replay buffer, so a compact one for large buffers).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DdpgTraining {
+    config: DdpgConfig,
+    state_dim: usize,
+    action_dim: usize,
+    actor: Vec<Vec<f32>>,
+    critic: Vec<Vec<f32>>,
+    actor_target: Vec<Vec<f32>>,
+    critic_target: Vec<Vec<f32>>,
+    policy: Vec<Vec<f32>>,
+    actor_optimizer: crate::adam::AdamState,
+    critic_optimizer: crate::adam::AdamState,
+    /// TD3's second critic: online, target, optimiser.
+    twin: Option<TwinTraining>,
+    replay: ReplayBuffer,
+    rng: Pcg64Mcg,
+    epsilon: f32,
+    ou_state: Vec<f32>,
+    updates: u64,
+    actor_loss: f32,
+}
+
+/// [`DdpgTraining`]'s second critic: online, target, optimiser.
+type TwinTraining = (Vec<Vec<f32>>, Vec<Vec<f32>>, crate::adam::AdamState);
+
 /// TD3's second critic: the online network, its soft-updated target and its optimiser.
 struct Twin {
     online: Critic,
@@ -576,6 +609,90 @@ impl Ddpg {
         Ok(())
     }
 
+    /// Everything its training goes on from ([`DdpgTraining`]).
+    pub fn training_state(&self) -> DdpgTraining {
+        use crate::net::parameters;
+        DdpgTraining {
+            config: self.config.clone(),
+            state_dim: self.state_dim,
+            action_dim: self.action_dim,
+            actor: parameters(&self.actor),
+            critic: parameters(&self.critic),
+            actor_target: parameters(&self.actor_target),
+            critic_target: parameters(&self.critic_target),
+            policy: parameters(&self.policy),
+            actor_optimizer: self.actor_optimizer.state(&self.actor),
+            critic_optimizer: self.critic_optimizer.state(&self.critic),
+            twin: self
+                .twin
+                .as_ref()
+                .map(|t| (parameters(&t.online), parameters(&t.target), t.optimizer.state(&t.online))),
+            replay: self.replay.clone(),
+            rng: self.rng.clone(),
+            epsilon: self.epsilon,
+            ou_state: self.ou_state.clone(),
+            updates: self.updates,
+            actor_loss: self.actor_loss,
+        }
+    }
+
+    /// The agent `state` was taken from, as it was: it acts and learns on exactly as that
+    /// agent would have. A state that no agent could have had (networks or moments of the wrong
+    /// sizes, values that are not finite, a replay buffer out of step with itself, a config the
+    /// agent refuses) is refused, saying which part.
+    pub fn resume(state: DdpgTraining) -> Result<Self, AgentError> {
+        use crate::net::with_parameters;
+        let bad = |part: &str, reason: String| AgentError::Invalid(format!("DDPG training state, {part}: {reason}"));
+        state.config.validate().map_err(|e| bad("config", e.to_string()))?;
+        let (s, a) = (state.state_dim, state.action_dim);
+        if s == 0 || a == 0 {
+            return Err(bad("dimensions", format!("{s} state and {a} action dimensions")));
+        }
+        state.replay.check(s, a).map_err(|e| bad("replay", e))?;
+        if state.ou_state.len() != a || !state.ou_state.iter().all(|v| v.is_finite()) {
+            return Err(bad("ou_state", format!("{} values, {a} finite ones expected", state.ou_state.len())));
+        }
+        if !state.epsilon.is_finite() || !state.actor_loss.is_finite() {
+            return Err(bad(
+                "epsilon",
+                format!("ε {} or actor loss {} is not finite", state.epsilon, state.actor_loss),
+            ));
+        }
+        // The networks' shapes come from the config; the seed only draws weights replaced below.
+        let mut agent = Ddpg::new(s, a, state.config, 0);
+        agent.actor = with_parameters(agent.actor, state.actor).map_err(|e| bad("actor", e))?;
+        agent.critic = with_parameters(agent.critic, state.critic).map_err(|e| bad("critic", e))?;
+        agent.actor_target =
+            with_parameters(agent.actor_target, state.actor_target).map_err(|e| bad("actor_target", e))?;
+        agent.critic_target =
+            with_parameters(agent.critic_target, state.critic_target).map_err(|e| bad("critic_target", e))?;
+        agent.policy = with_parameters(agent.policy, state.policy).map_err(|e| bad("policy", e))?;
+        agent.actor_optimizer =
+            Adam::from_state(state.actor_optimizer, &agent.actor).map_err(|e| bad("actor_optimizer", e))?;
+        agent.critic_optimizer =
+            Adam::from_state(state.critic_optimizer, &agent.critic).map_err(|e| bad("critic_optimizer", e))?;
+        agent.twin = match (agent.twin.take(), state.twin) {
+            (None, None) => None,
+            (Some(Twin { online, target, .. }), Some((o, t, optimizer))) => {
+                let online = with_parameters(online, o).map_err(|e| bad("twin", e))?;
+                let target = with_parameters(target, t).map_err(|e| bad("twin target", e))?;
+                let optimizer = Adam::from_state(optimizer, &online).map_err(|e| bad("twin optimizer", e))?;
+                Some(Twin { online, target, optimizer })
+            }
+            _ => {
+                return Err(bad("twin", "present where the config has no twin critic, or missing where it has".into()));
+            }
+        };
+        agent.replay = state.replay;
+        agent.rng = state.rng;
+        agent.epsilon = state.epsilon;
+        agent.ou_state = state.ou_state;
+        agent.updates = state.updates;
+        agent.actor_loss = state.actor_loss;
+        agent.frozen = std::sync::OnceLock::new();
+        Ok(agent)
+    }
+
     /// Loads a DDPG checkpoint for an environment with these spaces.
     pub fn load(
         dir: &std::path::Path,
@@ -905,5 +1022,89 @@ mod tests {
         };
         assert!(agent.remember(&e).is_err());
         assert!(agent.train_offline(10).is_none());
+    }
+
+    /// A run stopped, written down and resumed goes on as the run that never stopped: the same
+    /// actions (exploration noise included), the same losses, the same weights bit for bit, for
+    /// plain DDPG with Ornstein–Uhlenbeck noise and for TD3 with TD3+BC's term and uniform warm-up.
+    #[test]
+    fn a_resumed_agent_goes_on_exactly_as_the_one_it_was_taken_from() {
+        let plain = DdpgConfig {
+            hidden: vec![16, 16],
+            batch_size: 8,
+            warmup: 8,
+            replay_capacity: 40,
+            noise: Noise::OrnsteinUhlenbeck,
+            epsilon_decay: 1e-3,
+            ..DdpgConfig::default()
+        };
+        let td3 = DdpgConfig { bc_alpha: Some(2.5), uniform_warmup: true, warmup: 12, ..plain.clone().td3() };
+        for config in [plain, td3] {
+            let twin = config.twin_critic;
+            let mut a = Ddpg::new(3, 2, config.clone(), 11);
+            // Observations and rewards that depend on the step only: both runs see the same.
+            let obs = |t: usize| vec![(t as f32 * 0.37).sin(), (t as f32 * 0.11).cos(), (t % 7) as f32 / 7.0];
+            let step = |agent: &mut Ddpg, t: usize| {
+                let action = agent.act(&obs(t), true).unwrap();
+                let reward = action.iter().sum::<f32>() - (t % 5) as f32 * 0.1;
+                let e = Experience {
+                    state: obs(t),
+                    action: action.clone(),
+                    reward,
+                    next_state: obs(t + 1),
+                    terminal: t.is_multiple_of(13),
+                };
+                (action, agent.observe(&e).unwrap())
+            };
+            for t in 0..50 {
+                step(&mut a, t);
+            }
+            // Through text and back: the state is what a file would hold.
+            let text = serde_json::to_string(&a.training_state()).unwrap();
+            let mut b = Ddpg::resume(serde_json::from_str(&text).unwrap()).unwrap();
+            assert_eq!(b.training_state(), a.training_state(), "twin {twin}");
+            for t in 50..120 {
+                assert_eq!(step(&mut a, t), step(&mut b, t), "step {t}, twin {twin}");
+            }
+            assert_eq!(a.training_state(), b.training_state(), "twin {twin}");
+            assert_eq!(a.greedy_batch(&obs(3), 1).unwrap(), b.greedy_batch(&obs(3), 1).unwrap());
+        }
+    }
+
+    /// A training state no agent could have had is refused, naming the part.
+    #[test]
+    fn a_damaged_training_state_is_refused_naming_the_part() {
+        let config = DdpgConfig { hidden: vec![8], batch_size: 4, warmup: 4, ..DdpgConfig::default() };
+        let mut agent = Ddpg::new(2, 1, config, 3);
+        for t in 0..10 {
+            let e = Experience {
+                state: vec![t as f32, 1.0],
+                action: vec![0.5],
+                reward: 1.0,
+                next_state: vec![1.0, t as f32],
+                terminal: false,
+            };
+            agent.observe(&e).unwrap();
+        }
+        let good = agent.training_state();
+        type Damage = fn(&mut DdpgTraining);
+        let cases: [(Damage, &str); 6] = [
+            (|s| s.actor[0].pop().map(|_| ()).unwrap(), "actor: parameter 0 is not 16 finite values"),
+            (|s| s.critic[1][0] = f32::NAN, "critic: parameter 1 is not 8 finite values"),
+            (|s| s.policy.push(vec![0.0]), "policy: 5 parameter tensors given, the network has 4"),
+            (|s| s.replay.len += 1, "replay: "),
+            (|s| s.ou_state.clear(), "ou_state: 0 values, 1 finite ones expected"),
+            (
+                |s| s.critic_optimizer.moments_mut().truncate(1),
+                "critic_optimizer: optimiser holds moments for 1 parameters",
+            ),
+        ];
+        for (damage, says) in cases {
+            let mut state = good.clone();
+            damage(&mut state);
+            let e = Ddpg::resume(state).err().expect("refused").to_string();
+            assert!(e.starts_with("DDPG training state, ") && e.contains(says), "{e}");
+        }
+        assert!(Ddpg::resume(good).is_ok());
     }
 }

@@ -220,6 +220,73 @@ pub fn soft_update(target: Mlp, online: &Mlp, tau: f32) -> Mlp {
     Mlp { layers, activation: online.activation }
 }
 
+/// Every float parameter's values, in the module's order (one vector per parameter tensor).
+pub fn parameters<M: Module>(module: &M) -> Vec<Vec<f32>> {
+    struct Collect(Vec<Vec<f32>>);
+    impl burn::module::ModuleVisitor for Collect {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            self.0.push(param.val().into_data().try_into_vec::<f32>().expect("f32 parameters"));
+        }
+    }
+    let mut out = Collect(Vec::new());
+    module.visit(&mut out);
+    out.0
+}
+
+/// burn's id of every float parameter, in the module's order.
+pub(crate) fn parameter_ids<M: Module>(module: &M) -> Vec<burn::module::ParamId> {
+    struct Ids(Vec<burn::module::ParamId>);
+    impl burn::module::ModuleVisitor for Ids {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            self.0.push(param.id);
+        }
+    }
+    let mut out = Ids(Vec::new());
+    module.visit(&mut out);
+    out.0
+}
+
+/// How many values each float parameter holds, in the module's order.
+pub(crate) fn parameter_sizes<M: Module>(module: &M) -> Vec<usize> {
+    struct Sizes(Vec<usize>);
+    impl burn::module::ModuleVisitor for Sizes {
+        fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
+            self.0.push(param.val().shape().num_elements());
+        }
+    }
+    let mut out = Sizes(Vec::new());
+    module.visit(&mut out);
+    out.0
+}
+
+/// `module` with its float parameters' values replaced by `values` (as [`parameters`] lists
+/// them: one vector per parameter, in order, each of the parameter's size and finite); ids,
+/// shapes and gradient tracking are kept.
+pub fn with_parameters<M: Module>(module: M, values: Vec<Vec<f32>>) -> Result<M, String> {
+    let sizes = parameter_sizes(&module);
+    if values.len() != sizes.len() {
+        return Err(format!("{} parameter tensors given, the network has {}", values.len(), sizes.len()));
+    }
+    if let Some(i) = values.iter().zip(&sizes).position(|(v, n)| v.len() != *n || v.iter().any(|x| !x.is_finite())) {
+        return Err(format!("parameter {i} is not {} finite values", sizes[i]));
+    }
+    struct Replace(std::vec::IntoIter<Vec<f32>>);
+    impl burn::module::ModuleMapper for Replace {
+        fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+            let (id, tensor, mapper) = param.consume();
+            let require_grad = tensor.is_require_grad();
+            let (shape, device) = (tensor.shape(), tensor.device());
+            let values = self.0.next().expect("one vector per parameter, checked");
+            let mut replaced = Tensor::<D>::from_data(TensorData::new(values, shape), &device);
+            if require_grad {
+                replaced = replaced.require_grad();
+            }
+            Param::from_mapped_value(id, replaced, mapper)
+        }
+    }
+    Ok(module.map(&mut Replace(values.into_iter())))
+}
+
 /// Builds a network with burn's random generator seeded `seed`, holding a process-wide lock:
 /// the generator is global, so two agents built at once on two threads (parallel tests, or
 /// several runs in one process) would otherwise draw from each other's sequence and the same

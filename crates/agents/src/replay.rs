@@ -3,6 +3,7 @@
 
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
+use serde::{Deserialize, Serialize};
 
 use crate::Experience;
 
@@ -18,7 +19,7 @@ pub struct Batch {
     pub terminals: Vec<f32>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReplayBuffer {
     capacity: usize,
     state_dim: usize,
@@ -28,7 +29,7 @@ pub struct ReplayBuffer {
     rewards: Vec<f32>,
     next_states: Vec<f32>,
     terminals: Vec<f32>,
-    len: usize,
+    pub(crate) len: usize,
     next: usize,
     rng: Pcg64Mcg,
 }
@@ -107,6 +108,30 @@ impl ReplayBuffer {
             b.terminals.push(self.terminals[i]);
         }
         b
+    }
+
+    /// Whether a buffer read back from elsewhere (an agent's training state) is one this type
+    /// could have built: arrays as long as `len` experiences, `len` and the next slot within
+    /// the capacity. A buffer that is not would index out of its arrays when sampled.
+    pub(crate) fn check(&self, state_dim: usize, action_dim: usize) -> Result<(), String> {
+        let (n, s, a) = (self.len, self.state_dim, self.action_dim);
+        if (s, a) != (state_dim, action_dim) {
+            return Err(format!(
+                "replay holds {s}-wide states and {a}-wide actions, {state_dim} and {action_dim} expected"
+            ));
+        }
+        if self.capacity == 0 || n > self.capacity || self.next >= self.capacity {
+            return Err(format!("replay holds {n} of {} experiences, next slot {}", self.capacity, self.next));
+        }
+        let lengths =
+            [self.states.len(), self.actions.len(), self.rewards.len(), self.next_states.len(), self.terminals.len()];
+        if lengths != [n * s, n * a, n, n * s, n] {
+            return Err(format!("replay arrays hold {lengths:?} values for {n} experiences"));
+        }
+        if n < self.capacity && self.next != n {
+            return Err(format!("replay not yet full ({n} of {}) writes next at {}", self.capacity, self.next));
+        }
+        Ok(())
     }
 
     /// Bytes held by the stored experiences.
