@@ -15,10 +15,11 @@ pub mod tabular;
 pub use agent::{Agent, action_values, load};
 pub use checkpoint::{Checkpoint, CheckpointError, FORMAT, METADATA, OpenCheckpoint, module_file, sha256};
 pub use config::{ConfigError, Hyperparameters, MAX_COUNT, MAX_LAYERS, MAX_WEIGHTS, MAX_WIDTH};
+pub use ddpg::DdpgTraining;
 pub use replay::{Batch, ReplayBuffer};
 
 /// One experience, as agents consume it (actions as floats: a discrete action is its index).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Experience {
     pub state: Vec<f32>,
     pub action: Vec<f32>,

@@ -1112,6 +1112,23 @@ fn a_failed_train_meta_removes_the_directory_it_created() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "x");
 }
 
+/// `train-meta` keeps no training state once its pool is kept, and `--resume` with nothing to
+/// resume is one line naming the flag, leaving no directory behind.
+#[test]
+fn train_meta_resumes_only_what_an_interrupted_run_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let args =
+        ["train-meta", "--apps", "4", "--probes", "1", "--episodes", "2", "--episode-steps", "5", "--hidden", "4"];
+    let done = dir.path().join("done");
+    let o = aware(&[&args[..], &["--embedding", "2", "--out", done.to_str().unwrap()]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(done.join("pool.json").exists() && !done.join("training").exists());
+    let none = dir.path().join("none");
+    let o = aware(&[&args[..], &["--embedding", "2", "--resume", "--out", none.to_str().unwrap()]].concat());
+    assert_one_line_error(&o, &["training/run.sha256", "--resume: no interrupted run here"]);
+    assert!(!none.exists(), "the directory the refused run made is gone");
+}
+
 /// Inspecting a SQLite store leaves its directory as it was: no `-wal`/`-shm` files left behind
 /// by a read-only connection, and every record still there.
 #[test]

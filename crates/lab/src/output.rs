@@ -15,6 +15,11 @@ use crate::LabError;
 /// gets what `std::fs::write` would give it). Errors name `path`, never the temporary file the
 /// user did not give.
 pub fn write_atomically(path: &Path, text: &str) -> Result<(), LabError> {
+    write_bytes_atomically(path, text.as_bytes())
+}
+
+/// [`write_atomically`] for bytes.
+pub fn write_bytes_atomically(path: &Path, bytes: &[u8]) -> Result<(), LabError> {
     use std::io::Write;
     // tempfile's errors end by naming the temporary file ("… at path \"…\""): the OS's reason
     // before it is what the user needs.
@@ -25,7 +30,7 @@ pub fn write_atomically(path: &Path, text: &str) -> Result<(), LabError> {
     };
     let write_into = |file: std::io::Result<std::fs::File>| {
         let mut file = file.map_err(fail)?;
-        file.write_all(text.as_bytes()).and_then(|()| file.flush()).map_err(fail)
+        file.write_all(bytes).and_then(|()| file.flush()).map_err(fail)
     };
     if path.is_dir() {
         return Err(LabError::io(path, "cannot write: is a directory"));
@@ -69,7 +74,8 @@ pub fn write_atomically(path: &Path, text: &str) -> Result<(), LabError> {
         let mode = meta.permissions().mode() & 0o777;
         tmp.as_file().set_permissions(std::fs::Permissions::from_mode(mode)).map_err(fail)?;
     }
-    tmp.write_all(text.as_bytes()).and_then(|()| tmp.flush()).map_err(fail)?;
+    // On disk before it replaces what was there: a crash then leaves the old file or the new.
+    tmp.write_all(bytes).and_then(|()| tmp.flush()).and_then(|()| tmp.as_file().sync_all()).map_err(fail)?;
     tmp.persist(&target).map_err(|e| fail(e.error))?;
     Ok(())
 }
@@ -85,9 +91,20 @@ pub fn create_dir(dir: &Path) -> Result<(), LabError> {
 /// before the work, by a `create_dir` that fails if it exists: a run that fails long after
 /// another made the same directory (or a user did) removes nothing of theirs.
 pub fn removing_created_dir_on_failure<T, E>(dir: &Path, work: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
+    removing_created_dir_on_failure_keeping(dir, &[], work)
+}
+
+/// [`removing_created_dir_on_failure`], but a directory in which the work left one of `kept`
+/// (a long run's training state, that a later run can go on from) stays, with all it holds.
+pub fn removing_created_dir_on_failure_keeping<T, E>(
+    dir: &Path,
+    kept: &[&str],
+    work: impl FnOnce() -> Result<T, E>,
+) -> Result<T, E> {
     let created = claim_missing(dir);
     let result = work();
     if result.is_err()
+        && !kept.iter().any(|k| dir.join(k).exists())
         && let Some(created) = created
     {
         // Best effort: the work's own error is what the caller needs to hear.

@@ -565,7 +565,7 @@ pub(crate) fn backward(layout: &Layout, p: &[f32], tape: &Tape, d_embedding: &[f
 }
 
 /// Adam (PyTorch's defaults: β 0.9 / 0.999, ε 1e-8) over one flat parameter vector.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Adam {
     m: Vec<f32>,
     v: Vec<f32>,
@@ -575,6 +575,23 @@ pub(crate) struct Adam {
 impl Adam {
     pub fn new(len: usize) -> Self {
         Self { m: vec![0.0; len], v: vec![0.0; len], t: 0 }
+    }
+
+    /// Whether moments read back from elsewhere fit `len` parameters: finite, second moments
+    /// not negative, a step count not negative.
+    pub fn check(&self, len: usize) -> Result<(), String> {
+        if self.m.len() != len || self.v.len() != len || self.t < 0 {
+            return Err(format!(
+                "optimiser holds {} and {} moments at step {}, {len} parameters",
+                self.m.len(),
+                self.v.len(),
+                self.t
+            ));
+        }
+        if !self.m.iter().chain(&self.v).all(|x| x.is_finite()) || self.v.iter().any(|x| *x < 0.0) {
+            return Err("optimiser moments are not finite (second moments ≥ 0)".into());
+        }
+        Ok(())
     }
 
     pub fn step(&mut self, p: &mut [f32], grad: &[f32], lr: f64) {

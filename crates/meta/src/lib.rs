@@ -309,6 +309,19 @@ pub struct MetaLearner {
     revision: u64,
 }
 
+/// Everything a meta-learner's training goes on from, bit for bit ([`MetaLearner::training_state`],
+/// [`MetaLearner::resume`]): its config (the input standardisation and centre with it), its
+/// parameters, Adam's moments, the dropout generator, its step count and whether it learns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetaTraining {
+    config: MetaConfig,
+    params: Vec<f32>,
+    adam: fused::Adam,
+    rng: rand_pcg::Pcg64Mcg,
+    updates: u64,
+    learning: bool,
+}
+
 /// The next [`MetaLearner::revision`]: one counter for the process, so a learner built or
 /// loaded later never takes a revision another had.
 fn next_revision() -> u64 {
@@ -371,6 +384,40 @@ impl MetaLearner {
 
     pub fn config(&self) -> &MetaConfig {
         &self.config
+    }
+
+    /// Everything its training goes on from ([`MetaTraining`]).
+    pub fn training_state(&self) -> MetaTraining {
+        MetaTraining {
+            config: self.config.clone(),
+            params: self.params.clone(),
+            adam: self.adam.clone(),
+            rng: self.rng.clone(),
+            updates: self.updates,
+            learning: self.learning,
+        }
+    }
+
+    /// The meta-learner `state` was taken from, as it was (with a revision of its own: what it
+    /// embeds may be cached by no one yet). A state no learner could have had is refused.
+    pub fn resume(state: MetaTraining) -> Result<Self, MetaError> {
+        let bad = |reason: String| MetaError::Config { field: "training state", reason };
+        state.config.check()?;
+        let layout = fused::Layout::new(&state.config);
+        if state.params.len() != layout.len || !state.params.iter().all(|v| v.is_finite()) {
+            return Err(bad(format!("{} parameters, {} finite ones expected", state.params.len(), layout.len)));
+        }
+        state.adam.check(layout.len).map_err(bad)?;
+        Ok(Self {
+            config: state.config,
+            layout,
+            params: state.params,
+            adam: state.adam,
+            rng: state.rng,
+            updates: state.updates,
+            learning: state.learning,
+            revision: next_revision(),
+        })
     }
 
     /// Every parameter, in the layout [`MetaNet::from_params`] reads.

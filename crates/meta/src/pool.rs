@@ -103,7 +103,7 @@ impl PoolSpec {
 pub use aware_lab::agent::Learner;
 
 /// One episode of pool training.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct PoolEpisode {
     pub episode: u64,
     /// The fallback acted (a probe episode).
@@ -150,6 +150,69 @@ pub fn train_pool_with<A: BaseLearner>(
     // Embeddings read the fallback's episodes only: the same behaviour at adaptation.
     driver.embed_own_episodes = false;
     let curve = run_episodes(&mut driver, workload, spec, progress, "meta-training")?;
+    Ok((driver, curve))
+}
+
+/// A DDPG pool run's training state at the end of an episode after the probes: the driver's
+/// ([`crate::train::DriverTraining`]) and the curve so far. [`train_pool_resumable`] goes on
+/// from it exactly as the run it was taken from would have.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct PoolTraining {
+    pub driver: crate::train::DriverTraining,
+    pub curve: Vec<PoolEpisode>,
+}
+
+impl PoolTraining {
+    /// Written compactly (CBOR: it holds the replay buffer and every app's recent transitions).
+    pub fn to_bytes(&self) -> Result<Vec<u8>, MetaError> {
+        let mut out = Vec::new();
+        ciborium::into_writer(self, &mut out)
+            .map_err(|e| MetaError::Config { field: "training state", reason: e.to_string() })?;
+        Ok(out)
+    }
+
+    /// Read back from [`PoolTraining::to_bytes`]' form.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, MetaError> {
+        ciborium::from_reader(bytes).map_err(|e| MetaError::Config { field: "training state", reason: e.to_string() })
+    }
+}
+
+/// [`train_pool`], keeping the run's training state at the end of every episode after the
+/// probes but the last (`keep`), or going on from one (`resume`, taken from a run of the same
+/// workload and spec): the result is the uninterrupted run's, bit for bit.
+pub fn train_pool_resumable(
+    workload: &Workload,
+    spec: &PoolSpec,
+    progress: &dyn Progress,
+    resume: Option<PoolTraining>,
+    keep: &mut dyn FnMut(PoolTraining) -> Result<(), MetaError>,
+) -> Result<(MetaDriver, Vec<PoolEpisode>), MetaError> {
+    let total = spec.probes + spec.episodes;
+    let (mut driver, done) = match resume {
+        Some(state) => (MetaDriver::resume(state.driver, Some(fallback(workload, spec)?))?, state.curve),
+        None => {
+            let agent = Ddpg::new(STATE_DIM + spec.meta.embedding, ACTIONS.space().dim(), spec.ddpg.clone(), spec.seed);
+            let meta = MetaLearner::new(spec.meta.clone(), spec.seed)?;
+            let mut driver = MetaDriver::new(agent, meta, STATE_DIM, spec.train.clone(), spec.seed)
+                .with_fallback(fallback(workload, spec)?);
+            driver.embed_own_episodes = false;
+            (driver, Vec::new())
+        }
+    };
+    if driver.apps_known() > workload.apps.len() {
+        return Err(MetaError::Config {
+            field: "training state",
+            reason: format!("kept for {} apps, the pool has {}", driver.apps_known(), workload.apps.len()),
+        });
+    }
+    let mut after = |driver: &MetaDriver, curve: &[PoolEpisode]| {
+        let n = curve.len() as u64;
+        if n < spec.probes || n == total {
+            return Ok(());
+        }
+        keep(PoolTraining { driver: driver.training_state()?, curve: curve.to_vec() })
+    };
+    let curve = run_episodes_from(&mut driver, workload, spec, progress, "meta-training", done, &mut after)?;
     Ok((driver, curve))
 }
 
@@ -207,18 +270,44 @@ pub fn run_episodes<A: BaseLearner>(
     progress: &dyn Progress,
     what: &str,
 ) -> Result<Vec<PoolEpisode>, MetaError> {
+    run_episodes_from(driver, workload, spec, progress, what, Vec::new(), &mut |_, _| Ok(()))
+}
+
+/// What [`run_episodes_from`] calls at the end of every episode: the driver and the curve.
+pub type EpisodeEnd<'a, A> = dyn FnMut(&MetaDriver<A>, &[PoolEpisode]) -> Result<(), MetaError> + 'a;
+
+/// [`run_episodes`] going on after the episodes of `done` (the curve so far: a run resumed from
+/// a driver's training state taken after them), calling `after` with the driver and the curve
+/// at the end of every episode.
+pub fn run_episodes_from<A: BaseLearner>(
+    driver: &mut MetaDriver<A>,
+    workload: &Workload,
+    spec: &PoolSpec,
+    progress: &dyn Progress,
+    what: &str,
+    done: Vec<PoolEpisode>,
+    after: &mut EpisodeEnd<'_, A>,
+) -> Result<Vec<PoolEpisode>, MetaError> {
     let apps = workload.apps.len();
     let mut arena = workload.env(ACTIONS, spec.episode_steps, workload.trace_seed);
     let total = spec.probes + spec.episodes;
+    let first = done.len() as u64;
+    if first > total || (first > 0 && first < spec.probes) {
+        return Err(MetaError::Config {
+            field: "training state",
+            reason: format!("{first} episodes done of {total}, resumed only after the {} probes", spec.probes),
+        });
+    }
     progress.start(total, what);
-    let mut curve = Vec::with_capacity(total as usize);
+    progress.inc(first);
+    let mut curve = done;
     // The meta-learner waits for its input standardisation: no step on unscaled probes.
     let fit_pending =
         spec.normalise && spec.probes > 0 && driver.meta.is_learning() && driver.meta.config().normaliser.is_none();
     if fit_pending {
         driver.meta.set_learning(false);
     }
-    for episode in 0..total {
+    for episode in first..total {
         let start = Instant::now();
         driver.probing = episode < spec.probes;
         let seed = workload.trace_seed.wrapping_add(episode);
@@ -243,6 +332,7 @@ pub fn run_episodes<A: BaseLearner>(
         progress.message(&format!("ep {episode} r {:.1} viol {}", row.mean_reward, row.slo_violations));
         progress.inc(1);
         curve.push(row);
+        after(driver, &curve)?;
     }
     driver.probing = false;
     Ok(curve)
@@ -252,6 +342,47 @@ pub fn run_episodes<A: BaseLearner>(
 mod tests {
     use super::*;
     use aware_lab::workload::WorkloadSpec;
+
+    /// A pool run stopped after an episode and resumed from its kept state ends as the run that
+    /// never stopped: the same curve (but for wall time), the same driver, bit for bit.
+    #[test]
+    fn a_resumed_pool_run_ends_as_the_uninterrupted_one() {
+        let workload =
+            Workload::load(&WorkloadSpec { apps: 4, seed: 6, steps: 60, ..WorkloadSpec::default() }).unwrap();
+        let mut pool = PoolSpec::new(1, 3, 15, 6);
+        pool.meta = MetaConfig { hidden: 8, fc: 8, embedding: 4, ..pool.meta };
+        pool.ddpg = DdpgConfig { hidden: vec![16, 16], warmup: 16, replay_capacity: 100, ..pool.ddpg };
+        let silent = &aware_lab::progress::Silent;
+        let mut kept = Vec::new();
+        let (straight, curve) = train_pool_resumable(&workload, &pool, silent, None, &mut |s| {
+            kept.push(s.to_bytes()?);
+            Ok(())
+        })
+        .unwrap();
+        // Kept after episodes 1, 2 and 3 of 4 (the probe's, then two training episodes), not the last.
+        assert_eq!(kept.len(), 3);
+        let wall = |c: &[PoolEpisode]| c.iter().map(|r| PoolEpisode { seconds: 0.0, ..r.clone() }).collect::<Vec<_>>();
+        let end = straight.training_state().unwrap();
+        for bytes in &kept {
+            let state = PoolTraining::from_bytes(bytes).unwrap();
+            let done = state.curve.len();
+            let mut again = Vec::new();
+            let (resumed, rest) = train_pool_resumable(&workload, &pool, silent, Some(state), &mut |s| {
+                again.push(s);
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(wall(&rest), wall(&curve), "resumed after {done} episodes");
+            assert_eq!(resumed.training_state().unwrap(), end, "resumed after {done} episodes");
+            assert_eq!(again.len(), 3 - done);
+        }
+        // A state kept for another pool is refused, not run on.
+        let other = Workload::load(&WorkloadSpec { apps: 3, seed: 6, steps: 60, ..WorkloadSpec::default() }).unwrap();
+        let state = PoolTraining::from_bytes(&kept[0]).unwrap();
+        let e = train_pool_resumable(&other, &pool, silent, Some(state), &mut |_| Ok(())).err().unwrap().to_string();
+        assert!(e.contains("kept for 4 apps, the pool has 3"), "{e}");
+        assert!(PoolTraining::from_bytes(&kept[0][..100]).is_err());
+    }
 
     #[test]
     fn a_pool_meta_trains_on_the_simulator_with_the_fallback_probing() {

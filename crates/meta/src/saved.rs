@@ -22,7 +22,9 @@ use aware_lab::workload::Workload;
 use serde::{Deserialize, Serialize};
 
 use crate::base::BaseLearner;
-use crate::pool::{ACTIONS, Learner, PoolEpisode, PoolSpec, ppo_base_learner, train_pool, train_pool_with};
+use crate::pool::{
+    ACTIONS, Learner, PoolEpisode, PoolSpec, PoolTraining, ppo_base_learner, train_pool_resumable, train_pool_with,
+};
 use crate::train::MetaDriver;
 use crate::{EpisodeFilter, MetaError, MetaLearner, OodDetector, Profile, StoreEmbedder};
 
@@ -199,9 +201,46 @@ pub fn train_and_keep(
     workload: &Workload,
     spec: &PoolSpec,
     base: Learner,
+    detector: (usize, f64),
+    dir: &Path,
+    progress: &dyn Progress,
+) -> Result<TrainedReport, MetaError> {
+    train_and_keep_resumable(workload, spec, base, detector, dir, progress, false)
+}
+
+/// Where a DDPG pool run keeps its training state while it runs (`DIR/training/`): `state.cbor`
+/// ([`PoolTraining`], rewritten atomically at the end of every episode after the probes) and
+/// `run.sha256` (what the run was asked to do: the workload's apps and the spec, hashed, so that
+/// a resumed run is the same run). Removed once the pool is kept.
+pub const TRAINING: &str = "training";
+const TRAINING_STATE: &str = "state.cbor";
+const TRAINING_RUN: &str = "run.sha256";
+
+/// The hash a resumed run must match: every pool app and its traffic, the simulator's and the
+/// profile's settings, the seeds, the spec (the meta-learner's and the base learner's settings,
+/// episodes) and the detector's settings, as this build prints them.
+fn run_fingerprint(workload: &Workload, spec: &PoolSpec, detector: (usize, f64)) -> String {
+    let w = workload;
+    let run = format!(
+        "{:?}\n{:?}\n{:?}\n{:?}\n{}\n{}\n{spec:?}\n{detector:?}",
+        w.apps, w.traces, w.sim, w.profile, w.seed, w.trace_seed
+    );
+    aware_agents::sha256(run.as_bytes())
+}
+
+/// [`train_and_keep`]; a DDPG run also keeps its training state in `DIR/training/` after every
+/// episode past the probes ([`TRAINING`]), and with `resume` goes on from the state an
+/// interrupted run of the same command kept there, ending as that run would have. Without
+/// `resume`, a directory holding such a state is refused (it names the flag); with it, one
+/// without, or kept by a run asked for anything else, is refused.
+pub fn train_and_keep_resumable(
+    workload: &Workload,
+    spec: &PoolSpec,
+    base: Learner,
     (k, quantile): (usize, f64),
     dir: &Path,
     progress: &dyn Progress,
+    resume: bool,
 ) -> Result<TrainedReport, MetaError> {
     let apps = workload.apps.len();
     if apps <= k {
@@ -222,11 +261,55 @@ pub fn train_and_keep(
     let mut kept = vec![META, AGENT, METADATA, aware_lab::output::LIFECYCLE_CHECKPOINT];
     kept.extend(aware_lab::output::TRAINING_OUTPUTS);
     aware_lab::output::refuse_overwrite("--out", dir, &kept)?;
+    let training = dir.join(TRAINING);
+    let fingerprint = run_fingerprint(workload, spec, (k, quantile));
+    let resumed = if resume {
+        if base != Learner::Ddpg {
+            return Err(file_error(
+                &training,
+                "--resume: only a DDPG base learner's run keeps a training state".into(),
+            ));
+        }
+        let kept_run = std::fs::read_to_string(training.join(TRAINING_RUN)).map_err(|e| {
+            file_error(&training.join(TRAINING_RUN), format!("--resume: no interrupted run here ({e})"))
+        })?;
+        if kept_run.trim() != fingerprint {
+            return Err(file_error(
+                &training.join(TRAINING_RUN),
+                "--resume: kept by a run of other apps or options (or another build); give the same ones".into(),
+            ));
+        }
+        let bytes = std::fs::read(training.join(TRAINING_STATE))
+            .map_err(|e| file_error(&training.join(TRAINING_STATE), format!("--resume: {e}")))?;
+        let state = PoolTraining::from_bytes(&bytes)
+            .map_err(|e| file_error(&training.join(TRAINING_STATE), format!("--resume: {e}")))?;
+        Some(state)
+    } else {
+        if training.exists() {
+            return Err(file_error(
+                &training,
+                "holds an interrupted run's training state: run the same command with --resume, or choose another directory"
+                    .into(),
+            ));
+        }
+        None
+    };
     std::fs::create_dir_all(dir)
         .map_err(|e| MetaError::Lab(aware_lab::LabError::input(format!("--out {}", dir.display()), e.to_string())))?;
     let start = Instant::now();
     let pooled = match base {
-        Learner::Ddpg => Pooled::of(train_pool(workload, spec, progress)?, apps, BaseAgent::Ddpg)?,
+        Learner::Ddpg => {
+            let mut keep = |state: PoolTraining| -> Result<(), MetaError> {
+                let io = |path: &Path, e: aware_lab::LabError| file_error(path, e.to_string());
+                std::fs::create_dir_all(&training).map_err(|e| file_error(&training, e.to_string()))?;
+                let run = training.join(TRAINING_RUN);
+                aware_lab::output::write_atomically(&run, &fingerprint).map_err(|e| io(&run, e))?;
+                let path = training.join(TRAINING_STATE);
+                aware_lab::output::write_bytes_atomically(&path, &state.to_bytes()?).map_err(|e| io(&path, e))
+            };
+            let trained = train_pool_resumable(workload, spec, progress, resumed, &mut keep)?;
+            Pooled::of(trained, apps, BaseAgent::Ddpg)?
+        }
         Learner::Ppo => {
             let trained = train_pool_with(ppo_base_learner(spec), workload, spec, progress)?;
             Pooled::of(trained, apps, BaseAgent::Ppo)?
@@ -263,6 +346,10 @@ pub fn train_and_keep(
     let (ood_signature_threshold, ood_persistence_threshold) =
         trained.pool.ood.input_thresholds().expect("fitted with the input tests above");
     trained.save(dir)?;
+    // The pool is kept: the state it could have been resumed from is no longer needed.
+    if training.exists() {
+        std::fs::remove_dir_all(&training).map_err(|e| file_error(&training, format!("cannot remove: {e}")))?;
+    }
     Ok(TrainedReport {
         path: dir.display().to_string(),
         pool_apps: apps,
@@ -392,6 +479,69 @@ mod tests {
         spec.meta = MetaConfig { hidden: 8, fc: 8, embedding: 4, ..spec.meta };
         spec.ddpg = DdpgConfig { hidden: vec![16, 16], warmup: 16, ..spec.ddpg };
         (workload, spec)
+    }
+
+    /// `train-meta --resume`: a DDPG run that kept its training state after an episode (as one
+    /// stopped there leaves it) ends, resumed, with the pool the uninterrupted run keeps; the
+    /// state is removed once the pool is kept; resuming nothing, another run's state, or running
+    /// anew over a kept state is refused.
+    #[test]
+    fn an_interrupted_pool_run_resumes_to_the_pool_the_uninterrupted_one_keeps() {
+        let dir = tempfile::tempdir().unwrap();
+        let (workload, mut spec) = small(3);
+        spec.episodes = 3;
+        let silent = &aware_lab::progress::Silent;
+        let detector = (2, 0.9);
+        let (straight, resumed) = (dir.path().join("straight"), dir.path().join("resumed"));
+        train_and_keep(&workload, &spec, Learner::Ddpg, detector, &straight, silent).unwrap();
+        assert!(!straight.join(TRAINING).exists(), "removed once the pool is kept");
+        // What a run stopped after its third episode (the second training one) leaves.
+        let mut states = Vec::new();
+        train_pool_resumable(&workload, &spec, silent, None, &mut |s| {
+            states.push(s);
+            Ok(())
+        })
+        .unwrap();
+        let training = resumed.join(TRAINING);
+        std::fs::create_dir_all(&training).unwrap();
+        std::fs::write(training.join(TRAINING_RUN), run_fingerprint(&workload, &spec, detector)).unwrap();
+        std::fs::write(training.join(TRAINING_STATE), states[1].to_bytes().unwrap()).unwrap();
+        let again =
+            |resume| train_and_keep_resumable(&workload, &spec, Learner::Ddpg, detector, &resumed, silent, resume);
+        let e = again(false).err().unwrap().to_string();
+        assert!(e.contains("interrupted run's training state: run the same command with --resume"), "{e}");
+        again(true).unwrap();
+        assert!(!training.exists());
+        let pool = |d: &Path| {
+            let p: serde_json::Value = serde_json::from_slice(&std::fs::read(d.join(POOL)).unwrap()).unwrap();
+            (p["ood"].clone(), p["pool_apps"].clone())
+        };
+        assert_eq!(pool(&resumed), pool(&straight));
+        for file in ["actor.safetensors", "critic.safetensors"] {
+            let read = |d: &Path| std::fs::read(d.join(AGENT).join(file)).unwrap();
+            assert_eq!(read(&resumed), read(&straight), "{file}");
+        }
+        // Nothing to resume; a state kept by a run of other options.
+        let e = again(true).err().unwrap().to_string();
+        assert!(e.contains("already holds a kept pool"), "{e}");
+        let other = dir.path().join("other");
+        let e = train_and_keep_resumable(&workload, &spec, Learner::Ddpg, detector, &other, silent, true)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("--resume: no interrupted run here"), "{e}");
+        std::fs::create_dir_all(other.join(TRAINING)).unwrap();
+        std::fs::write(other.join(TRAINING).join(TRAINING_RUN), run_fingerprint(&workload, &spec, (3, 0.9))).unwrap();
+        let e = train_and_keep_resumable(&workload, &spec, Learner::Ddpg, detector, &other, silent, true)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("kept by a run of other apps or options"), "{e}");
+        let e = train_and_keep_resumable(&workload, &spec, Learner::Ppo, detector, &other, silent, true)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("only a DDPG base learner's run"), "{e}");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use rand::{Rng, RngExt};
 /// A linear map from the unit embedding to the standardised signature, trained by Adam. Fitted
 /// on at least one signature; every later call gives embeddings and signatures of the widths it
 /// was fitted with (the driver's own, checked where they are made).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SignatureHead {
     embedding: usize,
     signature: usize,
@@ -30,7 +30,7 @@ pub struct SignatureHead {
     pub last_loss: f32,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 struct Adam {
     m: Vec<f32>,
     v: Vec<f32>,
@@ -55,6 +55,27 @@ pub(crate) fn mean_and_scale(rows: &[&[f32]], min_scale: f32) -> (Vec<f32>, Vec<
 }
 
 impl SignatureHead {
+    /// Whether a head read back from elsewhere is one `fit` could have made for `embedding`-wide
+    /// embeddings: its arrays of one signature's width, finite, scales positive.
+    pub(crate) fn check(&self, embedding: usize) -> Result<(), String> {
+        let s = self.signature;
+        let params = s * embedding + s;
+        let fits = self.embedding == embedding
+            && self.weights.len() == s * embedding
+            && [self.bias.len(), self.mean.len(), self.scale.len()] == [s; 3]
+            && self.adam.m.len() == params
+            && self.adam.v.len() == params
+            && self.adam.t >= 0;
+        if !fits {
+            return Err(format!("signature head of {} × {s} does not fit {embedding}-wide embeddings", self.embedding));
+        }
+        let values = self.weights.iter().chain(&self.bias).chain(&self.mean).chain(&self.adam.m).chain(&self.adam.v);
+        if !values.chain(&self.scale).all(|v| v.is_finite()) || self.scale.iter().any(|v| *v <= 0.0) {
+            return Err("signature head holds values that are not finite (or a scale ≤ 0)".into());
+        }
+        Ok(())
+    }
+
     /// A head for `embedding`-wide embeddings, its targets standardised on the pool's
     /// `signatures` (one per app, all of one width; at least one).
     pub fn fit(embedding: usize, signatures: &[Vec<f32>], rng: &mut impl Rng) -> Self {

@@ -33,7 +33,7 @@ use crate::signature::SignatureHead;
 use crate::{Bundle, MetaError, MetaLearner, Selection};
 
 /// How meta-training interleaves with the base learner.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct MetaTrainConfig {
     /// Intervals between meta-learner steps.
     pub meta_every: u64,
@@ -59,7 +59,7 @@ impl Default for MetaTrainConfig {
 
 /// One app's memory: finished episodes (best first, at most M), the episode being recorded,
 /// and recent transitions (observation only, without embedding).
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 struct AppMemory {
     episodes: Vec<(f64, Vec<Vec<f32>>)>,
     current: Vec<Vec<f32>>,
@@ -104,6 +104,112 @@ pub struct MetaDriver<A: BaseLearner = Ddpg> {
     signature_head: Option<SignatureHead>,
 }
 
+/// Everything a DDPG-based driver's meta-training goes on from at an episode's end, bit for bit
+/// ([`MetaDriver::training_state`], [`MetaDriver::resume`]): the base learner's and the
+/// meta-learner's training states, the auxiliary head, every app's kept episodes and recent
+/// transitions, the embeddings, the generator and the counters. Not the fallback: it acts only
+/// in probe episodes, and a state is taken only once they are over.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct DriverTraining {
+    agent: aware_agents::DdpgTraining,
+    meta: crate::MetaTraining,
+    config: MetaTrainConfig,
+    explore: bool,
+    learn: bool,
+    embed_own_episodes: bool,
+    observation_dim: usize,
+    apps: Vec<AppMemory>,
+    embeddings: Vec<Option<Vec<f32>>>,
+    intervals: u64,
+    rng: Pcg64Mcg,
+    meta_steps: u64,
+    signature_head: Option<SignatureHead>,
+}
+
+impl MetaDriver<Ddpg> {
+    /// Everything its training goes on from ([`DriverTraining`]); taken between episodes, with
+    /// no episode open (the probes over: a resumed driver does not probe until told to).
+    pub fn training_state(&self) -> Result<DriverTraining, MetaError> {
+        if self.apps.iter().any(|a| !a.current.is_empty()) {
+            return Err(MetaError::Config {
+                field: "training state",
+                reason: "taken only between episodes, with none open".into(),
+            });
+        }
+        Ok(DriverTraining {
+            agent: self.agent.training_state(),
+            meta: self.meta.training_state(),
+            config: self.config.clone(),
+            explore: self.explore,
+            learn: self.learn,
+            embed_own_episodes: self.embed_own_episodes,
+            observation_dim: self.observation_dim,
+            apps: self.apps.clone(),
+            embeddings: self.embeddings.clone(),
+            intervals: self.intervals,
+            rng: self.rng.clone(),
+            meta_steps: self.meta_steps,
+            signature_head: self.signature_head.clone(),
+        })
+    }
+
+    /// The driver `state` was taken from, as it was, probing (should it ever probe again) with
+    /// `fallback`. A state no driver could have had is refused, saying which part.
+    pub fn resume(state: DriverTraining, fallback: Option<Fallback>) -> Result<Self, MetaError> {
+        let bad = |reason: String| MetaError::Config { field: "training state", reason };
+        let agent = Ddpg::resume(state.agent)?;
+        let meta = MetaLearner::resume(state.meta)?;
+        let width = meta.config().embedding;
+        let (obs, action) = (state.observation_dim, BaseLearner::action_dim(&agent));
+        if BaseLearner::state_dim(&agent) != obs + width {
+            return Err(bad(format!(
+                "the base learner reads {} values, {obs} + a {width}-value embedding expected",
+                BaseLearner::state_dim(&agent)
+            )));
+        }
+        if state.config.meta_every == 0 || state.config.recent == 0 {
+            return Err(bad("meta_every and recent must be at least 1".into()));
+        }
+        if state.embeddings.len() != state.apps.len()
+            || state.embeddings.iter().flatten().any(|e| e.len() != width || !e.iter().all(|v| v.is_finite()))
+        {
+            return Err(bad(format!("embeddings do not fit {} apps of {width} values", state.apps.len())));
+        }
+        let features = obs + action + 1;
+        for (i, app) in state.apps.iter().enumerate() {
+            let steps_fit = app.episodes.iter().flat_map(|(_, t)| t).chain(&app.current).all(|s| s.len() == features);
+            let recent_fit = app
+                .recent
+                .iter()
+                .all(|e| e.state.len() == obs && e.next_state.len() == obs && e.action.len() == action);
+            if !steps_fit || !recent_fit || app.recent.len() > state.config.recent {
+                return Err(bad(format!("app {i}'s episodes or transitions do not fit {obs} + {action} features")));
+            }
+        }
+        if let Some(head) = &state.signature_head {
+            head.check(width).map_err(bad)?;
+        }
+        Ok(Self {
+            agent,
+            meta,
+            config: state.config,
+            explore: state.explore,
+            learn: state.learn,
+            probing: false,
+            embed_own_episodes: state.embed_own_episodes,
+            observation_dim: obs,
+            apps: state.apps,
+            embeddings: state.embeddings,
+            intervals: state.intervals,
+            rng: state.rng,
+            meta_steps: state.meta_steps,
+            fallback,
+            probe_actions: Vec::new(),
+            signature_head: state.signature_head,
+        })
+    }
+}
+
 /// The fallback probing for every app, and how its choices read in the agent's action space.
 pub struct Fallback {
     pub recommenders: Recommenders,
@@ -133,6 +239,11 @@ impl<A: BaseLearner> MetaDriver<A> {
             probe_actions: Vec::new(),
             signature_head: None,
         }
+    }
+
+    /// Apps it keeps a memory of.
+    pub fn apps_known(&self) -> usize {
+        self.apps.len()
     }
 
     /// Transitions kept for the meta-learner's batches, over every app.

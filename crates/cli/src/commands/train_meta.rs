@@ -41,9 +41,14 @@ pub struct Args {
     #[arg(long, default_value = "ddpg", value_parser = parse_learner)]
     base_learner: Learner,
     /// Where the meta-learner, the base learner and the pool's OOD detector are kept
-    /// (`aware run --meta DIR` reads them).
+    /// (`aware run --meta DIR` reads them). While a DDPG run lasts it keeps its training state
+    /// there too (`DIR/training/`, after every episode past the probes; removed at the end).
     #[arg(long)]
     out: PathBuf,
+    /// Go on from the training state an interrupted run of this same command kept in `--out`
+    /// (DDPG base learner): the run ends as the uninterrupted one would have.
+    #[arg(long)]
+    resume: bool,
     /// Print the summary as JSON.
     #[arg(long)]
     json: bool,
@@ -66,9 +71,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
         ..pool.meta
     };
     args.task.apply(&mut pool);
-    // A failed run leaves no directory behind that it created (one that existed stays).
-    let report = aware_lab::output::removing_created_dir_on_failure(&args.out, || {
-        aware_meta::saved::train_and_keep(&workload, &pool, args.base_learner, (3, 0.95), &args.out, &Bar::new())
+    // A failed run leaves no directory behind that it created (one that existed stays), unless
+    // it kept a training state there to go on from.
+    let training = [aware_meta::saved::TRAINING];
+    let report = aware_lab::output::removing_created_dir_on_failure_keeping(&args.out, &training, || {
+        let detector = (3, 0.95);
+        let (out, base) = (&args.out, args.base_learner);
+        aware_meta::saved::train_and_keep_resumable(&workload, &pool, base, detector, out, &Bar::new(), args.resume)
     })?;
     if args.json {
         print_json(&report)?;
