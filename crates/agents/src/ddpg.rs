@@ -645,7 +645,7 @@ impl Ddpg {
         let bad = |part: &str, reason: String| AgentError::Invalid(format!("DDPG training state, {part}: {reason}"));
         state.config.validate().map_err(|e| bad("config", e.to_string()))?;
         let (s, a) = (state.state_dim, state.action_dim);
-        if s == 0 || a == 0 {
+        if s == 0 || a == 0 || s > crate::MAX_WIDTH || a > crate::MAX_WIDTH {
             return Err(bad("dimensions", format!("{s} state and {a} action dimensions")));
         }
         state.replay.check(s, a).map_err(|e| bad("replay", e))?;

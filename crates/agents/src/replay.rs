@@ -125,7 +125,10 @@ impl ReplayBuffer {
         }
         let lengths =
             [self.states.len(), self.actions.len(), self.rewards.len(), self.next_states.len(), self.terminals.len()];
-        if lengths != [n * s, n * a, n, n * s, n] {
+        let (Some(ns), Some(na)) = (n.checked_mul(s), n.checked_mul(a)) else {
+            return Err(format!("replay of {n} experiences of {s} + {a} values is larger than memory"));
+        };
+        if lengths != [ns, na, n, ns, n] {
             return Err(format!("replay arrays hold {lengths:?} values for {n} experiences"));
         }
         if n < self.capacity && self.next != n {

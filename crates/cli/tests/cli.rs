@@ -1125,7 +1125,7 @@ fn train_meta_resumes_only_what_an_interrupted_run_kept() {
     assert!(done.join("pool.json").exists() && !done.join("training").exists());
     let none = dir.path().join("none");
     let o = aware(&[&args[..], &["--embedding", "2", "--resume", "--out", none.to_str().unwrap()]].concat());
-    assert_one_line_error(&o, &["training/run.sha256", "--resume: no interrupted run here"]);
+    assert_one_line_error(&o, &["training/state.cbor", "--resume: no interrupted run's state here"]);
     assert!(!none.exists(), "the directory the refused run made is gone");
 }
 

@@ -208,13 +208,20 @@ pub fn train_and_keep(
     train_and_keep_resumable(workload, spec, base, detector, dir, progress, false)
 }
 
-/// Where a DDPG pool run keeps its training state while it runs (`DIR/training/`): `state.cbor`
-/// ([`PoolTraining`], rewritten atomically at the end of every episode after the probes) and
-/// `run.sha256` (what the run was asked to do: the workload's apps and the spec, hashed, so that
-/// a resumed run is the same run). Removed once the pool is kept.
+/// Where a DDPG pool run keeps its training state while it runs (`DIR/training/state.cbor`,
+/// [`KeptTraining`]: rewritten atomically at the end of every episode after the probes).
+/// Removed once the pool is kept.
 pub const TRAINING: &str = "training";
 const TRAINING_STATE: &str = "state.cbor";
-const TRAINING_RUN: &str = "run.sha256";
+
+/// What `DIR/training/state.cbor` holds, in one file so that a kill leaves both parts or
+/// neither: the run's fingerprint (what it was asked to do, hashed: a resumed run must be the
+/// same run) and its training state.
+#[derive(Debug, Serialize, Deserialize)]
+struct KeptTraining {
+    run: String,
+    state: PoolTraining,
+}
 
 /// The hash a resumed run must match: every pool app and its traffic, the simulator's and the
 /// profile's settings, the seeds, the spec (the meta-learner's and the base learner's settings,
@@ -256,13 +263,26 @@ pub fn train_and_keep_resumable(
     if dir.join(POOL).exists() {
         return Err(file_error(&dir.join(POOL), "already holds a kept pool: choose another directory".into()));
     }
-    // Nor beside what another run kept there (`aware train --out`'s checkpoint and outputs, a
-    // lifecycle checkpoint), which the pool's own files would overwrite or mix with.
-    let mut kept = vec![META, AGENT, METADATA, aware_lab::output::LIFECYCLE_CHECKPOINT];
-    kept.extend(aware_lab::output::TRAINING_OUTPUTS);
-    aware_lab::output::refuse_overwrite("--out", dir, &kept)?;
     let training = dir.join(TRAINING);
+    let state_path = training.join(TRAINING_STATE);
     let fingerprint = run_fingerprint(workload, spec, (k, quantile));
+    // Nor beside what another run kept there (`aware train --out`'s checkpoint and outputs, a
+    // lifecycle checkpoint), which the pool's own files would overwrite or mix with. A resumed
+    // run may find its own `meta/` and `agent/` half written: it was stopped while keeping the
+    // pool (written before `pool.json`), and writes them again.
+    if !resume && training.exists() {
+        return Err(file_error(
+            &training,
+            "holds an interrupted run's training state: run the same command with --resume, or choose another directory"
+                .into(),
+        ));
+    }
+    let mut kept = vec![aware_lab::output::LIFECYCLE_CHECKPOINT];
+    kept.extend(aware_lab::output::TRAINING_OUTPUTS);
+    if !resume {
+        kept.extend([META, AGENT, METADATA]);
+    }
+    aware_lab::output::refuse_overwrite("--out", dir, &kept)?;
     let resumed = if resume {
         if base != Learner::Ddpg {
             return Err(file_error(
@@ -270,28 +290,18 @@ pub fn train_and_keep_resumable(
                 "--resume: only a DDPG base learner's run keeps a training state".into(),
             ));
         }
-        let kept_run = std::fs::read_to_string(training.join(TRAINING_RUN)).map_err(|e| {
-            file_error(&training.join(TRAINING_RUN), format!("--resume: no interrupted run here ({e})"))
-        })?;
-        if kept_run.trim() != fingerprint {
+        let bytes = std::fs::read(&state_path)
+            .map_err(|e| file_error(&state_path, format!("--resume: no interrupted run's state here ({e})")))?;
+        let kept: KeptTraining = ciborium::from_reader(bytes.as_slice())
+            .map_err(|e| file_error(&state_path, format!("--resume: not a training state this build reads ({e})")))?;
+        if kept.run != fingerprint {
             return Err(file_error(
-                &training.join(TRAINING_RUN),
-                "--resume: kept by a run of other apps or options (or another build); give the same ones".into(),
+                &state_path,
+                "--resume: kept by a run of other apps or options; give the same ones".into(),
             ));
         }
-        let bytes = std::fs::read(training.join(TRAINING_STATE))
-            .map_err(|e| file_error(&training.join(TRAINING_STATE), format!("--resume: {e}")))?;
-        let state = PoolTraining::from_bytes(&bytes)
-            .map_err(|e| file_error(&training.join(TRAINING_STATE), format!("--resume: {e}")))?;
-        Some(state)
+        Some(kept.state)
     } else {
-        if training.exists() {
-            return Err(file_error(
-                &training,
-                "holds an interrupted run's training state: run the same command with --resume, or choose another directory"
-                    .into(),
-            ));
-        }
         None
     };
     std::fs::create_dir_all(dir)
@@ -300,12 +310,12 @@ pub fn train_and_keep_resumable(
     let pooled = match base {
         Learner::Ddpg => {
             let mut keep = |state: PoolTraining| -> Result<(), MetaError> {
-                let io = |path: &Path, e: aware_lab::LabError| file_error(path, e.to_string());
                 std::fs::create_dir_all(&training).map_err(|e| file_error(&training, e.to_string()))?;
-                let run = training.join(TRAINING_RUN);
-                aware_lab::output::write_atomically(&run, &fingerprint).map_err(|e| io(&run, e))?;
-                let path = training.join(TRAINING_STATE);
-                aware_lab::output::write_bytes_atomically(&path, &state.to_bytes()?).map_err(|e| io(&path, e))
+                let mut bytes = Vec::new();
+                ciborium::into_writer(&KeptTraining { run: fingerprint.clone(), state }, &mut bytes)
+                    .map_err(|e| file_error(&state_path, e.to_string()))?;
+                aware_lab::output::write_bytes_atomically(&state_path, &bytes)
+                    .map_err(|e| file_error(&state_path, e.to_string()))
             };
             let trained = train_pool_resumable(workload, spec, progress, resumed, &mut keep)?;
             Pooled::of(trained, apps, BaseAgent::Ddpg)?
@@ -495,7 +505,8 @@ mod tests {
         let (straight, resumed) = (dir.path().join("straight"), dir.path().join("resumed"));
         train_and_keep(&workload, &spec, Learner::Ddpg, detector, &straight, silent).unwrap();
         assert!(!straight.join(TRAINING).exists(), "removed once the pool is kept");
-        // What a run stopped after its third episode (the second training one) leaves.
+        // What a run stopped after its third episode (the first training one) leaves, or one
+        // stopped while keeping the pool (its `meta/` half written) after that.
         let mut states = Vec::new();
         train_pool_resumable(&workload, &spec, silent, None, &mut |s| {
             states.push(s);
@@ -503,9 +514,15 @@ mod tests {
         })
         .unwrap();
         let training = resumed.join(TRAINING);
-        std::fs::create_dir_all(&training).unwrap();
-        std::fs::write(training.join(TRAINING_RUN), run_fingerprint(&workload, &spec, detector)).unwrap();
-        std::fs::write(training.join(TRAINING_STATE), states[1].to_bytes().unwrap()).unwrap();
+        let write_state = |dir: &Path, run: String, state: PoolTraining| {
+            std::fs::create_dir_all(dir.join(TRAINING)).unwrap();
+            let mut bytes = Vec::new();
+            ciborium::into_writer(&KeptTraining { run, state }, &mut bytes).unwrap();
+            std::fs::write(dir.join(TRAINING).join(TRAINING_STATE), bytes).unwrap();
+        };
+        write_state(&resumed, run_fingerprint(&workload, &spec, detector), states[1].clone());
+        std::fs::create_dir_all(resumed.join(META)).unwrap();
+        std::fs::write(resumed.join(META).join("partial"), "x").unwrap();
         let again =
             |resume| train_and_keep_resumable(&workload, &spec, Learner::Ddpg, detector, &resumed, silent, resume);
         let e = again(false).err().unwrap().to_string();
@@ -517,10 +534,22 @@ mod tests {
             (p["ood"].clone(), p["pool_apps"].clone())
         };
         assert_eq!(pool(&resumed), pool(&straight));
-        for file in ["actor.safetensors", "critic.safetensors"] {
-            let read = |d: &Path| std::fs::read(d.join(AGENT).join(file)).unwrap();
-            assert_eq!(read(&resumed), read(&straight), "{file}");
-        }
+        let files = |d: &Path| {
+            let mut found = Vec::new();
+            for part in [META, AGENT] {
+                for entry in std::fs::read_dir(d.join(part)).unwrap() {
+                    let path = entry.unwrap().path();
+                    if path.extension().is_some_and(|e| e == "safetensors") {
+                        found.push((path.file_name().unwrap().to_owned(), std::fs::read(&path).unwrap()));
+                    }
+                }
+            }
+            found.sort();
+            found
+        };
+        let (ours, theirs) = (files(&resumed), files(&straight));
+        assert!(ours.len() >= 4, "meta-learner, actor and both critics: {}", ours.len());
+        assert!(ours == theirs, "every weight file equals the uninterrupted run's");
         // Nothing to resume; a state kept by a run of other options.
         let e = again(true).err().unwrap().to_string();
         assert!(e.contains("already holds a kept pool"), "{e}");
@@ -529,9 +558,8 @@ mod tests {
             .err()
             .unwrap()
             .to_string();
-        assert!(e.contains("--resume: no interrupted run here"), "{e}");
-        std::fs::create_dir_all(other.join(TRAINING)).unwrap();
-        std::fs::write(other.join(TRAINING).join(TRAINING_RUN), run_fingerprint(&workload, &spec, (3, 0.9))).unwrap();
+        assert!(e.contains("--resume: no interrupted run's state here"), "{e}");
+        write_state(&other, run_fingerprint(&workload, &spec, (3, 0.9)), states[0].clone());
         let e = train_and_keep_resumable(&workload, &spec, Learner::Ddpg, detector, &other, silent, true)
             .err()
             .unwrap()

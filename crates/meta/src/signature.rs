@@ -57,8 +57,11 @@ pub(crate) fn mean_and_scale(rows: &[&[f32]], min_scale: f32) -> (Vec<f32>, Vec<
 impl SignatureHead {
     /// Whether a head read back from elsewhere is one `fit` could have made for `embedding`-wide
     /// embeddings: its arrays of one signature's width, finite, scales positive.
-    pub(crate) fn check(&self, embedding: usize) -> Result<(), String> {
+    pub(crate) fn check(&self, embedding: usize, signature: usize) -> Result<(), String> {
         let s = self.signature;
+        if s != signature {
+            return Err(format!("signature head predicts {s} values, the meta-learner's signatures hold {signature}"));
+        }
         let params = s * embedding + s;
         let fits = self.embedding == embedding
             && self.weights.len() == s * embedding

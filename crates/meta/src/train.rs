@@ -187,7 +187,8 @@ impl MetaDriver<Ddpg> {
             }
         }
         if let Some(head) = &state.signature_head {
-            head.check(width).map_err(bad)?;
+            // Per feature of the meta-learner's steps, the mean and the spread.
+            head.check(width, 2 * meta.config().features).map_err(bad)?;
         }
         Ok(Self {
             agent,

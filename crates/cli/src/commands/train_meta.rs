@@ -74,10 +74,23 @@ pub fn run(args: Args) -> Result<ExitCode> {
     // A failed run leaves no directory behind that it created (one that existed stays), unless
     // it kept a training state there to go on from.
     let training = [aware_meta::saved::TRAINING];
-    let report = aware_lab::output::removing_created_dir_on_failure_keeping(&args.out, &training, || {
+    let result = aware_lab::output::removing_created_dir_on_failure_keeping(&args.out, &training, || {
         let detector = (3, 0.95);
         let (out, base) = (&args.out, args.base_learner);
         aware_meta::saved::train_and_keep_resumable(&workload, &pool, base, detector, out, &Bar::new(), args.resume)
+    });
+    let kept = args.out.join(aware_meta::saved::TRAINING);
+    let report = result.map_err(|e| {
+        let said = e.to_string();
+        // A run that failed after keeping its training state says where it is and how to go on.
+        if kept.exists() && !said.contains("--resume") {
+            anyhow::anyhow!(
+                "{said} (its training state is kept in {}: the same command with --resume goes on from it)",
+                kept.display()
+            )
+        } else {
+            anyhow::Error::from(e)
+        }
     })?;
     if args.json {
         print_json(&report)?;
