@@ -77,7 +77,28 @@ pub fn write_bytes_atomically(path: &Path, bytes: &[u8]) -> Result<(), LabError>
     // On disk before it replaces what was there: a crash then leaves the old file or the new.
     tmp.write_all(bytes).and_then(|()| tmp.flush()).and_then(|()| tmp.as_file().sync_all()).map_err(fail)?;
     tmp.persist(&target).map_err(|e| fail(e.error))?;
+    // The rename on disk too (best effort: not every file system lets a directory be synced).
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
     Ok(())
+}
+
+/// Removes the temporary files [`write_atomically`] left in `dir` when a process was killed
+/// while writing (`.aware-*.tmp`: names no one else gives); returns how many. Only for a
+/// directory a run owns (a long run's training state), where a writer of its own is not at work.
+pub fn remove_stale_temporaries(dir: &Path) -> std::io::Result<usize> {
+    let mut removed = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with(".aware-") && name.ends_with(".tmp") && entry.file_type()?.is_file() {
+            std::fs::remove_file(entry.path())?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
 }
 
 /// Creates `dir` (and its parents) unless it exists.
@@ -206,6 +227,23 @@ pub fn write_training_outputs(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only the temporary files a killed write leaves are cleared, nothing else of the directory.
+    #[test]
+    fn stale_temporaries_are_cleared_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        for name in [".aware-abc.tmp", "state.cbor", "keep.tmp", ".aware-notes.txt"] {
+            std::fs::write(d.join(name), "x").unwrap();
+        }
+        std::fs::create_dir(d.join(".aware-dir.tmp")).unwrap();
+        assert_eq!(remove_stale_temporaries(d).unwrap(), 1);
+        let mut left: Vec<String> =
+            std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        left.sort();
+        assert_eq!(left, [".aware-dir.tmp", ".aware-notes.txt", "keep.tmp", "state.cbor"]);
+        assert_eq!(remove_stale_temporaries(d).unwrap(), 0);
+    }
 
     #[test]
     fn an_atomic_write_replaces_only_the_file_it_names() {

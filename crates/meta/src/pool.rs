@@ -177,6 +177,31 @@ impl PoolTraining {
     }
 }
 
+/// A pool run taken up from its training state ([`resume_pool`]): checked, ready to go on.
+pub struct Resumed {
+    driver: MetaDriver,
+    curve: Vec<PoolEpisode>,
+}
+
+/// Takes up `state` for a run of `workload` and `spec`: the driver rebuilt and checked (every
+/// part sized and finite), the state kept for the pool's apps, after the probes and before the
+/// last episode. Refused otherwise, before any episode runs.
+pub fn resume_pool(workload: &Workload, spec: &PoolSpec, state: PoolTraining) -> Result<Resumed, MetaError> {
+    let bad = |reason: String| MetaError::Config { field: "training state", reason };
+    let (done, total) = (state.curve.len() as u64, spec.probes + spec.episodes);
+    if done < spec.probes || done >= total {
+        return Err(bad(format!(
+            "kept after {done} episodes, between the {} probes and the last of {total} expected",
+            spec.probes
+        )));
+    }
+    let driver = MetaDriver::resume(state.driver, Some(fallback(workload, spec)?))?;
+    if driver.apps_known() != workload.apps.len() {
+        return Err(bad(format!("kept for {} apps, the pool has {}", driver.apps_known(), workload.apps.len())));
+    }
+    Ok(Resumed { driver, curve: state.curve })
+}
+
 /// [`train_pool`], keeping the run's training state at the end of every episode after the
 /// probes but the last (`keep`), or going on from one (`resume`, taken from a run of the same
 /// workload and spec): the result is the uninterrupted run's, bit for bit.
@@ -184,12 +209,12 @@ pub fn train_pool_resumable(
     workload: &Workload,
     spec: &PoolSpec,
     progress: &dyn Progress,
-    resume: Option<PoolTraining>,
+    resume: Option<Resumed>,
     keep: &mut dyn FnMut(PoolTraining) -> Result<(), MetaError>,
 ) -> Result<(MetaDriver, Vec<PoolEpisode>), MetaError> {
     let total = spec.probes + spec.episodes;
     let (mut driver, done) = match resume {
-        Some(state) => (MetaDriver::resume(state.driver, Some(fallback(workload, spec)?))?, state.curve),
+        Some(Resumed { driver, curve }) => (driver, curve),
         None => {
             let agent = Ddpg::new(STATE_DIM + spec.meta.embedding, ACTIONS.space().dim(), spec.ddpg.clone(), spec.seed);
             let meta = MetaLearner::new(spec.meta.clone(), spec.seed)?;
@@ -199,12 +224,6 @@ pub fn train_pool_resumable(
             (driver, Vec::new())
         }
     };
-    if driver.apps_known() > workload.apps.len() {
-        return Err(MetaError::Config {
-            field: "training state",
-            reason: format!("kept for {} apps, the pool has {}", driver.apps_known(), workload.apps.len()),
-        });
-    }
     let mut after = |driver: &MetaDriver, curve: &[PoolEpisode]| {
         let n = curve.len() as u64;
         if n < spec.probes || n == total {
@@ -367,7 +386,8 @@ mod tests {
             let state = PoolTraining::from_bytes(bytes).unwrap();
             let done = state.curve.len();
             let mut again = Vec::new();
-            let (resumed, rest) = train_pool_resumable(&workload, &pool, silent, Some(state), &mut |s| {
+            let taken = resume_pool(&workload, &pool, state).unwrap();
+            let (resumed, rest) = train_pool_resumable(&workload, &pool, silent, Some(taken), &mut |s| {
                 again.push(s);
                 Ok(())
             })
@@ -379,7 +399,7 @@ mod tests {
         // A state kept for another pool is refused, not run on.
         let other = Workload::load(&WorkloadSpec { apps: 3, seed: 6, steps: 60, ..WorkloadSpec::default() }).unwrap();
         let state = PoolTraining::from_bytes(&kept[0]).unwrap();
-        let e = train_pool_resumable(&other, &pool, silent, Some(state), &mut |_| Ok(())).err().unwrap().to_string();
+        let e = resume_pool(&other, &pool, state).err().unwrap().to_string();
         assert!(e.contains("kept for 4 apps, the pool has 3"), "{e}");
         assert!(PoolTraining::from_bytes(&kept[0][..100]).is_err());
     }

@@ -292,6 +292,9 @@ pub fn train_and_keep_resumable(
         }
         let bytes = std::fs::read(&state_path)
             .map_err(|e| file_error(&state_path, format!("--resume: no interrupted run's state here ({e})")))?;
+        // A run killed while rewriting its state left the half-written copy (up to a GB).
+        aware_lab::output::remove_stale_temporaries(&training)
+            .map_err(|e| file_error(&training, format!("cannot clear what a stopped write left: {e}")))?;
         let kept: KeptTraining = ciborium::from_reader(bytes.as_slice())
             .map_err(|e| file_error(&state_path, format!("--resume: not a training state this build reads ({e})")))?;
         if kept.run != fingerprint {
@@ -300,7 +303,9 @@ pub fn train_and_keep_resumable(
                 "--resume: kept by a run of other apps or options; give the same ones".into(),
             ));
         }
-        Some(kept.state)
+        let taken = crate::pool::resume_pool(workload, spec, kept.state)
+            .map_err(|e| file_error(&state_path, format!("--resume: {e}")))?;
+        Some(taken)
     } else {
         None
     };
@@ -523,6 +528,7 @@ mod tests {
         write_state(&resumed, run_fingerprint(&workload, &spec, detector), states[1].clone());
         std::fs::create_dir_all(resumed.join(META)).unwrap();
         std::fs::write(resumed.join(META).join("partial"), "x").unwrap();
+        std::fs::write(training.join(".aware-half.tmp"), "half a state").unwrap();
         let again =
             |resume| train_and_keep_resumable(&workload, &spec, Learner::Ddpg, detector, &resumed, silent, resume);
         let e = again(false).err().unwrap().to_string();
