@@ -144,13 +144,19 @@ pub fn train_pool_with<A: BaseLearner>(
     spec: &PoolSpec,
     progress: &dyn Progress,
 ) -> Result<(MetaDriver<A>, Vec<PoolEpisode>), MetaError> {
+    let mut driver = pool_driver(agent, workload, spec)?;
+    let curve = run_episodes(&mut driver, workload, spec, progress, "meta-training")?;
+    Ok((driver, curve))
+}
+
+/// A new pool run's driver: `agent` as the base learner, a fresh meta-learner, the fallback probing.
+fn pool_driver<A: BaseLearner>(agent: A, workload: &Workload, spec: &PoolSpec) -> Result<MetaDriver<A>, MetaError> {
     let meta = MetaLearner::new(spec.meta.clone(), spec.seed)?;
     let mut driver =
         MetaDriver::new(agent, meta, STATE_DIM, spec.train.clone(), spec.seed).with_fallback(fallback(workload, spec)?);
     // Embeddings read the fallback's episodes only: the same behaviour at adaptation.
     driver.embed_own_episodes = false;
-    let curve = run_episodes(&mut driver, workload, spec, progress, "meta-training")?;
-    Ok((driver, curve))
+    Ok(driver)
 }
 
 /// A DDPG pool run's training state at the end of an episode after the probes: the driver's
@@ -217,11 +223,7 @@ pub fn train_pool_resumable(
         Some(Resumed { driver, curve }) => (driver, curve),
         None => {
             let agent = Ddpg::new(STATE_DIM + spec.meta.embedding, ACTIONS.space().dim(), spec.ddpg.clone(), spec.seed);
-            let meta = MetaLearner::new(spec.meta.clone(), spec.seed)?;
-            let mut driver = MetaDriver::new(agent, meta, STATE_DIM, spec.train.clone(), spec.seed)
-                .with_fallback(fallback(workload, spec)?);
-            driver.embed_own_episodes = false;
-            (driver, Vec::new())
+            (pool_driver(agent, workload, spec)?, Vec::new())
         }
     };
     let mut after = |driver: &MetaDriver, curve: &[PoolEpisode]| {
