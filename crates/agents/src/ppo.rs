@@ -187,15 +187,7 @@ impl PolicyValue {
 
     /// Every parameter (policy, critic, log σ) flattened in a fixed order.
     pub fn parameters(&self) -> Vec<f32> {
-        struct Collect(Vec<f32>);
-        impl burn::module::ModuleVisitor for Collect {
-            fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
-                self.0.extend(param.val().into_data().try_to_vec::<f32>().expect("f32"));
-            }
-        }
-        let mut c = Collect(Vec::new());
-        self.visit(&mut c);
-        c.0
+        crate::net::parameters(self).concat()
     }
 
     fn log_std_values(&self) -> Vec<f32> {
