@@ -1127,6 +1127,20 @@ fn train_meta_resumes_only_what_an_interrupted_run_kept() {
     let o = aware(&[&args[..], &["--embedding", "2", "--resume", "--out", none.to_str().unwrap()]].concat());
     assert_one_line_error(&o, &["training/state.cbor", "--resume: no interrupted run's state here"]);
     assert!(!none.exists(), "the directory the refused run made is gone");
+    // A directory another process is writing into (here this test holds its lock, as a run
+    // still going would) is refused before anything there is read or cleared.
+    #[cfg(unix)]
+    {
+        let held = dir.path().join("held");
+        std::fs::create_dir_all(held.join("training")).unwrap();
+        std::fs::write(held.join("training").join(".aware-x.tmp"), "a write under way").unwrap();
+        let lock = aware_lab::output::lock_dir(&held).unwrap();
+        let o = aware(&[&args[..], &["--embedding", "2", "--resume", "--out", held.to_str().unwrap()]].concat());
+        assert_one_line_error(&o, &["held", "another process is writing into this directory"]);
+        assert!(!stderr(&o).contains("goes on from it"), "no hint to resume what another process runs");
+        assert!(held.join("training").join(".aware-x.tmp").exists());
+        drop(lock);
+    }
 }
 
 /// Inspecting a SQLite store leaves its directory as it was: no `-wal`/`-shm` files left behind

@@ -24,6 +24,12 @@ pub enum LabError {
     Policy { policy: String, reason: String },
     #[error("{}: {reason}", path.display())]
     Io { path: PathBuf, reason: String },
+    /// An output directory another process holds ([`crate::output::lock_dir`]).
+    #[error(
+        "{}: another process is writing into this directory (an aware run still going?): wait for it to end, or choose another directory",
+        path.display()
+    )]
+    Busy { path: PathBuf },
     #[error("{}: cannot draw the plot: {reason}", path.display())]
     Plot { path: PathBuf, reason: String },
     #[error("{what}: {reason}")]

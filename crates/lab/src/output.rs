@@ -101,6 +101,38 @@ pub fn remove_stale_temporaries(dir: &Path) -> std::io::Result<usize> {
     Ok(removed)
 }
 
+/// An exclusive hold on an output directory that one long run writes into over hours (a
+/// resumable training state): a second process given the same directory is refused at once,
+/// before it reads, clears or rewrites anything there. Held until dropped; the operating
+/// system lets go of it when the process ends, however it ends, so a killed run leaves no
+/// stale lock behind.
+#[derive(Debug)]
+pub struct DirLock {
+    _held: Option<std::fs::File>,
+}
+
+/// Takes [`DirLock`] on `dir`, which must exist: an advisory lock (`flock`) on the directory
+/// itself, so no file of its own is left in it. Refused with [`LabError::Busy`] when another
+/// process holds it. Where the file system cannot lock (some network file systems),
+/// or on a platform without `flock`, the run goes on unlocked: refusing every run there would
+/// cost more than the race it guards against.
+pub fn lock_dir(dir: &Path) -> Result<DirLock, LabError> {
+    #[cfg(unix)]
+    {
+        let file = std::fs::File::open(dir).map_err(|e| LabError::io(dir, format!("cannot open: {e}")))?;
+        match file.try_lock() {
+            Ok(()) => Ok(DirLock { _held: Some(file) }),
+            Err(std::fs::TryLockError::WouldBlock) => Err(LabError::Busy { path: dir.to_path_buf() }),
+            Err(std::fs::TryLockError::Error(_)) => Ok(DirLock { _held: None }),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = dir;
+        Ok(DirLock { _held: None })
+    }
+}
+
 /// Creates `dir` (and its parents) unless it exists.
 pub fn create_dir(dir: &Path) -> Result<(), LabError> {
     std::fs::create_dir_all(dir).map_err(|e| LabError::io(dir, format!("cannot create: {e}")))
@@ -227,6 +259,24 @@ pub fn write_training_outputs(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A directory one holder locks is refused to a second (another open file, as another
+    /// process would have), and free again once the first lets go; nothing is left in it.
+    #[cfg(unix)]
+    #[test]
+    fn a_locked_directory_is_refused_until_its_holder_lets_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = lock_dir(dir.path()).unwrap();
+        let refused = lock_dir(dir.path()).unwrap_err().to_string();
+        assert!(refused.contains("another process is writing into this directory"), "{refused}");
+        assert!(refused.contains(&dir.path().display().to_string()), "{refused}");
+        drop(first);
+        let again = lock_dir(dir.path()).unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "the lock leaves no file");
+        drop(again);
+        let missing = lock_dir(&dir.path().join("missing")).unwrap_err().to_string();
+        assert!(missing.contains("cannot open"), "{missing}");
+    }
 
     /// Only the temporary files a killed write leaves are cleared, nothing else of the directory.
     #[test]

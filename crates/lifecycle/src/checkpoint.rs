@@ -165,6 +165,9 @@ pub struct CheckpointSink {
     /// The restored checkpoint's apps this run does not manage, written back unchanged after
     /// every episode (a run over fewer apps loses none of the others' lifecycles).
     carried: Vec<AppEntry>,
+    /// Held from the start to the end of the run: a second run given the same directory is
+    /// refused rather than rewriting the checkpoint under this one.
+    lock: Option<aware_lab::output::DirLock>,
     pub report: CheckpointReport,
 }
 
@@ -177,6 +180,7 @@ impl CheckpointSink {
             seed,
             meta: None,
             carried: Vec::new(),
+            lock: None,
             report: CheckpointReport { path: dir.display().to_string(), ..CheckpointReport::default() },
         }
     }
@@ -327,6 +331,11 @@ impl CheckpointSink {
 impl EpisodeSink for CheckpointSink {
     fn start(&mut self, manager: &mut Manager) -> Result<(), LifecycleError> {
         refuse_agent_checkpoint(&self.dir)?;
+        std::fs::create_dir_all(&self.dir).map_err(|e| LifecycleError::Checkpoint {
+            path: self.dir.clone(),
+            reason: format!("cannot be written: {e}"),
+        })?;
+        self.lock = Some(aware_lab::output::lock_dir(&self.dir)?);
         match self.read(manager.embedding_width(), manager.config().residual) {
             Ok(None) => {}
             Ok(Some((agent, file))) => {
@@ -395,6 +404,32 @@ mod tests {
         let mut sink = CheckpointSink::new(dir, 2);
         sink.start(&mut manager).unwrap();
         sink.report
+    }
+
+    /// A second run given the checkpoint directory of a run still going is refused before it
+    /// reads or writes anything there; once the first has ended, the next takes it up.
+    #[cfg(unix)]
+    #[test]
+    fn a_checkpoint_another_run_is_writing_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let workload = workload(2);
+        let config = config(Learner::Ddpg);
+        let mut manager = Manager::new(&workload, LifecycleAgent::fresh_for(&config, 1), config.clone()).unwrap();
+        let mut running = CheckpointSink::new(dir.path(), 1);
+        running.start(&mut manager).unwrap();
+        running.episode(0, &mut manager).unwrap();
+        let sorted = |d: &Path| {
+            let mut files = walk(d);
+            files.sort();
+            files
+        };
+        let before = sorted(dir.path());
+        let mut second = Manager::new(&workload, LifecycleAgent::fresh_for(&config, 2), config).unwrap();
+        let e = CheckpointSink::new(dir.path(), 2).start(&mut second).unwrap_err().to_string();
+        assert!(e.contains("another process is writing into this directory"), "{e}");
+        assert!(sorted(dir.path()) == before, "nothing of the running one's checkpoint changed");
+        drop(running);
+        assert!(take_up(dir.path(), &workload, Learner::Ddpg).restored);
     }
 
     fn edit_json(path: &Path, edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
@@ -589,6 +624,7 @@ mod tests {
         sink.episode(0, &mut manager).unwrap();
         sink.episode(1, &mut manager).unwrap();
         assert_eq!(sink.report.saved, 2);
+        drop(sink); // the run ends
 
         // Every earlier entry is still in the file, unchanged but marked stale: the agent beside
         // it has since trained without being evaluated on those apps.

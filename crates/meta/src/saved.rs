@@ -260,6 +260,11 @@ pub fn train_and_keep_resumable(
         });
     }
     aware_lab::output::refuse_non_directory("--out", dir)?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| MetaError::Lab(aware_lab::LabError::input(format!("--out {}", dir.display()), e.to_string())))?;
+    // One process at a time: a second one given the same directory (a resume started twice)
+    // would clear the first's half-written state and both would rewrite it and keep the pool.
+    let _lock = aware_lab::output::lock_dir(dir)?;
     if dir.join(POOL).exists() {
         return Err(file_error(&dir.join(POOL), "already holds a kept pool: choose another directory".into()));
     }
@@ -309,8 +314,6 @@ pub fn train_and_keep_resumable(
     } else {
         None
     };
-    std::fs::create_dir_all(dir)
-        .map_err(|e| MetaError::Lab(aware_lab::LabError::input(format!("--out {}", dir.display()), e.to_string())))?;
     let start = Instant::now();
     let pooled = match base {
         Learner::Ddpg => {
@@ -533,6 +536,15 @@ mod tests {
             |resume| train_and_keep_resumable(&workload, &spec, Learner::Ddpg, detector, &resumed, silent, resume);
         let e = again(false).err().unwrap().to_string();
         assert!(e.contains("interrupted run's training state: run the same command with --resume"), "{e}");
+        // A second process resuming while one runs is refused before it touches anything.
+        #[cfg(unix)]
+        {
+            let running = aware_lab::output::lock_dir(&resumed).unwrap();
+            let e = again(true).err().unwrap().to_string();
+            assert!(e.contains("another process is writing into this directory"), "{e}");
+            assert!(training.join(".aware-half.tmp").exists(), "the running one's write is left alone");
+            drop(running);
+        }
         again(true).unwrap();
         assert!(!training.exists());
         let pool = |d: &Path| {

@@ -82,8 +82,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let kept = args.out.join(aware_meta::saved::TRAINING);
     let report = result.map_err(|e| {
         let said = e.to_string();
-        // A run that failed after keeping its training state says where it is and how to go on.
-        if kept.exists() && !said.contains("--resume") {
+        // A run that failed after keeping its training state says where it is and how to go on
+        // (not one refused because another process is at work on that state).
+        let busy = matches!(e, aware_meta::MetaError::Lab(aware_lab::LabError::Busy { .. }));
+        if kept.exists() && !busy && !said.contains("--resume") {
             anyhow::anyhow!(
                 "{said} (its training state is kept in {}: the same command with --resume goes on from it)",
                 kept.display()
