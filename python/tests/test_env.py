@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import pathlib
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -33,6 +34,7 @@ def setUpModule():
     if not os.path.exists(binary):
         raise RuntimeError(f"{binary}: not built; run `cargo build -p aware-cli` or set AWARE_BIN")
     tmp = tempfile.mkdtemp(prefix="aware-gym-test-")
+    SERVER["tmp"] = tmp
     token_file = os.path.join(tmp, "token")
     with open(token_file, "w") as f:
         f.write(f"  {TOKEN}\n\n")  # surrounding whitespace is trimmed
@@ -60,12 +62,17 @@ def setUpModule():
 
 
 def tearDownModule():
-    proc = SERVER.get("proc")
-    if proc is not None:
-        proc.send_signal(signal.SIGTERM)
-        code = proc.wait(timeout=30)
-        if code != 0:
-            raise RuntimeError(f"aware serve-env exited {code} on SIGTERM (expected a graceful 0)")
+    try:
+        proc = SERVER.get("proc")
+        if proc is not None:
+            proc.send_signal(signal.SIGTERM)
+            code = proc.wait(timeout=30)
+            if code != 0:
+                raise RuntimeError(f"aware serve-env exited {code} on SIGTERM (expected a graceful 0)")
+    finally:
+        tmp = SERVER.get("tmp")
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def kwargs(**extra):

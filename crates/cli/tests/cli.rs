@@ -1,7 +1,11 @@
 //! The command-line contract: determinism, JSON, and one-line errors with a non-zero exit.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
+
+use common::temp_file;
 
 fn aware(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_aware")).args(args).output().expect("run aware")
@@ -13,14 +17,6 @@ fn stdout(o: &Output) -> String {
 
 fn stderr(o: &Output) -> String {
     String::from_utf8(o.stderr.clone()).unwrap()
-}
-
-fn temp_file(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("aware-cli-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
 }
 
 /// A failing command prints exactly one line, naming what it must, and exits non-zero.
@@ -264,9 +260,8 @@ fn compare_is_an_ab_test_over_identical_traces() {
 
 #[test]
 fn compare_draws_a_png() {
-    let dir = std::env::temp_dir().join(format!("aware-cli-plot-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let png = dir.join("cmp.png");
+    let dir = tempfile::tempdir().unwrap();
+    let png = dir.path().join("cmp.png");
     let o = aware(&[
         "compare",
         "--apps",

@@ -7,21 +7,16 @@
 //! (`TestGroupPods`, `TestCalculateRequests`) cannot be expressed and are covered by the
 //! library's own tests. Then bad input: one line on stderr naming file, field and reason, exit 1.
 
-use std::path::PathBuf;
+mod common;
+
 use std::process::{Command, Output};
+
+use common::temp_file;
 
 use serde_json::{Value, json};
 
 fn aware(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_aware")).args(args).output().expect("run aware")
-}
-
-fn temp_file(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("aware-recommend-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
 }
 
 /// The observation's clock; "cool" pods started an hour before (past the 5-minute CPU
