@@ -20,6 +20,15 @@ pub fn write_atomically(path: &Path, text: &str) -> Result<(), LabError> {
 
 /// [`write_atomically`] for bytes.
 pub fn write_bytes_atomically(path: &Path, bytes: &[u8]) -> Result<(), LabError> {
+    write_atomically_with(path, |w| w.write_all(bytes))
+}
+
+/// [`write_atomically`] for what `write` streams into the file (buffered): a large state
+/// serialised straight to disk, never held whole in memory beside the value it encodes.
+pub fn write_atomically_with(
+    path: &Path,
+    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> Result<(), LabError> {
     use std::io::Write;
     // tempfile's errors end by naming the temporary file ("… at path \"…\""): the OS's reason
     // before it is what the user needs.
@@ -28,10 +37,14 @@ pub fn write_bytes_atomically(path: &Path, bytes: &[u8]) -> Result<(), LabError>
         let reason = text.split(" at path ").next().unwrap_or(&text).to_string();
         LabError::io(path, format!("cannot write: {reason}"))
     };
-    let write_into = |file: std::io::Result<std::fs::File>| {
-        let mut file = file.map_err(fail)?;
-        file.write_all(bytes).and_then(|()| file.flush()).map_err(fail)
+    // Streams `write` into `file` through a buffer, flushed; the file handed back.
+    let stream = |file: std::fs::File, write: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>| {
+        let mut buffered = std::io::BufWriter::with_capacity(1 << 20, file);
+        write(&mut buffered)?;
+        buffered.into_inner().map_err(|e| e.into_error())
     };
+    let mut write = Some(write);
+    let mut once = |w: &mut dyn Write| write.take().map_or(Ok(()), |f| f(w));
     if path.is_dir() {
         return Err(LabError::io(path, "cannot write: is a directory"));
     }
@@ -42,14 +55,18 @@ pub fn write_bytes_atomically(path: &Path, bytes: &[u8]) -> Result<(), LabError>
     if existing.as_ref().is_some_and(|m| !m.is_file()) || system(path) || resolved.as_deref().is_some_and(system) {
         // Appended to, never truncated: a file behind `/dev/stdout` (reopened through
         // `/proc/self/fd`) is written after what the shell and the process put there.
-        return write_into(std::fs::OpenOptions::new().append(true).open(path));
+        let file = std::fs::OpenOptions::new().append(true).open(path).map_err(fail)?;
+        return stream(file, &mut once).map(drop).map_err(fail);
     }
     // A link (or a chain of them) is replaced at its end, so that the link stays a link.
     let target: PathBuf = match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_symlink() => match resolved {
             Some(t) => t,
             // A dangling link: writing through it makes the file it names.
-            None => return write_into(std::fs::File::create(path)),
+            None => {
+                let file = std::fs::File::create(path).map_err(fail)?;
+                return stream(file, &mut once).map(drop).map_err(fail);
+            }
         },
         _ => path.to_path_buf(),
     };
@@ -66,7 +83,7 @@ pub fn write_bytes_atomically(path: &Path, bytes: &[u8]) -> Result<(), LabError>
         builder.permissions(std::fs::Permissions::from_mode(0o666));
     }
     // Dropped unpersisted on any error: the temporary file goes with it.
-    let mut tmp = builder.tempfile_in(dir).map_err(fail)?;
+    let tmp = builder.tempfile_in(dir).map_err(fail)?;
     #[cfg(unix)]
     if let Some(meta) = &existing {
         use std::os::unix::fs::PermissionsExt;
@@ -74,9 +91,10 @@ pub fn write_bytes_atomically(path: &Path, bytes: &[u8]) -> Result<(), LabError>
         let mode = meta.permissions().mode() & 0o777;
         tmp.as_file().set_permissions(std::fs::Permissions::from_mode(mode)).map_err(fail)?;
     }
+    let (file, tmp_path) = tmp.into_parts();
     // On disk before it replaces what was there: a crash then leaves the old file or the new.
-    tmp.write_all(bytes).and_then(|()| tmp.flush()).and_then(|()| tmp.as_file().sync_all()).map_err(fail)?;
-    tmp.persist(&target).map_err(|e| fail(e.error))?;
+    stream(file, &mut once).and_then(|f| f.sync_all()).map_err(fail)?;
+    tmp_path.persist(&target).map_err(|e| fail(e.error))?;
     // The rename on disk too (best effort: not every file system lets a directory be synced).
     if let Ok(d) = std::fs::File::open(dir) {
         let _ = d.sync_all();
@@ -276,6 +294,36 @@ mod tests {
         drop(again);
         let missing = lock_dir(&dir.path().join("missing")).unwrap_err().to_string();
         assert!(missing.contains("cannot open"), "{missing}");
+    }
+
+    /// A streamed write that fails part way (a serialiser's error after some bytes) leaves the
+    /// file as it was and no temporary file; one that succeeds replaces it whole, past the
+    /// buffer's size.
+    #[test]
+    fn a_streamed_write_replaces_the_file_whole_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("state.cbor");
+        std::fs::write(&file, "old").unwrap();
+        let e = write_atomically_with(&file, |w| {
+            w.write_all(&[7; 3 << 20])?;
+            Err(std::io::Error::other("the encoder gave up"))
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("state.cbor") && e.contains("the encoder gave up"), "{e}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "old");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary file left");
+        write_atomically_with(&file, |w| {
+            for chunk in 0..5u8 {
+                w.write_all(&[chunk; 1 << 20])?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        let written = std::fs::read(&file).unwrap();
+        assert_eq!(written.len(), 5 << 20);
+        assert!(written.chunks(1 << 20).enumerate().all(|(i, c)| c.iter().all(|b| usize::from(*b) == i)));
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
     /// Only the temporary files a killed write leaves are cleared, nothing else of the directory.

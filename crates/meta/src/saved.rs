@@ -295,12 +295,13 @@ pub fn train_and_keep_resumable(
                 "--resume: only a DDPG base learner's run keeps a training state".into(),
             ));
         }
-        let bytes = std::fs::read(&state_path)
+        let file = std::fs::File::open(&state_path)
             .map_err(|e| file_error(&state_path, format!("--resume: no interrupted run's state here ({e})")))?;
         // A run killed while rewriting its state left the half-written copy (up to a GB).
         aware_lab::output::remove_stale_temporaries(&training)
             .map_err(|e| file_error(&training, format!("cannot clear what a stopped write left: {e}")))?;
-        let kept: KeptTraining = ciborium::from_reader(bytes.as_slice())
+        // Read as a stream: the state is about a GB at 800 apps.
+        let kept: KeptTraining = ciborium::from_reader(std::io::BufReader::with_capacity(1 << 20, file))
             .map_err(|e| file_error(&state_path, format!("--resume: not a training state this build reads ({e})")))?;
         if kept.run != fingerprint {
             return Err(file_error(
@@ -319,11 +320,15 @@ pub fn train_and_keep_resumable(
         Learner::Ddpg => {
             let mut keep = |state: PoolTraining| -> Result<(), MetaError> {
                 std::fs::create_dir_all(&training).map_err(|e| file_error(&training, e.to_string()))?;
-                let mut bytes = Vec::new();
-                ciborium::into_writer(&KeptTraining { run: fingerprint.clone(), state }, &mut bytes)
-                    .map_err(|e| file_error(&state_path, e.to_string()))?;
-                aware_lab::output::write_bytes_atomically(&state_path, &bytes)
-                    .map_err(|e| file_error(&state_path, e.to_string()))
+                // Streamed to disk: about a GB at 800 apps, never held whole beside the state.
+                let kept = KeptTraining { run: fingerprint.clone(), state };
+                aware_lab::output::write_atomically_with(&state_path, |w| {
+                    ciborium::into_writer(&kept, w).map_err(|e| match e {
+                        ciborium::ser::Error::Io(e) => e,
+                        e => std::io::Error::other(e.to_string()),
+                    })
+                })
+                .map_err(|e| file_error(&state_path, e.to_string()))
             };
             let trained = train_pool_resumable(workload, spec, progress, resumed, &mut keep)?;
             Pooled::of(trained, apps, BaseAgent::Ddpg)?
