@@ -34,7 +34,8 @@ def setUpModule():
     if not os.path.exists(binary):
         raise RuntimeError(f"{binary}: not built; run `cargo build -p aware-cli` or set AWARE_BIN")
     tmp = tempfile.mkdtemp(prefix="aware-gym-test-")
-    SERVER["tmp"] = tmp
+    # Removed however the module ends, a failed set-up included (tearDownModule is then skipped).
+    unittest.addModuleCleanup(shutil.rmtree, tmp, ignore_errors=True)
     token_file = os.path.join(tmp, "token")
     with open(token_file, "w") as f:
         f.write(f"  {TOKEN}\n\n")  # surrounding whitespace is trimmed
@@ -62,17 +63,12 @@ def setUpModule():
 
 
 def tearDownModule():
-    try:
-        proc = SERVER.get("proc")
-        if proc is not None:
-            proc.send_signal(signal.SIGTERM)
-            code = proc.wait(timeout=30)
-            if code != 0:
-                raise RuntimeError(f"aware serve-env exited {code} on SIGTERM (expected a graceful 0)")
-    finally:
-        tmp = SERVER.get("tmp")
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+    proc = SERVER.get("proc")
+    if proc is not None:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+        if code != 0:
+            raise RuntimeError(f"aware serve-env exited {code} on SIGTERM (expected a graceful 0)")
 
 
 def kwargs(**extra):

@@ -39,7 +39,7 @@ pub fn write_atomically_with(
     };
     // Streams `write` into `file` through a buffer, flushed; the file handed back.
     let stream = |file: std::fs::File, write: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>| {
-        let mut buffered = std::io::BufWriter::with_capacity(1 << 20, file);
+        let mut buffered = std::io::BufWriter::with_capacity(64 << 10, file);
         write(&mut buffered)?;
         buffered.into_inner().map_err(|e| e.into_error())
     };
@@ -131,13 +131,21 @@ pub struct DirLock {
 
 /// Takes [`DirLock`] on `dir`, which must exist: an advisory lock (`flock`) on the directory
 /// itself, so no file of its own is left in it. Refused with [`LabError::Busy`] when another
-/// process holds it. Where the file system cannot lock (some network file systems),
-/// or on a platform without `flock`, the run goes on unlocked: refusing every run there would
-/// cost more than the race it guards against.
+/// process holds it. Where the directory cannot be locked — a network file system (NFS
+/// emulates `flock` with locks a directory cannot take), one without locks, a directory this
+/// process cannot list, a platform without `flock` — the run goes on unlocked: refusing every
+/// run there would cost more than the race it guards against.
 pub fn lock_dir(dir: &Path) -> Result<DirLock, LabError> {
     #[cfg(unix)]
     {
-        let file = std::fs::File::open(dir).map_err(|e| LabError::io(dir, format!("cannot open: {e}")))?;
+        if !dir.is_dir() {
+            return Err(LabError::io(dir, "cannot lock: not a directory"));
+        }
+        // A directory this process may write but not list cannot be opened to lock: unlocked,
+        // as where the file system cannot lock.
+        let Ok(file) = std::fs::File::open(dir) else {
+            return Ok(DirLock { _held: None });
+        };
         match file.try_lock() {
             Ok(()) => Ok(DirLock { _held: Some(file) }),
             Err(std::fs::TryLockError::WouldBlock) => Err(LabError::Busy { path: dir.to_path_buf() }),
@@ -178,8 +186,13 @@ pub fn removing_created_dir_on_failure_keeping<T, E>(
         && !kept.iter().any(|k| dir.join(k).exists())
         && let Some(created) = created
     {
-        // Best effort: the work's own error is what the caller needs to hear.
-        let _ = std::fs::remove_dir_all(created);
+        // Held while it goes: a run refused because another process took `dir` first (a
+        // second start of the same command) leaves that process's directory alone.
+        let held = lock_dir(dir);
+        if !matches!(held, Err(LabError::Busy { .. })) {
+            // Best effort: the work's own error is what the caller needs to hear.
+            let _ = std::fs::remove_dir_all(created);
+        }
     }
     result
 }
@@ -293,7 +306,25 @@ mod tests {
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "the lock leaves no file");
         drop(again);
         let missing = lock_dir(&dir.path().join("missing")).unwrap_err().to_string();
-        assert!(missing.contains("cannot open"), "{missing}");
+        assert!(missing.contains("cannot lock: not a directory"), "{missing}");
+    }
+
+    /// A run refused because another process holds the directory it made (both started at
+    /// once: the other took it first) leaves it to that process.
+    #[cfg(unix)]
+    #[test]
+    fn a_failed_run_leaves_a_directory_another_process_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let mut other = None;
+        let refused: Result<(), ()> = removing_created_dir_on_failure(&out, || {
+            other = Some(lock_dir(&out).unwrap());
+            Err(())
+        });
+        assert!(refused.is_err() && out.is_dir(), "the other process's directory stays");
+        drop(other);
+        let failed: Result<(), ()> = removing_created_dir_on_failure(&dir.path().join("mine"), || Err(()));
+        assert!(failed.is_err() && !dir.path().join("mine").exists(), "one no one holds goes");
     }
 
     /// A streamed write that fails part way (a serialiser's error after some bytes) leaves the

@@ -207,6 +207,10 @@ pub struct ProvisionTrainReport {
 /// learning curve and summary into `spec.out`.
 pub fn train(spec: &ProvisionTrainSpec, progress: &dyn Progress) -> Result<ProvisionTrainReport, LabError> {
     refuse_checkpoint("--out", &spec.out)?;
+    // One process at a time writes the directory; checked again once it is ours.
+    create_dir(&spec.out)?;
+    let _lock = crate::output::lock_dir(&spec.out)?;
+    refuse_checkpoint("--out", &spec.out)?;
     let split = spec.load.split()?;
     let window = spec.window as usize;
     let mut arena = ProvisioningArena::new(split.train.clone(), split.config.clone(), window)?;

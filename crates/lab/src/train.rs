@@ -173,6 +173,11 @@ pub fn train_in(
 ) -> Result<TrainReport, LabError> {
     refuse_checkpoint("--out", &spec.out)?;
     let Loaded { agent, kind, training_step } = agent_for(spec, seed)?;
+    // One process at a time writes the directory (a second start of the same command is refused
+    // at once, not after hours of training): checked again once it is ours.
+    create_dir(&spec.out)?;
+    let _lock = crate::output::lock_dir(&spec.out)?;
+    refuse_checkpoint("--out", &spec.out)?;
     progress.start(spec.episodes, "training");
     let Trained { agent, curve, total_steps } =
         train_agent(arena, agent, spec.episodes, spec.steps, first_trace_seed, progress)?;

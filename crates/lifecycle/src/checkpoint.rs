@@ -335,7 +335,9 @@ impl EpisodeSink for CheckpointSink {
             path: self.dir.clone(),
             reason: format!("cannot be written: {e}"),
         })?;
-        self.lock = Some(aware_lab::output::lock_dir(&self.dir)?);
+        if self.lock.is_none() {
+            self.lock = Some(aware_lab::output::lock_dir(&self.dir)?);
+        }
         match self.read(manager.embedding_width(), manager.config().residual) {
             Ok(None) => {}
             Ok(Some((agent, file))) => {

@@ -322,13 +322,12 @@ pub fn train_and_keep_resumable(
                 std::fs::create_dir_all(&training).map_err(|e| file_error(&training, e.to_string()))?;
                 // Streamed to disk: about a GB at 800 apps, never held whole beside the state.
                 let kept = KeptTraining { run: fingerprint.clone(), state };
-                aware_lab::output::write_atomically_with(&state_path, |w| {
+                Ok(aware_lab::output::write_atomically_with(&state_path, |w| {
                     ciborium::into_writer(&kept, w).map_err(|e| match e {
                         ciborium::ser::Error::Io(e) => e,
                         e => std::io::Error::other(e.to_string()),
                     })
-                })
-                .map_err(|e| file_error(&state_path, e.to_string()))
+                })?)
             };
             let trained = train_pool_resumable(workload, spec, progress, resumed, &mut keep)?;
             Pooled::of(trained, apps, BaseAgent::Ddpg)?

@@ -110,7 +110,10 @@ fn train(args: TrainArgs) -> Result<ExitCode> {
         window: args.window,
         out: args.out,
     };
-    let report = aware_lab::provision::train(&spec, &Bar::new())?;
+    // A failed run leaves no directory behind that it created (one that existed stays).
+    let report = aware_lab::output::removing_created_dir_on_failure(&spec.out, || {
+        aware_lab::provision::train(&spec, &Bar::new())
+    })?;
     if args.json {
         print_json(&report)?;
     } else {

@@ -68,13 +68,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
         steps: args.sim.steps,
         out: args.out,
     };
-    let report = match args.env {
-        None => aware_lab::train::train(&args.sim.workload(&args.apps)?, &spec, &Bar::new())?,
-        Some(address) => {
-            let remote = aware_rpc::RemoteEnvArgs { address, token_file: args.token_file, tls_ca: args.tls_ca };
-            aware_rpc::train_remote(&remote, &args.sim.spec(&args.apps), &spec, &Bar::new())?
-        }
-    };
+    // A failed run leaves no directory behind that it created (one that existed stays).
+    let report = aware_lab::output::removing_created_dir_on_failure(&spec.out, || -> Result<_> {
+        Ok(match args.env {
+            None => aware_lab::train::train(&args.sim.workload(&args.apps)?, &spec, &Bar::new())?,
+            Some(address) => {
+                let remote = aware_rpc::RemoteEnvArgs { address, token_file: args.token_file, tls_ca: args.tls_ca };
+                aware_rpc::train_remote(&remote, &args.sim.spec(&args.apps), &spec, &Bar::new())?
+            }
+        })
+    })?;
     if args.json {
         print_json(&report)?;
     } else {
