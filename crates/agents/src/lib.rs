@@ -16,6 +16,7 @@ pub use agent::{Agent, action_values, load};
 pub use checkpoint::{Checkpoint, CheckpointError, FORMAT, METADATA, OpenCheckpoint, module_file, sha256};
 pub use config::{ConfigError, Hyperparameters, MAX_COUNT, MAX_LAYERS, MAX_WEIGHTS, MAX_WIDTH};
 pub use ddpg::DdpgTraining;
+pub use ppo::PpoTraining;
 pub use replay::{Batch, ReplayBuffer};
 
 /// One experience, as agents consume it (actions as floats: a discrete action is its index).

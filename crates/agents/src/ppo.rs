@@ -222,6 +222,7 @@ impl PolicyValue {
 }
 
 /// One step of one environment's rollout.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Step {
     state: Vec<f32>,
     action: Vec<f32>,
@@ -234,7 +235,7 @@ struct Step {
 }
 
 /// What the last `act` with exploration decided for one environment, awaiting its outcome.
-#[derive(Clone)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Pending {
     action: Vec<f32>,
     log_prob: f32,
@@ -242,7 +243,7 @@ struct Pending {
 }
 
 /// Losses of the last update, averaged over its minibatches.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct PpoStats {
     pub policy_loss: f32,
     pub value_loss: f32,
@@ -280,8 +281,34 @@ pub struct Ppo {
     anchor: Option<Anchor>,
 }
 
+/// Everything a [`Ppo`] agent's training goes on from, for a run stopped and taken up again
+/// ([`Ppo::training_state`], [`Ppo::resume`]): the policy and critic, Adam's moments (in the
+/// network's parameter order), the sampling generator, each environment's rollout so far and
+/// the action awaiting its outcome, the running return statistics and the behaviour anchor.
+/// The acting copy is the network itself, as after every change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PpoTraining {
+    config: PpoConfig,
+    state_dim: usize,
+    actions: PpoActions,
+    net: Vec<Vec<f32>>,
+    optimizer: crate::adam::AdamState,
+    rng: Pcg64Mcg,
+    pending: Vec<Option<Pending>>,
+    stalled: Vec<bool>,
+    rollouts: Vec<Vec<Step>>,
+    steps: u64,
+    cuts: u64,
+    updates: u64,
+    last: Option<PpoStats>,
+    returns: Vec<f64>,
+    return_stats: RunningVariance,
+    anchor: Option<Anchor>,
+}
+
 /// Another policy's actions in the states it took them in, and how strongly each update holds
 /// this one to them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Anchor {
     states: Vec<f32>,
     actions: Vec<f32>,
@@ -313,7 +340,7 @@ fn standardise(values: &mut [f32]) {
 }
 
 /// Welford's running mean and variance.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 struct RunningVariance {
     count: f64,
     mean: f64,
@@ -970,6 +997,109 @@ impl Ppo {
         stats
     }
 
+    /// Everything its training goes on from ([`PpoTraining`]).
+    pub fn training_state(&self) -> PpoTraining {
+        PpoTraining {
+            config: self.config.clone(),
+            state_dim: self.state_dim,
+            actions: self.actions,
+            net: crate::net::parameters(&self.net),
+            optimizer: self.optimizer.state(&self.net),
+            rng: self.rng.clone(),
+            pending: self.pending.clone(),
+            stalled: self.stalled.clone(),
+            rollouts: self.rollouts.clone(),
+            steps: self.steps,
+            cuts: self.cuts,
+            updates: self.updates,
+            last: self.last,
+            returns: self.returns.clone(),
+            return_stats: self.return_stats,
+            anchor: self.anchor.clone(),
+        }
+    }
+
+    /// The agent `state` was taken from, as it was: it samples, learns and serves on exactly as
+    /// that agent would have. A state no agent could have had (a network or moments of the
+    /// wrong sizes, values that are not finite, a rollout, pending action or anchor that does
+    /// not fit the spaces, a config the agent refuses) is refused, saying which part.
+    pub fn resume(state: PpoTraining) -> Result<Self, AgentError> {
+        let bad = |part: &str, reason: String| AgentError::Invalid(format!("PPO training state, {part}: {reason}"));
+        state.config.validate().map_err(|e| bad("config", e.to_string()))?;
+        let (s, width) = (state.state_dim, state.actions.stored());
+        let valid_actions = match state.actions {
+            PpoActions::Continuous(d) => d > 0 && d <= crate::MAX_WIDTH,
+            PpoActions::Discrete(n) => n > 0 && n <= crate::MAX_WIDTH,
+        };
+        if s == 0 || s > crate::MAX_WIDTH || !valid_actions {
+            return Err(bad("dimensions", format!("{s} state dimensions, actions {:?}", state.actions)));
+        }
+        let finite = |v: &[f32]| v.iter().all(|x| x.is_finite());
+        let action_fits = |a: &[f32]| {
+            a.len() == width
+                && match state.actions {
+                    PpoActions::Continuous(_) => finite(a),
+                    PpoActions::Discrete(n) => a.iter().all(|x| x.fract() == 0.0 && *x >= 0.0 && (*x as usize) < n),
+                }
+        };
+        for (env, p) in state.pending.iter().enumerate() {
+            if let Some(p) = p
+                && !(action_fits(&p.action) && p.log_prob.is_finite() && p.value.is_finite())
+            {
+                return Err(bad("pending", format!("environment {env}'s awaited action does not fit the actions")));
+            }
+        }
+        for (env, rollout) in state.rollouts.iter().enumerate() {
+            let fits = |t: &Step| {
+                t.state.len() == s
+                    && t.next_state.len() == s
+                    && finite(&t.state)
+                    && finite(&t.next_state)
+                    && action_fits(&t.action)
+                    && [t.log_prob, t.value, t.reward].iter().all(|x| x.is_finite())
+            };
+            if let Some(t) = rollout.iter().position(|t| !fits(t)) {
+                return Err(bad("rollouts", format!("environment {env}'s step {t} does not fit {s} state values")));
+            }
+        }
+        let stats = state.return_stats;
+        let sound = state.returns.iter().all(|g| g.is_finite())
+            && stats.count >= 0.0
+            && stats.mean.is_finite()
+            && stats.m2.is_finite()
+            && stats.m2 >= 0.0;
+        if !sound {
+            return Err(bad("returns", "the running return statistics are not finite".into()));
+        }
+        if let Some(a) = &state.anchor
+            && (a.states.len() != a.n * s
+                || a.actions.len() != a.n * width
+                || !finite(&a.states)
+                || !a.actions.chunks(width.max(1)).all(action_fits)
+                || !(a.weight.is_finite() && a.weight > 0.0))
+        {
+            return Err(bad("anchor", format!("{} demonstrations do not fit {s} state values", a.n)));
+        }
+        // The network's shapes come from the config; the seed only draws weights replaced below.
+        let mut agent = Ppo::new(s, state.actions, state.config, 0);
+        agent.net = crate::net::with_parameters(agent.net, state.net).map_err(|e| bad("net", e))?;
+        agent.optimizer = Adam::from_state(state.optimizer, &agent.net).map_err(|e| bad("optimizer", e))?;
+        agent.acting = agent.net.valid();
+        agent.frozen = std::sync::OnceLock::new();
+        agent.rng = state.rng;
+        agent.pending = state.pending;
+        agent.stalled = state.stalled;
+        agent.rollouts = state.rollouts;
+        agent.steps = state.steps;
+        agent.cuts = state.cuts;
+        agent.updates = state.updates;
+        agent.last = state.last;
+        agent.returns = state.returns;
+        agent.return_stats = stats;
+        agent.anchor = state.anchor;
+        Ok(agent)
+    }
+
     pub fn save(
         &self,
         dir: &std::path::Path,
@@ -1016,6 +1146,111 @@ mod tests {
             terminal,
             truncated,
         }
+    }
+
+    /// A run stopped, written down and resumed goes on as the run that never stopped: the same
+    /// samples, the same updates, the same weights bit for bit, for a Gaussian policy holding a
+    /// behaviour anchor over three environments (one cut part way) and for a categorical one,
+    /// each taken mid-rollout with actions awaiting their outcomes.
+    #[test]
+    fn a_resumed_agent_goes_on_exactly_as_the_one_it_was_taken_from() {
+        let config = PpoConfig { hidden: vec![8, 8], rollout_steps: 6, minibatch_size: 4, ..PpoConfig::default() };
+        for actions in [PpoActions::Continuous(2), PpoActions::Discrete(3)] {
+            let mut a = Ppo::new(3, actions, config.clone(), 5);
+            let obs = |t: usize, env: usize| {
+                vec![(t as f32 * 0.37 + env as f32).sin(), (t as f32 * 0.11).cos(), (t % 7) as f32 / 7.0]
+            };
+            if let PpoActions::Continuous(_) = actions {
+                let states: Vec<f32> = (0..4).flat_map(|t| obs(t, 9)).collect();
+                a.set_behaviour_anchor(&states, &[0.5, -0.5, 0.2, 0.1, 0.0, 0.3, -0.9, 0.9], 4, 0.3).unwrap();
+            }
+            // Every environment acts, then learns what it did; environment 2 is cut at step 9.
+            let step = |agent: &mut Ppo, t: usize| {
+                let states: Vec<f32> = (0..3).flat_map(|env| obs(t, env)).collect();
+                let chosen = agent.sample_for(&[0, 1, 2], &states).unwrap();
+                let mut stats = Vec::new();
+                for (env, action) in chosen.iter().enumerate() {
+                    let e = Experience {
+                        state: obs(t, env),
+                        action: action.clone(),
+                        reward: action.iter().sum::<f32>() - (t % 5) as f32 * 0.1 + env as f32,
+                        next_state: obs(t + 1, env),
+                        terminal: (t + env).is_multiple_of(11),
+                    };
+                    if env == 2 && t == 9 {
+                        agent.cut(env);
+                        continue;
+                    }
+                    stats.push(agent.observe(env, &e, false).unwrap());
+                }
+                (chosen, stats)
+            };
+            for t in 0..16 {
+                step(&mut a, t);
+            }
+            // Mid-rollout, with every environment's next action sampled and awaiting its outcome.
+            let states: Vec<f32> = (0..3).flat_map(|env| obs(16, env)).collect();
+            let awaited = a.sample_for(&[0, 1, 2], &states).unwrap();
+            // Through the bytes a file would hold (CBOR, as `train-meta` keeps it: exact for f64,
+            // which JSON's shortest decimal form is not).
+            let mut bytes = Vec::new();
+            ciborium::into_writer(&a.training_state(), &mut bytes).unwrap();
+            let mut b = Ppo::resume(ciborium::from_reader(bytes.as_slice()).unwrap()).unwrap();
+            assert_eq!(b.training_state(), a.training_state(), "{actions:?}");
+            assert!(a.updates() > 0 && a.rollouts.iter().any(|r| !r.is_empty()), "taken mid-rollout after updates");
+            for (agent, awaited) in [(&mut a, &awaited), (&mut b, &awaited)] {
+                for (env, action) in awaited.iter().enumerate() {
+                    let e = Experience {
+                        state: obs(16, env),
+                        action: action.clone(),
+                        reward: 0.5,
+                        next_state: obs(17, env),
+                        terminal: false,
+                    };
+                    agent.observe(env, &e, false).unwrap();
+                }
+            }
+            for t in 17..40 {
+                assert_eq!(step(&mut a, t), step(&mut b, t), "step {t}, {actions:?}");
+            }
+            assert_eq!(a.training_state(), b.training_state(), "{actions:?}");
+            assert!(a.updates() >= 5, "{}", a.updates());
+            assert_eq!(a.greedy(&obs(3, 0)).unwrap(), b.greedy(&obs(3, 0)).unwrap());
+        }
+    }
+
+    /// A PPO training state no agent could have had is refused, naming the part.
+    #[test]
+    fn a_damaged_ppo_training_state_is_refused_naming_the_part() {
+        let config = PpoConfig { hidden: vec![4], rollout_steps: 3, minibatch_size: 2, ..PpoConfig::default() };
+        let mut agent = Ppo::new(2, PpoActions::Continuous(1), config, 3);
+        agent.set_behaviour_anchor(&[0.1, 0.2, 0.3, 0.4], &[0.5, -0.5], 2, 0.3).unwrap();
+        for t in 0..4 {
+            let state = vec![t as f32, 1.0];
+            let action = agent.sample_for(&[0], &state).unwrap().remove(0);
+            let e = Experience { state, action, reward: 1.0, next_state: vec![1.0, t as f32], terminal: false };
+            agent.observe(0, &e, false).unwrap();
+        }
+        agent.sample_for(&[0], &[0.0, 0.0]).unwrap();
+        let good = agent.training_state();
+        assert!(good.rollouts[0].len() == 1 && good.pending[0].is_some() && good.updates == 1);
+        type Damage = fn(&mut PpoTraining);
+        let cases: [(Damage, &str); 7] = [
+            (|s| s.net[0].pop().map(|_| ()).unwrap(), "net: parameter 0 is not"),
+            (|s| s.net[1][0] = f32::NAN, "net: parameter 1 is not"),
+            (|s| s.optimizer.moments_mut().truncate(1), "optimizer: optimiser holds moments for 1 parameters"),
+            (|s| s.rollouts[0][0].state.push(0.0), "rollouts: environment 0's step 0 does not fit 2 state values"),
+            (|s| s.pending[0].as_mut().unwrap().action = vec![f32::NAN], "pending: environment 0's awaited action"),
+            (|s| s.anchor.as_mut().unwrap().n = 3, "anchor: 3 demonstrations do not fit 2 state values"),
+            (|s| s.return_stats.m2 = f64::NAN, "returns: the running return statistics are not finite"),
+        ];
+        for (damage, says) in cases {
+            let mut state = good.clone();
+            damage(&mut state);
+            let e = Ppo::resume(state).err().expect("refused").to_string();
+            assert!(e.starts_with("PPO training state, ") && e.contains(says), "{e}");
+        }
+        assert!(Ppo::resume(good).is_ok());
     }
 
     /// Sampling for chosen environments records each sample under its environment; a cut ends

@@ -59,6 +59,40 @@ pub const IMITATION_EPOCHS: usize = 100;
 /// against 8 for adaptation alone, with more SLO violations on 10 of 14.
 pub const ANCHOR_WEIGHT: f32 = 1.0;
 
+/// A base learner whose training a pool run can stop and take up again bit for bit
+/// (`aware train-meta --resume`): everything it goes on from, written down and read back.
+pub trait Resumable: BaseLearner + Sized {
+    /// Its training state ([`aware_agents::DdpgTraining`], [`aware_agents::PpoTraining`]).
+    type Training: serde::Serialize + serde::de::DeserializeOwned + Clone + std::fmt::Debug + PartialEq;
+
+    /// Everything its training goes on from.
+    fn training_state(&self) -> Self::Training;
+
+    /// The learner `state` was taken from, as it was; refused, naming the part, when no learner
+    /// could have had it.
+    fn resume(state: Self::Training) -> Result<Self, AgentError>;
+}
+
+impl Resumable for Ddpg {
+    type Training = aware_agents::DdpgTraining;
+    fn training_state(&self) -> Self::Training {
+        Ddpg::training_state(self)
+    }
+    fn resume(state: Self::Training) -> Result<Self, AgentError> {
+        Ddpg::resume(state)
+    }
+}
+
+impl Resumable for Ppo {
+    type Training = aware_agents::PpoTraining;
+    fn training_state(&self) -> Self::Training {
+        Ppo::training_state(self)
+    }
+    fn resume(state: Self::Training) -> Result<Self, AgentError> {
+        Ppo::resume(state)
+    }
+}
+
 impl BaseLearner for Ddpg {
     fn state_dim(&self) -> usize {
         Ddpg::state_dim(self)

@@ -15,7 +15,7 @@ use aware_lab::rollout::{Recommenders, rollout};
 use aware_lab::workload::Workload;
 use serde::Serialize;
 
-use crate::base::BaseLearner;
+use crate::base::{BaseLearner, Resumable};
 use crate::train::{Fallback, MetaDriver, MetaTrainConfig, end_episodes};
 use crate::{MetaConfig, MetaError, MetaLearner};
 
@@ -159,16 +159,17 @@ fn pool_driver<A: BaseLearner>(agent: A, workload: &Workload, spec: &PoolSpec) -
     Ok(driver)
 }
 
-/// A DDPG pool run's training state at the end of an episode after the probes: the driver's
-/// ([`crate::train::DriverTraining`]) and the curve so far. [`train_pool_resumable`] goes on
-/// from it exactly as the run it was taken from would have.
+/// A pool run's training state at the end of an episode after the probes: the driver's
+/// ([`crate::train::DriverTraining`]; `T` the base learner's training state, DDPG's by default)
+/// and the curve so far. [`train_pool_resumable_with`] goes on from it exactly as the run it
+/// was taken from would have.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
-pub struct PoolTraining {
-    pub driver: crate::train::DriverTraining,
+pub struct PoolTraining<T = aware_agents::DdpgTraining> {
+    pub driver: crate::train::DriverTraining<T>,
     pub curve: Vec<PoolEpisode>,
 }
 
-impl PoolTraining {
+impl<T: Serialize + serde::de::DeserializeOwned> PoolTraining<T> {
     /// Written compactly (CBOR: it holds the replay buffer and every app's recent transitions).
     pub fn to_bytes(&self) -> Result<Vec<u8>, MetaError> {
         let mut out = Vec::new();
@@ -184,15 +185,19 @@ impl PoolTraining {
 }
 
 /// A pool run taken up from its training state ([`resume_pool`]): checked, ready to go on.
-pub struct Resumed {
-    driver: MetaDriver,
+pub struct Resumed<A: BaseLearner = Ddpg> {
+    driver: MetaDriver<A>,
     curve: Vec<PoolEpisode>,
 }
 
 /// Takes up `state` for a run of `workload` and `spec`: the driver rebuilt and checked (every
 /// part sized and finite), the state kept for the pool's apps, after the probes and before the
 /// last episode. Refused otherwise, before any episode runs.
-pub fn resume_pool(workload: &Workload, spec: &PoolSpec, state: PoolTraining) -> Result<Resumed, MetaError> {
+pub fn resume_pool<A: Resumable>(
+    workload: &Workload,
+    spec: &PoolSpec,
+    state: PoolTraining<A::Training>,
+) -> Result<Resumed<A>, MetaError> {
     let bad = |reason: String| MetaError::Config { field: "training state", reason };
     let (done, total) = (state.curve.len() as u64, spec.probes + spec.episodes);
     if done < spec.probes || done >= total {
@@ -218,15 +223,26 @@ pub fn train_pool_resumable(
     resume: Option<Resumed>,
     keep: &mut dyn FnMut(PoolTraining) -> Result<(), MetaError>,
 ) -> Result<(MetaDriver, Vec<PoolEpisode>), MetaError> {
+    let fresh = || Ddpg::new(STATE_DIM + spec.meta.embedding, ACTIONS.space().dim(), spec.ddpg.clone(), spec.seed);
+    train_pool_resumable_with(fresh, workload, spec, progress, resume, keep)
+}
+
+/// [`train_pool_resumable`] with the base learner `fresh` makes (DDPG's or PPO's) when the run
+/// starts anew.
+pub fn train_pool_resumable_with<A: Resumable>(
+    fresh: impl FnOnce() -> A,
+    workload: &Workload,
+    spec: &PoolSpec,
+    progress: &dyn Progress,
+    resume: Option<Resumed<A>>,
+    keep: &mut dyn FnMut(PoolTraining<A::Training>) -> Result<(), MetaError>,
+) -> Result<(MetaDriver<A>, Vec<PoolEpisode>), MetaError> {
     let total = spec.probes + spec.episodes;
     let (mut driver, done) = match resume {
         Some(Resumed { driver, curve }) => (driver, curve),
-        None => {
-            let agent = Ddpg::new(STATE_DIM + spec.meta.embedding, ACTIONS.space().dim(), spec.ddpg.clone(), spec.seed);
-            (pool_driver(agent, workload, spec)?, Vec::new())
-        }
+        None => (pool_driver(fresh(), workload, spec)?, Vec::new()),
     };
-    let mut after = |driver: &MetaDriver, curve: &[PoolEpisode]| {
+    let mut after = |driver: &MetaDriver<A>, curve: &[PoolEpisode]| {
         let n = curve.len() as u64;
         if n < spec.probes || n == total {
             return Ok(());
@@ -365,7 +381,8 @@ mod tests {
     use aware_lab::workload::WorkloadSpec;
 
     /// A pool run stopped after an episode and resumed from its kept state ends as the run that
-    /// never stopped: the same curve (but for wall time), the same driver, bit for bit.
+    /// never stopped: the same curve (but for wall time), the same driver, bit for bit, with
+    /// either base learner (PPO's having cloned the probes and learning on-policy since).
     #[test]
     fn a_resumed_pool_run_ends_as_the_uninterrupted_one() {
         let workload =
@@ -373,9 +390,16 @@ mod tests {
         let mut pool = PoolSpec::new(1, 3, 15, 6);
         pool.meta = MetaConfig { hidden: 8, fc: 8, embedding: 4, ..pool.meta };
         pool.ddpg = DdpgConfig { hidden: vec![16, 16], warmup: 16, replay_capacity: 100, ..pool.ddpg };
+        pool.ppo = PpoConfig { hidden: vec![16, 16], ..pool.ppo };
+        let ddpg = || Ddpg::new(STATE_DIM + pool.meta.embedding, ACTIONS.space().dim(), pool.ddpg.clone(), pool.seed);
+        resumes_exactly(&workload, &pool, ddpg);
+        resumes_exactly(&workload, &pool, || ppo_base_learner(&pool));
+    }
+
+    fn resumes_exactly<A: Resumable>(workload: &Workload, pool: &PoolSpec, fresh: impl Fn() -> A) {
         let silent = &aware_lab::progress::Silent;
         let mut kept = Vec::new();
-        let (straight, curve) = train_pool_resumable(&workload, &pool, silent, None, &mut |s| {
+        let (straight, curve) = train_pool_resumable_with(&fresh, workload, pool, silent, None, &mut |s| {
             kept.push(s.to_bytes()?);
             Ok(())
         })
@@ -385,25 +409,25 @@ mod tests {
         let wall = |c: &[PoolEpisode]| c.iter().map(|r| PoolEpisode { seconds: 0.0, ..r.clone() }).collect::<Vec<_>>();
         let end = straight.training_state().unwrap();
         for bytes in &kept {
-            let state = PoolTraining::from_bytes(bytes).unwrap();
+            let state = PoolTraining::<A::Training>::from_bytes(bytes).unwrap();
             let done = state.curve.len();
             let mut again = Vec::new();
-            let taken = resume_pool(&workload, &pool, state).unwrap();
-            let (resumed, rest) = train_pool_resumable(&workload, &pool, silent, Some(taken), &mut |s| {
+            let taken = resume_pool::<A>(workload, pool, state).unwrap();
+            let (resumed, rest) = train_pool_resumable_with(&fresh, workload, pool, silent, Some(taken), &mut |s| {
                 again.push(s);
                 Ok(())
             })
             .unwrap();
             assert_eq!(wall(&rest), wall(&curve), "resumed after {done} episodes");
-            assert_eq!(resumed.training_state().unwrap(), end, "resumed after {done} episodes");
+            assert!(resumed.training_state().unwrap() == end, "resumed after {done} episodes");
             assert_eq!(again.len(), 3 - done);
         }
         // A state kept for another pool is refused, not run on.
         let other = Workload::load(&WorkloadSpec { apps: 3, seed: 6, steps: 60, ..WorkloadSpec::default() }).unwrap();
-        let state = PoolTraining::from_bytes(&kept[0]).unwrap();
-        let e = resume_pool(&other, &pool, state).err().unwrap().to_string();
+        let state = PoolTraining::<A::Training>::from_bytes(&kept[0]).unwrap();
+        let e = resume_pool::<A>(&other, pool, state).err().unwrap().to_string();
         assert!(e.contains("kept for 4 apps, the pool has 3"), "{e}");
-        assert!(PoolTraining::from_bytes(&kept[0][..100]).is_err());
+        assert!(PoolTraining::<A::Training>::from_bytes(&kept[0][..100]).is_err());
     }
 
     #[test]

@@ -21,9 +21,10 @@ use aware_lab::progress::Progress;
 use aware_lab::workload::Workload;
 use serde::{Deserialize, Serialize};
 
-use crate::base::BaseLearner;
+use crate::base::{BaseLearner, Resumable};
 use crate::pool::{
-    ACTIONS, Learner, PoolEpisode, PoolSpec, PoolTraining, ppo_base_learner, train_pool_resumable, train_pool_with,
+    ACTIONS, Learner, PoolEpisode, PoolSpec, PoolTraining, Resumed, ppo_base_learner, train_pool_resumable,
+    train_pool_resumable_with,
 };
 use crate::train::MetaDriver;
 use crate::{EpisodeFilter, MetaError, MetaLearner, OodDetector, Profile, StoreEmbedder};
@@ -220,7 +221,46 @@ const TRAINING_STATE: &str = "state.cbor";
 #[derive(Debug, Serialize, Deserialize)]
 struct KeptTraining {
     run: String,
-    state: PoolTraining,
+    state: KeptState,
+}
+
+/// A pool run's training state, with the base learner it trains.
+#[derive(Debug, Serialize, Deserialize)]
+enum KeptState {
+    Ddpg(Box<PoolTraining<aware_agents::DdpgTraining>>),
+    Ppo(Box<PoolTraining<aware_agents::PpoTraining>>),
+}
+
+impl KeptState {
+    fn learner(&self) -> Learner {
+        match self {
+            KeptState::Ddpg(_) => Learner::Ddpg,
+            KeptState::Ppo(_) => Learner::Ppo,
+        }
+    }
+}
+
+/// Writes `kept` to `path` (in `training/`, made if missing), streamed: about a GB at 800 apps,
+/// never held whole in memory beside the state.
+fn write_kept(path: &Path, kept: &KeptTraining) -> Result<(), MetaError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| file_error(dir, e.to_string()))?;
+    Ok(aware_lab::output::write_atomically_with(path, |w| {
+        ciborium::into_writer(kept, w).map_err(|e| match e {
+            ciborium::ser::Error::Io(e) => e,
+            e => std::io::Error::other(e.to_string()),
+        })
+    })?)
+}
+
+/// The run `state` (kept at `path`) was taken from, checked and ready to go on.
+fn resume_kept<A: Resumable>(
+    workload: &Workload,
+    spec: &PoolSpec,
+    state: PoolTraining<A::Training>,
+    path: &Path,
+) -> Result<Resumed<A>, MetaError> {
+    crate::pool::resume_pool(workload, spec, state).map_err(|e| file_error(path, format!("--resume: {e}")))
 }
 
 /// The hash a resumed run must match: every pool app and its traffic, the simulator's and the
@@ -289,12 +329,6 @@ pub fn train_and_keep_resumable(
     }
     aware_lab::output::refuse_overwrite("--out", dir, &kept)?;
     let resumed = if resume {
-        if base != Learner::Ddpg {
-            return Err(file_error(
-                &training,
-                "--resume: only a DDPG base learner's run keeps a training state".into(),
-            ));
-        }
         let file = std::fs::File::open(&state_path)
             .map_err(|e| file_error(&state_path, format!("--resume: no interrupted run's state here ({e})")))?;
         // A run killed while rewriting its state left the half-written copy (up to a GB).
@@ -309,31 +343,49 @@ pub fn train_and_keep_resumable(
                 "--resume: kept by a run of other apps or options; give the same ones".into(),
             ));
         }
-        let taken = crate::pool::resume_pool(workload, spec, kept.state)
-            .map_err(|e| file_error(&state_path, format!("--resume: {e}")))?;
-        Some(taken)
+        if kept.state.learner() != base {
+            let name = kept.state.learner().name();
+            return Err(file_error(
+                &state_path,
+                format!(
+                    "--resume: kept by a run with the {} base learner; give --base-learner {name}",
+                    name.to_uppercase()
+                ),
+            ));
+        }
+        Some(kept.state)
     } else {
         None
     };
     let start = Instant::now();
     let pooled = match base {
         Learner::Ddpg => {
-            let mut keep = |state: PoolTraining| -> Result<(), MetaError> {
-                std::fs::create_dir_all(&training).map_err(|e| file_error(&training, e.to_string()))?;
-                // Streamed to disk: about a GB at 800 apps, never held whole beside the state.
-                let kept = KeptTraining { run: fingerprint.clone(), state };
-                Ok(aware_lab::output::write_atomically_with(&state_path, |w| {
-                    ciborium::into_writer(&kept, w).map_err(|e| match e {
-                        ciborium::ser::Error::Io(e) => e,
-                        e => std::io::Error::other(e.to_string()),
-                    })
-                })?)
+            let resumed = match resumed {
+                Some(KeptState::Ddpg(state)) => Some(resume_kept(workload, spec, *state, &state_path)?),
+                _ => None,
+            };
+            let mut keep = |state| {
+                write_kept(
+                    &state_path,
+                    &KeptTraining { run: fingerprint.clone(), state: KeptState::Ddpg(Box::new(state)) },
+                )
             };
             let trained = train_pool_resumable(workload, spec, progress, resumed, &mut keep)?;
             Pooled::of(trained, apps, BaseAgent::Ddpg)?
         }
         Learner::Ppo => {
-            let trained = train_pool_with(ppo_base_learner(spec), workload, spec, progress)?;
+            let resumed = match resumed {
+                Some(KeptState::Ppo(state)) => Some(resume_kept(workload, spec, *state, &state_path)?),
+                _ => None,
+            };
+            let mut keep = |state| {
+                write_kept(
+                    &state_path,
+                    &KeptTraining { run: fingerprint.clone(), state: KeptState::Ppo(Box::new(state)) },
+                )
+            };
+            let fresh = || ppo_base_learner(spec);
+            let trained = train_pool_resumable_with(fresh, workload, spec, progress, resumed, &mut keep)?;
             Pooled::of(trained, apps, BaseAgent::Ppo)?
         }
     };
@@ -492,7 +544,8 @@ impl Trained {
 mod tests {
     use super::*;
     use crate::MetaConfig;
-    use aware_agents::ddpg::DdpgConfig;
+    use aware_agents::ddpg::{Ddpg, DdpgConfig};
+    use aware_env::STATE_DIM;
     use aware_lab::workload::WorkloadSpec;
 
     fn small(seed: u64) -> (Workload, PoolSpec) {
@@ -503,41 +556,54 @@ mod tests {
         (workload, spec)
     }
 
-    /// `train-meta --resume`: a DDPG run that kept its training state after an episode (as one
-    /// stopped there leaves it) ends, resumed, with the pool the uninterrupted run keeps; the
-    /// state is removed once the pool is kept; resuming nothing, another run's state, or running
-    /// anew over a kept state is refused.
+    /// `train-meta --resume`: a run that kept its training state after an episode (as one
+    /// stopped there leaves it) ends, resumed, with the pool the uninterrupted run keeps, for
+    /// either base learner; the state is removed once the pool is kept; resuming nothing,
+    /// another run's state, or running anew over a kept state is refused.
     #[test]
     fn an_interrupted_pool_run_resumes_to_the_pool_the_uninterrupted_one_keeps() {
-        let dir = tempfile::tempdir().unwrap();
         let (workload, mut spec) = small(3);
         spec.episodes = 3;
+        spec.ppo = aware_agents::ppo::PpoConfig { hidden: vec![16, 16], ..spec.ppo };
+        let ddpg = || Ddpg::new(STATE_DIM + spec.meta.embedding, ACTIONS.space().dim(), spec.ddpg.clone(), spec.seed);
+        resumes_to_the_same_pool(&workload, &spec, Learner::Ddpg, ddpg, |s| KeptState::Ddpg(Box::new(s)));
+        let ppo = || ppo_base_learner(&spec);
+        resumes_to_the_same_pool(&workload, &spec, Learner::Ppo, ppo, |s| KeptState::Ppo(Box::new(s)));
+    }
+
+    fn resumes_to_the_same_pool<A: Resumable>(
+        workload: &Workload,
+        spec: &PoolSpec,
+        base: Learner,
+        fresh: impl Fn() -> A,
+        wrap: fn(PoolTraining<A::Training>) -> KeptState,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
         let silent = &aware_lab::progress::Silent;
         let detector = (2, 0.9);
         let (straight, resumed) = (dir.path().join("straight"), dir.path().join("resumed"));
-        train_and_keep(&workload, &spec, Learner::Ddpg, detector, &straight, silent).unwrap();
+        train_and_keep(workload, spec, base, detector, &straight, silent).unwrap();
         assert!(!straight.join(TRAINING).exists(), "removed once the pool is kept");
         // What a run stopped after its third episode (the first training one) leaves, or one
         // stopped while keeping the pool (its `meta/` half written) after that.
         let mut states = Vec::new();
-        train_pool_resumable(&workload, &spec, silent, None, &mut |s| {
+        train_pool_resumable_with(&fresh, workload, spec, silent, None, &mut |s| {
             states.push(s);
             Ok(())
         })
         .unwrap();
         let training = resumed.join(TRAINING);
-        let write_state = |dir: &Path, run: String, state: PoolTraining| {
+        let write_state = |dir: &Path, run: String, state: KeptState| {
             std::fs::create_dir_all(dir.join(TRAINING)).unwrap();
             let mut bytes = Vec::new();
             ciborium::into_writer(&KeptTraining { run, state }, &mut bytes).unwrap();
             std::fs::write(dir.join(TRAINING).join(TRAINING_STATE), bytes).unwrap();
         };
-        write_state(&resumed, run_fingerprint(&workload, &spec, detector), states[1].clone());
+        write_state(&resumed, run_fingerprint(workload, spec, detector), wrap(states[1].clone()));
         std::fs::create_dir_all(resumed.join(META)).unwrap();
         std::fs::write(resumed.join(META).join("partial"), "x").unwrap();
         std::fs::write(training.join(".aware-half.tmp"), "half a state").unwrap();
-        let again =
-            |resume| train_and_keep_resumable(&workload, &spec, Learner::Ddpg, detector, &resumed, silent, resume);
+        let again = |resume| train_and_keep_resumable(workload, spec, base, detector, &resumed, silent, resume);
         let e = again(false).err().unwrap().to_string();
         assert!(e.contains("interrupted run's training state: run the same command with --resume"), "{e}");
         // A second process resuming while one runs is refused before it touches anything.
@@ -553,7 +619,7 @@ mod tests {
         assert!(!training.exists());
         let pool = |d: &Path| {
             let p: serde_json::Value = serde_json::from_slice(&std::fs::read(d.join(POOL)).unwrap()).unwrap();
-            (p["ood"].clone(), p["pool_apps"].clone())
+            (p["ood"].clone(), p["pool_apps"].clone(), p["base_learner"].clone())
         };
         assert_eq!(pool(&resumed), pool(&straight));
         let files = |d: &Path| {
@@ -570,28 +636,27 @@ mod tests {
             found
         };
         let (ours, theirs) = (files(&resumed), files(&straight));
-        assert!(ours.len() >= 4, "meta-learner, actor and both critics: {}", ours.len());
-        assert!(ours == theirs, "every weight file equals the uninterrupted run's");
-        // Nothing to resume; a state kept by a run of other options.
+        assert!(ours.len() >= 2, "the meta-learner and the base learner's networks: {}", ours.len());
+        assert!(ours == theirs, "every weight file equals the uninterrupted run's ({base:?})");
+        // Nothing to resume; a state kept by a run of other options, or of the other learner.
         let e = again(true).err().unwrap().to_string();
         assert!(e.contains("already holds a kept pool"), "{e}");
         let other = dir.path().join("other");
-        let e = train_and_keep_resumable(&workload, &spec, Learner::Ddpg, detector, &other, silent, true)
-            .err()
-            .unwrap()
-            .to_string();
+        let e =
+            train_and_keep_resumable(workload, spec, base, detector, &other, silent, true).err().unwrap().to_string();
         assert!(e.contains("--resume: no interrupted run's state here"), "{e}");
-        write_state(&other, run_fingerprint(&workload, &spec, (3, 0.9)), states[0].clone());
-        let e = train_and_keep_resumable(&workload, &spec, Learner::Ddpg, detector, &other, silent, true)
-            .err()
-            .unwrap()
-            .to_string();
+        write_state(&other, run_fingerprint(workload, spec, (3, 0.9)), wrap(states[0].clone()));
+        let e =
+            train_and_keep_resumable(workload, spec, base, detector, &other, silent, true).err().unwrap().to_string();
         assert!(e.contains("kept by a run of other apps or options"), "{e}");
-        let e = train_and_keep_resumable(&workload, &spec, Learner::Ppo, detector, &other, silent, true)
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(e.contains("only a DDPG base learner's run"), "{e}");
+        write_state(&other, run_fingerprint(workload, spec, detector), wrap(states[0].clone()));
+        let (name, wrong) = match base {
+            Learner::Ddpg => ("DDPG", Learner::Ppo),
+            Learner::Ppo => ("PPO", Learner::Ddpg),
+        };
+        let e =
+            train_and_keep_resumable(workload, spec, wrong, detector, &other, silent, true).err().unwrap().to_string();
+        assert!(e.contains(&format!("kept by a run with the {name} base learner; give --base-learner")), "{e}");
     }
 
     #[test]

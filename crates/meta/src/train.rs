@@ -104,14 +104,15 @@ pub struct MetaDriver<A: BaseLearner = Ddpg> {
     signature_head: Option<SignatureHead>,
 }
 
-/// Everything a DDPG-based driver's meta-training goes on from at an episode's end, bit for bit
-/// ([`MetaDriver::training_state`], [`MetaDriver::resume`]): the base learner's and the
+/// Everything a driver's meta-training goes on from at an episode's end, bit for bit
+/// ([`MetaDriver::training_state`], [`MetaDriver::resume`]): the base learner's (`T`: DDPG's by
+/// default, or PPO's, [`crate::base::Resumable`]) and the
 /// meta-learner's training states, the auxiliary head, every app's kept episodes and recent
 /// transitions, the embeddings, the generator and the counters. Not the fallback: it acts only
 /// in probe episodes, and a state is taken only once they are over.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct DriverTraining {
-    agent: aware_agents::DdpgTraining,
+pub struct DriverTraining<T = aware_agents::DdpgTraining> {
+    agent: T,
     meta: crate::MetaTraining,
     config: MetaTrainConfig,
     explore: bool,
@@ -126,10 +127,10 @@ pub struct DriverTraining {
     signature_head: Option<SignatureHead>,
 }
 
-impl MetaDriver<Ddpg> {
+impl<A: crate::base::Resumable> MetaDriver<A> {
     /// Everything its training goes on from ([`DriverTraining`]); taken between episodes, with
     /// no episode open (the probes over: a resumed driver does not probe until told to).
-    pub fn training_state(&self) -> Result<DriverTraining, MetaError> {
+    pub fn training_state(&self) -> Result<DriverTraining<A::Training>, MetaError> {
         if self.apps.iter().any(|a| !a.current.is_empty()) {
             return Err(MetaError::Config {
                 field: "training state",
@@ -155,9 +156,9 @@ impl MetaDriver<Ddpg> {
 
     /// The driver `state` was taken from, as it was, probing (should it ever probe again) with
     /// `fallback`. A state no driver could have had is refused, saying which part.
-    pub fn resume(state: DriverTraining, fallback: Option<Fallback>) -> Result<Self, MetaError> {
+    pub fn resume(state: DriverTraining<A::Training>, fallback: Option<Fallback>) -> Result<Self, MetaError> {
         let bad = |reason: String| MetaError::Config { field: "training state", reason };
-        let agent = Ddpg::resume(state.agent)?;
+        let agent = A::resume(state.agent)?;
         let meta = MetaLearner::resume(state.meta)?;
         let width = meta.config().embedding;
         let (obs, action) = (state.observation_dim, BaseLearner::action_dim(&agent));
