@@ -275,7 +275,7 @@ fn run_fingerprint(workload: &Workload, spec: &PoolSpec, detector: (usize, f64))
     aware_agents::sha256(run.as_bytes())
 }
 
-/// [`train_and_keep`]; a DDPG run also keeps its training state in `DIR/training/` after every
+/// [`train_and_keep`]; the run also keeps its training state in `DIR/training/` after every
 /// episode past the probes ([`TRAINING`]), and with `resume` goes on from the state an
 /// interrupted run of the same command kept there, ending as that run would have. Without
 /// `resume`, a directory holding such a state is refused (it names the flag); with it, one

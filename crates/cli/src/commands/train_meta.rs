@@ -41,12 +41,12 @@ pub struct Args {
     #[arg(long, default_value = "ddpg", value_parser = parse_learner)]
     base_learner: Learner,
     /// Where the meta-learner, the base learner and the pool's OOD detector are kept
-    /// (`aware run --meta DIR` reads them). While a DDPG run lasts it keeps its training state
+    /// (`aware run --meta DIR` reads them). While a run lasts it keeps its training state
     /// there too (`DIR/training/`, after every episode past the probes; removed at the end).
     #[arg(long)]
     out: PathBuf,
     /// Go on from the training state an interrupted run of this same command kept in `--out`
-    /// (DDPG base learner): the run ends as the uninterrupted one would have.
+    /// (either base learner): the run ends as the uninterrupted one would have.
     #[arg(long)]
     resume: bool,
     /// Print the summary as JSON.
