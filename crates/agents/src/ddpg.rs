@@ -636,6 +636,20 @@ impl Ddpg {
         }
     }
 
+    /// [`Ddpg::training_state`] with the replay buffer moved into it, not copied (it is most of
+    /// a large pool run's state): the agent holds none until [`Ddpg::end_lending`] hands it
+    /// back, and must not act or learn meanwhile. For writing the state down.
+    pub fn lend_training_state(&mut self) -> DdpgTraining {
+        let stand_in = ReplayBuffer::new(1, self.state_dim, self.action_dim, 0);
+        let replay = std::mem::replace(&mut self.replay, stand_in);
+        DdpgTraining { replay, ..self.training_state() }
+    }
+
+    /// Takes back what [`Ddpg::lend_training_state`] lent.
+    pub fn end_lending(&mut self, state: DdpgTraining) {
+        self.replay = state.replay;
+    }
+
     /// The agent `state` was taken from, as it was: it acts and learns on exactly as that
     /// agent would have. A state that no agent could have had (networks or moments of the wrong
     /// sizes, values that are not finite, a replay buffer out of step with itself, a config the

@@ -1019,6 +1019,21 @@ impl Ppo {
         }
     }
 
+    /// [`Ppo::training_state`] with the rollouts and the behaviour anchor (a pool's probe
+    /// demonstrations) moved into it, not copied: the agent holds none until
+    /// [`Ppo::end_lending`] hands them back, and must not act or learn meanwhile.
+    pub fn lend_training_state(&mut self) -> PpoTraining {
+        let anchor = self.anchor.take();
+        let rollouts = std::mem::take(&mut self.rollouts);
+        PpoTraining { anchor, rollouts, ..self.training_state() }
+    }
+
+    /// Takes back what [`Ppo::lend_training_state`] lent.
+    pub fn end_lending(&mut self, state: PpoTraining) {
+        self.anchor = state.anchor;
+        self.rollouts = state.rollouts;
+    }
+
     /// The agent `state` was taken from, as it was: it samples, learns and serves on exactly as
     /// that agent would have. A state no agent could have had (a network or moments of the
     /// wrong sizes, values that are not finite, a rollout, pending action or anchor that does

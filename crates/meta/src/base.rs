@@ -68,6 +68,13 @@ pub trait Resumable: BaseLearner + Sized {
     /// Everything its training goes on from.
     fn training_state(&self) -> Self::Training;
 
+    /// [`Resumable::training_state`] with its large parts (a replay buffer) moved in, not
+    /// copied; the learner is without them until [`Resumable::end_lending`].
+    fn lend_training_state(&mut self) -> Self::Training;
+
+    /// Takes back what [`Resumable::lend_training_state`] lent.
+    fn end_lending(&mut self, state: Self::Training);
+
     /// The learner `state` was taken from, as it was; refused, naming the part, when no learner
     /// could have had it.
     fn resume(state: Self::Training) -> Result<Self, AgentError>;
@@ -78,6 +85,12 @@ impl Resumable for Ddpg {
     fn training_state(&self) -> Self::Training {
         Ddpg::training_state(self)
     }
+    fn lend_training_state(&mut self) -> Self::Training {
+        Ddpg::lend_training_state(self)
+    }
+    fn end_lending(&mut self, state: Self::Training) {
+        Ddpg::end_lending(self, state)
+    }
     fn resume(state: Self::Training) -> Result<Self, AgentError> {
         Ddpg::resume(state)
     }
@@ -87,6 +100,12 @@ impl Resumable for Ppo {
     type Training = aware_agents::PpoTraining;
     fn training_state(&self) -> Self::Training {
         Ppo::training_state(self)
+    }
+    fn lend_training_state(&mut self) -> Self::Training {
+        Ppo::lend_training_state(self)
+    }
+    fn end_lending(&mut self, state: Self::Training) {
+        Ppo::end_lending(self, state)
     }
     fn resume(state: Self::Training) -> Result<Self, AgentError> {
         Ppo::resume(state)

@@ -184,6 +184,10 @@ impl<T: Serialize + serde::de::DeserializeOwned> PoolTraining<T> {
     }
 }
 
+/// What a resumable pool run calls with its training state at the end of every episode after
+/// the probes but the last (lent: written down, or copied, not kept by reference).
+pub type Keep<'a, T = aware_agents::DdpgTraining> = dyn FnMut(&PoolTraining<T>) -> Result<(), MetaError> + 'a;
+
 /// A pool run taken up from its training state ([`resume_pool`]): checked, ready to go on.
 pub struct Resumed<A: BaseLearner = Ddpg> {
     driver: MetaDriver<A>,
@@ -221,7 +225,7 @@ pub fn train_pool_resumable(
     spec: &PoolSpec,
     progress: &dyn Progress,
     resume: Option<Resumed>,
-    keep: &mut dyn FnMut(PoolTraining) -> Result<(), MetaError>,
+    keep: &mut Keep<'_>,
 ) -> Result<(MetaDriver, Vec<PoolEpisode>), MetaError> {
     let fresh = || Ddpg::new(STATE_DIM + spec.meta.embedding, ACTIONS.space().dim(), spec.ddpg.clone(), spec.seed);
     train_pool_resumable_with(fresh, workload, spec, progress, resume, keep)
@@ -235,19 +239,23 @@ pub fn train_pool_resumable_with<A: Resumable>(
     spec: &PoolSpec,
     progress: &dyn Progress,
     resume: Option<Resumed<A>>,
-    keep: &mut dyn FnMut(PoolTraining<A::Training>) -> Result<(), MetaError>,
+    keep: &mut Keep<'_, A::Training>,
 ) -> Result<(MetaDriver<A>, Vec<PoolEpisode>), MetaError> {
     let total = spec.probes + spec.episodes;
     let (mut driver, done) = match resume {
         Some(Resumed { driver, curve }) => (driver, curve),
         None => (pool_driver(fresh(), workload, spec)?, Vec::new()),
     };
-    let mut after = |driver: &MetaDriver<A>, curve: &[PoolEpisode]| {
+    let mut after = |driver: &mut MetaDriver<A>, curve: &[PoolEpisode]| {
         let n = curve.len() as u64;
         if n < spec.probes || n == total {
             return Ok(());
         }
-        keep(PoolTraining { driver: driver.training_state()?, curve: curve.to_vec() })
+        // Lent, not copied (a GB at 800 apps), and taken back whatever `keep` made of it.
+        let state = PoolTraining { driver: driver.lend_training_state()?, curve: curve.to_vec() };
+        let kept = keep(&state);
+        driver.end_lending(state.driver);
+        kept
     };
     let curve = run_episodes_from(&mut driver, workload, spec, progress, "meta-training", done, &mut after)?;
     Ok((driver, curve))
@@ -311,7 +319,7 @@ pub fn run_episodes<A: BaseLearner>(
 }
 
 /// What [`run_episodes_from`] calls at the end of every episode: the driver and the curve.
-pub type EpisodeEnd<'a, A> = dyn FnMut(&MetaDriver<A>, &[PoolEpisode]) -> Result<(), MetaError> + 'a;
+pub type EpisodeEnd<'a, A> = dyn FnMut(&mut MetaDriver<A>, &[PoolEpisode]) -> Result<(), MetaError> + 'a;
 
 /// [`run_episodes`] going on after the episodes of `done` (the curve so far: a run resumed from
 /// a driver's training state taken after them), calling `after` with the driver and the curve
@@ -406,6 +414,10 @@ mod tests {
         .unwrap();
         // Kept after episodes 1, 2 and 3 of 4 (the probe's, then two training episodes), not the last.
         assert_eq!(kept.len(), 3);
+        // Keeping lends the state out and takes it back: the run is the one that keeps nothing.
+        let (plain, plain_curve) = train_pool_with(fresh(), workload, pool, silent).unwrap();
+        assert!(plain.training_state().unwrap() == straight.training_state().unwrap());
+        assert_eq!(plain_curve.len(), curve.len());
         let wall = |c: &[PoolEpisode]| c.iter().map(|r| PoolEpisode { seconds: 0.0, ..r.clone() }).collect::<Vec<_>>();
         let end = straight.training_state().unwrap();
         for bytes in &kept {
@@ -414,7 +426,7 @@ mod tests {
             let mut again = Vec::new();
             let taken = resume_pool::<A>(workload, pool, state).unwrap();
             let (resumed, rest) = train_pool_resumable_with(&fresh, workload, pool, silent, Some(taken), &mut |s| {
-                again.push(s);
+                again.push(s.clone());
                 Ok(())
             })
             .unwrap();

@@ -131,27 +131,54 @@ impl<A: crate::base::Resumable> MetaDriver<A> {
     /// Everything its training goes on from ([`DriverTraining`]); taken between episodes, with
     /// no episode open (the probes over: a resumed driver does not probe until told to).
     pub fn training_state(&self) -> Result<DriverTraining<A::Training>, MetaError> {
+        self.between_episodes()?;
+        Ok(self.state_with(self.agent.training_state(), self.apps.clone()))
+    }
+
+    /// [`MetaDriver::training_state`] with its large parts — every app's memory, the base
+    /// learner's replay buffer or demonstrations — moved into it, not copied (a GB at 800
+    /// apps): the driver is without them until [`MetaDriver::end_lending`] hands them back,
+    /// and must not run meanwhile. For writing the state down.
+    pub fn lend_training_state(&mut self) -> Result<DriverTraining<A::Training>, MetaError> {
+        self.between_episodes()?;
+        let apps = std::mem::take(&mut self.apps);
+        let agent = self.agent.lend_training_state();
+        Ok(self.state_with(agent, apps))
+    }
+
+    /// Takes back what [`MetaDriver::lend_training_state`] lent.
+    pub fn end_lending(&mut self, state: DriverTraining<A::Training>) {
+        self.apps = state.apps;
+        self.agent.end_lending(state.agent);
+    }
+
+    fn between_episodes(&self) -> Result<(), MetaError> {
         if self.apps.iter().any(|a| !a.current.is_empty()) {
             return Err(MetaError::Config {
                 field: "training state",
                 reason: "taken only between episodes, with none open".into(),
             });
         }
-        Ok(DriverTraining {
-            agent: self.agent.training_state(),
+        Ok(())
+    }
+
+    /// The state with `agent`'s training state and `apps`, the rest copied.
+    fn state_with(&self, agent: A::Training, apps: Vec<AppMemory>) -> DriverTraining<A::Training> {
+        DriverTraining {
+            agent,
             meta: self.meta.training_state(),
             config: self.config.clone(),
             explore: self.explore,
             learn: self.learn,
             embed_own_episodes: self.embed_own_episodes,
             observation_dim: self.observation_dim,
-            apps: self.apps.clone(),
+            apps,
             embeddings: self.embeddings.clone(),
             intervals: self.intervals,
             rng: self.rng.clone(),
             meta_steps: self.meta_steps,
             signature_head: self.signature_head.clone(),
-        })
+        }
     }
 
     /// The driver `state` was taken from, as it was, probing (should it ever probe again) with
