@@ -1087,8 +1087,9 @@ impl Ppo {
             return Err(bad("returns", "the running return statistics are not finite".into()));
         }
         if let Some(a) = &state.anchor
-            && (a.states.len() != a.n * s
-                || a.actions.len() != a.n * width
+            && (a.n == 0
+                || a.n.checked_mul(s) != Some(a.states.len())
+                || a.n.checked_mul(width) != Some(a.actions.len())
                 || !finite(&a.states)
                 || !a.actions.chunks(width.max(1)).all(action_fits)
                 || !(a.weight.is_finite() && a.weight > 0.0))
@@ -1250,14 +1251,22 @@ mod tests {
         let good = agent.training_state();
         assert!(good.rollouts[0].len() == 1 && good.pending[0].is_some() && good.updates == 1);
         type Damage = fn(&mut PpoTraining);
-        let cases: [(Damage, &str); 7] = [
+        let cases: [(Damage, &str); 9] = [
             (|s| s.net[0].pop().map(|_| ()).unwrap(), "net: parameter 0 is not"),
             (|s| s.net[1][0] = f32::NAN, "net: parameter 1 is not"),
             (|s| s.optimizer.moments_mut().truncate(1), "optimizer: optimiser holds moments for 1 parameters"),
             (|s| s.rollouts[0][0].state.push(0.0), "rollouts: environment 0's step 0 does not fit 2 state values"),
             (|s| s.pending[0].as_mut().unwrap().action = vec![f32::NAN], "pending: environment 0's awaited action"),
             (|s| s.anchor.as_mut().unwrap().n = 3, "anchor: 3 demonstrations do not fit 2 state values"),
+            (|s| s.anchor.as_mut().unwrap().n = usize::MAX, "anchor: 18446744073709551615 demonstrations"),
             (|s| s.return_stats.m2 = f64::NAN, "returns: the running return statistics are not finite"),
+            (
+                |s| {
+                    let a = s.anchor.as_mut().unwrap();
+                    (a.n, a.states, a.actions) = (0, Vec::new(), Vec::new());
+                },
+                "anchor: 0 demonstrations",
+            ),
         ];
         for (damage, says) in cases {
             let mut state = good.clone();

@@ -209,7 +209,7 @@ pub fn train_and_keep(
     train_and_keep_resumable(workload, spec, base, detector, dir, progress, false)
 }
 
-/// Where a DDPG pool run keeps its training state while it runs (`DIR/training/state.cbor`,
+/// Where a pool run keeps its training state while it runs (`DIR/training/state.cbor`,
 /// [`KeptTraining`]: rewritten atomically at the end of every episode after the probes).
 /// Removed once the pool is kept.
 pub const TRAINING: &str = "training";
@@ -265,6 +265,28 @@ fn write_kept(path: &Path, kept: &KeptTrainingRef) -> Result<(), MetaError> {
             e => std::io::Error::other(e.to_string()),
         })
     })?)
+}
+
+/// The state kept at `path` (open as `file`), read as a stream (about a GB at 800 apps): as
+/// this build writes it, or as builds before it wrote a DDPG run's (no learner named), which
+/// is read again in that layout only when the first reading fails.
+fn read_kept(path: &Path, file: std::fs::File) -> Result<KeptTraining, MetaError> {
+    /// The layout before the base learner was named (a DDPG run's, the only one kept then).
+    #[derive(Deserialize)]
+    struct Before {
+        run: String,
+        state: PoolTraining<aware_agents::DdpgTraining>,
+    }
+    let stream = |file| std::io::BufReader::with_capacity(1 << 20, file);
+    let unreadable = |e: String| file_error(path, format!("--resume: not a training state this build reads ({e})"));
+    match ciborium::from_reader::<KeptTraining, _>(stream(file)) {
+        Ok(kept) => Ok(kept),
+        Err(now) => {
+            let file = std::fs::File::open(path).map_err(|e| unreadable(e.to_string()))?;
+            let before: Before = ciborium::from_reader(stream(file)).map_err(|_| unreadable(now.to_string()))?;
+            Ok(KeptTraining { run: before.run, state: KeptState::Ddpg(Box::new(before.state)) })
+        }
+    }
 }
 
 /// The run `state` (kept at `path`) was taken from, checked and ready to go on.
@@ -348,9 +370,7 @@ pub fn train_and_keep_resumable(
         // A run killed while rewriting its state left the half-written copy (up to a GB).
         aware_lab::output::remove_stale_temporaries(&training)
             .map_err(|e| file_error(&training, format!("cannot clear what a stopped write left: {e}")))?;
-        // Read as a stream: the state is about a GB at 800 apps.
-        let kept: KeptTraining = ciborium::from_reader(std::io::BufReader::with_capacity(1 << 20, file))
-            .map_err(|e| file_error(&state_path, format!("--resume: not a training state this build reads ({e})")))?;
+        let kept = read_kept(&state_path, file)?;
         if kept.run != fingerprint {
             return Err(file_error(
                 &state_path,
@@ -679,6 +699,52 @@ mod tests {
         let e =
             train_and_keep_resumable(workload, spec, wrong, detector, &other, silent, true).err().unwrap().to_string();
         assert!(e.contains(&format!("kept by a run with the {name} base learner; give --base-learner")), "{e}");
+    }
+
+    /// A DDPG run's state in the layout builds before this one wrote (no learner named) is
+    /// taken up too, and ends with the uninterrupted run's pool; a file that is neither layout
+    /// is refused, naming it.
+    #[test]
+    fn a_state_kept_before_the_learner_was_named_resumes() {
+        let (workload, mut spec) = small(3);
+        spec.episodes = 2;
+        let dir = tempfile::tempdir().unwrap();
+        let silent = &aware_lab::progress::Silent;
+        let detector = (2, 0.9);
+        let straight = dir.path().join("straight");
+        train_and_keep(&workload, &spec, Learner::Ddpg, detector, &straight, silent).unwrap();
+        let mut states = Vec::new();
+        train_pool_resumable(&workload, &spec, silent, None, &mut |s| {
+            states.push(s.clone());
+            Ok(())
+        })
+        .unwrap();
+        #[derive(Serialize)]
+        struct Before<'a> {
+            run: String,
+            state: &'a PoolTraining,
+        }
+        let old = dir.path().join("old");
+        std::fs::create_dir_all(old.join(TRAINING)).unwrap();
+        let mut bytes = Vec::new();
+        ciborium::into_writer(
+            &Before { run: run_fingerprint(&workload, &spec, detector), state: &states[0] },
+            &mut bytes,
+        )
+        .unwrap();
+        std::fs::write(old.join(TRAINING).join(TRAINING_STATE), &bytes).unwrap();
+        train_and_keep_resumable(&workload, &spec, Learner::Ddpg, detector, &old, silent, true).unwrap();
+        let pool =
+            |d: &Path| -> serde_json::Value { serde_json::from_slice(&std::fs::read(d.join(POOL)).unwrap()).unwrap() };
+        assert_eq!(pool(&old)["ood"], pool(&straight)["ood"]);
+        let junk = dir.path().join("junk");
+        std::fs::create_dir_all(junk.join(TRAINING)).unwrap();
+        std::fs::write(junk.join(TRAINING).join(TRAINING_STATE), &bytes[..bytes.len() / 2]).unwrap();
+        let e = train_and_keep_resumable(&workload, &spec, Learner::Ddpg, detector, &junk, silent, true)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("state.cbor") && e.contains("not a training state this build reads"), "{e}");
     }
 
     #[test]

@@ -189,6 +189,9 @@ impl<A: crate::base::Resumable> MetaDriver<A> {
         let meta = MetaLearner::resume(state.meta)?;
         let width = meta.config().embedding;
         let (obs, action) = (state.observation_dim, BaseLearner::action_dim(&agent));
+        if action == 0 {
+            return Err(bad("the base learner does not act in a continuous box".into()));
+        }
         if BaseLearner::state_dim(&agent) != obs + width {
             return Err(bad(format!(
                 "the base learner reads {} values, {obs} + a {width}-value embedding expected",
