@@ -442,6 +442,32 @@ mod tests {
         assert!(PoolTraining::<A::Training>::from_bytes(&kept[0][..100]).is_err());
     }
 
+    /// A kept state whose PPO base learner picks among discrete actions is refused by name
+    /// before any episode runs: the meta-learner's steps are read in a continuous box.
+    #[test]
+    fn a_state_kept_with_a_discrete_base_learner_is_refused() {
+        let workload =
+            Workload::load(&WorkloadSpec { apps: 4, seed: 6, steps: 60, ..WorkloadSpec::default() }).unwrap();
+        let mut pool = PoolSpec::new(1, 2, 15, 6);
+        pool.meta = MetaConfig { hidden: 8, fc: 8, embedding: 4, ..pool.meta };
+        pool.ppo = PpoConfig { hidden: vec![16, 16], ..pool.ppo };
+        let mut kept = Vec::new();
+        let silent = &aware_lab::progress::Silent;
+        train_pool_resumable_with(|| ppo_base_learner(&pool), &workload, &pool, silent, None, &mut |s| {
+            kept.push(s.to_bytes()?);
+            Ok(())
+        })
+        .unwrap();
+        let state = PoolTraining::<aware_agents::PpoTraining>::from_bytes(&kept[0]).unwrap();
+        // The continuous state resumes; the same state with a discrete learner does not.
+        assert!(resume_pool::<Ppo>(&workload, &pool, state.clone()).is_ok());
+        let mut state = state;
+        let discrete = Ppo::new(STATE_DIM + pool.meta.embedding, PpoActions::Discrete(5), pool.ppo.clone(), pool.seed);
+        state.driver.agent = discrete.training_state();
+        let e = resume_pool::<Ppo>(&workload, &pool, state).err().unwrap().to_string();
+        assert!(e.contains("does not act in a continuous box"), "{e}");
+    }
+
     #[test]
     fn a_pool_meta_trains_on_the_simulator_with_the_fallback_probing() {
         let spec = WorkloadSpec { apps: 6, seed: 4, steps: 40, ..WorkloadSpec::default() };

@@ -112,7 +112,7 @@ pub struct MetaDriver<A: BaseLearner = Ddpg> {
 /// in probe episodes, and a state is taken only once they are over.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DriverTraining<T = aware_agents::DdpgTraining> {
-    agent: T,
+    pub(crate) agent: T,
     meta: crate::MetaTraining,
     config: MetaTrainConfig,
     explore: bool,
