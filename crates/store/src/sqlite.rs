@@ -201,6 +201,7 @@ impl SqliteStore {
         }
         if version > 0 {
             Self::check_tables(&conn, &path, version)?;
+            Self::check_pages(&conn, &path)?;
         }
         if version == 0 {
             let tables: i64 =
@@ -223,6 +224,30 @@ impl SqliteStore {
         }
         let lifecycle_tables = version == 0 || version >= 2 || create;
         Ok(Self { conn, path, in_transaction: false, open: HashMap::new(), lifecycle_tables, tidy: None })
+    }
+
+    /// Refuses a store whose pages SQLite finds damaged (`PRAGMA quick_check`: every page's
+    /// structure, without matching indexes against their tables; about a second a GB), before
+    /// anything reads it or writes into it: a damaged page can hide rows from a query with no
+    /// error, and writing into it spreads the damage.
+    fn check_pages(conn: &Connection, path: &str) -> Result<(), StoreError> {
+        let problems: Vec<String> = {
+            let mut stmt = conn.prepare("PRAGMA quick_check").map_err(backend(path))?;
+            stmt.query_map([], |r| r.get::<_, String>(0))
+                .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+                .map_err(backend(path))?
+        };
+        match problems.as_slice() {
+            [ok] if ok == "ok" => Ok(()),
+            [] => Ok(()),
+            [first, rest @ ..] => Err(StoreError::Corrupt {
+                path: path.to_string(),
+                reason: format!(
+                    "the database is damaged (SQLite's quick_check: {first}{}); restore it from a copy, or move it aside and start a new store",
+                    if rest.is_empty() { String::new() } else { format!(", and {} more", rest.len()) }
+                ),
+            }),
+        }
     }
 
     /// Refuses a database whose schema version claims an `aware` store but whose tables are

@@ -132,6 +132,34 @@ fn a_foreign_database_with_a_schema_version_is_refused_untouched() {
     }
 }
 
+/// A store with a damaged page is refused, for writing and for reading, before anything reads
+/// rows from it or writes into it: a damaged index page can hide episodes from a query with no
+/// error (an export then writes fewer records and says nothing).
+#[test]
+fn a_damaged_page_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    {
+        let mut s = SqliteStore::open(&path, Sync::Normal).unwrap();
+        for e in 0..20 {
+            write(&mut s, &meta("a", "x", e, "agent"), 100, e as f64);
+        }
+    }
+    let mut bytes = std::fs::read(&path).unwrap();
+    assert!(bytes.len() > 16 * 4096, "the store spans the page damaged below ({} bytes)", bytes.len());
+    // Page 13 of 4 KiB, past its header: overwritten, as a bad disk sector or a stray write would.
+    bytes[12 * 4096 + 100..12 * 4096 + 3100].fill(0x37);
+    std::fs::write(&path, &bytes).unwrap();
+    for err in
+        [SqliteStore::open(&path, Sync::Normal).err().unwrap(), SqliteStore::open_read_only(&path).err().unwrap()]
+    {
+        assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
+        let text = err.to_string();
+        assert!(text.starts_with(&path.display().to_string()) && text.contains("damaged"), "{text}");
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), bytes, "nothing written into it");
+}
+
 #[test]
 fn wrong_vector_dimension_on_disk_is_reported_on_read() {
     let dir = tempfile::tempdir().unwrap();
