@@ -197,11 +197,22 @@ fn replace_file(dir: &Path, name: &str, contents: &[u8]) -> Result<(), StoreErro
     sync_dir(dir)
 }
 
+/// A journal line that does not read back as an operation: its place among the journal's
+/// lines (blank ones aside), its text and why.
+struct Unreadable {
+    position: usize,
+    text: String,
+    reason: String,
+}
+
+/// What a journal holds: its operations, its size, and the lines that are none.
+type Journal = (Vec<Op>, u64, Vec<Unreadable>);
+
 /// Reads a journal; a torn last line (no newline: its write was never acknowledged) is cut off.
-fn read_journal(dir: &Path, path: &Path) -> Result<(Vec<Op>, u64), StoreError> {
+fn read_journal(dir: &Path, path: &Path) -> Result<Journal, StoreError> {
     let text = match std::fs::read(path) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0, Vec::new())),
         Err(e) => return Err(io_error(dir, "reading the journal", e)),
     };
     let complete = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
@@ -211,18 +222,18 @@ fn read_journal(dir: &Path, path: &Path) -> Result<(Vec<Op>, u64), StoreError> {
             .and_then(|()| f.sync_all())
             .map_err(|e| io_error(dir, "repairing the journal", e))?;
     }
-    let mut ops = Vec::new();
-    for (n, line) in text[..complete].split(|&b| b == b'\n').enumerate() {
-        if line.is_empty() {
-            continue;
+    let (mut ops, mut unreadable) = (Vec::new(), Vec::new());
+    for (n, line) in text[..complete].split(|&b| b == b'\n').filter(|l| !l.is_empty()).enumerate() {
+        match serde_json::from_slice(line) {
+            Ok(op) => ops.push(op),
+            Err(e) => unreadable.push(Unreadable {
+                position: n,
+                text: String::from_utf8_lossy(line).into_owned(),
+                reason: format!("{}: operation {}: {e}", path.display(), n + 1),
+            }),
         }
-        let op = serde_json::from_slice(line).map_err(|e| StoreError::Corrupt {
-            path: path.display().to_string(),
-            reason: format!("line {}: {e}", n + 1),
-        })?;
-        ops.push(op);
     }
-    Ok((ops, complete as u64))
+    Ok((ops, complete as u64, unreadable))
 }
 
 fn open_journal(dir: &Path, generation: u64) -> Result<File, StoreError> {
@@ -268,7 +279,7 @@ impl Spooled {
                 std::fs::remove_file(entry.path()).map_err(|e| io_error(dir, "removing an old journal", e))?;
             }
         }
-        let (lines, bytes) = read_journal(dir, &journal_path(dir, progress.generation))?;
+        let (lines, bytes, unreadable) = read_journal(dir, &journal_path(dir, progress.generation))?;
         let journal = open_journal(dir, progress.generation)?;
         let lowest = lines
             .iter()
@@ -279,8 +290,12 @@ impl Spooled {
             .unwrap_or(0)
             .min(0);
         let mut progress = progress;
+        // Unreadable lines among those already flushed were read then and count no more; the
+        // ones still pending are set aside below.
+        let flushed = progress.done;
+        progress.done = flushed.saturating_sub(unreadable.iter().filter(|u| u.position < flushed).count());
         progress.done = progress.done.min(lines.len());
-        let state = State {
+        let mut state = State {
             inner,
             dir: dir.to_path_buf(),
             max_bytes,
@@ -295,6 +310,13 @@ impl Spooled {
             set_aside: 0,
             _lock: lock,
         };
+        for u in unreadable.iter().filter(|u| u.position >= flushed) {
+            state.set_aside_entry(serde_json::json!({ "error": u.reason, "line": u.text }))?;
+        }
+        if !unreadable.is_empty() {
+            // Rewritten without them, so that each is set aside once.
+            state.rotate()?;
+        }
         let mut spooled = Self { state: RefCell::new(state) };
         match spooled.flush() {
             Ok(_) | Err(StoreError::Unavailable(_)) => Ok(spooled),
@@ -317,7 +339,8 @@ impl Spooled {
     }
 
     /// Journaled operations set aside as never applicable (refused by the backend when flushed,
-    /// or naming an episode the spool never began), since this `Spooled` was made — including
+    /// naming an episode the spool never began, or a journal line that does not read back as
+    /// an operation), since this `Spooled` was made — including
     /// by the flush in [`Spooled::new`]; each is in `rejected.jsonl` with the reason.
     pub fn set_aside(&self) -> u64 {
         self.state.borrow().set_aside
@@ -508,7 +531,11 @@ impl State {
             self.rejected_ids.insert(*id);
             self.progress.rejected_ids.push(*id);
         }
-        let entry = serde_json::json!({ "error": e.to_string(), "operation": op });
+        self.set_aside_entry(serde_json::json!({ "error": e.to_string(), "operation": op }))
+    }
+
+    /// Appends `entry` to `rejected.jsonl`, synced, and counts it.
+    fn set_aside_entry(&mut self, entry: serde_json::Value) -> Result<(), StoreError> {
         let mut line = entry.to_string().into_bytes();
         line.push(b'\n');
         let path = self.dir.join("rejected.jsonl");

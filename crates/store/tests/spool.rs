@@ -177,6 +177,56 @@ fn one_directory_serves_one_spool() {
     assert!(err.contains("in use"), "{err}");
 }
 
+/// A journal line that does not read back as an operation at all (a damaged or hand-edited
+/// journal: garbage, a line missing its `op`) is set aside in `rejected.jsonl` with its text
+/// and the reason when the spool is opened, once; the operations around it are kept and
+/// written, whether the store is reachable then or only later.
+#[test]
+fn an_unreadable_journal_line_is_set_aside_and_the_rest_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, spool) = (dir.path().join("a.db"), dir.path().join("spool"));
+    let down = |db: &Path| {
+        let (backend, switch) = flaky(db);
+        switch.set_up(false);
+        backend
+    };
+    {
+        let mut s = Spooled::new(down(&db), &spool, 64 * MB).unwrap();
+        let id = s.begin_episode(&meta("a", "x", 0, "mpa")).unwrap();
+        s.append(id, &steps(0, 0..4)).unwrap();
+        s.close_episode(id, 1.5).unwrap();
+        s.record_decisions(&[decision("x", 1)]).unwrap();
+    }
+    let journal = spool.join("journal-0.jsonl");
+    let valid: Vec<String> = std::fs::read_to_string(&journal).unwrap().lines().map(String::from).collect();
+    assert_eq!(valid.len(), 4);
+    let damaged = format!("garbage{{\n{}\n{}\n{{\"id\":-1}}\n{}\n{}\n", valid[0], valid[1], valid[2], valid[3]);
+    std::fs::write(&journal, damaged).unwrap();
+
+    // Still down: the unreadable lines are set aside, the four operations wait.
+    {
+        let s = Spooled::new(down(&db), &spool, 64 * MB).unwrap();
+        assert_eq!((s.pending(), s.set_aside()), (4, 2));
+    }
+    let rejected = std::fs::read_to_string(spool.join("rejected.jsonl")).unwrap();
+    let rejected: Vec<serde_json::Value> = rejected.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rejected.len(), 2, "{rejected:?}");
+    assert_eq!(rejected[0]["line"], "garbage{");
+    assert_eq!(rejected[1]["line"], "{\"id\":-1}");
+    let why = rejected[1]["error"].as_str().unwrap();
+    assert!(why.contains("journal-0.jsonl: operation 4") && why.contains("op"), "{why}");
+
+    // Back up: opening flushes what was kept, and sets nothing aside twice.
+    let s = Spooled::new(flaky(&db).0, &spool, 64 * MB).unwrap();
+    assert_eq!((s.pending(), s.set_aside()), (0, 0));
+    assert_eq!(std::fs::read_to_string(spool.join("rejected.jsonl")).unwrap().lines().count(), 2);
+    let direct = SqliteStore::open_read_only(&db).unwrap();
+    assert_eq!(direct.last_rewards("a", 10).unwrap(), vec![1.5]);
+    let rec = &direct.episodes(Some("a")).unwrap()[0];
+    assert_eq!(direct.episode(rec.id).unwrap().1, steps(0, 0..4));
+    assert_eq!(direct.decisions("x", DecisionQuery::Last(5)).unwrap(), vec![decision("x", 1)]);
+}
+
 /// A journal entry that can never be applied (here: operations on episodes the spool never
 /// began, as a damaged or hand-edited journal holds) is set aside in `rejected.jsonl` with the
 /// reason; it does not hold back the valid entries behind it, nor pass for an outage.
