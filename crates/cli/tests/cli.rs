@@ -1343,3 +1343,22 @@ fn out_to_dev_stdout_writes_into_the_file_stdout_goes_to() {
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(left, ["log.txt"]);
 }
+
+/// A checkpoint that cannot be used is set aside and the run starts over, and the operator is
+/// told so on stderr when it happens, with `--json` too (whose stdout stays one JSON document).
+#[test]
+fn a_rejected_checkpoint_is_reported_on_stderr_as_it_is_set_aside() {
+    let dir = tempfile::tempdir().unwrap();
+    let ckpt = dir.path().join("ckpt");
+    std::fs::create_dir(&ckpt).unwrap();
+    std::fs::write(ckpt.join("lifecycle.json"), "{").unwrap();
+    let ckpt_s = ckpt.to_str().unwrap();
+    let o = aware(&["run", "--apps", "1", "--steps", "20", "--episode-steps", "10", "--checkpoint", ckpt_s, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(report["checkpoint"]["rejected"].is_string(), "{}", report["checkpoint"]);
+    let err = stderr(&o);
+    let warning = err.lines().find(|l| l.contains("not used")).unwrap_or_else(|| panic!("no warning: {err:?}"));
+    assert!(warning.contains("WARN") && warning.contains(ckpt_s) && warning.contains("rejected-1"), "{warning}");
+    assert!(ckpt.join("rejected-1").join("lifecycle.json").exists());
+}

@@ -110,10 +110,17 @@ pub fn run(config: &AgentsConfig, progress: &dyn Progress) -> Result<AgentsRepor
         ("ddpg", Algorithm::Ddpg, ActionKind::Continuous, plan.ddpg_episodes),
         ("ppo", Algorithm::Ppo, ActionKind::Continuous, plan.ppo_episodes),
     ];
+    // Where the agents go is checked, and made, before any training: a path that cannot be
+    // written fails now, not after the minutes of training it would otherwise waste.
+    for (name, ..) in &learners {
+        refuse_checkpoint("--out", &out.join(name))?;
+    }
+    for (name, ..) in &learners {
+        create_dir(&out.join(name))?;
+    }
     let mut policies = vec![("mpa", PolicyName::Mpa, None, None)];
     for (name, algorithm, kind, episodes) in learners {
         let dir = out.join(name);
-        refuse_checkpoint("--out", &dir)?;
         progress.start(episodes, &format!("train {name}"));
         let agent = new_agent(algorithm, kind, APP_SEED)?;
         let mut env = workload.env(kind, EPISODE_STEPS, FIRST_TRAINING_TRACE);
@@ -124,7 +131,6 @@ pub fn run(config: &AgentsConfig, progress: &dyn Progress) -> Result<AgentsRepor
             |e: &[aware_lab::train::Episode]| e.iter().map(|e| e.mean_reward).sum::<f64>() / e.len().max(1) as f64;
         let learning = (mean(&curve[..tenth]), mean(&curve[curve.len() - tenth..]));
         progress.finish();
-        create_dir(&dir)?;
         agent.save(&dir, &StateEncoder::space(), total_steps)?;
         policies.push((name, PolicyName::Rl(dir), Some(episodes), Some(learning)));
     }

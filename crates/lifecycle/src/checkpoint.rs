@@ -353,8 +353,15 @@ impl EpisodeSink for CheckpointSink {
                 self.report.restored = true;
             }
             Err(reason) => {
+                let to = self.set_aside()?;
+                // Said when it happens, on stderr, whatever the run prints on stdout (JSON too).
+                tracing::warn!(
+                    "checkpoint {}: not used ({reason}); moved to {}; every app starts over",
+                    self.dir.display(),
+                    to.display()
+                );
                 self.report.rejected = Some(reason.to_string());
-                self.report.set_aside = Some(self.set_aside()?.display().to_string());
+                self.report.set_aside = Some(to.display().to_string());
             }
         }
         self.check_writable()

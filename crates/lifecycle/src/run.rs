@@ -25,8 +25,8 @@ use crate::stage::{Stage, StageChange};
 pub enum Variant {
     /// AWARE: bootstrapping from the fallback, serving, retraining.
     Aware,
-    /// The agent acts and learns online from the first interval (no bootstrapping, no fallback
-    /// floor: RL as deployed without AWARE).
+    /// The agent acts, exploring, and learns online from the first interval (no bootstrapping,
+    /// no fallback floor: RL as deployed without AWARE).
     NoBootstrap,
     /// AWARE whose SERVING is final (no retraining).
     NoRetrain,
@@ -57,6 +57,12 @@ impl Variant {
                 c.fallback_floor = false;
                 // Nothing to act on without the fallback in the loop.
                 c.residual = false;
+                // It learns from its own actions, so it explores them as DDPG trained from
+                // scratch does (Table 2's σ, as the `converged` reference): without noise a
+                // DDPG agent learning online only ever tries what its random weights say.
+                // (AWARE's bootstrapped agent acts greedily; a PPO agent learning online
+                // explores with its own policy's σ either way.)
+                c.online_noise_sigma = aware_agents::ddpg::DdpgConfig::default().noise_sigma;
             }
             Variant::NoRetrain => c.may_retrain = false,
         }

@@ -498,10 +498,13 @@ fn classic(args: ClassicArgs) -> Result<ExitCode> {
 }
 
 fn agents(args: AgentsArgs) -> Result<ExitCode> {
-    let report = aware_experiments::agents::run(
-        &AgentsConfig { size: if args.quick { Size::Quick } else { Size::Full }, out: args.out },
-        &Bar::new(),
-    )?;
+    let config = AgentsConfig { size: if args.quick { Size::Quick } else { Size::Full }, out: args.out.clone() };
+    let work = || aware_experiments::agents::run(&config, &Bar::new());
+    // A run that fails leaves no directory it made behind (one that existed is kept).
+    let report = match &args.out {
+        Some(out) => aware_lab::output::removing_created_dir_on_failure(out, work)?,
+        None => work()?,
+    };
     let code = if report.passed { ExitCode::SUCCESS } else { ExitCode::from(1) };
     if args.json {
         print_json(&report)?;
