@@ -23,7 +23,7 @@ use std::process::ExitCode;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(name = "aware", version, about = "Safe reinforcement-learning workload autoscaling", long_about = None)]
@@ -77,7 +77,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = with_negative_numbers(Cli::command()).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     init_logging();
     let result = match cli.command {
         Command::Demo(a) => commands::demo::run(a),
@@ -105,6 +106,15 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Every option that takes a value reads `-1` or `-0.5` as its value, so that a negative number
+/// is refused by the option's own parser, naming the option ("invalid value '-1' for
+/// '--apps <N>'"), rather than taken for an unknown flag.
+fn with_negative_numbers(command: clap::Command) -> clap::Command {
+    command
+        .mut_args(|a| if a.get_action().takes_values() { a.allow_negative_numbers(true) } else { a })
+        .mut_subcommands(with_negative_numbers)
 }
 
 /// `tracing` events (the Kubernetes controller's reconcile failures, leader election, the

@@ -1362,3 +1362,20 @@ fn a_rejected_checkpoint_is_reported_on_stderr_as_it_is_set_aside() {
     assert!(warning.contains("WARN") && warning.contains(ckpt_s) && warning.contains("rejected-1"), "{warning}");
     assert!(ckpt.join("rejected-1").join("lifecycle.json").exists());
 }
+
+/// A negative number is refused by the option it was given to, naming it, not taken for an
+/// unknown flag.
+#[test]
+fn a_negative_number_is_refused_naming_its_option() {
+    for (args, flag) in [
+        (&["compare", "--apps", "-1"][..], "--apps"),
+        (&["run", "--apps", "2", "--steps", "20", "--seed", "-5"][..], "--seed"),
+        (&["train-meta", "--apps", "4", "--signature-weight", "-1", "--out", "x"][..], "--signature-weight"),
+        (&["explain", "--store", "sqlite:x.db", "--app", "a", "--step", "-1"][..], "--step"),
+    ] {
+        let o = aware(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(err.contains(&format!("for '{flag}")) && !err.contains("unexpected argument"), "{args:?}: {err}");
+    }
+}
