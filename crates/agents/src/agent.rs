@@ -169,11 +169,9 @@ impl Agent for Ppo {
 /// spaces; a checkpoint for other spaces is refused with both spaces named.
 pub fn load(dir: &Path, observation_space: &Space, action_space: &Space) -> Result<Box<dyn Agent>, AgentError> {
     let meta = Checkpoint::read_metadata(dir)?;
-    let mismatch = || CheckpointError::SpaceMismatch {
-        path: dir.display().to_string(),
-        what: "action",
-        checkpoint: serde_json::to_string(&meta.action_space).expect("serialisable"),
-        environment: serde_json::to_string(action_space).expect("serialisable"),
+    let mismatch = || {
+        let (checkpoint, environment) = crate::checkpoint::shown_apart(&meta.action_space, action_space);
+        CheckpointError::SpaceMismatch { path: dir.display().to_string(), what: "action", checkpoint, environment }
     };
     let agent: Box<dyn Agent> = match (meta.algorithm.as_str(), action_space) {
         ("ddpg", Space::Box { low, .. }) => Box::new(Ddpg::load(dir, observation_space, low.len(), 0)?),
