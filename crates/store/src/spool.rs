@@ -205,6 +205,15 @@ struct Unreadable {
     reason: String,
 }
 
+/// The `op` of a journal line that is a JSON object naming an operation this build does not
+/// know.
+fn newer_kind(line: &[u8]) -> Option<String> {
+    const KNOWN: [&str; 5] = ["begin", "append", "close", "decisions", "stage_change"];
+    let value: serde_json::Value = serde_json::from_slice(line).ok()?;
+    let kind = value.get("op")?.as_str()?;
+    (!KNOWN.contains(&kind)).then(|| kind.to_string())
+}
+
 /// What a journal holds: its operations, its size, and the lines that are none.
 type Journal = (Vec<Op>, u64, Vec<Unreadable>);
 
@@ -226,10 +235,22 @@ fn read_journal(dir: &Path, path: &Path) -> Result<Journal, StoreError> {
     for (n, line) in text[..complete].split(|&b| b == b'\n').filter(|l| !l.is_empty()).enumerate() {
         match serde_json::from_slice(line) {
             Ok(op) => ops.push(op),
+            // An operation of a kind this build does not know was written by a newer one,
+            // which can still apply it: refused, not set aside for good.
+            Err(_) if newer_kind(line).is_some() => {
+                return Err(StoreError::Corrupt {
+                    path: path.display().to_string(),
+                    reason: format!(
+                        "operation {}: a {:?} operation, which this build does not know (written by a newer aware?); flush this spool with that version",
+                        n + 1,
+                        newer_kind(line).unwrap_or_default()
+                    ),
+                });
+            }
             Err(e) => unreadable.push(Unreadable {
                 position: n,
                 text: String::from_utf8_lossy(line).into_owned(),
-                reason: format!("{}: operation {}: {e}", path.display(), n + 1),
+                reason: format!("operation {}: {e}", n + 1),
             }),
         }
     }
@@ -290,10 +311,19 @@ impl Spooled {
             .unwrap_or(0)
             .min(0);
         let mut progress = progress;
-        // Unreadable lines among those already flushed were read then and count no more; the
-        // ones still pending are set aside below.
+        // `done` counts lines: damage among the lines already flushed (a line garbled, or two
+        // run together) leaves no telling which of the rest were flushed, so such a journal
+        // is refused as before; damage among the pending ones is set aside below.
         let flushed = progress.done;
-        progress.done = flushed.saturating_sub(unreadable.iter().filter(|u| u.position < flushed).count());
+        if let Some(u) = unreadable.iter().find(|u| u.position < flushed) {
+            return Err(StoreError::Corrupt {
+                path: journal_path(dir, progress.generation).display().to_string(),
+                reason: format!(
+                    "{} (among the operations already written to the store: which of the rest were is unknown; move the spool aside to start afresh)",
+                    u.reason
+                ),
+            });
+        }
         progress.done = progress.done.min(lines.len());
         let mut state = State {
             inner,
@@ -310,11 +340,14 @@ impl Spooled {
             set_aside: 0,
             _lock: lock,
         };
-        for u in unreadable.iter().filter(|u| u.position >= flushed) {
-            state.set_aside_entry(serde_json::json!({ "error": u.reason, "line": u.text }))?;
+        let journal_file = journal_path(dir, state.progress.generation);
+        for u in &unreadable {
+            let error = format!("{}: {}", journal_file.display(), u.reason);
+            state.set_aside_entry(serde_json::json!({ "error": error, "line": u.text }))?;
         }
         if !unreadable.is_empty() {
-            // Rewritten without them, so that each is set aside once.
+            // Rewritten without them, so that each is set aside once (again, should the
+            // process die before the rewrite is in force: at least once, never lost).
             state.rotate()?;
         }
         let mut spooled = Self { state: RefCell::new(state) };
