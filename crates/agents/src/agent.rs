@@ -169,9 +169,11 @@ impl Agent for Ppo {
 /// spaces; a checkpoint for other spaces is refused with both spaces named.
 pub fn load(dir: &Path, observation_space: &Space, action_space: &Space) -> Result<Box<dyn Agent>, AgentError> {
     let meta = Checkpoint::read_metadata(dir)?;
-    let mismatch = || {
-        let (checkpoint, environment) = crate::checkpoint::shown_apart(&meta.action_space, action_space);
-        CheckpointError::SpaceMismatch { path: dir.display().to_string(), what: "action", checkpoint, environment }
+    let mismatch = || CheckpointError::SpaceMismatch {
+        path: dir.display().to_string(),
+        what: "action",
+        checkpoint: meta.action_space.to_string(),
+        environment: action_space.to_string(),
     };
     let agent: Box<dyn Agent> = match (meta.algorithm.as_str(), action_space) {
         ("ddpg", Space::Box { low, .. }) => Box::new(Ddpg::load(dir, observation_space, low.len(), 0)?),

@@ -1353,7 +1353,12 @@ fn a_rejected_checkpoint_is_reported_on_stderr_as_it_is_set_aside() {
     std::fs::create_dir(&ckpt).unwrap();
     std::fs::write(ckpt.join("lifecycle.json"), "{").unwrap();
     let ckpt_s = ckpt.to_str().unwrap();
-    let o = aware(&["run", "--apps", "1", "--steps", "20", "--episode-steps", "10", "--checkpoint", ckpt_s, "--json"]);
+    // With the default log filter (warnings), whatever the caller's RUST_LOG says.
+    let o = Command::new(env!("CARGO_BIN_EXE_aware"))
+        .args(["run", "--apps", "1", "--steps", "20", "--episode-steps", "10", "--checkpoint", ckpt_s, "--json"])
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert!(report["checkpoint"]["rejected"].is_string(), "{}", report["checkpoint"]);

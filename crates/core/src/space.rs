@@ -13,6 +13,26 @@ pub enum Space {
     MultiDiscrete { nvec: Vec<usize> },
 }
 
+/// As Gymnasium prints a space, for messages: `Box(0, 1, (11,), float32)` where every
+/// dimension has the same bounds, the bounds in full otherwise; `Discrete(5)`;
+/// `MultiDiscrete([3, 3])`.
+impl std::fmt::Display for Space {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Space::Box { low, high } => {
+                let same = |v: &[f32]| v.windows(2).all(|w| w[0] == w[1]);
+                if !low.is_empty() && same(low) && same(high) {
+                    write!(f, "Box({}, {}, ({},), float32)", low[0], high[0], low.len())
+                } else {
+                    write!(f, "Box(low={low:?}, high={high:?}, float32)")
+                }
+            }
+            Space::Discrete { n } => write!(f, "Discrete({n})"),
+            Space::MultiDiscrete { nvec } => write!(f, "MultiDiscrete({nvec:?})"),
+        }
+    }
+}
+
 impl Space {
     /// Dimension of a flat encoding: vector length for Box and MultiDiscrete, 1 for Discrete.
     pub fn dim(&self) -> usize {
@@ -64,6 +84,17 @@ pub enum Action {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Spaces print as Gymnasium prints them; a box whose dimensions differ in bounds in full.
+    #[test]
+    fn spaces_print_as_gymnasium_prints_them() {
+        let unit = Space::Box { low: vec![0.0; 30], high: vec![1.0; 30] };
+        assert_eq!(unit.to_string(), "Box(0, 1, (30,), float32)");
+        let mixed = Space::Box { low: vec![0.0, -1.0], high: vec![1.0, 1.0] };
+        assert_eq!(mixed.to_string(), "Box(low=[0.0, -1.0], high=[1.0, 1.0], float32)");
+        assert_eq!(Space::Discrete { n: 5 }.to_string(), "Discrete(5)");
+        assert_eq!(Space::MultiDiscrete { nvec: vec![3, 3] }.to_string(), "MultiDiscrete([3, 3])");
+    }
     use proptest::prelude::*;
 
     proptest! {

@@ -25,22 +25,6 @@ pub enum RequestError {
     Make(#[from] MakeError),
 }
 
-/// A short human description of a space, for messages.
-pub fn describe(space: &Space) -> String {
-    match space {
-        Space::Box { low, high } => {
-            let same = |v: &[f32]| v.windows(2).all(|w| w[0] == w[1]);
-            if !low.is_empty() && same(low) && same(high) {
-                format!("Box({}, {}, ({},), float32)", low[0], high[0], low.len())
-            } else {
-                format!("Box(low={low:?}, high={high:?}, float32)")
-            }
-        }
-        Space::Discrete { n } => format!("Discrete({n})"),
-        Space::MultiDiscrete { nvec } => format!("MultiDiscrete({nvec:?})"),
-    }
-}
-
 pub fn space_to_proto(space: &Space) -> proto::Space {
     use proto::space::Kind;
     let kind = match space {
@@ -135,7 +119,7 @@ pub fn actions_from_proto(
     match space {
         Space::Box { low, high } => {
             if !a.discrete.is_empty() {
-                return Err(RequestError::WrongKind { field, space: describe(space), expected: "continuous" });
+                return Err(RequestError::WrongKind { field, space: space.to_string(), expected: "continuous" });
             }
             if a.continuous.len() != expected {
                 return Err(wrong_len(a.continuous.len()));
@@ -148,14 +132,14 @@ pub fn actions_from_proto(
                     field,
                     index: i,
                     value: a.continuous[i].to_string(),
-                    space: describe(space),
+                    space: space.to_string(),
                 });
             }
             Ok(a.continuous.chunks(dim.max(1)).map(|c| Action::Continuous(c.to_vec())).collect())
         }
         Space::Discrete { n } => {
             if !a.continuous.is_empty() {
-                return Err(RequestError::WrongKind { field, space: describe(space), expected: "discrete" });
+                return Err(RequestError::WrongKind { field, space: space.to_string(), expected: "discrete" });
             }
             if a.discrete.len() != expected {
                 return Err(wrong_len(a.discrete.len()));
@@ -165,7 +149,7 @@ pub fn actions_from_proto(
         }
         Space::MultiDiscrete { nvec } => {
             if !a.continuous.is_empty() {
-                return Err(RequestError::WrongKind { field, space: describe(space), expected: "discrete" });
+                return Err(RequestError::WrongKind { field, space: space.to_string(), expected: "discrete" });
             }
             if a.discrete.len() != expected {
                 return Err(wrong_len(a.discrete.len()));
@@ -186,7 +170,9 @@ fn check_discrete(
     n_at: impl Fn(usize) -> usize,
 ) -> Result<(), RequestError> {
     match values.iter().enumerate().find(|&(i, &d)| d < 0 || d as u64 >= n_at(i) as u64) {
-        Some((i, d)) => Err(RequestError::OutOfSpace { field, index: i, value: d.to_string(), space: describe(space) }),
+        Some((i, d)) => {
+            Err(RequestError::OutOfSpace { field, index: i, value: d.to_string(), space: space.to_string() })
+        }
         None => Ok(()),
     }
 }

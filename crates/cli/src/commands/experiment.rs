@@ -500,9 +500,14 @@ fn classic(args: ClassicArgs) -> Result<ExitCode> {
 fn agents(args: AgentsArgs) -> Result<ExitCode> {
     let config = AgentsConfig { size: if args.quick { Size::Quick } else { Size::Full }, out: args.out.clone() };
     let work = || aware_experiments::agents::run(&config, &Bar::new());
-    // A run that fails leaves no directory it made behind (one that existed is kept).
+    // A run that fails removes the --out it made, unless an agent was trained and kept there
+    // (DDPG's, before PPO's failed): minutes of training are not thrown away.
     let report = match &args.out {
-        Some(out) => aware_lab::output::removing_created_dir_on_failure(out, work)?,
+        Some(out) => {
+            let kept = ["ddpg", "ppo"].map(|a| format!("{a}/{}", aware_agents::METADATA));
+            let kept: Vec<&str> = kept.iter().map(String::as_str).collect();
+            aware_lab::output::removing_created_dir_on_failure_keeping(out, &kept, work)?
+        }
         None => work()?,
     };
     let code = if report.passed { ExitCode::SUCCESS } else { ExitCode::from(1) };
