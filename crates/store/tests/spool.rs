@@ -35,6 +35,29 @@ fn decision(app: &str, step: u64) -> DecisionRecord {
 
 const MB: u64 = 1 << 20;
 
+/// The SQLite store at `db`, unreachable.
+fn down(db: &Path) -> Box<dyn TrajectoryStore> {
+    let (backend, switch) = flaky(db);
+    switch.set_up(false);
+    backend
+}
+
+/// Journals one episode (begin, four steps, close at 1.5) and a decision into `spool` while
+/// the store at `db` is down, as a process that then exits; the journal's four lines.
+fn journal_while_down(db: &Path, spool: &Path) -> Vec<String> {
+    {
+        let mut s = Spooled::new(down(db), spool, 64 * MB).unwrap();
+        let id = s.begin_episode(&meta("a", "x", 0, "mpa")).unwrap();
+        s.append(id, &steps(0, 0..4)).unwrap();
+        s.close_episode(id, 1.5).unwrap();
+        s.record_decisions(&[decision("x", 1)]).unwrap();
+    }
+    let journal = std::fs::read_to_string(spool.join("journal-0.jsonl")).unwrap();
+    let lines: Vec<String> = journal.lines().map(String::from).collect();
+    assert_eq!(lines.len(), 4);
+    lines
+}
+
 #[test]
 fn an_outage_is_journaled_and_written_in_order_when_the_backend_is_back() {
     let dir = tempfile::tempdir().unwrap();
@@ -185,21 +208,8 @@ fn one_directory_serves_one_spool() {
 fn an_unreadable_journal_line_is_set_aside_and_the_rest_kept() {
     let dir = tempfile::tempdir().unwrap();
     let (db, spool) = (dir.path().join("a.db"), dir.path().join("spool"));
-    let down = |db: &Path| {
-        let (backend, switch) = flaky(db);
-        switch.set_up(false);
-        backend
-    };
-    {
-        let mut s = Spooled::new(down(&db), &spool, 64 * MB).unwrap();
-        let id = s.begin_episode(&meta("a", "x", 0, "mpa")).unwrap();
-        s.append(id, &steps(0, 0..4)).unwrap();
-        s.close_episode(id, 1.5).unwrap();
-        s.record_decisions(&[decision("x", 1)]).unwrap();
-    }
     let journal = spool.join("journal-0.jsonl");
-    let valid: Vec<String> = std::fs::read_to_string(&journal).unwrap().lines().map(String::from).collect();
-    assert_eq!(valid.len(), 4);
+    let valid = journal_while_down(&db, &spool);
     let damaged = format!("garbage{{\n{}\n{}\n{{\"id\":-1}}\n{}\n{}\n", valid[0], valid[1], valid[2], valid[3]);
     std::fs::write(&journal, damaged).unwrap();
 
@@ -234,20 +244,8 @@ fn an_unreadable_journal_line_is_set_aside_and_the_rest_kept() {
 fn damage_among_flushed_lines_or_an_unknown_operation_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (db, spool) = (dir.path().join("a.db"), dir.path().join("spool"));
-    let down = |db: &Path| {
-        let (backend, switch) = flaky(db);
-        switch.set_up(false);
-        backend
-    };
-    {
-        let mut s = Spooled::new(down(&db), &spool, 64 * MB).unwrap();
-        let id = s.begin_episode(&meta("a", "x", 0, "mpa")).unwrap();
-        s.append(id, &steps(0, 0..4)).unwrap();
-        s.close_episode(id, 1.5).unwrap();
-        s.record_decisions(&[decision("x", 1)]).unwrap();
-    }
     let journal = spool.join("journal-0.jsonl");
-    let valid: Vec<String> = std::fs::read_to_string(&journal).unwrap().lines().map(String::from).collect();
+    let valid = journal_while_down(&db, &spool);
     let progress = spool.join("progress.json");
     let saved = std::fs::read(&progress).ok();
 
