@@ -240,9 +240,21 @@ impl Checkpoint {
     /// can see which algorithm and spaces a checkpoint holds before loading it.
     pub fn read_metadata(dir: &Path) -> Result<Checkpoint, CheckpointError> {
         let meta_path: PathBuf = dir.join(METADATA);
-        let text = std::fs::read_to_string(&meta_path).map_err(|e| CheckpointError::Io {
-            path: meta_path.display().to_string(),
-            reason: format!("cannot read the checkpoint: {e}"),
+        let text = std::fs::read_to_string(&meta_path).map_err(|e| {
+            // A directory that holds a checkpoint one level down (a meta-trained pool's
+            // `agent/`) is named, rather than leaving the user to guess.
+            let below = std::fs::read_dir(dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|entry| entry.path())
+                .filter(|p| p.join(METADATA).is_file())
+                .min();
+            let hint = below.map_or(String::new(), |p| format!("; {} holds one", p.display()));
+            CheckpointError::Io {
+                path: meta_path.display().to_string(),
+                reason: format!("cannot read the checkpoint: {e}{hint}"),
+            }
         })?;
         let c: Checkpoint = serde_json::from_str(&text)
             .map_err(|e| CheckpointError::Format { path: meta_path.display().to_string(), reason: e.to_string() })?;
@@ -297,5 +309,23 @@ impl Checkpoint {
             files.insert(name.clone(), bytes);
         }
         Ok((c, files))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A directory without a checkpoint whose subdirectory holds one (a meta-trained pool's
+    /// `agent/`) is refused naming that subdirectory.
+    #[test]
+    fn a_checkpoint_one_level_down_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = Checkpoint::read_metadata(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("cannot read the checkpoint") && !err.contains("holds one"), "{err}");
+        std::fs::create_dir(dir.path().join("agent")).unwrap();
+        std::fs::write(dir.path().join("agent").join(METADATA), "{}").unwrap();
+        let err = Checkpoint::read_metadata(dir.path()).unwrap_err().to_string();
+        assert!(err.contains(&format!("{} holds one", dir.path().join("agent").display())), "{err}");
     }
 }
