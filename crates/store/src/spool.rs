@@ -235,23 +235,24 @@ fn read_journal(dir: &Path, path: &Path) -> Result<Journal, StoreError> {
     for (n, line) in text[..complete].split(|&b| b == b'\n').filter(|l| !l.is_empty()).enumerate() {
         match serde_json::from_slice(line) {
             Ok(op) => ops.push(op),
-            // An operation of a kind this build does not know was written by a newer one,
-            // which can still apply it: refused, not set aside for good.
-            Err(_) if newer_kind(line).is_some() => {
-                return Err(StoreError::Corrupt {
-                    path: path.display().to_string(),
-                    reason: format!(
-                        "operation {}: a {:?} operation, which this build does not know (written by a newer aware?); flush this spool with that version",
-                        n + 1,
-                        newer_kind(line).unwrap_or_default()
-                    ),
-                });
-            }
-            Err(e) => unreadable.push(Unreadable {
-                position: n,
-                text: String::from_utf8_lossy(line).into_owned(),
-                reason: format!("operation {}: {e}", n + 1),
-            }),
+            Err(e) => match newer_kind(line) {
+                // An operation of a kind this build does not know was written by a newer one,
+                // which can still apply it: refused, not set aside for good.
+                Some(kind) => {
+                    return Err(StoreError::Corrupt {
+                        path: path.display().to_string(),
+                        reason: format!(
+                            "operation {}: a {kind:?} operation, which this build does not know (written by a newer aware?); flush this spool with that version",
+                            n + 1
+                        ),
+                    });
+                }
+                None => unreadable.push(Unreadable {
+                    position: n,
+                    text: String::from_utf8_lossy(line).into_owned(),
+                    reason: format!("operation {}: {e}", n + 1),
+                }),
+            },
         }
     }
     Ok((ops, complete as u64, unreadable))
