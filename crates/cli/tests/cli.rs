@@ -514,6 +514,14 @@ fn provisioning_d3qn_beats_step_scaling_on_held_out_days() {
         &aware(&["provision", "compare", "--days", "3", "--test-days", "3"]),
         &["--test-days", "less than one training day"],
     );
+    // A trace too short for the days held out is blamed, by its path, not --test-days alone.
+    let short = dir.path().join("short.csv");
+    let rows: String = (0..600).map(|m| format!("{},{}\n", m * 60, 100 + m % 7)).collect();
+    std::fs::write(&short, format!("timestamp,count\n{rows}")).unwrap();
+    assert_one_line_error(
+        &aware(&["provision", "compare", "--trace", short.to_str().unwrap(), "--test-days", "1"]),
+        &["short.csv", "too short", "less than one training day"],
+    );
     let o = aware(&["provision", "compare", "--policies", "hpa"]);
     assert_eq!(o.status.code(), Some(2), "an unknown policy is a usage error, as in compare");
     assert!(stderr(&o).contains("--policies") && stderr(&o).contains("\"hpa\""), "{}", stderr(&o));

@@ -791,6 +791,10 @@ pub fn syntax_error_line(source: &str, text: &str, error: &serde_saphyr::Error) 
             let (line, column) = (l.line(), l.column());
             let at = format!(" at line {line}, column {column}");
             message = message.replace(&at, "");
+            if let Some(expected) = scalar_expectation(&message) {
+                let found = scalar_at(text, line as usize, column as usize);
+                message = format!("{found:?} is not {expected}");
+            }
             match key_path_at(text, line as usize) {
                 Some(path) => format!("{source}:{line}:{column}: {path}: {message}"),
                 None => format!("{source}:{line}:{column}: {message}"),
@@ -798,6 +802,26 @@ pub fn syntax_error_line(source: &str, text: &str, error: &serde_saphyr::Error) 
         }
         _ => format!("{source}: {message}"),
     }
+}
+
+/// What the parser's terse verdict on a scalar (`invalid u64`) expected, in the file author's
+/// words; `None` for any other message.
+fn scalar_expectation(message: &str) -> Option<&'static str> {
+    match message {
+        "invalid u64" | "invalid usize" => Some("a whole number from 0 to 18446744073709551615"),
+        "invalid u32" => Some("a whole number from 0 to 4294967295"),
+        "invalid i64" | "invalid i32" => Some("a whole number"),
+        "invalid floating point" | "invalid f64" | "invalid f32" => Some("a number"),
+        "invalid boolean" | "invalid bool" => Some("true or false"),
+        _ => None,
+    }
+}
+
+/// The plain scalar at 1-based `line` and `column` of `text`, up to a comment or the line's end.
+fn scalar_at(text: &str, line: usize, column: usize) -> String {
+    let rest = text.lines().nth(line.saturating_sub(1)).and_then(|l| l.get(column.saturating_sub(1)..)).unwrap_or("");
+    let value = rest.split(" #").next().unwrap_or(rest).trim();
+    value.trim_end_matches(',').to_string()
 }
 
 /// The dotted key path of the block-style mapping entry on 1-based `line` (`bounds.max_replicas`),
@@ -894,8 +918,17 @@ mod tests {
             ("bounds:\n  max_replicas: 2147483649\n", &["p.yaml:2:17", "bounds.max_replicas", "1–100000"]),
             ("bounds:\n  max_replicas: 100001\n", &["p.yaml:2:", "bounds.max_replicas", "1–100000"]),
             ("bounds:\n  min_replicas: 0\n", &["p.yaml:2:", "bounds.min_replicas", "1–100000"]),
-            ("bounds:\n  max_replicas: -1\n", &["p.yaml:2:", "max_replicas"]),
-            ("bounds:\n  max_replicas: 99999999999999999999999\n", &["p.yaml:2:", "max_replicas"]),
+            ("bounds:\n  max_replicas: -1\n", &["p.yaml:2:", "max_replicas", "\"-1\" is not a whole number from 0"]),
+            (
+                "bounds:\n  max_replicas: 99999999999999999999999 # too many\n",
+                &[
+                    "p.yaml:2:",
+                    "max_replicas",
+                    "\"99999999999999999999999\" is not a whole number from 0 to 18446744073709551615",
+                ],
+            ),
+            ("bounds:\n  min_replicas: many\n", &["bounds.min_replicas", "\"many\" is not a whole number"]),
+            ("reward:\n  alpha: high\n", &["p.yaml:2:", "reward.alpha", "\"high\" is not a number"]),
             ("bounds:\n  max_cpu_millicores: 1000001\n", &["p.yaml:2:", "bounds.max_cpu_millicores", "1,000 cores"]),
             ("bounds:\n  max_memory_mib: 16777217\n", &["p.yaml:2:", "bounds.max_memory_mib", "16 TiB"]),
             ("bounds:\n  memory_step_mib: 0\n", &["p.yaml:2:", "bounds.memory_step_mib"]),

@@ -64,14 +64,17 @@ impl LoadSpec {
         };
         let test = self.test_days as usize * BINS_PER_DAY;
         if bins.len() < test + BINS_PER_DAY {
-            return Err(LabError::input(
-                "--test-days",
-                format!(
-                    "{} days held out leave less than one training day in {} five-minute bins",
-                    self.test_days,
-                    bins.len()
-                ),
-            ));
+            let held_out = format!(
+                "{} days held out (--test-days) leave less than one training day in {} five-minute bins ({:.1} days)",
+                self.test_days,
+                bins.len(),
+                bins.len() as f64 / BINS_PER_DAY as f64
+            );
+            // Blame what the user can change: a trace that is too short, or --days.
+            return Err(match &self.trace {
+                Some(path) => LabError::io(path, format!("too short: {held_out}")),
+                None => LabError::input("--days", format!("{}: {held_out}", self.days)),
+            });
         }
         let (train, test) = bins.split_at(bins.len() - test);
         Ok(Split { config: ProvisioningConfig::sized_for(train), train: train.to_vec(), test: test.to_vec() })
