@@ -8,7 +8,10 @@
 //! at most doubled (or +4, as HPA's default scale-up policy allows) and at least halved, CPU and
 //! memory limits at most ×2 or ÷2, decreases held by a stabilisation window; and where the
 //! fallback (asked every interval beside the agent) scales up, the agent's proposal is raised to
-//! the fallback's ([`Guard::floor`]). Every verdict is counted and carries its reason.
+//! the fallback's ([`Guard::floor`]), and a cut never leaves less than the measured usage plus
+//! VPA's 15 % safety margin ([`Guard::fit_usage`]). An observation with no ready pod (nothing
+//! serves: pods starting, pending or crash-looping) has no utilisation to act on, so the
+//! fallback acts for it too. Every verdict is counted and carries its reason.
 //!
 //! The fallback's proposals pass unchanged ([`Guard::witness`] only remembers them for the
 //! stabilisation window): they are the trusted behaviour, bounded by the same profile and
@@ -92,7 +95,39 @@ pub enum Untrusted {
     Stale { time_s: f64, intervals: u32 },
     #[error("metrics missing: none of {ready} ready pods has a usage sample")]
     MissingMetrics { ready: usize },
+    #[error(
+        "nothing serves: none of {pods} pods is ready (starting, pending or failing), so no utilisation was measured"
+    )]
+    NotServing { pods: usize },
 }
+
+/// What the app's ready pods used in the interval, as measured: the floor under the agent's cuts
+/// ([`Guard::fit_usage`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Usage {
+    /// CPU cores in use, summed over the ready pods with a sample (a throttled pod reports its
+    /// limit: demand beyond it is not seen, so this is a lower bound).
+    pub cpu_cores: f64,
+    /// The largest working set of one ready pod, bytes.
+    pub memory_bytes: f64,
+}
+
+impl Usage {
+    /// The usage of `obs`'s ready pods with a sample; `None` when none has one.
+    pub fn of(obs: &Observation) -> Option<Usage> {
+        let sampled = obs.pods.iter().filter(|p| p.phase == PodPhase::Ready && !p.deleting).filter_map(|p| {
+            Some((p.cpu_usage_cores?, p.memory_working_set_bytes?)).filter(|(c, m)| c.is_finite() && m.is_finite())
+        });
+        sampled.fold(None, |u: Option<Usage>, (c, m)| {
+            let u = u.unwrap_or(Usage { cpu_cores: 0.0, memory_bytes: 0.0 });
+            Some(Usage { cpu_cores: u.cpu_cores + c, memory_bytes: u.memory_bytes.max(m) })
+        })
+    }
+}
+
+/// The margin a cut must leave above the measured usage: VPA's recommender's safety margin
+/// (`SAFETY_MARGIN_FRACTION`, 15 %), which it adds to its own estimate for the same reason.
+pub const USAGE_MARGIN: f64 = aware_baselines::estimator::SAFETY_MARGIN_FRACTION;
 
 #[derive(Debug, Clone)]
 pub struct Guard {
@@ -143,7 +178,8 @@ impl Guard {
                 }
             }
             Err(e) => Err(e.into()),
-            Ok(_) => Ok(()),
+            Ok(None) => Err(Untrusted::NotServing { pods: obs.pods.len() }),
+            Ok(Some(_)) => Ok(()),
         }
     }
 
@@ -246,10 +282,12 @@ impl Guard {
 
     /// An agent's `proposal` [`Guard::limit`]ed, then, when the fallback's proposal for the same
     /// interval is given, [`Guard::floor`]ed under it; the reasons of both, when anything changed.
+    /// Then [`Guard::fit_usage`] under the measured `usage`, when given.
     pub fn limit_under(
         &mut self,
         proposal: &Recommendation,
         fallback: Option<&Recommendation>,
+        usage: Option<&Usage>,
         replicas: u32,
         current: &ContainerResources,
         bounds: &Bounds,
@@ -259,8 +297,80 @@ impl Guard {
             Some(f) => self.floor(rec, f, replicas, current, bounds),
             None => (rec, None),
         };
-        let why: Vec<String> = limited.into_iter().chain(raised).collect();
+        let (rec, fitted) = match usage {
+            Some(u) => self.fit_usage(rec, u, replicas, current),
+            None => (rec, None),
+        };
+        let why: Vec<String> = limited.into_iter().chain(raised).chain(fitted).collect();
         (rec, (!why.is_empty()).then(|| why.join("; ")))
+    }
+
+    /// `rec` with any cut the measured `usage` does not fit undone: a cut of replicas or CPU
+    /// that leaves the app fewer cores than it used, plus [`USAGE_MARGIN`], is not made (the
+    /// dimensions cut are held at the current allocation, replicas first); nor is a memory cut
+    /// below the largest working set plus the margin (held at the current limit). Halving the
+    /// replicas of an app at 56 % CPU saturates it, and an overloaded pod whose queue outgrows
+    /// its memory is killed again and again; neither is a saving. Increases, and cuts that
+    /// the usage fits, pass. The reason when anything was held.
+    ///
+    /// Only through [`Guard::limit_under`], after [`Guard::limit`] (and the floor) of the same
+    /// proposal: it replaces the proposal remembered with what acts.
+    pub fn fit_usage(
+        &mut self,
+        rec: Recommendation,
+        usage: &Usage,
+        replicas: u32,
+        current: &ContainerResources,
+    ) -> (Recommendation, Option<String>) {
+        let got = rec.containers.first().unwrap_or(current).clone();
+        let (mut new_replicas, mut cpu, mut memory) =
+            (rec.replicas, got.limits.cpu_millicores, got.limits.memory_bytes);
+        let needed_cores = usage.cpu_cores * (1.0 + USAGE_MARGIN);
+        let cores = |r: u32, cpu: u64| r as f64 * cpu as f64 / 1000.0;
+        let mut reasons = Vec::new();
+        if cores(new_replicas, cpu) < needed_cores
+            && cores(new_replicas, cpu) < cores(replicas, current.limits.cpu_millicores)
+        {
+            if new_replicas < replicas {
+                new_replicas = replicas;
+                reasons.push(format!("replicas held at {replicas}"));
+            }
+            if cores(new_replicas, cpu) < needed_cores && cpu < current.limits.cpu_millicores {
+                cpu = current.limits.cpu_millicores;
+                reasons.push(format!("cpu millicores held at {cpu}"));
+            }
+            if !reasons.is_empty() {
+                reasons = vec![format!(
+                    "{}: the cut would leave {:.2} cores for {:.2} in use (+{:.0} %)",
+                    reasons.join(", "),
+                    cores(rec.replicas, got.limits.cpu_millicores),
+                    usage.cpu_cores,
+                    USAGE_MARGIN * 100.0
+                )];
+            }
+        }
+        let needed_memory = usage.memory_bytes * (1.0 + USAGE_MARGIN);
+        if (memory as f64) < needed_memory && memory < current.limits.memory_bytes {
+            memory = current.limits.memory_bytes;
+            reasons.push(format!(
+                "memory held at {} MiB: the cut would leave {} MiB for a working set of {:.0} MiB (+{:.0} %)",
+                memory / MIB,
+                got.limits.memory_bytes / MIB,
+                usage.memory_bytes / MIB as f64,
+                USAGE_MARGIN * 100.0
+            ));
+        }
+        if reasons.is_empty() {
+            return (rec, None);
+        }
+        let fitted = Recommendation {
+            replicas: new_replicas,
+            containers: vec![ContainerResources::guaranteed(got.name.clone(), Resources::new(cpu, memory))],
+        };
+        // The stabilisation window remembers what acts, not what the agent asked for.
+        self.recent.pop_back();
+        self.remember((new_replicas, cpu, memory));
+        (fitted, Some(format!("cut undone, the usage does not fit it: {}", reasons.join("; "))))
     }
 
     /// `rec` (already [`Guard::limit`]ed) under the fallback's scale-ups: wherever the fallback
@@ -482,5 +592,70 @@ mod tests {
         // A clock that went back (a new episode) is live.
         assert!(g.check(&observation(15.0, Some(0.5)), &[0.1]).is_ok());
         assert!(g.check(&observation(30.0, Some(0.5)), &[0.1]).is_ok());
+        // No ready pod (all starting or crash-looping after OOM kills): nothing was measured,
+        // so the agent does not act on it.
+        let mut down = observation(45.0, Some(0.5));
+        for p in &mut down.pods {
+            p.phase = PodPhase::Starting;
+        }
+        let e = g.check(&down, &[0.1]).unwrap_err();
+        assert!(matches!(e, Untrusted::NotServing { pods } if pods == down.pods.len()), "{e}");
+        assert!(e.to_string().contains("nothing serves"), "{e}");
+    }
+
+    /// Table: now 2 replicas × (1000 m, 512 MiB); (usage: cores, largest working set MiB;
+    /// the agent's proposal; what acts).
+    #[test]
+    fn a_cut_the_measured_usage_does_not_fit_is_undone_table() {
+        let cases = [
+            // 1.12 cores in use: one replica of 1000 m would saturate (the seed-83 collapse).
+            ((1.12, 300), rec(1, 1000, 512), rec(2, 1000, 512)),
+            // 0.6 cores in use: one replica holds it with more than 15 % to spare.
+            ((0.6, 300), rec(1, 1000, 512), rec(1, 1000, 512)),
+            // Both cut, replicas restored first: 2 × 700 m = 1.4 cores ≥ 1.12 × 1.15.
+            ((1.12, 300), rec(1, 700, 512), rec(2, 700, 512)),
+            // Both cut, and 2 × 600 m is still short of 1.29: CPU held too.
+            ((1.12, 300), rec(1, 600, 512), rec(2, 1000, 512)),
+            // Memory below the working set + 15 % is held; above it the cut stands.
+            ((0.3, 480), rec(2, 1000, 400), rec(2, 1000, 512)),
+            ((0.3, 300), rec(2, 1000, 400), rec(2, 1000, 400)),
+            // Increases pass, whatever the usage.
+            ((1.9, 500), rec(3, 1000, 1024), rec(3, 1000, 1024)),
+            // Already short (throttled at 2 cores): no cut, but no forced increase either.
+            ((2.0, 300), rec(2, 1000, 512), rec(2, 1000, 512)),
+        ];
+        for ((cores, mib), agent, want) in cases {
+            let mut g = Guard::new(GuardConfig::default());
+            let usage = Usage { cpu_cores: cores, memory_bytes: (mib * MIB) as f64 };
+            let (out, why) = g.fit_usage(agent.clone(), &usage, 2, &container(1000, 512));
+            assert_eq!(
+                (out.replicas, out.containers[0].limits),
+                (want.replicas, want.containers[0].limits),
+                "{agent:?}"
+            );
+            assert_eq!(why.is_some(), want != agent, "{agent:?}: {why:?}");
+            if let Some(why) = why {
+                assert!(why.contains("does not fit"), "{why}");
+            }
+        }
+        // What acts is what the stabilisation window remembers: a later cut to 1 replica is held.
+        let mut g = Guard::new(GuardConfig::default());
+        let usage = Usage { cpu_cores: 1.12, memory_bytes: (300 * MIB) as f64 };
+        let (out, _) =
+            g.limit_under(&rec(1, 1000, 512), None, Some(&usage), 2, &container(1000, 512), &Profile::default().bounds);
+        assert_eq!(out.replicas, 2);
+        let (out, why) = g.limit(&rec(1, 1000, 512), 2, &container(1000, 512), &Profile::default().bounds);
+        assert_eq!(out.replicas, 2, "{why:?}");
+    }
+
+    #[test]
+    fn usage_sums_the_ready_pods_cpu_and_takes_the_largest_working_set() {
+        let obs = observation(15.0, Some(0.25));
+        let ready: Vec<_> = obs.pods.iter().filter(|p| p.phase == PodPhase::Ready && !p.deleting).collect();
+        let u = Usage::of(&obs).unwrap();
+        assert!((u.cpu_cores - 0.25 * ready.len() as f64).abs() < 1e-9, "{u:?}");
+        let largest = ready.iter().filter_map(|p| p.memory_working_set_bytes).fold(0.0, f64::max);
+        assert_eq!(u.memory_bytes, largest);
+        assert_eq!(Usage::of(&observation(15.0, None)), None);
     }
 }

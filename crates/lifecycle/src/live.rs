@@ -30,7 +30,7 @@ use serde::Serialize;
 use crate::LifecycleError;
 use crate::algorithm::{AppLifecycle, EpisodeOutcome, LifecycleState, Transition};
 use crate::decision::{self, Decision, Seen, Set};
-use crate::guard::Guard;
+use crate::guard::{Guard, Usage};
 use crate::manager::{AGENT_ACTIONS, Counts, ManagerConfig, action_origin, ask_features, decode_action};
 use crate::stage::{Stage, StageChange};
 
@@ -559,8 +559,15 @@ impl LiveManager {
                     origin = Some((from.limits, from_replicas));
                 }
                 let floor = if self.config.fallback_floor { ask.as_ref() } else { None };
-                let (mut rec, limited) =
-                    a.guard.limit_under(&proposal, floor, obs.desired_replicas, &obs.template, &a.decoder.bounds);
+                let usage = if self.config.fallback_floor { Usage::of(obs) } else { None };
+                let (mut rec, limited) = a.guard.limit_under(
+                    &proposal,
+                    floor,
+                    usage.as_ref(),
+                    obs.desired_replicas,
+                    &obs.template,
+                    &a.decoder.bounds,
+                );
                 if let Some(why) = limited {
                     a.counts.guard_limited += 1;
                     verdict = format!("limited: {why}");

@@ -23,7 +23,7 @@ use serde::Serialize;
 use crate::agent::{Learner, LifecycleAgent};
 use crate::algorithm::{AppLifecycle, EpisodeOutcome, LifecycleState, ShadowComparison, Transition};
 use crate::decision::{self, Decision, Seen, Set};
-use crate::guard::{Guard, GuardConfig};
+use crate::guard::{Guard, GuardConfig, Usage};
 use crate::shadow::{self, CostMeter, ShadowApp};
 use crate::stage::{Stage, StageChange};
 
@@ -90,7 +90,10 @@ pub struct ManagerConfig {
     /// every observation, so its history (HPA's scale events and stabilisation window, VPA's
     /// histograms) is current when it takes over; HPA records its own proposals as scale
     /// events even when the floor did not apply them, as it would on a cluster where another
-    /// controller overrode it.
+    /// controller overrode it. With the floor, a cut the measured usage does not fit (fewer
+    /// cores than in use, or memory below the largest working set, plus VPA's 15 % margin) is
+    /// undone too ([`Guard::fit_usage`]): both are the rules' net under the agent's proposals,
+    /// off for the policy alone (`no-bootstrap`, the `converged` reference).
     pub fallback_floor: bool,
     /// The algorithm of the fresh agents the runs and experiments start from (an agent
     /// handed to the manager, a checkpoint's or a meta-learner's, keeps its own).
@@ -1072,8 +1075,15 @@ impl Driver for Manager<'_> {
                 Some(p) => {
                     let rec = if agent_acted {
                         let floor = if self.config.fallback_floor { fallback_ask.as_ref() } else { None };
-                        let (rec, limited) =
-                            a.guard.limit_under(&p, floor, obs.desired_replicas, &obs.template, &a.decoder.bounds);
+                        let usage = if self.config.fallback_floor { Usage::of(&obs) } else { None };
+                        let (rec, limited) = a.guard.limit_under(
+                            &p,
+                            floor,
+                            usage.as_ref(),
+                            obs.desired_replicas,
+                            &obs.template,
+                            &a.decoder.bounds,
+                        );
                         if let Some(why) = limited {
                             a.counts.guard_limited += 1;
                             verdict = format!("limited: {why}");

@@ -17,7 +17,7 @@ use aware_lab::{LabError, rollout::Observer};
 use aware_sim::{AppSpec, CONTAINER, SimCluster, SimConfig, Trace};
 
 use crate::algorithm::{EpisodeOutcome, ShadowComparison};
-use crate::guard::{Guard, GuardConfig};
+use crate::guard::{Guard, GuardConfig, Usage};
 use crate::manager::{AGENT_ACTIONS, action_origin, ask_features, decode_action};
 
 /// What the shadow run needs of one application.
@@ -209,7 +209,8 @@ struct Greedy<'a> {
     /// The fallback, asked every interval when it floors the agent's proposals or a residual
     /// agent acts on its proposal.
     rules: Option<Policy>,
-    /// The fallback's scale-ups floor the agent's proposals ([`Guard::floor`]).
+    /// The fallback's scale-ups floor the agent's proposals ([`Guard::floor`]), and cuts the
+    /// measured usage does not fit are undone ([`Guard::fit_usage`]).
     floor: bool,
     /// The agent's action changes the fallback's proposal, not the current allocation.
     residual: bool,
@@ -240,8 +241,15 @@ impl Driver for Greedy<'_> {
         let (from, from_replicas) = action_origin(ask.as_ref(), self.residual, &obs);
         let proposal = decode_action(&self.decoder, self.agent.greedy(&state)?, from_replicas, from)?;
         let floor = if self.floor { ask.as_ref() } else { None };
-        let (rec, _) =
-            self.guard.limit_under(&proposal, floor, obs.desired_replicas, &obs.template, &self.decoder.bounds);
+        let usage = if self.floor { Usage::of(&obs) } else { None };
+        let (rec, _) = self.guard.limit_under(
+            &proposal,
+            floor,
+            usage.as_ref(),
+            obs.desired_replicas,
+            &obs.template,
+            &self.decoder.bounds,
+        );
         Ok(vec![Control::Recommendation(rec)])
     }
 }
