@@ -363,14 +363,19 @@ impl Guard {
         if reasons.is_empty() {
             return (rec, None);
         }
-        let fitted = Recommendation {
-            replicas: new_replicas,
-            containers: vec![ContainerResources::guaranteed(got.name.clone(), Resources::new(cpu, memory))],
-        };
-        // The stabilisation window remembers what acts, not what the agent asked for.
-        self.recent.pop_back();
-        self.remember((new_replicas, cpu, memory));
+        let fitted = self.replace_last(&got.name, (new_replicas, cpu, memory));
         (fitted, Some(format!("cut undone, the usage does not fit it: {}", reasons.join("; "))))
+    }
+
+    /// What acts instead of the proposal [`Guard::limit`] last remembered: the stabilisation
+    /// window remembers what acts, not what the agent asked for.
+    fn replace_last(&mut self, container: &str, (replicas, cpu, memory): (u32, u64, u64)) -> Recommendation {
+        self.recent.pop_back();
+        self.remember((replicas, cpu, memory));
+        Recommendation {
+            replicas,
+            containers: vec![ContainerResources::guaranteed(container.to_string(), Resources::new(cpu, memory))],
+        }
     }
 
     /// `rec` (already [`Guard::limit`]ed) under the fallback's scale-ups: wherever the fallback
@@ -424,13 +429,7 @@ impl Guard {
         if reasons.is_empty() {
             return (rec, None);
         }
-        let raised = Recommendation {
-            replicas: new_replicas,
-            containers: vec![ContainerResources::guaranteed(got.name.clone(), Resources::new(cpu, memory))],
-        };
-        // The stabilisation window remembers what acts, not what the agent asked for.
-        self.recent.pop_back();
-        self.remember((raised.replicas, cpu, memory));
+        let raised = self.replace_last(&got.name, (new_replicas, cpu, memory));
         (raised, Some(format!("raised to the fallback's scale-up: {}", reasons.join(", "))))
     }
 }
