@@ -11,7 +11,8 @@
 //! the fallback's ([`Guard::floor`]), and a cut never leaves less than the measured usage plus
 //! VPA's 15 % safety margin ([`Guard::fit_usage`]). An observation with no ready pod (nothing
 //! serves: pods starting, pending or crash-looping) has no utilisation to act on, so the
-//! fallback acts for it too. Every verdict is counted and carries its reason.
+//! fallback acts for it too, where it has watched every interval
+//! ([`GuardConfig::refuse_not_serving`]). Every verdict is counted and carries its reason.
 //!
 //! The fallback's proposals pass unchanged ([`Guard::witness`] only remembers them for the
 //! stabilisation window): they are the trusted behaviour, bounded by the same profile and
@@ -38,6 +39,22 @@ pub struct GuardConfig {
     /// intervals of 15 s): a decrease goes only as low as the highest proposal in the window,
     /// so a policy that wavers cannot shrink and regrow the app every interval.
     pub stabilisation_intervals: usize,
+    /// Whether an observation with no ready pod is refused ([`Untrusted::NotServing`]): only
+    /// where the fallback has watched every interval (the floor asks it each one, so its HPA
+    /// and VPA state is current when it takes over). The policy alone (`no-bootstrap`, the
+    /// `converged` reference) asks its fallback only when it must act, and that cold fallback,
+    /// acting on an app that is down, did worse than the agent: on `fig10 --quick` seeds
+    /// 77–80 and 83 `no-bootstrap` had 240 / 284 / 696 / 530 / 328 SLO-violating intervals
+    /// with it against 242 / 170 / 445 / 401 / 22 without. Not a profile setting.
+    pub refuse_not_serving: bool,
+}
+
+impl GuardConfig {
+    /// The profile's `guard:` section for an agent whose proposals the fallback floors
+    /// (`fallback_floor`): only then is a down app handed to the fallback.
+    pub fn for_agent(g: &aware_core::GuardLimits, fallback_floor: bool) -> Self {
+        Self { refuse_not_serving: fallback_floor, ..Self::from(g) }
+    }
 }
 
 impl Default for GuardConfig {
@@ -55,6 +72,7 @@ impl From<&aware_core::GuardLimits> for GuardConfig {
             min_replica_step: g.min_replica_step,
             max_resource_factor: g.max_resource_factor,
             stabilisation_intervals: g.stabilisation_intervals as usize,
+            refuse_not_serving: true,
         }
     }
 }
@@ -178,8 +196,8 @@ impl Guard {
                 }
             }
             Err(e) => Err(e.into()),
-            Ok(None) => Err(Untrusted::NotServing { pods: obs.pods.len() }),
-            Ok(Some(_)) => Ok(()),
+            Ok(None) if self.config.refuse_not_serving => Err(Untrusted::NotServing { pods: obs.pods.len() }),
+            Ok(_) => Ok(()),
         }
     }
 
@@ -600,6 +618,9 @@ mod tests {
         let e = g.check(&down, &[0.1]).unwrap_err();
         assert!(matches!(e, Untrusted::NotServing { pods } if pods == down.pods.len()), "{e}");
         assert!(e.to_string().contains("nothing serves"), "{e}");
+        // Unless no fallback watched the app (the policy alone): the agent acts, as before.
+        let cold = GuardConfig::for_agent(&aware_core::GuardLimits::default(), false);
+        assert!(Guard::new(cold).check(&down, &[0.1]).is_ok());
     }
 
     /// Table: now 2 replicas × (1000 m, 512 MiB); (usage: cores, largest working set MiB;

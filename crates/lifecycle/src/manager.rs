@@ -92,8 +92,9 @@ pub struct ManagerConfig {
     /// events even when the floor did not apply them, as it would on a cluster where another
     /// controller overrode it. With the floor, a cut the measured usage does not fit (fewer
     /// cores than in use, or memory below the largest working set, plus VPA's 15 % margin) is
-    /// undone too ([`Guard::fit_usage`]): both are the rules' net under the agent's proposals,
-    /// off for the policy alone (`no-bootstrap`, the `converged` reference).
+    /// undone too ([`Guard::fit_usage`]), and an app with no ready pod is handed to the
+    /// fallback ([`GuardConfig::refuse_not_serving`]): the rules' net under the agent's
+    /// proposals, off for the policy alone (`no-bootstrap`, the `converged` reference).
     pub fallback_floor: bool,
     /// The algorithm of the fresh agents the runs and experiments start from (an agent
     /// handed to the manager, a checkpoint's or a meta-learner's, keeps its own).
@@ -589,7 +590,7 @@ impl<'w> Manager<'w> {
                             if config.may_retrain { l } else { l.without_retraining() }
                         }
                     },
-                    guard: Guard::new(GuardConfig::from(&app_profile.guard)),
+                    guard: Guard::new(GuardConfig::for_agent(&app_profile.guard, config.fallback_floor)),
                     fallback: Policy::build(&config.fallback, &app_profile, Some(&workload.apps[i]), None)?,
                     decoder: ActionDecoder {
                         kind: AGENT_ACTIONS,
@@ -869,7 +870,7 @@ impl<'w> Manager<'w> {
                         &self.config.fallback,
                         self.config.fallback_floor,
                         self.config.residual,
-                        &GuardConfig::from(&profile.guard),
+                        &GuardConfig::for_agent(&profile.guard, self.config.fallback_floor),
                     )
                 };
                 match stage {

@@ -654,9 +654,9 @@ fn under_high_stakes_serving_is_earned_on_the_agents_shadow_rewards_not_the_fall
 /// and starves the apps (seeds 3, 5, 8, 13: 217–2,253 SLO-violating intervals of 2,400 floored,
 /// 639–2,400 bare), where TD3+BC stays near the rules (floored 4–11, MPA 0–10). Floored it
 /// also holds fewer core-seconds on seeds 5 and 8; on 3 and 13 plain DDPG holds fewer by
-/// starving (2 % and 70 % fewer). Since the guard undoes cuts the measured usage does not fit
-/// (with the floor) and lets the fallback act while no pod is ready (session 44), seeds 3 and
-/// 5: floored 11 and 6 against 318 and 285 (MPA 10 and 6), bare 17 and 42 against 755 and 349.
+/// starving (2 % and 70 % fewer). Since the guard, with the floor, also undoes cuts the measured
+/// usage does not fit (session 44), seeds 3 and 5 floored: 11 and 6 against 318 and 285 (MPA 10
+/// and 6); bare (no floor, so unchanged): 17 and 42 against 1,133 and 639.
 #[test]
 fn td3_bc_beats_plain_ddpg_trained_offline_on_the_same_fallback_data() {
     use aware_lifecycle::run::{Arm, Plan, run_agent, run_fallback};
@@ -696,7 +696,7 @@ fn td3_bc_beats_plain_ddpg_trained_offline_on_the_same_fallback_data() {
         let v = |a: &Arm| a.row.summary.slo_violations;
         let r = |a: &Arm| a.row.summary.mean_reward;
         for (what, b, p) in [("floored", &bc.1, &plain.1), ("bare", &bc.2, &plain.2)] {
-            assert!(5 * v(b) <= v(p), "seed {seed} {what}: TD3+BC {} against plain DDPG's {}", v(b), v(p));
+            assert!(10 * v(b) <= v(p), "seed {seed} {what}: TD3+BC {} against plain DDPG's {}", v(b), v(p));
             assert!(r(b) > r(p), "seed {seed} {what}: reward {} against {}", r(b), r(p));
         }
         assert!(v(&bc.1) <= v(&mpa) + 10, "seed {seed}: TD3+BC floored {} against MPA's {}", v(&bc.1), v(&mpa));
