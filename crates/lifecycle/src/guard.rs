@@ -8,8 +8,8 @@
 //! at most doubled (or +4, as HPA's default scale-up policy allows) and at least halved, CPU and
 //! memory limits at most ×2 or ÷2, decreases held by a stabilisation window; and where the
 //! fallback (asked every interval beside the agent) scales up, the agent's proposal is raised to
-//! the fallback's ([`Guard::floor`]), and a cut never leaves less than the measured usage plus
-//! VPA's 15 % safety margin ([`Guard::fit_usage`]). An observation with no ready pod (nothing
+//! the fallback's ([`Guard::floor`]), and, with the floor, a cut that would leave less than the
+//! measured usage plus VPA's 15 % safety margin is undone ([`Guard::fit_usage`]). An observation with no ready pod (nothing
 //! serves: pods starting, pending or crash-looping) has no utilisation to act on, so the
 //! fallback acts for it too, where it has watched every interval
 //! ([`GuardConfig::refuse_not_serving`]). Every verdict is counted and carries its reason.
@@ -72,7 +72,7 @@ impl From<&aware_core::GuardLimits> for GuardConfig {
             min_replica_step: g.min_replica_step,
             max_resource_factor: g.max_resource_factor,
             stabilisation_intervals: g.stabilisation_intervals as usize,
-            refuse_not_serving: true,
+            refuse_not_serving: false,
         }
     }
 }
@@ -83,8 +83,8 @@ impl From<&aware_core::GuardLimits> for GuardConfig {
 pub enum Verdict {
     /// The proposal went through unchanged.
     Passed,
-    /// The proposal was clamped to the bounds, its step capped, or raised to (or held under) the
-    /// fallback's scale-up.
+    /// The proposal was clamped to the bounds, its step capped, raised to (or held under) the
+    /// fallback's scale-up, or a cut the measured usage does not fit undone.
     Limited,
     /// The observation was unusable: the fallback acted instead of the agent.
     Fallback,
@@ -316,7 +316,7 @@ impl Guard {
             None => (rec, None),
         };
         let (rec, fitted) = match usage {
-            Some(u) => self.fit_usage(rec, u, replicas, current),
+            Some(u) => self.fit_usage(rec, u, replicas, current, bounds),
             None => (rec, None),
         };
         let why: Vec<String> = limited.into_iter().chain(raised).chain(fitted).collect();
@@ -333,29 +333,41 @@ impl Guard {
     ///
     /// Only through [`Guard::limit_under`], after [`Guard::limit`] (and the floor) of the same
     /// proposal: it replaces the proposal remembered with what acts.
-    pub fn fit_usage(
+    fn fit_usage(
         &mut self,
         rec: Recommendation,
         usage: &Usage,
         replicas: u32,
         current: &ContainerResources,
+        bounds: &Bounds,
     ) -> (Recommendation, Option<String>) {
         let got = rec.containers.first().unwrap_or(current).clone();
         let (mut new_replicas, mut cpu, mut memory) =
             (rec.replicas, got.limits.cpu_millicores, got.limits.memory_bytes);
+        // The current allocation as far as the bounds allow (a profile changed under a running
+        // app can leave it outside them), as the floor holds to.
+        let (now_replicas, now_cpu, now_memory) = (
+            replicas.clamp(bounds.min_replicas, bounds.max_replicas),
+            current.limits.cpu_millicores.clamp(bounds.min_cpu_millicores, bounds.max_cpu_millicores),
+            current.limits.memory_bytes.clamp(bounds.min_memory_bytes(), bounds.max_memory_bytes()),
+        );
         let needed_cores = usage.cpu_cores * (1.0 + USAGE_MARGIN);
         let cores = |r: u32, cpu: u64| r as f64 * cpu as f64 / 1000.0;
         let mut reasons = Vec::new();
-        if cores(new_replicas, cpu) < needed_cores
-            && cores(new_replicas, cpu) < cores(replicas, current.limits.cpu_millicores)
-        {
-            if new_replicas < replicas {
-                new_replicas = replicas;
-                reasons.push(format!("replicas held at {replicas}"));
+        if cores(new_replicas, cpu) < needed_cores && cores(new_replicas, cpu) < cores(now_replicas, now_cpu) {
+            if new_replicas < now_replicas {
+                new_replicas = now_replicas;
+                reasons.push(format!("replicas held at {now_replicas}"));
             }
-            if cores(new_replicas, cpu) < needed_cores && cpu < current.limits.cpu_millicores {
-                cpu = current.limits.cpu_millicores;
+            if cores(new_replicas, cpu) < needed_cores && cpu < now_cpu {
+                cpu = now_cpu;
                 reasons.push(format!("cpu millicores held at {cpu}"));
+            }
+            // A proposal that moved the two apart (more replicas of less CPU, or fewer of
+            // more) is held whole: restoring only its cut would exceed the current cores.
+            if cores(new_replicas, cpu) > cores(now_replicas, now_cpu) {
+                (new_replicas, cpu) = (now_replicas, now_cpu);
+                reasons = vec![format!("replicas and cpu millicores held at {now_replicas} × {now_cpu}")];
             }
             if !reasons.is_empty() {
                 reasons = vec![format!(
@@ -368,8 +380,8 @@ impl Guard {
             }
         }
         let needed_memory = usage.memory_bytes * (1.0 + USAGE_MARGIN);
-        if (memory as f64) < needed_memory && memory < current.limits.memory_bytes {
-            memory = current.limits.memory_bytes;
+        if (memory as f64) < needed_memory && memory < now_memory {
+            memory = now_memory;
             reasons.push(format!(
                 "memory held at {} MiB: the cut would leave {} MiB for a working set of {:.0} MiB (+{:.0} %)",
                 memory / MIB,
@@ -615,6 +627,7 @@ mod tests {
         for p in &mut down.pods {
             p.phase = PodPhase::Starting;
         }
+        let mut g = Guard::new(GuardConfig::for_agent(&aware_core::GuardLimits::default(), true));
         let e = g.check(&down, &[0.1]).unwrap_err();
         assert!(matches!(e, Untrusted::NotServing { pods } if pods == down.pods.len()), "{e}");
         assert!(e.to_string().contains("nothing serves"), "{e}");
@@ -639,15 +652,18 @@ mod tests {
             // Memory below the working set + 15 % is held; above it the cut stands.
             ((0.3, 480), rec(2, 1000, 400), rec(2, 1000, 512)),
             ((0.3, 300), rec(2, 1000, 400), rec(2, 1000, 400)),
-            // Increases pass, whatever the usage.
-            ((1.9, 500), rec(3, 1000, 1024), rec(3, 1000, 1024)),
+            // Increases pass, even one still short of the usage (3 cores for 3.45 needed).
+            ((3.0, 500), rec(3, 1000, 1024), rec(3, 1000, 1024)),
+            // Replicas and CPU moved apart: held whole, never above the current 2 cores.
+            ((1.9, 300), rec(4, 400, 512), rec(2, 1000, 512)),
+            ((1.9, 300), rec(1, 1800, 512), rec(2, 1000, 512)),
             // Already short (throttled at 2 cores): no cut, but no forced increase either.
             ((2.0, 300), rec(2, 1000, 512), rec(2, 1000, 512)),
         ];
         for ((cores, mib), agent, want) in cases {
             let mut g = Guard::new(GuardConfig::default());
             let usage = Usage { cpu_cores: cores, memory_bytes: (mib * MIB) as f64 };
-            let (out, why) = g.fit_usage(agent.clone(), &usage, 2, &container(1000, 512));
+            let (out, why) = g.fit_usage(agent.clone(), &usage, 2, &container(1000, 512), &Profile::default().bounds);
             assert_eq!(
                 (out.replicas, out.containers[0].limits),
                 (want.replicas, want.containers[0].limits),
