@@ -9,10 +9,10 @@
 //! memory limits at most ×2 or ÷2, decreases held by a stabilisation window; and where the
 //! fallback (asked every interval beside the agent) scales up, the agent's proposal is raised to
 //! the fallback's ([`Guard::floor`]), and, with the floor, a cut that would leave less than the
-//! measured usage plus VPA's 15 % safety margin is undone ([`Guard::fit_usage`]). An observation with no ready pod (nothing
-//! serves: pods starting, pending or crash-looping) has no utilisation to act on, so the
-//! fallback acts for it too, where it has watched every interval
-//! ([`GuardConfig::refuse_not_serving`]). Every verdict is counted and carries its reason.
+//! measured usage plus VPA's 15 % safety margin is undone ([`Guard::fit_usage`]). An
+//! observation with no ready pod (nothing serves: pods starting, pending or crash-looping) has
+//! no utilisation to act on, so the fallback acts for it too, where it has watched every
+//! interval ([`GuardConfig::refuse_not_serving`]). Every verdict is counted and carries its reason.
 //!
 //! The fallback's proposals pass unchanged ([`Guard::witness`] only remembers them for the
 //! stabilisation window): they are the trusted behaviour, bounded by the same profile and
@@ -344,13 +344,7 @@ impl Guard {
         let got = rec.containers.first().unwrap_or(current).clone();
         let (mut new_replicas, mut cpu, mut memory) =
             (rec.replicas, got.limits.cpu_millicores, got.limits.memory_bytes);
-        // The current allocation as far as the bounds allow (a profile changed under a running
-        // app can leave it outside them), as the floor holds to.
-        let (now_replicas, now_cpu, now_memory) = (
-            replicas.clamp(bounds.min_replicas, bounds.max_replicas),
-            current.limits.cpu_millicores.clamp(bounds.min_cpu_millicores, bounds.max_cpu_millicores),
-            current.limits.memory_bytes.clamp(bounds.min_memory_bytes(), bounds.max_memory_bytes()),
-        );
+        let (now_replicas, now_cpu, now_memory) = within_bounds(replicas, current, bounds);
         let needed_cores = usage.cpu_cores * (1.0 + USAGE_MARGIN);
         let cores = |r: u32, cpu: u64| r as f64 * cpu as f64 / 1000.0;
         let mut reasons = Vec::new();
@@ -432,13 +426,9 @@ impl Guard {
     ) -> (Recommendation, Option<String>) {
         let ask = fallback.containers.first().unwrap_or(current).limits;
         let got = rec.containers.first().unwrap_or(current);
-        // The current allocation as far as the bounds allow (a profile changed under a running
-        // app can leave it outside them): what "no dimension shrinks" holds to.
-        let now = (
-            (replicas as u64).clamp(bounds.min_replicas as u64, bounds.max_replicas as u64),
-            current.limits.cpu_millicores.clamp(bounds.min_cpu_millicores, bounds.max_cpu_millicores),
-            current.limits.memory_bytes.clamp(bounds.min_memory_bytes(), bounds.max_memory_bytes()),
-        );
+        // What "no dimension shrinks" holds to.
+        let (r, cpu_now, memory_now) = within_bounds(replicas, current, bounds);
+        let now = (r as u64, cpu_now, memory_now);
         let fb = (fallback.replicas as u64, ask.cpu_millicores, ask.memory_bytes);
         let pressure = fb.0 > now.0 || fb.1 > now.1 || fb.2 > now.2;
         let mut reasons = Vec::new();
@@ -462,6 +452,16 @@ impl Guard {
         let raised = self.replace_last(&got.name, (new_replicas, cpu, memory));
         (raised, Some(format!("raised to the fallback's scale-up: {}", reasons.join(", "))))
     }
+}
+
+/// The current allocation (`replicas` of `current`) as far as `bounds` allow: what the floor and
+/// the usage fit hold to (a profile changed under a running app can leave it outside them).
+fn within_bounds(replicas: u32, current: &ContainerResources, bounds: &Bounds) -> (u32, u64, u64) {
+    (
+        replicas.clamp(bounds.min_replicas, bounds.max_replicas),
+        current.limits.cpu_millicores.clamp(bounds.min_cpu_millicores, bounds.max_cpu_millicores),
+        current.limits.memory_bytes.clamp(bounds.min_memory_bytes(), bounds.max_memory_bytes()),
+    )
 }
 
 #[cfg(test)]
