@@ -94,7 +94,7 @@ impl LiveApp {
             name: name.to_string(),
             profile: profile.clone(),
             lifecycle: if config.may_retrain { lifecycle } else { lifecycle.without_retraining() },
-            guard: Guard::new(crate::guard::GuardConfig::for_agent(&profile.guard, config.fallback_floor)),
+            guard: Guard::new(config.guard_config(profile)),
             fallback: Policy::build(&config.fallback, profile, None, profile.slo.latency_p99_ms)?,
             decoder: ActionDecoder {
                 kind: AGENT_ACTIONS,

@@ -147,6 +147,15 @@ impl ManagerConfig {
         })
     }
 
+    /// The guard for an app with `profile` under this configuration: the profile's limits, and,
+    /// with the floor, the rules that need the fallback watching ([`GuardConfig::for_agent`]);
+    /// HPA's scale-up point where the fallback scales replicas by HPA (`hpa`, `mpa`).
+    pub(crate) fn guard_config(&self, profile: &aware_core::Profile) -> GuardConfig {
+        let hpa_target =
+            matches!(self.fallback, PolicyName::Hpa | PolicyName::Mpa).then_some(profile.targets.cpu_utilisation);
+        GuardConfig::for_agent(&profile.guard, self.fallback_floor, hpa_target)
+    }
+
     /// Whether the outcome of an interval decided in `stage` (`retraining`: ONLINE because
     /// SERVING degraded, [`AppLifecycle::retraining`]) is learned from offline: the fallback's
     /// while bootstrapping (and while retraining in high-stakes mode), the agent's own (what
@@ -590,7 +599,7 @@ impl<'w> Manager<'w> {
                             if config.may_retrain { l } else { l.without_retraining() }
                         }
                     },
-                    guard: Guard::new(GuardConfig::for_agent(&app_profile.guard, config.fallback_floor)),
+                    guard: Guard::new(config.guard_config(&app_profile)),
                     fallback: Policy::build(&config.fallback, &app_profile, Some(&workload.apps[i]), None)?,
                     decoder: ActionDecoder {
                         kind: AGENT_ACTIONS,
@@ -870,7 +879,7 @@ impl<'w> Manager<'w> {
                         &self.config.fallback,
                         self.config.fallback_floor,
                         self.config.residual,
-                        &GuardConfig::for_agent(&profile.guard, self.config.fallback_floor),
+                        &self.config.guard_config(&profile),
                     )
                 };
                 match stage {
