@@ -58,7 +58,8 @@ pub const PERSISTENCE_MIN_SCALE: f32 = 0.02;
 pub const PERSISTENCE_MIN_THRESHOLD: f32 = 1.0;
 /// The least a test's `quantile` counts as when the two tests' scores are put on one scale:
 /// persistence's is 0 where no more than the share the quantile leaves of the pool lies outside
-/// the others' range, and any score above 0 is then far out.
+/// the others' range, and any pool app's score above 0 then outranks every signature ratio in
+/// the common factor (the threshold itself is then [`PERSISTENCE_MIN_THRESHOLD`]).
 const MIN_TEST_SCALE: f64 = 1e-6;
 
 /// What the meta-learner reads of an app, summarised for the detector: the bundle's input
@@ -277,8 +278,10 @@ impl OodDetector {
             signatures.iter().zip(&persistences).map(|(s, p)| ratio(*s, sig_unit).max(ratio(*p, per_unit))).collect();
         larger.sort_by(f64::total_cmp);
         let factor = larger[quantile_index(larger.len(), quantile)];
-        // A test whose quantile is 0 keeps 0 (any score above it flags, as the ratios had it),
-        // the persistence test's then raised to its least ([`PERSISTENCE_MIN_THRESHOLD`]).
+        // A test whose quantile is 0 keeps 0 (the signature's: any score above it flags, as
+        // the ratios had it); the persistence test's is at least its least
+        // ([`PERSISTENCE_MIN_THRESHOLD`]), which can leave the pool's flagged share below the
+        // quantile's.
         tests.signature_threshold = (sig_unit * factor) as f32;
         tests.persistence_threshold = ((per_unit * factor) as f32).max(PERSISTENCE_MIN_THRESHOLD);
         self.inputs = Some(tests);
