@@ -340,8 +340,8 @@ mod tests {
         }));
         // Each threshold sits at the pool's leave-one-out scores: with 6 apps the 95th
         // percentile is the largest, and the input tests' common factor is then 1, so one pool
-        // app scores each threshold and none lies above.
-        // The persistence test's threshold is at least its least (a step or two outside the
+        // app scores the embedding's and the signature's threshold and none lies above. The
+        // persistence test's is that, or its least where higher (a step or two outside the
         // pool's range is sampling).
         let largest = |scores: Vec<f32>| scores.iter().copied().fold(f32::MIN, f32::max);
         for (scores, threshold) in [
