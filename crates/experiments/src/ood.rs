@@ -343,14 +343,14 @@ mod tests {
         // app scores the embedding's and the signature's threshold and none lies above. The
         // persistence test's is that, or its least where higher (a step or two outside the
         // pool's range is sampling).
-        let largest = |scores: Vec<f32>| scores.iter().copied().fold(f32::MIN, f32::max);
+        let largest = |scores: &[f32]| scores.iter().copied().fold(f32::MIN, f32::max);
         for (scores, threshold) in [
             (set("pool").iter().map(|a| a.score).collect::<Vec<f32>>(), r.threshold),
             (set("pool").iter().map(|a| a.signature_score).collect(), r.signature_threshold),
         ] {
-            assert_eq!(largest(scores.clone()), threshold, "{scores:?}");
+            assert_eq!(largest(&scores), threshold, "{scores:?}");
         }
-        let persistence = largest(set("pool").iter().map(|a| a.persistence_score).collect());
+        let persistence = largest(&set("pool").iter().map(|a| a.persistence_score).collect::<Vec<_>>());
         assert_eq!(persistence.max(aware_meta::PERSISTENCE_MIN_THRESHOLD), r.persistence_threshold);
         assert!(set("pool").iter().all(|a| !a.flagged && !a.flagged_by_embedding));
         assert!(r.apps.iter().all(|a| a.persistence.len() == a.signature.len() / 2));

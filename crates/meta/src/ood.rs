@@ -15,8 +15,8 @@
 //!   share of steps at which it did not change), scored by how far the largest of its
 //!   components lies outside the pool's range, in units of the pool's spread (at least
 //!   [`PERSISTENCE_MIN_SCALE`]); a step or two outside it is sampling, not evidence
-//!   ([`PERSISTENCE_MIN_THRESHOLD`]). A function idle most intervals holds its CPU utilisation and
-//!   its load change at one value for minutes; no microservice's Poisson traffic does.
+//!   ([`PERSISTENCE_MIN_THRESHOLD`]). A function idle most intervals holds its CPU utilisation
+//!   and its load change at one value for minutes; no microservice's Poisson traffic does.
 //!
 //! With the input tests fitted, a workload is flagged when either of them scores above its
 //! threshold; the embedding's distance is still computed and reported. The thresholds are set
@@ -24,9 +24,10 @@
 //! share 1 − `quantile` of the pool's apps (3 of 64 at 0.95): each test's score is divided by
 //! its own `quantile`, and both thresholds are that quantile times the `quantile` of the pool's
 //! larger ratio, the persistence test's then at least [`PERSISTENCE_MIN_THRESHOLD`] (which can
-//! leave the pool's flagged share below 1 − `quantile`: the signature test does not take back the
-//! slots the floor frees; measured, taking them back flagged more in-family apps). (Each test at its own `quantile` let their union flag up to twice the share:
-//! about 10 % of the pool, and as many of a family's unseen apps, at the default 0.95.) Without
+//! leave the pool's flagged share below 1 − `quantile`: the signature test does not take back
+//! the slots the floor frees; measured, taking them back flagged more in-family apps). (Each
+//! test at its own `quantile` let their union flag up to twice the share: about 10 % of the
+//! pool, and as many of a family's unseen apps, at the default 0.95.) Without
 //! them (a detector kept by an older build, or no profile at hand), the embedding's distance
 //! decides alone.
 
@@ -47,16 +48,17 @@ pub const PERSISTENCE_MIN_SCALE: f32 = 0.02;
 /// the pool's own kind lands a step or two of the share outside it now and then, on one of the
 /// many components; the pool's leave-one-out scores rarely show that (with 64 apps most of
 /// them lie inside the others' range, and the threshold fitted on them is often 0), so every
-/// such step was flagged. Measured with `experiment ood --quick` (the per-app profiles the reports
-/// keep, rescored): in-family apps of the pool's kind scored 0.16–0.71 where the pool's
+/// such step was flagged. Measured with `experiment ood --quick` (the per-app profiles the
+/// reports keep, rescored): in-family apps of the pool's kind scored 0.16–0.71 where the pool's
 /// threshold was 0, and most out-of-family serverless functions 2.5–47 (idle ones hold their
 /// features for minutes). Chosen on seeds 1–16 both ways (the goal met on 28 runs of 32
-/// before, 29 with it; 0.35, 0.5 and 2 units: 28, 28 and 27), and checked on seeds 93–108, never looked
-/// at before: 27 runs of 32 against 23, unseen in-family apps flagged 5.5 % against 8.3 %,
-/// out of family 95.8 % against 96.6 %; on seeds 109–116 run with it, 12 of 16 against 9
-/// (rescored), and on 117–122 8 of 12 against 9. The cost is in the other direction: microservices
-/// that sit just outside a serverless pool's range on one component are no longer flagged
-/// by that alone (the signature test flags most of them; seed 16: 55 % out of family).
+/// before, 29 with it; 0.35, 0.5 and 2 units: 28, 28 and 27), and checked on seeds 93–108,
+/// never looked at before: 27 runs of 32 against 23, unseen in-family apps flagged 5.5 %
+/// against 8.3 %, out of family 95.8 % against 96.6 %; on seeds 109–116 run with it, 12 of 16
+/// against 9 (rescored), and on 117–122 8 of 12 against 9. The cost is in the other direction:
+/// microservices that sit just outside a serverless pool's range on one component are no
+/// longer flagged by that alone (the signature test flags most of them; seed 16: 55 % out of
+/// family).
 pub const PERSISTENCE_MIN_THRESHOLD: f32 = 1.0;
 /// The least a test's `quantile` counts as when the two tests' scores are put on one scale:
 /// persistence's is 0 where no more than the share the quantile leaves of the pool lies outside
