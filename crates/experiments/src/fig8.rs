@@ -20,7 +20,14 @@
 //! After every training episode the row's policy is evaluated greedily on the same day (no
 //! exploration, no learning): that reward is "the policy's episode reward" of
 //! [`episodes_to_convergence`] (r* is the median of scratch's last `window` evaluated rewards).
-//! `aware`'s count includes its probe episodes. The operator's figures (utilisation deficit,
+//! `aware`'s count includes its probe episodes, scored as what serves the app after each: after
+//! every probe but the last the fallback stays in force, and its reward is the one it earned in
+//! that probe (it neither explores nor learns); after the last the base learner takes over and
+//! is evaluated greedily like every other row. So an app the fallback already serves at the bar,
+//! and the base learner after it, counts from its first episode; an app the fallback serves
+//! below it counts from the first evaluation at the bar, the probes included (session 47: until
+//! then the probes counted as below the bar whatever they earned, a floor of `probes` + 1
+//! episodes). The operator's figures (utilisation deficit,
 //! SLO violations, core-seconds, drops) are those of the first `budget` episodes as served —
 //! exploration, probes and all — the adaptation window, the same for every row.
 
@@ -163,8 +170,14 @@ pub struct Fig8App {
     pub core_seconds: f64,
     pub dropped_requests: f64,
     pub mean_reward: f64,
-    /// The greedy policy's reward after each training episode (`aware`: after its probes).
+    /// The reward of the policy in force after each episode of the budget (scratch: of its
+    /// longer training): the greedy policy evaluated after each training episode; for `aware`
+    /// the fallback's served reward in each probe but the last, then the base learner
+    /// evaluated greedily.
     pub evaluated_rewards: Vec<f64>,
+    /// `aware`: how many leading entries of `evaluated_rewards` are the fallback's probes
+    /// (`probes` − 1); 0 for the other rows.
+    pub fallback_scored: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -419,8 +432,10 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    /// `probes` probe episodes then `episodes − probes` training episodes, each followed by a
-    /// greedy evaluation; the first `budget` episodes scored as the adaptation window.
+    /// `probes` probe episodes then `episodes − probes` training episodes; after each the
+    /// reward of the policy then in force: the fallback's served reward after a probe the
+    /// fallback stays in force for (all but the last), else a greedy evaluation. The first
+    /// `budget` episodes are scored as the adaptation window.
     fn row(&self, driver: &mut dyn Adapting, probes: u64, episodes: u64) -> Result<RowRun, ExperimentError> {
         let (cpu0, start) = (process_cpu_seconds(), Instant::now());
         let mut arena = self.workload.env(ACTIONS, self.episode_steps, self.seed);
@@ -428,17 +443,28 @@ impl Run<'_> {
         let apps = self.names.len();
         let mut evaluated = vec![Vec::new(); apps];
         for episode in 0..episodes {
+            // The fallback serves this probe and the next: what it earned here is what the
+            // policy in force after this episode earns.
+            let fallback_stays = episode + 1 < probes;
             driver.set_mode(if episode < probes { Mode::Probe } else { Mode::Train });
+            let mut served = EpisodeRewards(vec![0.0; apps]);
+            let mut observers: Vec<&mut dyn Observer> = Vec::with_capacity(2);
             if episode < self.budget {
-                rollout(&mut arena, driver, self.seed, self.episode_steps, &mut [&mut scorer], &Silent)?;
-            } else {
-                rollout(&mut arena, driver, self.seed, self.episode_steps, &mut [], &Silent)?;
+                observers.push(&mut scorer);
             }
+            if fallback_stays {
+                observers.push(&mut served);
+            }
+            rollout(&mut arena, driver, self.seed, self.episode_steps, &mut observers, &Silent)?;
             driver.end_episode()?;
             if probes > 0 && episode + 1 == probes {
                 driver.probes_done()?;
             }
-            if episode >= probes {
+            if fallback_stays {
+                for (curve, r) in evaluated.iter_mut().zip(served.0) {
+                    curve.push(r);
+                }
+            } else {
                 driver.set_mode(Mode::Evaluate);
                 let mut rewards = EpisodeRewards(vec![0.0; apps]);
                 rollout(&mut arena, driver, self.seed, self.episode_steps, &mut [&mut rewards], &Silent)?;
@@ -595,17 +621,19 @@ pub fn fig8(config: &Fig8Config, progress: &dyn Progress) -> Result<Fig8Report, 
         .collect();
     let mut policies = Vec::new();
     let mut per_app = Vec::new();
-    for (policy, r, offset) in
-        [("aware", &aware_run, probes), ("tl", &tl_run, 0), ("tl+", &tl_plus_run, 0), ("scratch", &scratch_run, 0)]
-    {
+    let fallback_scored = probes.saturating_sub(1);
+    for (policy, r, scored) in [
+        ("aware", &aware_run, fallback_scored),
+        ("tl", &tl_run, 0),
+        ("tl+", &tl_plus_run, 0),
+        ("scratch", &scratch_run, 0),
+    ] {
         let mut episodes = Vec::with_capacity(k);
         for (i, summary) in r.window.iter().enumerate() {
             // Every row is counted over the same budget of B episodes (scratch trains longer
             // only to find r*).
-            let within = (config.budget - offset) as usize;
-            let curve = &r.evaluated[i][..r.evaluated[i].len().min(within)];
+            let curve = &r.evaluated[i][..r.evaluated[i].len().min(config.budget as usize)];
             let (e, censored) = episodes_to_convergence(curve, r_star[i], config.window);
-            let e = e + offset;
             episodes.push((e, censored));
             per_app.push(Fig8App {
                 app: summary.app.clone(),
@@ -619,6 +647,7 @@ pub fn fig8(config: &Fig8Config, progress: &dyn Progress) -> Result<Fig8Report, 
                 dropped_requests: summary.dropped_requests,
                 mean_reward: summary.mean_reward,
                 evaluated_rewards: r.evaluated[i].clone(),
+                fallback_scored: scored,
             });
         }
         let censored_apps = episodes.iter().filter(|(_, c)| *c).count();
@@ -732,7 +761,8 @@ mod tests {
     }
 
     fn one_run(base_learner: Learner) {
-        let mut pool = PoolSpec::new(1, 2, 12, 5);
+        // Two probes: the first is scored as the fallback's served reward.
+        let mut pool = PoolSpec::new(2, 2, 12, 5);
         pool.meta = MetaConfig { hidden: 8, fc: 8, embedding: 4, ..pool.meta };
         pool.ddpg = DdpgConfig { hidden: vec![16, 16], warmup: 24, ..pool.ddpg };
         let config = Fig8Config {
@@ -757,19 +787,35 @@ mod tests {
             assert!(p.row.summary.core_seconds > 0.0);
             assert!((1.0..=4.0).contains(&p.episodes_to_convergence), "within the budget: {p:?}");
         }
+        // What the fallback alone earns on each unseen app in its first episode of the same day.
+        let unseen =
+            Workload::load(&WorkloadSpec { apps: 2, seed: crate::unseen_seed(5), steps: 12, ..Default::default() })
+                .unwrap();
+        let mut arena = unseen.env(ACTIONS, 12, unseen.trace_seed);
+        let mut alone = aware_meta::pool::fallback(&unseen, &config.pool).unwrap().recommenders;
+        let mut fallback_rewards = EpisodeRewards(vec![0.0; 2]);
+        rollout(&mut arena, &mut alone, unseen.trace_seed, 12, &mut [&mut fallback_rewards], &Silent).unwrap();
+        let mut aware_apps = 0;
         for a in &r.per_app {
+            // One entry per episode of the budget (scratch: of its longer training).
             let curve = a.evaluated_rewards.len();
-            match a.policy.as_str() {
-                "aware" => assert_eq!(curve, 3, "B − probes evaluations"),
-                "scratch" => assert_eq!(curve, 5),
-                _ => assert_eq!(curve, 4),
-            }
-            let offset = if a.policy == "aware" { 1 } else { 0 };
-            let within = &a.evaluated_rewards[..a.evaluated_rewards.len().min(4 - offset as usize)];
+            assert_eq!(curve, if a.policy == "scratch" { 5 } else { 4 }, "{a:?}");
+            let within = &a.evaluated_rewards[..curve.min(4)];
             let (e, censored) = episodes_to_convergence(within, a.r_star, 2);
-            assert_eq!((a.episodes_to_convergence, a.censored), (e + offset, censored), "{a:?}");
+            assert_eq!((a.episodes_to_convergence, a.censored), (e, censored), "{a:?}");
             assert!(a.evaluated_rewards.iter().all(|x| x.is_finite()));
+            if a.policy == "aware" {
+                // After the first probe the fallback stays in force: its entry is what the
+                // fallback earned serving the app, the same as the fallback alone.
+                assert_eq!(a.fallback_scored, 1);
+                let want = fallback_rewards.0[aware_apps];
+                assert!((a.evaluated_rewards[0] - want).abs() < 1e-9, "{} against {want}", a.evaluated_rewards[0]);
+                aware_apps += 1;
+            } else {
+                assert_eq!(a.fallback_scored, 0);
+            }
         }
+        assert_eq!(aware_apps, 2);
         // r* is the median of scratch's last `window` evaluations (two here: their mean).
         let s = r.per_app.iter().find(|a| a.policy == "scratch").unwrap();
         assert!((s.r_star - (s.evaluated_rewards[3] + s.evaluated_rewards[4]) / 2.0).abs() < 1e-9);
