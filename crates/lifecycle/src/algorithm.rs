@@ -31,6 +31,10 @@ use crate::stage::Stage;
 /// convergence test allows a spread of `t_serving`), two in a row are a trend.
 pub const DEGRADATION_EPISODES: usize = 2;
 
+/// Relative slack on the core-seconds comparison of [`AppLifecycle`]'s check: rounding, not a
+/// margin (the two runs are summed by the same scorer).
+const COST_TOLERANCE: f64 = 1e-9;
+
 /// What one episode of one application earned.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct EpisodeOutcome {
@@ -38,6 +42,10 @@ pub struct EpisodeOutcome {
     pub mean_reward: f64,
     /// Intervals that violated the SLO.
     pub slo_violations: u64,
+    /// Core-seconds reserved, where both sides of a comparison are measured alike (the
+    /// bootstrapping check's shadow runs); `None` for an episode as served, whose reservation
+    /// the manager does not measure as the shadow's scorer does.
+    pub core_seconds: Option<f64>,
 }
 
 /// The agent and the fallback, each run on the same recent traffic of the application.
@@ -55,6 +63,7 @@ impl ShadowComparison {
         let pool = |f: fn(&ShadowComparison) -> EpisodeOutcome| EpisodeOutcome {
             mean_reward: all.iter().map(|c| f(c).mean_reward).sum::<f64>() / n,
             slo_violations: all.iter().map(|c| f(c).slo_violations).sum(),
+            core_seconds: all.iter().map(|c| f(c).core_seconds).sum(),
         };
         ShadowComparison { agent: pool(|c| c.agent), fallback: pool(|c| c.fallback) }
     }
@@ -285,17 +294,36 @@ impl AppLifecycle {
     }
 
     /// Whether the agent's outcome in `s` is as good as the fallback's (at least `t_online` of
-    /// its reward, no more SLO-violating intervals), and the numbers that say so.
+    /// its reward, no more SLO-violating intervals and, where both reservations are measured,
+    /// at most `2 − t_online` times its core-seconds unless it violated the SLO less often:
+    /// `t_online` 1 asks for no more, 0.95 lets 5 % more through as it lets 5 % less reward),
+    /// and the numbers that say so.
+    ///
+    /// The last part is the operator's test: an agent with as many violations as the fallback
+    /// and more core-seconds loses to it, whatever its reward. The reward charges no cores in a
+    /// violating interval and pays for a shallower violation, so where the SLO cannot be met
+    /// (every interval violated by both, as in `fig9`'s overloads) an agent reserving more
+    /// earned more than the fallback and was handed the app on that alone, to fall behind it
+    /// two episodes later (`aware experiment fig9 --quick --seed 20`: promotions "with 300
+    /// SLO-violating intervals against 300", then back to OFFLINE, over and over).
     fn as_good(&self, s: &ShadowComparison) -> (bool, String) {
         let t = self.thresholds.t_online;
         let needed = s.fallback.mean_reward - (1.0 - t) * s.fallback.mean_reward.abs();
         let good_enough = s.agent.mean_reward >= needed;
         let no_more_violations = s.agent.slo_violations <= s.fallback.slo_violations;
-        let numbers = format!(
+        let mut numbers = format!(
             "{:.4} per interval against the fallback's {:.4} (needed {needed:.4} = t_online {t}) with {} SLO-violating intervals against {}",
             s.agent.mean_reward, s.fallback.mean_reward, s.agent.slo_violations, s.fallback.slo_violations
         );
-        (good_enough && no_more_violations, numbers)
+        let no_dearer = match (s.agent.core_seconds, s.fallback.core_seconds) {
+            (Some(agent), Some(fallback)) => {
+                numbers.push_str(&format!(", reserving {agent:.0} core-seconds against {fallback:.0}"));
+                let allowed = fallback * (2.0 - t) * (1.0 + COST_TOLERANCE);
+                s.agent.slo_violations < s.fallback.slo_violations || agent <= allowed
+            }
+            _ => true,
+        };
+        (good_enough && no_more_violations && no_dearer, numbers)
     }
 
     /// What a checkpoint keeps of this lifecycle (its thresholds and switches come from the
@@ -384,7 +412,11 @@ mod tests {
     }
 
     fn ep(mean_reward: f64, slo_violations: u64) -> EpisodeOutcome {
-        EpisodeOutcome { mean_reward, slo_violations }
+        EpisodeOutcome { mean_reward, slo_violations, core_seconds: None }
+    }
+
+    fn costed(mean_reward: f64, slo_violations: u64, core_seconds: f64) -> EpisodeOutcome {
+        EpisodeOutcome { mean_reward, slo_violations, core_seconds: Some(core_seconds) }
     }
 
     #[test]
@@ -447,6 +479,44 @@ mod tests {
             assert_eq!(t.is_some(), online, "agent {ar}/{av} vs fallback {fr}/{fv}");
             assert_eq!(a.stage(), if online { Stage::Online } else { Stage::Offline });
         }
+    }
+
+    /// With both reservations measured, the operator's test as well, to `2 − t_online` times
+    /// the fallback's core-seconds: (t_online, agent reward, violations, core-seconds,
+    /// fallback reward, violations, core-seconds, goes online).
+    #[test]
+    fn offline_to_online_with_core_seconds_table() {
+        type Case = (f64, f64, u64, f64, f64, u64, f64, bool);
+        let cases: [Case; 10] = [
+            (1.0, 0.50, 3, 100.0, 0.50, 3, 100.0, true),         // a tie
+            (1.0, 0.55, 3, 90.0, 0.50, 3, 100.0, true),          // cheaper, as many violations
+            (1.0, -0.55, 300, 140.0, -0.60, 300, 100.0, false), // every interval violated: dearer loses, more reward or not
+            (1.0, 0.52, 3, 101.0, 0.50, 3, 100.0, false),       // more reward, as many violations, dearer
+            (1.0, 0.60, 2, 120.0, 0.50, 3, 100.0, true),        // dearer, but fewer violations: a trade
+            (1.0, 0.40, 3, 80.0, 0.50, 3, 100.0, false),        // cheaper, but short of t_online
+            (0.95, 0.52, 3, 104.0, 0.50, 3, 100.0, true),       // 4 % dearer, within t_online 0.95
+            (0.95, 0.52, 3, 106.0, 0.50, 3, 100.0, false),      // 6 % dearer, beyond it
+            (0.95, -0.55, 300, 140.0, -0.60, 300, 100.0, false), // 40 % dearer
+            (1.05, 0.60, 3, 96.0, 0.50, 3, 100.0, false),       // t_online above 1 asks for 5 % cheaper
+        ];
+        for (t_online, ar, av, ac, fr, fv, fc, online) in cases {
+            let mut a = AppLifecycle::new(LifecycleThresholds { t_online, ..thresholds(3) }, true);
+            a.start();
+            let s = ShadowComparison { agent: costed(ar, av, ac), fallback: costed(fr, fv, fc) };
+            let t = a.episode_end(ep(fr, fv), Some(s));
+            assert_eq!(t.is_some(), online, "t_online {t_online}: agent {ar}/{av}/{ac} vs fallback {fr}/{fv}/{fc}");
+            assert!(
+                a.last_check().unwrap().ends_with(&format!("reserving {ac:.0} core-seconds against {fc:.0}")),
+                "{:?}",
+                a.last_check()
+            );
+        }
+        // Pooled over episodes, reservations add up; one unmeasured side leaves them unmeasured.
+        let one = ShadowComparison { agent: costed(1.0, 1, 10.0), fallback: costed(1.0, 1, 12.0) };
+        let pooled = ShadowComparison::pooled(&[one, one]);
+        assert_eq!((pooled.agent.core_seconds, pooled.fallback.core_seconds), (Some(20.0), Some(24.0)));
+        let unmeasured = ShadowComparison { agent: ep(1.0, 1), ..one };
+        assert_eq!(ShadowComparison::pooled(&[one, unmeasured]).agent.core_seconds, None);
     }
 
     /// The last comparison a stage decision read names its verdict and numbers: why an app is

@@ -666,6 +666,7 @@ impl LiveManager {
         let outcome = EpisodeOutcome {
             mean_reward: a.window_reward / a.window_intervals.max(1) as f64,
             slo_violations: a.window_violations,
+            core_seconds: None,
         };
         let agent_acted = a.counts.agent_actions > a.window_start_agent_actions;
         let fallbacks_window = high_stakes && a.lifecycle.stage() == Stage::Online && !agent_acted;

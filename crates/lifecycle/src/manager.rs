@@ -855,6 +855,9 @@ impl<'w> Manager<'w> {
             let outcome = EpisodeOutcome {
                 mean_reward: if a.intervals > 0 { a.reward / a.intervals as f64 } else { f64::NAN },
                 slo_violations: a.violations,
+                // What the agent reserved acting is not measured as the shadow's scorer
+                // measures the fallback's replay; the operator's test applies to shadow runs.
+                core_seconds: None,
             };
             let stage = a.lifecycle.stage();
             // The agent acted this episode (not the fallback for it).

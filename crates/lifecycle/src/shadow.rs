@@ -104,7 +104,11 @@ fn run(app: &ShadowApp, steps: u64, driver: &mut dyn Driver) -> Result<EpisodeOu
     rollout(&mut env, driver, app.seed, steps, &mut [&mut scorer as &mut dyn Observer], &Silent)?;
     let (per_app, _) = scorer.finish(&[0]);
     let s = &per_app[0];
-    Ok(EpisodeOutcome { mean_reward: s.mean_reward, slo_violations: s.slo_violations })
+    Ok(EpisodeOutcome {
+        mean_reward: s.mean_reward,
+        slo_violations: s.slo_violations,
+        core_seconds: Some(s.core_seconds),
+    })
 }
 
 /// What one request cost an application over an episode, from its metrics: the CPU its ready

@@ -290,13 +290,13 @@ fn a_residual_agent_bootstraps_on_the_fallbacks_decisions_as_no_change() {
         absolute.iter().flatten().any(|x| x.abs() > 0.1),
         "acting on the current allocation, the fallback's changes are actions"
     );
-    let first_check = residual.stages.iter().filter(|c| c.from == Stage::Offline && c.to == Stage::Online);
-    assert_eq!(
-        first_check.filter(|c| c.step == 100).count(),
-        3,
-        "every app goes online at the first check: {:?}",
-        residual.stages
-    );
+    // Asking for the fallback's own proposal, the agent earns what it does, less what the guard's
+    // downscale window holds back of the fallback's own decreases: within t_online's 5 % in
+    // reward and core-seconds at the first or second check.
+    let online: Vec<_> = residual.stages.iter().filter(|c| c.from == Stage::Offline && c.to == Stage::Online).collect();
+    assert_eq!(online.len(), 3, "every app goes online: {:?}", residual.stages);
+    assert!(online.iter().all(|c| c.step <= 200), "{online:?}");
+    assert!(online.iter().any(|c| c.step == 100), "{online:?}");
 }
 
 /// The bootstrapping check runs a residual agent residually: one that asks for no change of
