@@ -169,7 +169,8 @@ impl std::str::FromStr for Population {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LifecycleThresholds {
     /// OFFLINE → ONLINE once the agent's estimated reward reaches this fraction of the fallback
-    /// recommender's mean reward (with no more SLO-violating intervals); with bootstrapping, an
+    /// recommender's mean reward (with no more SLO-violating intervals and, with as many, at
+    /// most `max(1, 2 − t_online)` times its core-seconds in the same shadow run); with bootstrapping, an
     /// acting agent that falls below it twice in a row goes back to OFFLINE. Default 1: as good
     /// as the fallback. At 0.95 an agent that held more than the fallback for the same
     /// violations was handed control: over `fig10 --quick` seeds 1–16 and 53–68 AWARE spent

@@ -403,8 +403,11 @@ struct RowRun {
     /// Per app, the adaptation window as served.
     window: Vec<Summary>,
     latencies: aware_lab::score::LatencyHistogram,
-    /// Per app, the greedy policy's reward after each training episode.
+    /// Per app, the reward of the policy in force after each episode: the fallback's served
+    /// reward after a probe it stays in force for, else a greedy evaluation.
     evaluated: Vec<Vec<f64>>,
+    /// How many leading entries of `evaluated` are the fallback's served rewards.
+    fallback_scored: u64,
     cpu_seconds: Option<f64>,
     wall_seconds: f64,
 }
@@ -481,6 +484,7 @@ impl Run<'_> {
             window,
             latencies,
             evaluated,
+            fallback_scored: probes.saturating_sub(1).min(episodes),
             cpu_seconds: cpu0.zip(process_cpu_seconds()).map(|(a, b)| b - a),
             wall_seconds: start.elapsed().as_secs_f64(),
         })
@@ -621,13 +625,7 @@ pub fn fig8(config: &Fig8Config, progress: &dyn Progress) -> Result<Fig8Report, 
         .collect();
     let mut policies = Vec::new();
     let mut per_app = Vec::new();
-    let fallback_scored = probes.saturating_sub(1);
-    for (policy, r, scored) in [
-        ("aware", &aware_run, fallback_scored),
-        ("tl", &tl_run, 0),
-        ("tl+", &tl_plus_run, 0),
-        ("scratch", &scratch_run, 0),
-    ] {
+    for (policy, r) in [("aware", &aware_run), ("tl", &tl_run), ("tl+", &tl_plus_run), ("scratch", &scratch_run)] {
         let mut episodes = Vec::with_capacity(k);
         for (i, summary) in r.window.iter().enumerate() {
             // Every row is counted over the same budget of B episodes (scratch trains longer
@@ -647,7 +645,7 @@ pub fn fig8(config: &Fig8Config, progress: &dyn Progress) -> Result<Fig8Report, 
                 dropped_requests: summary.dropped_requests,
                 mean_reward: summary.mean_reward,
                 evaluated_rewards: r.evaluated[i].clone(),
-                fallback_scored: scored,
+                fallback_scored: r.fallback_scored,
             });
         }
         let censored_apps = episodes.iter().filter(|(_, c)| *c).count();
@@ -761,8 +759,9 @@ mod tests {
     }
 
     fn one_run(base_learner: Learner) {
-        // Two probes: the first is scored as the fallback's served reward.
-        let mut pool = PoolSpec::new(2, 2, 12, 5);
+        // Three probes: the first two are scored as the fallback's served reward, the third
+        // (after which the base learner takes over) by the base learner's evaluation.
+        let mut pool = PoolSpec::new(3, 2, 12, 5);
         pool.meta = MetaConfig { hidden: 8, fc: 8, embedding: 4, ..pool.meta };
         pool.ddpg = DdpgConfig { hidden: vec![16, 16], warmup: 24, ..pool.ddpg };
         let config = Fig8Config {
@@ -795,7 +794,7 @@ mod tests {
         let mut alone = aware_meta::pool::fallback(&unseen, &config.pool).unwrap().recommenders;
         let mut fallback_rewards = EpisodeRewards(vec![0.0; 2]);
         rollout(&mut arena, &mut alone, unseen.trace_seed, 12, &mut [&mut fallback_rewards], &Silent).unwrap();
-        let mut aware_apps = 0;
+        let (mut aware_apps, mut base_learner_differs) = (0, false);
         for a in &r.per_app {
             // One entry per episode of the budget (scratch: of its longer training).
             let curve = a.evaluated_rewards.len();
@@ -805,17 +804,24 @@ mod tests {
             assert_eq!((a.episodes_to_convergence, a.censored), (e, censored), "{a:?}");
             assert!(a.evaluated_rewards.iter().all(|x| x.is_finite()));
             if a.policy == "aware" {
-                // After the first probe the fallback stays in force: its entry is what the
-                // fallback earned serving the app, the same as the fallback alone.
-                assert_eq!(a.fallback_scored, 1);
+                // After the first two probes the fallback stays in force: their entries are
+                // what the fallback earned serving the app (it restarts every episode), the same
+                // as the fallback alone; after the third the base learner is evaluated.
+                assert_eq!(a.fallback_scored, 2);
                 let want = fallback_rewards.0[aware_apps];
-                assert!((a.evaluated_rewards[0] - want).abs() < 1e-9, "{} against {want}", a.evaluated_rewards[0]);
+                for e in &a.evaluated_rewards[..2] {
+                    assert!((e - want).abs() < 1e-9, "{e} against {want}");
+                }
+                base_learner_differs |= (a.evaluated_rewards[2] - want).abs() > 1e-9;
                 aware_apps += 1;
             } else {
                 assert_eq!(a.fallback_scored, 0);
             }
         }
         assert_eq!(aware_apps, 2);
+        // The third entry is the base learner's evaluation, not the fallback's third probe: its
+        // clone of the probes earns what the fallback did on one app here, not on both.
+        assert!(base_learner_differs, "{:?}", r.per_app);
         // r* is the median of scratch's last `window` evaluations (two here: their mean).
         let s = r.per_app.iter().find(|a| a.policy == "scratch").unwrap();
         assert!((s.r_star - (s.evaluated_rewards[3] + s.evaluated_rewards[4]) / 2.0).abs() < 1e-9);

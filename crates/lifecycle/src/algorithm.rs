@@ -1,13 +1,16 @@
 //! AWARE's Algorithm 1 for one application: when the learned policy may act, when it stops
 //! learning, and when it must learn again. It sees one number pair per episode (mean reward per
 //! interval and SLO-violating intervals) and, while bootstrapping, a shadow comparison of the
-//! agent against the fallback on the same recent traffic; it decides nothing else.
+//! agent against the fallback on the same recent traffic (those two numbers, and the
+//! core-seconds each reserved where both ran in the shadow); it decides nothing else.
 //!
 //! With the profile's `lifecycle:` thresholds:
 //! - INITIALIZED → OFFLINE when bootstrapping is on, else → ONLINE.
 //! - OFFLINE → ONLINE once the agent, run greedily on the episode's traffic, earns at least
 //!   `t_online` of the fallback's mean reward there **and** violates the SLO in no more
-//!   intervals than the fallback did.
+//!   intervals than the fallback did **and**, with as many, reserves at most `max(1, 2 −
+//!   t_online)` times its core-seconds there (the operator's test, which the reward alone can
+//!   rank the other way: see [`AppLifecycle`]'s check).
 //! - ONLINE → SERVING once the last `reward_window` episodes' rewards vary by less than
 //!   `t_serving` (their coefficient of variation); their mean becomes the reference.
 //! - SERVING → ONLINE (retraining) once the mean of the last [`DEGRADATION_EPISODES`] episodes
@@ -16,8 +19,10 @@
 //!   from what it does on the changed workload, which an agent just out of OFFLINE does not.
 //! - ONLINE or SERVING → OFFLINE (bootstrapping only) when the agent, acting, fell behind the
 //!   fallback run on the same traffic by the test that let it out of OFFLINE (less than
-//!   `t_online` of the fallback's reward, or more SLO-violating intervals) in
-//!   [`DEGRADATION_EPISODES`] episodes in a row. AWARE hands control
+//!   `t_online` of the fallback's reward, or more SLO-violating intervals; the core-seconds
+//!   too where the agent was judged in the shadow as well, as under high stakes while the
+//!   fallback acts, but not for an episode the agent served, whose reservation is not measured
+//!   as the shadow's is) in [`DEGRADATION_EPISODES`] episodes in a row. AWARE hands control
 //!   to the learned policy only while it is as good as the rules it replaced; this is that
 //!   promise kept after the hand-over, not only at it. The agent keeps learning offline.
 
@@ -57,7 +62,7 @@ pub struct ShadowComparison {
 
 impl ShadowComparison {
     /// Several comparisons (on several episodes' traffic) as one: mean rewards averaged,
-    /// SLO-violating intervals summed.
+    /// SLO-violating intervals and core-seconds summed (unmeasured if any is).
     pub fn pooled(all: &[ShadowComparison]) -> ShadowComparison {
         let n = all.len().max(1) as f64;
         let pool = |f: fn(&ShadowComparison) -> EpisodeOutcome| EpisodeOutcome {
@@ -295,9 +300,10 @@ impl AppLifecycle {
 
     /// Whether the agent's outcome in `s` is as good as the fallback's (at least `t_online` of
     /// its reward, no more SLO-violating intervals and, where both reservations are measured,
-    /// at most `2 − t_online` times its core-seconds unless it violated the SLO less often:
-    /// `t_online` 1 asks for no more, 0.95 lets 5 % more through as it lets 5 % less reward),
-    /// and the numbers that say so.
+    /// at most `max(1, 2 − t_online)` times its core-seconds unless it violated the SLO less
+    /// often: `t_online` 1 asks for no more, 0.95 lets 5 % more through as it lets 5 % less
+    /// reward, and above 1, where the reward asks for more, no more core-seconds), and the
+    /// numbers that say so.
     ///
     /// The last part is the operator's test: an agent with as many violations as the fallback
     /// and more core-seconds loses to it, whatever its reward. The reward charges no cores in a
@@ -317,9 +323,11 @@ impl AppLifecycle {
         );
         let no_dearer = match (s.agent.core_seconds, s.fallback.core_seconds) {
             (Some(agent), Some(fallback)) => {
-                numbers.push_str(&format!(", reserving {agent:.0} core-seconds against {fallback:.0}"));
-                let allowed = fallback * (2.0 - t) * (1.0 + COST_TOLERANCE);
-                s.agent.slo_violations < s.fallback.slo_violations || agent <= allowed
+                let allowed = fallback * (2.0 - t).max(1.0);
+                numbers.push_str(&format!(
+                    ", reserving {agent:.0} core-seconds against {fallback:.0} (allowed {allowed:.0} with as many)"
+                ));
+                s.agent.slo_violations < s.fallback.slo_violations || agent <= allowed * (1.0 + COST_TOLERANCE)
             }
             _ => true,
         };
@@ -487,7 +495,7 @@ mod tests {
     #[test]
     fn offline_to_online_with_core_seconds_table() {
         type Case = (f64, f64, u64, f64, f64, u64, f64, bool);
-        let cases: [Case; 10] = [
+        let cases: [Case; 12] = [
             (1.0, 0.50, 3, 100.0, 0.50, 3, 100.0, true),         // a tie
             (1.0, 0.55, 3, 90.0, 0.50, 3, 100.0, true),          // cheaper, as many violations
             (1.0, -0.55, 300, 140.0, -0.60, 300, 100.0, false), // every interval violated: dearer loses, more reward or not
@@ -497,7 +505,9 @@ mod tests {
             (0.95, 0.52, 3, 104.0, 0.50, 3, 100.0, true),       // 4 % dearer, within t_online 0.95
             (0.95, 0.52, 3, 106.0, 0.50, 3, 100.0, false),      // 6 % dearer, beyond it
             (0.95, -0.55, 300, 140.0, -0.60, 300, 100.0, false), // 40 % dearer
-            (1.05, 0.60, 3, 96.0, 0.50, 3, 100.0, false),       // t_online above 1 asks for 5 % cheaper
+            (1.05, 0.60, 3, 100.0, 0.50, 3, 100.0, true),       // t_online above 1: no more core-seconds
+            (1.05, 0.60, 3, 101.0, 0.50, 3, 100.0, false),
+            (0.95, 0.52, 3, 105.0, 0.50, 3, 100.0, true), // at the allowance
         ];
         for (t_online, ar, av, ac, fr, fv, fc, online) in cases {
             let mut a = AppLifecycle::new(LifecycleThresholds { t_online, ..thresholds(3) }, true);
@@ -506,7 +516,7 @@ mod tests {
             let t = a.episode_end(ep(fr, fv), Some(s));
             assert_eq!(t.is_some(), online, "t_online {t_online}: agent {ar}/{av}/{ac} vs fallback {fr}/{fv}/{fc}");
             assert!(
-                a.last_check().unwrap().ends_with(&format!("reserving {ac:.0} core-seconds against {fc:.0}")),
+                a.last_check().unwrap().contains(&format!("reserving {ac:.0} core-seconds against {fc:.0} (allowed")),
                 "{:?}",
                 a.last_check()
             );
@@ -517,6 +527,12 @@ mod tests {
         assert_eq!((pooled.agent.core_seconds, pooled.fallback.core_seconds), (Some(20.0), Some(24.0)));
         let unmeasured = ShadowComparison { agent: ep(1.0, 1), ..one };
         assert_eq!(ShadowComparison::pooled(&[one, unmeasured]).agent.core_seconds, None);
+        // A side unmeasured (an episode as served): reward and violations alone decide.
+        let mut a = AppLifecycle::new(LifecycleThresholds { t_online: 1.0, ..thresholds(3) }, true);
+        a.start();
+        let dear = ShadowComparison { agent: ep(-0.55, 300), fallback: costed(-0.60, 300, 100.0) };
+        assert!(a.episode_end(ep(-0.60, 300), Some(dear)).is_some());
+        assert!(!a.last_check().unwrap().contains("core-seconds"), "{:?}", a.last_check());
     }
 
     /// The last comparison a stage decision read names its verdict and numbers: why an app is

@@ -58,8 +58,9 @@ pub struct ManagerConfig {
     /// fallback's stored actions, so online updates refine rather than replace the policy.
     pub online_bc: bool,
     /// Recent episodes' traffic the bootstrapping check runs the agent against the fallback on
-    /// (OFFLINE → ONLINE needs, over all of them, t_online of the fallback's reward and no more
-    /// SLO-violating intervals). One episode's traffic let agents through that fell behind on
+    /// (OFFLINE → ONLINE needs, over all of them, t_online of the fallback's reward, no more
+    /// SLO-violating intervals and, with as many, no more core-seconds than `max(1, 2 −
+    /// t_online)` times the fallback's). One episode's traffic let agents through that fell behind on
     /// the next: measured on `aware experiment fig10 --quick`.
     pub shadow_episodes: usize,
     /// Whether the acting agent keeps learning from its own transitions while ONLINE. Off by

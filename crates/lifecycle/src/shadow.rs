@@ -1,7 +1,8 @@
 //! The bootstrapping check: the agent and the fallback each run, from the same start, on the
 //! traffic an application has just seen, in the embedded simulator with the application's own
-//! model; the lifecycle compares their rewards and SLO-violating intervals. Same arrivals for
-//! both (same trace, same seed), so the difference is the policies'.
+//! model; the lifecycle compares their rewards, SLO-violating intervals and core-seconds
+//! reserved (the shadow's scorer measures both alike). Same arrivals for both (same trace,
+//! same seed), so the difference is the policies'.
 
 use std::sync::Arc;
 
