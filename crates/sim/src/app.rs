@@ -29,6 +29,7 @@ use crate::load::{SyntheticLoad, Trace};
 use crate::population::draw_load;
 use crate::queueing::gamma_p99;
 use crate::replica::step_replica;
+use crate::scenario::ScenarioKind;
 use crate::segments::{RequestCost, Segment, SegmentKind};
 
 /// A per-replica allocation; the simulator's applications have one container, `app`.
@@ -90,6 +91,21 @@ impl AppSpec {
         self.reference = reference;
         self.slo_p99_ms = slo;
         self.bounds = bounds_for(&cost, self.peak_replicas, reference.memory_bytes);
+    }
+
+    /// The reference allocation this app would be sized at after `kind`'s change: the request
+    /// cost with the scenario's payloads, under its load scaled as the scenario scales it
+    /// ([`allocation_for`]). What the cluster's sizing holds room for
+    /// ([`crate::SimConfig::node_count`]); the app's own sizing, bounds and SLO do not change.
+    pub fn reference_under(&self, kind: ScenarioKind) -> Allocation {
+        let load = kind.load_scale();
+        self.reference_at(|k| kind.payload_scale(k), self.mean_rps * load, self.peak_rps * load)
+    }
+
+    /// The reference allocation of this app's chain with each segment's payload scaled by
+    /// `payload_scale`, under `mean_rps` and `peak_rps` ([`allocation_for`]).
+    pub fn reference_at(&self, payload_scale: impl Fn(SegmentKind) -> f64, mean_rps: f64, peak_rps: f64) -> Allocation {
+        allocation_for(&RequestCost::of_chain(&self.segments, payload_scale), mean_rps, peak_rps).0
     }
 
     /// The same app with every segment's payload multiplied by `scale`: what a payload change

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::VecDeque;
 
-use crate::app::{AppSpec, STREAM_LOAD, STREAM_NOISE, stream_seed};
+use crate::app::{Allocation, AppSpec, STREAM_LOAD, STREAM_NOISE, stream_seed};
 use crate::contention::cpu_share;
 use crate::load::{LoadSource, LoadState, Trace};
 use crate::queueing::{RHO_STEADY_CAP, Z99, gamma_p99, mixture_quantile, shared_queue};
@@ -193,16 +193,38 @@ impl SimConfig {
     }
 
     /// How many nodes a cluster running `apps` has: `nodes`, or (unset) `node_headroom` × the
-    /// apps' reference reservation in nodes, at least 2. Refused above [`MAX_NODES`], where
-    /// the nodes would not fit in memory, and when the sizing gives no number (non-finite).
+    /// apps' reference reservation in nodes, at least 2. With a [`Scenario`], the reservation
+    /// is the larger of the apps' as generated and as the scenario changes them (the reference
+    /// allocation of the changed request cost under the changed load), each of CPU and memory:
+    /// the cluster keeps its headroom over the workload it will run, so what a scenario
+    /// measures is how a policy follows the change, not a cluster too small for any policy.
+    /// Refused above [`MAX_NODES`], where the nodes would not fit in memory, and when the
+    /// sizing gives no number (non-finite).
     pub fn node_count(&self, apps: &[AppSpec]) -> Result<usize, NodeCountError> {
+        let changed: Vec<Allocation> = match self.scenario.map(|s| s.kind) {
+            Some(kind) if kind != ScenarioKind::NodeInterference => {
+                apps.iter().map(|a| a.reference_under(kind)).collect()
+            }
+            _ => Vec::new(),
+        };
+        self.node_count_holding(apps, &changed)
+    }
+
+    /// As [`SimConfig::node_count`] without its scenario, the reservation sized being the
+    /// larger of the apps' references and `also` in sum (each of CPU and memory; `also` empty:
+    /// the references alone). A caller replaying other traffic than the apps were sized for
+    /// (the lifecycle's shadow runs) sizes the cluster for it this way.
+    pub fn node_count_holding(&self, apps: &[AppSpec], also: &[Allocation]) -> Result<usize, NodeCountError> {
         if let Some(nodes) = self.nodes {
             return if nodes > MAX_NODES { Err(NodeCountError::Nodes { nodes }) } else { Ok(nodes) };
         }
-        let cores: f64 =
-            apps.iter().map(|a| a.reference.replicas as f64 * a.reference.cpu_millicores as f64 / 1000.0).sum::<f64>()
-                * self.request_ratio();
-        let memory: f64 = apps.iter().map(|a| a.reference.replicas as f64 * a.reference.memory_bytes as f64).sum();
+        let (mut cores, mut memory) = reservation(apps.iter().map(|a| a.reference));
+        if !also.is_empty() {
+            let (c, m) = reservation(also.iter().copied());
+            cores = cores.max(c);
+            memory = memory.max(m);
+        }
+        let cores = cores * self.request_ratio();
         let h = self.node_headroom;
         let by_cpu = (h * cores / self.node_cores).ceil();
         let by_memory = (h * memory / self.node_memory_bytes as f64).ceil();
@@ -217,6 +239,14 @@ impl SimConfig {
         }
         Ok((needed as usize).max(2))
     }
+}
+
+/// Cores and bytes `allocations` reserve in sum.
+fn reservation(allocations: impl Iterator<Item = Allocation>) -> (f64, f64) {
+    allocations.fold((0.0, 0.0), |(cores, bytes), a| {
+        let replicas = a.replicas as f64;
+        (cores + replicas * a.cpu_millicores as f64 / 1000.0, bytes + replicas * a.memory_bytes as f64)
+    })
 }
 
 /// Stream of the episode start time (distinct from the app, load and noise streams).

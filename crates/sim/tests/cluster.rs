@@ -274,6 +274,43 @@ fn scenarios_change_the_workload_at_their_step() {
     assert!(heavy[12].1 > 2.0 * base[12].1, "bigger payloads are slower: {:?} vs {:?}", base[12], heavy[12]);
 }
 
+/// A cluster sized by `node_headroom` keeps that headroom over the workload a scenario changes
+/// it to: every app at the reference allocation of its changed workload is scheduled in full,
+/// where the cluster sized for the workload as generated leaves pods pending. A change that
+/// shrinks the workload, or interference, sizes it as before.
+#[test]
+fn a_cluster_is_sized_for_the_workload_its_scenario_changes_to() {
+    let apps = generate_apps(6, 19, 86_400.0);
+    let sized = |kind: Option<ScenarioKind>| {
+        let scenario = kind.map(|kind| Scenario { kind, at_step: Some(0) });
+        SimCluster::new(apps.clone(), Vec::new(), SimConfig { scenario, ..SimConfig::default() }, 1)
+    };
+    let before = sized(None).node_count();
+    for kind in [ScenarioKind::PayloadDown, ScenarioKind::LoadHighToLow, ScenarioKind::NodeInterference] {
+        assert_eq!(sized(Some(kind)).node_count(), before, "{}", kind.name());
+    }
+    for kind in [ScenarioKind::LoadLowToHigh, ScenarioKind::PayloadUp] {
+        let pending = |c: &mut SimCluster| {
+            for (i, app) in apps.iter().enumerate() {
+                let r = app.reference_under(kind);
+                c.apply(i, &rec(r.replicas, r.cpu_millicores, r.memory_bytes)).unwrap();
+            }
+            c.advance().unwrap();
+            (0..apps.len()).map(|i| c.observe(i).unwrap().replica_counts().pending).sum::<u32>()
+        };
+        let mut changed = sized(Some(kind));
+        assert!(changed.node_count() > before, "{}: {} nodes", kind.name(), changed.node_count());
+        assert_eq!(pending(&mut changed), 0, "{}", kind.name());
+        let config = SimConfig {
+            scenario: Some(Scenario { kind, at_step: Some(0) }),
+            nodes: Some(before),
+            ..SimConfig::default()
+        };
+        let mut as_generated = SimCluster::new(apps.clone(), Vec::new(), config, 1);
+        assert!(pending(&mut as_generated) > 0, "{}: the generated sizing fits the change too", kind.name());
+    }
+}
+
 #[test]
 fn node_interference_slows_co_located_pods() {
     let lat = |scenario| {
