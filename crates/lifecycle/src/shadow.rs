@@ -15,7 +15,7 @@ use aware_lab::progress::Silent;
 use aware_lab::rollout::{Arena, Driver, Recommenders, rollout};
 use aware_lab::score::Scorer;
 use aware_lab::{LabError, rollout::Observer};
-use aware_sim::{AppSpec, CONTAINER, MAX_NODES, SimCluster, SimConfig, Trace};
+use aware_sim::{AppSpec, CONTAINER, SimCluster, SimConfig, Trace};
 
 use crate::algorithm::{EpisodeOutcome, ShadowComparison};
 use crate::guard::{Guard, GuardConfig, Usage};
@@ -92,16 +92,6 @@ fn run(app: &ShadowApp, steps: u64, driver: &mut dyn Driver) -> Result<EpisodeOu
         scale if scale.is_finite() && scale > 0.0 => app.spec.with_payload_scale(scale),
         scale => return Err(LabError::input("shadow", format!("payload scale {scale} is not a positive number"))),
     };
-    // The cluster holds the replayed traffic as the app's own does after a change: sized for
-    // the larger of the app's reference and the reference of what it measured, under the
-    // recent rates ([`SimConfig::node_count_holding`]).
-    let (mean, peak) = (trace.mean_rps(), trace.peak_rps());
-    let needs: Vec<_> = (mean.is_finite() && peak.is_finite())
-        .then(|| measured.reference_at(|_| 1.0, mean, peak.max(mean)))
-        .into_iter()
-        .collect();
-    let nodes = sim.node_count_holding(std::slice::from_ref(&measured), &needs).unwrap_or(MAX_NODES);
-    let sim = SimConfig { nodes: Some(nodes), ..sim };
     let cluster = SimCluster::new(vec![measured], vec![Arc::new(trace)], sim, app.seed);
     let slo = AppSlo { latency_p99_ms: Some(cluster.slo_p99_ms(0)), throughput_rps: None };
     let config = EnvConfig {

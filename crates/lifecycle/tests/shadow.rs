@@ -156,37 +156,6 @@ fn a_replay_at_the_measured_cost_tracks_the_changed_app() {
     assert!(measured_gap < 0.5 * model_gap, "gap at the measured cost {measured_gap}, at the model's {model_gap}");
 }
 
-/// The replay's cluster holds the traffic it replays, as the app's own cluster holds a changed
-/// workload ([`aware_sim::SimConfig::node_count`]): after a ×5 load change the fallback
-/// replayed on the recent traffic reserves what it reserved on the app, not what a cluster
-/// sized for the app before the change could hold.
-#[test]
-fn a_replay_of_heavier_traffic_has_the_room_the_app_had() {
-    let seed = 9;
-    let workload = workload(seed, Some(ScenarioKind::LoadLowToHigh));
-    let (metered, _) = run_mpa(&workload, seed);
-    let mut held = 0;
-    for (i, app) in workload.apps.iter().enumerate() {
-        let profile = workload.app_profile(i);
-        let shadow = ShadowApp {
-            spec: app,
-            profile: &profile,
-            sim: &workload.sim,
-            rates: &metered.rates[i],
-            payload_scale: 1.0,
-            seed,
-        };
-        let replayed = shadow::fallback(&shadow, &PolicyName::Mpa).unwrap();
-        let unchanged = aware_sim::SimConfig { scenario: None, ..workload.sim.clone() };
-        let room = unchanged.node_count(std::slice::from_ref(app)).unwrap() as f64 * unchanged.node_cores;
-        let cores = replayed.core_seconds.unwrap() / (STEPS as f64 * workload.sim.interval_s);
-        if cores > room {
-            held += 1;
-        }
-    }
-    assert!(held >= 1, "no replay reserved more than the cluster sized for the unchanged app holds");
-}
-
 #[test]
 fn nonsense_is_not_measured_and_a_nonsense_scale_is_refused() {
     let workload = workload(4, None);

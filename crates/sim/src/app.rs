@@ -104,7 +104,7 @@ impl AppSpec {
 
     /// The reference allocation of this app's chain with each segment's payload scaled by
     /// `payload_scale`, under `mean_rps` and `peak_rps` ([`allocation_for`]).
-    pub fn reference_at(&self, payload_scale: impl Fn(SegmentKind) -> f64, mean_rps: f64, peak_rps: f64) -> Allocation {
+    fn reference_at(&self, payload_scale: impl Fn(SegmentKind) -> f64, mean_rps: f64, peak_rps: f64) -> Allocation {
         allocation_for(&RequestCost::of_chain(&self.segments, payload_scale), mean_rps, peak_rps).0
     }
 

@@ -201,26 +201,12 @@ impl SimConfig {
     /// Refused above [`MAX_NODES`], where the nodes would not fit in memory, and when the
     /// sizing gives no number (non-finite).
     pub fn node_count(&self, apps: &[AppSpec]) -> Result<usize, NodeCountError> {
-        let changed: Vec<Allocation> = match self.scenario.map(|s| s.kind) {
-            Some(kind) if kind != ScenarioKind::NodeInterference => {
-                apps.iter().map(|a| a.reference_under(kind)).collect()
-            }
-            _ => Vec::new(),
-        };
-        self.node_count_holding(apps, &changed)
-    }
-
-    /// As [`SimConfig::node_count`] without its scenario, the reservation sized being the
-    /// larger of the apps' references and `also` in sum (each of CPU and memory; `also` empty:
-    /// the references alone). A caller replaying other traffic than the apps were sized for
-    /// (the lifecycle's shadow runs) sizes the cluster for it this way.
-    pub fn node_count_holding(&self, apps: &[AppSpec], also: &[Allocation]) -> Result<usize, NodeCountError> {
         if let Some(nodes) = self.nodes {
             return if nodes > MAX_NODES { Err(NodeCountError::Nodes { nodes }) } else { Ok(nodes) };
         }
         let (mut cores, mut memory) = reservation(apps.iter().map(|a| a.reference));
-        if !also.is_empty() {
-            let (c, m) = reservation(also.iter().copied());
+        if let Some(kind) = self.scenario.map(|s| s.kind).filter(|k| *k != ScenarioKind::NodeInterference) {
+            let (c, m) = reservation(apps.iter().map(|a| a.reference_under(kind)));
             cores = cores.max(c);
             memory = memory.max(m);
         }
