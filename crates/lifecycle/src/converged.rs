@@ -181,16 +181,24 @@ fn validation(episode: u64, headroom: f32, arm: &Arm) -> Validation {
 }
 
 /// The validation traffic of every check: `training.validation_episodes` episodes of
-/// `episode_steps` on trace seeds neither training's nor any plan's.
+/// `episode_steps` on trace seeds neither training's nor any plan's, with the workload's
+/// change in effect from every episode's start ([`changed_from_start`]).
 fn validation_plan(workload: &Workload, episode_steps: u64, training: &Training) -> Plan {
     Plan {
         episode_steps,
         seeds: (0..training.validation_episodes)
             .map(|k| workload.trace_seed.wrapping_add(VALIDATION_TRACE_OFFSET + k))
             .collect(),
-        change: None,
+        change: changed_from_start(workload),
         windows: Vec::new(),
     }
+}
+
+/// The workload's scenario as a plan's change in effect from the first interval of every
+/// episode. A plan sets each episode's scenario from its `change` (none without one), so the
+/// reference's plans must carry the change to train and validate on the changed workload.
+fn changed_from_start(workload: &Workload) -> Option<(u64, Scenario)> {
+    workload.sim.scenario.map(|s| (0, Scenario { kind: s.kind, at_step: Some(0) }))
 }
 
 /// Trains a fresh agent of `config.agent`'s algorithm (seed `seed`) on `workload`, acting and learning in every
@@ -269,7 +277,7 @@ pub fn train(
         let plan = Plan {
             episode_steps,
             seeds: vec![workload.trace_seed.wrapping_add(TRAINING_TRACE_OFFSET + e)],
-            change: None,
+            change: changed_from_start(&workload),
             windows: Vec::new(),
         };
         let episode_config = ManagerConfig { violation_price: price as f32, ..config.clone() };
@@ -428,6 +436,7 @@ pub fn evaluate(
 mod tests {
     use super::*;
     use aware_lab::workload::WorkloadSpec;
+    use aware_sim::ScenarioKind;
 
     fn tiny() -> (Workload, Training) {
         let workload =
@@ -526,6 +535,33 @@ mod tests {
         assert!(report.selected_episode < report.episodes && report.headroom != training.headrooms[0]);
         let rules = report.validation_fallback.as_ref().unwrap();
         assert!(report.validations.iter().all(|v| !better(v, kept, rules)));
+    }
+
+    /// fig9's reference trains and is validated on the changed workload: every episode of
+    /// training and validation has the change from its first interval (until session 48 the
+    /// plans, which set each episode's scenario, carried none, so it trained on the workload
+    /// as it was before the change).
+    #[test]
+    fn the_reference_trains_and_validates_on_the_changed_workload() {
+        let (workload, training) = tiny();
+        let training = Training { max_episodes: 1, ..training };
+        let config = ManagerConfig::default();
+        let run = |change: Option<ScenarioKind>| {
+            let change = change.map(|kind| Scenario { kind, at_step: Some(0) });
+            train(&workload, 20, change, training, &config, 5, &Silent).unwrap().1
+        };
+        let (before, after) = (run(None), run(Some(ScenarioKind::LoadLowToHigh)));
+        let fallback = |r: &TrainingReport| r.validation_fallback.clone().unwrap();
+        // Five times the requests arriving on apps sized for the load before: the fallback,
+        // which restarts at that size every episode, violates the SLO far more often.
+        let (a, b) = (fallback(&after), fallback(&before));
+        assert!(
+            a.slo_violations > 2 * b.slo_violations.max(1) && a.mean_reward < b.mean_reward,
+            "validated on the changed workload: {:?} against {:?}",
+            fallback(&after),
+            fallback(&before)
+        );
+        assert_ne!(before.episode_rewards, after.episode_rewards, "trained on the changed workload");
     }
 
     fn v(slo_violations: u64, core_seconds: f64, mean_reward: f64) -> Validation {
