@@ -240,7 +240,8 @@ pub struct Simulation {
     pub nodes: Option<u32>,
     pub node_cores: f64,
     pub node_memory_mib: u64,
-    /// Node capacity over the apps' reference reservation when `nodes` is absent (1.5).
+    /// Node capacity over the apps' reference reservation when `nodes` is absent (1.5); under
+    /// a scenario, over the larger of the reservation before and after the change.
     pub node_headroom: f64,
     /// Episodes start at a seed-drawn time of the week (true) or at t = 0.
     pub random_start: bool,

@@ -84,13 +84,15 @@ pub struct SimConfig {
     /// 15 s).
     pub interval_s: f64,
     /// Number of nodes; `None` sizes the cluster to `node_headroom` times the apps' reference
-    /// allocation.
+    /// allocation (under a scenario, the larger of it before and after the change:
+    /// [`SimConfig::node_count`]).
     pub nodes: Option<usize>,
     pub node_cores: f64,
     pub node_memory_bytes: u64,
-    /// Node capacity over the apps' reference reservation when `nodes` is `None`. 1.5: a cluster
-    /// run at two thirds of its allocatable resources at the reference allocation, so peaks can
-    /// leave pods pending (no cluster autoscaler).
+    /// Node capacity over the apps' reference reservation when `nodes` is `None` (under a
+    /// scenario, over the larger of it before and after the change). 1.5: a cluster run at two
+    /// thirds of its allocatable resources at the reference allocation, so peaks can leave pods
+    /// pending (no cluster autoscaler).
     pub node_headroom: f64,
     /// From scheduling to ready: image pull, container start, readiness probe.
     pub startup_delay_s: f64,
@@ -205,8 +207,14 @@ impl SimConfig {
             return if nodes > MAX_NODES { Err(NodeCountError::Nodes { nodes }) } else { Ok(nodes) };
         }
         let (mut cores, mut memory) = reservation(apps.iter().map(|a| a.reference));
-        if let Some(kind) = self.scenario.map(|s| s.kind).filter(|k| *k != ScenarioKind::NodeInterference) {
-            let (c, m) = reservation(apps.iter().map(|a| a.reference_under(kind)));
+        // A scenario without a step never takes effect; interference changes no workload.
+        let change = self.scenario.filter(|s| s.at_step.is_some()).map(|s| s.kind);
+        if let Some(kind) = change.filter(|k| *k != ScenarioKind::NodeInterference) {
+            // An app absent at the start (no replicas, as a tenant not yet arrived) is sized
+            // by its reference alone.
+            let changed =
+                apps.iter().map(|a| if a.reference.replicas == 0 { a.reference } else { a.reference_under(kind) });
+            let (c, m) = reservation(changed);
             cores = cores.max(c);
             memory = memory.max(m);
         }
