@@ -195,10 +195,11 @@ fn validation_plan(workload: &Workload, episode_steps: u64, training: &Training)
 }
 
 /// The workload's scenario as a plan's change in effect from the first interval of every
-/// episode. A plan sets each episode's scenario from its `change` (none without one), so the
-/// reference's plans must carry the change to train and validate on the changed workload.
+/// episode (a plan places the scenario in each episode itself). A plan sets each episode's
+/// scenario from its `change` (none without one), so the reference's plans must carry the
+/// change to train and validate on the changed workload.
 fn changed_from_start(workload: &Workload) -> Option<(u64, Scenario)> {
-    workload.sim.scenario.map(|s| (0, Scenario { kind: s.kind, at_step: Some(0) }))
+    workload.sim.scenario.map(|s| (0, s))
 }
 
 /// Trains a fresh agent of `config.agent`'s algorithm (seed `seed`) on `workload`, acting and learning in every
@@ -557,9 +558,7 @@ mod tests {
         let (a, b) = (fallback(&after), fallback(&before));
         assert!(
             a.slo_violations > 2 * b.slo_violations.max(1) && a.mean_reward < b.mean_reward,
-            "validated on the changed workload: {:?} against {:?}",
-            fallback(&after),
-            fallback(&before)
+            "validated on the changed workload: {a:?} against {b:?}"
         );
         assert_ne!(before.episode_rewards, after.episode_rewards, "trained on the changed workload");
     }

@@ -98,14 +98,9 @@ impl AppSpec {
     /// ([`allocation_for`]). What the cluster's sizing holds room for
     /// ([`crate::SimConfig::node_count`]); the app's own sizing, bounds and SLO do not change.
     pub fn reference_under(&self, kind: ScenarioKind) -> Allocation {
+        let cost = RequestCost::of_chain(&self.segments, |k| kind.payload_scale(k));
         let load = kind.load_scale();
-        self.reference_at(|k| kind.payload_scale(k), self.mean_rps * load, self.peak_rps * load)
-    }
-
-    /// The reference allocation of this app's chain with each segment's payload scaled by
-    /// `payload_scale`, under `mean_rps` and `peak_rps` ([`allocation_for`]).
-    fn reference_at(&self, payload_scale: impl Fn(SegmentKind) -> f64, mean_rps: f64, peak_rps: f64) -> Allocation {
-        allocation_for(&RequestCost::of_chain(&self.segments, payload_scale), mean_rps, peak_rps).0
+        allocation_for(&cost, self.mean_rps * load, self.peak_rps * load).0
     }
 
     /// The same app with every segment's payload multiplied by `scale`: what a payload change
