@@ -17,7 +17,7 @@ use aware_lab::embed::{EmbedRefusal, WorkloadEmbedding};
 use aware_lab::policy::{Policy, PolicyName};
 use aware_lab::rollout::{Arena, Driver, Interval};
 use aware_lab::workload::Workload;
-use aware_sim::CONTAINER;
+use aware_sim::{CONTAINER, DeploymentState};
 use serde::Serialize;
 
 use crate::agent::{Learner, LifecycleAgent};
@@ -310,6 +310,8 @@ struct Managed {
     last_reward: Option<f64>,
     run_violations: u64,
     rates: Vec<f64>,
+    /// The deployment this episode's first observation showed.
+    episode_start: Option<DeploymentState>,
     /// What one request cost this episode so far, as measured.
     cost: CostMeter,
     /// The payload multiplier the last episode that could say measured (1 until one did).
@@ -526,6 +528,7 @@ fn replay<'a>(workload: &'a Workload, profile: &'a aware_core::Profile, i: usize
         sim: &workload.sim,
         rates: &r.rates,
         payload_scale: r.payload_scale,
+        start: r.start.as_ref(),
         seed: workload.seed ^ (r.episode << 20) ^ i as u64,
     }
 }
@@ -538,6 +541,9 @@ struct Replay {
     /// The payload multiplier under which the app's model costs what the episode measured
     /// ([`CostMeter::payload_scale`]).
     payload_scale: f64,
+    /// The app's deployment when the episode began (episodes go on from one another, so not
+    /// necessarily the reference allocation): the replay starts from it.
+    start: Option<DeploymentState>,
 }
 
 /// The manager: Algorithm 1 and the guard for every application, one agent for all.
@@ -616,6 +622,7 @@ impl<'w> Manager<'w> {
                     last_reward: None,
                     run_violations: 0,
                     rates: Vec::new(),
+                    episode_start: None,
                     cost: CostMeter::default(),
                     payload_scale: 1.0,
                     recent_traffic: Default::default(),
@@ -847,7 +854,8 @@ impl<'w> Manager<'w> {
                 let payload_scale = a.cost.payload_scale(&self.workload.apps[i]).unwrap_or(a.payload_scale);
                 a.payload_scale = payload_scale;
                 a.cost = CostMeter::default();
-                a.recent_traffic.push_back(Replay { episode, rates: std::mem::take(&mut a.rates), payload_scale });
+                let (rates, start) = (std::mem::take(&mut a.rates), a.episode_start.take());
+                a.recent_traffic.push_back(Replay { episode, rates, payload_scale, start });
                 while a.recent_traffic.len() > self.config.shadow_episodes.max(1) {
                     a.recent_traffic.pop_front();
                 }
@@ -1042,6 +1050,10 @@ impl Driver for Manager<'_> {
                 _ => None,
             };
             let a = &mut self.apps[i];
+            if a.rates.is_empty() {
+                a.episode_start =
+                    Some(DeploymentState { replicas: obs.desired_replicas, template: obs.template.clone() });
+            }
             a.rates.push(obs.arrival_rate.max(0.0));
             // Only the shadow check reads the meter, and a fixed stage runs none.
             if checked.is_ok() && self.config.fixed_stage.is_none() {

@@ -144,8 +144,8 @@ pub struct Plan {
     /// One trace seed per episode.
     pub seeds: Vec<u64>,
     /// The workload change: in effect from this interval (counted from the start of the run)
-    /// to the end. Each episode restarts the simulated cluster, so an episode after the change
-    /// starts changed.
+    /// to the end. Each episode goes on from the cluster as the one before left it, on its
+    /// own traffic, so an episode after the change is changed from its first interval.
     pub change: Option<(u64, Scenario)>,
     /// Episode ranges scored on their own as well (segments of training, the span after a
     /// change), each an [`Arm::windows`] entry.
@@ -429,8 +429,14 @@ fn play_with<D: Driver>(
     let targets = workload.cpu_targets();
     let mut scorers: Option<(Scorer, Vec<Scorer>)> = None;
     progress.start(plan.steps(), label);
+    // Episodes are what the agent learns and the lifecycle judges in, not restarts: each one
+    // goes on from the cluster as the one before left it (clock, replicas, pod templates), on
+    // its own traffic from then on, as a cluster in production does.
+    let mut carried = None;
     for (e, &seed) in plan.seeds.iter().enumerate() {
-        let mut env = plan.episode_workload(workload, e as u64).env(ActionKind::Continuous, plan.episode_steps, seed);
+        let mut episode = plan.episode_workload(workload, e as u64);
+        episode.sim.start = carried.take();
+        let mut env = episode.env(ActionKind::Continuous, plan.episode_steps, seed);
         let (whole, windows) = scorers.get_or_insert_with(|| {
             let new = || Scorer::new(&env, &names).with_cpu_targets(&targets);
             (new(), plan.windows.iter().map(|_| new()).collect())
@@ -442,6 +448,7 @@ fn play_with<D: Driver>(
             }
         }
         rollout(&mut env, &mut *driver as &mut dyn Driver, seed, plan.episode_steps, &mut observers, progress)?;
+        carried = Some(env.cluster().continuation());
         between(e as u64, driver)?;
     }
     progress.finish();
@@ -750,6 +757,61 @@ pub fn run_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A driver that notes app 0's deployment and clock at every episode's first decision.
+    struct Watch {
+        rules: Recommenders,
+        starts: Vec<(u32, f64)>,
+        fresh: bool,
+    }
+
+    impl Driver for Watch {
+        fn decide(
+            &mut self,
+            arena: &dyn aware_lab::rollout::Arena,
+            states: &[Vec<f32>],
+            infos: &[aware_core::StepInfo],
+        ) -> Result<Vec<aware_env::Control>, aware_lab::LabError> {
+            if std::mem::take(&mut self.fresh) {
+                let obs = arena.observe(0).expect("the simulator observes")?;
+                self.starts.push((obs.desired_replicas, obs.time_s));
+            }
+            self.rules.decide(arena, states, infos)
+        }
+
+        fn feedback(&mut self, interval: &aware_lab::rollout::Interval) -> Result<(), aware_lab::LabError> {
+            self.rules.feedback(interval)
+        }
+
+        fn episode_start(&mut self) {
+            self.fresh = true;
+            self.rules.episode_start();
+        }
+    }
+
+    /// Episodes go on from one another: the first starts at the reference allocation, each
+    /// later one with the deployment the one before left and at the clock it ended on.
+    #[test]
+    fn each_episode_goes_on_from_the_cluster_the_one_before_left() {
+        let workload =
+            Workload::load(&WorkloadSpec { apps: 1, seed: 4, steps: 60, ..WorkloadSpec::default() }).unwrap();
+        let plan = Plan::new(&workload, 60, 20).unwrap();
+        let reference = workload.apps[0].reference;
+        let replicas = reference.replicas + 3;
+        let fixed: PolicyName =
+            format!("fixed:{replicas}x{}x{}", reference.cpu_millicores as f64 / 1000.0, reference.memory_bytes >> 20)
+                .parse()
+                .unwrap();
+        let rules = Policy::build(&fixed, &workload.app_profile(0), Some(&workload.apps[0]), None).unwrap();
+        let mut watch = Watch { rules: Recommenders::new(vec![rules]), starts: Vec::new(), fresh: false };
+        run_driver(&workload, &plan, "fixed", &mut watch, &aware_lab::progress::Silent).unwrap();
+        let interval = workload.sim.interval_s;
+        let [(r0, t0), (r1, t1), (r2, t2)] = watch.starts[..] else { panic!("{:?}", watch.starts) };
+        assert_eq!((r0, r1, r2), (reference.replicas, replicas, replicas));
+        // An episode's clock runs its 20 intervals and the one its reset runs to measure the
+        // first state; the next goes on from there.
+        assert_eq!((t1 - t0, t2 - t1), (21.0 * interval, 21.0 * interval));
+    }
 
     /// Plans beyond the documented maximum are refused, naming the flag and why, before
     /// anything is allocated for them: no overflow, no allocation of one entry per episode.

@@ -15,7 +15,7 @@ use aware_lab::progress::Silent;
 use aware_lab::rollout::{Arena, Driver, Recommenders, rollout};
 use aware_lab::score::Scorer;
 use aware_lab::{LabError, rollout::Observer};
-use aware_sim::{AppSpec, CONTAINER, SimCluster, SimConfig, Trace};
+use aware_sim::{AppSpec, CONTAINER, Continuation, DeploymentState, SimCluster, SimConfig, Trace};
 
 use crate::algorithm::{EpisodeOutcome, ShadowComparison};
 use crate::guard::{Guard, GuardConfig, Usage};
@@ -31,6 +31,8 @@ pub struct ShadowApp<'a> {
     /// Every segment's payload multiplied by this in the replay: the request cost measured
     /// while the traffic was seen, where it moved from the model's ([`AppSpec::with_payload_scale`]).
     pub payload_scale: f64,
+    /// The app's deployment when the traffic began; the reference allocation when `None`.
+    pub start: Option<&'a DeploymentState>,
     pub seed: u64,
 }
 
@@ -86,8 +88,10 @@ pub fn compare(
 
 fn run(app: &ShadowApp, steps: u64, driver: &mut dyn Driver) -> Result<EpisodeOutcome, LabError> {
     let trace = Trace { name: app.spec.name.clone(), interval_s: app.sim.interval_s, rates: app.rates.to_vec() };
-    // The recent traffic from its first interval, not a random point of a week.
-    let sim = SimConfig { random_start: false, scenario: None, ..app.sim.clone() };
+    // The recent traffic from its first interval, not a random point of a week, and from the
+    // deployment the app had then.
+    let start = app.start.map(|d| Continuation { time_s: 0.0, deployments: vec![d.clone()] });
+    let sim = SimConfig { random_start: false, scenario: None, start, ..app.sim.clone() };
     let measured = match app.payload_scale {
         scale if scale.is_finite() && scale > 0.0 => app.spec.with_payload_scale(scale),
         scale => return Err(LabError::input("shadow", format!("payload scale {scale} is not a positive number"))),

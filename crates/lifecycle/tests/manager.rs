@@ -261,9 +261,11 @@ impl aware_lifecycle::run::EpisodeSink for BootstrapActions {
 /// action 0 (no change of the fallback's proposal), where an agent acting on the current
 /// allocation sees them as the changes they made; and the bootstrapping check runs it
 /// residually too, so an agent that asks for no change is as good as the fallback there and
-/// goes online within two checks (the guard's downscale window holds back some of the
-/// fallback's own decreases, so at a first check it may reserve more than t_online's 5 %
-/// beyond the fallback's core-seconds). The agent takes no offline updates here, so it stays the
+/// goes online within three checks (the guard's downscale window holds back some of the
+/// fallback's own decreases, so at a check it may reserve more than t_online's 5 % beyond the
+/// fallback's core-seconds; more so since each replay starts from the deployment its episode
+/// began with, which the fallback may have scaled up in the episode before: one app of three
+/// went online at the third check once episodes went on from one another). The agent takes no offline updates here, so it stays the
 /// clone that asks for no change: with them it drifted by as much as the machine's arithmetic
 /// decides (on a machine without AVX-512 one app's check failed, with the same code).
 /// "As good" here is 95 % of the fallback's reward, not the default's 100 %: the guard holds
@@ -294,10 +296,10 @@ fn a_residual_agent_bootstraps_on_the_fallbacks_decisions_as_no_change() {
     );
     // Asking for the fallback's own proposal, the agent earns what it does, less what the guard's
     // downscale window holds back of the fallback's own decreases: within t_online's 5 % in
-    // reward and core-seconds at the first or second check.
+    // reward and core-seconds by the third check.
     let online: Vec<_> = residual.stages.iter().filter(|c| c.from == Stage::Offline && c.to == Stage::Online).collect();
     assert_eq!(online.len(), 3, "every app goes online: {:?}", residual.stages);
-    assert!(online.iter().all(|c| c.step <= 200), "{online:?}");
+    assert!(online.iter().all(|c| c.step <= 300), "{online:?}");
 }
 
 /// The bootstrapping check runs a residual agent residually: one that asks for no change of
@@ -328,6 +330,7 @@ fn the_bootstrapping_check_runs_a_residual_agent_on_the_fallbacks_proposals() {
             sim: &workload.sim,
             rates: &rates,
             payload_scale: 1.0,
+            start: None,
             seed: 7,
         };
         let guard = GuardConfig::default();
@@ -642,10 +645,11 @@ fn under_high_stakes_serving_is_earned_on_the_agents_shadow_rewards_not_the_fall
     // Until then the fallback acted alone in both runs.
     assert_eq!(a.series.cpu_utilisation[..100], b.series.cpu_utilisation[..100]);
     assert!(a.counts.iter().all(|c| c.agent_actions > 0), "the agent serves once SERVING");
-    // The numbers the promotion read are each agent's own.
-    for ((app, _, ra), (_, _, rb)) in pa.iter().zip(&pb) {
-        assert_ne!(ra, rb, "{app}: promoted on the same rewards with another agent");
-    }
+    // The numbers the promotion read are each agent's own: the fallback's, alike in both runs,
+    // would give the same on every app. (On one app two agents may still earn alike: the
+    // fallback's floor and the guard's downscale window can hold every action both propose,
+    // as happened once episodes went on from one another.)
+    assert!(pa.iter().zip(&pb).any(|((_, _, ra), (_, _, rb))| ra != rb), "promoted on the same rewards: {pa:?}");
 }
 
 /// Bootstrapping's offline RL: DDPG with TD3+BC's term (α 0.5) against the same DDPG without it
@@ -657,7 +661,10 @@ fn under_high_stakes_serving_is_earned_on_the_agents_shadow_rewards_not_the_fall
 /// also holds fewer core-seconds on seeds 5 and 8; on 3 and 13 plain DDPG holds fewer by
 /// starving (2 % and 70 % fewer). Since the guard, with the floor, also undoes cuts the measured
 /// usage does not fit (session 44), seeds 3 and 5 floored: 11 and 6 against 318 and 285 (MPA 10
-/// and 6); bare (no floor, so unchanged): 17 and 42 against 1,133 and 639.
+/// and 6); bare (no floor, so unchanged): 17 and 42 against 1,133 and 639. Since each episode
+/// goes on from the cluster the one before left (session 49), floored: 2 and 2 against 516 and
+/// 568 (MPA 2 and 2); bare: 30 and 862 against 1,562 and 1,496 (an unfloored agent's drift is
+/// no longer undone at every episode's start).
 #[test]
 fn td3_bc_beats_plain_ddpg_trained_offline_on_the_same_fallback_data() {
     use aware_lifecycle::run::{Arm, Plan, run_agent, run_fallback};
@@ -697,7 +704,11 @@ fn td3_bc_beats_plain_ddpg_trained_offline_on_the_same_fallback_data() {
         let v = |a: &Arm| a.row.summary.slo_violations;
         let r = |a: &Arm| a.row.summary.mean_reward;
         for (what, b, p) in [("floored", &bc.1, &plain.1), ("bare", &bc.2, &plain.2)] {
-            assert!(10 * v(b) <= v(p), "seed {seed} {what}: TD3+BC {} against plain DDPG's {}", v(b), v(p));
+            // Bare, TD3+BC's agent drifts too once episodes go on from one another (nothing
+            // puts it back at the reference allocation): fewer violations than plain DDPG's,
+            // not a tenth of them.
+            let ratio = if what == "floored" { 10 } else { 1 };
+            assert!(ratio * v(b) < v(p), "seed {seed} {what}: TD3+BC {} against plain DDPG's {}", v(b), v(p));
             assert!(r(b) > r(p), "seed {seed} {what}: reward {} against {}", r(b), r(p));
         }
         assert!(v(&bc.1) <= v(&mpa) + 10, "seed {seed}: TD3+BC floored {} against MPA's {}", v(&bc.1), v(&mpa));

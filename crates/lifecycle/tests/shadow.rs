@@ -143,6 +143,7 @@ fn a_replay_at_the_measured_cost_tracks_the_changed_app() {
                 sim: &workload.sim,
                 rates: &metered.rates[i],
                 payload_scale,
+                start: None,
                 seed: 17,
             };
             shadow::fallback(&shadow, &PolicyName::Mpa).unwrap().mean_reward
@@ -207,8 +208,45 @@ fn nonsense_is_not_measured_and_a_nonsense_scale_is_refused() {
             sim: &workload.sim,
             rates: &metered.rates[0],
             payload_scale: scale,
+            start: None,
             seed: 1,
         };
         assert!(shadow::fallback(&shadow, &PolicyName::Mpa).is_err(), "×{scale}");
     }
+}
+
+/// A replay starts from the deployment the app had when its traffic began (episodes go on
+/// from one another, so not always the reference allocation): from the reference it is the
+/// fresh start exactly; from three times its replicas it reserves more.
+#[test]
+fn a_replay_starts_from_the_deployment_the_traffic_began_with() {
+    use aware_core::{ContainerResources, Resources};
+    use aware_sim::{CONTAINER, DeploymentState};
+    let workload = workload(5, None);
+    let app = &workload.apps[0];
+    let profile = workload.app_profile(0);
+    let rates = vec![app.mean_rps; 40];
+    let at = |replicas: u32| DeploymentState {
+        replicas,
+        template: ContainerResources::guaranteed(
+            CONTAINER,
+            Resources::new(app.reference.cpu_millicores, app.reference.memory_bytes),
+        ),
+    };
+    let replay = |start: Option<&DeploymentState>| {
+        let shadow = ShadowApp {
+            spec: app,
+            profile: &profile,
+            sim: &workload.sim,
+            rates: &rates,
+            payload_scale: 1.0,
+            start,
+            seed: 3,
+        };
+        shadow::fallback(&shadow, &PolicyName::Mpa).unwrap()
+    };
+    let fresh = replay(None);
+    assert_eq!(replay(Some(&at(app.reference.replicas))), fresh);
+    let larger = replay(Some(&at(3 * app.reference.replicas)));
+    assert!(larger.core_seconds.unwrap() > fresh.core_seconds.unwrap(), "{larger:?} against {fresh:?}");
 }

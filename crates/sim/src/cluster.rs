@@ -134,6 +134,29 @@ pub struct SimConfig {
     /// node. Memory is always requested in full. Sizing a cluster (`nodes` = `None`) counts
     /// the requests.
     pub cpu_request_ratio: f64,
+    /// Where the run starts when it goes on from another ([`SimCluster::continuation`]): its
+    /// clock and every app's deployment as the other ended, in place of a start time drawn or
+    /// at 0 and the apps' reference allocations. `None`: a fresh start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<Continuation>,
+}
+
+/// The state a run that goes on from another takes up: the clock and each app's deployment
+/// (desired replicas and pod template), running and ready. The traffic is the new run's own
+/// (its seed, from this time on); requests in flight and metrics history start afresh.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Continuation {
+    /// Seconds, the clock the run starts at (a non-finite or negative one counts as 0).
+    pub time_s: f64,
+    /// Per app, in the cluster's order; an app beyond the list starts at its reference.
+    pub deployments: Vec<DeploymentState>,
+}
+
+/// One app's deployment as a [`Continuation`] carries it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeploymentState {
+    pub replicas: u32,
+    pub template: ContainerResources,
 }
 
 impl Default for SimConfig {
@@ -159,6 +182,7 @@ impl Default for SimConfig {
             scenario: None,
             slo_p99_ms: None,
             cpu_request_ratio: 1.0,
+            start: None,
         }
     }
 }
@@ -636,6 +660,19 @@ impl SimCluster {
         self.start_s
     }
 
+    /// Where a run going on from this one starts ([`SimConfig::start`]): the clock now and
+    /// every app's desired replicas and pod template.
+    pub fn continuation(&self) -> Continuation {
+        Continuation {
+            time_s: self.time_s,
+            deployments: self
+                .deployments
+                .iter()
+                .map(|d| DeploymentState { replicas: d.desired, template: d.template.clone() })
+                .collect(),
+        }
+    }
+
     /// Age of the metrics `observe(app)` reports, seconds (`None` before the first scrape old
     /// enough to be visible).
     pub fn metrics_age_s(&self, app: AppId) -> Option<f64> {
@@ -679,7 +716,10 @@ impl SimCluster {
         let cpu_m = (self.config.node_cores * 1000.0) as i64;
         let memory = self.config.node_memory_bytes.min(i64::MAX as u64) as i64;
         self.node_index = NodeIndex::new(node_count, cpu_m, memory);
-        self.start_s = if draw_start && self.config.random_start {
+        let continued = self.config.start.as_ref().map(|c| c.time_s).filter(|t| t.is_finite());
+        self.start_s = if let Some(t) = continued {
+            (t / self.config.interval_s).floor().max(0.0) * self.config.interval_s
+        } else if draw_start && self.config.random_start {
             let u = (stream_seed(self.seed, u64::MAX, STREAM_START) >> 11) as f64 / (1u64 << 53) as f64;
             (u * WEEK_S / self.config.interval_s).floor() * self.config.interval_s
         } else {
@@ -700,10 +740,15 @@ impl SimCluster {
             let load_rng = Pcg64Mcg::seed_from_u64(stream_seed(self.seed, i as u64, STREAM_LOAD));
             let noise_rng = Pcg64Mcg::seed_from_u64(stream_seed(self.seed, i as u64, STREAM_NOISE));
             let r = app.reference;
-            let template =
-                ContainerResources::burstable(CONTAINER, Resources::new(r.cpu_millicores, r.memory_bytes), ratio);
+            let (desired, template) = match self.config.start.as_ref().and_then(|c| c.deployments.get(i)) {
+                Some(d) => (d.replicas.min(MAX_SIMULATED_REPLICAS), d.template.clone()),
+                None => (
+                    r.replicas,
+                    ContainerResources::burstable(CONTAINER, Resources::new(r.cpu_millicores, r.memory_bytes), ratio),
+                ),
+            };
             self.deployments.push(Deployment {
-                desired: r.replicas,
+                desired,
                 template,
                 generation: 0,
                 pods: Vec::new(),

@@ -23,8 +23,8 @@ pub use app::{
     generate_apps, generate_population, reference_allocation, replicas_for, size_for_traces, slo_p99_ms, stream_seed,
 };
 pub use cluster::{
-    AppStepStats, CONTAINER, Dispatch, MAX_NODES, MAX_SIMULATED_REPLICAS, NodeCountError, SimCluster, SimConfig,
-    VerticalUpdate,
+    AppStepStats, CONTAINER, Continuation, DeploymentState, Dispatch, MAX_NODES, MAX_SIMULATED_REPLICAS,
+    NodeCountError, SimCluster, SimConfig, VerticalUpdate,
 };
 pub use load::{
     LoadSource, LoadState, MAX_TRACE_RATE_PER_S, PEAK_HORIZON_DAYS, SyntheticLoad, Trace, TraceError, load_traces,

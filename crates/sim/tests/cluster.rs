@@ -539,3 +539,33 @@ fn node_counts_beyond_the_simulator_are_refused() {
     let capped = SimCluster::new(apps, Vec::new(), SimConfig { node_headroom: 1e300, ..SimConfig::default() }, 1);
     assert_eq!(capped.node_count(), aware_sim::MAX_NODES);
 }
+
+/// A run that goes on from another starts at its clock with every app's deployment as it ended
+/// (running and ready), where a fresh run starts at the reference allocation; the traffic is
+/// the new run's own.
+#[test]
+fn a_continued_run_starts_where_the_other_ended() {
+    let apps = generate_apps(2, 11, 86_400.0);
+    let config = SimConfig { noise: 0.0, ..SimConfig::default() };
+    let mut first = SimCluster::new(apps.clone(), Vec::new(), config.clone(), 3);
+    let (replicas, cpu_m, memory) = (apps[0].reference.replicas + 2, 700, 300 * MIB);
+    first.apply(0, &rec(replicas, cpu_m, memory)).unwrap();
+    for _ in 0..20 {
+        first.advance().unwrap();
+    }
+    let ended = first.continuation();
+    assert_eq!(ended.time_s, first.start_time_s() + 20.0 * config.interval_s);
+    let continued =
+        SimCluster::new(apps.clone(), Vec::new(), SimConfig { start: Some(ended.clone()), ..config.clone() }, 4);
+    assert_eq!(continued.start_time_s(), ended.time_s);
+    let obs = continued.observe(0).unwrap();
+    assert_eq!(obs.desired_replicas, replicas);
+    assert_eq!(obs.template.limits, Resources::new(cpu_m, memory));
+    assert_eq!(obs.replica_counts().ready, replicas, "the pods it had are running and ready");
+    // The other app, untouched, goes on at its reference; a fresh run starts there for both.
+    let other = continued.observe(1).unwrap();
+    assert_eq!(other.desired_replicas, apps[1].reference.replicas);
+    let fresh = SimCluster::new(apps.clone(), Vec::new(), config, 4).observe(0).unwrap();
+    assert_eq!(fresh.desired_replicas, apps[0].reference.replicas);
+    assert_eq!(fresh.template.limits.cpu_millicores, apps[0].reference.cpu_millicores);
+}
