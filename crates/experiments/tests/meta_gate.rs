@@ -137,9 +137,13 @@ fn a_conditioned_agent_waits_for_each_apps_embedding_and_reads_it_beside_the_sta
         ManagerConfig { episode_steps: 15, fixed_stage: Some(Stage::Serving), log: true, ..Default::default() };
     let mut sink = StoreSink::new(&mut store).with_embedder(&mut embedder);
     let (arm, _) = run_agent(&workload, &plan, conditioned, "aware", &config, &mut sink, &Silent).unwrap();
-    // Two fallback episodes before the meta-learner (needing 2) can embed; then the agent acts.
+    // Two fallback episodes before the meta-learner (needing 2) can embed; then the agent acts
+    // wherever the guard lets it (this untrained agent's cuts can leave an episode starting
+    // with no pod ready, since episodes go on from one another: the fallback acts there).
     for c in &arm.counts {
-        assert_eq!((c.workload_holds, c.agent_actions), (30, 30), "{c:?}");
+        assert_eq!(c.workload_holds, 30, "{c:?}");
+        assert_eq!(c.agent_actions + c.guard_fallbacks, 30, "{c:?}");
+        assert!(c.agent_actions > 0, "{c:?}");
         assert!(c.workload_verdict.as_deref().unwrap().starts_with("known workload"), "{c:?}");
     }
     let held = store.decisions(&names[0], DecisionQuery::Step(0)).unwrap();

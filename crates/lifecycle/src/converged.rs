@@ -191,6 +191,7 @@ fn validation_plan(workload: &Workload, episode_steps: u64, training: &Training)
             .collect(),
         change: changed_from_start(workload),
         windows: Vec::new(),
+        start: None,
     }
 }
 
@@ -204,8 +205,8 @@ fn changed_from_start(workload: &Workload) -> Option<(u64, Scenario)> {
 
 /// Trains a fresh agent of `config.agent`'s algorithm (seed `seed`) on `workload`, acting and learning in every
 /// interval of every app with the agent's own exploration noise, in episodes of
-/// `episode_steps` on training traces, with `change` (if any) in effect from each episode's
-/// start; stops when [`Training`] says, and returns the snapshot its validation chose (the
+/// `episode_steps` on training traces, each going on from the cluster the one before left,
+/// with `change` (if any) in effect from each episode's start; stops when [`Training`] says, and returns the snapshot its validation chose (the
 /// report says with which CPU headroom it is to be served).
 pub fn train(
     workload: &Workload,
@@ -274,28 +275,36 @@ pub fn train(
     let space = agent_space(residual, 0);
     let mut best_snapshot: Option<Validation> = None;
     let (mut best, mut since_best) = (f64::NEG_INFINITY, 0);
+    let (mut carried, mut fallback_carried) = (None, None);
     for e in 0..training.max_episodes {
+        // Each training episode goes on from the cluster the one before left, as the plans
+        // the reference is judged on do (the fallback's from its own).
         let plan = Plan {
             episode_steps,
             seeds: vec![workload.trace_seed.wrapping_add(TRAINING_TRACE_OFFSET + e)],
             change: changed_from_start(&workload),
             windows: Vec::new(),
+            start: carried.take(),
         };
+        let fallback_plan = Plan { start: fallback_carried.take(), ..plan.clone() };
         let episode_config = ManagerConfig { violation_price: price as f32, ..config.clone() };
         // The fallback on the same traffic (for the price) runs beside the training episode:
         // neither reads the other.
         let learn = || run_agent(&workload, &plan, agent, "converged (training)", &episode_config, &mut (), progress);
         let (fallback, trained) = if training.price_step > 0.0 {
-            let (fallback, trained) = beside(|| run_fallback(&workload, &plan, &config.fallback, &Silent), learn);
+            let (fallback, trained) =
+                beside(|| run_fallback(&workload, &fallback_plan, &config.fallback, &Silent), learn);
             (Some(fallback), trained)
         } else {
             (None, learn())
         };
         let (arm, trained) = trained?;
         agent = trained;
+        carried = arm.end;
         report.episode_rewards.push(arm.row.summary.mean_reward);
         if let Some(fallback) = fallback {
             let fallback = fallback?;
+            fallback_carried = fallback.end.clone();
             let excess = (arm.row.summary.slo_violations as f64 - fallback.row.summary.slo_violations as f64) / apps;
             price = (price + training.price_step * excess).max(0.0);
             report.violation_prices.push(price);

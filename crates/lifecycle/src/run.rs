@@ -12,7 +12,7 @@ use aware_lab::progress::Progress;
 use aware_lab::rollout::{Driver, Observer, Recommenders, rollout};
 use aware_lab::score::{LatencyHistogram, Scorer, Series, Summary};
 use aware_lab::workload::{Workload, WorkloadSpec};
-use aware_sim::Scenario;
+use aware_sim::{Continuation, Scenario};
 use serde::Serialize;
 
 use crate::LifecycleError;
@@ -150,6 +150,9 @@ pub struct Plan {
     /// Episode ranges scored on their own as well (segments of training, the span after a
     /// change), each an [`Arm::windows`] entry.
     pub windows: Vec<std::ops::Range<u64>>,
+    /// The cluster the first episode goes on from (where a plan continues another, the other's
+    /// [`Arm::end`]); `None`: a fresh cluster at the apps' reference allocations.
+    pub start: Option<Continuation>,
 }
 
 impl Plan {
@@ -160,7 +163,7 @@ impl Plan {
         let (episodes, _) = plan_size(steps, episode_steps)?;
         let seeds = (0..episodes).map(|e| workload.trace_seed.wrapping_add(e)).collect();
         let change = workload.sim.scenario.map(|s| (s.at_step.unwrap_or(steps / 2), s));
-        Ok(Plan { episode_steps, seeds, change, windows: Vec::new() })
+        Ok(Plan { episode_steps, seeds, change, windows: Vec::new(), start: None })
     }
 
     /// The plan's episodes in `n` consecutive segments as even as they divide.
@@ -212,6 +215,8 @@ pub struct Arm {
     pub counts: Vec<Counts>,
     /// The plan's windows, each scored on its own (fallback counts are the whole run's only).
     pub windows: Vec<Window>,
+    /// The cluster as the last episode left it (a plan going on from this one starts there).
+    pub end: Option<Continuation>,
 }
 
 /// One window of a plan, scored on its own.
@@ -321,45 +326,46 @@ pub fn run_agent(
     sink.start(&mut manager)?;
     let episodes = plan.seeds.len();
     let mut logged = 0;
-    let (scorer, windows) = play_with(workload, plan, label, &mut manager, progress, &mut |e, m: &mut Manager| {
-        sink.episode(e, m)?;
-        // Every stage change as it happens, with its numbers (where the progress sink logs).
-        for c in &m.changes()[logged..] {
-            progress.log(&format!(
-                "{label} {} step {}: {} → {}: {}",
-                c.app,
-                c.step,
-                c.from.name(),
-                c.to.name(),
-                c.reason
+    let (scorer, windows, end) =
+        play_with(workload, plan, label, &mut manager, progress, &mut |e, m: &mut Manager| {
+            sink.episode(e, m)?;
+            // Every stage change as it happens, with its numbers (where the progress sink logs).
+            for c in &m.changes()[logged..] {
+                progress.log(&format!(
+                    "{label} {} step {}: {} → {}: {}",
+                    c.app,
+                    c.step,
+                    c.from.name(),
+                    c.to.name(),
+                    c.reason
+                ));
+            }
+            logged = m.changes().len();
+            // The live view: one line per app (the first LIVE_ROWS; the rest summed up).
+            let view = m.live_view();
+            let mut lines = vec![crate::manager::AppView::HEADER.to_string()];
+            lines.extend(view.iter().take(LIVE_ROWS).map(crate::manager::AppView::line));
+            if view.len() > LIVE_ROWS {
+                let rest = &view[LIVE_ROWS..];
+                lines.push(format!(
+                    "… {} more apps: {} SLO-violating intervals, {} fallback actions",
+                    rest.len(),
+                    rest.iter().map(|v| v.slo_violations).sum::<u64>(),
+                    rest.iter().map(|v| v.fallback_actions).sum::<u64>()
+                ));
+            }
+            progress.table(&lines);
+            let stages = m.stages();
+            let count = |s: Stage| stages.iter().filter(|&&x| x == s).count();
+            progress.message(&format!(
+                "{label} episode {}/{episodes}: offline {} online {} serving {}",
+                e + 1,
+                count(Stage::Offline),
+                count(Stage::Online),
+                count(Stage::Serving)
             ));
-        }
-        logged = m.changes().len();
-        // The live view: one line per app (the first LIVE_ROWS; the rest summed up).
-        let view = m.live_view();
-        let mut lines = vec![crate::manager::AppView::HEADER.to_string()];
-        lines.extend(view.iter().take(LIVE_ROWS).map(crate::manager::AppView::line));
-        if view.len() > LIVE_ROWS {
-            let rest = &view[LIVE_ROWS..];
-            lines.push(format!(
-                "… {} more apps: {} SLO-violating intervals, {} fallback actions",
-                rest.len(),
-                rest.iter().map(|v| v.slo_violations).sum::<u64>(),
-                rest.iter().map(|v| v.fallback_actions).sum::<u64>()
-            ));
-        }
-        progress.table(&lines);
-        let stages = m.stages();
-        let count = |s: Stage| stages.iter().filter(|&&x| x == s).count();
-        progress.message(&format!(
-            "{label} episode {}/{episodes}: offline {} online {} serving {}",
-            e + 1,
-            count(Stage::Offline),
-            count(Stage::Online),
-            count(Stage::Serving)
-        ));
-        Ok(())
-    })?;
+            Ok(())
+        })?;
     let (row, per_app, series, _) = score(label, scorer, &manager.fallbacks(), plan.episode_steps);
     let arm = Arm {
         row,
@@ -371,6 +377,7 @@ pub fn run_agent(
         final_retraining: manager.retraining(),
         counts: manager.counts(),
         windows: score_windows(label, plan, windows),
+        end,
     };
     Ok((arm, manager.into_agent()))
 }
@@ -387,7 +394,7 @@ pub fn run_fallback(
         .collect::<Result<Vec<_>, _>>()?;
     let mut driver = Recommenders::new(policies);
     let label = policy.to_string();
-    let (scorer, windows) = play_with(workload, plan, &label, &mut driver, progress, &mut |_, _| Ok(()))?;
+    let (scorer, windows, end) = play_with(workload, plan, &label, &mut driver, progress, &mut |_, _| Ok(()))?;
     let (row, per_app, series, _) = score(&label, scorer, &driver.refusals, plan.episode_steps);
     Ok(Arm {
         row,
@@ -399,6 +406,7 @@ pub fn run_fallback(
         final_retraining: Vec::new(),
         counts: Vec::new(),
         windows: score_windows(&label, plan, windows),
+        end,
     })
 }
 
@@ -410,7 +418,7 @@ pub fn run_driver<D: Driver>(
     driver: &mut D,
     progress: &dyn Progress,
 ) -> Result<(PolicyRow, Vec<Summary>, Series), LifecycleError> {
-    let (scorer, _) = play_with(workload, plan, label, driver, progress, &mut |_, _| Ok(()))?;
+    let (scorer, ..) = play_with(workload, plan, label, driver, progress, &mut |_, _| Ok(()))?;
     let (row, per_app, series, _) = score(label, scorer, &vec![0; workload.apps.len()], plan.episode_steps);
     Ok((row, per_app, series))
 }
@@ -424,7 +432,7 @@ fn play_with<D: Driver>(
     driver: &mut D,
     progress: &dyn Progress,
     between: &mut dyn FnMut(u64, &mut D) -> Result<(), LifecycleError>,
-) -> Result<(Scorer, Vec<Scorer>), LifecycleError> {
+) -> Result<(Scorer, Vec<Scorer>, Option<Continuation>), LifecycleError> {
     let names = names(workload);
     let targets = workload.cpu_targets();
     let mut scorers: Option<(Scorer, Vec<Scorer>)> = None;
@@ -432,7 +440,7 @@ fn play_with<D: Driver>(
     // Episodes are what the agent learns and the lifecycle judges in, not restarts: each one
     // goes on from the cluster as the one before left it (clock, replicas, pod templates), on
     // its own traffic from then on, as a cluster in production does.
-    let mut carried = None;
+    let mut carried = plan.start.clone();
     for (e, &seed) in plan.seeds.iter().enumerate() {
         let mut episode = plan.episode_workload(workload, e as u64);
         episode.sim.start = carried.take();
@@ -452,7 +460,8 @@ fn play_with<D: Driver>(
         between(e as u64, driver)?;
     }
     progress.finish();
-    scorers.ok_or_else(|| LifecycleError::input("--steps", "the plan has no episode"))
+    let (whole, windows) = scorers.ok_or_else(|| LifecycleError::input("--steps", "the plan has no episode"))?;
+    Ok((whole, windows, carried))
 }
 
 fn score_windows(label: &str, plan: &Plan, scorers: Vec<Scorer>) -> Vec<Window> {
@@ -811,6 +820,15 @@ mod tests {
         // An episode's clock runs its 20 intervals and the one its reset runs to measure the
         // first state; the next goes on from there.
         assert_eq!((t1 - t0, t2 - t1), (21.0 * interval, 21.0 * interval));
+
+        // A plan going on from another's end starts there.
+        let arm = run_fallback(&workload, &plan, &fixed, &aware_lab::progress::Silent).unwrap();
+        let end = arm.end.clone().unwrap();
+        assert_eq!(end.deployments[0].replicas, replicas);
+        let next = Plan { start: arm.end, ..plan.clone() };
+        watch.starts.clear();
+        run_driver(&workload, &next, "fixed", &mut watch, &aware_lab::progress::Silent).unwrap();
+        assert_eq!(watch.starts[0], (replicas, end.time_s + interval));
     }
 
     /// Plans beyond the documented maximum are refused, naming the flag and why, before
