@@ -203,6 +203,11 @@ impl AppLifecycle {
         (as_good, numbers)
     }
 
+    /// No comparison this episode, and why (kept as [`AppLifecycle::last_check`]).
+    pub fn unchecked(&mut self, why: &str) {
+        self.last_check = Some(format!("not checked: {why}"));
+    }
+
     /// INITIALIZED → OFFLINE or ONLINE; `None` once started.
     pub fn start(&mut self) -> Option<Transition> {
         if self.stage != Stage::Initialized {

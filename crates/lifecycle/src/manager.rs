@@ -533,6 +533,29 @@ fn replay<'a>(workload: &'a Workload, profile: &'a aware_core::Profile, i: usize
     }
 }
 
+/// Share of an episode's intervals by which the fallback's replay may violate the SLO less
+/// often than the fallback did on the episode itself before the replay is not believed: the
+/// one-app replay has no neighbours and other noise, so a few intervals part them; a model that
+/// missed a change parts them by most of the episode (a payload increase that saturated every
+/// pod, where the cost meter measures nothing: 100 of 100 intervals violating, 0 replayed).
+pub const REPLAY_SLACK: f64 = 0.1;
+
+/// Why the replay of an episode the fallback drove is not believed (`None`: it is): it
+/// violated the SLO in fewer intervals than `real` did, by more than [`REPLAY_SLACK`] of the
+/// episode's `intervals` (at least one). Only this direction matters to a promotion: a replay
+/// that flatters the fallback would flatter the agent too.
+pub fn replay_misses(real: &EpisodeOutcome, replayed: &EpisodeOutcome, intervals: u64) -> Option<String> {
+    let slack = (REPLAY_SLACK * intervals as f64).ceil().max(1.0) as u64;
+    (real.slo_violations > replayed.slo_violations + slack).then(|| {
+        format!(
+            "the replay of this episode does not reproduce it: the fallback violated the SLO in {} of {intervals} \
+             intervals, its replay in {} (more than {slack} apart), so the replay's model of the app is not \
+             trusted with the agent",
+            real.slo_violations, replayed.slo_violations
+        )
+    })
+}
+
 /// One episode's traffic as the bootstrapping check replays it.
 struct Replay {
     episode: u64,
@@ -878,6 +901,9 @@ impl<'w> Manager<'w> {
             let judged_in_shadow = stage == Stage::Online && self.config.is_high_stakes() && !agent_acted;
             let vouched = self.embedding_width() == 0
                 || (a.embedding.is_some() && matches!(a.workload, Some(WorkloadVerdict::Known { .. })));
+            // Set where the replay did not reproduce what the fallback did on this episode's
+            // traffic: its model of the app is not to be trusted with the agent either.
+            let mut unfaithful = None;
             let shadow = if !seen || self.config.fixed_stage.is_some() {
                 None
             } else {
@@ -904,6 +930,12 @@ impl<'w> Manager<'w> {
                     },
                     Stage::Offline => {
                         let outcomes = a.recent_traffic.iter().map(compare).collect::<Result<Vec<_>, _>>()?;
+                        // The fallback acted for this episode: its replay must come out as the
+                        // episode did, or the replay's model of the app is wrong (a change the
+                        // cost meter could not measure, e.g. pods saturated throughout).
+                        unfaithful = outcomes
+                            .last()
+                            .and_then(|replayed| replay_misses(&outcome, &replayed.fallback, a.intervals));
                         Some(ShadowComparison::pooled(&outcomes))
                     }
                     Stage::Online | Stage::Serving if agent_acted && self.bootstrapping() => {
@@ -930,7 +962,13 @@ impl<'w> Manager<'w> {
                     Some(s) => self.apps[i].lifecycle.episode_end(s.agent, Some(s)),
                     None => None,
                 },
-                None => self.apps[i].lifecycle.episode_end(outcome, shadow),
+                None => match unfaithful {
+                    Some(why) => {
+                        self.apps[i].lifecycle.unchecked(&why);
+                        self.apps[i].lifecycle.episode_end(outcome, None)
+                    }
+                    None => self.apps[i].lifecycle.episode_end(outcome, shadow),
+                },
             };
             if let Some(t) = transition {
                 self.log(i, t);
@@ -1242,6 +1280,33 @@ impl Driver for Manager<'_> {
 mod tests {
     use super::*;
     use aware_core::Resources;
+
+    /// A replay of an episode the fallback drove is believed unless it violates the SLO in
+    /// fewer intervals than the episode did by more than a tenth of the episode (at least one):
+    /// one case per row.
+    #[test]
+    fn a_replay_that_misses_the_episode_it_replays_is_not_believed_table() {
+        let outcome = |slo_violations| EpisodeOutcome { mean_reward: 0.0, slo_violations, core_seconds: None };
+        // (violations in the episode, in its replay, intervals, believed)
+        for (real, replayed, intervals, believed) in [
+            (100, 0, 100, false),
+            (4, 0, 100, true),
+            (10, 0, 100, true),
+            (11, 0, 100, false),
+            (30, 20, 100, true),
+            (31, 20, 100, false),
+            (0, 50, 100, true),
+            (1, 0, 5, true),
+            (2, 0, 5, false),
+            (0, 0, 0, true),
+        ] {
+            let why = replay_misses(&outcome(real), &outcome(replayed), intervals);
+            assert_eq!(why.is_none(), believed, "{real} / {replayed} of {intervals}: {why:?}");
+            if let Some(why) = why {
+                assert!(why.contains(&format!("{real} of {intervals} intervals, its replay in {replayed}")), "{why}");
+            }
+        }
+    }
 
     fn rec(cpu: u64, replicas: u32) -> Recommendation {
         Recommendation {
