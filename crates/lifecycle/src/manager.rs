@@ -935,6 +935,7 @@ impl<'w> Manager<'w> {
                         // cost meter could not measure, e.g. pods saturated throughout).
                         unfaithful = outcomes
                             .last()
+                            .filter(|_| !agent_acted)
                             .and_then(|replayed| replay_misses(&outcome, &replayed.fallback, a.intervals));
                         Some(ShadowComparison::pooled(&outcomes))
                     }
