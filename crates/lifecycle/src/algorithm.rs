@@ -236,8 +236,8 @@ impl AppLifecycle {
             Stage::Serving if !self.may_retrain => None,
             Stage::Online | Stage::Serving if self.bootstrapping && shadow.is_some_and(|s| !self.as_good(&s).0) => {
                 let (_, numbers) = self.check(&shadow?);
-                // One episode behind can be the shadow's noise (it starts from the app's first
-                // allocation); two in a row are a trend, as for the degradation check.
+                // One episode behind can be the shadow's noise (a one-app replay of the
+                // episode); two in a row are a trend, as for the degradation check.
                 self.behind += 1;
                 if self.behind < DEGRADATION_EPISODES {
                     return self.serving_or_degraded();

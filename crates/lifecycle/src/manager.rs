@@ -925,7 +925,12 @@ impl<'w> Manager<'w> {
                     // vouches for now (none yet, a refusal or an unfamiliar workload: not yet).
                     _ if (stage == Stage::Offline || judged_in_shadow) && !vouched => None,
                     Stage::Online if judged_in_shadow => match a.recent_traffic.back() {
-                        Some(this) => Some(compare(this)?),
+                        Some(this) => {
+                            // The fallback drove this episode: the same test of its replay.
+                            let c = compare(this)?;
+                            unfaithful = replay_misses(&outcome, &c.fallback, a.intervals);
+                            Some(c)
+                        }
                         None => None,
                     },
                     Stage::Offline => {
@@ -959,9 +964,13 @@ impl<'w> Manager<'w> {
             let transition = match self.config.fixed_stage {
                 Some(_) => None,
                 None if held => None,
-                None if judged_in_shadow => match shadow {
-                    Some(s) => self.apps[i].lifecycle.episode_end(s.agent, Some(s)),
-                    None => None,
+                None if judged_in_shadow => match (shadow, &unfaithful) {
+                    (Some(_), Some(why)) => {
+                        self.apps[i].lifecycle.unchecked(why);
+                        None
+                    }
+                    (Some(s), None) => self.apps[i].lifecycle.episode_end(s.agent, Some(s)),
+                    (None, _) => None,
                 },
                 None => match unfaithful {
                     Some(why) => {

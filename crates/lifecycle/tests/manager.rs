@@ -780,8 +780,7 @@ fn the_profiles_guard_section_sets_the_guards_limits() {
 /// episode it replays: here two of the same app share one node with 60 % more room than one of
 /// them reserves, so the second app's pods pend and it violates the SLO throughout its first
 /// episode, while its one-app replay of that episode has the node to itself and meets it. The
-/// check says why and the app stays OFFLINE. (From the second episode on, the replay starts
-/// from the deployment the crowded app was left with and pends too.)
+/// check says why and the app stays OFFLINE.
 #[test]
 fn an_app_is_not_promoted_on_a_replay_that_misses_its_episode() {
     use aware_lifecycle::run::{Plan, run_agent};

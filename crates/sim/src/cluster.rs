@@ -119,7 +119,8 @@ pub struct SimConfig {
     pub noise: f64,
     /// Start every episode begun by `reset` at a time drawn from the seed, uniform over a week,
     /// so that policies see every hour of the day and every day of the week (a newly built
-    /// cluster starts at t = 0, where a replayed trace starts).
+    /// cluster starts at t = 0, where a replayed trace starts). [`SimConfig::start`], when
+    /// set, gives the start time instead.
     pub random_start: bool,
     pub dispatch: Dispatch,
     /// Coefficient of variation of per-request CPU work (gamma distributed).
@@ -556,7 +557,8 @@ pub struct SimCluster {
     nodes: Vec<Node>,
     node_index: NodeIndex,
     deployments: Vec<Deployment>,
-    /// Clock at the start of the episode (drawn from the seed when `random_start`).
+    /// Clock at the start of the episode (the continuation's when `config.start` is set, else
+    /// drawn from the seed when `random_start`).
     start_s: f64,
     step: u64,
     time_s: f64,
@@ -574,7 +576,8 @@ pub struct SimCluster {
 }
 
 impl SimCluster {
-    /// A cluster running `apps`, each starting Ready at its reference allocation. `traces`, when
+    /// A cluster running `apps`, each starting Ready at its reference allocation (or, with
+    /// [`SimConfig::start`], at the deployment it continues). `traces`, when
     /// given, replace the synthetic load (assigned round-robin). A configuration that would
     /// give more than [`MAX_NODES`] nodes (or no number of them) gets [`MAX_NODES`];
     /// [`SimCluster::try_new`] refuses it instead.
@@ -716,9 +719,9 @@ impl SimCluster {
         let cpu_m = (self.config.node_cores * 1000.0) as i64;
         let memory = self.config.node_memory_bytes.min(i64::MAX as u64) as i64;
         self.node_index = NodeIndex::new(node_count, cpu_m, memory);
-        let continued = self.config.start.as_ref().map(|c| c.time_s).filter(|t| t.is_finite());
+        let continued = self.config.start.as_ref().map(|c| if c.time_s.is_finite() { c.time_s } else { 0.0 });
         self.start_s = if let Some(t) = continued {
-            (t / self.config.interval_s).floor().max(0.0) * self.config.interval_s
+            (t / self.config.interval_s).round().max(0.0) * self.config.interval_s
         } else if draw_start && self.config.random_start {
             let u = (stream_seed(self.seed, u64::MAX, STREAM_START) >> 11) as f64 / (1u64 << 53) as f64;
             (u * WEEK_S / self.config.interval_s).floor() * self.config.interval_s
