@@ -206,8 +206,9 @@ fn changed_from_start(workload: &Workload) -> Option<(u64, Scenario)> {
 /// Trains a fresh agent of `config.agent`'s algorithm (seed `seed`) on `workload`, acting and learning in every
 /// interval of every app with the agent's own exploration noise, in episodes of
 /// `episode_steps` on training traces, each going on from the cluster the one before left,
-/// with `change` (if any) in effect from each episode's start; stops when [`Training`] says, and returns the snapshot its validation chose (the
-/// report says with which CPU headroom it is to be served).
+/// with `change` (if any) in effect from each episode's start; stops when [`Training`] says,
+/// and returns the snapshot its validation chose (the report says with which CPU headroom it
+/// is to be served).
 pub fn train(
     workload: &Workload,
     episode_steps: u64,
@@ -563,7 +564,7 @@ mod tests {
         let (before, after) = (run(None), run(Some(ScenarioKind::LoadLowToHigh)));
         let fallback = |r: &TrainingReport| r.validation_fallback.clone().unwrap();
         // Five times the requests arriving on apps sized for the load before: the fallback,
-        // which restarts at that size every episode, violates the SLO far more often.
+        // which starts the validation at that size, violates the SLO far more often.
         let (a, b) = (fallback(&after), fallback(&before));
         assert!(
             a.slo_violations > 2 * b.slo_violations.max(1) && a.mean_reward < b.mean_reward,

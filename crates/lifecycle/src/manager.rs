@@ -961,24 +961,22 @@ impl<'w> Manager<'w> {
             // agent: no stage moves on it (a held ONLINE app is not promoted on the fallback's
             // rewards, a held SERVING one not judged degraded by them).
             let held = a.counts.workload_holds > a.episode_start_workload_holds && !agent_acted;
+            // A replay that missed its episode is no comparison: the app is not checked on it.
+            let shadow = match &unfaithful {
+                Some(why) => {
+                    self.apps[i].lifecycle.unchecked(why);
+                    None
+                }
+                None => shadow,
+            };
             let transition = match self.config.fixed_stage {
                 Some(_) => None,
                 None if held => None,
-                None if judged_in_shadow => match (shadow, &unfaithful) {
-                    (Some(_), Some(why)) => {
-                        self.apps[i].lifecycle.unchecked(why);
-                        None
-                    }
-                    (Some(s), None) => self.apps[i].lifecycle.episode_end(s.agent, Some(s)),
-                    (None, _) => None,
+                None if judged_in_shadow => match shadow {
+                    Some(s) => self.apps[i].lifecycle.episode_end(s.agent, Some(s)),
+                    None => None,
                 },
-                None => match unfaithful {
-                    Some(why) => {
-                        self.apps[i].lifecycle.unchecked(&why);
-                        self.apps[i].lifecycle.episode_end(outcome, None)
-                    }
-                    None => self.apps[i].lifecycle.episode_end(outcome, shadow),
-                },
+                None => self.apps[i].lifecycle.episode_end(outcome, shadow),
             };
             if let Some(t) = transition {
                 self.log(i, t);

@@ -265,9 +265,10 @@ impl aware_lifecycle::run::EpisodeSink for BootstrapActions {
 /// fallback's own decreases, so at a check it may reserve more than t_online's 5 % beyond the
 /// fallback's core-seconds; more so since each replay starts from the deployment its episode
 /// began with, which the fallback may have scaled up in the episode before: one app of three
-/// went online at the third check once episodes went on from one another). The agent takes no offline updates here, so it stays the
-/// clone that asks for no change: with them it drifted by as much as the machine's arithmetic
-/// decides (on a machine without AVX-512 one app's check failed, with the same code).
+/// went online at the third check once episodes went on from one another). The agent takes no
+/// offline updates here, so it stays the clone that asks for no change: with them it drifted
+/// by as much as the machine's arithmetic decides (on a machine without AVX-512 one app's
+/// check failed, with the same code).
 /// "As good" here is 95 % of the fallback's reward, not the default's 100 %: the guard holds
 /// the agent's decreases at the high of its own 5-minute window on top of HPA's, which costs an
 /// agent asking exactly what the fallback asks 0.005–2.1 % of the fallback's reward on these
