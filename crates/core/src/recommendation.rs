@@ -95,10 +95,12 @@ pub trait Recommender {
     fn recommend(&mut self, observation: &Observation) -> Result<Recommendation, RecommenderError>;
 
     /// Forgets what earlier observations taught it, as a controller deployed afresh on a new
-    /// cluster. Episode loops call it when a simulator episode begins: the cluster is rebuilt
-    /// (and its clock starts again, at 0 or a random time of the week), so a history of
+    /// cluster. Episode loops call it when a simulator episode begins on a cluster built afresh
+    /// (its clock starts again, at 0 or a random time of the week), so a history of
     /// recommendations, scale events or usage samples from the previous episode would describe
-    /// a cluster that no longer exists. Stateless recommenders need nothing.
+    /// a cluster that no longer exists; not when the episode goes on from the cluster the last
+    /// one left, where the controller carries on as on a running cluster. Stateless
+    /// recommenders need nothing.
     fn restart(&mut self) {}
 
     /// Feeds past observations (oldest first) so internal state matches a controller that had

@@ -209,6 +209,17 @@ impl Policy {
         })
     }
 
+    /// A copy of a rule-based policy with everything it has learned so far (histories,
+    /// windows, samples), to replay a stretch of traffic from the state it was in when the
+    /// stretch began; `None` for an RL policy, whose network is not copied.
+    pub fn snapshot(&self) -> Option<Policy> {
+        match self {
+            Policy::Baseline(b) => Some(Policy::Baseline(b.clone())),
+            Policy::Fixed(r) => Some(Policy::Fixed(r.clone())),
+            Policy::Rl(_) => None,
+        }
+    }
+
     pub fn recommender(&mut self) -> &mut dyn Recommender {
         match self {
             Policy::Baseline(b) => b.recommender(),

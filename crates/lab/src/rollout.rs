@@ -21,6 +21,11 @@ pub trait Arena {
     fn interval_s(&self) -> f64;
     /// Starts an episode; the state and info of every application.
     fn reset(&mut self, seed: u64) -> Result<Vec<(Vec<f32>, StepInfo)>, LabError>;
+    /// How the last [`Arena::reset`] started its episode: on a cluster built afresh (the
+    /// default) or going on from the one an earlier episode left.
+    fn episode_start(&self) -> EpisodeStart {
+        EpisodeStart::Fresh
+    }
     fn step(&mut self, controls: &[Control]) -> Result<VecStep, LabError>;
     /// What a recommender sees of application `app`; `None` (the default) where the arena only
     /// speaks states (a remote environment), so only agents can drive it.
@@ -57,6 +62,15 @@ impl Arena for ClusterVecEnv<SimCluster> {
 
     fn observe(&self, app: usize) -> Option<Result<Observation, LabError>> {
         Some(self.cluster().observe(self.app(app)).map_err(LabError::from))
+    }
+
+    /// Continued where the cluster was configured to go on from another's end
+    /// ([`aware_sim::SimConfig::start`]).
+    fn episode_start(&self) -> EpisodeStart {
+        match self.cluster().config().start {
+            Some(_) => EpisodeStart::Continued,
+            None => EpisodeStart::Fresh,
+        }
     }
 
     fn truth(&self, app: usize) -> Option<AppStepStats> {
@@ -111,9 +125,23 @@ pub trait Driver {
         Ok(())
     }
 
-    /// A new episode began: the arena was reset, its cluster rebuilt. Rule-based controllers
-    /// held by the driver restart ([`aware_core::Recommender::restart`]); learned ones keep their weights.
-    fn episode_start(&mut self) {}
+    /// A new episode began: the arena was reset. On a [`EpisodeStart::Fresh`] cluster the
+    /// rule-based controllers held by the driver restart ([`aware_core::Recommender::restart`]);
+    /// on a [`EpisodeStart::Continued`] one they carry on, as controllers running on a cluster
+    /// do. Learned ones keep their weights either way.
+    fn episode_start(&mut self, _start: EpisodeStart) {}
+}
+
+/// How an episode's cluster began.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EpisodeStart {
+    /// Built afresh: its clock starts again and every app is at its reference allocation, so
+    /// what a controller learned of the earlier cluster (scale events, usage samples, the clock
+    /// itself) describes a cluster that no longer exists.
+    Fresh,
+    /// Going on from the cluster an earlier episode left (its clock, replicas and pod
+    /// templates): only the traffic is the new episode's.
+    Continued,
 }
 
 /// One interval as the observers and the driver's feedback see it.
@@ -163,7 +191,7 @@ pub fn rollout(
     progress: &dyn Progress,
 ) -> Result<Totals, LabError> {
     let (mut states, mut infos): (Vec<Vec<f32>>, Vec<StepInfo>) = arena.reset(seed)?.into_iter().unzip();
-    driver.episode_start();
+    driver.episode_start(arena.episode_start());
     let mut totals = Totals::default();
     for _ in 0..steps {
         let controls = driver.decide(&*arena, &states, &infos)?;
@@ -226,9 +254,11 @@ impl Driver for Recommenders {
         Ok(controls)
     }
 
-    fn episode_start(&mut self) {
-        for policy in &mut self.policies {
-            policy.recommender().restart();
+    fn episode_start(&mut self, start: EpisodeStart) {
+        if start == EpisodeStart::Fresh {
+            for policy in &mut self.policies {
+                policy.recommender().restart();
+            }
         }
     }
 }

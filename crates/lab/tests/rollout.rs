@@ -5,9 +5,10 @@ use std::sync::{Arc, Mutex};
 
 use aware_agents::{Agent, AgentError, Experience};
 use aware_core::{Action, Profile, Space};
+use aware_env::Control;
 use aware_env::{ActionKind, AppSlo, ClusterVecEnv, EnvConfig};
 use aware_lab::progress::Silent;
-use aware_lab::rollout::{Arena, Interval, Learner, Observer, rollout};
+use aware_lab::rollout::{Arena, Driver, EpisodeStart, Interval, Learner, Observer, rollout};
 use aware_sim::{SimCluster, SimConfig, generate_apps};
 
 /// What the agent was shown: each transition it learned from, and each environment cut.
@@ -99,4 +100,47 @@ fn a_learner_learns_nothing_across_a_carried_state_and_is_cut_there() {
     assert!(!measured.is_empty());
     assert_eq!(shown.learned, measured, "learned from exactly the measured transitions, in order");
     assert_eq!(shown.cuts, carried, "cut exactly where a transition was not measured");
+}
+
+/// Notes how each episode it drove began.
+struct Starts(Vec<EpisodeStart>);
+
+impl Driver for Starts {
+    fn decide(
+        &mut self,
+        arena: &dyn Arena,
+        _states: &[Vec<f32>],
+        _infos: &[aware_core::StepInfo],
+    ) -> Result<Vec<Control>, aware_lab::LabError> {
+        Ok(vec![Control::Hold; arena.num_apps()])
+    }
+
+    fn episode_start(&mut self, start: EpisodeStart) {
+        self.0.push(start);
+    }
+}
+
+/// The driver hears whether an episode's cluster was built afresh or goes on from another's
+/// end, so rule-based controllers restart only with the cluster.
+#[test]
+fn the_driver_hears_whether_the_cluster_was_built_afresh_or_goes_on() {
+    let env_with = |start: Option<aware_sim::Continuation>| {
+        let config = SimConfig { start, ..SimConfig::default() };
+        let cluster = SimCluster::new(generate_apps(2, 3, 86_400.0), vec![], config, 3);
+        let apps: Vec<_> =
+            (0..2).map(|a| (a, AppSlo { latency_p99_ms: Some(cluster.slo_p99_ms(a)), throughput_rps: None })).collect();
+        let config = EnvConfig {
+            profile: Profile::default(),
+            action: ActionKind::Continuous,
+            episode_steps: 5,
+            container: aware_sim::CONTAINER.into(),
+        };
+        ClusterVecEnv::new(cluster, &apps, config)
+    };
+    let mut starts = Starts(Vec::new());
+    let mut fresh = env_with(None);
+    rollout(&mut fresh, &mut starts, 1, 5, &mut [], &Silent).unwrap();
+    let mut continued = env_with(Some(fresh.cluster().continuation()));
+    rollout(&mut continued, &mut starts, 2, 5, &mut [], &Silent).unwrap();
+    assert_eq!(starts.0, [EpisodeStart::Fresh, EpisodeStart::Continued]);
 }

@@ -15,7 +15,7 @@ use aware_env::{ActionDecoder, ActionKind};
 use aware_lab::LabError;
 use aware_lab::embed::{EmbedRefusal, WorkloadEmbedding};
 use aware_lab::policy::{Policy, PolicyName};
-use aware_lab::rollout::{Arena, Driver, Interval};
+use aware_lab::rollout::{Arena, Driver, EpisodeStart, Interval};
 use aware_lab::workload::Workload;
 use aware_sim::{CONTAINER, DeploymentState};
 use serde::Serialize;
@@ -312,6 +312,11 @@ struct Managed {
     rates: Vec<f64>,
     /// The deployment this episode's first observation showed.
     episode_start: Option<DeploymentState>,
+    /// The clock when this episode's first interval began.
+    episode_start_s: f64,
+    /// The fallback as this episode began (its histories and windows), for the bootstrapping
+    /// check's replay of the episode to start from; `None` where it cannot be copied.
+    episode_fallback: Option<Policy>,
     /// What one request cost this episode so far, as measured.
     cost: CostMeter,
     /// The payload multiplier the last episode that could say measured (1 until one did).
@@ -529,6 +534,8 @@ fn replay<'a>(workload: &'a Workload, profile: &'a aware_core::Profile, i: usize
         rates: &r.rates,
         payload_scale: r.payload_scale,
         start: r.start.as_ref(),
+        start_s: r.start_s,
+        fallback: r.fallback.as_ref(),
         seed: workload.seed ^ (r.episode << 20) ^ i as u64,
     }
 }
@@ -567,6 +574,10 @@ struct Replay {
     /// The app's deployment when the episode began (episodes go on from one another, so not
     /// necessarily the reference allocation): the replay starts from it.
     start: Option<DeploymentState>,
+    /// The clock when the episode's first interval began.
+    start_s: f64,
+    /// The fallback as the episode began, which the replay starts with.
+    fallback: Option<Policy>,
 }
 
 /// The manager: Algorithm 1 and the guard for every application, one agent for all.
@@ -646,6 +657,8 @@ impl<'w> Manager<'w> {
                     run_violations: 0,
                     rates: Vec::new(),
                     episode_start: None,
+                    episode_start_s: 0.0,
+                    episode_fallback: None,
                     cost: CostMeter::default(),
                     payload_scale: 1.0,
                     recent_traffic: Default::default(),
@@ -878,7 +891,8 @@ impl<'w> Manager<'w> {
                 a.payload_scale = payload_scale;
                 a.cost = CostMeter::default();
                 let (rates, start) = (std::mem::take(&mut a.rates), a.episode_start.take());
-                a.recent_traffic.push_back(Replay { episode, rates, payload_scale, start });
+                let (start_s, fallback) = (a.episode_start_s, a.episode_fallback.take());
+                a.recent_traffic.push_back(Replay { episode, rates, payload_scale, start, start_s, fallback });
                 while a.recent_traffic.len() > self.config.shadow_episodes.max(1) {
                     a.recent_traffic.pop_front();
                 }
@@ -996,14 +1010,20 @@ impl<'w> Manager<'w> {
 }
 
 impl Driver for Manager<'_> {
-    /// Every app's fallback and guard start afresh with the new episode's cluster; the agent
-    /// and the lifecycles carry on.
-    fn episode_start(&mut self) {
+    /// On a fresh cluster every app's fallback and guard start afresh; on one that goes on
+    /// from the last episode's they carry on, as they would on a running cluster. The agent and
+    /// the lifecycles carry on either way. The fallback as it is now is kept for the
+    /// bootstrapping check's replay of the episode.
+    fn episode_start(&mut self, start: EpisodeStart) {
         for a in &mut self.apps {
-            a.fallback.recommender().restart();
-            a.guard.restart();
-            a.headroom.forget();
-            // No transition spans two episodes' clusters.
+            if start == EpisodeStart::Fresh {
+                a.fallback.recommender().restart();
+                a.guard.restart();
+                a.headroom.forget();
+            }
+            a.episode_fallback = a.fallback.snapshot();
+            // The agent's episode ended with the last one (its last transition was cut there):
+            // no transition spans two episodes.
             a.pending = None;
         }
     }
@@ -1099,6 +1119,8 @@ impl Driver for Manager<'_> {
             if a.rates.is_empty() {
                 a.episode_start =
                     Some(DeploymentState { replicas: obs.desired_replicas, template: obs.template.clone() });
+                // The first observation measured the episode's first interval, which ended now.
+                a.episode_start_s = obs.time_s - arena.interval_s();
             }
             a.rates.push(obs.arrival_rate.max(0.0));
             // Only the shadow check reads the meter, and a fixed stage runs none.

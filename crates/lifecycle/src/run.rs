@@ -766,6 +766,7 @@ pub fn run_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aware_lab::rollout::EpisodeStart;
 
     /// A driver that notes app 0's deployment and clock at every episode's first decision.
     struct Watch {
@@ -792,9 +793,9 @@ mod tests {
             self.rules.feedback(interval)
         }
 
-        fn episode_start(&mut self) {
+        fn episode_start(&mut self, start: EpisodeStart) {
             self.fresh = true;
-            self.rules.episode_start();
+            self.rules.episode_start(start);
         }
     }
 

@@ -33,12 +33,30 @@ pub struct ShadowApp<'a> {
     pub payload_scale: f64,
     /// The app's deployment when the traffic began; the reference allocation when `None`.
     pub start: Option<&'a DeploymentState>,
+    /// The cluster's clock when the traffic began (its first interval starts then), so a
+    /// fallback carried over from then reads its own history at the times it was taken.
+    pub start_s: f64,
+    /// The fallback as it was when the traffic began (its histories and windows); `None`: a
+    /// fresh one of the kind the comparison names.
+    pub fallback: Option<&'a Policy>,
     pub seed: u64,
 }
 
-/// A fresh fallback of kind `fallback` on the app's recent traffic.
+impl ShadowApp<'_> {
+    /// The fallback the replay starts with: the one the traffic began with where it is known,
+    /// else a fresh one of kind `kind`.
+    fn fallback(&self, kind: &PolicyName) -> Result<Policy, LabError> {
+        match self.fallback.and_then(Policy::snapshot) {
+            Some(policy) => Ok(policy),
+            None => Policy::build(kind, self.profile, Some(self.spec), None),
+        }
+    }
+}
+
+/// The fallback (as [`ShadowApp::fallback`] says, else a fresh one of kind `fallback`) on the
+/// app's recent traffic.
 pub fn fallback(app: &ShadowApp, fallback: &PolicyName) -> Result<EpisodeOutcome, LabError> {
-    let policy = Policy::build(fallback, app.profile, Some(app.spec), None)?;
+    let policy = app.fallback(fallback)?;
     run(app, app.rates.len() as u64, &mut Recommenders::new(vec![policy]))
 }
 
@@ -46,7 +64,7 @@ pub fn fallback(app: &ShadowApp, fallback: &PolicyName) -> Result<EpisodeOutcome
 /// through a guard configured as `guard`; with `floor`, raised to the
 /// fallback's scale-ups, and the fallback acting on observations the guard refuses; `residual`,
 /// acting on the fallback's proposal, which it reads beside the state; as the manager does)
-/// against a fresh fallback of kind `fallback`.
+/// against the fallback ([`fallback`]); both start with the fallback the traffic began with.
 pub fn compare(
     app: &ShadowApp,
     agent: &LifecycleAgent,
@@ -76,7 +94,7 @@ pub fn compare(
         },
         guard: Guard::new(guard.clone()),
         rules: match floor || residual {
-            true => Some(Policy::build(fallback, app.profile, Some(app.spec), None)?),
+            true => Some(app.fallback(fallback)?),
             false => None,
         },
         floor,
@@ -87,11 +105,15 @@ pub fn compare(
 }
 
 fn run(app: &ShadowApp, steps: u64, driver: &mut dyn Driver) -> Result<EpisodeOutcome, LabError> {
-    let trace = Trace { name: app.spec.name.clone(), interval_s: app.sim.interval_s, rates: app.rates.to_vec() };
-    // The recent traffic from its first interval, not a random point of a week, and from the
-    // deployment the app had then.
-    let start = app.start.map(|d| Continuation { time_s: 0.0, deployments: vec![d.clone()] });
-    let sim = SimConfig { random_start: false, scenario: None, start, ..app.sim.clone() };
+    // The recent traffic from its first interval, not a random point of a week, at the clock
+    // and from the deployment the app had then: the trace (which the simulator reads as a
+    // loop from time 0) turned so that its first rate falls on the start's interval.
+    let interval_s = app.sim.interval_s;
+    let start_s = if app.start_s.is_finite() { (app.start_s / interval_s).round().max(0.0) * interval_s } else { 0.0 };
+    let rates = turned(app.rates, (start_s / interval_s).floor());
+    let trace = Trace { name: app.spec.name.clone(), interval_s, rates };
+    let start = Continuation { time_s: start_s, deployments: app.start.map(|d| vec![d.clone()]).unwrap_or_default() };
+    let sim = SimConfig { random_start: false, scenario: None, start: Some(start), ..app.sim.clone() };
     let measured = match app.payload_scale {
         scale if scale.is_finite() && scale > 0.0 => app.spec.with_payload_scale(scale),
         scale => return Err(LabError::input("shadow", format!("payload scale {scale} is not a positive number"))),
@@ -114,6 +136,20 @@ fn run(app: &ShadowApp, steps: u64, driver: &mut dyn Driver) -> Result<EpisodeOu
         slo_violations: s.slo_violations,
         core_seconds: Some(s.core_seconds),
     })
+}
+
+/// `rates` as a loop whose entry `first` (modulo its length) holds `rates[0]`.
+fn turned(rates: &[f64], first: f64) -> Vec<f64> {
+    let n = rates.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let k = (first.max(0.0) % n as f64) as usize % n;
+    let mut out = vec![0.0; n];
+    for (j, &r) in rates.iter().enumerate() {
+        out[(k + j) % n] = r;
+    }
+    out
 }
 
 /// What one request cost an application over an episode, from its metrics: the CPU its ready

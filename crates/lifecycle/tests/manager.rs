@@ -332,6 +332,8 @@ fn the_bootstrapping_check_runs_a_residual_agent_on_the_fallbacks_proposals() {
             rates: &rates,
             payload_scale: 1.0,
             start: None,
+            start_s: 0.0,
+            fallback: None,
             seed: 7,
         };
         let guard = GuardConfig::default();

@@ -144,6 +144,8 @@ fn a_replay_at_the_measured_cost_tracks_the_changed_app() {
                 rates: &metered.rates[i],
                 payload_scale,
                 start: None,
+                start_s: 0.0,
+                fallback: None,
                 seed: 17,
             };
             shadow::fallback(&shadow, &PolicyName::Mpa).unwrap().mean_reward
@@ -209,6 +211,8 @@ fn nonsense_is_not_measured_and_a_nonsense_scale_is_refused() {
             rates: &metered.rates[0],
             payload_scale: scale,
             start: None,
+            start_s: 0.0,
+            fallback: None,
             seed: 1,
         };
         assert!(shadow::fallback(&shadow, &PolicyName::Mpa).is_err(), "×{scale}");
@@ -241,6 +245,8 @@ fn a_replay_starts_from_the_deployment_the_traffic_began_with() {
             rates: &rates,
             payload_scale: 1.0,
             start,
+            start_s: 0.0,
+            fallback: None,
             seed: 3,
         };
         shadow::fallback(&shadow, &PolicyName::Mpa).unwrap()
@@ -249,4 +255,64 @@ fn a_replay_starts_from_the_deployment_the_traffic_began_with() {
     assert_eq!(replay(Some(&at(app.reference.replicas))), fresh);
     let larger = replay(Some(&at(3 * app.reference.replicas)));
     assert!(larger.core_seconds.unwrap() > fresh.core_seconds.unwrap(), "{larger:?} against {fresh:?}");
+}
+
+/// A replay runs at the clock its traffic began at, with the traffic's first rate in its first
+/// interval, and with the fallback as it was then: at another clock a fresh fallback replays
+/// the same episode exactly; a fallback carried over from a run on the app replays it with what
+/// it learned there (so differently), and is not changed by the replay.
+#[test]
+fn a_replay_goes_on_at_the_clock_and_with_the_fallback_the_traffic_began_with() {
+    let workload = Workload::load(&WorkloadSpec { apps: 1, seed: 9, steps: STEPS, ..WorkloadSpec::default() }).unwrap();
+    let app = &workload.apps[0];
+    let profile = workload.app_profile(0);
+    // A ramp and a fall: a trace turned the wrong way round would replay another episode.
+    let rates: Vec<f64> =
+        (0..40).map(|t| app.mean_rps * (0.5 + 2.5 * (1.0 - (t as f64 - 10.0).abs() / 30.0).max(0.0))).collect();
+    let replay = |start_s: f64, fallback: Option<&Policy>| {
+        let shadow = ShadowApp {
+            spec: app,
+            profile: &profile,
+            sim: &workload.sim,
+            rates: &rates,
+            payload_scale: 1.0,
+            start: None,
+            start_s,
+            fallback,
+            seed: 5,
+        };
+        shadow::fallback(&shadow, &PolicyName::Mpa).unwrap()
+    };
+    let interval = workload.sim.interval_s;
+    let fresh = replay(0.0, None);
+    assert_eq!(replay(977.0 * interval, None), fresh);
+    assert_eq!(replay(40.0 * interval, None), fresh, "a whole turn of the trace");
+
+    // MPA after a run on the app, at the clock and deployment that run ended on, replays a
+    // quiet episode: a fresh one scales down at once, the carried one holds its recent
+    // recommendations through HPA's downscale stabilisation window.
+    let policy = Policy::build(&PolicyName::Mpa, &profile, Some(app), None).unwrap();
+    let mut rules = Recommenders::new(vec![policy]);
+    let mut env = workload.env(ActionKind::Continuous, STEPS, 9);
+    rollout(&mut env, &mut rules, 9, STEPS, &mut [], &Silent).unwrap();
+    let end = env.cluster().continuation();
+    let carried = &rules.policies[0];
+    let quiet = vec![0.2 * app.mean_rps; 40];
+    let replay = |fallback: Option<&Policy>| {
+        let shadow = ShadowApp {
+            spec: app,
+            profile: &profile,
+            sim: &workload.sim,
+            rates: &quiet,
+            payload_scale: 1.0,
+            start: end.deployments.first(),
+            start_s: end.time_s,
+            fallback,
+            seed: 5,
+        };
+        shadow::fallback(&shadow, &PolicyName::Mpa).unwrap()
+    };
+    let (fresh, warm) = (replay(None), replay(Some(carried)));
+    assert!(warm.core_seconds.unwrap() > fresh.core_seconds.unwrap(), "{warm:?} against {fresh:?}");
+    assert_eq!(replay(Some(carried)), warm, "the replay changed the fallback it started with");
 }

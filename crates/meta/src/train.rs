@@ -25,7 +25,7 @@ use aware_core::Bounds;
 use aware_core::{Action, StepInfo};
 use aware_env::{ActionKind, Control, coordinates};
 use aware_lab::LabError;
-use aware_lab::rollout::{Arena, Driver, Interval, Recommenders};
+use aware_lab::rollout::{Arena, Driver, EpisodeStart, Interval, Recommenders};
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
@@ -524,9 +524,9 @@ fn lab(e: MetaError) -> LabError {
 }
 
 impl<A: BaseLearner> Driver for MetaDriver<A> {
-    fn episode_start(&mut self) {
+    fn episode_start(&mut self, start: EpisodeStart) {
         if let Some(f) = self.fallback.as_mut() {
-            f.recommenders.episode_start();
+            f.recommenders.episode_start(start);
         }
     }
 
