@@ -152,9 +152,21 @@ pub struct Interval<'a> {
     pub controls: &'a [Control],
     /// What stepping with `controls` gave.
     pub out: &'a VecStep,
+    /// Per application, the interval's noise-free outcome where the arena knows it
+    /// ([`Arena::truth`]).
+    pub truth: &'a [Option<AppStepStats>],
 }
 
 impl Interval<'_> {
+    /// Whether application `app` violated its SLO this interval, as scoring counts it: by the
+    /// true p99 where the arena knows it, else by the step's info (the measured p99).
+    pub fn slo_violated(&self, app: usize) -> bool {
+        match self.truth.get(app).copied().flatten() {
+            Some(t) => t.slo_violated,
+            None => self.out.steps.get(app).is_some_and(|s| s.info.slo_violated),
+        }
+    }
+
     /// Whether application `app`'s transition of this interval was measured at both ends:
     /// neither its state nor its next state carries utilisation from an earlier interval
     /// ([`StepInfo::usage_carried`]). Nothing learns from one that was not: its utilisation
@@ -196,7 +208,8 @@ pub fn rollout(
     for _ in 0..steps {
         let controls = driver.decide(&*arena, &states, &infos)?;
         let out = arena.step(&controls)?;
-        let interval = Interval { states: &states, infos: &infos, controls: &controls, out: &out };
+        let truth: Vec<Option<AppStepStats>> = (0..out.steps.len()).map(|i| arena.truth(i)).collect();
+        let interval = Interval { states: &states, infos: &infos, controls: &controls, out: &out, truth: &truth };
         for o in observers.iter_mut() {
             o.record(&*arena, &interval)?;
         }

@@ -122,25 +122,75 @@ impl Driver for Starts {
 
 /// The driver hears whether an episode's cluster was built afresh or goes on from another's
 /// end, so rule-based controllers restart only with the cluster.
+/// Two generated apps on the simulator, going on from `start` where given.
+fn env_with(start: Option<aware_sim::Continuation>, steps: u32) -> ClusterVecEnv<SimCluster> {
+    let config = SimConfig { start, ..SimConfig::default() };
+    let cluster = SimCluster::new(generate_apps(2, 3, 86_400.0), vec![], config, 3);
+    let apps: Vec<_> =
+        (0..2).map(|a| (a, AppSlo { latency_p99_ms: Some(cluster.slo_p99_ms(a)), throughput_rps: None })).collect();
+    let config = EnvConfig {
+        profile: Profile::default(),
+        action: ActionKind::Continuous,
+        episode_steps: steps,
+        container: aware_sim::CONTAINER.into(),
+    };
+    ClusterVecEnv::new(cluster, &apps, config)
+}
+
 #[test]
 fn the_driver_hears_whether_the_cluster_was_built_afresh_or_goes_on() {
-    let env_with = |start: Option<aware_sim::Continuation>| {
-        let config = SimConfig { start, ..SimConfig::default() };
-        let cluster = SimCluster::new(generate_apps(2, 3, 86_400.0), vec![], config, 3);
-        let apps: Vec<_> =
-            (0..2).map(|a| (a, AppSlo { latency_p99_ms: Some(cluster.slo_p99_ms(a)), throughput_rps: None })).collect();
-        let config = EnvConfig {
-            profile: Profile::default(),
-            action: ActionKind::Continuous,
-            episode_steps: 5,
-            container: aware_sim::CONTAINER.into(),
-        };
-        ClusterVecEnv::new(cluster, &apps, config)
-    };
+    let env_with = |start| env_with(start, 5);
     let mut starts = Starts(Vec::new());
     let mut fresh = env_with(None);
     rollout(&mut fresh, &mut starts, 1, 5, &mut [], &Silent).unwrap();
     let mut continued = env_with(Some(fresh.cluster().continuation()));
     rollout(&mut continued, &mut starts, 2, 5, &mut [], &Silent).unwrap();
     assert_eq!(starts.0, [EpisodeStart::Fresh, EpisodeStart::Continued]);
+}
+
+/// Counts each app's SLO-violating intervals as [`Interval::slo_violated`] says.
+/// The step's info (the measured p99) counts too, in `measured`.
+struct Violations {
+    counted: Vec<u64>,
+    measured: Vec<u64>,
+}
+
+impl Observer for Violations {
+    fn record(&mut self, _arena: &dyn Arena, interval: &Interval) -> Result<(), aware_lab::LabError> {
+        for (i, step) in interval.out.steps.iter().enumerate() {
+            self.counted[i] += interval.slo_violated(i) as u64;
+            self.measured[i] += step.info.slo_violated as u64;
+        }
+        Ok(())
+    }
+}
+
+/// Starves every app: the fewest replicas and the least CPU and memory.
+struct Starve;
+
+impl Driver for Starve {
+    fn decide(
+        &mut self,
+        arena: &dyn Arena,
+        _states: &[Vec<f32>],
+        _infos: &[aware_core::StepInfo],
+    ) -> Result<Vec<Control>, aware_lab::LabError> {
+        Ok(vec![Control::Action(Action::Continuous(vec![-1.0, -1.0, -1.0])); arena.num_apps()])
+    }
+}
+
+/// A driver and the scorer count SLO violations alike: by the true p99 where the simulator
+/// knows it, not the noisy measured one the step's info carries.
+#[test]
+fn an_interval_counts_violations_as_the_scorer_does() {
+    let mut env = env_with(None, 120);
+    let names = vec!["a".to_string(), "b".to_string()];
+    let mut scorer = aware_lab::score::Scorer::new(&env, &names);
+    let mut counted = Violations { counted: vec![0; 2], measured: vec![0; 2] };
+    rollout(&mut env, &mut Starve, 4, 120, &mut [&mut scorer, &mut counted], &Silent).unwrap();
+    let (per_app, _) = scorer.finish(&[0, 0]);
+    let scored: Vec<u64> = per_app.iter().map(|s| s.slo_violations).collect();
+    assert_eq!(counted.counted, scored);
+    assert_ne!(counted.measured, scored, "the measured p99 agrees throughout: the test cannot tell them apart");
+    assert!(scored.iter().sum::<u64>() > 0, "nothing violated: the test tests nothing");
 }

@@ -1242,7 +1242,9 @@ impl Driver for Manager<'_> {
             let a = &mut self.apps[i];
             a.reward += step.reward;
             a.intervals += 1;
-            a.violations += step.info.slo_violated as u64;
+            // Counted as the shadow's scorer counts its replays (by the true p99 where the
+            // backend knows it), so the two compare like with like.
+            a.violations += interval.slo_violated(i) as u64;
             let stage = a.lifecycle.stage();
             let e = Experience {
                 state: state.clone(),
