@@ -1117,8 +1117,11 @@ impl Driver for Manager<'_> {
             };
             let a = &mut self.apps[i];
             if a.rates.is_empty() {
-                a.episode_start =
-                    Some(DeploymentState { replicas: obs.desired_replicas, template: obs.template.clone() });
+                a.episode_start = Some(DeploymentState {
+                    replicas: obs.desired_replicas,
+                    template: obs.template.clone(),
+                    bound: None,
+                });
                 // The first observation measured the episode's first interval, which ended now.
                 a.episode_start_s = obs.time_s - arena.interval_s();
             }

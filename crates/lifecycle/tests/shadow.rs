@@ -236,6 +236,7 @@ fn a_replay_starts_from_the_deployment_the_traffic_began_with() {
             CONTAINER,
             Resources::new(app.reference.cpu_millicores, app.reference.memory_bytes),
         ),
+        bound: None,
     };
     let replay = |start: Option<&DeploymentState>| {
         let shadow = ShadowApp {

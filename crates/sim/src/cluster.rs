@@ -158,6 +158,11 @@ pub struct Continuation {
 pub struct DeploymentState {
     pub replicas: u32,
     pub template: ContainerResources,
+    /// How many of its pods were bound to a node when the state was taken (`None`: all of
+    /// them). The run going on binds these first, every app's before any app's others, so
+    /// pods that were running are not displaced by another app's pods that were pending.
+    #[serde(default)]
+    pub bound: Option<u32>,
 }
 
 impl Default for SimConfig {
@@ -671,7 +676,11 @@ impl SimCluster {
             deployments: self
                 .deployments
                 .iter()
-                .map(|d| DeploymentState { replicas: d.desired, template: d.template.clone() })
+                .map(|d| DeploymentState {
+                    replicas: d.desired,
+                    template: d.template.clone(),
+                    bound: Some(d.pods.iter().filter(|p| p.node.is_some()).count() as u32),
+                })
                 .collect(),
         }
     }
@@ -768,7 +777,19 @@ impl SimCluster {
                 measured_latency_p99_ms: None,
             });
         }
-        // Start warm: the initial pods are already running and ready.
+        // Start warm: the initial pods are already running and ready. Going on from another
+        // run, the pods that were bound there are placed first, every app's, then the rest.
+        let bound: Vec<Option<u32>> = (0..self.deployments.len())
+            .map(|i| self.config.start.as_ref().and_then(|c| c.deployments.get(i)).and_then(|d| d.bound))
+            .collect();
+        for (d, bound) in bound.iter().enumerate() {
+            if let Some(b) = *bound {
+                let desired = self.deployments[d].desired;
+                self.deployments[d].desired = desired.min(b);
+                self.reconcile(d);
+                self.deployments[d].desired = desired;
+            }
+        }
         for d in 0..self.deployments.len() {
             self.reconcile(d);
             for pod in &mut self.deployments[d].pods {

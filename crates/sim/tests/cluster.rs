@@ -569,3 +569,28 @@ fn a_continued_run_starts_where_the_other_ended() {
     assert_eq!(fresh.desired_replicas, apps[0].reference.replicas);
     assert_eq!(fresh.template.limits.cpu_millicores, apps[0].reference.cpu_millicores);
 }
+
+/// A run going on from another keeps the pods that were running there: an app whose scale-up
+/// was left pending on a full cluster does not take the place of a later app's running pods
+/// when the cluster is rebuilt (the pods that were bound are placed first, every app's).
+#[test]
+fn a_continued_run_keeps_running_pods_before_pending_ones() {
+    let apps = generate_apps(2, 11, 86_400.0);
+    let config = SimConfig { noise: 0.0, nodes: Some(1), node_cores: 64.0, ..SimConfig::default() };
+    let mut first = SimCluster::new(apps.clone(), Vec::new(), config.clone(), 3);
+    let ready = |c: &SimCluster, app| c.observe(app).unwrap().replica_counts().ready;
+    let others = apps[1].reference.replicas;
+    assert_eq!(ready(&first, 1), others, "the second app must fit at the start");
+    // The first app asks for more than the node has left: some of its pods pend.
+    first.apply(0, &rec(200, 1000, 256 * MIB)).unwrap();
+    for _ in 0..10 {
+        first.advance().unwrap();
+    }
+    let ended = first.continuation();
+    let bound = ended.deployments[0].bound.unwrap();
+    assert!(bound < 200, "nothing pending: the test tests nothing ({bound} of 200 bound)");
+    assert_eq!(ended.deployments[1].bound, Some(others));
+    let continued = SimCluster::new(apps, Vec::new(), SimConfig { start: Some(ended), ..config }, 4);
+    assert_eq!(ready(&continued, 1), others, "the second app's running pods were displaced");
+    assert_eq!(ready(&continued, 0), bound);
+}
