@@ -9,7 +9,7 @@ use aware_env::Control;
 use aware_sim::AppStepStats;
 
 use crate::LabError;
-use crate::rollout::Arena;
+use crate::rollout::{Arena, EpisodeStart};
 
 /// An arena whose outcomes and observations carry injected faults; nothing else changes.
 pub struct Faulty<A> {
@@ -70,6 +70,10 @@ impl<A: Arena> Arena for Faulty<A> {
 
     fn slo_p99_ms(&self, app: usize) -> Option<f64> {
         self.inner.slo_p99_ms(app)
+    }
+
+    fn episode_start(&self) -> EpisodeStart {
+        self.inner.episode_start()
     }
 }
 

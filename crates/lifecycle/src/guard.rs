@@ -190,8 +190,9 @@ impl Guard {
         Self { config, last_time_s: None, unchanged: 0, recent: std::collections::VecDeque::new() }
     }
 
-    /// Forgets the clock and the recent proposals: a new simulator episode is a new cluster,
-    /// whose first decreases must not be held against the previous episode's proposals.
+    /// Forgets the clock and the recent proposals: a simulator episode on a fresh cluster is a
+    /// new cluster, whose first decreases must not be held against the previous episode's
+    /// proposals (an episode that goes on from the last one's cluster keeps them).
     pub fn restart(&mut self) {
         *self = Self::new(self.config.clone());
     }

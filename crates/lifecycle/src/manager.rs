@@ -317,6 +317,8 @@ struct Managed {
     /// The fallback as this episode began (its histories and windows), for the bootstrapping
     /// check's replay of the episode to start from; `None` where it cannot be copied.
     episode_fallback: Option<Policy>,
+    /// The guard as this episode began, likewise.
+    episode_guard: Option<Guard>,
     /// What one request cost this episode so far, as measured.
     cost: CostMeter,
     /// The payload multiplier the last episode that could say measured (1 until one did).
@@ -536,6 +538,7 @@ fn replay<'a>(workload: &'a Workload, profile: &'a aware_core::Profile, i: usize
         start: r.start.as_ref(),
         start_s: r.start_s,
         fallback: r.fallback.as_ref(),
+        guard: r.guard.as_ref(),
         seed: workload.seed ^ (r.episode << 20) ^ i as u64,
     }
 }
@@ -576,8 +579,9 @@ struct Replay {
     start: Option<DeploymentState>,
     /// The clock when the episode's first interval began.
     start_s: f64,
-    /// The fallback as the episode began, which the replay starts with.
+    /// The fallback and the guard as the episode began, which the replay starts with.
     fallback: Option<Policy>,
+    guard: Option<Guard>,
 }
 
 /// The manager: Algorithm 1 and the guard for every application, one agent for all.
@@ -659,6 +663,7 @@ impl<'w> Manager<'w> {
                     episode_start: None,
                     episode_start_s: 0.0,
                     episode_fallback: None,
+                    episode_guard: None,
                     cost: CostMeter::default(),
                     payload_scale: 1.0,
                     recent_traffic: Default::default(),
@@ -891,8 +896,8 @@ impl<'w> Manager<'w> {
                 a.payload_scale = payload_scale;
                 a.cost = CostMeter::default();
                 let (rates, start) = (std::mem::take(&mut a.rates), a.episode_start.take());
-                let (start_s, fallback) = (a.episode_start_s, a.episode_fallback.take());
-                a.recent_traffic.push_back(Replay { episode, rates, payload_scale, start, start_s, fallback });
+                let (start_s, fallback, guard) = (a.episode_start_s, a.episode_fallback.take(), a.episode_guard.take());
+                a.recent_traffic.push_back(Replay { episode, rates, payload_scale, start, start_s, fallback, guard });
                 while a.recent_traffic.len() > self.config.shadow_episodes.max(1) {
                     a.recent_traffic.pop_front();
                 }
@@ -1022,6 +1027,7 @@ impl Driver for Manager<'_> {
                 a.headroom.forget();
             }
             a.episode_fallback = a.fallback.snapshot();
+            a.episode_guard = Some(a.guard.clone());
             // The agent's episode ended with the last one (its last transition was cut there):
             // no transition spans two episodes.
             a.pending = None;
@@ -1122,7 +1128,7 @@ impl Driver for Manager<'_> {
                     template: obs.template.clone(),
                     bound: None,
                 });
-                // The first observation measured the episode's first interval, which ended now.
+                // The episode's first interval (the one its reset ran) ended now.
                 a.episode_start_s = obs.time_s - arena.interval_s();
             }
             a.rates.push(obs.arrival_rate.max(0.0));

@@ -37,8 +37,12 @@ pub struct ShadowApp<'a> {
     /// fallback carried over from then reads its own history at the times it was taken.
     pub start_s: f64,
     /// The fallback as it was when the traffic began (its histories and windows); `None`: a
-    /// fresh one of the kind the comparison names.
+    /// fresh one of the kind the comparison names (and for an RL policy, which is not copied;
+    /// the lifecycle refuses one as its fallback).
     pub fallback: Option<&'a Policy>,
+    /// The agent's guard as it was when the traffic began (its clock and recent proposals);
+    /// `None`: a fresh one configured as the comparison says.
+    pub guard: Option<&'a Guard>,
     pub seed: u64,
 }
 
@@ -92,7 +96,7 @@ pub fn compare(
             container: CONTAINER.into(),
             cpu_request_ratio: 1.0,
         },
-        guard: Guard::new(guard.clone()),
+        guard: app.guard.cloned().unwrap_or_else(|| Guard::new(guard.clone())),
         rules: match floor || residual {
             true => Some(app.fallback(fallback)?),
             false => None,
@@ -106,11 +110,16 @@ pub fn compare(
 
 fn run(app: &ShadowApp, steps: u64, driver: &mut dyn Driver) -> Result<EpisodeOutcome, LabError> {
     // The recent traffic from its first interval, not a random point of a week, at the clock
-    // and from the deployment the app had then: the trace (which the simulator reads as a
-    // loop from time 0) turned so that its first rate falls on the start's interval.
+    // and from the deployment the app had then. The rates were read from metrics as old as
+    // the metrics lag, so `rates[lag]` is the arrival rate of the episode's first interval
+    // (`rates[0]` that of the interval before, for a lag of one); the trace (which the
+    // simulator reads as a loop from time 0) is turned so that rate falls on the start's
+    // interval. The last `lag` intervals, never observed within the episode, replay the
+    // first rates.
     let interval_s = app.sim.interval_s;
     let start_s = if app.start_s.is_finite() { (app.start_s / interval_s).round().max(0.0) * interval_s } else { 0.0 };
-    let rates = turned(app.rates, (start_s / interval_s).floor());
+    let lag = app.sim.steps_of(app.sim.metrics_lag_s).min(app.rates.len() as u64) as i64;
+    let rates = turned(app.rates, (start_s / interval_s).floor() as i64 - lag);
     let trace = Trace { name: app.spec.name.clone(), interval_s, rates };
     let start = Continuation { time_s: start_s, deployments: app.start.map(|d| vec![d.clone()]).unwrap_or_default() };
     let sim = SimConfig { random_start: false, scenario: None, start: Some(start), ..app.sim.clone() };
@@ -139,12 +148,12 @@ fn run(app: &ShadowApp, steps: u64, driver: &mut dyn Driver) -> Result<EpisodeOu
 }
 
 /// `rates` as a loop whose entry `first` (modulo its length) holds `rates[0]`.
-fn turned(rates: &[f64], first: f64) -> Vec<f64> {
+fn turned(rates: &[f64], first: i64) -> Vec<f64> {
     let n = rates.len();
     if n == 0 {
         return Vec::new();
     }
-    let k = (first.max(0.0) % n as f64) as usize % n;
+    let k = first.rem_euclid(n as i64) as usize;
     let mut out = vec![0.0; n];
     for (j, &r) in rates.iter().enumerate() {
         out[(k + j) % n] = r;

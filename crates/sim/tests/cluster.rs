@@ -594,3 +594,25 @@ fn a_continued_run_keeps_running_pods_before_pending_ones() {
     assert_eq!(ready(&continued, 1), others, "the second app's running pods were displaced");
     assert_eq!(ready(&continued, 0), bound);
 }
+
+/// A pod whose resize its node could not admit holds its old requests; a continuation counts
+/// only as many of the new template's pods bound as the capacity the app held fits.
+#[test]
+fn a_continued_run_keeps_the_capacity_an_unadmitted_resize_held() {
+    let apps = generate_apps(2, 11, 86_400.0);
+    let config = SimConfig { noise: 0.0, nodes: Some(1), node_cores: 64.0, ..SimConfig::default() };
+    let mut first = SimCluster::new(apps.clone(), Vec::new(), config.clone(), 3);
+    first.apply(0, &rec(200, 1000, 256 * MIB)).unwrap();
+    first.advance().unwrap();
+    let held = first.continuation().deployments[1].bound.unwrap();
+    let before = first.observe(1).unwrap().template;
+    // Four times the CPU per pod: the full node admits no resize.
+    let bigger = 4 * before.requests.cpu_millicores;
+    first.apply(1, &rec(held, bigger, before.requests.memory_bytes)).unwrap();
+    first.advance().unwrap();
+    let ended = first.continuation();
+    let bound = ended.deployments[1].bound.unwrap();
+    assert_eq!(bound, held / 4, "the capacity held fits a quarter of the pods at four times the CPU");
+    let continued = SimCluster::new(apps, Vec::new(), SimConfig { start: Some(ended), ..config }, 4);
+    assert_eq!(continued.observe(1).unwrap().replica_counts().ready, bound);
+}
