@@ -1017,8 +1017,8 @@ impl<'w> Manager<'w> {
 impl Driver for Manager<'_> {
     /// On a fresh cluster every app's fallback and guard start afresh; on one that goes on
     /// from the last episode's they carry on, as they would on a running cluster. The agent and
-    /// the lifecycles carry on either way. The fallback as it is now is kept for the
-    /// bootstrapping check's replay of the episode.
+    /// the lifecycles carry on either way. The fallback and the guard as they are now are kept
+    /// for the bootstrapping check's replay of the episode.
     fn episode_start(&mut self, start: EpisodeStart) {
         for a in &mut self.apps {
             if start == EpisodeStart::Fresh {
