@@ -102,26 +102,33 @@ fn a_learner_learns_nothing_across_a_carried_state_and_is_cut_there() {
     assert_eq!(shown.cuts, carried, "cut exactly where a transition was not measured");
 }
 
-/// Notes how each episode it drove began.
-struct Starts(Vec<EpisodeStart>);
+/// Gives every app the same control each interval, and notes how each episode it drove began.
+struct Scripted {
+    control: Control,
+    starts: Vec<EpisodeStart>,
+}
 
-impl Driver for Starts {
+impl Scripted {
+    fn new(control: Control) -> Self {
+        Scripted { control, starts: Vec::new() }
+    }
+}
+
+impl Driver for Scripted {
     fn decide(
         &mut self,
         arena: &dyn Arena,
         _states: &[Vec<f32>],
         _infos: &[aware_core::StepInfo],
     ) -> Result<Vec<Control>, aware_lab::LabError> {
-        Ok(vec![Control::Hold; arena.num_apps()])
+        Ok(vec![self.control.clone(); arena.num_apps()])
     }
 
     fn episode_start(&mut self, start: EpisodeStart) {
-        self.0.push(start);
+        self.starts.push(start);
     }
 }
 
-/// The driver hears whether an episode's cluster was built afresh or goes on from another's
-/// end, so rule-based controllers restart only with the cluster.
 /// Two generated apps on the simulator, going on from `start` where given.
 fn env_with(start: Option<aware_sim::Continuation>, steps: u32) -> ClusterVecEnv<SimCluster> {
     let config = SimConfig { start, ..SimConfig::default() };
@@ -137,19 +144,21 @@ fn env_with(start: Option<aware_sim::Continuation>, steps: u32) -> ClusterVecEnv
     ClusterVecEnv::new(cluster, &apps, config)
 }
 
+/// The driver hears whether an episode's cluster was built afresh or goes on from another's
+/// end, so rule-based controllers restart only with the cluster.
 #[test]
 fn the_driver_hears_whether_the_cluster_was_built_afresh_or_goes_on() {
     let env_with = |start| env_with(start, 5);
-    let mut starts = Starts(Vec::new());
+    let mut hold = Scripted::new(Control::Hold);
     let mut fresh = env_with(None);
-    rollout(&mut fresh, &mut starts, 1, 5, &mut [], &Silent).unwrap();
+    rollout(&mut fresh, &mut hold, 1, 5, &mut [], &Silent).unwrap();
     let mut continued = env_with(Some(fresh.cluster().continuation()));
-    rollout(&mut continued, &mut starts, 2, 5, &mut [], &Silent).unwrap();
-    assert_eq!(starts.0, [EpisodeStart::Fresh, EpisodeStart::Continued]);
+    rollout(&mut continued, &mut hold, 2, 5, &mut [], &Silent).unwrap();
+    assert_eq!(hold.starts, [EpisodeStart::Fresh, EpisodeStart::Continued]);
 }
 
-/// Counts each app's SLO-violating intervals as [`Interval::slo_violated`] says.
-/// The step's info (the measured p99) counts too, in `measured`.
+/// Counts each app's SLO-violating intervals as [`Interval::slo_violated`] says, and as the
+/// step's info (the measured p99) says, in `measured`.
 struct Violations {
     counted: Vec<u64>,
     measured: Vec<u64>,
@@ -165,20 +174,6 @@ impl Observer for Violations {
     }
 }
 
-/// Starves every app: the fewest replicas and the least CPU and memory.
-struct Starve;
-
-impl Driver for Starve {
-    fn decide(
-        &mut self,
-        arena: &dyn Arena,
-        _states: &[Vec<f32>],
-        _infos: &[aware_core::StepInfo],
-    ) -> Result<Vec<Control>, aware_lab::LabError> {
-        Ok(vec![Control::Action(Action::Continuous(vec![-1.0, -1.0, -1.0])); arena.num_apps()])
-    }
-}
-
 /// A driver and the scorer count SLO violations alike: by the true p99 where the simulator
 /// knows it, not the noisy measured one the step's info carries.
 #[test]
@@ -187,7 +182,9 @@ fn an_interval_counts_violations_as_the_scorer_does() {
     let names = vec!["a".to_string(), "b".to_string()];
     let mut scorer = aware_lab::score::Scorer::new(&env, &names);
     let mut counted = Violations { counted: vec![0; 2], measured: vec![0; 2] };
-    rollout(&mut env, &mut Starve, 4, 120, &mut [&mut scorer, &mut counted], &Silent).unwrap();
+    // Starved: the fewest replicas and the least CPU and memory.
+    let mut starve = Scripted::new(Control::Action(Action::Continuous(vec![-1.0, -1.0, -1.0])));
+    rollout(&mut env, &mut starve, 4, 120, &mut [&mut scorer, &mut counted], &Silent).unwrap();
     let (per_app, _) = scorer.finish(&[0, 0]);
     let scored: Vec<u64> = per_app.iter().map(|s| s.slo_violations).collect();
     assert_eq!(counted.counted, scored);

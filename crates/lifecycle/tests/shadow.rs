@@ -56,6 +56,29 @@ fn workload(seed: u64, scenario: Option<ScenarioKind>) -> Workload {
     workload
 }
 
+/// App `i`'s recent traffic `rates` as the shadow replays it from a fresh start: the reference
+/// allocation, clock 0, a fresh fallback and guard, the model's request cost.
+fn traffic<'a>(
+    workload: &'a Workload,
+    i: usize,
+    profile: &'a aware_core::Profile,
+    rates: &'a [f64],
+    seed: u64,
+) -> ShadowApp<'a> {
+    ShadowApp {
+        spec: &workload.apps[i],
+        profile,
+        sim: &workload.sim,
+        rates,
+        payload_scale: 1.0,
+        start: None,
+        start_s: 0.0,
+        fallback: None,
+        guard: None,
+        seed,
+    }
+}
+
 /// MPA on every app of `workload` for `STEPS` intervals: what the metrics said, and the mean
 /// reward each app earned.
 fn run_mpa(workload: &Workload, seed: u64) -> (Metered, Vec<f64>) {
@@ -137,18 +160,7 @@ fn a_replay_at_the_measured_cost_tracks_the_changed_app() {
     for (i, app) in workload.apps.iter().enumerate() {
         let profile = workload.app_profile(i);
         let replay = |payload_scale| {
-            let shadow = ShadowApp {
-                spec: app,
-                profile: &profile,
-                sim: &workload.sim,
-                rates: &metered.rates[i],
-                payload_scale,
-                start: None,
-                start_s: 0.0,
-                fallback: None,
-                guard: None,
-                seed: 17,
-            };
+            let shadow = ShadowApp { payload_scale, ..traffic(&workload, i, &profile, &metered.rates[i], 17) };
             shadow::fallback(&shadow, &PolicyName::Mpa).unwrap().mean_reward
         };
         let scale = metered.meters[i].payload_scale(app).unwrap_or(f64::NAN);
@@ -202,21 +214,9 @@ fn nonsense_is_not_measured_and_a_nonsense_scale_is_refused() {
         meter.measure(&o);
     }
     assert_eq!(meter.intervals(), 0);
-    let app = &workload.apps[0];
     let profile = workload.app_profile(0);
     for scale in [f64::NAN, 0.0, -2.0, f64::INFINITY] {
-        let shadow = ShadowApp {
-            spec: app,
-            profile: &profile,
-            sim: &workload.sim,
-            rates: &metered.rates[0],
-            payload_scale: scale,
-            start: None,
-            start_s: 0.0,
-            fallback: None,
-            guard: None,
-            seed: 1,
-        };
+        let shadow = ShadowApp { payload_scale: scale, ..traffic(&workload, 0, &profile, &metered.rates[0], 1) };
         assert!(shadow::fallback(&shadow, &PolicyName::Mpa).is_err(), "×{scale}");
     }
 }
@@ -241,18 +241,7 @@ fn a_replay_starts_from_the_deployment_the_traffic_began_with() {
         bound: None,
     };
     let replay = |start: Option<&DeploymentState>| {
-        let shadow = ShadowApp {
-            spec: app,
-            profile: &profile,
-            sim: &workload.sim,
-            rates: &rates,
-            payload_scale: 1.0,
-            start,
-            start_s: 0.0,
-            fallback: None,
-            guard: None,
-            seed: 3,
-        };
+        let shadow = ShadowApp { start, ..traffic(&workload, 0, &profile, &rates, 3) };
         shadow::fallback(&shadow, &PolicyName::Mpa).unwrap()
     };
     let fresh = replay(None);
@@ -274,18 +263,7 @@ fn a_replay_goes_on_at_the_clock_and_with_the_fallback_the_traffic_began_with() 
     let rates: Vec<f64> =
         (0..40).map(|t| app.mean_rps * (0.5 + 2.5 * (1.0 - (t as f64 - 10.0).abs() / 30.0).max(0.0))).collect();
     let replay = |start_s: f64, fallback: Option<&Policy>| {
-        let shadow = ShadowApp {
-            spec: app,
-            profile: &profile,
-            sim: &workload.sim,
-            rates: &rates,
-            payload_scale: 1.0,
-            start: None,
-            start_s,
-            fallback,
-            guard: None,
-            seed: 5,
-        };
+        let shadow = ShadowApp { start_s, fallback, ..traffic(&workload, 0, &profile, &rates, 5) };
         shadow::fallback(&shadow, &PolicyName::Mpa).unwrap()
     };
     let interval = workload.sim.interval_s;
@@ -305,16 +283,10 @@ fn a_replay_goes_on_at_the_clock_and_with_the_fallback_the_traffic_began_with() 
     let quiet = vec![0.2 * app.mean_rps; 40];
     let replay = |fallback: Option<&Policy>| {
         let shadow = ShadowApp {
-            spec: app,
-            profile: &profile,
-            sim: &workload.sim,
-            rates: &quiet,
-            payload_scale: 1.0,
             start: end.deployments.first(),
             start_s: end.time_s,
             fallback,
-            guard: None,
-            seed: 5,
+            ..traffic(&workload, 0, &profile, &quiet, 5)
         };
         shadow::fallback(&shadow, &PolicyName::Mpa).unwrap()
     };
