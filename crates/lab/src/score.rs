@@ -239,7 +239,7 @@ impl Observer for Scorer {
                     }
                 }
             }
-            match arena.truth(i) {
+            match interval.truth.get(i).copied().flatten() {
                 Some(t) => {
                     if let Some(u) = t.cpu_utilisation {
                         s.cpu_utilisation += u;
