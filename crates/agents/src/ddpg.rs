@@ -322,6 +322,12 @@ impl Ddpg {
         Ok(out)
     }
 
+    /// The greedy policy as it is now, frozen: later updates do not move it
+    /// ([`crate::FrozenPolicy`]).
+    pub fn frozen_policy(&self) -> crate::FrozenPolicy {
+        crate::FrozenPolicy::new(self.policy.net.frozen(), self.state_dim, crate::frozen::Output::Tanh)
+    }
+
     /// Greedy plus ε-scaled exploration noise when `explore`, clipped to [−1, 1] (uniform
     /// noise during warm-up with `uniform_warmup`).
     pub fn act(&mut self, obs: &[f32], explore: bool) -> Result<Vec<f32>, AgentError> {

@@ -8,6 +8,7 @@ mod checkpoint;
 mod config;
 pub mod ddpg;
 pub mod dqn;
+mod frozen;
 pub mod net;
 pub mod ppo;
 mod replay;
@@ -16,6 +17,7 @@ pub use agent::{Agent, action_values, load};
 pub use checkpoint::{Checkpoint, CheckpointError, FORMAT, METADATA, OpenCheckpoint, module_file, sha256};
 pub use config::{ConfigError, Hyperparameters, MAX_COUNT, MAX_LAYERS, MAX_WEIGHTS, MAX_WIDTH};
 pub use ddpg::DdpgTraining;
+pub use frozen::FrozenPolicy;
 pub use ppo::PpoTraining;
 pub use replay::{Batch, ReplayBuffer};
 

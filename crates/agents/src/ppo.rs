@@ -24,7 +24,6 @@ use crate::adam::Adam;
 use crate::checkpoint::{Checkpoint, module_file};
 use crate::config::{self, ConfigError, Hyperparameters};
 use crate::net::{Activation, FrozenMlp, Mlp, matrix, values};
-use crate::tabular::argmax;
 use crate::{AgentError, Batch, Experience, check_batch, check_observation};
 
 const LN_2PI: f32 = 1.837_877_1;
@@ -511,24 +510,26 @@ impl Ppo {
     pub fn greedy_batch(&self, obs: &[f32], n: usize) -> Result<Vec<f32>, AgentError> {
         check_batch(obs, n, self.state_dim)?;
         let frozen = self.frozen.get_or_init(|| self.acting.policy.frozen());
-        let k = frozen.input_dim();
-        let local: Vec<f32>;
-        let obs = if k < self.state_dim {
-            local = obs.chunks(self.state_dim).flat_map(|row| row[..k].iter().copied()).collect();
-            &local
-        } else {
-            obs
-        };
-        let out = frozen.forward(obs, n);
-        Ok(match self.actions {
-            PpoActions::Discrete(a) => out.chunks(a).map(|row| argmax(row) as f32).collect(),
-            PpoActions::Continuous(_) => out.into_iter().map(f32::tanh).collect(),
-        })
+        Ok(crate::frozen::greedy_rows(frozen, self.state_dim, self.output(), obs, n))
     }
 
     pub fn greedy(&self, obs: &[f32]) -> Result<Vec<f32>, AgentError> {
         check_observation(obs, self.state_dim)?;
         self.greedy_batch(obs, 1)
+    }
+
+    /// The greedy policy as it is now, frozen: later updates do not move it
+    /// ([`crate::FrozenPolicy`]).
+    pub fn frozen_policy(&self) -> crate::FrozenPolicy {
+        crate::FrozenPolicy::new(self.acting.policy.frozen(), self.state_dim, self.output())
+    }
+
+    /// How the policy network's outputs become an action.
+    fn output(&self) -> crate::frozen::Output {
+        match self.actions {
+            PpoActions::Discrete(a) => crate::frozen::Output::Argmax(a),
+            PpoActions::Continuous(_) => crate::frozen::Output::Tanh,
+        }
     }
 
     /// One action per environment (row `i` of `states` acts for environment `i`). With
@@ -1415,7 +1416,7 @@ mod tests {
             let greedy = ppo.greedy_batch(&obs, 6).unwrap();
             match actions {
                 PpoActions::Discrete(a) => {
-                    let want: Vec<f32> = heads.chunks(a).map(|r| argmax(r) as f32).collect();
+                    let want: Vec<f32> = heads.chunks(a).map(|r| crate::tabular::argmax(r) as f32).collect();
                     assert_eq!(greedy, want);
                 }
                 PpoActions::Continuous(_) => {

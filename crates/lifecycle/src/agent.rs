@@ -24,7 +24,7 @@ use std::path::Path;
 
 use aware_agents::ddpg::{Ddpg, DdpgConfig};
 use aware_agents::ppo::{CloningLoss, Ppo, PpoActions, PpoConfig};
-use aware_agents::{AgentError, Checkpoint, Experience};
+use aware_agents::{AgentError, Checkpoint, Experience, FrozenPolicy};
 use aware_core::Space;
 use rand::{Rng, RngExt, SeedableRng};
 use rand_pcg::Pcg64Mcg;
@@ -116,6 +116,68 @@ pub fn residual_ddpg() -> DdpgConfig {
 }
 /// The exploration noise of a residual DDPG agent: half Table 2's σ (relative actions compound).
 pub const RESIDUAL_NOISE_SIGMA: f32 = 0.1;
+
+/// Greedy actions for row-major states: the learning agent's, or a frozen copy's.
+pub trait Greedy {
+    /// Greedy actions for `n` row-major states, flat.
+    fn greedy_batch(&self, states: &[f32], n: usize) -> Result<Vec<f32>, AgentError>;
+}
+
+impl Greedy for LifecycleAgent {
+    fn greedy_batch(&self, states: &[f32], n: usize) -> Result<Vec<f32>, AgentError> {
+        LifecycleAgent::greedy_batch(self, states, n)
+    }
+}
+
+impl Greedy for FrozenPolicy {
+    fn greedy_batch(&self, states: &[f32], n: usize) -> Result<Vec<f32>, AgentError> {
+        FrozenPolicy::greedy_batch(self, states, n)
+    }
+}
+
+/// One action per row of the row-major `states` (`apps[k]` is row k's application), and
+/// whether it explored: a row with a certified policy (`served[k]`) acts greedily with it, one
+/// batched pass per distinct copy; the others with the learning `agent`, exploring where
+/// `explore` says, in one batched pass.
+pub(crate) fn act_served(
+    agent: &mut LifecycleAgent,
+    states: &[f32],
+    apps: &[usize],
+    served: &[Option<FrozenPolicy>],
+    explore: &[bool],
+) -> Result<Vec<(Vec<f32>, bool)>, AgentError> {
+    let n = apps.len();
+    if served.len() != n || explore.len() != n {
+        return Err(AgentError::Invalid(format!(
+            "{} served and {} exploration flags for {n} rows",
+            served.len(),
+            explore.len()
+        )));
+    }
+    let width = states.len().checked_div(n).unwrap_or(0);
+    aware_agents::check_batch(states, n, width)?;
+    let rows =
+        |ks: &[usize]| -> Vec<f32> { ks.iter().flat_map(|&k| &states[k * width..(k + 1) * width]).copied().collect() };
+    let mut out: Vec<(Vec<f32>, bool)> = vec![(Vec::new(), false); n];
+    let learner: Vec<usize> = (0..n).filter(|&k| served[k].is_none()).collect();
+    let learner_apps: Vec<usize> = learner.iter().map(|&k| apps[k]).collect();
+    let learner_explore: Vec<bool> = learner.iter().map(|&k| explore[k]).collect();
+    let acted = agent.act(&rows(&learner), &learner_apps, &learner_explore)?;
+    for ((&k, action), &e) in learner.iter().zip(acted).zip(&learner_explore) {
+        out[k] = (action, e);
+    }
+    let mut left: Vec<usize> = (0..n).filter(|&k| served[k].is_some()).collect();
+    while let Some(policy) = left.first().and_then(|&k| served[k].clone()) {
+        let (same, other): (Vec<usize>, Vec<usize>) =
+            left.iter().partition(|&&k| served[k].as_ref().is_some_and(|p| p.same(&policy)));
+        let acted = policy.greedy_batch(&rows(&same), same.len())?;
+        for (&k, action) in same.iter().zip(acted.chunks(acted.len() / same.len())) {
+            out[k] = (action.to_vec(), false);
+        }
+        left = other;
+    }
+    Ok(out)
+}
 
 /// The lifecycle's agent.
 pub enum LifecycleAgent {
@@ -286,6 +348,15 @@ impl LifecycleAgent {
         match self {
             LifecycleAgent::Ddpg(a) => a.greedy_batch(states, n),
             LifecycleAgent::Ppo(a) => a.ppo.greedy_batch(states, n),
+        }
+    }
+
+    /// The greedy policy as it is now, frozen: what an app handed over to it is served with
+    /// while the agent goes on learning from other apps ([`crate::manager`]).
+    pub fn frozen(&self) -> FrozenPolicy {
+        match self {
+            LifecycleAgent::Ddpg(a) => a.frozen_policy(),
+            LifecycleAgent::Ppo(a) => a.ppo.frozen_policy(),
         }
     }
 

@@ -2,7 +2,7 @@
 //! the guard said and — when the agent acted — which state features drove its action, so an
 //! operator can see why it scaled (`aware explain`).
 
-use crate::agent::LifecycleAgent;
+use crate::agent::Greedy;
 use aware_agents::AgentError;
 use aware_core::{Observation, Recommendation};
 use aware_env::STATE_FEATURES;
@@ -94,7 +94,7 @@ pub fn named_features(residual: bool) -> Vec<&'static str> {
 /// conditioned on the meta-learner's) gets one, summed over its dimensions — the derivative
 /// along the embedding itself, `Σ_f ∂π_a/∂s_f · s_f` over them, from one pair of states — since
 /// a single embedding dimension means nothing to an operator and costs two forward rows.
-pub fn gradient_times_input(agent: &LifecycleAgent, state: &[f32], named: usize) -> Result<Vec<Vec<f32>>, AgentError> {
+pub fn gradient_times_input(agent: &impl Greedy, state: &[f32], named: usize) -> Result<Vec<Vec<f32>>, AgentError> {
     const EPS: f32 = 1e-3;
     let n = state.len();
     let own = n.min(named);

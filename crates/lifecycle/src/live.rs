@@ -19,8 +19,9 @@
 //!   ONLINE → SERVING (rewards converged) and SERVING → ONLINE (rewards degraded) need only
 //!   rewards and happen live.
 
-use crate::agent::{Learner, LifecycleAgent};
+use crate::agent::{Learner, LifecycleAgent, act_served};
 use aware_agents::Experience;
+use aware_agents::FrozenPolicy;
 use aware_core::{Cluster, Observation, Profile, Recommendation};
 use aware_env::{ActionDecoder, RewardFunction, StateEncoder};
 use aware_lab::policy::Policy;
@@ -83,6 +84,11 @@ pub struct LiveApp {
     counts: Counts,
     /// Intervals the backend gave no observation (a subset of `counts.fallback_actions`).
     unavailable: u64,
+    /// The policy the app acts with while the agent acts for it without learning, frozen when
+    /// the app first acted so ([`ManagerConfig::acts_with_learner`]): the checkpoint's agent, or
+    /// the agent as retraining left it, not what it becomes by learning from the apps the
+    /// fallback serves.
+    certified: Option<FrozenPolicy>,
 }
 
 impl LiveApp {
@@ -118,6 +124,7 @@ impl LiveApp {
             window_start_agent_actions: 0,
             counts: Counts::default(),
             unavailable: 0,
+            certified: None,
         })
     }
 }
@@ -406,8 +413,24 @@ impl LiveManager {
         let explores = self.agent.explores_online(&self.config);
         let explore: Vec<bool> = acting.iter().map(|&k| explores && taken[k].1.stage == Stage::Online).collect();
         let apps: Vec<usize> = acting.iter().map(|&k| taken[k].0).collect();
+        // An app the agent acts for without learning acts with the policy it first did so with.
+        let mut frozen_now: Option<FrozenPolicy> = None;
+        for &i in &apps {
+            let (stage, retraining) = (self.apps[i].lifecycle.stage(), self.apps[i].lifecycle.retraining());
+            if self.config.acts_with_learner(stage, retraining) {
+                self.apps[i].certified = None;
+            } else if self.apps[i].certified.is_none() {
+                self.apps[i].certified = Some(frozen_now.get_or_insert_with(|| self.agent.frozen()).clone());
+            }
+        }
+        for a in &mut self.apps {
+            if !matches!(a.lifecycle.stage(), Stage::Online | Stage::Serving) {
+                a.certified = None;
+            }
+        }
+        let served: Vec<Option<FrozenPolicy>> = apps.iter().map(|&i| self.apps[i].certified.clone()).collect();
         let sampling = self.agent.algorithm() == Learner::Ppo;
-        let mut actions = self.agent.act(&batch, &apps, &explore)?.into_iter().zip(explore);
+        let mut actions = act_served(&mut self.agent, &batch, &apps, &served, &explore)?.into_iter();
         let mut out = Vec::with_capacity(taken.len());
         for (k, (i, t)) in taken.into_iter().enumerate() {
             let (action, sampled) = match acting.contains(&k).then(|| actions.next()).flatten() {
@@ -524,7 +547,10 @@ impl LiveManager {
         let attribution = match (&agent_action, &t.state) {
             (Some(v), Some(state)) if self.config.log => {
                 let names = decision::named_features(self.config.residual);
-                let grads = decision::gradient_times_input(&self.agent, state, names.len())?;
+                let grads = match &self.apps[i].certified {
+                    Some(policy) => decision::gradient_times_input(policy, state, names.len())?,
+                    None => decision::gradient_times_input(&self.agent, state, names.len())?,
+                };
                 Some(decision::attribution(state, v, &grads, &names))
             }
             _ => None,
@@ -742,6 +768,44 @@ mod tests {
         let names: Vec<String> = m.apps.iter().map(|a| a.name.clone()).collect();
         let states: Vec<_> = names.into_iter().map(|n| (n, state.clone())).collect();
         m.restore_lifecycles(&states, "test: a checkpoint that serves");
+    }
+
+    /// A serving app acts with the agent the checkpoint gave it while the agent learns offline
+    /// from the app the fallback serves: its actions are what that agent takes, although the
+    /// agent's own moved.
+    #[test]
+    fn a_serving_app_acts_with_the_checkpoints_agent_while_another_bootstraps() {
+        let mut c = cluster();
+        let config = ManagerConfig { offline_updates: 16, ..ManagerConfig::default() };
+        let mut m = manager(&c, config.clone());
+        let reference = crate::agent::LifecycleAgent::fresh_for(&config, 3);
+        let serving = LifecycleState::fresh(Stage::Serving, Some(-1e6));
+        m.restore_lifecycles(&[(m.apps[0].name.clone(), serving)], "test: a checkpoint that serves app 0");
+        assert_eq!(m.stages(), vec![Stage::Serving, Stage::Offline]);
+        let mut served = Vec::new();
+        for _ in 0..120 {
+            for d in m.interval(&mut c).expect("interval") {
+                if d.agent_acted {
+                    let a = d.decision.attribution.expect("logged with its attribution");
+                    let state: Vec<f32> = decision::named_features(false)
+                        .iter()
+                        .map(|n| a[0].features.iter().find(|f| f.feature == *n).expect("every feature").value)
+                        .collect();
+                    served.push((state, a.iter().map(|x| x.action).collect::<Vec<f32>>()));
+                }
+            }
+            c.advance().expect("advance");
+        }
+        assert_eq!(m.stages(), vec![Stage::Serving, Stage::Offline]);
+        assert!(m.agent.updates() > 0 && served.len() == 120, "{} updates, {} served", m.agent.updates(), served.len());
+        let mut moved = 0.0f32;
+        for (state, acted) in &served {
+            let checkpoint = reference.greedy(state).unwrap();
+            assert!(acted.iter().zip(&checkpoint).all(|(a, b)| (a - b).abs() < 1e-4), "{acted:?} vs {checkpoint:?}");
+            let now = m.agent.greedy(state).unwrap();
+            moved = moved.max(now.iter().zip(&checkpoint).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max));
+        }
+        assert!(moved > 1e-2, "the agent acts as it started ({moved})");
     }
 
     #[test]

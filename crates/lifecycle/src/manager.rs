@@ -4,11 +4,14 @@
 //! from the fallback's transitions (TD3+BC for DDPG, cloning for PPO) while bootstrapping,
 //! offline from its own while retraining after SERVING degraded, online from its own when
 //! `online_learning` is on, or not at all (ONLINE after bootstrapping, and SERVING).
-//! One agent serves every application (one policy, states normalised per app).
+//! One agent learns for every application (one policy, states normalised per app). An app the
+//! agent acts for without learning acts with the agent as it was when the app was handed over
+//! (frozen then, [`aware_agents::FrozenPolicy`]): the one the bootstrapping check passed, not
+//! what the shared agent becomes as it goes on learning from the apps still bootstrapping.
 
 use std::borrow::Cow;
 
-use aware_agents::Experience;
+use aware_agents::{Experience, FrozenPolicy};
 use aware_core::{Action, ContainerResources, Observation, Recommendation, StepInfo};
 use aware_env::Control;
 use aware_env::{ActionDecoder, ActionKind};
@@ -20,7 +23,7 @@ use aware_lab::workload::Workload;
 use aware_sim::{CONTAINER, DeploymentState};
 use serde::Serialize;
 
-use crate::agent::{Learner, LifecycleAgent};
+use crate::agent::{Learner, LifecycleAgent, act_served};
 use crate::algorithm::{AppLifecycle, EpisodeOutcome, LifecycleState, ShadowComparison, Transition};
 use crate::decision::{self, Decision, Seen, Set};
 use crate::guard::{Guard, GuardConfig, Usage};
@@ -166,6 +169,16 @@ impl ManagerConfig {
     pub(crate) fn learns_offline(&self, stage: Stage, retraining: bool) -> bool {
         stage == Stage::Offline
             || (stage == Stage::Online && (self.is_high_stakes() || (retraining && !self.online_learning)))
+    }
+
+    /// Whether an app in `stage` (`retraining` as [`AppLifecycle::retraining`] says) that the
+    /// agent acts for acts with the learning agent as it trains: while it learns from what it
+    /// does (online learning; retraining after SERVING degraded) or explores. Otherwise it acts
+    /// with the policy certified when it was handed over: the one the bootstrapping check
+    /// passed (or the checkpoint's), not the one the shared agent has become since by learning
+    /// from the apps it is bootstrapping. The manager and the live decider both ask this.
+    pub(crate) fn acts_with_learner(&self, stage: Stage, retraining: bool) -> bool {
+        stage == Stage::Online && (self.online_learning || retraining || self.online_noise_sigma > 0.0)
     }
 }
 
@@ -345,6 +358,11 @@ struct Managed {
     ask: Vec<f32>,
     /// A residual agent's last transition, until the next interval's proposal completes it.
     pending: Option<Pending>,
+    /// The policy the app was handed over with, frozen when it was: what acts for it while it
+    /// acts without learning (ONLINE after the bootstrapping check, SERVING), however the shared
+    /// agent learns from other apps meanwhile. `None` while the app is the fallback's or acts
+    /// with the learning agent itself ([`ManagerConfig::acts_with_learner`]).
+    certified: Option<FrozenPolicy>,
 }
 
 /// The agent's action space: multiplicative changes of the current allocation (of the
@@ -582,6 +600,26 @@ struct Replay {
     /// The fallback and the guard as the episode began, which the replay starts with.
     fallback: Option<Policy>,
     guard: Option<Guard>,
+    /// Why its replay did not reproduce the episode, where the check found so (it can only
+    /// tell for an episode the fallback drove, when the episode is the newest).
+    unfaithful: Option<String>,
+}
+
+/// Why the bootstrapping check cannot trust its pool of `recent` replays, if it cannot: the
+/// oldest replay in it found not to reproduce its own episode. The check pools every recent
+/// episode's replay but can test a replay's fidelity only when its episode is the newest, so a
+/// replay found unfaithful then stays untrusted until it leaves the pool.
+fn pooled_unfaithful<'r>(recent: impl IntoIterator<Item = &'r Replay>, episode_steps: u64) -> Option<String> {
+    let recent: Vec<&Replay> = recent.into_iter().collect();
+    recent.iter().find_map(|r| {
+        let why = r.unfaithful.as_deref()?;
+        let details = why.split_once(": ").map_or(why, |(_, d)| d);
+        Some(format!(
+            "the replay of the episode from step {}, one of the {} the check pools, did not reproduce it: {details}",
+            r.episode * episode_steps,
+            recent.len()
+        ))
+    })
 }
 
 /// The manager: Algorithm 1 and the guard for every application, one agent for all.
@@ -675,6 +713,7 @@ impl<'w> Manager<'w> {
                     headroom: Headroom::default(),
                     ask: Vec::new(),
                     pending: None,
+                    certified: None,
                 })
             })
             .collect::<Result<Vec<_>, LabError>>()?;
@@ -695,6 +734,7 @@ impl<'w> Manager<'w> {
                 m.log(i, t);
             }
         }
+        m.certify();
         Ok(m)
     }
 
@@ -703,10 +743,32 @@ impl<'w> Manager<'w> {
         self.agent
     }
 
-    /// Hands the apps to `agent` (a restored checkpoint's), with the manager's exploration.
+    /// Hands the apps to `agent` (a restored checkpoint's), with the manager's exploration:
+    /// the apps that act without learning are served with it as it is now.
     pub fn replace_agent(&mut self, mut agent: LifecycleAgent) {
         agent.serving_settings(&self.config);
         self.agent = agent;
+        for a in &mut self.apps {
+            a.certified = None;
+        }
+        self.certify();
+    }
+
+    /// Freezes the agent as it is now for every app that acts without learning and has no
+    /// certified policy yet (one copy for all of them), and drops the certified policy of every
+    /// app that no longer acts so.
+    fn certify(&mut self) {
+        let mut now: Option<FrozenPolicy> = None;
+        for i in 0..self.apps.len() {
+            let (stage, retraining) = (self.apps[i].lifecycle.stage(), self.apps[i].lifecycle.retraining());
+            let served = self.agent_acts(stage) && !self.config.acts_with_learner(stage, retraining);
+            if !served {
+                self.apps[i].certified = None;
+            } else if self.apps[i].certified.is_none() {
+                let frozen = now.get_or_insert_with(|| self.agent.frozen()).clone();
+                self.apps[i].certified = Some(frozen);
+            }
+        }
     }
 
     /// Every app's lifecycle as a checkpoint keeps it, by app name.
@@ -721,6 +783,7 @@ impl<'w> Manager<'w> {
         for (i, t) in crate::algorithm::restore_named(apps, states, reason) {
             self.log(i, t);
         }
+        self.certify();
     }
 
     pub fn stages(&self) -> Vec<Stage> {
@@ -897,7 +960,16 @@ impl<'w> Manager<'w> {
                 a.cost = CostMeter::default();
                 let (rates, start) = (std::mem::take(&mut a.rates), a.episode_start.take());
                 let (start_s, fallback, guard) = (a.episode_start_s, a.episode_fallback.take(), a.episode_guard.take());
-                a.recent_traffic.push_back(Replay { episode, rates, payload_scale, start, start_s, fallback, guard });
+                a.recent_traffic.push_back(Replay {
+                    episode,
+                    rates,
+                    payload_scale,
+                    start,
+                    start_s,
+                    fallback,
+                    guard,
+                    unfaithful: None,
+                });
                 while a.recent_traffic.len() > self.config.shadow_episodes.max(1) {
                     a.recent_traffic.pop_front();
                 }
@@ -976,6 +1048,14 @@ impl<'w> Manager<'w> {
                     _ => None,
                 }
             };
+            // A replay found unfaithful stays so while the check pools it.
+            if let (Some(why), Some(newest)) = (&unfaithful, self.apps[i].recent_traffic.back_mut()) {
+                newest.unfaithful = Some(why.clone());
+            }
+            if stage == Stage::Offline && shadow.is_some() && unfaithful.is_none() {
+                unfaithful = pooled_unfaithful(&self.apps[i].recent_traffic, self.config.episode_steps);
+            }
+            let a = &self.apps[i];
             // An episode the meta-learner held back for the fallback says nothing about the
             // agent: no stage moves on it (a held ONLINE app is not promoted on the fallback's
             // rewards, a held SERVING one not judged degraded by them).
@@ -1009,6 +1089,8 @@ impl<'w> Manager<'w> {
             a.episode_start_agent_actions = a.counts.agent_actions;
             a.episode_start_workload_holds = a.counts.workload_holds;
         }
+        // An app handed over now is served with the agent its check just passed.
+        self.certify();
         self.episode += 1;
         Ok(())
     }
@@ -1097,26 +1179,32 @@ impl Driver for Manager<'_> {
                     }
                 })
                 .collect();
+        // The apps that act with the learning agent, in one batched pass; the others with the
+        // policy each was handed over with, one pass per certified copy.
+        self.certify();
         let batch: Vec<f32> = acting.iter().flat_map(|&i| agent_states[i].iter().flatten().copied()).collect();
+        let served: Vec<Option<FrozenPolicy>> = acting.iter().map(|&i| self.apps[i].certified.clone()).collect();
         let explores = self.agent.explores_online(&self.config);
         let explore: Vec<bool> = acting.iter().map(|&i| explores && seen[i].1 == Stage::Online).collect();
+        let mut actions: Vec<Option<Vec<f32>>> = vec![None; seen.len()];
+        let mut explored = vec![false; seen.len()];
+        for (&i, (action, e)) in acting.iter().zip(act_served(&mut self.agent, &batch, &acting, &served, &explore)?) {
+            (actions[i], explored[i]) = (Some(action), e);
+        }
         let sampling = self.agent.algorithm() == Learner::Ppo;
-        let mut actions = self.agent.act(&batch, &acting, &explore)?.into_iter();
-        let mut explored = acting.iter().zip(&explore).filter(|(_, e)| **e).map(|(i, _)| *i);
-        let mut next_explored = explored.next();
         for (i, (obs, stage, wants_agent, checked, held)) in seen.into_iter().enumerate() {
-            let agent_action = if wants_agent && checked.is_ok() { actions.next() } else { None };
+            let agent_action = if wants_agent && checked.is_ok() { actions[i].take() } else { None };
             self.apps[i].sampled = None;
-            if next_explored == Some(i) {
-                next_explored = explored.next();
-                if sampling {
-                    self.apps[i].sampled = agent_action.clone();
-                }
+            if explored[i] && sampling {
+                self.apps[i].sampled = agent_action.clone();
             }
             let attribution = match (&agent_action, &agent_states[i]) {
                 (Some(v), Some(s)) if self.config.log => {
                     let names = decision::named_features(self.config.residual);
-                    let grads = decision::gradient_times_input(&self.agent, s, names.len())?;
+                    let grads = match &self.apps[i].certified {
+                        Some(policy) => decision::gradient_times_input(policy, s, names.len())?,
+                        None => decision::gradient_times_input(&self.agent, s, names.len())?,
+                    };
                     Some(decision::attribution(s, v, &grads, &names))
                 }
                 _ => None,
@@ -1347,6 +1435,44 @@ mod tests {
                 assert!(why.contains(&format!("{real} of {intervals} intervals, its replay in {replayed}")), "{why}");
             }
         }
+    }
+
+    /// A replay found not to reproduce its episode keeps the pooled check from trusting the
+    /// pool until it leaves it, however the newer replays fare.
+    #[test]
+    fn a_replay_found_unfaithful_is_distrusted_while_the_check_pools_it() {
+        let replay = |episode, unfaithful: Option<&str>| Replay {
+            episode,
+            rates: vec![1.0; 4],
+            payload_scale: 1.0,
+            start: None,
+            start_s: 0.0,
+            fallback: None,
+            guard: None,
+            unfaithful: unfaithful.map(str::to_string),
+        };
+        let outcome = |slo_violations| EpisodeOutcome { mean_reward: 0.0, slo_violations, core_seconds: None };
+        let miss = replay_misses(&outcome(40), &outcome(0), 100).unwrap();
+        let mut pool: std::collections::VecDeque<Replay> = std::collections::VecDeque::new();
+        pool.push_back(replay(3, None));
+        assert_eq!(pooled_unfaithful(&pool, 100), None);
+        pool.push_back(replay(4, Some(&miss)));
+        pool.push_back(replay(5, None));
+        let why = pooled_unfaithful(&pool, 100).expect("an unfaithful replay is pooled");
+        assert_eq!(
+            why,
+            "the replay of the episode from step 400, one of the 3 the check pools, did not reproduce it: \
+             the fallback violated the SLO in 40 of 100 intervals, its replay in 0 (more than 10 apart), so the \
+             replay's model of the app is not trusted with the agent"
+        );
+        // It names the oldest such replay, and trusts the pool once the last has left it.
+        pool.push_back(replay(6, Some(&miss)));
+        pool.pop_front();
+        assert!(pooled_unfaithful(&pool, 100).unwrap().contains("from step 400"));
+        pool.pop_front();
+        assert!(pooled_unfaithful(&pool, 100).unwrap().contains("from step 600"));
+        pool.pop_back();
+        assert_eq!(pooled_unfaithful(&pool, 100), None);
     }
 
     fn rec(cpu: u64, replicas: u32) -> Recommendation {

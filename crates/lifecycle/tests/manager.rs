@@ -804,3 +804,70 @@ fn an_app_is_not_promoted_on_a_replay_that_misses_its_episode() {
     assert!(why.starts_with("not checked: the replay of this episode does not reproduce it"), "{why}");
     assert!(arm.stages.iter().all(|c| c.to != Stage::Online || c.app != workload.apps[1].name), "{:?}", arm.stages);
 }
+
+/// Places each app in its own stage, and keeps the decisions and the agent's gradient steps
+/// after every episode.
+struct PlacedEach {
+    states: Vec<LifecycleState>,
+    decisions: Vec<aware_lifecycle::decision::Decision>,
+    updates: Vec<u64>,
+}
+
+impl EpisodeSink for PlacedEach {
+    fn start(&mut self, manager: &mut Manager) -> Result<(), LifecycleError> {
+        let states: Vec<_> = manager.app_names().into_iter().zip(self.states.clone()).collect();
+        manager.restore_lifecycles(&states, "test");
+        Ok(())
+    }
+
+    fn episode(&mut self, _: u64, manager: &mut Manager) -> Result<(), LifecycleError> {
+        self.decisions.extend(manager.take_log().decisions);
+        self.updates.push(manager.agent.updates());
+        Ok(())
+    }
+}
+
+/// An app handed over acts with the policy it was handed over with (SERVING: no updates),
+/// however the one shared agent learns meanwhile from the app it is bootstrapping. Here app 0
+/// serves while app 1 bootstraps: every action app 0's agent takes is what the agent it
+/// started with takes in that state, although the agent's own actions moved.
+#[test]
+fn a_served_app_acts_with_the_policy_it_was_handed_over_with() {
+    use aware_lifecycle::run::{Plan, run_agent};
+    let (workload, _dir) = workload(2, None);
+    // A reward SERVING always keeps, so only the shadow's hand-back could move app 0.
+    let serving = LifecycleState::fresh(Stage::Serving, Some(-1e9));
+    let offline = LifecycleState::fresh(Stage::Offline, None);
+    let config = ManagerConfig { episode_steps: 50, log: true, ..ManagerConfig::default() };
+    let plan = Plan::new(&workload, 200, 50).unwrap();
+    let mut sink = PlacedEach { states: vec![serving, offline], decisions: Vec::new(), updates: Vec::new() };
+    let (arm, learner) = run_agent(&workload, &plan, small_agent(7), "aware", &config, &mut sink, &Silent).unwrap();
+    let reference = small_agent(7);
+    let app0 = &workload.apps[0].name;
+    // App 0's decisions while it stays SERVING (a hand-back would hand it a new policy).
+    let left = arm.stages.iter().filter(|c| &c.app == app0 && c.step > 0).map(|c| c.step).min().unwrap_or(u64::MAX);
+    let names = aware_lifecycle::decision::named_features(false);
+    let mut checked = 0;
+    let mut moved = 0.0f32;
+    for d in sink.decisions.iter().filter(|d| &d.app == app0 && d.step < left && d.acting_policy == "aware") {
+        let Some(attribution) = &d.attribution else { continue };
+        let state: Vec<f32> = names
+            .iter()
+            .map(|n| attribution[0].features.iter().find(|s| s.feature == *n).expect("every feature").value)
+            .collect();
+        let acted: Vec<f32> = attribution.iter().map(|a| a.action).collect();
+        let served = reference.greedy(&state).unwrap();
+        assert!(
+            acted.iter().zip(&served).all(|(a, s)| (a - s).abs() < 1e-4),
+            "step {}: {acted:?} vs {served:?}",
+            d.step
+        );
+        checked += 1;
+        let learned = learner.greedy(&state).unwrap();
+        moved = moved.max(learned.iter().zip(&served).map(|(a, s)| (a - s).abs()).fold(0.0, f32::max));
+    }
+    assert!(checked >= 100, "app 0 served for {checked} intervals before {left}: {:?}", arm.stages);
+    // The agent learned from app 1 meanwhile, and its own actions in those states moved.
+    assert!(sink.updates.last() > sink.updates.first(), "{:?}", sink.updates);
+    assert!(moved > 1e-2, "the learner acts as it started ({moved})");
+}
