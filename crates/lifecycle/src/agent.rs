@@ -290,6 +290,15 @@ impl LifecycleAgent {
         })
     }
 
+    /// Whether an ONLINE app's actions are perturbed by exploration: a DDPG agent's with the
+    /// manager's σ above 0 (PPO explores only where it learns online).
+    pub(crate) fn explores_with_noise(&self, config: &ManagerConfig) -> bool {
+        match self {
+            LifecycleAgent::Ddpg(_) => config.online_noise_sigma > 0.0,
+            LifecycleAgent::Ppo(_) => config.online_learning,
+        }
+    }
+
     /// Whether it explores an ONLINE app's actions: DDPG always (with the manager's σ, 0 by
     /// default), PPO only when it learns online, since its updates need its own samples and its
     /// Gaussian's σ is the policy's, not the manager's.

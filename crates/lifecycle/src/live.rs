@@ -194,6 +194,10 @@ pub struct LiveManager {
     step: u64,
     changes: Vec<StageChange>,
     decisions: Vec<Decision>,
+    /// The agent as it was handed over (a checkpoint's), frozen: what every app a checkpoint
+    /// places in a stage the agent acts in without learning is served with, whenever it is
+    /// placed, however the agent has learned since.
+    handed: FrozenPolicy,
 }
 
 impl LiveManager {
@@ -222,7 +226,9 @@ impl LiveManager {
         // The caller's `high_stakes`, else the profile's.
         let config = ManagerConfig { high_stakes: Some(config.high_stakes.unwrap_or(profile.high_stakes)), ..config };
         agent.serving_settings(&config);
-        let mut m = Self { agent, config, apps: Vec::new(), step: 0, changes: Vec::new(), decisions: Vec::new() };
+        let handed = agent.frozen();
+        let mut m =
+            Self { agent, config, apps: Vec::new(), step: 0, changes: Vec::new(), decisions: Vec::new(), handed };
         for name in apps {
             m.add_app(name, profile)?;
         }
@@ -297,6 +303,28 @@ impl LiveManager {
         let apps = self.apps.iter_mut().map(|a| (a.name.as_str(), &mut a.lifecycle));
         for (i, t) in crate::algorithm::restore_named(apps, states, reason) {
             self.log(i, t);
+        }
+        for a in &mut self.apps {
+            if states.iter().any(|(name, _)| *name == a.name) {
+                a.certified = Some(self.handed.clone());
+            }
+        }
+        self.certify();
+    }
+
+    /// Drops the certified policy of every app the agent does not act for without learning,
+    /// and freezes the agent as it is now for every app that it does and that has none (one
+    /// copy for all): an app that retraining hands back to SERVING, or one placed by hand.
+    fn certify(&mut self) {
+        let explores = self.agent.explores_with_noise(&self.config);
+        let mut now: Option<FrozenPolicy> = None;
+        for i in 0..self.apps.len() {
+            let (stage, retraining) = (self.apps[i].lifecycle.stage(), self.apps[i].lifecycle.retraining());
+            if !self.agent_acts(stage) || self.config.acts_with_learner(stage, retraining, explores) {
+                self.apps[i].certified = None;
+            } else if self.apps[i].certified.is_none() {
+                self.apps[i].certified = Some(now.get_or_insert_with(|| self.agent.frozen()).clone());
+            }
         }
     }
 
@@ -404,6 +432,8 @@ impl LiveManager {
             offline += learned as usize;
             taken.push((i, t));
         }
+        // Before this interval's training: an app handed over now gets the agent it was.
+        self.certify();
         if offline > 0 {
             self.agent.train_offline(offline * self.config.offline_updates, self.config.bc_alpha)?;
         }
@@ -413,21 +443,6 @@ impl LiveManager {
         let explores = self.agent.explores_online(&self.config);
         let explore: Vec<bool> = acting.iter().map(|&k| explores && taken[k].1.stage == Stage::Online).collect();
         let apps: Vec<usize> = acting.iter().map(|&k| taken[k].0).collect();
-        // An app the agent acts for without learning acts with the policy it first did so with.
-        let mut frozen_now: Option<FrozenPolicy> = None;
-        for &i in &apps {
-            let (stage, retraining) = (self.apps[i].lifecycle.stage(), self.apps[i].lifecycle.retraining());
-            if self.config.acts_with_learner(stage, retraining) {
-                self.apps[i].certified = None;
-            } else if self.apps[i].certified.is_none() {
-                self.apps[i].certified = Some(frozen_now.get_or_insert_with(|| self.agent.frozen()).clone());
-            }
-        }
-        for a in &mut self.apps {
-            if !matches!(a.lifecycle.stage(), Stage::Online | Stage::Serving) {
-                a.certified = None;
-            }
-        }
         let served: Vec<Option<FrozenPolicy>> = apps.iter().map(|&i| self.apps[i].certified.clone()).collect();
         let sampling = self.agent.algorithm() == Learner::Ppo;
         let mut actions = act_served(&mut self.agent, &batch, &apps, &served, &explore)?.into_iter();
@@ -783,8 +798,20 @@ mod tests {
         m.restore_lifecycles(&[(m.apps[0].name.clone(), serving)], "test: a checkpoint that serves app 0");
         assert_eq!(m.stages(), vec![Stage::Serving, Stage::Offline]);
         let mut served = Vec::new();
-        for _ in 0..120 {
-            for d in m.interval(&mut c).expect("interval") {
+        for k in 0..180 {
+            // App 0's backend answers nothing for the first 60 intervals, while the agent
+            // learns from app 1: it is still served with the checkpoint's agent afterwards.
+            let observations = (0..2)
+                .map(|i| match (i, k < 60) {
+                    (0, true) => (0, Err("connection refused".to_string())),
+                    _ => (i, c.observe(i as AppId).map_err(|e| e.to_string())),
+                })
+                .collect();
+            for d in m.decide(observations).expect("decide") {
+                if let Some(rec) = &d.recommendation {
+                    let id = c.app_names().iter().position(|n| *n == d.decision.app).expect("a managed app");
+                    c.apply(id as AppId, rec).expect("applied");
+                }
                 if d.agent_acted {
                     let a = d.decision.attribution.expect("logged with its attribution");
                     let state: Vec<f32> = decision::named_features(false)

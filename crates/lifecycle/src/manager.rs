@@ -173,12 +173,13 @@ impl ManagerConfig {
 
     /// Whether an app in `stage` (`retraining` as [`AppLifecycle::retraining`] says) that the
     /// agent acts for acts with the learning agent as it trains: while it learns from what it
-    /// does (online learning; retraining after SERVING degraded) or explores. Otherwise it acts
+    /// does (online learning; retraining after SERVING degraded) or explores (`explores`:
+    /// [`LifecycleAgent::explores_with_noise`]). Otherwise it acts
     /// with the policy certified when it was handed over: the one the bootstrapping check
     /// passed (or the checkpoint's), not the one the shared agent has become since by learning
     /// from the apps it is bootstrapping. The manager and the live decider both ask this.
-    pub(crate) fn acts_with_learner(&self, stage: Stage, retraining: bool) -> bool {
-        stage == Stage::Online && (self.online_learning || retraining || self.online_noise_sigma > 0.0)
+    pub(crate) fn acts_with_learner(&self, stage: Stage, retraining: bool, explores: bool) -> bool {
+        stage == Stage::Online && (self.online_learning || retraining || explores)
     }
 }
 
@@ -758,10 +759,11 @@ impl<'w> Manager<'w> {
     /// certified policy yet (one copy for all of them), and drops the certified policy of every
     /// app that no longer acts so.
     fn certify(&mut self) {
+        let explores = self.agent.explores_with_noise(&self.config);
         let mut now: Option<FrozenPolicy> = None;
         for i in 0..self.apps.len() {
             let (stage, retraining) = (self.apps[i].lifecycle.stage(), self.apps[i].lifecycle.retraining());
-            let served = self.agent_acts(stage) && !self.config.acts_with_learner(stage, retraining);
+            let served = self.agent_acts(stage) && !self.config.acts_with_learner(stage, retraining, explores);
             if !served {
                 self.apps[i].certified = None;
             } else if self.apps[i].certified.is_none() {
