@@ -312,20 +312,11 @@ impl LiveManager {
         self.certify();
     }
 
-    /// Drops the certified policy of every app the agent does not act for without learning,
-    /// and freezes the agent as it is now for every app that it does and that has none (one
-    /// copy for all): an app that retraining hands back to SERVING, or one placed by hand.
+    /// [`crate::manager::certify`] for every app: an app that retraining hands back to
+    /// SERVING, or one placed by hand, gets the agent as it is now.
     fn certify(&mut self) {
-        let explores = self.agent.explores_with_noise(&self.config);
-        let mut now: Option<FrozenPolicy> = None;
-        for i in 0..self.apps.len() {
-            let (stage, retraining) = (self.apps[i].lifecycle.stage(), self.apps[i].lifecycle.retraining());
-            if !self.agent_acts(stage) || self.config.acts_with_learner(stage, retraining, explores) {
-                self.apps[i].certified = None;
-            } else if self.apps[i].certified.is_none() {
-                self.apps[i].certified = Some(now.get_or_insert_with(|| self.agent.frozen()).clone());
-            }
-        }
+        let apps = self.apps.iter_mut().map(|a| (&a.lifecycle, &mut a.certified));
+        crate::manager::certify(&self.agent, &self.config, apps);
     }
 
     pub fn stages(&self) -> Vec<Stage> {
@@ -371,11 +362,7 @@ impl LiveManager {
     }
 
     fn agent_acts(&self, stage: Stage) -> bool {
-        match stage {
-            Stage::Serving => true,
-            Stage::Online => !self.config.is_high_stakes(),
-            Stage::Initialized | Stage::Offline => false,
-        }
+        self.config.agent_acts(stage)
     }
 
     /// One interval of every app of `cluster`: observe each, decide, apply. The caller moves

@@ -178,6 +178,16 @@ impl ManagerConfig {
     /// with the policy certified when it was handed over: the one the bootstrapping check
     /// passed (or the checkpoint's), not the one the shared agent has become since by learning
     /// from the apps it is bootstrapping. The manager and the live decider both ask this.
+    /// Whether the agent may propose for an app in `stage`: in SERVING, and in ONLINE unless
+    /// high stakes keep the fallback acting there.
+    pub(crate) fn agent_acts(&self, stage: Stage) -> bool {
+        match stage {
+            Stage::Serving => true,
+            Stage::Online => !self.is_high_stakes(),
+            Stage::Initialized | Stage::Offline => false,
+        }
+    }
+
     pub(crate) fn acts_with_learner(&self, stage: Stage, retraining: bool, explores: bool) -> bool {
         stage == Stage::Online && (self.online_learning || retraining || explores)
     }
@@ -623,6 +633,27 @@ fn pooled_unfaithful<'r>(recent: impl IntoIterator<Item = &'r Replay>, episode_s
     })
 }
 
+/// Freezes `agent` as it is now for every app (its lifecycle and certified policy) that the
+/// agent acts for without learning and that has no certified policy yet (one copy for all of
+/// them), and drops the certified policy of every app the agent does not act for so. The
+/// manager and the live decider both keep their apps' certificates so.
+pub(crate) fn certify<'a>(
+    agent: &LifecycleAgent,
+    config: &ManagerConfig,
+    apps: impl Iterator<Item = (&'a AppLifecycle, &'a mut Option<FrozenPolicy>)>,
+) {
+    let explores = agent.explores_with_noise(config);
+    let mut now: Option<FrozenPolicy> = None;
+    for (lifecycle, certified) in apps {
+        let (stage, retraining) = (lifecycle.stage(), lifecycle.retraining());
+        if !config.agent_acts(stage) || config.acts_with_learner(stage, retraining, explores) {
+            *certified = None;
+        } else if certified.is_none() {
+            *certified = Some(now.get_or_insert_with(|| agent.frozen()).clone());
+        }
+    }
+}
+
 /// The manager: Algorithm 1 and the guard for every application, one agent for all.
 pub struct Manager<'w> {
     workload: &'w Workload,
@@ -755,22 +786,10 @@ impl<'w> Manager<'w> {
         self.certify();
     }
 
-    /// Freezes the agent as it is now for every app that acts without learning and has no
-    /// certified policy yet (one copy for all of them), and drops the certified policy of every
-    /// app that no longer acts so.
+    /// [`certify`] for every app.
     fn certify(&mut self) {
-        let explores = self.agent.explores_with_noise(&self.config);
-        let mut now: Option<FrozenPolicy> = None;
-        for i in 0..self.apps.len() {
-            let (stage, retraining) = (self.apps[i].lifecycle.stage(), self.apps[i].lifecycle.retraining());
-            let served = self.agent_acts(stage) && !self.config.acts_with_learner(stage, retraining, explores);
-            if !served {
-                self.apps[i].certified = None;
-            } else if self.apps[i].certified.is_none() {
-                let frozen = now.get_or_insert_with(|| self.agent.frozen()).clone();
-                self.apps[i].certified = Some(frozen);
-            }
-        }
+        let apps = self.apps.iter_mut().map(|a| (&a.lifecycle, &mut a.certified));
+        certify(&self.agent, &self.config, apps);
     }
 
     /// Every app's lifecycle as a checkpoint keeps it, by app name.
@@ -940,11 +959,7 @@ impl<'w> Manager<'w> {
 
     /// Whether the agent may propose for an app in `stage`.
     fn agent_acts(&self, stage: Stage) -> bool {
-        match stage {
-            Stage::Serving => true,
-            Stage::Online => !self.config.is_high_stakes(),
-            Stage::Initialized | Stage::Offline => false,
-        }
+        self.config.agent_acts(stage)
     }
 
     /// Ends the episode of every application: scores it, runs the bootstrapping check where
