@@ -805,6 +805,17 @@ fn an_app_is_not_promoted_on_a_replay_that_misses_its_episode() {
     assert!(arm.stages.iter().all(|c| c.to != Stage::Online || c.app != workload.apps[1].name), "{:?}", arm.stages);
 }
 
+/// The state an agent's decision was taken in and the action it took, read back from its
+/// attribution (which lists every state feature with its value); `None` for the fallback's.
+fn state_and_action(d: &aware_lifecycle::decision::Decision) -> Option<(Vec<f32>, Vec<f32>)> {
+    let attribution = d.attribution.as_ref()?;
+    let state = aware_lifecycle::decision::named_features(false)
+        .iter()
+        .map(|n| attribution[0].features.iter().find(|s| s.feature == *n).expect("every feature").value)
+        .collect();
+    Some((state, attribution.iter().map(|a| a.action).collect()))
+}
+
 /// Places each app in its own stage, and keeps the decisions and the agent's gradient steps
 /// after every episode.
 struct PlacedEach {
@@ -846,16 +857,10 @@ fn a_served_app_acts_with_the_policy_it_was_handed_over_with() {
     let app0 = &workload.apps[0].name;
     // App 0's decisions while it stays SERVING (a hand-back would hand it a new policy).
     let left = arm.stages.iter().filter(|c| &c.app == app0 && c.step > 0).map(|c| c.step).min().unwrap_or(u64::MAX);
-    let names = aware_lifecycle::decision::named_features(false);
     let mut checked = 0;
     let mut moved = 0.0f32;
     for d in sink.decisions.iter().filter(|d| &d.app == app0 && d.step < left && d.acting_policy == "aware") {
-        let Some(attribution) = &d.attribution else { continue };
-        let state: Vec<f32> = names
-            .iter()
-            .map(|n| attribution[0].features.iter().find(|s| s.feature == *n).expect("every feature").value)
-            .collect();
-        let acted: Vec<f32> = attribution.iter().map(|a| a.action).collect();
+        let Some((state, acted)) = state_and_action(d) else { continue };
         let served = reference.greedy(&state).unwrap();
         assert!(
             acted.iter().zip(&served).all(|(a, s)| (a - s).abs() < 1e-4),
@@ -870,4 +875,58 @@ fn a_served_app_acts_with_the_policy_it_was_handed_over_with() {
     // The agent learned from app 1 meanwhile, and its own actions in those states moved.
     assert!(sink.updates.last() > sink.updates.first(), "{:?}", sink.updates);
     assert!(moved > 1e-2, "the learner acts as it started ({moved})");
+}
+
+/// Keeps the agent as every episode left it (after the episode's checks) and the decisions.
+struct Frozen {
+    after: Vec<aware_agents::FrozenPolicy>,
+    decisions: Vec<aware_lifecycle::decision::Decision>,
+}
+
+impl EpisodeSink for Frozen {
+    fn episode(&mut self, _: u64, manager: &mut Manager) -> Result<(), LifecycleError> {
+        self.after.push(manager.agent.frozen());
+        self.decisions.extend(manager.take_log().decisions);
+        Ok(())
+    }
+}
+
+/// An app the bootstrapping check hands over acts with the agent the check passed, frozen at
+/// the end of that episode, for as long as it stays ONLINE, while the agent goes on learning
+/// from the apps still OFFLINE.
+#[test]
+fn a_promoted_app_acts_with_the_agent_its_check_passed() {
+    let (workload, _dir) = workload(3, None);
+    let config = ManagerConfig { episode_steps: 50, log: true, ..ManagerConfig::default() };
+    let plan = Plan::new(&workload, 400, 50).unwrap();
+    let mut sink = Frozen { after: Vec::new(), decisions: Vec::new() };
+    let (arm, _) = run_agent(&workload, &plan, small_agent(7), "aware", &config, &mut sink, &Silent).unwrap();
+    let names = aware_lifecycle::decision::named_features(false);
+    let mut checked = 0;
+    for c in arm.stages.iter().filter(|c| c.from == Stage::Offline && c.to == Stage::Online) {
+        let episode = (c.step / 50) as usize - 1;
+        let left =
+            arm.stages.iter().filter(|d| d.app == c.app && d.step > c.step).map(|d| d.step).min().unwrap_or(u64::MAX);
+        let passed = &sink.after[episode];
+        for d in sink.decisions.iter().filter(|d| d.app == c.app && d.step >= c.step && d.step < left) {
+            let Some((state, acted)) = state_and_action(d) else { continue };
+            let want = passed.greedy_batch(&state, 1).unwrap();
+            assert!(
+                acted.iter().zip(&want).all(|(a, w)| (a - w).abs() < 1e-4),
+                "{} step {}: {acted:?} vs {want:?}",
+                c.app,
+                d.step
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 50, "{checked} decisions after a promotion: {:?}", arm.stages);
+    // The agent learned after the first promotion, so the test can tell the copies apart.
+    let first = arm.stages.iter().find(|c| c.to == Stage::Online).map(|c| (c.step / 50) as usize - 1).unwrap();
+    let probe = vec![0.3; names.len()];
+    let (then, last) = (
+        sink.after[first].greedy_batch(&probe, 1).unwrap(),
+        sink.after.last().unwrap().greedy_batch(&probe, 1).unwrap(),
+    );
+    assert!(then.iter().zip(&last).any(|(a, b)| (a - b).abs() > 1e-3), "{then:?} vs {last:?}");
 }
