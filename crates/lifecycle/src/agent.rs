@@ -135,6 +135,15 @@ impl Greedy for FrozenPolicy {
     }
 }
 
+/// The policy that acts for an app: the copy it was handed over with where it has one
+/// (`served`), else the learning `agent`.
+pub(crate) fn acting_policy<'a>(agent: &'a LifecycleAgent, served: Option<&'a FrozenPolicy>) -> &'a dyn Greedy {
+    match served {
+        Some(policy) => policy,
+        None => agent,
+    }
+}
+
 /// One action per row of the row-major `states` (`apps[k]` is row k's application), and
 /// whether it explored: a row with a certified policy (`served[k]`) acts greedily with it, one
 /// batched pass per distinct copy; the others with the learning `agent`, exploring where

@@ -94,7 +94,11 @@ pub fn named_features(residual: bool) -> Vec<&'static str> {
 /// conditioned on the meta-learner's) gets one, summed over its dimensions — the derivative
 /// along the embedding itself, `Σ_f ∂π_a/∂s_f · s_f` over them, from one pair of states — since
 /// a single embedding dimension means nothing to an operator and costs two forward rows.
-pub fn gradient_times_input(agent: &impl Greedy, state: &[f32], named: usize) -> Result<Vec<Vec<f32>>, AgentError> {
+pub fn gradient_times_input(
+    agent: &(impl Greedy + ?Sized),
+    state: &[f32],
+    named: usize,
+) -> Result<Vec<Vec<f32>>, AgentError> {
     const EPS: f32 = 1e-3;
     let n = state.len();
     let own = n.min(named);

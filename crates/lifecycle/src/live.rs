@@ -19,7 +19,7 @@
 //!   ONLINE → SERVING (rewards converged) and SERVING → ONLINE (rewards degraded) need only
 //!   rewards and happen live.
 
-use crate::agent::{Learner, LifecycleAgent, act_served};
+use crate::agent::{Learner, LifecycleAgent, act_served, acting_policy};
 use aware_agents::Experience;
 use aware_agents::FrozenPolicy;
 use aware_core::{Cluster, Observation, Profile, Recommendation};
@@ -549,10 +549,8 @@ impl LiveManager {
         let attribution = match (&agent_action, &t.state) {
             (Some(v), Some(state)) if self.config.log => {
                 let names = decision::named_features(self.config.residual);
-                let grads = match &self.apps[i].certified {
-                    Some(policy) => decision::gradient_times_input(policy, state, names.len())?,
-                    None => decision::gradient_times_input(&self.agent, state, names.len())?,
-                };
+                let policy = acting_policy(&self.agent, self.apps[i].certified.as_ref());
+                let grads = decision::gradient_times_input(policy, state, names.len())?;
                 Some(decision::attribution(state, v, &grads, &names))
             }
             _ => None,

@@ -23,7 +23,7 @@ use aware_lab::workload::Workload;
 use aware_sim::{CONTAINER, DeploymentState};
 use serde::Serialize;
 
-use crate::agent::{Learner, LifecycleAgent, act_served};
+use crate::agent::{Learner, LifecycleAgent, act_served, acting_policy};
 use crate::algorithm::{AppLifecycle, EpisodeOutcome, LifecycleState, ShadowComparison, Transition};
 use crate::decision::{self, Decision, Seen, Set};
 use crate::guard::{Guard, GuardConfig, Usage};
@@ -1197,8 +1197,8 @@ impl Driver for Manager<'_> {
                 })
                 .collect();
         // The apps that act with the learning agent, in one batched pass; the others with the
-        // policy each was handed over with, one pass per certified copy.
-        self.certify();
+        // policy each was handed over with (certified wherever a stage changes), one pass per
+        // certified copy.
         let batch: Vec<f32> = acting.iter().flat_map(|&i| agent_states[i].iter().flatten().copied()).collect();
         let served: Vec<Option<FrozenPolicy>> = acting.iter().map(|&i| self.apps[i].certified.clone()).collect();
         let explores = self.agent.explores_online(&self.config);
@@ -1218,10 +1218,8 @@ impl Driver for Manager<'_> {
             let attribution = match (&agent_action, &agent_states[i]) {
                 (Some(v), Some(s)) if self.config.log => {
                     let names = decision::named_features(self.config.residual);
-                    let grads = match &self.apps[i].certified {
-                        Some(policy) => decision::gradient_times_input(policy, s, names.len())?,
-                        None => decision::gradient_times_input(&self.agent, s, names.len())?,
-                    };
+                    let policy = acting_policy(&self.agent, self.apps[i].certified.as_ref());
+                    let grads = decision::gradient_times_input(policy, s, names.len())?;
                     Some(decision::attribution(s, v, &grads, &names))
                 }
                 _ => None,
