@@ -350,8 +350,32 @@ impl Ddpg {
                 explore.len()
             )));
         }
+        let sigma = self.config.noise_sigma;
+        let noise: Vec<Option<f32>> = explore.iter().map(|&e| e.then_some(sigma)).collect();
+        self.act_batch_with(obs, n, &noise)
+    }
+
+    /// [`Ddpg::act_batch`] with each row's own exploration: `noise[i]` is row `i`'s σ
+    /// (ε-scaled as the configured one is), `None` greedy.
+    pub fn act_batch_with(
+        &mut self,
+        obs: &[f32],
+        n: usize,
+        noise: &[Option<f32>],
+    ) -> Result<Vec<Vec<f32>>, AgentError> {
+        check_batch(obs, n, self.state_dim)?;
+        if noise.len() != n {
+            return Err(AgentError::BadObservation(format!("{} exploration flags for {n} observations", noise.len())));
+        }
+        if let Some(bad) = noise.iter().flatten().find(|s| !(s.is_finite() && **s >= 0.0)) {
+            return Err(AgentError::Invalid(format!("exploration noise σ {bad} is not a finite non-negative number")));
+        }
         let greedy = if n == 0 { Vec::new() } else { self.greedy_batch(obs, n)? };
-        Ok(greedy.chunks(self.action_dim).zip(explore).map(|(row, &e)| self.explored(row.to_vec(), e)).collect())
+        Ok(greedy
+            .chunks(self.action_dim)
+            .zip(noise)
+            .map(|(row, &sigma)| self.explored_with(row.to_vec(), sigma.is_some(), sigma.unwrap_or(0.0)))
+            .collect())
     }
 
     /// Whether an exploring action is drawn uniformly (warm-up with `uniform_warmup`).
@@ -361,12 +385,17 @@ impl Ddpg {
 
     /// `greedy` as acting leaves it: unchanged, perturbed by the exploration noise, or replaced
     /// by a uniform draw during warm-up.
-    fn explored(&mut self, mut a: Vec<f32>, explore: bool) -> Vec<f32> {
+    fn explored(&mut self, a: Vec<f32>, explore: bool) -> Vec<f32> {
+        self.explored_with(a, explore, self.config.noise_sigma)
+    }
+
+    /// [`Ddpg::explored`] with noise of σ `noise_sigma` (before ε) instead of the configured one.
+    fn explored_with(&mut self, mut a: Vec<f32>, explore: bool, noise_sigma: f32) -> Vec<f32> {
         if self.uniform(explore) {
             return (0..self.action_dim).map(|_| self.rng.random_range(-1.0..=1.0)).collect();
         }
         if explore {
-            let sigma = self.config.noise_sigma * self.epsilon;
+            let sigma = noise_sigma * self.epsilon;
             for (i, x) in a.iter_mut().enumerate() {
                 let z: f32 = StandardNormal.sample(&mut self.rng);
                 let n = match self.config.noise {
@@ -789,6 +818,32 @@ mod tests {
         assert_ne!(together[0], batch.greedy_batch(&obs[0..3], 1).unwrap());
         assert_eq!(rows.epsilon(), batch.epsilon());
         assert!(batch.act_batch(&obs, 4, &[true]).is_err(), "one flag per row");
+    }
+
+    /// Each row explores with its own σ: a row with σ 0 acts greedily, and over many draws a
+    /// row's noise has the spread it was given, not the configured one.
+    #[test]
+    fn each_row_explores_with_its_own_sigma() {
+        let config = DdpgConfig { hidden: vec![8], noise_sigma: 0.5, ..DdpgConfig::default() };
+        let mut ddpg = Ddpg::new(2, 1, config, 3);
+        let obs = [0.1, -0.2, 0.1, -0.2, 0.1, -0.2];
+        let greedy = ddpg.greedy_batch(&obs[..2], 1).unwrap()[0];
+        assert!(greedy.abs() < 0.5, "a greedy action far from the box's edges: {greedy}");
+        let (mut small, mut large) = (Vec::new(), Vec::new());
+        for _ in 0..2_000 {
+            let acted = ddpg.act_batch_with(&obs, 3, &[Some(0.02), Some(0.2), Some(0.0)]).unwrap();
+            assert!((acted[2][0] - greedy).abs() < 1e-5, "σ 0 is greedy");
+            small.push(acted[0][0] - greedy);
+            large.push(acted[1][0] - greedy);
+        }
+        let sd = |v: &[f32]| (v.iter().map(|x| x * x).sum::<f32>() / v.len() as f32).sqrt();
+        assert!((sd(&small) - 0.02).abs() < 0.004, "σ 0.02 row: {}", sd(&small));
+        assert!((sd(&large) - 0.2).abs() < 0.03, "σ 0.2 row: {}", sd(&large));
+        let greedy_rows = ddpg.act_batch_with(&obs, 3, &[None, None, None]).unwrap();
+        assert!(greedy_rows.iter().all(|a| (a[0] - greedy).abs() < 1e-5), "None is greedy");
+        assert!(ddpg.act_batch_with(&obs, 3, &[Some(f32::NAN), None, None]).is_err(), "σ must be a number");
+        assert!(ddpg.act_batch_with(&obs, 3, &[Some(-0.1), None, None]).is_err(), "σ must not be negative");
+        assert!(ddpg.act_batch_with(&obs, 3, &[None]).is_err(), "one σ per row");
     }
 
     /// Offline data from one behaviour (action 0.4 in state s, −0.4 in −s), all rewards 1:

@@ -32,6 +32,7 @@ use rand_pcg::Pcg64Mcg;
 pub use aware_lab::agent::Learner;
 
 use crate::manager::{AGENT_ACTION_DIM, ManagerConfig};
+use crate::stage::Stage;
 
 /// Fallback demonstrations a PPO agent keeps for behaviour cloning (the newest; older ones are
 /// overwritten): 100 episodes of 100 intervals of 10 apps.
@@ -147,13 +148,13 @@ pub(crate) fn acting_policy<'a>(agent: &'a LifecycleAgent, served: Option<&'a Fr
 /// One action per row of the row-major `states` (`apps[k]` is row k's application), and
 /// whether it explored: a row with a certified policy (`served[k]`) acts greedily with it, one
 /// batched pass per distinct copy; the others with the learning `agent`, exploring where
-/// `explore` says, in one batched pass.
+/// `explore` says (a DDPG row with that σ, a PPO row by sampling), in one batched pass.
 pub(crate) fn act_served(
     agent: &mut LifecycleAgent,
     states: &[f32],
     apps: &[usize],
     served: &[Option<FrozenPolicy>],
-    explore: &[bool],
+    explore: &[Option<f32>],
 ) -> Result<Vec<(Vec<f32>, bool)>, AgentError> {
     let n = apps.len();
     if served.len() != n || explore.len() != n {
@@ -170,10 +171,10 @@ pub(crate) fn act_served(
     let mut out: Vec<(Vec<f32>, bool)> = vec![(Vec::new(), false); n];
     let learner: Vec<usize> = (0..n).filter(|&k| served[k].is_none()).collect();
     let learner_apps: Vec<usize> = learner.iter().map(|&k| apps[k]).collect();
-    let learner_explore: Vec<bool> = learner.iter().map(|&k| explore[k]).collect();
+    let learner_explore: Vec<Option<f32>> = learner.iter().map(|&k| explore[k]).collect();
     let acted = agent.act(&rows(&learner), &learner_apps, &learner_explore)?;
-    for ((&k, action), &e) in learner.iter().zip(acted).zip(&learner_explore) {
-        out[k] = (action, e);
+    for ((&k, action), e) in learner.iter().zip(acted).zip(&learner_explore) {
+        out[k] = (action, e.is_some());
     }
     let mut left: Vec<usize> = (0..n).filter(|&k| served[k].is_some()).collect();
     while let Some(policy) = left.first().and_then(|&k| served[k].clone()) {
@@ -308,23 +309,34 @@ impl LifecycleAgent {
         }
     }
 
-    /// Whether it explores an ONLINE app's actions: DDPG always (with the manager's σ, 0 by
-    /// default), PPO only when it learns online, since its updates need its own samples and its
-    /// Gaussian's σ is the policy's, not the manager's.
-    pub(crate) fn explores_online(&self, config: &ManagerConfig) -> bool {
+    /// How it explores the actions of an app in `stage` (`retraining`:
+    /// [`crate::algorithm::AppLifecycle::retraining`]) when it acts for it with the learner:
+    /// only ONLINE; DDPG with the manager's σ (`retrain_noise_sigma` while retraining,
+    /// `online_noise_sigma` otherwise), PPO by sampling its own Gaussian (the value is unused)
+    /// only when it learns online, since its updates need its own samples. `None`: greedy.
+    pub(crate) fn exploration(&self, config: &ManagerConfig, stage: Stage, retraining: bool) -> Option<f32> {
+        if stage != Stage::Online {
+            return None;
+        }
         match self {
-            LifecycleAgent::Ddpg(_) => true,
-            LifecycleAgent::Ppo(_) => config.online_learning,
+            LifecycleAgent::Ddpg(_) if retraining => Some(config.retrain_noise_sigma),
+            LifecycleAgent::Ddpg(_) => Some(config.online_noise_sigma),
+            LifecycleAgent::Ppo(_) => config.online_learning.then_some(0.0),
         }
     }
 
     /// One action per row of the row-major `states` (`apps[i]` is row i's application),
-    /// exploring where `explore` says, in one batched pass (two for PPO when some rows explore
-    /// and some do not).
-    pub fn act(&mut self, states: &[f32], apps: &[usize], explore: &[bool]) -> Result<Vec<Vec<f32>>, AgentError> {
+    /// exploring where `explore` says (DDPG with that row's σ, PPO by sampling its own
+    /// Gaussian), in one batched pass (two for PPO when some rows explore and some do not).
+    pub fn act(
+        &mut self,
+        states: &[f32],
+        apps: &[usize],
+        explore: &[Option<f32>],
+    ) -> Result<Vec<Vec<f32>>, AgentError> {
         let n = apps.len();
         match self {
-            LifecycleAgent::Ddpg(a) => a.act_batch(states, n, explore),
+            LifecycleAgent::Ddpg(a) => a.act_batch_with(states, n, explore),
             LifecycleAgent::Ppo(a) => {
                 let width = a.ppo.state_dim();
                 aware_agents::check_batch(states, n, width)?;
@@ -332,7 +344,7 @@ impl LifecycleAgent {
                     return Err(AgentError::Invalid(format!("{} exploration flags for {n} rows", explore.len())));
                 }
                 let row = |i: usize| &states[i * width..(i + 1) * width];
-                let (sampled, greedy): (Vec<usize>, Vec<usize>) = (0..n).partition(|&i| explore[i]);
+                let (sampled, greedy): (Vec<usize>, Vec<usize>) = (0..n).partition(|&i| explore[i].is_some());
                 let mut out = vec![Vec::new(); n];
                 if !sampled.is_empty() {
                     let envs: Vec<usize> = sampled.iter().map(|&i| apps[i]).collect();
@@ -515,6 +527,38 @@ mod tests {
         }
     }
 
+    /// How each stage explores and learns, per algorithm: a DDPG agent retraining explores with
+    /// the manager's retraining σ and learns online without a behaviour term; everything else
+    /// as before session 52 (ONLINE after bootstrapping greedy with σ 0, no learning; OFFLINE
+    /// learning offline; PPO retraining by cloning its own transitions, greedily).
+    #[test]
+    fn each_stage_explores_and_learns_as_its_algorithm_can() {
+        use crate::manager::Learning;
+        let config = ManagerConfig { retrain_noise_sigma: 0.1, online_noise_sigma: 0.0, ..ManagerConfig::default() };
+        let ddpg = LifecycleAgent::fresh(Learner::Ddpg, 3);
+        let ppo = LifecycleAgent::fresh(Learner::Ppo, 3);
+        // (stage, retraining, DDPG's σ, PPO samples, DDPG learns, PPO learns)
+        let cases = [
+            (Stage::Offline, false, None, false, Learning::Offline, Learning::Offline),
+            (Stage::Online, false, Some(0.0), false, Learning::None, Learning::None),
+            (Stage::Online, true, Some(0.1), false, Learning::Online { bc: None }, Learning::Offline),
+            (Stage::Serving, false, None, false, Learning::None, Learning::None),
+        ];
+        for (stage, retraining, sigma, samples, ddpg_learns, ppo_learns) in cases {
+            assert_eq!(ddpg.exploration(&config, stage, retraining), sigma, "{stage:?} {retraining}");
+            assert_eq!(ppo.exploration(&config, stage, retraining).is_some(), samples, "{stage:?} {retraining}");
+            assert_eq!(config.learning(Learner::Ddpg, stage, retraining), ddpg_learns, "{stage:?} {retraining}");
+            assert_eq!(config.learning(Learner::Ppo, stage, retraining), ppo_learns, "{stage:?} {retraining}");
+        }
+        // High stakes: the fallback acts while the agent retrains, and it learns from it offline.
+        let high = ManagerConfig { high_stakes: Some(true), ..config.clone() };
+        assert_eq!(high.learning(Learner::Ddpg, Stage::Online, true), Learning::Offline);
+        // Learning online (RL without bootstrapping): TD3+BC's term kept, PPO samples.
+        let online = ManagerConfig { online_learning: true, ..config };
+        assert_eq!(online.learning(Learner::Ddpg, Stage::Online, true), Learning::Online { bc: Some(0.5) });
+        assert!(ppo.exploration(&online, Stage::Online, false).is_some());
+    }
+
     /// A PPO agent learning offline clones the fallback: where it held (action 0) in one state
     /// and scaled up (0.6) in another, the greedy policy comes to do the same.
     #[test]
@@ -558,7 +602,7 @@ mod tests {
     fn ppo_samples_per_app_and_learns_from_what_it_sampled() {
         let mut agent = LifecycleAgent::fresh(Learner::Ppo, 5);
         let states: Vec<f32> = (0..3).flat_map(|i| vec![0.2 * i as f32; aware_env::STATE_DIM]).collect();
-        let actions = agent.act(&states, &[4, 7, 9], &[true, false, true]).unwrap();
+        let actions = agent.act(&states, &[4, 7, 9], &[Some(1.0), None, Some(1.0)]).unwrap();
         assert_eq!(actions.len(), 3);
         let greedy = agent.greedy(&states[aware_env::STATE_DIM..2 * aware_env::STATE_DIM]).unwrap();
         assert_eq!(actions[1], greedy, "a row that does not explore acts greedily");

@@ -36,6 +36,16 @@ use crate::stage::Stage;
 /// convergence test allows a spread of `t_serving`), two in a row are a trend.
 pub const DEGRADATION_EPISODES: usize = 2;
 
+/// Share of an episode's intervals violating the SLO at which the rules have failed there: the
+/// fallback violated it in at least this share of the intervals it acted for (OFFLINE), or
+/// both the acting agent and the fallback replayed on the same traffic did (ONLINE, SERVING).
+/// For [`DEGRADATION_EPISODES`] episodes in a row, the app retrains
+/// ([`AppLifecycle::retraining`]): the agent acts, exploring, and learns from its own actions.
+/// An agent that learned from the rules, and so only ever does what they do, cannot learn its
+/// way out of a workload they cannot serve (`aware experiment fig9`: MPA never moves the CPU
+/// limit, and after a payload increase every pod of its size violates the SLO).
+pub const FAILING_SHARE: f64 = 0.5;
+
 /// Relative slack on the core-seconds comparison of [`AppLifecycle`]'s check: rounding, not a
 /// margin (the two runs are summed by the same scorer).
 const COST_TOLERANCE: f64 = 1e-9;
@@ -47,6 +57,8 @@ pub struct EpisodeOutcome {
     pub mean_reward: f64,
     /// Intervals that violated the SLO.
     pub slo_violations: u64,
+    /// Intervals it covered.
+    pub intervals: u64,
     /// Core-seconds reserved, where both sides of a comparison are measured alike (the
     /// bootstrapping check's shadow runs); `None` for an episode as served, whose reservation
     /// the manager does not measure as the shadow's scorer does.
@@ -68,6 +80,7 @@ impl ShadowComparison {
         let pool = |f: fn(&ShadowComparison) -> EpisodeOutcome| EpisodeOutcome {
             mean_reward: all.iter().map(|c| f(c).mean_reward).sum::<f64>() / n,
             slo_violations: all.iter().map(|c| f(c).slo_violations).sum(),
+            intervals: all.iter().map(|c| f(c).intervals).sum(),
             core_seconds: all.iter().map(|c| f(c).core_seconds).sum(),
         };
         ShadowComparison { agent: pool(|c| c.agent), fallback: pool(|c| c.fallback) }
@@ -93,13 +106,17 @@ pub struct LifecycleState {
     /// written before it was kept.
     #[serde(default)]
     pub retraining: bool,
+    /// Consecutive episodes in which the rules failed ([`FAILING_SHARE`]); absent in
+    /// checkpoints written before it was kept.
+    #[serde(default)]
+    pub failing: usize,
 }
 
 impl LifecycleState {
     /// A lifecycle in `stage` with nothing remembered, held to `reference` (SERVING's
     /// converged reward): an app placed in a stage by hand, as a test or an operator would.
     pub fn fresh(stage: Stage, reference: Option<f64>) -> Self {
-        Self { stage, behind: 0, recent: Vec::new(), reference, retraining: false }
+        Self { stage, behind: 0, recent: Vec::new(), reference, retraining: false, failing: 0 }
     }
 }
 
@@ -129,6 +146,11 @@ pub struct AppLifecycle {
     bootstrapping: bool,
     /// Whether SERVING may hand back for retraining (off: the `no-retrain` ablation).
     may_retrain: bool,
+    /// Whether an app retrains where the rules fail ([`FAILING_SHARE`]); off where the agent
+    /// could not be handed back on a replay ([`AppLifecycle::holding_where_rules_fail`]).
+    retrains_where_rules_fail: bool,
+    /// Consecutive episodes in which the rules failed.
+    failing: usize,
     /// Consecutive episodes the acting agent fell behind the fallback.
     behind: usize,
     /// Mean rewards of the episodes since the stage began (at most `reward_window` kept).
@@ -150,6 +172,8 @@ impl AppLifecycle {
             thresholds,
             bootstrapping,
             may_retrain: true,
+            retrains_where_rules_fail: true,
+            failing: 0,
             behind: 0,
             recent: VecDeque::new(),
             reference: None,
@@ -168,6 +192,14 @@ impl AppLifecycle {
     /// (the `no-retrain` ablation of AWARE's Figure 9).
     pub fn without_retraining(mut self) -> Self {
         self.may_retrain = false;
+        self
+    }
+
+    /// The same lifecycle except that an app whose rules fail ([`FAILING_SHARE`]) is not handed
+    /// to the learning agent for it: the live decider's, which has no replay of the fallback to
+    /// hand the app back on should the agent do worse.
+    pub fn holding_where_rules_fail(mut self) -> Self {
+        self.retrains_where_rules_fail = false;
         self
     }
 
@@ -226,6 +258,9 @@ impl AppLifecycle {
     /// shadow, while ONLINE or SERVING the agent as it acted (`outcome`).
     pub fn episode_end(&mut self, outcome: EpisodeOutcome, shadow: Option<ShadowComparison>) -> Option<Transition> {
         self.remember([outcome.mean_reward]);
+        if let Some(t) = self.rules_failing(&outcome, shadow.as_ref()) {
+            return Some(t);
+        }
         match self.stage {
             Stage::Initialized => None,
             Stage::Offline => {
@@ -249,13 +284,61 @@ impl AppLifecycle {
                 ))
             }
             Stage::Online | Stage::Serving => {
+                self.behind = 0;
                 if let Some(s) = shadow.filter(|_| self.bootstrapping) {
                     self.check(&s);
                 }
-                self.behind = 0;
                 self.serving_or_degraded()
             }
         }
+    }
+
+    /// Counts an episode in which the rules failed, whatever the stage: the fallback acting
+    /// (OFFLINE: `acted` is its own) violated the SLO in at least [`FAILING_SHARE`] of its
+    /// intervals, or the acting agent did and so did the fallback replayed on the same traffic
+    /// (ONLINE, SERVING: `shadow`'s fallback; without a replay the episode says nothing either
+    /// way). After [`DEGRADATION_EPISODES`] such episodes in a row, whatever stages they were
+    /// spent in, the app retrains (ONLINE, the agent exploring and learning from its own
+    /// actions), unless it already does or may not.
+    fn rules_failing(&mut self, acted: &EpisodeOutcome, shadow: Option<&ShadowComparison>) -> Option<Transition> {
+        let failed =
+            |o: &EpisodeOutcome| o.intervals > 0 && o.slo_violations as f64 >= FAILING_SHARE * o.intervals as f64;
+        let fallback = match self.stage {
+            Stage::Initialized => return None,
+            Stage::Offline => None,
+            Stage::Online | Stage::Serving => match shadow.filter(|_| self.bootstrapping) {
+                Some(s) => Some(&s.fallback),
+                None => return None,
+            },
+        };
+        if self.retraining || !(failed(acted) && fallback.is_none_or(failed)) {
+            self.failing = 0;
+            return None;
+        }
+        self.failing += 1;
+        if self.failing < DEGRADATION_EPISODES || !self.may_retrain || !self.retrains_where_rules_fail {
+            return None;
+        }
+        let share = |o: &EpisodeOutcome| format!("{} of {} intervals", o.slo_violations, o.intervals);
+        let what = match fallback {
+            None => format!("the fallback violated the SLO in {}", share(acted)),
+            Some(f) => format!(
+                "the agent violated the SLO in {} and the fallback on the same traffic in {}",
+                share(acted),
+                share(f)
+            ),
+        };
+        self.reference = None;
+        let t = self.enter(
+            Stage::Online,
+            format!(
+                "the rules cannot serve this workload: {what} (at least {:.0} %) in each of the last {DEGRADATION_EPISODES} episodes; the agent acts, exploring, and learns from its own actions",
+                FAILING_SHARE * 100.0
+            ),
+        );
+        self.retraining = true;
+        self.failing = 0;
+        Some(t)
     }
 
     /// The ONLINE convergence test and the SERVING degradation test on the rewards so far.
@@ -348,6 +431,7 @@ impl AppLifecycle {
             recent: self.recent.iter().copied().collect(),
             reference: self.reference,
             retraining: self.retraining,
+            failing: self.failing,
         }
     }
 
@@ -360,6 +444,7 @@ impl AppLifecycle {
         }
         let from = self.stage;
         self.behind = state.behind;
+        self.failing = state.failing;
         self.recent.clear();
         self.remember(state.recent.iter().copied());
         self.reference = state.reference.filter(|r| r.is_finite());
@@ -425,11 +510,11 @@ mod tests {
     }
 
     fn ep(mean_reward: f64, slo_violations: u64) -> EpisodeOutcome {
-        EpisodeOutcome { mean_reward, slo_violations, core_seconds: None }
+        EpisodeOutcome { mean_reward, slo_violations, intervals: 100, core_seconds: None }
     }
 
     fn costed(mean_reward: f64, slo_violations: u64, core_seconds: f64) -> EpisodeOutcome {
-        EpisodeOutcome { mean_reward, slo_violations, core_seconds: Some(core_seconds) }
+        EpisodeOutcome { mean_reward, slo_violations, intervals: 100, core_seconds: Some(core_seconds) }
     }
 
     #[test]
@@ -440,6 +525,7 @@ mod tests {
             recent: vec![0.5, f64::NAN, 0.6],
             reference,
             retraining: false,
+            failing: 0,
         };
         let restored = |bootstrapping: bool, s: LifecycleState| {
             let mut l = AppLifecycle::new(thresholds(3), bootstrapping);
@@ -692,6 +778,102 @@ mod tests {
         assert_eq!(a.stage(), Stage::Serving);
         assert_eq!(a.episode_end(ep(0.5, 2), Some(s)).unwrap().to, Stage::Offline);
         assert!(a.reference().is_none());
+    }
+
+    /// Where the fallback itself violates the SLO in at least half of an episode's intervals for
+    /// two episodes in a row, the app retrains: ONLINE, exploring and learning from its own
+    /// actions, whatever the bootstrapping check says.
+    #[test]
+    fn an_app_retrains_where_the_rules_fail() {
+        let offline = || {
+            let mut a = AppLifecycle::new(thresholds(3), true);
+            a.start();
+            a
+        };
+        // The agent is no better than the fallback on the replays: the check alone holds it.
+        let level = |v| ShadowComparison { agent: ep(-0.3, v), fallback: ep(-0.3, v) };
+        let behind = |v| ShadowComparison { agent: ep(-0.5, v), fallback: ep(-0.3, v) };
+        // (violations in each of two episodes, retrains)
+        for (first, second, retrains) in [(50, 50, true), (100, 100, true), (49, 100, false), (100, 49, false)] {
+            let mut a = offline();
+            assert!(a.episode_end(ep(-0.3, first), Some(behind(first))).is_none(), "one episode is not a trend");
+            let t = a.episode_end(ep(-0.3, second), Some(behind(second)));
+            assert_eq!(t.is_some(), retrains, "{first} then {second} of 100 intervals");
+            if let Some(t) = t {
+                assert_eq!((t.from, t.to), (Stage::Offline, Stage::Online));
+                assert!(
+                    t.reason.contains("rules cannot serve") && t.reason.contains("of 100 intervals"),
+                    "{}",
+                    t.reason
+                );
+                assert!(a.retraining());
+            }
+        }
+        // A failing episode, a good one, a failing one: no streak.
+        let mut a = offline();
+        a.episode_end(ep(-0.3, 80), Some(behind(80)));
+        a.episode_end(ep(0.3, 0), Some(behind(0)));
+        assert!(a.episode_end(ep(-0.3, 80), Some(behind(80))).is_none());
+        assert_eq!(a.stage(), Stage::Offline);
+        // The streak runs across a stage change: the clone of the failing rules passes the
+        // check, then fails beside the fallback's replay.
+        let mut a = offline();
+        assert_eq!(a.episode_end(ep(-0.3, 90), Some(level(90))).unwrap().to, Stage::Online);
+        assert!(!a.retraining());
+        let t = a.episode_end(ep(-0.3, 90), Some(level(90))).unwrap();
+        assert_eq!((t.from, t.to), (Stage::Online, Stage::Online));
+        assert!(t.reason.contains("the agent violated the SLO in 90 of 100 intervals"), "{}", t.reason);
+        assert!(a.retraining());
+        // While retraining nothing more is counted, and it stays retraining until its rewards
+        // settle (a full window of 3) and it serves.
+        for _ in 0..2 {
+            assert!(a.episode_end(ep(-0.3, 90), Some(level(90))).is_none());
+        }
+        assert!(a.retraining());
+        assert_eq!(a.episode_end(ep(-0.3, 90), Some(level(90))).unwrap().to, Stage::Serving);
+        // An acting agent failing where the fallback's replay does not: the agent's failure,
+        // not the rules' (one episode behind; the second sends it back offline).
+        let mut a = offline();
+        a.episode_end(ep(0.5, 0), Some(level(0)));
+        assert_eq!(a.stage(), Stage::Online);
+        let worse = ShadowComparison { agent: ep(-0.3, 90), fallback: ep(0.5, 0) };
+        assert!(a.episode_end(ep(-0.3, 90), Some(worse)).is_none());
+        assert_eq!(a.episode_end(ep(-0.3, 90), Some(worse)).unwrap().to, Stage::Offline);
+        // From SERVING held to a failing reference (the rules' own): retrains, reference dropped.
+        let mut a = offline();
+        a.episode_end(ep(-0.3, 0), Some(level(0)));
+        for _ in 0..3 {
+            a.episode_end(ep(-0.3, 0), None);
+        }
+        assert_eq!(a.stage(), Stage::Serving);
+        assert!(a.episode_end(ep(-0.3, 70), Some(level(70))).is_none());
+        assert_eq!(a.episode_end(ep(-0.3, 70), Some(level(70))).unwrap().from, Stage::Serving);
+        assert!(a.retraining() && a.reference().is_none());
+        // Not without a replay of the fallback beside an acting agent, nor for `no-retrain`, nor
+        // where the app could not be handed back (the live decider).
+        let mut a = AppLifecycle::new(thresholds(10), true);
+        a.start();
+        a.episode_end(ep(-0.3, 0), Some(level(0)));
+        for _ in 0..4 {
+            assert!(a.episode_end(ep(-0.3, 100), None).is_none());
+        }
+        assert!(!a.retraining());
+        for mut a in [
+            AppLifecycle::new(thresholds(3), true).without_retraining(),
+            AppLifecycle::new(thresholds(3), true).holding_where_rules_fail(),
+        ] {
+            a.start();
+            for _ in 0..4 {
+                assert!(a.episode_end(ep(-0.3, 100), Some(behind(100))).is_none());
+            }
+            assert_eq!(a.stage(), Stage::Offline);
+        }
+        // A checkpoint keeps the streak.
+        let mut a = offline();
+        a.episode_end(ep(-0.3, 100), Some(behind(100)));
+        let mut b = offline();
+        b.restore(&a.snapshot(), "test".into());
+        assert!(b.episode_end(ep(-0.3, 100), Some(behind(100))).is_some_and(|t| t.to == Stage::Online));
     }
 
     #[test]

@@ -32,7 +32,7 @@ use crate::LifecycleError;
 use crate::algorithm::{AppLifecycle, EpisodeOutcome, LifecycleState, Transition};
 use crate::decision::{self, Decision, Seen, Set};
 use crate::guard::{Guard, Usage};
-use crate::manager::{AGENT_ACTIONS, Counts, ManagerConfig, action_origin, ask_features, decode_action};
+use crate::manager::{AGENT_ACTIONS, Counts, Learning, ManagerConfig, action_origin, ask_features, decode_action};
 use crate::stage::{Stage, StageChange};
 
 /// The last interval's decision for one app, waiting for the next observation to say what it
@@ -95,7 +95,9 @@ impl LiveApp {
     /// `profile`: the app's (its bounds, SLO, targets and reward weights).
     fn new(name: &str, profile: &Profile, config: &ManagerConfig) -> Result<Self, LifecycleError> {
         let bootstrapping = config.bootstrapping.unwrap_or(profile.bootstrapping);
-        let lifecycle = AppLifecycle::new(profile.lifecycle.clone(), bootstrapping);
+        // No replay of the fallback live: an agent handed an app because the rules failed there
+        // could not be handed back should it do worse, so the fallback keeps it.
+        let lifecycle = AppLifecycle::new(profile.lifecycle.clone(), bootstrapping).holding_where_rules_fail();
         Ok(Self {
             name: name.to_string(),
             profile: profile.clone(),
@@ -427,8 +429,12 @@ impl LiveManager {
         let acting: Vec<usize> =
             (0..taken.len()).filter(|&k| taken[k].1.wants_agent && taken[k].1.refused.is_none()).collect();
         let batch: Vec<f32> = acting.iter().flat_map(|&k| taken[k].1.state.clone().unwrap_or_default()).collect();
-        let explores = self.agent.explores_online(&self.config);
-        let explore: Vec<bool> = acting.iter().map(|&k| explores && taken[k].1.stage == Stage::Online).collect();
+        let explore: Vec<Option<f32>> = acting
+            .iter()
+            .map(|&k| {
+                self.agent.exploration(&self.config, taken[k].1.stage, self.apps[taken[k].0].lifecycle.retraining())
+            })
+            .collect();
         let apps: Vec<usize> = acting.iter().map(|&k| taken[k].0).collect();
         let served: Vec<Option<FrozenPolicy>> = apps.iter().map(|&i| self.apps[i].certified.clone()).collect();
         let sampling = self.agent.algorithm() == Learner::Ppo;
@@ -492,8 +498,7 @@ impl LiveManager {
         let state = match measured {
             Ok((state, reward, info)) => {
                 if let Some(p) = a.pending.take() {
-                    let decided_in = p.stage;
-                    let offline = self.config.learns_offline(p.stage, p.retraining);
+                    let learning = self.config.learning(self.agent.algorithm(), p.stage, p.retraining);
                     let e = Experience {
                         state: p.state,
                         action: p.action,
@@ -510,14 +515,15 @@ impl LiveManager {
                         // has no replay of the fallback for dual ascent: the fixed price only).
                         let price = if info.slo_violated { self.config.violation_price } else { 0.0 };
                         let e = Experience { reward: e.reward - price, ..e };
-                        if offline {
-                            self.agent.remember_offline(&e)?;
-                            learned = true;
-                        } else if decided_in == Stage::Online && self.config.online_learning {
-                            let bc = self.config.online_bc.then_some(self.config.bc_alpha).filter(|a| a.is_finite());
-                            self.agent.learn_online(i, &e, p.sampled.as_deref(), false, bc)?;
-                        } else {
-                            self.agent.stop_online(i);
+                        match learning {
+                            Learning::Offline => {
+                                self.agent.remember_offline(&e)?;
+                                learned = true;
+                            }
+                            Learning::Online { bc } => {
+                                self.agent.learn_online(i, &e, p.sampled.as_deref(), false, bc)?
+                            }
+                            Learning::None => self.agent.stop_online(i),
                         }
                     }
                 }
@@ -692,6 +698,7 @@ impl LiveManager {
         let outcome = EpisodeOutcome {
             mean_reward: a.window_reward / a.window_intervals.max(1) as f64,
             slo_violations: a.window_violations,
+            intervals: a.window_intervals,
             core_seconds: None,
         };
         let agent_acted = a.counts.agent_actions > a.window_start_agent_actions;

@@ -57,6 +57,13 @@ pub struct ManagerConfig {
     /// without online updates (the noise, compounded by relative actions, is what cost); at 0
     /// AWARE had 415 SLO-violating intervals and 2.354 M core-s against MPA's 465 and 2.399 M.
     pub online_noise_sigma: f32,
+    /// Exploration noise (σ in the [−1, 1] action box) of a DDPG agent while it retrains after
+    /// SERVING degraded ([`AppLifecycle::retraining`]). The workload moved away from what the
+    /// agent learned, and from what the fallback's rules can serve: without noise it learns
+    /// only from the fallback's actions and its own clone of them, and never tries an
+    /// allocation the rules never chose (measured on `aware experiment fig9`, see
+    /// `docs/results/lifecycle.md`).
+    pub retrain_noise_sigma: f32,
     /// Keep TD3+BC's behaviour term while learning ONLINE, towards the agent's own and the
     /// fallback's stored actions, so online updates refine rather than replace the policy.
     pub online_bc: bool,
@@ -160,15 +167,30 @@ impl ManagerConfig {
         GuardConfig::for_agent(&profile.guard, self.fallback_floor, hpa_target)
     }
 
-    /// Whether the outcome of an interval decided in `stage` (`retraining`: ONLINE because
-    /// SERVING degraded, [`AppLifecycle::retraining`]) is learned from offline: the fallback's
-    /// while bootstrapping (and while retraining in high-stakes mode), the agent's own (what
-    /// acted, the fallback's scale-ups included) while retraining, since the workload moved
-    /// away from what it learned. An agent that learns online (`online_learning`) keeps doing
-    /// so while retraining. The manager and the live decider both ask this.
-    pub(crate) fn learns_offline(&self, stage: Stage, retraining: bool) -> bool {
-        stage == Stage::Offline
-            || (stage == Stage::Online && (self.is_high_stakes() || (retraining && !self.online_learning)))
+    /// How the agent learns from the outcome of an interval decided in `stage` (`retraining`:
+    /// [`AppLifecycle::retraining`]) by `agent`'s algorithm. The manager and the live decider
+    /// both ask this.
+    /// - Offline from the fallback's transitions while bootstrapping (and while retraining in
+    ///   high-stakes mode, where the fallback acts).
+    /// - A DDPG agent retraining learns online from its own exploring actions (plain DDPG, no
+    ///   behaviour term: the behaviour in its buffer is the rules' and its clone of them, which
+    ///   is what stopped serving). Offline updates from its own greedy actions, as until session
+    ///   52, only ever reinforced what it already did.
+    /// - A PPO agent retraining clones its own transitions offline (what acted, the fallback's
+    ///   scale-ups included): it explores only by sampling, and samples only where it learns
+    ///   online.
+    /// - An agent that learns online (`online_learning`) does so, TD3+BC's term kept with
+    ///   `online_bc`.
+    pub(crate) fn learning(&self, agent: Learner, stage: Stage, retraining: bool) -> Learning {
+        let bc = || self.online_bc.then_some(self.bc_alpha).filter(|a| a.is_finite());
+        match stage {
+            Stage::Offline => Learning::Offline,
+            Stage::Online if self.is_high_stakes() => Learning::Offline,
+            Stage::Online if self.online_learning => Learning::Online { bc: bc() },
+            Stage::Online if retraining && agent == Learner::Ddpg => Learning::Online { bc: None },
+            Stage::Online if retraining => Learning::Offline,
+            _ => Learning::None,
+        }
     }
 
     /// Whether an app in `stage` (`retraining` as [`AppLifecycle::retraining`] says) that the
@@ -201,6 +223,7 @@ impl Default for ManagerConfig {
             bc_alpha: 0.5,
             high_stakes: None,
             online_noise_sigma: 0.0,
+            retrain_noise_sigma: crate::agent::RESIDUAL_NOISE_SIGMA,
             online_bc: true,
             shadow_episodes: 3,
             online_learning: false,
@@ -216,6 +239,17 @@ impl Default for ManagerConfig {
             headroom: 0.0,
         }
     }
+}
+
+/// How the agent learns from one interval's outcome ([`ManagerConfig::learning`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Learning {
+    /// Kept for the offline updates that follow the interval (TD3+BC, or PPO's cloning).
+    Offline,
+    /// Learned from at once, TD3+BC's behaviour term at `bc` where given.
+    Online { bc: Option<f32> },
+    /// Not learned from.
+    None,
 }
 
 /// Per-application counts of who acted and what the guard said.
@@ -925,15 +959,13 @@ impl<'w> Manager<'w> {
     /// Learns from app `i`'s transition `e` (states in the agent's width) as the stage it was
     /// decided in allows; whether it was kept for offline learning.
     fn learn(&mut self, i: usize, e: &Experience, decided: &Pending, truncated: bool) -> Result<bool, LabError> {
-        if self.config.learns_offline(decided.stage, decided.retraining) {
-            self.agent.remember_offline(e)?;
-            return Ok(true);
-        }
-        if decided.stage == Stage::Online && self.config.online_learning {
-            let bc = self.config.online_bc.then_some(self.config.bc_alpha).filter(|a| a.is_finite());
-            self.agent.learn_online(i, e, decided.sampled.as_deref(), truncated, bc)?;
-        } else {
-            self.agent.stop_online(i);
+        match self.config.learning(self.agent.algorithm(), decided.stage, decided.retraining) {
+            Learning::Offline => {
+                self.agent.remember_offline(e)?;
+                return Ok(true);
+            }
+            Learning::Online { bc } => self.agent.learn_online(i, e, decided.sampled.as_deref(), truncated, bc)?,
+            Learning::None => self.agent.stop_online(i),
         }
         Ok(false)
     }
@@ -995,6 +1027,7 @@ impl<'w> Manager<'w> {
             let outcome = EpisodeOutcome {
                 mean_reward: if a.intervals > 0 { a.reward / a.intervals as f64 } else { f64::NAN },
                 slo_violations: a.violations,
+                intervals: a.intervals,
                 // What the agent reserved acting is not measured as the shadow's scorer
                 // measures the fallback's replay; the operator's test applies to shadow runs.
                 core_seconds: None,
@@ -1201,8 +1234,10 @@ impl Driver for Manager<'_> {
         // certified copy.
         let batch: Vec<f32> = acting.iter().flat_map(|&i| agent_states[i].iter().flatten().copied()).collect();
         let served: Vec<Option<FrozenPolicy>> = acting.iter().map(|&i| self.apps[i].certified.clone()).collect();
-        let explores = self.agent.explores_online(&self.config);
-        let explore: Vec<bool> = acting.iter().map(|&i| explores && seen[i].1 == Stage::Online).collect();
+        let explore: Vec<Option<f32>> = acting
+            .iter()
+            .map(|&i| self.agent.exploration(&self.config, seen[i].1, self.apps[i].lifecycle.retraining()))
+            .collect();
         let mut actions: Vec<Option<Vec<f32>>> = vec![None; seen.len()];
         let mut explored = vec![false; seen.len()];
         for (&i, (action, e)) in acting.iter().zip(act_served(&mut self.agent, &batch, &acting, &served, &explore)?) {
@@ -1430,7 +1465,8 @@ mod tests {
     /// one case per row.
     #[test]
     fn a_replay_that_misses_the_episode_it_replays_is_not_believed_table() {
-        let outcome = |slo_violations| EpisodeOutcome { mean_reward: 0.0, slo_violations, core_seconds: None };
+        let outcome =
+            |slo_violations| EpisodeOutcome { mean_reward: 0.0, slo_violations, intervals: 100, core_seconds: None };
         // (violations in the episode, in its replay, intervals, believed)
         for (real, replayed, intervals, believed) in [
             (100, 0, 100, false),
@@ -1466,7 +1502,8 @@ mod tests {
             guard: None,
             unfaithful: unfaithful.map(str::to_string),
         };
-        let outcome = |slo_violations| EpisodeOutcome { mean_reward: 0.0, slo_violations, core_seconds: None };
+        let outcome =
+            |slo_violations| EpisodeOutcome { mean_reward: 0.0, slo_violations, intervals: 100, core_seconds: None };
         let miss = replay_misses(&outcome(40), &outcome(0), 100).unwrap();
         let mut pool: std::collections::VecDeque<Replay> = std::collections::VecDeque::new();
         pool.push_back(replay(3, None));

@@ -143,6 +143,7 @@ fn run(app: &ShadowApp, steps: u64, driver: &mut dyn Driver) -> Result<EpisodeOu
     Ok(EpisodeOutcome {
         mean_reward: s.mean_reward,
         slo_violations: s.slo_violations,
+        intervals: s.intervals,
         core_seconds: Some(s.core_seconds),
     })
 }

@@ -440,7 +440,7 @@ fn an_agent_trained_with_a_uniform_warm_up_acts_by_its_policy_for_the_lifecycle(
     let mut manager = Manager::new(&workload, agent, config).unwrap();
     // ONLINE explores (with σ 0 here): the policy's own action, not a uniform draw.
     for _ in 0..5 {
-        let acted = manager.agent.act(&state, &[0], &[true]).unwrap().remove(0);
+        let acted = manager.agent.act(&state, &[0], &[Some(0.0)]).unwrap().remove(0);
         assert!(acted.iter().zip(&greedy).all(|(a, g)| (a - g).abs() < 1e-5), "{acted:?} vs {greedy:?}");
     }
 }
@@ -498,7 +498,7 @@ fn degraded_rewards_send_the_agent_back_to_learning() {
     assert!(degraded.iter().all(|c| c.step == 100 && c.reason.contains("degraded")), "{degraded:?}");
     // At the start, then after episodes 0–3. SERVING (episodes 0 and 1) learns nothing.
     assert_eq!(updates[..3], [updates[0]; 3], "{updates:?}");
-    // Episodes 2 and 3, retraining: 2 apps × 50 intervals × 4 updates each, once the replay
+    // Episodes 2 and 3, retraining: online from its own exploring actions, once the replay
     // holds a minibatch.
     assert!(updates[4] > updates[2], "{updates:?}");
 }
