@@ -17,6 +17,11 @@
 //!   falls more than `t_var` (a fraction of the reference's magnitude) below the reference.
 //!   ONLINE entered so is [`AppLifecycle::retraining`]: the manager then has the agent learn
 //!   from what it does on the changed workload, which an agent just out of OFFLINE does not.
+//! - Any stage → ONLINE, retraining, once the rules have failed for [`DEGRADATION_EPISODES`]
+//!   episodes in a row ([`FAILING_SHARE`]): the fallback acting violated the SLO in at least
+//!   half of an episode's intervals, or the acting agent did and so did the fallback replayed
+//!   on the same traffic. An agent that learned from the rules cannot do better than them
+//!   without trying what they never do.
 //! - ONLINE or SERVING → OFFLINE (bootstrapping only) when the agent, acting, fell behind the
 //!   fallback run on the same traffic by the test that let it out of OFFLINE (less than
 //!   `t_online` of the fallback's reward, or more SLO-violating intervals; the core-seconds
