@@ -356,12 +356,35 @@ impl Ddpg {
     }
 
     /// [`Ddpg::act_batch`] with each row's own exploration: `noise[i]` is row `i`'s σ
-    /// (ε-scaled as the configured one is), `None` greedy.
+    /// (ε-scaled as the configured one is, and ε decays with each exploring row), `None` greedy.
     pub fn act_batch_with(
         &mut self,
         obs: &[f32],
         n: usize,
         noise: &[Option<f32>],
+    ) -> Result<Vec<Vec<f32>>, AgentError> {
+        self.act_rows(obs, n, noise, true)
+    }
+
+    /// [`Ddpg::act_batch_with`] with each σ as given: not scaled by ε, and ε left where it is.
+    /// For a caller that decides how much to explore itself (the lifecycle manager, per stage):
+    /// ε's decay belongs to a training run, and an agent that has served for 10⁶ intervals
+    /// (ε 0 at Table 2's decay) must still explore when it is sent back to retrain.
+    pub fn act_batch_absolute(
+        &mut self,
+        obs: &[f32],
+        n: usize,
+        noise: &[Option<f32>],
+    ) -> Result<Vec<Vec<f32>>, AgentError> {
+        self.act_rows(obs, n, noise, false)
+    }
+
+    fn act_rows(
+        &mut self,
+        obs: &[f32],
+        n: usize,
+        noise: &[Option<f32>],
+        with_epsilon: bool,
     ) -> Result<Vec<Vec<f32>>, AgentError> {
         check_batch(obs, n, self.state_dim)?;
         if noise.len() != n {
@@ -374,7 +397,7 @@ impl Ddpg {
         Ok(greedy
             .chunks(self.action_dim)
             .zip(noise)
-            .map(|(row, &sigma)| self.explored_with(row.to_vec(), sigma.is_some(), sigma.unwrap_or(0.0)))
+            .map(|(row, &sigma)| self.explored_with(row.to_vec(), sigma.is_some(), sigma.unwrap_or(0.0), with_epsilon))
             .collect())
     }
 
@@ -386,16 +409,17 @@ impl Ddpg {
     /// `greedy` as acting leaves it: unchanged, perturbed by the exploration noise, or replaced
     /// by a uniform draw during warm-up.
     fn explored(&mut self, a: Vec<f32>, explore: bool) -> Vec<f32> {
-        self.explored_with(a, explore, self.config.noise_sigma)
+        self.explored_with(a, explore, self.config.noise_sigma, true)
     }
 
-    /// [`Ddpg::explored`] with noise of σ `noise_sigma` (before ε) instead of the configured one.
-    fn explored_with(&mut self, mut a: Vec<f32>, explore: bool, noise_sigma: f32) -> Vec<f32> {
+    /// [`Ddpg::explored`] with noise of σ `noise_sigma` instead of the configured one: scaled
+    /// by ε, which then decays, `with_epsilon`; as given otherwise.
+    fn explored_with(&mut self, mut a: Vec<f32>, explore: bool, noise_sigma: f32, with_epsilon: bool) -> Vec<f32> {
         if self.uniform(explore) {
             return (0..self.action_dim).map(|_| self.rng.random_range(-1.0..=1.0)).collect();
         }
         if explore {
-            let sigma = noise_sigma * self.epsilon;
+            let sigma = if with_epsilon { noise_sigma * self.epsilon } else { noise_sigma };
             for (i, x) in a.iter_mut().enumerate() {
                 let z: f32 = StandardNormal.sample(&mut self.rng);
                 let n = match self.config.noise {
@@ -407,7 +431,9 @@ impl Ddpg {
                 };
                 *x = (*x + n).clamp(-1.0, 1.0);
             }
-            self.epsilon = (self.epsilon - self.config.epsilon_decay).max(self.config.epsilon_min);
+            if with_epsilon {
+                self.epsilon = (self.epsilon - self.config.epsilon_decay).max(self.config.epsilon_min);
+            }
         }
         a
     }
@@ -844,6 +870,30 @@ mod tests {
         assert!(ddpg.act_batch_with(&obs, 3, &[Some(f32::NAN), None, None]).is_err(), "σ must be a number");
         assert!(ddpg.act_batch_with(&obs, 3, &[Some(-0.1), None, None]).is_err(), "σ must not be negative");
         assert!(ddpg.act_batch_with(&obs, 3, &[None]).is_err(), "one σ per row");
+    }
+
+    /// An agent whose ε has decayed to nothing no longer explores by ε-scaled noise, but still
+    /// does with noise given as it is (a served agent sent back to retrain), and acting so
+    /// leaves ε alone.
+    #[test]
+    fn absolute_noise_ignores_a_spent_epsilon() {
+        let config = DdpgConfig { hidden: vec![8], epsilon_start: 0.5, epsilon_decay: 0.1, ..DdpgConfig::default() };
+        let mut ddpg = Ddpg::new(2, 1, config, 5);
+        let obs = [0.1, -0.2];
+        let greedy = ddpg.greedy_batch(&obs, 1).unwrap()[0];
+        for _ in 0..6 {
+            ddpg.act_batch_with(&obs, 1, &[Some(0.2)]).unwrap();
+        }
+        assert_eq!(ddpg.epsilon(), 0.0, "six exploring rows spent ε 0.5 at 0.1 each");
+        let scaled = ddpg.act_batch_with(&obs, 1, &[Some(0.2)]).unwrap()[0][0];
+        assert!((scaled - greedy).abs() < 1e-6, "ε 0 scales the noise away: {scaled} against {greedy}");
+        let moved: Vec<f32> =
+            (0..200).map(|_| ddpg.act_batch_absolute(&obs, 1, &[Some(0.2)]).unwrap()[0][0] - greedy).collect();
+        let sd = (moved.iter().map(|x| x * x).sum::<f32>() / moved.len() as f32).sqrt();
+        assert!((sd - 0.2).abs() < 0.04, "absolute σ 0.2 explores at 0.2 whatever ε: {sd}");
+        let mut fresh = Ddpg::new(2, 1, DdpgConfig { hidden: vec![8], ..DdpgConfig::default() }, 5);
+        fresh.act_batch_absolute(&obs, 1, &[Some(0.2)]).unwrap();
+        assert_eq!(fresh.epsilon(), 1.0, "acting with absolute noise leaves ε alone");
     }
 
     /// Offline data from one behaviour (action 0.4 in state s, −0.4 in −s), all rewards 1:

@@ -311,17 +311,30 @@ impl LifecycleAgent {
 
     /// How it explores the actions of an app in `stage` (`retraining`:
     /// [`crate::algorithm::AppLifecycle::retraining`]) when it acts for it with the learner:
-    /// only ONLINE; DDPG with the manager's σ (`retrain_noise_sigma` while retraining,
-    /// `online_noise_sigma` otherwise), PPO by sampling its own Gaussian (the value is unused)
-    /// only when it learns online, since its updates need its own samples. `None`: greedy.
+    /// only ONLINE; DDPG with the manager's σ (`online_noise_sigma`, or while retraining
+    /// `retrain_noise_sigma` if that is larger: an agent that explores ONLINE anyway, as
+    /// `no-bootstrap`'s does at Table 2's 0.2, explores no less for retraining), as given and
+    /// not scaled by the agent's ε ([`aware_agents::ddpg::Ddpg::act_batch_absolute`]); PPO by
+    /// sampling its own Gaussian (the value is unused) only when it learns online, since its
+    /// updates need its own samples. `None`: greedy.
     pub(crate) fn exploration(&self, config: &ManagerConfig, stage: Stage, retraining: bool) -> Option<f32> {
         if stage != Stage::Online {
             return None;
         }
         match self {
-            LifecycleAgent::Ddpg(_) if retraining => Some(config.retrain_noise_sigma),
+            LifecycleAgent::Ddpg(_) if retraining => Some(config.retrain_noise_sigma.max(config.online_noise_sigma)),
             LifecycleAgent::Ddpg(_) => Some(config.online_noise_sigma),
             LifecycleAgent::Ppo(_) => config.online_learning.then_some(0.0),
+        }
+    }
+
+    /// Whether an app in `stage` that it acts for acts exploring: DDPG with σ above 0, PPO
+    /// sampling ([`LifecycleAgent::exploration`]).
+    pub(crate) fn explores(&self, config: &ManagerConfig, stage: Stage, retraining: bool) -> bool {
+        match (self, self.exploration(config, stage, retraining)) {
+            (_, None) => false,
+            (LifecycleAgent::Ddpg(_), Some(sigma)) => sigma > 0.0,
+            (LifecycleAgent::Ppo(_), Some(_)) => true,
         }
     }
 
@@ -336,7 +349,7 @@ impl LifecycleAgent {
     ) -> Result<Vec<Vec<f32>>, AgentError> {
         let n = apps.len();
         match self {
-            LifecycleAgent::Ddpg(a) => a.act_batch_with(states, n, explore),
+            LifecycleAgent::Ddpg(a) => a.act_batch_absolute(states, n, explore),
             LifecycleAgent::Ppo(a) => {
                 let width = a.ppo.state_dim();
                 aware_agents::check_batch(states, n, width)?;
@@ -445,11 +458,15 @@ impl LifecycleAgent {
         sampled: Option<&[f32]>,
         truncated: bool,
         bc_alpha: Option<f32>,
+        updates: usize,
     ) -> Result<(), AgentError> {
         match self {
             LifecycleAgent::Ddpg(a) => {
                 a.config.bc_alpha = bc_alpha;
                 let out = a.observe(e);
+                if matches!(out, Ok(Some(_))) && updates > 1 {
+                    a.train_offline(updates - 1);
+                }
                 a.config.bc_alpha = None;
                 out.map(|_| ())
             }
@@ -554,9 +571,13 @@ mod tests {
         let high = ManagerConfig { high_stakes: Some(true), ..config.clone() };
         assert_eq!(high.learning(Learner::Ddpg, Stage::Online, true), Learning::Offline);
         // Learning online (RL without bootstrapping): TD3+BC's term kept, PPO samples.
-        let online = ManagerConfig { online_learning: true, ..config };
+        let online = ManagerConfig { online_learning: true, online_noise_sigma: 0.2, ..config };
         assert_eq!(online.learning(Learner::Ddpg, Stage::Online, true), Learning::Online { bc: Some(0.5) });
         assert!(ppo.exploration(&online, Stage::Online, false).is_some());
+        // ... and an agent that explores ONLINE at Table 2's σ 0.2 (`no-bootstrap`) explores no
+        // less when it retrains.
+        assert_eq!(ddpg.exploration(&online, Stage::Online, true), Some(0.2));
+        assert_eq!(ddpg.exploration(&online, Stage::Online, false), Some(0.2));
     }
 
     /// A PPO agent learning offline clones the fallback: where it held (action 0) in one state
@@ -610,15 +631,15 @@ mod tests {
         assert!(p.ppo.awaiting(4) && p.ppo.awaiting(9) && !p.ppo.awaiting(7));
         // Applied: something else (the guard's); learned: the sample.
         let e = Experience { action: vec![0.0; AGENT_ACTION_DIM], ..experience(0.0, 0.0) };
-        agent.learn_online(4, &e, Some(&actions[0]), false, None).unwrap();
+        agent.learn_online(4, &e, Some(&actions[0]), false, None, 1).unwrap();
         let e9 = Experience { action: vec![0.0; AGENT_ACTION_DIM], ..experience(0.4, 0.0) };
         let wrong = vec![9.0; AGENT_ACTION_DIM];
-        assert!(agent.learn_online(9, &e9, Some(&wrong), false, None).is_err(), "not the sampled action");
+        assert!(agent.learn_online(9, &e9, Some(&wrong), false, None, 1).is_err(), "not the sampled action");
         agent.stop_online(9);
         let LifecycleAgent::Ppo(p) = &agent else { unreachable!() };
         assert!(!p.ppo.awaiting(9) && !p.ppo.awaiting(4));
         // Nothing awaiting: nothing learned, no error.
-        agent.learn_online(7, &e, Some(&actions[1]), false, None).unwrap();
+        agent.learn_online(7, &e, Some(&actions[1]), false, None, 1).unwrap();
     }
 
     /// A checkpoint says which algorithm it holds: either loads back acting as it was saved, and

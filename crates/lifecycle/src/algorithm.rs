@@ -12,7 +12,9 @@
 //!   t_online)` times its core-seconds there (the operator's test, which the reward alone can
 //!   rank the other way: see [`AppLifecycle`]'s check).
 //! - ONLINE → SERVING once the last `reward_window` episodes' rewards vary by less than
-//!   `t_serving` (their coefficient of variation); their mean becomes the reference.
+//!   `t_serving` (their coefficient of variation) and the last episode did not violate the SLO
+//!   in [`FAILING_SHARE`] of its intervals or more (steady at the floor of violating is stuck,
+//!   not converged); their mean becomes the reference.
 //! - SERVING → ONLINE (retraining) once the mean of the last [`DEGRADATION_EPISODES`] episodes
 //!   falls more than `t_var` (a fraction of the reference's magnitude) below the reference.
 //!   ONLINE entered so is [`AppLifecycle::retraining`]: the manager then has the agent learn
@@ -30,6 +32,10 @@
 //!   as the shadow's is) in [`DEGRADATION_EPISODES`] episodes in a row. AWARE hands control
 //!   to the learned policy only while it is as good as the rules it replaced; this is that
 //!   promise kept after the hand-over, not only at it. The agent keeps learning offline.
+//!   Once the rules have failed acting for the app (the trigger above), only more
+//!   SLO-violating intervals than the fallback's replay count as behind, until the app is
+//!   next handed back: the replay starts from the allocation the agent built, and rules that
+//!   serve from there for one episode had not served acting on from it.
 
 use std::collections::VecDeque;
 
@@ -45,7 +51,8 @@ pub const DEGRADATION_EPISODES: usize = 2;
 /// fallback violated it in at least this share of the intervals it acted for (OFFLINE), or
 /// both the acting agent and the fallback replayed on the same traffic did (ONLINE, SERVING).
 /// For [`DEGRADATION_EPISODES`] episodes in a row, the app retrains
-/// ([`AppLifecycle::retraining`]): the agent acts, exploring, and learns from its own actions.
+/// ([`AppLifecycle::retraining`]): as the manager has a retraining agent learn (a DDPG agent acts,
+/// exploring, and learns from its own actions).
 /// An agent that learned from the rules, and so only ever does what they do, cannot learn its
 /// way out of a workload they cannot serve (`aware experiment fig9`: MPA never moves the CPU
 /// limit, and after a payload increase every pod of its size violates the SLO).
@@ -107,21 +114,25 @@ pub struct LifecycleState {
     pub behind: usize,
     pub recent: Vec<f64>,
     pub reference: Option<f64>,
-    /// ONLINE because SERVING degraded ([`AppLifecycle::retraining`]); absent in checkpoints
-    /// written before it was kept.
+    /// ONLINE to retrain ([`AppLifecycle::retraining`]); absent in checkpoints written before
+    /// it was kept.
     #[serde(default)]
     pub retraining: bool,
     /// Consecutive episodes in which the rules failed ([`FAILING_SHARE`]); absent in
     /// checkpoints written before it was kept.
     #[serde(default)]
     pub failing: usize,
+    /// The rules failed acting for the app and it has not been handed back to them since
+    /// ([`AppLifecycle::rules_failed`]); absent in checkpoints written before it was kept.
+    #[serde(default)]
+    pub rules_failed: bool,
 }
 
 impl LifecycleState {
     /// A lifecycle in `stage` with nothing remembered, held to `reference` (SERVING's
     /// converged reward): an app placed in a stage by hand, as a test or an operator would.
     pub fn fresh(stage: Stage, reference: Option<f64>) -> Self {
-        Self { stage, behind: 0, recent: Vec::new(), reference, retraining: false, failing: 0 }
+        Self { stage, behind: 0, recent: Vec::new(), reference, retraining: false, failing: 0, rules_failed: false }
     }
 }
 
@@ -156,17 +167,23 @@ pub struct AppLifecycle {
     retrains_where_rules_fail: bool,
     /// Consecutive episodes in which the rules failed.
     failing: usize,
+    /// The rules failed acting for this app and it has not been handed back to them since
+    /// ([`AppLifecycle::rules_failed`]).
+    rules_failed: bool,
     /// Consecutive episodes the acting agent fell behind the fallback.
     behind: usize,
     /// Mean rewards of the episodes since the stage began (at most `reward_window` kept).
     recent: VecDeque<f64>,
     /// The converged mean reward SERVING is held to.
     reference: Option<f64>,
-    /// ONLINE because SERVING's rewards degraded ([`AppLifecycle::retraining`]).
+    /// ONLINE to retrain ([`AppLifecycle::retraining`]).
     retraining: bool,
     /// The last comparison of the agent with the fallback that a stage decision read
     /// ([`AppLifecycle::last_check`]).
     last_check: Option<String>,
+    /// The last episode's acting policy violated the SLO in at least [`FAILING_SHARE`] of its
+    /// intervals: rewards steady at that level are stuck, not converged.
+    last_failed: bool,
 }
 
 impl AppLifecycle {
@@ -184,6 +201,8 @@ impl AppLifecycle {
             reference: None,
             retraining: false,
             last_check: None,
+            last_failed: false,
+            rules_failed: false,
         }
     }
 
@@ -193,8 +212,8 @@ impl AppLifecycle {
         Self { stage, fixed: true, ..Self::new(thresholds, false) }
     }
 
-    /// The same lifecycle except that SERVING is final: no retraining however rewards move
-    /// (the `no-retrain` ablation of AWARE's Figure 9).
+    /// The same lifecycle except that SERVING is final: no retraining however rewards move,
+    /// nor where the rules fail (the `no-retrain` ablation of AWARE's Figure 9).
     pub fn without_retraining(mut self) -> Self {
         self.may_retrain = false;
         self
@@ -217,8 +236,10 @@ impl AppLifecycle {
         self.reference
     }
 
-    /// ONLINE because SERVING's rewards degraded (until the stage next changes): the workload
-    /// moved away from what the agent learned, so it learns again from what it does there.
+    /// ONLINE to retrain (until the stage next changes), because SERVING's rewards degraded or
+    /// the rules failed ([`FAILING_SHARE`]): the workload moved away from what the agent
+    /// learned, or is one the rules it learned from cannot serve, so it learns again from what
+    /// it does there.
     pub fn retraining(&self) -> bool {
         self.retraining
     }
@@ -263,6 +284,7 @@ impl AppLifecycle {
     /// shadow, while ONLINE or SERVING the agent as it acted (`outcome`).
     pub fn episode_end(&mut self, outcome: EpisodeOutcome, shadow: Option<ShadowComparison>) -> Option<Transition> {
         self.remember([outcome.mean_reward]);
+        self.last_failed = failed(&outcome);
         if let Some(t) = self.rules_failing(&outcome, shadow.as_ref()) {
             return Some(t);
         }
@@ -274,7 +296,9 @@ impl AppLifecycle {
                 as_good.then(|| self.enter(Stage::Online, format!("agent earned {numbers}")))
             }
             Stage::Serving if !self.may_retrain => None,
-            Stage::Online | Stage::Serving if self.bootstrapping && shadow.is_some_and(|s| !self.as_good(&s).0) => {
+            Stage::Online | Stage::Serving
+                if self.bootstrapping && shadow.is_some_and(|s| self.behind_the_rules(&s)) =>
+            {
                 let (_, numbers) = self.check(&shadow?);
                 // One episode behind can be the shadow's noise (a one-app replay of the
                 // episode); two in a row are a trend, as for the degradation check.
@@ -306,8 +330,6 @@ impl AppLifecycle {
     /// spent in, the app retrains (ONLINE, the agent exploring and learning from its own
     /// actions), unless it already does or may not.
     fn rules_failing(&mut self, acted: &EpisodeOutcome, shadow: Option<&ShadowComparison>) -> Option<Transition> {
-        let failed =
-            |o: &EpisodeOutcome| o.intervals > 0 && o.slo_violations as f64 >= FAILING_SHARE * o.intervals as f64;
         let fallback = match self.stage {
             Stage::Initialized => return None,
             Stage::Offline => None,
@@ -337,11 +359,12 @@ impl AppLifecycle {
         let t = self.enter(
             Stage::Online,
             format!(
-                "the rules cannot serve this workload: {what} (at least {:.0} %) in each of the last {DEGRADATION_EPISODES} episodes; the agent acts, exploring, and learns from its own actions",
+                "the rules cannot serve this workload: {what} (at least {:.0} %) in each of the last {DEGRADATION_EPISODES} episodes; the agent retrains on it",
                 FAILING_SHARE * 100.0
             ),
         );
         self.retraining = true;
+        self.rules_failed = true;
         self.failing = 0;
         Some(t)
     }
@@ -356,7 +379,12 @@ impl AppLifecycle {
                     return None;
                 }
                 let (mean, cv) = mean_and_cv(&self.recent);
-                (cv < self.thresholds.t_serving).then(|| {
+                // Rewards steady because every interval misses the SLO (the reward's floor of
+                // violating) are an agent stuck where it cannot serve, not one that converged:
+                // promoted, it served at that floor until the rules-failing trigger sent it
+                // back two episodes later (`aware experiment fig9 --quick --seed 31`: "rewards
+                // converged: coefficient of variation 0.0000 … (mean −0.6015)").
+                (cv < self.thresholds.t_serving && !self.last_failed).then(|| {
                     self.reference = Some(mean);
                     self.enter(
                         Stage::Serving,
@@ -427,6 +455,25 @@ impl AppLifecycle {
         (good_enough && no_more_violations && no_dearer, numbers)
     }
 
+    /// Whether the agent fell behind the fallback in `s`: by the bootstrapping check's test
+    /// ([`AppLifecycle::as_good`]), or, once the rules have failed acting for the app
+    /// ([`AppLifecycle::rules_failed`]), only by violating the SLO in more intervals than the
+    /// fallback's replay. A one-episode replay that starts from the allocation the agent built
+    /// can show the rules serving where, acting on from there, they did not: handed back for
+    /// reserving more at as many violations, apps went to the fallback, which violated the
+    /// SLO in 100 of 100 intervals of the next two episodes, and back to retraining, every
+    /// four episodes (`aware experiment fig9 --quick --episodes 40 --seed 31`,
+    /// `load-low-to-high`).
+    fn behind_the_rules(&self, s: &ShadowComparison) -> bool {
+        if self.rules_failed { s.agent.slo_violations > s.fallback.slo_violations } else { !self.as_good(s).0 }
+    }
+
+    /// Whether the rules failed acting for this app ([`FAILING_SHARE`]) and it has not been
+    /// handed back to them since (its retraining so caused, and the SERVING that follows).
+    pub fn rules_failed(&self) -> bool {
+        self.rules_failed
+    }
+
     /// What a checkpoint keeps of this lifecycle (its thresholds and switches come from the
     /// profile and the run's configuration instead).
     pub fn snapshot(&self) -> LifecycleState {
@@ -437,6 +484,7 @@ impl AppLifecycle {
             reference: self.reference,
             retraining: self.retraining,
             failing: self.failing,
+            rules_failed: self.rules_failed,
         }
     }
 
@@ -465,6 +513,7 @@ impl AppLifecycle {
         };
         // A `no-retrain` lifecycle never retrains, whatever the checkpoint says.
         self.retraining = state.retraining && self.may_retrain && self.stage == Stage::Online;
+        self.rules_failed = state.rules_failed && self.stage != Stage::Offline;
         (from != self.stage).then_some(Transition { from, to: self.stage, reason })
     }
 
@@ -485,8 +534,16 @@ impl AppLifecycle {
         self.recent.clear();
         self.behind = 0;
         self.retraining = false;
+        if to == Stage::Offline {
+            self.rules_failed = false;
+        }
         Transition { from, to, reason }
     }
+}
+
+/// Whether an episode violated the SLO in at least [`FAILING_SHARE`] of its intervals.
+fn failed(o: &EpisodeOutcome) -> bool {
+    o.intervals > 0 && o.slo_violations as f64 >= FAILING_SHARE * o.intervals as f64
 }
 
 /// Mean and coefficient of variation (population standard deviation over |mean|; infinite
@@ -522,6 +579,42 @@ mod tests {
         EpisodeOutcome { mean_reward, slo_violations, intervals: 100, core_seconds: Some(core_seconds) }
     }
 
+    /// Once the rules have failed acting for an app, its agent is handed back to them only for
+    /// violating the SLO more often than their replay, not for reserving more at as many
+    /// violations; handed back, the app is judged by the full test again.
+    #[test]
+    fn an_app_the_rules_failed_is_handed_back_only_for_more_violations() {
+        // A window no episode here fills: nothing converges.
+        let mut a = AppLifecycle::new(thresholds(10), true);
+        a.start();
+        let failing = ShadowComparison { agent: ep(-0.5, 100), fallback: ep(-0.3, 100) };
+        assert!(a.episode_end(ep(-0.3, 100), Some(failing)).is_none());
+        assert_eq!(a.episode_end(ep(-0.3, 100), Some(failing)).unwrap().to, Stage::Online);
+        assert!(a.retraining() && a.rules_failed());
+        let dearer = ShadowComparison { agent: costed(0.2, 2, 900.0), fallback: costed(0.4, 2, 600.0) };
+        assert!(!a.as_good(&dearer).0, "behind by the bootstrapping check's test");
+        for _ in 0..2 {
+            assert!(a.episode_end(ep(0.1, 10), Some(dearer)).is_none());
+        }
+        assert_eq!(a.stage(), Stage::Online);
+        // A checkpoint keeps it.
+        let mut restored = AppLifecycle::new(thresholds(3), true);
+        restored.start();
+        restored.restore(&a.snapshot(), "restored".into());
+        assert!(restored.rules_failed());
+        let worse = ShadowComparison { agent: costed(0.2, 5, 600.0), fallback: costed(0.4, 2, 600.0) };
+        assert!(a.episode_end(ep(0.1, 10), Some(worse)).is_none());
+        assert_eq!(a.episode_end(ep(0.1, 10), Some(worse)).unwrap().to, Stage::Offline);
+        assert!(!a.rules_failed());
+        // Where the rules never failed, the dearer agent is handed back as before.
+        let mut b = AppLifecycle::new(thresholds(3), true);
+        b.start();
+        let level = ShadowComparison { agent: costed(0.4, 2, 600.0), fallback: costed(0.4, 2, 600.0) };
+        assert_eq!(b.episode_end(ep(0.4, 2), Some(level)).unwrap().to, Stage::Online);
+        assert!(b.episode_end(ep(0.4, 2), Some(dearer)).is_none());
+        assert_eq!(b.episode_end(ep(0.4, 2), Some(dearer)).unwrap().to, Stage::Offline);
+    }
+
     #[test]
     fn a_restored_lifecycle_never_lands_where_it_cannot_move() {
         let state = |stage, reference| LifecycleState {
@@ -531,6 +624,7 @@ mod tests {
             reference,
             retraining: false,
             failing: 0,
+            rules_failed: false,
         };
         let restored = |bootstrapping: bool, s: LifecycleState| {
             let mut l = AppLifecycle::new(thresholds(3), bootstrapping);
@@ -829,13 +923,17 @@ mod tests {
         assert_eq!((t.from, t.to), (Stage::Online, Stage::Online));
         assert!(t.reason.contains("the agent violated the SLO in 90 of 100 intervals"), "{}", t.reason);
         assert!(a.retraining());
-        // While retraining nothing more is counted, and it stays retraining until its rewards
-        // settle (a full window of 3) and it serves.
-        for _ in 0..2 {
+        // While retraining nothing more is counted, and it stays retraining while it fails,
+        // however steady its rewards: stuck is not converged.
+        for _ in 0..5 {
             assert!(a.episode_end(ep(-0.3, 90), Some(level(90))).is_none());
         }
         assert!(a.retraining());
-        assert_eq!(a.episode_end(ep(-0.3, 90), Some(level(90))).unwrap().to, Stage::Serving);
+        // Once it serves and its rewards settle (a full window of 3), it is SERVING.
+        for _ in 0..2 {
+            assert!(a.episode_end(ep(0.4, 10), Some(level(10))).is_none());
+        }
+        assert_eq!(a.episode_end(ep(0.4, 10), Some(level(10))).unwrap().to, Stage::Serving);
         // An acting agent failing where the fallback's replay does not: the agent's failure,
         // not the rules' (one episode behind; the second sends it back offline).
         let mut a = offline();

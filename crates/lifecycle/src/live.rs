@@ -48,7 +48,8 @@ struct Pending {
     sampled: Option<Vec<f32>>,
     /// The stage the decision was taken in (it says how the outcome may be learned from).
     stage: Stage,
-    /// Taken while retraining ([`AppLifecycle::retraining`]): learned from offline.
+    /// Taken while retraining ([`AppLifecycle::retraining`]): learned from as
+    /// [`ManagerConfig::learning`] says (a DDPG agent online, PPO offline).
     retraining: bool,
     /// The backend's clock at the decision: an outcome read much later is not its outcome.
     time_s: f64,
@@ -155,7 +156,7 @@ fn keep_request_ratio(rec: &mut Recommendation, template: &aware_core::Container
 pub struct LiveAppReport {
     pub app: String,
     pub stage: Stage,
-    /// ONLINE because its rewards degraded in SERVING ([`crate::algorithm::AppLifecycle::retraining`]).
+    /// ONLINE to retrain ([`crate::algorithm::AppLifecycle::retraining`]).
     pub retraining: bool,
     pub counts: Counts,
     /// Intervals the backend gave no observation (the fallback kept the allocation).
@@ -521,7 +522,8 @@ impl LiveManager {
                                 learned = true;
                             }
                             Learning::Online { bc } => {
-                                self.agent.learn_online(i, &e, p.sampled.as_deref(), false, bc)?
+                                let updates = if p.retraining { self.config.retrain_updates } else { 1 };
+                                self.agent.learn_online(i, &e, p.sampled.as_deref(), false, bc, updates)?
                             }
                             Learning::None => self.agent.stop_online(i),
                         }

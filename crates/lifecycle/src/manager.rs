@@ -2,8 +2,11 @@
 //! the stage decides who proposes (the fallback or the agent), the guard checks the observation
 //! and limits the proposal, and the outcome feeds the agent the way the stage allows — offline
 //! from the fallback's transitions (TD3+BC for DDPG, cloning for PPO) while bootstrapping,
-//! offline from its own while retraining after SERVING degraded, online from its own when
-//! `online_learning` is on, or not at all (ONLINE after bootstrapping, and SERVING).
+//! while retraining (after SERVING degraded, or where the rules failed) online from its own
+//! exploring actions (DDPG) or offline from its own (PPO), online from its own when
+//! `online_learning` is on, or not at all (ONLINE after bootstrapping, and SERVING). A
+//! retraining app that explored is judged greedily against the fallback's replay at the end
+//! of each episode, as a bootstrapping one is.
 //! One agent learns for every application (one policy, states normalised per app). An app the
 //! agent acts for without learning acts with the agent as it was when the app was handed over
 //! (frozen then, [`aware_agents::FrozenPolicy`]): the one the bootstrapping check passed, not
@@ -57,13 +60,20 @@ pub struct ManagerConfig {
     /// without online updates (the noise, compounded by relative actions, is what cost); at 0
     /// AWARE had 415 SLO-violating intervals and 2.354 M core-s against MPA's 465 and 2.399 M.
     pub online_noise_sigma: f32,
-    /// Exploration noise (σ in the [−1, 1] action box) of a DDPG agent while it retrains after
-    /// SERVING degraded ([`AppLifecycle::retraining`]). The workload moved away from what the
-    /// agent learned, and from what the fallback's rules can serve: without noise it learns
+    /// Exploration noise (σ in the [−1, 1] action box, not scaled by the agent's ε) of a DDPG
+    /// agent while it retrains ([`AppLifecycle::retraining`]: SERVING degraded, or the rules
+    /// failed). The workload moved away from what the agent learned, or from what the
+    /// fallback's rules can serve: without noise it learns
     /// only from the fallback's actions and its own clone of them, and never tries an
     /// allocation the rules never chose (measured on `aware experiment fig9`, see
     /// `docs/results/lifecycle.md`).
     pub retrain_noise_sigma: f32,
+    /// Gradient steps a DDPG agent takes for each transition of an app retraining (1: DDPG's
+    /// one per interval; 0 counts as 1). More learn a changed workload from fewer intervals:
+    /// at 4 (the default) `aware experiment fig9 --quick` seed 31 ended 17.6 % below the
+    /// reference's reward instead of 31.7 %, seed 30 23.1 % instead of 22.4 %
+    /// (`docs/results/lifecycle.md`, session 53).
+    pub retrain_updates: usize,
     /// Keep TD3+BC's behaviour term while learning ONLINE, towards the agent's own and the
     /// fallback's stored actions, so online updates refine rather than replace the policy.
     pub online_bc: bool,
@@ -224,6 +234,7 @@ impl Default for ManagerConfig {
             high_stakes: None,
             online_noise_sigma: 0.0,
             retrain_noise_sigma: crate::agent::RESIDUAL_NOISE_SIGMA,
+            retrain_updates: 4,
             online_bc: true,
             shadow_episodes: 3,
             online_learning: false,
@@ -964,7 +975,10 @@ impl<'w> Manager<'w> {
                 self.agent.remember_offline(e)?;
                 return Ok(true);
             }
-            Learning::Online { bc } => self.agent.learn_online(i, e, decided.sampled.as_deref(), truncated, bc)?,
+            Learning::Online { bc } => {
+                let updates = if decided.retraining { self.config.retrain_updates } else { 1 };
+                self.agent.learn_online(i, e, decided.sampled.as_deref(), truncated, bc, updates)?
+            }
             Learning::None => self.agent.stop_online(i),
         }
         Ok(false)
@@ -1040,6 +1054,8 @@ impl<'w> Manager<'w> {
             // the shadow instead, and without that (no traffic seen, no embedding vouched for)
             // no stage moves on the episode.
             let judged_in_shadow = stage == Stage::Online && self.config.is_high_stakes() && !agent_acted;
+            // Its actions this episode were the agent's exploring ones.
+            let explored = agent_acted && self.agent.explores(&self.config, stage, a.lifecycle.retraining());
             let vouched = self.embedding_width() == 0
                 || (a.embedding.is_some() && matches!(a.workload, Some(WorkloadVerdict::Known { .. })));
             // Set where the replay did not reproduce what the fallback did on this episode's
@@ -1084,6 +1100,17 @@ impl<'w> Manager<'w> {
                             .filter(|_| !agent_acted)
                             .and_then(|replayed| replay_misses(&outcome, &replayed.fallback, a.intervals));
                         Some(ShadowComparison::pooled(&outcomes))
+                    }
+                    // An app retraining explores: what it earned acting is the price of
+                    // learning, not its policy's. The policy is judged as a bootstrapping
+                    // agent is, greedily on this episode's traffic against the fallback's
+                    // replay (judged on its noisy actions, an app handed back to retrain was
+                    // handed back to the fallback two episodes later, learning from neither).
+                    Stage::Online if agent_acted && self.bootstrapping() && vouched && explored => {
+                        match a.recent_traffic.back() {
+                            Some(this) => Some(compare(this)?),
+                            None => None,
+                        }
                     }
                     Stage::Online | Stage::Serving if agent_acted && self.bootstrapping() => {
                         // This episode's traffic: the last one added.

@@ -2,9 +2,9 @@
 //! after every episode and served by `aware run --metrics-listen ADDR` on `/metrics`:
 //!
 //! - `aware_lifecycle_stage{app, stage}`: 1 for the stage the app is in, 0 for the others;
-//! - `aware_lifecycle_retraining{app}`: 1 while the app is ONLINE because its rewards degraded in
-//!   SERVING (the agent relearns: from its own transitions, or from the fallback's under
-//!   `high_stakes`), else 0;
+//! - `aware_lifecycle_retraining{app}`: 1 while the app is ONLINE to retrain, because its rewards
+//!   degraded in SERVING or the rules failed (the agent relearns: from its own transitions, or
+//!   from the fallback's under `high_stakes`), else 0;
 //! - `aware_lifecycle_stage_changes_total{app, from, to}`;
 //! - `aware_lifecycle_actions_total{app, policy="agent"|"fallback"}`: who proposed each
 //!   interval's allocation;
@@ -75,7 +75,7 @@ impl Default for LifecycleMetrics {
         r.register("aware_lifecycle_stage", "1 for the lifecycle stage each app is in", Family::clone(&stage));
         r.register(
             "aware_lifecycle_retraining",
-            "1 while an app is ONLINE because its rewards degraded in SERVING",
+            "1 while an app is ONLINE to retrain (its rewards degraded in SERVING, or the rules failed)",
             Family::clone(&retraining),
         );
         r.register("aware_lifecycle_stage_changes", "Stage changes", Family::clone(&changes));

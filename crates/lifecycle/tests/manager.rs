@@ -930,3 +930,23 @@ fn a_promoted_app_acts_with_the_agent_its_check_passed() {
     );
     assert!(then.iter().zip(&last).any(|(a, b)| (a - b).abs() > 1e-3), "{then:?} vs {last:?}");
 }
+
+/// A retraining app acts exploring, so what it earned acting is the price of learning, not
+/// its policy's: the hand-back judges the policy greedily on the episode's traffic against the
+/// fallback's replay, as the bootstrapping check does. Its numbers then carry both
+/// reservations, which an outcome the agent earned acting does not (the acted reservation is
+/// not measured as the shadow's is).
+#[test]
+fn a_retraining_app_is_judged_on_its_greedy_policy() {
+    use aware_lifecycle::run::{Plan, run_agent};
+    let (workload, _dir) = workload(1, None);
+    let retraining = LifecycleState { retraining: true, ..LifecycleState::fresh(Stage::Online, None) };
+    // Noise so wide that the acted episodes say nothing of the policy.
+    let config = ManagerConfig { episode_steps: 50, retrain_noise_sigma: 1.0, ..ManagerConfig::default() };
+    let plan = Plan::new(&workload, 400, 50).unwrap();
+    let mut sink = PlacedEach { states: vec![retraining], decisions: Vec::new(), updates: Vec::new() };
+    let (arm, _) = run_agent(&workload, &plan, small_agent(7), "aware", &config, &mut sink, &Silent).unwrap();
+    let back = arm.stages.iter().find(|c| c.from == Stage::Online && c.to == Stage::Offline);
+    let back = back.unwrap_or_else(|| panic!("the untrained agent kept the app: {:?}", arm.stages));
+    assert!(back.reason.contains("reserving"), "judged on what it earned acting: {}", back.reason);
+}
