@@ -513,7 +513,7 @@ impl AppLifecycle {
         };
         // A `no-retrain` lifecycle never retrains, whatever the checkpoint says.
         self.retraining = state.retraining && self.may_retrain && self.stage == Stage::Online;
-        self.rules_failed = state.rules_failed && self.stage != Stage::Offline;
+        self.rules_failed = state.rules_failed && self.may_retrain && self.stage != Stage::Offline;
         (from != self.stage).then_some(Transition { from, to: self.stage, reason })
     }
 

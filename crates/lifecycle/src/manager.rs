@@ -49,9 +49,10 @@ pub struct ManagerConfig {
     /// Infinite: no behaviour term (the plain agent on the fallback's data, for comparison).
     pub bc_alpha: f32,
     /// Keep the fallback acting while the agent (re)trains: ONLINE learns offline like
-    /// OFFLINE, and only SERVING lets the agent act. (Without it, an app retraining after
-    /// SERVING degraded lets the agent act and learns offline from its transitions, or online
-    /// with `online_learning`.) `None`: the profile's `high_stakes` (false by default).
+    /// OFFLINE, and only SERVING lets the agent act. (Without it, an app retraining lets the
+    /// agent act and learns as [`ManagerConfig::learning`] says: a DDPG agent online from its
+    /// exploring actions, a PPO agent offline.) `None`: the profile's `high_stakes` (false by
+    /// default).
     pub high_stakes: Option<bool>,
     /// Exploration noise (σ in the [−1, 1] action box) while ONLINE. A bootstrapped agent
     /// starts near the fallback and learns online from its own greedy actions and the
@@ -1054,10 +1055,13 @@ impl<'w> Manager<'w> {
             // the shadow instead, and without that (no traffic seen, no embedding vouched for)
             // no stage moves on the episode.
             let judged_in_shadow = stage == Stage::Online && self.config.is_high_stakes() && !agent_acted;
-            // Its actions this episode were the agent's exploring ones.
+            // Its actions this episode were the agent's exploring ones (retraining, or exploring
+            // ONLINE with `online_noise_sigma`): what they earned is the price of learning, not
+            // the policy's, which is judged greedily on the episode's traffic instead (below).
             let explored = agent_acted && self.agent.explores(&self.config, stage, a.lifecycle.retraining());
             let vouched = self.embedding_width() == 0
                 || (a.embedding.is_some() && matches!(a.workload, Some(WorkloadVerdict::Known { .. })));
+            let judged_greedily = stage == Stage::Online && explored && self.bootstrapping() && vouched;
             // Set where the replay did not reproduce what the fallback did on this episode's
             // traffic: its model of the app is not to be trusted with the agent either.
             let mut unfaithful = None;
@@ -1101,17 +1105,15 @@ impl<'w> Manager<'w> {
                             .and_then(|replayed| replay_misses(&outcome, &replayed.fallback, a.intervals));
                         Some(ShadowComparison::pooled(&outcomes))
                     }
-                    // An app retraining explores: what it earned acting is the price of
-                    // learning, not its policy's. The policy is judged as a bootstrapping
-                    // agent is, greedily on this episode's traffic against the fallback's
-                    // replay (judged on its noisy actions, an app handed back to retrain was
-                    // handed back to the fallback two episodes later, learning from neither).
-                    Stage::Online if agent_acted && self.bootstrapping() && vouched && explored => {
-                        match a.recent_traffic.back() {
-                            Some(this) => Some(compare(this)?),
-                            None => None,
-                        }
-                    }
+                    // An app whose actions explored (an app retraining) is judged as a
+                    // bootstrapping agent is, greedily on this episode's traffic against the
+                    // fallback's replay (judged on its noisy actions, an app handed back to
+                    // retrain was handed back to the fallback two episodes later, learning from
+                    // neither); its stage moves on the greedy replay's outcome too.
+                    _ if judged_greedily => match a.recent_traffic.back() {
+                        Some(this) => Some(compare(this)?),
+                        None => None,
+                    },
                     Stage::Online | Stage::Serving if agent_acted && self.bootstrapping() => {
                         // This episode's traffic: the last one added.
                         match a.recent_traffic.back() {
@@ -1151,6 +1153,12 @@ impl<'w> Manager<'w> {
                 None if judged_in_shadow => match shadow {
                     Some(s) => self.apps[i].lifecycle.episode_end(s.agent, Some(s)),
                     None => None,
+                },
+                // The policy's rewards, not its exploration's, are what converge (and become
+                // SERVING's reference); without a faithful replay, what it earned acting.
+                None if judged_greedily => match shadow {
+                    Some(s) => self.apps[i].lifecycle.episode_end(s.agent, Some(s)),
+                    None => self.apps[i].lifecycle.episode_end(outcome, None),
                 },
                 None => self.apps[i].lifecycle.episode_end(outcome, shadow),
             };

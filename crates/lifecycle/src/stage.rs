@@ -13,7 +13,8 @@ pub enum Stage {
     /// its transitions.
     Offline,
     /// The agent acts. After bootstrapping it does not learn from its own transitions (unless
-    /// `online_learning` is on); retraining after SERVING degraded, it learns from them offline.
+    /// `online_learning` is on); retraining (after SERVING degraded, or where the rules failed),
+    /// a DDPG agent explores and learns from them online, a PPO agent clones them offline.
     Online,
     /// The agent acts greedily and does not learn; its rewards are watched.
     Serving,
