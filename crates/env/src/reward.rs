@@ -23,7 +23,8 @@
 //!
 //! - `cost` = Σ over the app's scheduled pods of (CPU cores + `memory_price` × memory GiB)
 //!   requested, what the operator's core-seconds count, over the app's cost scale
-//!   `max_replicas` × 1 core, clamped to [0, 1] ([`RewardFunction::cost`]). A pod is charged
+//!   `max_replicas` × 1 core, up to [`COST_KNEE`] and rising more slowly to 1 beyond it
+//!   ([`RewardFunction::cost`]). A pod is charged
 //!   what its node holds for it, as the bill counts it (`PodObservation::allocated`): a resize
 //!   once admitted, a memory decrease the kubelet defers at its new size, a resize no node can
 //!   fit not at all. (Charging the template's requests as soon as they were asked for left one
@@ -40,7 +41,8 @@
 //!   in `aware experiment agents --quick` learned to starve its app (3,000 of 3,000 intervals
 //!   violating, 0.0001 per interval).
 //! - An episode's return is then a constant, minus `(1−α)·|R|` per SLO-violating interval,
-//!   minus a multiple of the core-seconds reserved while meeting the SLO, minus `α·|R|·(1 − SP)`
+//!   minus a multiple of the core-seconds reserved while meeting the SLO (below the knee, see
+//!   below), minus `α·|R|·(1 − SP)`
 //!   for how deep the violations went. Policies the operator ranks are ranked alike unless they
 //!   differ by a handful of violations of very different depth, or one spent its core-seconds
 //!   inside its violations (`aware_lab::evaluate::reward_misrankings` reports any such pair, app
@@ -51,14 +53,27 @@
 //!   paid every interval that met the SLO 2α whatever it cost, so the lifecycle's ratio
 //!   thresholds (`t_online`: the agent's reward at least the fallback's; `t_var`,
 //!   `t_serving`) would measure mostly that constant. Without it they measure efficiency.
-//! - Allocations beyond the cost scale are not charged more (the clamp keeps serving above
-//!   starving); the scale is about four times the app's peak need, so only runaway allocations
-//!   reach it.
+//! - **The charge rises up to the bounds.** The scale is about four times the app's peak need;
+//!   past three quarters of it ([`COST_KNEE`]) the charge rises more slowly, linearly to 1 at
+//!   the largest allocation the bounds allow (`max_replicas` pods of the largest size), so
+//!   serving still never earns less than 0. Until session 54 it saturated at the scale, and the
+//!   bounds allow far more (20 pods of 4 cores and 8 GiB are 5 scales): a flat reward over most
+//!   of the action box ranked 80 reserved cores level with 20, where the operator ranks them
+//!   strictly, and a learner found that plateau. In `aware run --apps 4 --seed 30 --scenario
+//!   payload-up@1500` (the profile's `reward_window` at 5) an app the rules could not serve
+//!   retrained to 20 × 4000 m × 8192 MiB at 4 % CPU utilisation, earned exactly 0 per interval
+//!   for 5 episodes (no violations, the whole scale reserved) with no gradient to come down, and
+//!   was promoted to SERVING as converged (coefficient of variation 0).
 //!
 //! α keeps the papers' default of 0.3: one SLO-violating interval costs at least as much as
 //! reserving the whole cost scale (`max_replicas` one-core pods) for one interval that meets it.
 
 use aware_core::{Bounds, Resources, RewardWeights};
+
+/// Where the cost stops being the bill over the cost scale and rises, more slowly, to 1 at the
+/// largest allocation the bounds allow: three quarters of the scale, about three times an app's
+/// peak need (see the module's docs).
+pub const COST_KNEE: f64 = 0.75;
 
 /// Number of resources in R (CPU and memory): the published reward's scale (its utilisation
 /// terms summed over R), kept so α weighs the terms as in the papers.
@@ -126,13 +141,26 @@ impl RewardFunction {
         (1.0 - self.weights.alpha) * RESOURCES
     }
 
-    /// The cost of pods holding `requests` each, as a fraction in [0, 1] of the app's cost
-    /// scale (`bounds.max_replicas` one-core pods): Σ (cores + `memory_price` × GiB) /
-    /// `max_replicas`.
+    /// The cost of pods holding `requests` each, in [0, 1]: Σ (cores + `memory_price` × GiB)
+    /// over the app's cost scale (`bounds.max_replicas` one-core pods) up to [`COST_KNEE`],
+    /// then rising linearly to 1 at the largest allocation `bounds` allow (`max_replicas` pods
+    /// of the largest size), so that it never stops rising inside them (the module's docs say
+    /// why).
     pub fn cost(&self, bounds: &Bounds, requests: impl IntoIterator<Item = Resources>) -> f64 {
-        let per_pod = |r: Resources| r.cpu_cores() + self.weights.memory_price * r.memory_gib();
+        let price = self.weights.memory_price;
+        let per_pod = |r: Resources| r.cpu_cores() + price * r.memory_gib();
         let c = requests.into_iter().map(per_pod).sum::<f64>() / bounds.max_replicas.max(1) as f64;
-        if c.is_finite() { c.clamp(0.0, 1.0) } else { 1.0 }
+        if !c.is_finite() {
+            return 1.0;
+        }
+        let c = c.max(0.0);
+        if c <= COST_KNEE {
+            return c;
+        }
+        // The largest pod's cost in cores: the whole box over the scale.
+        let largest = bounds.max_cpu_millicores as f64 / 1000.0 + price * bounds.max_memory_mib as f64 / 1024.0;
+        let top = largest.max(1.0);
+        (COST_KNEE + (1.0 - COST_KNEE) * (c - COST_KNEE) / (top - COST_KNEE)).min(1.0)
     }
 
     /// `sp` and `cost` are clamped into [0, 1] (a non-finite one counts as the worst: SP 0,
@@ -212,10 +240,40 @@ mod tests {
         let want = 10.0 * (0.5 + DEFAULT_MEMORY_PRICE * 2.0) / 40.0;
         assert!((f.cost(&bounds, vec![pod; 10]) - want).abs() < 1e-12);
         assert_eq!(f.cost(&bounds, []), 0.0);
-        // Beyond the scale the cost saturates, so serving never earns less than starving.
+        // Beyond the bounds the cost saturates, so serving never earns less than starving.
         assert_eq!(f.cost(&bounds, vec![Resources::new(4_000, 64 * GIB); 1_000]), 1.0);
         let free_memory = RewardFunction { weights: RewardWeights { memory_price: 0.0, ..f.weights.clone() } };
         assert!((free_memory.cost(&bounds, vec![pod; 10]) - 10.0 * 0.5 / 40.0).abs() < 1e-12);
+    }
+
+    /// The case that made the charge rise up to the bounds: a retraining learner at 20 pods of
+    /// 4000 m and 8 GiB (the whole box) earned what 5 pods of 4000 m earn, exactly 0, and had
+    /// no gradient to come down. Now every pod, core or GiB less earns more inside the bounds,
+    /// the charge is the bill below the knee and continuous through it, and 1 at the corner.
+    #[test]
+    fn the_charge_rises_up_to_the_bounds_and_is_the_bill_below_the_knee() {
+        let f = RewardFunction { weights: Profile::default().reward };
+        let bounds =
+            Bounds { max_replicas: 20, max_cpu_millicores: 4_000, max_memory_mib: 8_192, ..Profile::default().bounds };
+        let largest = Resources::new(4_000, 8 * GIB);
+        let serve = |pods: usize, r: Resources| f.reward(1.0, f.cost(&bounds, vec![r; pods]), false, false);
+        assert_eq!(f.cost(&bounds, vec![largest; 20]), 1.0);
+        assert_eq!(serve(20, largest), 0.0);
+        let mut last = serve(20, largest);
+        for pods in (1..20).rev() {
+            let r = serve(pods, largest);
+            assert!(r > last, "{pods} pods earn {r}, no more than {} with one more", last);
+            last = r;
+        }
+        assert!(serve(20, Resources::new(3_500, 8 * GIB)) > 0.0);
+        assert!(serve(20, Resources::new(4_000, 7 * GIB)) > 0.0);
+        // Below the knee: the bill over the scale. Through it: continuous.
+        let one_core = |pods: usize| f.cost(&bounds, vec![Resources::new(1_000, 0); pods]);
+        assert!((one_core(10) - 0.5).abs() < 1e-12);
+        assert!((one_core(15) - COST_KNEE).abs() < 1e-12);
+        let just_past = f.cost(&bounds, [Resources::new(15_001, 0)]);
+        // 15.001 cores are 0.75005 scales: past the knee it rises, more slowly than the bill.
+        assert!(just_past > COST_KNEE && just_past - COST_KNEE < 0.000_05, "{just_past}");
     }
 
     /// The case that made the reward cost-based: per-interval utilisation paid a policy that
@@ -266,6 +324,22 @@ mod tests {
         ) {
             let f = RewardFunction { weights: weights(alpha) };
             prop_assert!(f.reward(1.0, c1, false, false) >= f.reward(sp, c2, false, false));
+        }
+
+        /// The charge never falls as pods grow or multiply, and stays in [0, 1].
+        #[test]
+        fn the_charge_is_monotone_in_pods_and_size(
+            pods in 0usize..40, more in 0usize..10, cpu in 0u64..8_000, mem_mib in 0u64..16_384,
+            extra_cpu in 0u64..2_000, extra_mib in 0u64..4_096, max_replicas in 1u32..40,
+        ) {
+            let f = RewardFunction { weights: Profile::default().reward };
+            let bounds = Bounds { max_replicas, max_cpu_millicores: 4_000, max_memory_mib: 8_192, ..Profile::default().bounds };
+            let small = Resources::new(cpu, mem_mib << 20);
+            let big = Resources::new(cpu + extra_cpu, (mem_mib + extra_mib) << 20);
+            let lo = f.cost(&bounds, vec![small; pods]);
+            let hi = f.cost(&bounds, vec![big; pods + more]);
+            prop_assert!((0.0..=1.0).contains(&lo) && (0.0..=1.0).contains(&hi));
+            prop_assert!(hi >= lo, "{pods} × {small:?} cost {lo}, {} × {big:?} {hi}", pods + more);
         }
 
         /// With the same SLO preservation, the cheaper allocation never earns less (and earns
