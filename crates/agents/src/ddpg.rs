@@ -363,7 +363,7 @@ impl Ddpg {
         n: usize,
         noise: &[Option<f32>],
     ) -> Result<Vec<Vec<f32>>, AgentError> {
-        self.act_rows(obs, n, noise, true)
+        self.act_rows(obs, n, noise, true, None)
     }
 
     /// [`Ddpg::act_batch_with`] with each σ as given: not scaled by ε, and ε left where it is.
@@ -376,7 +376,23 @@ impl Ddpg {
         n: usize,
         noise: &[Option<f32>],
     ) -> Result<Vec<Vec<f32>>, AgentError> {
-        self.act_rows(obs, n, noise, false)
+        self.act_rows(obs, n, noise, false, None)
+    }
+
+    /// [`Ddpg::act_batch_absolute`] with each exploring row's greedy action first passed through
+    /// `project(row, action)`, the noise then drawn around what it returns: around what the
+    /// action does where the caller knows that differs from what it says. (An actor asking to
+    /// grow an allocation already at its bounds does nothing; noise around its +1 is clipped
+    /// back to +1, never tries a cut, and the critic, which learns from what was applied, never
+    /// sees one there.) Greedy rows are returned as the actor gives them.
+    pub fn act_batch_projected(
+        &mut self,
+        obs: &[f32],
+        n: usize,
+        noise: &[Option<f32>],
+        project: &mut dyn FnMut(usize, Vec<f32>) -> Vec<f32>,
+    ) -> Result<Vec<Vec<f32>>, AgentError> {
+        self.act_rows(obs, n, noise, false, Some(project))
     }
 
     fn act_rows(
@@ -385,6 +401,7 @@ impl Ddpg {
         n: usize,
         noise: &[Option<f32>],
         with_epsilon: bool,
+        mut project: Option<&mut dyn FnMut(usize, Vec<f32>) -> Vec<f32>>,
     ) -> Result<Vec<Vec<f32>>, AgentError> {
         check_batch(obs, n, self.state_dim)?;
         if noise.len() != n {
@@ -394,11 +411,18 @@ impl Ddpg {
             return Err(AgentError::Invalid(format!("exploration noise σ {bad} is not a finite non-negative number")));
         }
         let greedy = if n == 0 { Vec::new() } else { self.greedy_batch(obs, n)? };
-        Ok(greedy
-            .chunks(self.action_dim)
-            .zip(noise)
-            .map(|(row, &sigma)| self.explored_with(row.to_vec(), sigma.is_some(), sigma.unwrap_or(0.0), with_epsilon))
-            .collect())
+        let mut out = Vec::with_capacity(n);
+        for (i, (row, &sigma)) in greedy.chunks(self.action_dim).zip(noise).enumerate() {
+            let mut row = row.to_vec();
+            if let (Some(project), Some(_)) = (project.as_mut(), sigma) {
+                let projected = project(i, row.clone());
+                if projected.len() == row.len() && projected.iter().all(|v| v.is_finite()) {
+                    row = projected.into_iter().map(|v| v.clamp(-1.0, 1.0)).collect();
+                }
+            }
+            out.push(self.explored_with(row, sigma.is_some(), sigma.unwrap_or(0.0), with_epsilon));
+        }
+        Ok(out)
     }
 
     /// Whether an exploring action is drawn uniformly (warm-up with `uniform_warmup`).
@@ -894,6 +918,33 @@ mod tests {
         let mut fresh = Ddpg::new(2, 1, DdpgConfig { hidden: vec![8], ..DdpgConfig::default() }, 5);
         fresh.act_batch_absolute(&obs, 1, &[Some(0.2)]).unwrap();
         assert_eq!(fresh.epsilon(), 1.0, "acting with absolute noise leaves ε alone");
+    }
+
+    /// An exploring row's noise is drawn around its projection; a greedy row is not projected.
+    #[test]
+    fn exploring_rows_explore_around_their_projection() {
+        let mut ddpg = Ddpg::new(2, 2, DdpgConfig { hidden: vec![8], warmup: 0, ..DdpgConfig::default() }, 3);
+        let obs = [0.1, -0.2, 0.3, 0.4];
+        let greedy = ddpg.greedy_batch(&obs, 2).unwrap();
+        let mut seen = Vec::new();
+        let (mut sum, draws) = ([0.0f32; 2], 400);
+        for _ in 0..draws {
+            let mut project = |row: usize, a: Vec<f32>| {
+                seen.push(row);
+                assert_eq!(a.len(), 2);
+                vec![-0.5, 2.0]
+            };
+            let out = ddpg.act_batch_projected(&obs, 2, &[None, Some(0.1)], &mut project).unwrap();
+            assert_eq!(out[0], greedy[..2].to_vec(), "a greedy row is the actor's");
+            for (s, v) in sum.iter_mut().zip(&out[1]) {
+                *s += v;
+            }
+            assert!(out[1][1] <= 1.0, "the projection is clipped into the box");
+        }
+        assert!(seen.iter().all(|&r| r == 1) && seen.len() == draws, "only the exploring row is projected");
+        let mean = sum.map(|s| s / draws as f32);
+        assert!((mean[0] + 0.5).abs() < 0.02, "noise around the projection's −0.5: {mean:?}");
+        assert!(mean[1] > 0.9 && mean[1] <= 1.0, "around the projection's +2 clipped to 1: {mean:?}");
     }
 
     /// Offline data from one behaviour (action 0.4 in state s, −0.4 in −s), all rewards 1:

@@ -148,13 +148,15 @@ pub(crate) fn acting_policy<'a>(agent: &'a LifecycleAgent, served: Option<&'a Fr
 /// One action per row of the row-major `states` (`apps[k]` is row k's application), and
 /// whether it explored: a row with a certified policy (`served[k]`) acts greedily with it, one
 /// batched pass per distinct copy; the others with the learning `agent`, exploring where
-/// `explore` says (a DDPG row with that σ, a PPO row by sampling), in one batched pass.
+/// `explore` says (a DDPG row with that σ around `effective(k, greedy action)`, what the action
+/// does; a PPO row by sampling), in one batched pass.
 pub(crate) fn act_served(
     agent: &mut LifecycleAgent,
     states: &[f32],
     apps: &[usize],
     served: &[Option<FrozenPolicy>],
     explore: &[Option<f32>],
+    effective: &mut dyn FnMut(usize, Vec<f32>) -> Vec<f32>,
 ) -> Result<Vec<(Vec<f32>, bool)>, AgentError> {
     let n = apps.len();
     if served.len() != n || explore.len() != n {
@@ -172,7 +174,7 @@ pub(crate) fn act_served(
     let learner: Vec<usize> = (0..n).filter(|&k| served[k].is_none()).collect();
     let learner_apps: Vec<usize> = learner.iter().map(|&k| apps[k]).collect();
     let learner_explore: Vec<Option<f32>> = learner.iter().map(|&k| explore[k]).collect();
-    let acted = agent.act(&rows(&learner), &learner_apps, &learner_explore)?;
+    let acted = agent.act(&rows(&learner), &learner_apps, &learner_explore, &mut |j, a| effective(learner[j], a))?;
     for ((&k, action), e) in learner.iter().zip(acted).zip(&learner_explore) {
         out[k] = (action, e.is_some());
     }
@@ -341,15 +343,18 @@ impl LifecycleAgent {
     /// One action per row of the row-major `states` (`apps[i]` is row i's application),
     /// exploring where `explore` says (DDPG with that row's σ, PPO by sampling its own
     /// Gaussian), in one batched pass (two for PPO when some rows explore and some do not).
+    /// A DDPG row's noise is drawn around `effective(row, greedy action)`: what the action does
+    /// (the identity where the caller cannot say; [`Ddpg::act_batch_projected`]).
     pub fn act(
         &mut self,
         states: &[f32],
         apps: &[usize],
         explore: &[Option<f32>],
+        effective: &mut dyn FnMut(usize, Vec<f32>) -> Vec<f32>,
     ) -> Result<Vec<Vec<f32>>, AgentError> {
         let n = apps.len();
         match self {
-            LifecycleAgent::Ddpg(a) => a.act_batch_absolute(states, n, explore),
+            LifecycleAgent::Ddpg(a) => a.act_batch_projected(states, n, explore, effective),
             LifecycleAgent::Ppo(a) => {
                 let width = a.ppo.state_dim();
                 aware_agents::check_batch(states, n, width)?;
@@ -623,7 +628,7 @@ mod tests {
     fn ppo_samples_per_app_and_learns_from_what_it_sampled() {
         let mut agent = LifecycleAgent::fresh(Learner::Ppo, 5);
         let states: Vec<f32> = (0..3).flat_map(|i| vec![0.2 * i as f32; aware_env::STATE_DIM]).collect();
-        let actions = agent.act(&states, &[4, 7, 9], &[Some(1.0), None, Some(1.0)]).unwrap();
+        let actions = agent.act(&states, &[4, 7, 9], &[Some(1.0), None, Some(1.0)], &mut |_, a| a).unwrap();
         assert_eq!(actions.len(), 3);
         let greedy = agent.greedy(&states[aware_env::STATE_DIM..2 * aware_env::STATE_DIM]).unwrap();
         assert_eq!(actions[1], greedy, "a row that does not explore acts greedily");

@@ -32,7 +32,9 @@ use crate::LifecycleError;
 use crate::algorithm::{AppLifecycle, EpisodeOutcome, LifecycleState, Transition};
 use crate::decision::{self, Decision, Seen, Set};
 use crate::guard::{Guard, Usage};
-use crate::manager::{AGENT_ACTIONS, Counts, Learning, ManagerConfig, action_origin, ask_features, decode_action};
+use crate::manager::{
+    AGENT_ACTIONS, Counts, Learning, ManagerConfig, action_origin, ask_features, decode_action, effective_action,
+};
 use crate::stage::{Stage, StageChange};
 
 /// The last interval's decision for one app, waiting for the next observation to say what it
@@ -439,7 +441,16 @@ impl LiveManager {
         let apps: Vec<usize> = acting.iter().map(|&k| taken[k].0).collect();
         let served: Vec<Option<FrozenPolicy>> = apps.iter().map(|&i| self.apps[i].certified.clone()).collect();
         let sampling = self.agent.algorithm() == Learner::Ppo;
-        let mut actions = act_served(&mut self.agent, &batch, &apps, &served, &explore)?.into_iter();
+        // An exploring app explores around what its action does ([`effective_action`]).
+        let (residual, live) = (self.config.residual, &self.apps);
+        let mut effective = |j: usize, v: Vec<f32>| {
+            let (i, t) = &taken[acting[j]];
+            let Some(obs) = &t.obs else { return v };
+            let ask = t.ask.clone().flatten();
+            let (from, from_replicas) = action_origin(ask.as_ref(), residual, obs);
+            effective_action(&live[*i].decoder, v, from_replicas, from)
+        };
+        let mut actions = act_served(&mut self.agent, &batch, &apps, &served, &explore, &mut effective)?.into_iter();
         let mut out = Vec::with_capacity(taken.len());
         for (k, (i, t)) in taken.into_iter().enumerate() {
             let (action, sampled) = match acting.contains(&k).then(|| actions.next()).flatten() {

@@ -531,6 +531,29 @@ pub(crate) fn decode_action(
         .map_err(|e| LabError::input("agent", e.to_string()))
 }
 
+/// What the agent's `action` does from `replicas` pods of `from`, in its own coordinates: the
+/// allocation it decodes to (within the app's bounds) measured back from where it started. An
+/// action asking to grow what is already at its bound does nothing there, so an agent exploring
+/// around this, not around its `action`, tries the cuts that an actor saturated at the bound
+/// would never try (noise around a clipped +1 stays at +1). `action` itself where it does not
+/// decode.
+pub(crate) fn effective_action(
+    decoder: &ActionDecoder,
+    action: Vec<f32>,
+    replicas: u32,
+    from: &ContainerResources,
+) -> Vec<f32> {
+    let Ok(rec) = decode_action(decoder, action.clone(), replicas, from) else { return action };
+    let Some(c) = rec.containers.first().map(|c| c.limits) else { return action };
+    aware_env::coordinates(
+        AGENT_ACTIONS,
+        &decoder.bounds,
+        (c.cpu_millicores, c.memory_bytes, rec.replicas),
+        (from.limits.cpu_millicores, from.limits.memory_bytes, replicas),
+    )
+    .unwrap_or(action)
+}
+
 /// `rec` with every container's CPU (requests and limits) raised by the fraction `headroom`.
 pub(crate) fn with_headroom(mut rec: Recommendation, headroom: f32) -> Recommendation {
     if headroom > 0.0 {
@@ -1275,7 +1298,17 @@ impl Driver for Manager<'_> {
             .collect();
         let mut actions: Vec<Option<Vec<f32>>> = vec![None; seen.len()];
         let mut explored = vec![false; seen.len()];
-        for (&i, (action, e)) in acting.iter().zip(act_served(&mut self.agent, &batch, &acting, &served, &explore)?) {
+        // An exploring app explores around what its action does (from where it is measured:
+        // the fallback's proposal for a residual agent, the current allocation otherwise).
+        let apps = &self.apps;
+        let residual = self.config.residual;
+        let mut effective = |k: usize, v: Vec<f32>| {
+            let i = acting[k];
+            let (from, from_replicas) = action_origin(asks[i].as_ref(), residual, &seen[i].0);
+            effective_action(&apps[i].decoder, v, from_replicas, &apps[i].headroom.origin(from))
+        };
+        let acted = act_served(&mut self.agent, &batch, &acting, &served, &explore, &mut effective)?;
+        for (&i, (action, e)) in acting.iter().zip(acted) {
             (actions[i], explored[i]) = (Some(action), e);
         }
         let sampling = self.agent.algorithm() == Learner::Ppo;
@@ -1567,6 +1600,33 @@ mod tests {
             replicas,
             containers: vec![ContainerResources::guaranteed(CONTAINER, Resources::new(cpu, 1 << 30))],
         }
+    }
+
+    /// What an action does, in the agent's coordinates: at the bounds a request to grow is no
+    /// change (so exploring around it tries cuts), inside them the action itself.
+    #[test]
+    fn an_action_past_the_bounds_does_what_the_bounds_allow() {
+        let bounds = aware_core::Bounds {
+            max_replicas: 20,
+            max_cpu_millicores: 4_000,
+            max_memory_mib: 8_192,
+            ..aware_core::Profile::default().bounds
+        };
+        let decoder =
+            ActionDecoder { kind: AGENT_ACTIONS, bounds, container: CONTAINER.into(), cpu_request_ratio: 1.0 };
+        let at = |cpu: u64, mib: u64| ContainerResources::guaranteed(CONTAINER, Resources::new(cpu, mib << 20));
+        // The whole box: growing any further is nothing.
+        let v = effective_action(&decoder, vec![1.0, 1.0, 1.0], 20, &at(4_000, 8_192));
+        assert!(v.iter().all(|x| x.abs() < 1e-6), "{v:?}");
+        // A cut is a cut there.
+        let v = effective_action(&decoder, vec![-0.5, 0.0, -0.5], 20, &at(4_000, 8_192));
+        assert!((v[0] + 0.5).abs() < 0.01 && v[1].abs() < 1e-6 && (v[2] + 0.5).abs() < 0.05, "{v:?}");
+        // Inside the bounds an action is itself (doubling 2,000 m reaches 4,000 exactly); past
+        // them, what they allow (3,000 m doubled is held at 4,000).
+        let v = effective_action(&decoder, vec![1.0, 0.0, 0.5], 4, &at(2_000, 1_024));
+        assert!((v[0] - 1.0).abs() < 1e-6 && (v[2] - 0.5).abs() < 0.05, "{v:?}");
+        let v = effective_action(&decoder, vec![1.0, 0.0, 0.0], 4, &at(3_000, 1_024));
+        assert!((v[0] - (4_000f32 / 3_000.0).log2()).abs() < 0.01, "{v:?}");
     }
 
     #[test]

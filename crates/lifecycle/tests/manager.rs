@@ -440,7 +440,7 @@ fn an_agent_trained_with_a_uniform_warm_up_acts_by_its_policy_for_the_lifecycle(
     let mut manager = Manager::new(&workload, agent, config).unwrap();
     // ONLINE explores (with σ 0 here): the policy's own action, not a uniform draw.
     for _ in 0..5 {
-        let acted = manager.agent.act(&state, &[0], &[Some(0.0)]).unwrap().remove(0);
+        let acted = manager.agent.act(&state, &[0], &[Some(0.0)], &mut |_, a| a).unwrap().remove(0);
         assert!(acted.iter().zip(&greedy).all(|(a, g)| (a - g).abs() < 1e-5), "{acted:?} vs {greedy:?}");
     }
 }
