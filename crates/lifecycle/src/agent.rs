@@ -316,7 +316,7 @@ impl LifecycleAgent {
     /// only ONLINE; DDPG with the manager's σ (`online_noise_sigma`, or while retraining
     /// `retrain_noise_sigma` if that is larger: an agent that explores ONLINE anyway, as
     /// `no-bootstrap`'s does at Table 2's 0.2, explores no less for retraining), as given and
-    /// not scaled by the agent's ε ([`aware_agents::ddpg::Ddpg::act_batch_absolute`]); PPO by
+    /// not scaled by the agent's ε, around what its action does ([`Ddpg::act_batch_projected`]); PPO by
     /// sampling its own Gaussian (the value is unused) only when it learns online, since its
     /// updates need its own samples. `None`: greedy.
     pub(crate) fn exploration(&self, config: &ManagerConfig, stage: Stage, retraining: bool) -> Option<f32> {
