@@ -183,6 +183,15 @@ pub struct LifecycleThresholds {
     pub t_var: f64,
     /// Number of recent episodes the three thresholds look at.
     pub reward_window: u32,
+    /// Episodes an app may retrain (ONLINE after SERVING degraded or the rules failed) without
+    /// converging before retraining gives up: the fallback serves it again (OFFLINE; without
+    /// bootstrapping the agent stops exploring), and a retraining the rules' failure starts
+    /// next waits twice as many failing episodes each time it gives up again. An app that no
+    /// allocation within its bounds serves would otherwise explore forever. Default 40: about
+    /// what a DDPG agent trained from scratch on one workload takes to stop improving (the
+    /// `converged` reference of `aware experiment fig9 --quick`, 40–42 episodes). At least
+    /// `reward_window`, the fewest a retraining app can converge in.
+    pub max_retrain_episodes: u32,
 }
 
 /// The `guard:` section: the lifecycle's safety guard on every action the agent proposes
@@ -331,7 +340,13 @@ impl Default for Profile {
             },
             bound_overrides: BoundsOverrides::default(),
             population: Population::Microservices,
-            lifecycle: LifecycleThresholds { t_online: 1.0, t_serving: 0.05, t_var: 0.1, reward_window: 20 },
+            lifecycle: LifecycleThresholds {
+                t_online: 1.0,
+                t_serving: 0.05,
+                t_var: 0.1,
+                reward_window: 20,
+                max_retrain_episodes: 40,
+            },
             simulation: Simulation::default(),
             bootstrapping: true,
             guard: GuardLimits::default(),
@@ -433,6 +448,7 @@ struct RawLifecycle {
     t_serving: S<f64>,
     t_var: S<f64>,
     reward_window: S<u32>,
+    max_retrain_episodes: S<u32>,
 }
 
 #[derive(Deserialize, Default)]
@@ -656,6 +672,22 @@ impl Profile {
         let (t_serving, _) = c.take("lifecycle.t_serving", raw.lifecycle.t_serving, l.t_serving, finite_in(0.0, 10.0));
         let (t_var, _) = c.take("lifecycle.t_var", raw.lifecycle.t_var, l.t_var, finite_in(0.0, 1.0));
         let (window, _) = c.take("lifecycle.reward_window", raw.lifecycle.reward_window, l.reward_window, at_least(1));
+        // Unset, it is never below the window (a profile with a long window keeps working).
+        let (max_retrain, max_retrain_at) = c.take(
+            "lifecycle.max_retrain_episodes",
+            raw.lifecycle.max_retrain_episodes,
+            l.max_retrain_episodes.max(window),
+            at_least(1),
+        );
+        if max_retrain < window {
+            c.fail(
+                "lifecycle.max_retrain_episodes",
+                max_retrain_at,
+                format!(
+                    "must be ≥ lifecycle.reward_window ({max_retrain} < {window}): a retraining app needs a full reward window to converge"
+                ),
+            );
+        }
         let g = &d.guard;
         let rg = raw.guard;
         let (stale, _) =
@@ -706,7 +738,13 @@ impl Profile {
             bounds: resolve_bounds(&d.bounds, &o),
             bound_overrides: o,
             population,
-            lifecycle: LifecycleThresholds { t_online, t_serving, t_var, reward_window: window },
+            lifecycle: LifecycleThresholds {
+                t_online,
+                t_serving,
+                t_var,
+                reward_window: window,
+                max_retrain_episodes: max_retrain,
+            },
             simulation,
             bootstrapping: raw.bootstrapping.unwrap_or(d.bootstrapping),
             guard,
@@ -873,6 +911,12 @@ mod tests {
         assert_eq!(p.reward.alpha, 0.5);
         assert_eq!((p.bounds.min_replicas, p.bounds.max_replicas), (2, 8));
         assert_eq!(p.lifecycle.reward_window, 30);
+        // Unset, the retraining cap is the default's, and never below the window.
+        assert_eq!(p.lifecycle.max_retrain_episodes, 40);
+        let long = Profile::parse("lifecycle:\n  reward_window: 50\n", "l.yaml").unwrap();
+        assert_eq!(long.lifecycle.max_retrain_episodes, 50);
+        let set = Profile::parse("lifecycle:\n  max_retrain_episodes: 25\n", "l.yaml").unwrap();
+        assert_eq!(set.lifecycle.max_retrain_episodes, 25);
         assert!(p.high_stakes);
         assert!(!Profile::default().high_stakes);
         assert_eq!(p.guard, GuardLimits::default());
@@ -910,6 +954,11 @@ mod tests {
             ("bounds:\n  min_cpu_millicores: 0\n", &["bounds.min_cpu_millicores", "1–1000000"]),
             ("bounds: [1, 2\n", &["p.yaml"]),
             ("lifecycle:\n  t_var: 2\n", &["lifecycle.t_var"]),
+            ("lifecycle:\n  max_retrain_episodes: 0\n", &["p.yaml:2:", "lifecycle.max_retrain_episodes", "at least 1"]),
+            (
+                "lifecycle:\n  reward_window: 10\n  max_retrain_episodes: 5\n",
+                &["p.yaml:3:", "lifecycle.max_retrain_episodes", "≥ lifecycle.reward_window (5 < 10)"],
+            ),
             ("store: mysql://db\n", &["p.yaml:1:", "store", "not a store URL"]),
             ("store: \"sqlite:\"\n", &["store", "not a store URL"]),
             // Issue 19: a count beyond 2³¹ (or 2³²) is a range error at its position, never a wrap.

@@ -978,6 +978,10 @@ pub struct RunOptions {
     /// AWARE decides, with the agent and the apps' stages from this `aware run --checkpoint`
     /// directory; `None`: the MPA default decides.
     pub checkpoint: Option<std::path::PathBuf>,
+    /// Let a retraining agent explore on the cluster
+    /// ([`aware_lifecycle::manager::ManagerConfig::live_exploration`]); off: the fallback serves
+    /// a retraining app while the agent learns from it.
+    pub explore_while_retraining: bool,
     /// Observe targets through Prometheus instead of metrics.k8s.io.
     pub prometheus: Option<crate::prometheus::PrometheusConfig>,
     /// Serve the admission webhook too (on every replica, leader or not).
@@ -986,7 +990,12 @@ pub struct RunOptions {
 
 /// The lifecycle decider from a checkpoint directory: its agent, and its apps' stages for the
 /// MPAs whose `namespace/name` it names. The directory must hold a checkpoint that verifies.
-pub fn lifecycle_decider(dir: &std::path::Path) -> Result<crate::decide::LifecycleDecider, RunError> {
+/// `live_exploration`: whether a retraining agent may explore on the cluster
+/// ([`aware_lifecycle::manager::ManagerConfig::live_exploration`]).
+pub fn lifecycle_decider(
+    dir: &std::path::Path,
+    live_exploration: bool,
+) -> Result<crate::decide::LifecycleDecider, RunError> {
     let fail = |reason: String| RunError::Checkpoint { path: dir.display().to_string(), reason };
     let restored = aware_lifecycle::checkpoint::read(dir, 0)
         .map_err(|e| match e {
@@ -998,7 +1007,7 @@ pub fn lifecycle_decider(dir: &std::path::Path) -> Result<crate::decide::Lifecyc
     let from = format!("checkpoint {} (after {} episodes)", dir.display(), restored.episodes);
     crate::decide::LifecycleDecider::new(
         restored.agent,
-        aware_lifecycle::manager::ManagerConfig::default(),
+        aware_lifecycle::manager::ManagerConfig { live_exploration, ..Default::default() },
         restored.apps,
         from,
     )
@@ -1032,7 +1041,7 @@ pub fn run_blocking(config: ControllerConfig, options: RunOptions) -> Result<(),
     };
     match &options.checkpoint {
         Some(dir) => {
-            let decider = lifecycle_decider(dir)?;
+            let decider = lifecycle_decider(dir, options.explore_while_retraining)?;
             run_with(config, options, tls, decider)
         }
         None => {

@@ -23,7 +23,12 @@
 //!   episodes in a row ([`FAILING_SHARE`]): the fallback acting violated the SLO in at least
 //!   half of an episode's intervals, or the acting agent did and so did the fallback replayed
 //!   on the same traffic. An agent that learned from the rules cannot do better than them
-//!   without trying what they never do.
+//!   without trying what they never do. Each time retraining has given up (below) since the
+//!   app last served, the trigger waits twice as many failing episodes.
+//! - ONLINE, retraining, gives up after `max_retrain_episodes` episodes without converging
+//!   (an app that no allocation within its bounds serves would explore forever): with
+//!   bootstrapping → OFFLINE, the fallback serving again; without, the agent stays ONLINE but
+//!   stops exploring.
 //! - ONLINE or SERVING → OFFLINE (bootstrapping only) when the agent, acting, fell behind the
 //!   fallback run on the same traffic by the test that let it out of OFFLINE (less than
 //!   `t_online` of the fallback's reward, or more SLO-violating intervals; the core-seconds
@@ -126,13 +131,31 @@ pub struct LifecycleState {
     /// ([`AppLifecycle::rules_failed`]); absent in checkpoints written before it was kept.
     #[serde(default)]
     pub rules_failed: bool,
+    /// Episodes the current retraining has lasted; absent in checkpoints written before it
+    /// was kept.
+    #[serde(default)]
+    pub retrain_episodes: u32,
+    /// Times retraining gave up since the app last reached SERVING
+    /// ([`AppLifecycle::gave_up`]); absent in checkpoints written before it was kept.
+    #[serde(default)]
+    pub gave_up: u32,
 }
 
 impl LifecycleState {
     /// A lifecycle in `stage` with nothing remembered, held to `reference` (SERVING's
     /// converged reward): an app placed in a stage by hand, as a test or an operator would.
     pub fn fresh(stage: Stage, reference: Option<f64>) -> Self {
-        Self { stage, behind: 0, recent: Vec::new(), reference, retraining: false, failing: 0, rules_failed: false }
+        Self {
+            stage,
+            behind: 0,
+            recent: Vec::new(),
+            reference,
+            retraining: false,
+            failing: 0,
+            rules_failed: false,
+            retrain_episodes: 0,
+            gave_up: 0,
+        }
     }
 }
 
@@ -184,6 +207,10 @@ pub struct AppLifecycle {
     /// The last episode's acting policy violated the SLO in at least [`FAILING_SHARE`] of its
     /// intervals: rewards steady at that level are stuck, not converged.
     last_failed: bool,
+    /// Episodes the current retraining has lasted (0 while not retraining).
+    retrain_episodes: u32,
+    /// Times retraining gave up since the app last reached SERVING ([`AppLifecycle::gave_up`]).
+    gave_up: u32,
 }
 
 impl AppLifecycle {
@@ -203,6 +230,8 @@ impl AppLifecycle {
             last_check: None,
             last_failed: false,
             rules_failed: false,
+            retrain_episodes: 0,
+            gave_up: 0,
         }
     }
 
@@ -242,6 +271,21 @@ impl AppLifecycle {
     /// it does there.
     pub fn retraining(&self) -> bool {
         self.retraining
+    }
+
+    /// Times retraining gave up (`lifecycle.max_retrain_episodes` episodes without converging)
+    /// since the app last reached SERVING: each makes the rules-failing trigger wait twice as
+    /// many failing episodes before the app retrains again ([`AppLifecycle::failing_needed`]).
+    pub fn gave_up(&self) -> u32 {
+        self.gave_up
+    }
+
+    /// Consecutive failing episodes of the rules after which the app retrains:
+    /// [`DEGRADATION_EPISODES`], doubled for every time retraining gave up since the app last
+    /// served (at most 64 times as many). Where nothing within the bounds meets the SLO, the
+    /// rules and the agent take turns ever more slowly instead of the agent exploring forever.
+    pub fn failing_needed(&self) -> usize {
+        DEGRADATION_EPISODES << self.gave_up.min(6)
     }
 
     /// The last comparison with the fallback that a stage decision read, with its numbers:
@@ -285,9 +329,55 @@ impl AppLifecycle {
     pub fn episode_end(&mut self, outcome: EpisodeOutcome, shadow: Option<ShadowComparison>) -> Option<Transition> {
         self.remember([outcome.mean_reward]);
         self.last_failed = failed(&outcome);
+        if self.retraining {
+            self.retrain_episodes += 1;
+        }
         if let Some(t) = self.rules_failing(&outcome, shadow.as_ref()) {
             return Some(t);
         }
+        let t = self.decide(shadow);
+        if t.is_some() {
+            return t;
+        }
+        self.give_up(&outcome)
+    }
+
+    /// Retraining that has lasted `lifecycle.max_retrain_episodes` episodes without converging
+    /// gives up: with bootstrapping the fallback serves the app again (OFFLINE, the agent
+    /// learning from it and handed the app back by the bootstrapping check), without it the
+    /// agent stops exploring and acts greedily (ONLINE, not retraining). Either way the next
+    /// retraining the rules' failure starts waits twice as long ([`AppLifecycle::failing_needed`]).
+    fn give_up(&mut self, last: &EpisodeOutcome) -> Option<Transition> {
+        let cap = self.thresholds.max_retrain_episodes.max(1);
+        if !(self.stage == Stage::Online && self.retraining && self.retrain_episodes >= cap) {
+            return None;
+        }
+        let (mean, cv) = mean_and_cv(&self.recent);
+        let what = format!(
+            "retraining gave up: not converged in {cap} episodes (lifecycle.max_retrain_episodes; the last {} episodes' mean {mean:.4}, coefficient of variation {cv:.4}; the last violated the SLO in {} of {} intervals)",
+            self.recent.len(),
+            last.slo_violations,
+            last.intervals
+        );
+        self.gave_up += 1;
+        let wait = self.failing_needed();
+        let (to, then) = if self.bootstrapping {
+            (Stage::Offline, "the fallback serves while the agent learns from it")
+        } else {
+            (Stage::Online, "the agent acts greedily, no longer exploring")
+        };
+        self.reference = None;
+        Some(self.enter(
+            to,
+            format!(
+                "{what}; {then}; the rules failing starts retraining again only after {wait} failing episodes in a row"
+            ),
+        ))
+    }
+
+    /// The stage decision of an episode in which the rules did not fail (see
+    /// [`AppLifecycle::episode_end`]).
+    fn decide(&mut self, shadow: Option<ShadowComparison>) -> Option<Transition> {
         match self.stage {
             Stage::Initialized => None,
             Stage::Offline => {
@@ -326,7 +416,8 @@ impl AppLifecycle {
     /// (OFFLINE: `acted` is its own) violated the SLO in at least [`FAILING_SHARE`] of its
     /// intervals, or the acting agent did and so did the fallback replayed on the same traffic
     /// (ONLINE, SERVING: `shadow`'s fallback; without a replay the episode says nothing either
-    /// way). After [`DEGRADATION_EPISODES`] such episodes in a row, whatever stages they were
+    /// way). After [`AppLifecycle::failing_needed`] such episodes in a row
+    /// ([`DEGRADATION_EPISODES`] until retraining first gives up), whatever stages they were
     /// spent in, the app retrains (ONLINE, the agent exploring and learning from its own
     /// actions), unless it already does or may not.
     fn rules_failing(&mut self, acted: &EpisodeOutcome, shadow: Option<&ShadowComparison>) -> Option<Transition> {
@@ -343,7 +434,7 @@ impl AppLifecycle {
             return None;
         }
         self.failing += 1;
-        if self.failing < DEGRADATION_EPISODES || !self.may_retrain || !self.retrains_where_rules_fail {
+        if self.failing < self.failing_needed() || !self.may_retrain || !self.retrains_where_rules_fail {
             return None;
         }
         let share = |o: &EpisodeOutcome| format!("{} of {} intervals", o.slo_violations, o.intervals);
@@ -359,8 +450,9 @@ impl AppLifecycle {
         let t = self.enter(
             Stage::Online,
             format!(
-                "the rules cannot serve this workload: {what} (at least {:.0} %) in each of the last {DEGRADATION_EPISODES} episodes; the agent retrains on it",
-                FAILING_SHARE * 100.0
+                "the rules cannot serve this workload: {what} (at least {:.0} %) in each of the last {} episodes; the agent retrains on it",
+                FAILING_SHARE * 100.0,
+                self.failing
             ),
         );
         self.retraining = true;
@@ -485,6 +577,8 @@ impl AppLifecycle {
             retraining: self.retraining,
             failing: self.failing,
             rules_failed: self.rules_failed,
+            retrain_episodes: self.retrain_episodes,
+            gave_up: self.gave_up,
         }
     }
 
@@ -514,6 +608,8 @@ impl AppLifecycle {
         // A `no-retrain` lifecycle never retrains, whatever the checkpoint says.
         self.retraining = state.retraining && self.may_retrain && self.stage == Stage::Online;
         self.rules_failed = state.rules_failed && self.may_retrain && self.stage != Stage::Offline;
+        self.retrain_episodes = if self.retraining { state.retrain_episodes } else { 0 };
+        self.gave_up = state.gave_up;
         (from != self.stage).then_some(Transition { from, to: self.stage, reason })
     }
 
@@ -534,8 +630,12 @@ impl AppLifecycle {
         self.recent.clear();
         self.behind = 0;
         self.retraining = false;
+        self.retrain_episodes = 0;
         if to == Stage::Offline {
             self.rules_failed = false;
+        }
+        if to == Stage::Serving {
+            self.gave_up = 0;
         }
         Transition { from, to, reason }
     }
@@ -568,7 +668,108 @@ mod tests {
     use super::*;
 
     fn thresholds(window: u32) -> LifecycleThresholds {
-        LifecycleThresholds { t_online: 0.95, t_serving: 0.05, t_var: 0.1, reward_window: window }
+        LifecycleThresholds {
+            t_online: 0.95,
+            t_serving: 0.05,
+            t_var: 0.1,
+            reward_window: window,
+            max_retrain_episodes: 40,
+        }
+    }
+
+    /// Retraining where nothing meets the SLO gives up after `max_retrain_episodes`: the
+    /// fallback serves again, and each give-up doubles the failing episodes the rules' trigger
+    /// waits for before the agent explores again; a checkpoint keeps the count, and reaching
+    /// SERVING clears it.
+    #[test]
+    fn retraining_that_never_converges_gives_up_and_backs_off() {
+        let cap = 4;
+        let mut a = AppLifecycle::new(LifecycleThresholds { max_retrain_episodes: cap, ..thresholds(3) }, true);
+        a.start();
+        // Nothing serves this workload: the fallback and the agent both fail every episode.
+        let failing = ShadowComparison { agent: ep(-0.5, 100), fallback: ep(-0.3, 100) };
+        // The fallback fails for `needed` episodes in a row; then the agent explores for `cap`
+        // episodes (rewards swinging: never converged), and gives up.
+        for (round, needed) in [(1, 2), (2, 4), (3, 8)] {
+            assert_eq!(a.failing_needed(), needed, "round {round}");
+            for _ in 1..needed {
+                assert!(a.episode_end(ep(-0.3, 100), None).is_none(), "round {round}: too few failing episodes");
+            }
+            let t = a.episode_end(ep(-0.3, 100), None).unwrap();
+            assert_eq!((t.from, t.to), (Stage::Offline, Stage::Online), "round {round}");
+            assert!(t.reason.contains(&format!("in each of the last {needed} episodes")), "{}", t.reason);
+            assert!(a.retraining());
+            for k in 1..cap {
+                let r = if k % 2 == 0 { -0.1 } else { -0.6 };
+                assert!(a.episode_end(ep(r, 90), Some(failing)).is_none(), "round {round}, episode {k}");
+                assert!(a.retraining());
+            }
+            let t = a.episode_end(ep(-0.6, 90), Some(failing)).unwrap();
+            assert_eq!((t.from, t.to), (Stage::Online, Stage::Offline), "round {round}");
+            assert!(
+                t.reason.contains(&format!("retraining gave up: not converged in {cap} episodes"))
+                    && t.reason.contains("the last violated the SLO in 90 of 100 intervals")
+                    && t.reason.contains(&format!("only after {} failing episodes", needed * 2)),
+                "{}",
+                t.reason
+            );
+            assert!(!a.retraining() && !a.rules_failed());
+            assert_eq!(a.gave_up(), round);
+        }
+        // A checkpoint keeps how often it gave up, and how far a retraining has gone.
+        let mut restored = AppLifecycle::new(thresholds(3), true);
+        restored.start();
+        restored.restore(&a.snapshot(), "restored".into());
+        assert_eq!((restored.gave_up(), restored.failing_needed()), (3, 16));
+        let mid = LifecycleState { stage: Stage::Online, retraining: true, retrain_episodes: 39, ..a.snapshot() };
+        let mut restored = AppLifecycle::new(thresholds(3), true);
+        restored.start();
+        restored.restore(&mid, "restored".into());
+        assert_eq!(restored.snapshot().retrain_episodes, 39);
+        assert_eq!(restored.episode_end(ep(-0.6, 90), Some(failing)).unwrap().to, Stage::Offline);
+        // An old checkpoint, without the fields, restores as never having given up.
+        let old = r#"{"stage":"offline","behind":0,"recent":[],"reference":null,"retraining":false,"failing":0,"rules_failed":false}"#;
+        let old: LifecycleState = serde_json::from_str(old).unwrap();
+        assert_eq!((old.gave_up, old.retrain_episodes), (0, 0));
+
+        // Back OFFLINE the agent can be handed the app again, and a SERVING app has converged:
+        // the backoff is cleared.
+        let good = ShadowComparison { agent: ep(0.5, 0), fallback: ep(0.4, 0) };
+        assert_eq!(a.episode_end(ep(0.4, 0), Some(good)).unwrap().to, Stage::Online);
+        for _ in 0..2 {
+            assert!(a.episode_end(ep(0.5, 0), Some(good)).is_none());
+        }
+        assert_eq!(a.episode_end(ep(0.5, 0), Some(good)).unwrap().to, Stage::Serving);
+        assert_eq!((a.gave_up(), a.failing_needed()), (0, DEGRADATION_EPISODES));
+    }
+
+    /// Without bootstrapping there is no fallback to hand the app to: retraining that gives up
+    /// leaves the agent acting greedily (ONLINE, no longer retraining), which may converge.
+    #[test]
+    fn without_bootstrapping_retraining_gives_up_to_the_greedy_agent() {
+        let mut a = AppLifecycle::new(LifecycleThresholds { max_retrain_episodes: 3, ..thresholds(3) }, false);
+        a.start();
+        for _ in 0..2 {
+            assert!(a.episode_end(ep(0.5, 0), None).is_none());
+        }
+        assert_eq!(a.episode_end(ep(0.5, 0), None).unwrap().to, Stage::Serving);
+        assert!(a.episode_end(ep(0.1, 0), None).is_none());
+        let t = a.episode_end(ep(0.1, 0), None).unwrap();
+        assert_eq!(t.to, Stage::Online);
+        assert!(a.retraining());
+        assert!(a.episode_end(ep(0.2, 0), None).is_none());
+        assert!(a.episode_end(ep(0.4, 0), None).is_none());
+        let t = a.episode_end(ep(0.1, 0), None).unwrap();
+        assert_eq!((t.from, t.to), (Stage::Online, Stage::Online));
+        assert!(t.reason.contains("retraining gave up") && t.reason.contains("no longer exploring"), "{}", t.reason);
+        assert!(!a.retraining());
+        assert_eq!(a.gave_up(), 1);
+        // Acting greedily it converges, and serves.
+        for _ in 0..2 {
+            assert!(a.episode_end(ep(0.3, 0), None).is_none());
+        }
+        assert_eq!(a.episode_end(ep(0.3, 0), None).unwrap().to, Stage::Serving);
+        assert_eq!(a.gave_up(), 0);
     }
 
     fn ep(mean_reward: f64, slo_violations: u64) -> EpisodeOutcome {
@@ -618,13 +819,9 @@ mod tests {
     #[test]
     fn a_restored_lifecycle_never_lands_where_it_cannot_move() {
         let state = |stage, reference| LifecycleState {
-            stage,
             behind: 1,
             recent: vec![0.5, f64::NAN, 0.6],
-            reference,
-            retraining: false,
-            failing: 0,
-            rules_failed: false,
+            ..LifecycleState::fresh(stage, reference)
         };
         let restored = |bootstrapping: bool, s: LifecycleState| {
             let mut l = AppLifecycle::new(thresholds(3), bootstrapping);

@@ -18,6 +18,11 @@
 //!   fallback while the agent learns offline from it, until a simulator run hands it over.
 //!   ONLINE → SERVING (rewards converged) and SERVING → ONLINE (rewards degraded) need only
 //!   rewards and happen live.
+//! - **Exploring is the operator's call.** A DDPG agent retraining explores (Gaussian noise on
+//!   its actions, under the guard and the fallback's floor); on a real cluster that costs real
+//!   violations, so it does so only with [`ManagerConfig::live_exploration`] (`aware controller
+//!   --explore-while-retraining`). Without it the fallback serves a retraining app while the
+//!   agent learns offline from it, as under high stakes.
 
 use crate::agent::{Learner, LifecycleAgent, act_served, acting_policy};
 use aware_agents::Experience;
@@ -366,8 +371,18 @@ impl LiveManager {
         });
     }
 
-    fn agent_acts(&self, stage: Stage) -> bool {
-        self.config.agent_acts(stage)
+    /// Whether the agent may act for an app in `stage` (`retraining`): as on the simulator,
+    /// except where it would explore without the operator's opt-in
+    /// ([`ManagerConfig::live_exploration`]).
+    fn agent_acts(&self, stage: Stage, retraining: bool) -> bool {
+        self.config.agent_acts(stage) && !self.held_from_exploring(stage, retraining)
+    }
+
+    /// The agent would act exploring for an app in `stage` (`retraining`), which a live
+    /// cluster allows only with [`ManagerConfig::live_exploration`]: the fallback serves it
+    /// instead and the agent learns offline from it.
+    fn held_from_exploring(&self, stage: Stage, retraining: bool) -> bool {
+        !self.config.live_exploration && self.agent.explores(&self.config, stage, retraining)
     }
 
     /// One interval of every app of `cluster`: observe each, decide, apply. The caller moves
@@ -469,8 +484,8 @@ impl LiveManager {
     /// Measures what the last interval earned (learning from it as the stage allows), and
     /// checks the new observation; whether a transition was kept for offline learning.
     fn take(&mut self, i: usize, obs: Result<Observation, String>) -> Result<(Taken, bool), LifecycleError> {
-        let stage = self.apps[i].lifecycle.stage();
-        let wants_agent = self.agent_acts(stage);
+        let (stage, retraining) = (self.apps[i].lifecycle.stage(), self.apps[i].lifecycle.retraining());
+        let wants_agent = self.agent_acts(stage, retraining);
         let a = &mut self.apps[i];
         let obs = match obs {
             Ok(obs) => obs,
@@ -510,7 +525,13 @@ impl LiveManager {
         let state = match measured {
             Ok((state, reward, info)) => {
                 if let Some(p) = a.pending.take() {
-                    let learning = self.config.learning(self.agent.algorithm(), p.stage, p.retraining);
+                    // Held from exploring, the fallback acted: the agent learns from it offline.
+                    let learning =
+                        if !self.config.live_exploration && self.agent.explores(&self.config, p.stage, p.retraining) {
+                            Learning::Offline
+                        } else {
+                            self.config.learning(self.agent.algorithm(), p.stage, p.retraining)
+                        };
                     let e = Experience {
                         state: p.state,
                         action: p.action,
@@ -575,6 +596,8 @@ impl LiveManager {
             _ => None,
         };
         let fallback_name = self.config.fallback.to_string();
+        let held =
+            self.config.agent_acts(t.stage) && self.held_from_exploring(t.stage, self.apps[i].lifecycle.retraining());
         let a = &mut self.apps[i];
         let mut verdict = "passed".to_string();
         if let (Some(reason), true, true) = (&t.refused, t.wants_agent, t.obs.is_some()) {
@@ -583,6 +606,10 @@ impl LiveManager {
             verdict = format!("fallback: {reason}");
         } else if t.obs.is_none() {
             verdict = format!("fallback: {}", t.refused.clone().unwrap_or_default());
+        } else if held {
+            verdict = "fallback: the agent retrains by exploring, which a live cluster allows only with \
+                       --explore-while-retraining; the fallback acts while the agent learns from it"
+                .to_string();
         }
         let agent_acted = agent_action.is_some();
         // Where the action in the agent's coordinates is measured from, when not from the
@@ -703,10 +730,12 @@ impl LiveManager {
 
     /// App `i`'s window is full: Algorithm 1 reads its mean reward. No bootstrapping check
     /// runs live (nothing to replay the traffic in), so OFFLINE holds; so does ONLINE under high
-    /// stakes, where the fallback earned the window's rewards while the agent retrained, and
+    /// stakes, and where the agent is held from exploring ([`ManagerConfig::live_exploration`]),
+    /// where the fallback earned the window's rewards while the agent retrained, and
     /// they say nothing of the agent's (the simulator judges it in the shadow instead).
     fn end_window(&mut self, i: usize) {
-        let high_stakes = self.config.is_high_stakes();
+        let (stage, retraining) = (self.apps[i].lifecycle.stage(), self.apps[i].lifecycle.retraining());
+        let high_stakes = self.config.is_high_stakes() || self.held_from_exploring(stage, retraining);
         let a = &mut self.apps[i];
         let outcome = EpisodeOutcome {
             mean_reward: a.window_reward / a.window_intervals.max(1) as f64,
@@ -1072,5 +1101,46 @@ mod tests {
         };
         assert_eq!(promoted(false), (true, true));
         assert_eq!(promoted(true), (false, false), "the fallback acted throughout and nothing was promoted");
+    }
+
+    /// A retraining DDPG agent explores; on a live cluster it does so only where the operator
+    /// opted in. Without it the fallback serves the app, the agent learns from it offline, and
+    /// the fallback's windows neither promote the app nor count towards giving up.
+    #[test]
+    fn a_retraining_agent_explores_live_only_with_the_operators_opt_in() {
+        let run = |live_exploration: bool| {
+            let mut c = cluster();
+            let mut profile = Profile::default();
+            // Any two windows converge; retraining gives up after two.
+            (profile.lifecycle.reward_window, profile.lifecycle.t_serving) = (2, 10.0);
+            profile.lifecycle.max_retrain_episodes = 2;
+            let config = ManagerConfig { episode_steps: 5, live_exploration, ..ManagerConfig::default() };
+            let agent = crate::agent::LifecycleAgent::fresh_for(&config, 3);
+            let mut m = LiveManager::new(&c.app_names(), &profile, agent, config).expect("manager");
+            let state = LifecycleState { retraining: true, ..LifecycleState::fresh(Stage::Online, None) };
+            let states: Vec<_> = m.apps.iter().map(|a| (a.name.clone(), state.clone())).collect();
+            m.restore_lifecycles(&states, "test: retraining");
+            assert!(m.apps.iter().all(|a| a.lifecycle.retraining()));
+            let stored = m.agent.stored();
+            let (mut agent_acted, mut verdict) = (false, String::new());
+            for _ in 0..12 {
+                let ds = m.interval(&mut c).expect("interval");
+                agent_acted |= ds.iter().any(|d| d.agent_acted);
+                verdict = ds[0].decision.guard.clone();
+                c.advance().expect("advance");
+            }
+            (agent_acted, m.agent.stored() > stored, m.changes().to_vec(), verdict)
+        };
+        let (acted, learned_offline, changes, verdict) = run(false);
+        assert!(verdict.contains("--explore-while-retraining"), "the decision says why: {verdict}");
+        assert!(!acted, "the fallback served every retraining app");
+        assert!(learned_offline, "the agent learned from the fallback's transitions");
+        let moved = |changes: &[StageChange]| changes.iter().any(|c| c.from == Stage::Online);
+        assert!(!moved(&changes), "no stage moved on the fallback's windows: {changes:?}");
+        let (acted, _, changes, _) = run(true);
+        assert!(acted, "opted in, the retraining agent acted");
+        // Exploring, its windows count: two without converging (t_serving 10 converges any
+        // two, so these were promoted) or giving up.
+        assert!(moved(&changes), "the acting agent's windows moved its stage: {changes:?}");
     }
 }

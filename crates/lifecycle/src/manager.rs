@@ -148,6 +148,14 @@ pub struct ManagerConfig {
     /// live decider refuses a configuration with it, and the bootstrapping check's shadow runs
     /// act without it.
     pub headroom: f32,
+    /// Whether the agent may act exploring on a live cluster (the live decider, `aware
+    /// controller --explore-while-retraining`): a DDPG agent retraining perturbs its actions
+    /// (σ `retrain_noise_sigma`, under the guard and the fallback's floor) to learn what the
+    /// rules it learned from never tried. Off by default: where the agent would explore, the
+    /// fallback serves the app instead (as under `high_stakes`) and the agent learns offline
+    /// from it, until a simulator run hands the app over again. The simulator's manager
+    /// ignores it: exploring there costs nothing real.
+    pub live_exploration: bool,
 }
 
 impl ManagerConfig {
@@ -249,6 +257,7 @@ impl Default for ManagerConfig {
             residual: false,
             violation_price: 0.0,
             headroom: 0.0,
+            live_exploration: false,
         }
     }
 }

@@ -73,6 +73,11 @@ pub struct Args {
     /// it does not name starts in its first stage. Without it, the MPA default decides.
     #[arg(long, value_name = "DIR")]
     pub checkpoint: Option<std::path::PathBuf>,
+    /// With --checkpoint: let an agent retraining after its app's rewards degraded explore on
+    /// the cluster (Gaussian noise on its actions, under the guard and the fallback's floor).
+    /// Without it the fallback serves a retraining app while the agent learns from it.
+    #[arg(long, requires = "checkpoint")]
+    pub explore_while_retraining: bool,
     /// Observe each MPA's target through Prometheus with this backend configuration (YAML:
     /// `url`, `queries`, staleness; `namespace` and `apps` are each MPA's own), which gives the
     /// agent the latency and load it was trained on; without it, the API server and
@@ -118,6 +123,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         leader,
         webhook,
         checkpoint: args.checkpoint,
+        explore_while_retraining: args.explore_while_retraining,
         prometheus,
     };
     aware_kube::run_blocking(config, options)?;
