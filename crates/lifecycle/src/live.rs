@@ -210,6 +210,14 @@ pub struct LiveManager {
     handed: FrozenPolicy,
 }
 
+/// `agent` would act exploring for an app in `stage` (`retraining`), which a live cluster
+/// allows only with [`ManagerConfig::live_exploration`]: the fallback serves it instead and the
+/// agent learns offline from it. A free function so that it can be asked while an app is
+/// borrowed.
+fn held_from_exploring(config: &ManagerConfig, agent: &LifecycleAgent, stage: Stage, retraining: bool) -> bool {
+    !config.live_exploration && agent.explores(config, stage, retraining)
+}
+
 impl LiveManager {
     /// Manages `apps` (names as the backend knows them) under `profile`; every app starts in
     /// its first stage (with bootstrapping, OFFLINE: the fallback acts).
@@ -378,11 +386,9 @@ impl LiveManager {
         self.config.agent_acts(stage) && !self.held_from_exploring(stage, retraining)
     }
 
-    /// The agent would act exploring for an app in `stage` (`retraining`), which a live
-    /// cluster allows only with [`ManagerConfig::live_exploration`]: the fallback serves it
-    /// instead and the agent learns offline from it.
+    /// [`held_from_exploring`] with this manager's agent and configuration.
     fn held_from_exploring(&self, stage: Stage, retraining: bool) -> bool {
-        !self.config.live_exploration && self.agent.explores(&self.config, stage, retraining)
+        held_from_exploring(&self.config, &self.agent, stage, retraining)
     }
 
     /// One interval of every app of `cluster`: observe each, decide, apply. The caller moves
@@ -526,12 +532,11 @@ impl LiveManager {
             Ok((state, reward, info)) => {
                 if let Some(p) = a.pending.take() {
                     // Held from exploring, the fallback acted: the agent learns from it offline.
-                    let learning =
-                        if !self.config.live_exploration && self.agent.explores(&self.config, p.stage, p.retraining) {
-                            Learning::Offline
-                        } else {
-                            self.config.learning(self.agent.algorithm(), p.stage, p.retraining)
-                        };
+                    let learning = if held_from_exploring(&self.config, &self.agent, p.stage, p.retraining) {
+                        Learning::Offline
+                    } else {
+                        self.config.learning(self.agent.algorithm(), p.stage, p.retraining)
+                    };
                     let e = Experience {
                         state: p.state,
                         action: p.action,
