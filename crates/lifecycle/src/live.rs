@@ -36,9 +36,9 @@ use serde::Serialize;
 use crate::LifecycleError;
 use crate::algorithm::{AppLifecycle, EpisodeOutcome, LifecycleState, Transition};
 use crate::decision::{self, Decision, Seen, Set};
-use crate::guard::{Guard, Usage};
+use crate::guard::Guard;
 use crate::manager::{
-    AGENT_ACTIONS, Counts, Learning, ManagerConfig, action_origin, ask_features, decode_action, effective_action,
+    AGENT_ACTIONS, Counts, Learning, ManagerConfig, action_origin, ask_features,
 };
 use crate::stage::{Stage, StageChange};
 
@@ -452,6 +452,17 @@ impl LiveManager {
         }
         let acting: Vec<usize> =
             (0..taken.len()).filter(|&k| taken[k].1.wants_agent && taken[k].1.refused.is_none()).collect();
+        // The fallback's proposal the guard floors the agent's action under, asked (once per
+        // interval and app, as ever) before the agent acts: an exploring app explores around
+        // what the guard lets its action do.
+        if self.config.fallback_floor {
+            for &k in &acting {
+                let (i, t) = &mut taken[k];
+                if let (None, Some(obs)) = (&t.ask, &t.obs) {
+                    t.ask = Some(self.apps[*i].fallback.recommender().recommend(obs).ok());
+                }
+            }
+        }
         let batch: Vec<f32> = acting.iter().flat_map(|&k| taken[k].1.state.clone().unwrap_or_default()).collect();
         let explore: Vec<Option<f32>> = acting
             .iter()
@@ -462,14 +473,15 @@ impl LiveManager {
         let apps: Vec<usize> = acting.iter().map(|&k| taken[k].0).collect();
         let served: Vec<Option<FrozenPolicy>> = apps.iter().map(|&i| self.apps[i].certified.clone()).collect();
         let sampling = self.agent.algorithm() == Learner::Ppo;
-        // An exploring app explores around what its action does ([`effective_action`]).
-        let (residual, live) = (self.config.residual, &self.apps);
+        // An exploring app explores around what the guard lets its action do
+        // ([`ActingFrom::applied`]).
+        let (config, live) = (&self.config, &self.apps);
         let mut effective = |j: usize, v: Vec<f32>| {
             let (i, t) = &taken[acting[j]];
             let Some(obs) = &t.obs else { return v };
-            let ask = t.ask.clone().flatten();
-            let (from, from_replicas) = action_origin(ask.as_ref(), residual, obs);
-            effective_action(&live[*i].decoder, v, from_replicas, from)
+            let ask = t.ask.as_ref().and_then(|a| a.as_ref());
+            let (from, from_replicas) = action_origin(ask, config.residual, obs);
+            config.acting_from(&live[*i].decoder, from, from_replicas, ask, obs).applied(&live[*i].guard, v)
         };
         let mut actions = act_served(&mut self.agent, &batch, &apps, &served, &explore, &mut effective)?.into_iter();
         let mut out = Vec::with_capacity(taken.len());
@@ -624,31 +636,18 @@ impl LiveManager {
             (Some(obs), Some(v)) => {
                 // The agent's allocation is in limits, for the app's own container.
                 a.decoder.container = obs.template.name.clone();
-                let residual = self.config.residual;
-                let ask = match t.ask {
-                    Some(ask) => ask,
-                    None if self.config.fallback_floor => a.fallback.recommender().recommend(obs).ok(),
-                    None => None,
-                };
-                let (from, from_replicas) = action_origin(ask.as_ref(), residual, obs);
-                let proposal = decode_action(&a.decoder, v, from_replicas, from)?;
-                if residual {
+                // Asked before the agent acted, where its state or the guard's floor needs it.
+                let ask = t.ask.flatten();
+                let (from, from_replicas) = action_origin(ask.as_ref(), self.config.residual, obs);
+                if self.config.residual {
                     origin = Some((from.limits, from_replicas));
                 }
-                let floor = if self.config.fallback_floor { ask.as_ref() } else { None };
-                let usage = if self.config.fallback_floor { Usage::of(obs) } else { None };
-                let (mut rec, limited) = a.guard.limit_under(
-                    &proposal,
-                    floor,
-                    usage.as_ref(),
-                    obs.desired_replicas,
-                    &obs.template,
-                    &a.decoder.bounds,
-                );
-                if let Some(why) = limited {
+                let g = self.config.acting_from(&a.decoder, from, from_replicas, ask.as_ref(), obs).guard(&mut a.guard, v)?;
+                if let Some(why) = g.limited {
                     a.counts.guard_limited += 1;
                     verdict = format!("limited: {why}");
                 }
+                let mut rec = g.rec;
                 keep_request_ratio(&mut rec, &obs.template);
                 Some(rec)
             }

@@ -212,13 +212,6 @@ impl ManagerConfig {
         }
     }
 
-    /// Whether an app in `stage` (`retraining` as [`AppLifecycle::retraining`] says) that the
-    /// agent acts for acts with the learning agent as it trains: while it learns from what it
-    /// does (online learning; retraining after SERVING degraded) or explores (`explores`:
-    /// [`LifecycleAgent::explores_with_noise`]). Otherwise it acts
-    /// with the policy certified when it was handed over: the one the bootstrapping check
-    /// passed (or the checkpoint's), not the one the shared agent has become since by learning
-    /// from the apps it is bootstrapping. The manager and the live decider both ask this.
     /// Whether the agent may propose for an app in `stage`: in SERVING, and in ONLINE unless
     /// high stakes keep the fallback acting there.
     pub(crate) fn agent_acts(&self, stage: Stage) -> bool {
@@ -229,6 +222,35 @@ impl ManagerConfig {
         }
     }
 
+    /// Where an agent's action acts from for an app this interval ([`ActingFrom`]): floored
+    /// under the fallback's proposal `ask` and fitted to the usage `obs` measures when the
+    /// fallback's floor is on, with this config's headroom.
+    pub(crate) fn acting_from<'a>(
+        &self,
+        decoder: &'a ActionDecoder,
+        from: &'a ContainerResources,
+        from_replicas: u32,
+        ask: Option<&'a Recommendation>,
+        obs: &'a Observation,
+    ) -> ActingFrom<'a> {
+        ActingFrom {
+            decoder,
+            from,
+            from_replicas,
+            floor: if self.fallback_floor { ask } else { None },
+            usage: if self.fallback_floor { Usage::of(obs) } else { None },
+            obs,
+            headroom: self.headroom,
+        }
+    }
+
+    /// Whether an app in `stage` (`retraining` as [`AppLifecycle::retraining`] says) that the
+    /// agent acts for acts with the learning agent as it trains: while it learns from what it
+    /// does (online learning; retraining after SERVING degraded) or explores (`explores`:
+    /// [`LifecycleAgent::explores_with_noise`]). Otherwise it acts
+    /// with the policy certified when it was handed over: the one the bootstrapping check
+    /// passed (or the checkpoint's), not the one the shared agent has become since by learning
+    /// from the apps it is bootstrapping. The manager and the live decider both ask this.
     pub(crate) fn acts_with_learner(&self, stage: Stage, retraining: bool, explores: bool) -> bool {
         stage == Stage::Online && (self.online_learning || retraining || explores)
     }
@@ -540,27 +562,71 @@ pub(crate) fn decode_action(
         .map_err(|e| LabError::input("agent", e.to_string()))
 }
 
-/// What the agent's `action` does from `replicas` pods of `from`, in its own coordinates: the
-/// allocation it decodes to (within the app's bounds) measured back from where it started. An
-/// action asking to grow what is already at its bound does nothing there, so an agent exploring
-/// around this, not around its `action`, tries the cuts that an actor saturated at the bound
-/// would never try (noise around a clipped +1 stays at +1). `action` itself where it does not
-/// decode.
-pub(crate) fn effective_action(
-    decoder: &ActionDecoder,
-    action: Vec<f32>,
-    replicas: u32,
-    from: &ContainerResources,
-) -> Vec<f32> {
-    let Ok(rec) = decode_action(decoder, action.clone(), replicas, from) else { return action };
-    let Some(c) = rec.containers.first().map(|c| c.limits) else { return action };
-    aware_env::coordinates(
-        AGENT_ACTIONS,
-        &decoder.bounds,
-        (c.cpu_millicores, c.memory_bytes, rec.replicas),
-        (from.limits.cpu_millicores, from.limits.memory_bytes, replicas),
-    )
-    .unwrap_or(action)
+/// Where an agent's action acts from this interval, for one app: its decoder, the origin its
+/// coordinates are measured from (`from_replicas` pods of `from`: the current allocation, or the
+/// fallback's proposal for a residual agent, less any headroom of the agent's own), the
+/// fallback's proposal the guard floors it under and the usage it fits it to (each where the
+/// manager uses them), the current allocation `obs`, and the CPU `headroom`.
+pub(crate) struct ActingFrom<'a> {
+    pub decoder: &'a ActionDecoder,
+    pub from: &'a ContainerResources,
+    pub from_replicas: u32,
+    pub floor: Option<&'a Recommendation>,
+    pub usage: Option<Usage>,
+    pub obs: &'a Observation,
+    pub headroom: f32,
+}
+
+/// An agent's action as the guard lets it act ([`ActingFrom::guard`]).
+pub(crate) struct Guarded {
+    pub rec: Recommendation,
+    /// The guard's reasons, when it changed anything.
+    pub limited: Option<String>,
+    /// The agent's own CPU limit beneath the headroom (`None` without headroom).
+    pub base_cpu: Option<u64>,
+}
+
+impl ActingFrom<'_> {
+    /// `action` decoded, its CPU raised by the headroom, then [`Guard::limit_under`] the floor
+    /// and the usage from the current allocation: what acts. `guard` remembers it.
+    pub(crate) fn guard(&self, guard: &mut Guard, action: Vec<f32>) -> Result<Guarded, LabError> {
+        let p = decode_action(self.decoder, action, self.from_replicas, self.from)?;
+        let base_cpu = if self.headroom > 0.0 { p.containers.first().map(|c| c.limits.cpu_millicores) } else { None };
+        let p = with_headroom(p, self.headroom);
+        let (rec, limited) = guard.limit_under(
+            &p,
+            self.floor,
+            self.usage.as_ref(),
+            self.obs.desired_replicas,
+            &self.obs.template,
+            &self.decoder.bounds,
+        );
+        Ok(Guarded { rec, limited, base_cpu })
+    }
+
+    /// `rec` in the agent's coordinates, measured from the origin: the action recorded for it.
+    pub(crate) fn coordinates(&self, rec: &Recommendation) -> Option<Vec<f32>> {
+        let c = rec.containers.first().map(|c| c.limits).unwrap_or(self.obs.template.limits);
+        aware_env::coordinates(
+            AGENT_ACTIONS,
+            &self.decoder.bounds,
+            (c.cpu_millicores, c.memory_bytes, rec.replicas),
+            (self.from.limits.cpu_millicores, self.from.limits.memory_bytes, self.from_replicas),
+        )
+    }
+
+    /// What `action` does, in the agent's coordinates: what the guard (a copy of `guard`, left
+    /// as it is) would let it apply, measured back from the origin. An agent exploring around
+    /// this, not around its `action`, tries what its greedy action cannot reach: growth where
+    /// the guard holds its cut (noise around a held −0.9 stays a held cut), cuts where an
+    /// actor saturated at a bound asks for more (noise around a clipped +1 stays at +1).
+    /// `action` itself where it does not decode.
+    pub(crate) fn applied(&self, guard: &Guard, action: Vec<f32>) -> Vec<f32> {
+        match self.guard(&mut guard.clone(), action.clone()) {
+            Ok(g) => self.coordinates(&g.rec).unwrap_or(action),
+            Err(_) => action,
+        }
+    }
 }
 
 /// `rec` with every container's CPU (requests and limits) raised by the fraction `headroom`.
@@ -1286,6 +1352,14 @@ impl Driver for Manager<'_> {
         }
         // One forward pass for every app the agent acts for this interval.
         let acting: Vec<usize> = (0..seen.len()).filter(|&i| seen[i].2 && seen[i].3.is_ok()).collect();
+        // The fallback's proposal the guard floors the agent's action under, asked (once per
+        // interval and app, as ever) before the agent acts: an exploring app explores around
+        // what the guard lets its action do.
+        if !asking && self.config.fallback_floor {
+            for &i in &acting {
+                asks[i] = self.apps[i].fallback.recommender().recommend(&seen[i].0).ok();
+            }
+        }
         let agent_states: Vec<Option<Vec<f32>>> =
             (0..states.len())
                 .map(|i| {
@@ -1307,14 +1381,18 @@ impl Driver for Manager<'_> {
             .collect();
         let mut actions: Vec<Option<Vec<f32>>> = vec![None; seen.len()];
         let mut explored = vec![false; seen.len()];
-        // An exploring app explores around what its action does (from where it is measured:
-        // the fallback's proposal for a residual agent, the current allocation otherwise).
+        // An exploring app explores around what the guard lets its action do, measured from
+        // where its actions are (the fallback's proposal for a residual agent, the current
+        // allocation otherwise).
         let apps = &self.apps;
-        let residual = self.config.residual;
+        let config = &self.config;
         let mut effective = |k: usize, v: Vec<f32>| {
             let i = acting[k];
-            let (from, from_replicas) = action_origin(asks[i].as_ref(), residual, &seen[i].0);
-            effective_action(&apps[i].decoder, v, from_replicas, &apps[i].headroom.origin(from))
+            let obs = &seen[i].0;
+            let (from, from_replicas) = action_origin(asks[i].as_ref(), config.residual, obs);
+            let from = apps[i].headroom.origin(from);
+            let at = config.acting_from(&apps[i].decoder, &from, from_replicas, asks[i].as_ref(), obs);
+            at.applied(&apps[i].guard, v)
         };
         let acted = act_served(&mut self.agent, &batch, &acting, &served, &explore, &mut effective)?;
         for (&i, (action, e)) in acting.iter().zip(acted) {
@@ -1362,80 +1440,56 @@ impl Driver for Manager<'_> {
                 verdict = format!("fallback: {reason}");
             }
             let agent_acted = agent_action.is_some();
-            let fallback_ask = if asking {
-                if agent_acted { asks[i].take() } else { None }
-            } else if agent_acted && (self.config.fallback_floor || self.config.residual) {
-                a.fallback.recommender().recommend(&obs).ok()
-            } else {
-                None
-            };
-            let (from, from_replicas) = action_origin(fallback_ask.as_ref(), self.config.residual, &obs);
-            let from = &*a.headroom.origin(from);
-            let mut base_cpu = None;
-            let proposal: Option<Recommendation> = match agent_action {
-                Some(v) => {
-                    let p = decode_action(&a.decoder, v, from_replicas, from)?;
-                    if self.config.headroom > 0.0 {
-                        base_cpu = p.containers.first().map(|c| c.limits.cpu_millicores);
-                    }
-                    Some(with_headroom(p, self.config.headroom))
-                }
-                // The fallback sees every observation (its own checks refuse bad ones).
-                None if asking => asks[i].take(),
-                None => a.fallback.recommender().recommend(&obs).ok(),
-            };
             if agent_acted {
                 a.counts.agent_actions += 1;
             } else {
                 a.counts.fallback_actions += 1;
             }
-            let control = match proposal {
-                Some(p) => {
-                    let rec = if agent_acted {
-                        let floor = if self.config.fallback_floor { fallback_ask.as_ref() } else { None };
-                        let usage = if self.config.fallback_floor { Usage::of(&obs) } else { None };
-                        let (rec, limited) = a.guard.limit_under(
-                            &p,
-                            floor,
-                            usage.as_ref(),
-                            obs.desired_replicas,
-                            &obs.template,
-                            &a.decoder.bounds,
-                        );
-                        if let Some(why) = limited {
-                            a.counts.guard_limited += 1;
-                            verdict = format!("limited: {why}");
-                        }
-                        a.headroom.remember(base_cpu, &rec);
-                        rec
-                    } else {
+            let control = match agent_action {
+                Some(v) => {
+                    // The fallback's proposal was asked before the agent acted (for its state
+                    // or the guard's floor), where either needs it.
+                    let fallback_ask = asks[i].take();
+                    let (from, from_replicas) = action_origin(fallback_ask.as_ref(), self.config.residual, &obs);
+                    let from = a.headroom.origin(from);
+                    let at = self.config.acting_from(&a.decoder, &from, from_replicas, fallback_ask.as_ref(), &obs);
+                    let g = at.guard(&mut a.guard, v)?;
+                    if let Some(why) = g.limited {
+                        a.counts.guard_limited += 1;
+                        verdict = format!("limited: {why}");
+                    }
+                    a.headroom.remember(g.base_cpu, &g.rec);
+                    a.action = at.coordinates(&g.rec).unwrap_or_default();
+                    Control::Recommendation(g.rec)
+                }
+                // The fallback sees every observation (its own checks refuse bad ones).
+                None => match if asking { asks[i].take() } else { a.fallback.recommender().recommend(&obs).ok() } {
+                    Some(rec) => {
                         // The headroom's record stays: a fallback that keeps the current
                         // allocation keeps the raised CPU, and one that moves it no longer
                         // matches the record.
-                        a.guard.witness(&p, &obs.template);
-                        p
-                    };
-                    let c = rec.containers.first().map(|c| c.limits).unwrap_or(obs.template.limits);
-                    // Measured from where the agent's action is: the fallback's own decision is
-                    // the action 0 for a residual agent.
-                    let (now, now_replicas) = match (agent_acted, self.config.residual) {
-                        (true, _) => (from.limits, from_replicas),
-                        (false, true) => (c, rec.replicas),
-                        (false, false) => (obs.template.limits, obs.desired_replicas),
-                    };
-                    a.action = aware_env::coordinates(
-                        AGENT_ACTIONS,
-                        &a.decoder.bounds,
-                        (c.cpu_millicores, c.memory_bytes, rec.replicas),
-                        (now.cpu_millicores, now.memory_bytes, now_replicas),
-                    )
-                    .unwrap_or_default();
-                    Control::Recommendation(rec)
-                }
-                None => {
-                    a.action = vec![0.0; 3];
-                    Control::Hold
-                }
+                        a.guard.witness(&rec, &obs.template);
+                        // Measured from where the agent's action is: the fallback's own
+                        // decision is the action 0 for a residual agent.
+                        let c = rec.containers.first().map(|c| c.limits).unwrap_or(obs.template.limits);
+                        let (now, now_replicas) = match self.config.residual {
+                            true => (c, rec.replicas),
+                            false => (obs.template.limits, obs.desired_replicas),
+                        };
+                        a.action = aware_env::coordinates(
+                            AGENT_ACTIONS,
+                            &a.decoder.bounds,
+                            (c.cpu_millicores, c.memory_bytes, rec.replicas),
+                            (now.cpu_millicores, now.memory_bytes, now_replicas),
+                        )
+                        .unwrap_or_default();
+                        Control::Recommendation(rec)
+                    }
+                    None => {
+                        a.action = vec![0.0; 3];
+                        Control::Hold
+                    }
+                },
             };
             if self.config.log {
                 let action = match &control {
@@ -1611,10 +1665,13 @@ mod tests {
         }
     }
 
-    /// What an action does, in the agent's coordinates: at the bounds a request to grow is no
-    /// change (so exploring around it tries cuts), inside them the action itself.
+    /// What an action does, in the agent's coordinates, is what the guard lets it apply: at the
+    /// bounds a request to grow is no change (so exploring around it tries cuts), and so is a
+    /// cut the stabilisation window holds (so exploring around it tries growth); inside the
+    /// bounds and the guard's caps, the action itself. The guard asked is left as it was.
     #[test]
-    fn an_action_past_the_bounds_does_what_the_bounds_allow() {
+    fn an_action_does_what_the_bounds_and_the_guard_let_it_do() {
+        use aware_core::Cluster;
         let bounds = aware_core::Bounds {
             max_replicas: 20,
             max_cpu_millicores: 4_000,
@@ -1623,19 +1680,50 @@ mod tests {
         };
         let decoder =
             ActionDecoder { kind: AGENT_ACTIONS, bounds, container: CONTAINER.into(), cpu_request_ratio: 1.0 };
-        let at = |cpu: u64, mib: u64| ContainerResources::guaranteed(CONTAINER, Resources::new(cpu, mib << 20));
+        let mut c = aware_sim::SimCluster::new(
+            aware_sim::generate_apps(1, 7, 86_400.0),
+            Vec::new(),
+            aware_sim::SimConfig::default(),
+            7,
+        );
+        c.advance().unwrap();
+        let mut obs = c.observe(0).unwrap();
+        let config = ManagerConfig { fallback_floor: false, ..ManagerConfig::default() };
+        let mut applied = |guard: &Guard, replicas: u32, cpu: u64, mib: u64, v: Vec<f32>| {
+            obs.desired_replicas = replicas;
+            obs.template = ContainerResources::guaranteed(CONTAINER, Resources::new(cpu, mib << 20));
+            config.acting_from(&decoder, &obs.template, replicas, None, &obs).applied(guard, v)
+        };
+        let fresh = Guard::new(GuardConfig::default());
         // The whole box: growing any further is nothing.
-        let v = effective_action(&decoder, vec![1.0, 1.0, 1.0], 20, &at(4_000, 8_192));
+        let v = applied(&fresh, 20, 4_000, 8_192, vec![1.0, 1.0, 1.0]);
         assert!(v.iter().all(|x| x.abs() < 1e-6), "{v:?}");
-        // A cut is a cut there.
-        let v = effective_action(&decoder, vec![-0.5, 0.0, -0.5], 20, &at(4_000, 8_192));
+        // A cut is a cut there, for a guard that has seen nothing larger.
+        let v = applied(&fresh, 20, 4_000, 8_192, vec![-0.5, 0.0, -0.5]);
         assert!((v[0] + 0.5).abs() < 0.01 && v[1].abs() < 1e-6 && (v[2] + 0.5).abs() < 0.05, "{v:?}");
         // Inside the bounds an action is itself (doubling 2,000 m reaches 4,000 exactly); past
         // them, what they allow (3,000 m doubled is held at 4,000).
-        let v = effective_action(&decoder, vec![1.0, 0.0, 0.5], 4, &at(2_000, 1_024));
+        let v = applied(&fresh, 4, 2_000, 1_024, vec![1.0, 0.0, 0.5]);
         assert!((v[0] - 1.0).abs() < 1e-6 && (v[2] - 0.5).abs() < 0.05, "{v:?}");
-        let v = effective_action(&decoder, vec![1.0, 0.0, 0.0], 4, &at(3_000, 1_024));
+        let v = applied(&fresh, 4, 3_000, 1_024, vec![1.0, 0.0, 0.0]);
         assert!((v[0] - (4_000f32 / 3_000.0).log2()).abs() < 0.01, "{v:?}");
+        // A guard whose window remembers 11 pods of 1,000 m holds a cut of either: the cut
+        // does nothing, growth does what it asks.
+        let mut held = Guard::new(GuardConfig::default());
+        let eleven = Recommendation {
+            replicas: 11,
+            containers: vec![ContainerResources::guaranteed(CONTAINER, Resources::new(1_000, 1_024 << 20))],
+        };
+        held.witness(&eleven, &eleven.containers[0]);
+        let before = format!("{held:?}");
+        let v = applied(&held, 11, 1_000, 1_024, vec![-0.9, 0.0, -0.9]);
+        assert!(v.iter().all(|x| x.abs() < 1e-6), "{v:?}");
+        assert_eq!(format!("{held:?}"), before, "the dry run left the guard's window as it was");
+        let v = applied(&held, 11, 1_000, 1_024, vec![0.2, 0.0, 0.2]);
+        assert!((v[0] - 0.2).abs() < 0.01 && (v[2] - 0.2).abs() < 0.05, "{v:?}");
+        // The same cut from a fresh guard is the cut, the replicas' as far as halving them.
+        let v = applied(&fresh, 11, 1_000, 1_024, vec![-0.9, 0.0, -0.9]);
+        assert!((v[0] + 0.9).abs() < 0.01 && v[2] < -0.3 && v[2] > -0.9, "{v:?}");
     }
 
     #[test]
