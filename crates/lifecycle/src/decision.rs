@@ -69,8 +69,21 @@ pub struct DimensionAttribution {
     pub dimension: String,
     /// The agent's raw action in that dimension (log₂ of the change over its range).
     pub action: f32,
+    /// The acting policy's own (greedy) action there, before any exploration (absent in
+    /// decisions logged before it was kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub greedy: Option<f32>,
+    /// Whether the policy's own action there is pinned at a bound of its range (|greedy| ≥
+    /// [`SATURATED`]): its tanh output is flat, so a small change of any feature moves it by
+    /// nothing and every attribution reads about 0. The features did not stop mattering; the
+    /// policy asks for as much as it can.
+    #[serde(default)]
+    pub saturated: bool,
     pub features: Vec<Share>,
 }
+
+/// |greedy action| from which a dimension counts as saturated ([`DimensionAttribution::saturated`]).
+pub const SATURATED: f32 = 0.999;
 
 /// The name under which an agent's workload embedding appears among the features behind its
 /// action (all its dimensions as one).
@@ -135,9 +148,28 @@ pub fn gradient_times_input(
         .collect())
 }
 
+/// Why `policy` took `action` in `state`: its greedy action there and the gradient × input
+/// ([`gradient_times_input`]) of each dimension, the first `names` features named.
+pub fn explain_action(
+    policy: &(impl Greedy + ?Sized),
+    state: &[f32],
+    action: &[f32],
+    names: &[&str],
+) -> Result<Vec<DimensionAttribution>, AgentError> {
+    let greedy = policy.greedy_batch(state, 1)?;
+    let grads = gradient_times_input(policy, state, names.len())?;
+    Ok(attribution(state, action, Some(&greedy), &grads, names))
+}
+
 /// Gradient × input per action dimension (`grads[a][f]`) as shares named by `names` (then the
-/// workload embedding), largest first.
-pub fn attribution(state: &[f32], action: &[f32], grads: &[Vec<f32>], names: &[&str]) -> Vec<DimensionAttribution> {
+/// workload embedding), largest first; with the policy's `greedy` action, when given.
+pub fn attribution(
+    state: &[f32],
+    action: &[f32],
+    greedy: Option<&[f32]>,
+    grads: &[Vec<f32>],
+    names: &[&str],
+) -> Vec<DimensionAttribution> {
     grads
         .iter()
         .zip(action)
@@ -158,9 +190,12 @@ pub fn attribution(state: &[f32], action: &[f32], grads: &[Vec<f32>], names: &[&
                 })
                 .collect();
             features.sort_by(|p, q| q.attribution.abs().total_cmp(&p.attribution.abs()));
+            let greedy = greedy.and_then(|g| g.get(a)).copied();
             DimensionAttribution {
                 dimension: ACTION_DIMENSIONS.get(a).map_or_else(|| format!("action_{a}"), |n| n.to_string()),
                 action: x,
+                greedy,
+                saturated: greedy.is_some_and(|g| g.abs() >= SATURATED),
                 features,
             }
         })
@@ -184,4 +219,42 @@ pub struct Decision {
     pub guard: String,
     /// For the agent's actions: the state features behind each action dimension.
     pub attribution: Option<Vec<DimensionAttribution>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A policy whose every action dimension is tanh(`gain` · (s₀ + 2·s₁)).
+    struct Tanh {
+        gain: f32,
+    }
+
+    impl Greedy for Tanh {
+        fn greedy_batch(&self, states: &[f32], n: usize) -> Result<Vec<f32>, AgentError> {
+            let width = states.len() / n;
+            Ok(states.chunks(width).flat_map(|s| [(self.gain * (s[0] + 2.0 * s[1])).tanh(); 3]).collect())
+        }
+    }
+
+    /// An operator is told when a dimension is pinned at its bound (every attribution about 0
+    /// there says nothing), and when the action taken is not the policy's own (it explored).
+    #[test]
+    fn a_saturated_dimension_is_said_to_be_and_its_own_action_is_kept() {
+        let names = ["a", "b"];
+        let state = [0.5, 0.25];
+        let linear = explain_action(&Tanh { gain: 0.1 }, &state, &[0.3, 0.0, 0.0], &names).unwrap();
+        let own = (0.1f32 * 1.0).tanh();
+        assert!(linear.iter().all(|d| !d.saturated && d.greedy.is_some_and(|g| (g - own).abs() < 1e-6)), "{linear:?}");
+        // b (value 0.25, weight 2) drives it as much as a (0.5, 1): both ≈ 0.1 · 0.5 · (1 − own²).
+        assert!(linear[0].features.iter().all(|f| (f.attribution - 0.05 * (1.0 - own * own)).abs() < 1e-3), "{linear:?}");
+        assert_eq!(linear[0].action, 0.3);
+        let pinned = explain_action(&Tanh { gain: 50.0 }, &state, &[-0.94, 1.0, 1.0], &names).unwrap();
+        assert!(pinned.iter().all(|d| d.saturated), "{pinned:?}");
+        assert!(pinned.iter().flat_map(|d| &d.features).all(|f| f.attribution.abs() < 1e-3), "{pinned:?}");
+        // Logged decisions from before the field read back unsaturated, without a greedy action.
+        let old: DimensionAttribution =
+            serde_json::from_str(r#"{"dimension":"cpu","action":-0.9,"features":[]}"#).unwrap();
+        assert!(!old.saturated && old.greedy.is_none());
+    }
 }

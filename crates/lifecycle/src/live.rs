@@ -607,8 +607,7 @@ impl LiveManager {
             (Some(v), Some(state)) if self.config.log => {
                 let names = decision::named_features(self.config.residual);
                 let policy = acting_policy(&self.agent, self.apps[i].certified.as_ref());
-                let grads = decision::gradient_times_input(policy, state, names.len())?;
-                Some(decision::attribution(state, v, &grads, &names))
+                Some(decision::explain_action(policy, state, v, &names)?)
             }
             _ => None,
         };

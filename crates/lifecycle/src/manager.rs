@@ -1409,8 +1409,7 @@ impl Driver for Manager<'_> {
                 (Some(v), Some(s)) if self.config.log => {
                     let names = decision::named_features(self.config.residual);
                     let policy = acting_policy(&self.agent, self.apps[i].certified.as_ref());
-                    let grads = decision::gradient_times_input(policy, s, names.len())?;
-                    Some(decision::attribution(s, v, &grads, &names))
+                    Some(decision::explain_action(policy, s, v, &names)?)
                 }
                 _ => None,
             };

@@ -60,7 +60,21 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 .take(3)
                 .map(|f| format!("{} {:+.3} (value {:.2})", f.feature, f.attribution, f.value))
                 .collect();
-            outln!("    {:<8} action {:+.3}: {}", dim.dimension, dim.action, top.join(", "));
+            let own = match dim.greedy {
+                // What it chose differs from its own: it explored.
+                Some(g) if (g - dim.action).abs() > 1e-3 => format!(" (its own {g:+.3}, explored)"),
+                _ => String::new(),
+            };
+            if dim.saturated {
+                outln!(
+                    "    {:<8} action {:+.3}{own}: saturated at its bound (the policy asks for as much as it can; \
+                     no small change of a feature moves it, so no attribution is shown)",
+                    dim.dimension,
+                    dim.action
+                );
+            } else {
+                outln!("    {:<8} action {:+.3}{own}: {}", dim.dimension, dim.action, top.join(", "));
+            }
         }
     }
     Ok(ExitCode::SUCCESS)
