@@ -148,8 +148,8 @@ pub(crate) fn acting_policy<'a>(agent: &'a LifecycleAgent, served: Option<&'a Fr
 /// One action per row of the row-major `states` (`apps[k]` is row k's application), and
 /// whether it explored: a row with a certified policy (`served[k]`) acts greedily with it, one
 /// batched pass per distinct copy; the others with the learning `agent`, exploring where
-/// `explore` says (a DDPG row with that σ around `effective(k, greedy action)`, what the action
-/// does; a PPO row by sampling), in one batched pass.
+/// `explore` says (a DDPG row with that σ around `effective(k, greedy action)`, what the guard lets
+/// the action apply; a PPO row by sampling), in one batched pass.
 pub(crate) fn act_served(
     agent: &mut LifecycleAgent,
     states: &[f32],
@@ -316,7 +316,8 @@ impl LifecycleAgent {
     /// only ONLINE; DDPG with the manager's σ (`online_noise_sigma`, or while retraining
     /// `retrain_noise_sigma` if that is larger: an agent that explores ONLINE anyway, as
     /// `no-bootstrap`'s does at Table 2's 0.2, explores no less for retraining), as given and
-    /// not scaled by the agent's ε, around what its action does ([`Ddpg::act_batch_projected`]); PPO by
+    /// not scaled by the agent's ε, around what the guard lets its action apply
+    /// ([`Ddpg::act_batch_projected`], `ActingFrom::applied` in the manager); PPO by
     /// sampling its own Gaussian (the value is unused) only when it learns online, since its
     /// updates need its own samples. `None`: greedy.
     pub(crate) fn exploration(&self, config: &ManagerConfig, stage: Stage, retraining: bool) -> Option<f32> {

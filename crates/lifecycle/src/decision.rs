@@ -247,7 +247,10 @@ mod tests {
         let own = (0.1f32 * 1.0).tanh();
         assert!(linear.iter().all(|d| !d.saturated && d.greedy.is_some_and(|g| (g - own).abs() < 1e-6)), "{linear:?}");
         // b (value 0.25, weight 2) drives it as much as a (0.5, 1): both ≈ 0.1 · 0.5 · (1 − own²).
-        assert!(linear[0].features.iter().all(|f| (f.attribution - 0.05 * (1.0 - own * own)).abs() < 1e-3), "{linear:?}");
+        assert!(
+            linear[0].features.iter().all(|f| (f.attribution - 0.05 * (1.0 - own * own)).abs() < 1e-3),
+            "{linear:?}"
+        );
         assert_eq!(linear[0].action, 0.3);
         let pinned = explain_action(&Tanh { gain: 50.0 }, &state, &[-0.94, 1.0, 1.0], &names).unwrap();
         assert!(pinned.iter().all(|d| d.saturated), "{pinned:?}");

@@ -37,9 +37,7 @@ use crate::LifecycleError;
 use crate::algorithm::{AppLifecycle, EpisodeOutcome, LifecycleState, Transition};
 use crate::decision::{self, Decision, Seen, Set};
 use crate::guard::Guard;
-use crate::manager::{
-    AGENT_ACTIONS, Counts, Learning, ManagerConfig, action_origin, ask_features,
-};
+use crate::manager::{AGENT_ACTIONS, Counts, Learning, ManagerConfig, action_origin, ask_features};
 use crate::stage::{Stage, StageChange};
 
 /// The last interval's decision for one app, waiting for the next observation to say what it
@@ -641,7 +639,10 @@ impl LiveManager {
                 if self.config.residual {
                     origin = Some((from.limits, from_replicas));
                 }
-                let g = self.config.acting_from(&a.decoder, from, from_replicas, ask.as_ref(), obs).guard(&mut a.guard, v)?;
+                let g = self
+                    .config
+                    .acting_from(&a.decoder, from, from_replicas, ask.as_ref(), obs)
+                    .guard(&mut a.guard, v)?;
                 if let Some(why) = g.limited {
                     a.counts.guard_limited += 1;
                     verdict = format!("limited: {why}");
