@@ -344,8 +344,8 @@ impl LifecycleAgent {
     /// One action per row of the row-major `states` (`apps[i]` is row i's application),
     /// exploring where `explore` says (DDPG with that row's σ, PPO by sampling its own
     /// Gaussian), in one batched pass (two for PPO when some rows explore and some do not).
-    /// A DDPG row's noise is drawn around `effective(row, greedy action)`: what the action does
-    /// (the identity where the caller cannot say; [`Ddpg::act_batch_projected`]).
+    /// A DDPG row's noise is drawn around `effective(row, greedy action)`: what the guard lets
+    /// the action apply (the identity where the caller cannot say; [`Ddpg::act_batch_projected`]).
     pub fn act(
         &mut self,
         states: &[f32],

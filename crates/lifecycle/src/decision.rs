@@ -76,7 +76,7 @@ pub struct DimensionAttribution {
     /// Whether the policy's own action there is pinned at a bound of its range (|greedy| ≥
     /// [`SATURATED`]): its tanh output is flat, so a small change of any feature moves it by
     /// nothing and every attribution reads about 0. The features did not stop mattering; the
-    /// policy asks for as much as it can.
+    /// policy asks for the largest change its range allows (growth at +1, a cut at −1).
     #[serde(default)]
     pub saturated: bool,
     pub features: Vec<Share>,

@@ -621,8 +621,12 @@ impl ActingFrom<'_> {
     /// the guard holds its cut (noise around a held −0.9 stays a held cut), cuts where an
     /// actor saturated at a bound asks for more (noise around a clipped +1 stays at +1).
     /// `action` itself where it does not decode.
+    ///
+    /// Without the headroom: the draw around it is raised by the headroom when it acts, and
+    /// must not be raised twice.
     pub(crate) fn applied(&self, guard: &Guard, action: Vec<f32>) -> Vec<f32> {
-        match self.guard(&mut guard.clone(), action.clone()) {
+        let bare = ActingFrom { headroom: 0.0, ..*self };
+        match bare.guard(&mut guard.clone(), action.clone()) {
             Ok(g) => self.coordinates(&g.rec).unwrap_or(action),
             Err(_) => action,
         }
@@ -1723,6 +1727,11 @@ mod tests {
         // The same cut from a fresh guard is the cut, the replicas' as far as halving them.
         let v = applied(&fresh, 11, 1_000, 1_024, vec![-0.9, 0.0, -0.9]);
         assert!((v[0] + 0.9).abs() < 0.01 && v[2] < -0.3 && v[2] > -0.9, "{v:?}");
+        // The headroom is added when the draw acts, not to the centre it is drawn around.
+        let raised = ManagerConfig { headroom: 0.1, ..config.clone() };
+        let at = raised.acting_from(&decoder, &obs.template, 11, None, &obs);
+        assert!(at.applied(&fresh, vec![0.0; 3]).iter().all(|x| x.abs() < 1e-6));
+        assert!(at.coordinates(&at.guard(&mut fresh.clone(), vec![0.0; 3]).unwrap().rec).unwrap()[0] > 0.0);
     }
 
     #[test]

@@ -66,9 +66,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 _ => String::new(),
             };
             if dim.saturated {
+                let most = if dim.greedy.is_some_and(|g| g < 0.0) { "cut" } else { "growth" };
                 outln!(
-                    "    {:<8} action {:+.3}{own}: saturated at its bound (the policy asks for as much as it can; \
-                     no small change of a feature moves it, so no attribution is shown)",
+                    "    {:<8} action {:+.3}{own}: saturated at its bound (the policy asks for the largest {most} \
+                     it can; no small change of a feature moves it, so no attribution is shown)",
                     dim.dimension,
                     dim.action
                 );
