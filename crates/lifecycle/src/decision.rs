@@ -112,6 +112,16 @@ pub fn gradient_times_input(
     state: &[f32],
     named: usize,
 ) -> Result<Vec<Vec<f32>>, AgentError> {
+    Ok(greedy_and_gradient_times_input(agent, state, named)?.1)
+}
+
+/// The greedy action at `state` and [`gradient_times_input`] there, from the same batched
+/// forward pass (`state` itself its last row).
+fn greedy_and_gradient_times_input(
+    agent: &(impl Greedy + ?Sized),
+    state: &[f32],
+    named: usize,
+) -> Result<(Vec<f32>, Vec<Vec<f32>>), AgentError> {
     const EPS: f32 = 1e-3;
     let n = state.len();
     let own = n.min(named);
@@ -127,16 +137,17 @@ pub fn gradient_times_input(
     if n > own {
         directions.push((0..n).map(|f| if f < own { 0.0 } else { state[f] }).collect());
     }
-    let rows = 2 * directions.len();
+    let rows = 2 * directions.len() + 1;
     let mut batch = Vec::with_capacity(rows * n);
     for d in &directions {
         for sign in [1.0, -1.0] {
             batch.extend(state.iter().zip(d).map(|(s, d)| s + sign * EPS * d));
         }
     }
+    batch.extend_from_slice(state);
     let out = agent.greedy_batch(&batch, rows)?;
-    let dims = out.len() / rows.max(1);
-    Ok((0..dims)
+    let dims = out.len() / rows;
+    let grads = (0..dims)
         .map(|a| {
             (0..directions.len())
                 .map(|f| {
@@ -145,7 +156,8 @@ pub fn gradient_times_input(
                 })
                 .collect()
         })
-        .collect())
+        .collect();
+    Ok((out[(rows - 1) * dims..].to_vec(), grads))
 }
 
 /// Why `policy` took `action` in `state`: its greedy action there and the gradient × input
@@ -156,8 +168,7 @@ pub fn explain_action(
     action: &[f32],
     names: &[&str],
 ) -> Result<Vec<DimensionAttribution>, AgentError> {
-    let greedy = policy.greedy_batch(state, 1)?;
-    let grads = gradient_times_input(policy, state, names.len())?;
+    let (greedy, grads) = greedy_and_gradient_times_input(policy, state, names.len())?;
     Ok(attribution(state, action, Some(&greedy), &grads, names))
 }
 

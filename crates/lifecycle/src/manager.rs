@@ -606,13 +606,7 @@ impl ActingFrom<'_> {
 
     /// `rec` in the agent's coordinates, measured from the origin: the action recorded for it.
     pub(crate) fn coordinates(&self, rec: &Recommendation) -> Option<Vec<f32>> {
-        let c = rec.containers.first().map(|c| c.limits).unwrap_or(self.obs.template.limits);
-        aware_env::coordinates(
-            AGENT_ACTIONS,
-            &self.decoder.bounds,
-            (c.cpu_millicores, c.memory_bytes, rec.replicas),
-            (self.from.limits.cpu_millicores, self.from.limits.memory_bytes, self.from_replicas),
-        )
+        measured_from(&self.decoder.bounds, rec, self.obs, (&self.from.limits, self.from_replicas))
     }
 
     /// What `action` does, in the agent's coordinates: what the guard (a copy of `guard`, left
@@ -631,6 +625,23 @@ impl ActingFrom<'_> {
             Err(_) => action,
         }
     }
+}
+
+/// `rec` in the agent's coordinates within `bounds`, measured from `replicas` pods of `from`
+/// (a proposal without a container keeps `obs`'s).
+fn measured_from(
+    bounds: &aware_core::Bounds,
+    rec: &Recommendation,
+    obs: &Observation,
+    (from, replicas): (&aware_core::Resources, u32),
+) -> Option<Vec<f32>> {
+    let c = rec.containers.first().map(|c| c.limits).unwrap_or(obs.template.limits);
+    aware_env::coordinates(
+        AGENT_ACTIONS,
+        bounds,
+        (c.cpu_millicores, c.memory_bytes, rec.replicas),
+        (from.cpu_millicores, from.memory_bytes, replicas),
+    )
 }
 
 /// `rec` with every container's CPU (requests and limits) raised by the fraction `headroom`.
@@ -1475,17 +1486,11 @@ impl Driver for Manager<'_> {
                         // Measured from where the agent's action is: the fallback's own
                         // decision is the action 0 for a residual agent.
                         let c = rec.containers.first().map(|c| c.limits).unwrap_or(obs.template.limits);
-                        let (now, now_replicas) = match self.config.residual {
-                            true => (c, rec.replicas),
-                            false => (obs.template.limits, obs.desired_replicas),
+                        let now = match self.config.residual {
+                            true => (&c, rec.replicas),
+                            false => (&obs.template.limits, obs.desired_replicas),
                         };
-                        a.action = aware_env::coordinates(
-                            AGENT_ACTIONS,
-                            &a.decoder.bounds,
-                            (c.cpu_millicores, c.memory_bytes, rec.replicas),
-                            (now.cpu_millicores, now.memory_bytes, now_replicas),
-                        )
-                        .unwrap_or_default();
+                        a.action = measured_from(&a.decoder.bounds, &rec, &obs, now).unwrap_or_default();
                         Control::Recommendation(rec)
                     }
                     None => {
