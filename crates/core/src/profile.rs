@@ -32,7 +32,8 @@ pub struct Targets {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RewardWeights {
     /// Weight of the SLO's shortfall against efficiency:
-    /// `r = (1−α)·|R|·[SP = 1]·(1 − cost) − α·|R|·(1 − SP)` (`aware_env::RewardFunction`).
+    /// `r = (1−α)·|R|·([SP = 1]·(1 − cost) − [SP < 1]·(idle + unserved)) − α·|R|·(1 − SP)`
+    /// (`aware_env::RewardFunction`).
     pub alpha: f64,
     /// What one GiB of memory costs in cores, in the reward's cost term.
     pub memory_price: f64,

@@ -187,6 +187,7 @@ fn measure_carrying(
 ) -> Result<(Vec<f32>, f64, StepInfo, bool), aware_core::ObservationError> {
     let (state, source) = encoder.encode_carrying(obs, previous_arrival_rps, carried)?;
     let usage_carried = source == UsageSource::Carried;
+    let served = served_preservation(obs.dropped_requests as f64, obs.arrival_rate * obs.interval_s);
     let sp = slo_preservation(
         encoder.latency_slo_ms,
         encoder.throughput_slo_rps,
@@ -194,11 +195,13 @@ fn measure_carrying(
         obs.throughput,
         obs.arrival_rate,
     )
-    .min(served_preservation(obs.dropped_requests as f64, obs.arrival_rate * obs.interval_s));
+    .min(served);
+    // The utilisation the interval is judged by: measured, carried from the last state that
+    // measured it, or unknown (NaN: no ready pod with a sample; reported as 0, charged as busy).
     let (cpu, memory) = if usage_carried {
         (state[3] as f64, state[4] as f64)
     } else {
-        (obs.cpu_utilisation().unwrap_or(0.0), obs.memory_utilisation().unwrap_or(0.0))
+        (obs.cpu_utilisation().unwrap_or(f64::NAN), obs.memory_utilisation().unwrap_or(f64::NAN))
     };
     let info = StepInfo {
         slo_violated: sp < 1.0,
@@ -206,8 +209,8 @@ fn measure_carrying(
         oom_events: obs.oom_events,
         illegal_action: illegal,
         oscillation,
-        cpu_utilisation: cpu,
-        memory_utilisation: memory,
+        cpu_utilisation: if cpu.is_finite() { cpu } else { 0.0 },
+        memory_utilisation: if memory.is_finite() { memory } else { 0.0 },
         slo_preservation: sp,
         replicas: obs.desired_replicas,
         cpu_limit_millicores: obs.template.limits.cpu_millicores,
@@ -221,9 +224,16 @@ fn measure_carrying(
         .pods
         .iter()
         .filter(|p| matches!(p.phase, PodPhase::Starting | PodPhase::Ready))
-        .map(|p| p.allocated.unwrap_or(p.resources.requests));
-    let cost = reward.cost(&encoder.bounds, held);
-    Ok((state, reward.reward(sp, cost, illegal, oscillation), info, source == UsageSource::Measured))
+        .map(|p| p.allocated.unwrap_or(p.resources.requests))
+        .collect::<Vec<_>>();
+    let cost = reward.cost(&encoder.bounds, held.iter().copied());
+    let idle = reward.idle_cost(&encoder.bounds, held, cpu, memory);
+    Ok((
+        state,
+        reward.reward(sp, cost, idle, 1.0 - served, illegal, oscillation),
+        info,
+        source == UsageSource::Measured,
+    ))
 }
 
 impl<C: Cluster> VecEnv for ClusterVecEnv<C> {

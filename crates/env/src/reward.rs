@@ -1,5 +1,7 @@
-//! The reward: `r = (1−α)·|R|·[SP = 1]·(1 − cost) − α·|R|·(1 − SP) − penalties`, |R| = 2
-//! (CPU, memory): the efficiency earned while the SLO is met, less the SLO's shortfall.
+//! The reward: `r = (1−α)·|R|·([SP = 1]·(1 − cost) − [SP < 1]·(idle + unserved)) −
+//! α·|R|·(1 − SP) − penalties`, |R| = 2 (CPU, memory): the efficiency earned while the SLO is
+//! met, less what is left idle and what is left unserved while it is missed, less the SLO's
+//! shortfall.
 //!
 //! AWARE's reward is `α·SP·|R| + (1−α)·Σ_{i∈R} RU_i`: SLO preservation plus the utilisation of
 //! each resource. Taken literally it pays for starving the application: a starved app runs at
@@ -35,20 +37,39 @@
 //!   `memory_price` (profile `reward.memory_price`, default 0.134) is what a GiB costs in cores:
 //!   the ratio of on-demand GiB-hour to vCPU-hour prices of general-purpose cloud machines,
 //!   about 1 : 7.5.
-//! - **Only intervals that meet the SLO are charged.** A violating interval earns its SLO term
-//!   alone. Charging it too would pay a policy for cutting resources further once the SLO is
-//!   already lost, a slope towards starvation: measured with the charge in every interval, PPO
-//!   in `aware experiment agents --quick` learned to starve its app (3,000 of 3,000 intervals
-//!   violating, 0.0001 per interval).
+//! - **An interval that misses the SLO is charged only what its pods leave idle.** Charging its
+//!   whole allocation paid a policy for cutting resources further once the SLO was already lost,
+//!   a slope towards starvation: measured with the whole charge in every interval, PPO in `aware
+//!   experiment agents --quick` learned to starve its app (3,000 of 3,000 intervals violating,
+//!   0.0001 per interval). Charging nothing there (until session 58) made growth inside violations
+//!   that no allocation avoids free: in `fig9 --quick` seed 38 a retraining agent reserved 1.26 M
+//!   and 1.89 M core-seconds in the two scenarios where every row violated in 2,700 intervals,
+//!   against 0.98 M and 1.60 M without retraining, and the reward could not tell (13 pairs of
+//!   policies misranked on seed 36). So a violating interval is charged the cost of the idle
+//!   share of what its pods hold, each resource's allocation times one minus its utilisation
+//!   ([`RewardFunction::idle_cost`]): a starved app runs its pods full and is not charged for
+//!   them, and cores that sit idle while the SLO is lost anyway (latency the cores do not set, a
+//!   payload no allocation serves) cost what they cost when it is met.
+//! - **…and what it leaves unserved.** Idle cores alone paid for starving where the SLO is lost
+//!   by latency whatever the allocation: SP is then already near 0, so the shortfall term no
+//!   longer falls as requests are dropped. Measured on `fig9 --quick` seeds 36 and 38, the
+//!   reference cut its app until it dropped 98 % of its requests (MPA: 11 %), at a higher
+//!   reward. So a violating interval is also charged its unserved share, `1 −`
+//!   [`served_preservation`] (0 within the 1 % drop tolerance), at the same rate as the cost
+//!   scale: dropping a tenth of the demand costs what a tenth of the scale (about 40 % of the
+//!   app's peak need) costs. Cutting pods that are busy drops requests and is charged for it;
+//!   cutting pods that are idle is not.
 //! - An episode's return is then a constant, minus `(1−α)·|R|` per SLO-violating interval,
-//!   minus a multiple of the core-seconds reserved while meeting the SLO (below the knee, see
-//!   below), minus `α·|R|·(1 − SP)`
-//!   for how deep the violations went. Policies the operator ranks are ranked alike unless they
+//!   minus a multiple of the core-seconds reserved while meeting the SLO and of those left idle
+//!   while missing it (below the knee, see below) and of the share of the demand dropped while
+//!   missing it, minus `α·|R|·(1 − SP)` for how deep the violations went. Policies the operator ranks are ranked alike unless they
 //!   differ by a handful of violations of very different depth, or one spent its core-seconds
-//!   inside its violations (`aware_lab::evaluate::reward_misrankings` reports any such pair, app
-//!   by app, in every comparison).
+//!   busy inside its violations (`aware_lab::evaluate::reward_misrankings` reports any such
+//!   pair, app by app, in every comparison).
 //! - **Starving never pays:** an interval that meets its SLO earns at least 0 (cost ≤ 1); one
-//!   that misses it less than 0, for every α and every allocation.
+//!   that misses it less than 0, for every α and every allocation; and of two intervals that
+//!   miss it equally deep, the one that leaves fewer resources idle and fewer requests unserved
+//!   earns more.
 //! - **Zero is the floor of serving**, not a constant bonus: the published form's `α·|R|·SP`
 //!   paid every interval that met the SLO 2α whatever it cost, so the lifecycle's ratio
 //!   thresholds (`t_online`: the agent's reward at least the fallback's; `t_var`,
@@ -131,9 +152,11 @@ pub struct RewardFunction {
 }
 
 impl RewardFunction {
-    /// Lowest value the reward can take: the SLO missed completely, with both penalties.
+    /// Lowest value the reward can take: the SLO missed completely, no request served, every
+    /// resource held idle at the largest allocation, with both penalties.
     pub fn min(&self) -> f64 {
-        -self.weights.alpha * RESOURCES - (self.weights.illegal_action_penalty + self.weights.oscillation_penalty)
+        -RESOURCES * (2.0 - self.weights.alpha)
+            - (self.weights.illegal_action_penalty + self.weights.oscillation_penalty)
     }
 
     /// Highest value: the SLO met at no cost.
@@ -163,13 +186,43 @@ impl RewardFunction {
         (COST_KNEE + (1.0 - COST_KNEE) * (c - COST_KNEE) / (top - COST_KNEE)).min(1.0)
     }
 
-    /// `sp` and `cost` are clamped into [0, 1] (a non-finite one counts as the worst: SP 0,
-    /// cost 1) so that the documented bounds always hold.
-    pub fn reward(&self, sp: f64, cost: f64, illegal: bool, oscillation: bool) -> f64 {
+    /// The cost of what pods holding `held` each leave idle, in [0, 1]: each resource's share
+    /// `1 − utilisation` of it (utilisation clamped into [0, 1]), priced by [`Self::cost`]. A
+    /// non-finite utilisation counts as fully busy: an interval whose usage is unknown is not
+    /// charged for it.
+    pub fn idle_cost(
+        &self,
+        bounds: &Bounds,
+        held: impl IntoIterator<Item = Resources>,
+        cpu_utilisation: f64,
+        memory_utilisation: f64,
+    ) -> f64 {
+        let idle = |u: f64| if u.is_finite() { 1.0 - u.clamp(0.0, 1.0) } else { 0.0 };
+        let (cpu, memory) = (idle(cpu_utilisation), idle(memory_utilisation));
+        self.cost(
+            bounds,
+            held.into_iter().map(|r| {
+                Resources::new(
+                    (r.cpu_millicores as f64 * cpu).round() as u64,
+                    (r.memory_bytes as f64 * memory).round() as u64,
+                )
+            }),
+        )
+    }
+
+    /// One interval's reward. `sp` is the SLO preservation, `cost` what the pods hold
+    /// ([`Self::cost`]), charged while the SLO is met (SP 1); `idle` ([`Self::idle_cost`]) and
+    /// `unserved` (the share of the demand not served beyond the drop tolerance, `1 −`
+    /// [`served_preservation`]) are charged while it is missed. Each is clamped into [0, 1]; a
+    /// non-finite SP, cost or unserved share counts as the worst (SP 0, cost 1, nothing
+    /// served), a non-finite idle cost as none, so that the documented bounds always hold.
+    pub fn reward(&self, sp: f64, cost: f64, idle: f64, unserved: f64, illegal: bool, oscillation: bool) -> f64 {
         let a = self.weights.alpha;
         let sp = if sp.is_finite() { sp.clamp(0.0, 1.0) } else { 0.0 };
         let cost = if cost.is_finite() { cost.clamp(0.0, 1.0) } else { 1.0 };
-        let efficiency = if sp >= 1.0 { 1.0 - cost } else { 0.0 };
+        let idle = if idle.is_finite() { idle.clamp(0.0, 1.0) } else { 0.0 };
+        let unserved = if unserved.is_finite() { unserved.clamp(0.0, 1.0) } else { 1.0 };
+        let efficiency = if sp >= 1.0 { 1.0 - cost } else { -(idle + unserved) };
         let mut r = RESOURCES * ((1.0 - a) * efficiency - a * (1.0 - sp));
         if illegal {
             r -= self.weights.illegal_action_penalty;
@@ -218,18 +271,27 @@ mod tests {
     fn reward_matches_formula() {
         let f = RewardFunction { weights: Profile::default().reward };
         let a = f.weights.alpha;
-        assert!((f.reward(1.0, 0.25, false, false) - 2.0 * (1.0 - a) * 0.75).abs() < 1e-12);
-        assert!((f.reward(1.0, 0.0, false, false) - f.max()).abs() < 1e-12);
+        assert!((f.reward(1.0, 0.25, 0.0, 0.0, false, false) - 2.0 * (1.0 - a) * 0.75).abs() < 1e-12);
+        assert!((f.reward(1.0, 0.0, 0.0, 0.0, false, false) - f.max()).abs() < 1e-12);
         // Serving at the whole cost scale still earns the floor of serving, 0.
-        assert_eq!(f.reward(1.0, 1.0, false, false), 0.0);
-        // A missed SLO loses its shortfall, whatever it reserved: cutting further never pays.
-        assert!((f.reward(0.9, 0.25, false, false) + 2.0 * a * 0.1).abs() < 1e-12);
-        assert_eq!(f.reward(0.9, 0.25, false, false), f.reward(0.9, 0.0, false, false));
-        let penalised = f.reward(1.0, 0.0, true, true);
+        assert_eq!(f.reward(1.0, 1.0, 0.0, 0.0, false, false), 0.0);
+        // A missed SLO loses its shortfall and what it left idle, whatever it reserved busy:
+        // cutting a busy allocation further never pays.
+        assert!((f.reward(0.9, 0.25, 0.0, 0.0, false, false) + 2.0 * a * 0.1).abs() < 1e-12);
+        assert_eq!(f.reward(0.9, 0.25, 0.0, 0.0, false, false), f.reward(0.9, 0.0, 0.0, 0.0, false, false));
+        assert!((f.reward(0.9, 0.25, 0.1, 0.0, false, false) + 2.0 * a * 0.1 + 2.0 * (1.0 - a) * 0.1).abs() < 1e-12);
+        // The idle charge counts only while the SLO is missed: a met interval pays its cost.
+        assert_eq!(f.reward(1.0, 0.25, 0.2, 0.0, false, false), f.reward(1.0, 0.25, 0.0, 0.0, false, false));
+        let penalised = f.reward(1.0, 0.0, 0.0, 0.0, true, true);
         assert!((f.max() - penalised - f.weights.illegal_action_penalty - f.weights.oscillation_penalty).abs() < 1e-12);
-        assert!((f.reward(0.0, 0.0, true, true) - f.min()).abs() < 1e-12);
-        // Not-a-number counts as the worst case, never as a free interval.
-        assert_eq!(f.reward(f64::NAN, f64::NAN, false, false), f.reward(0.0, 1.0, false, false));
+        assert!((f.reward(0.0, 0.0, 1.0, 1.0, true, true) - f.min()).abs() < 1e-12);
+        // What a missed interval leaves unserved is charged at the rate of the cost scale.
+        assert!((f.reward(0.9, 0.25, 0.1, 0.2, false, false) + 2.0 * a * 0.1 + 2.0 * (1.0 - a) * 0.3).abs() < 1e-12);
+        // Not-a-number counts as the worst case, never as a free interval; an unknown idle
+        // share as none (usage not measured is not charged).
+        assert_eq!(f.reward(f64::NAN, f64::NAN, 0.0, 0.0, false, false), f.reward(0.0, 1.0, 0.0, 0.0, false, false));
+        assert_eq!(f.reward(0.5, 0.5, f64::NAN, 0.0, false, false), f.reward(0.5, 0.5, 0.0, 0.0, false, false));
+        assert_eq!(f.reward(0.5, 0.5, 0.0, f64::NAN, false, false), f.reward(0.5, 0.5, 0.0, 1.0, false, false));
     }
 
     #[test]
@@ -256,7 +318,7 @@ mod tests {
         let bounds =
             Bounds { max_replicas: 20, max_cpu_millicores: 4_000, max_memory_mib: 8_192, ..Profile::default().bounds };
         let largest = Resources::new(4_000, 8 * GIB);
-        let serve = |pods: usize, r: Resources| f.reward(1.0, f.cost(&bounds, vec![r; pods]), false, false);
+        let serve = |pods: usize, r: Resources| f.reward(1.0, f.cost(&bounds, vec![r; pods]), 0.0, 0.0, false, false);
         assert_eq!(f.cost(&bounds, vec![largest; 20]), 1.0);
         assert_eq!(serve(20, largest), 0.0);
         let mut last = serve(20, largest);
@@ -293,10 +355,58 @@ mod tests {
         let ret = |alloc: &[f64]| {
             alloc
                 .iter()
-                .map(|&c| f.reward(1.0, f.cost(&bounds, [Resources::new((c * 1000.0) as u64, 0)]), false, false))
+                .map(|&c| {
+                    f.reward(1.0, f.cost(&bounds, [Resources::new((c * 1000.0) as u64, 0)]), 0.0, 0.0, false, false)
+                })
                 .sum::<f64>()
         };
         assert!(ret(&even) > ret(&squeezer));
+    }
+
+    /// The case that made violating intervals charge what they leave idle: growth that no
+    /// allocation turns into a met SLO was free. Now, of two intervals missing the SLO equally,
+    /// the one that holds more idle cores earns less; a starved app (its pods full) is charged
+    /// nothing, so cutting it further never pays; and the idle share is the allocation's cost
+    /// scaled by one minus each resource's utilisation.
+    #[test]
+    fn a_violating_interval_is_charged_what_it_leaves_idle_and_starving_is_not_paid() {
+        let f = RewardFunction { weights: Profile::default().reward };
+        let bounds = Bounds { max_replicas: 20, ..Profile::default().bounds };
+        let pod = Resources::new(2_000, 4 * GIB);
+        let miss = |pods: usize, cpu_u: f64, mem_u: f64| {
+            let held = vec![pod; pods];
+            f.reward(0.8, f.cost(&bounds, held.clone()), f.idle_cost(&bounds, held, cpu_u, mem_u), 0.0, false, false)
+        };
+        // More pods at the same (low) utilisation: more idle, less reward.
+        assert!(miss(4, 0.2, 0.5) > miss(8, 0.2, 0.5));
+        // Pods running full: nothing idle, the same as holding nothing (the shortfall alone).
+        assert_eq!(miss(8, 1.0, 1.0), miss(0, 1.0, 1.0));
+        assert!((miss(8, 1.0, 1.0) + 2.0 * f.weights.alpha * 0.2).abs() < 1e-12);
+        // Unknown usage is charged as busy.
+        assert_eq!(miss(8, f64::NAN, f64::NAN), miss(8, 1.0, 1.0));
+        let held = vec![pod; 8];
+        let want = f.cost(&bounds, vec![Resources::new(500, 2 * GIB); 8]);
+        assert!((f.idle_cost(&bounds, held.clone(), 0.75, 0.5) - want).abs() < 1e-12);
+        assert!(f.idle_cost(&bounds, held.clone(), 0.0, 0.0) == f.cost(&bounds, held));
+    }
+
+    /// The case that made violating intervals charge what they leave unserved: with the SLO
+    /// lost by latency whatever the allocation (SP near 0 for every policy), the idle charge
+    /// alone paid a learner that cut its app until it dropped 98 % of its requests more than
+    /// MPA, which served 89 % of them at a third of its cores idle. Now dropping the demand
+    /// costs more than the cores it saves, and a cut of idle cores that drops nothing still pays.
+    #[test]
+    fn where_the_slo_is_lost_anyway_dropping_the_demand_does_not_pay() {
+        let f = RewardFunction { weights: Profile::default().reward };
+        let sp = 0.05; // p99 twenty times the SLO, for either policy
+        let rules = f.reward(sp, 0.3, 0.3 * 0.33, 1.0 - served_preservation(11.0, 100.0), false, false);
+        let starver = f.reward(sp, 0.02, 0.02 * 0.07, 1.0 - served_preservation(98.0, 100.0), false, false);
+        assert!(rules > starver, "serving 89 % earns {rules}, dropping 98 % {starver}");
+        // Cutting the idle third, nothing more dropped: earns more.
+        let trimmed = f.reward(sp, 0.2, 0.0, 1.0 - served_preservation(11.0, 100.0), false, false);
+        assert!(trimmed > rules);
+        // Within the drop tolerance nothing is unserved.
+        assert_eq!(served_preservation(0.5, 100.0), 1.0);
     }
 
     #[test]
@@ -321,9 +431,10 @@ mod tests {
         #[test]
         fn meeting_the_slo_always_beats_missing_it(
             alpha in 0.0f64..=1.0, sp in 0.0f64..0.999_999, c1 in 0.0f64..=1.0, c2 in 0.0f64..=1.0,
+            idle1 in 0.0f64..=1.0, idle2 in 0.0f64..=1.0, u1 in 0.0f64..=1.0, u2 in 0.0f64..=1.0,
         ) {
             let f = RewardFunction { weights: weights(alpha) };
-            prop_assert!(f.reward(1.0, c1, false, false) >= f.reward(sp, c2, false, false));
+            prop_assert!(f.reward(1.0, c1, idle1, u1, false, false) >= f.reward(sp, c2, idle2, u2, false, false));
         }
 
         /// The charge never falls as pods grow or multiply, and stays in [0, 1].
@@ -348,19 +459,19 @@ mod tests {
         fn cheaper_never_earns_less(alpha in 0.0f64..=1.0, sp in 0.0f64..=1.0, c1 in 0.0f64..=1.0, c2 in 0.0f64..=1.0) {
             let f = RewardFunction { weights: weights(alpha) };
             let (lo, hi) = if c1 <= c2 { (c1, c2) } else { (c2, c1) };
-            prop_assert!(f.reward(sp, lo, false, false) >= f.reward(sp, hi, false, false));
+            prop_assert!(f.reward(sp, lo, 0.0, 0.0, false, false) >= f.reward(sp, hi, 0.0, 0.0, false, false));
             if alpha < 1.0 && hi > lo {
-                prop_assert!(f.reward(1.0, lo, false, false) > f.reward(1.0, hi, false, false));
+                prop_assert!(f.reward(1.0, lo, 0.0, 0.0, false, false) > f.reward(1.0, hi, 0.0, 0.0, false, false));
             }
         }
 
         #[test]
         fn reward_is_within_documented_bounds(
             alpha in 0.0f64..=1.0, sp in -1.0f64..2.0, cost in -1.0f64..2.0,
-            illegal: bool, osc: bool, pi in 0.0f64..10.0, po in 0.0f64..10.0,
+            idle in -1.0f64..2.0, unserved in -1.0f64..2.0, illegal: bool, osc: bool, pi in 0.0f64..10.0, po in 0.0f64..10.0,
         ) {
             let f = RewardFunction { weights: RewardWeights { alpha, memory_price: DEFAULT_MEMORY_PRICE, illegal_action_penalty: pi, oscillation_penalty: po } };
-            let r = f.reward(sp, cost, illegal, osc);
+            let r = f.reward(sp, cost, idle, unserved, illegal, osc);
             prop_assert!(r >= f.min() - 1e-12 && r <= f.max() + 1e-12, "{r}");
         }
     }

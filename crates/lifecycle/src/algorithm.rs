@@ -519,12 +519,13 @@ impl AppLifecycle {
     /// numbers that say so.
     ///
     /// The last part is the operator's test: an agent with as many violations as the fallback
-    /// and more core-seconds loses to it, whatever its reward. The reward charges no cores in a
-    /// violating interval and pays for a shallower violation, so where the SLO cannot be met
-    /// (every interval violated by both, as in `fig9`'s overloads) an agent reserving more
-    /// earned more than the fallback and was handed the app on that alone, to fall behind it
-    /// two episodes later (`aware experiment fig9 --quick --seed 20`: promotions "with 300
-    /// SLO-violating intervals against 300", then back to OFFLINE, over and over).
+    /// and more core-seconds loses to it, whatever its reward. The reward charged no cores in a
+    /// violating interval until session 58 (now it charges the idle ones) and pays for a
+    /// shallower violation, so where the SLO cannot be met (every interval violated by both, as
+    /// in `fig9`'s overloads) an agent reserving more earned more than the fallback and was
+    /// handed the app on that alone, to fall behind it two episodes later (`aware experiment
+    /// fig9 --quick --seed 20`: promotions "with 300 SLO-violating intervals against 300", then
+    /// back to OFFLINE, over and over).
     fn as_good(&self, s: &ShadowComparison) -> (bool, String) {
         let t = self.thresholds.t_online;
         let needed = s.fallback.mean_reward - (1.0 - t) * s.fallback.mean_reward.abs();

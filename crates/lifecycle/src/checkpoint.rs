@@ -31,9 +31,10 @@ use crate::manager::{Manager, agent_space};
 use crate::run::EpisodeSink;
 
 /// The version of `lifecycle.json` this build writes and reads. 2: the cost-based reward
-/// (`aware_env::RewardFunction`); a format-1 checkpoint's recent rewards, converged reference
-/// and critic are on the old utilisation reward's scale, so it is refused, not misread.
-pub const FORMAT: u32 = 2;
+/// (`aware_env::RewardFunction`); 3: that reward charging what a violating interval leaves
+/// idle and unserved. An older checkpoint's recent rewards, converged reference and critic
+/// are on another reward's scale, so it is refused, not misread.
+pub const FORMAT: u32 = 3;
 const AGENT: &str = "agent";
 const LIFECYCLE: &str = aware_lab::output::LIFECYCLE_CHECKPOINT;
 
@@ -212,8 +213,9 @@ impl CheckpointSink {
         }
         if file.format < FORMAT {
             return Err(bad(format!(
-                "format {} was written with the old utilisation reward; its rewards and agent are on another scale: retrain (aware run --checkpoint DIR into a new DIR)",
-                file.format
+                "format {} was written with an earlier reward ({}); its rewards and agent are on another scale: retrain (aware run --checkpoint DIR into a new DIR)",
+                file.format,
+                if file.format < 2 { "the utilisation reward" } else { "one charging nothing while the SLO is missed" }
             )));
         }
         // Before the agent, whose state width would differ: the cause in plain words.

@@ -342,16 +342,17 @@ fn a_corrupted_checkpoint_is_set_aside(agent: aware_lifecycle::Learner, weights:
     let fourth = run(&spec(Some(ckpt.clone())), &Silent).unwrap();
     assert!(fourth.checkpoint.unwrap().restored);
 
-    // A checkpoint of the old utilisation reward (format 1) is set aside, not misread.
+    // A checkpoint of an earlier reward (format 2: nothing charged while the SLO is missed)
+    // is set aside, not misread.
     let path = ckpt.join("lifecycle.json");
     let mut file: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    file["format"] = 1.into();
+    file["format"] = 2.into();
     std::fs::write(&path, serde_json::to_vec(&file).unwrap()).unwrap();
     let fifth = run(&spec(Some(ckpt)), &Silent).unwrap();
     let c = fifth.checkpoint.as_ref().unwrap();
     assert!(!c.restored, "{c:?}");
     let why = c.rejected.as_deref().unwrap();
-    assert!(why.contains("old utilisation reward") && why.contains("retrain"), "{why}");
+    assert!(why.contains("earlier reward") && why.contains("charging nothing") && why.contains("retrain"), "{why}");
     assert_eq!(fifth.stages, from_scratch.stages);
 }
 
