@@ -13,7 +13,7 @@
 //! converted with saturating arithmetic, so absurd profile values clamp instead of panicking.
 
 use aware_core::Bounds;
-use aware_core::{Observation, Profile, Recommendation, Recommender, RecommenderError};
+use aware_core::{Observation, Profile, Recommendation, Recommender, RecommenderError, Scope};
 
 pub const DECREASE_FACTOR: f64 = 0.9;
 pub const MEMORY_PRESSURE: f64 = 0.9;
@@ -47,6 +47,11 @@ impl AdditiveIncreaseMultiplicativeDecrease {
 impl Recommender for AdditiveIncreaseMultiplicativeDecrease {
     fn name(&self) -> &str {
         "aimd"
+    }
+
+    /// CPU and memory limits: the replicas pass unchanged.
+    fn scope(&self) -> Scope {
+        Scope { replicas: false, cpu: true, memory: true }
     }
 
     fn recommend(&mut self, obs: &Observation) -> Result<Recommendation, RecommenderError> {

@@ -13,7 +13,7 @@
 //! only, leaving CPU to the HPA as AWARE's MPA-default does; `vertical_cpu = true` gives
 //! upstream's CPU-and-memory vertical scope.
 
-use aware_core::{Observation, Profile, Recommendation, Recommender, RecommenderError};
+use aware_core::{Observation, Profile, Recommendation, Recommender, RecommenderError, Scope};
 
 use crate::hpa::HorizontalPodAutoscaler;
 use crate::vpa::{VerticalPodAutoscaler, VpaSpec};
@@ -36,6 +36,12 @@ impl MultidimPodAutoscaler {
 impl Recommender for MultidimPodAutoscaler {
     fn name(&self) -> &str {
         "mpa"
+    }
+
+    /// Replicas (its HPA) and what its VPA controls: memory, and CPU with `vertical_cpu`.
+    fn scope(&self) -> Scope {
+        let v = self.vpa.scope();
+        Scope { replicas: true, cpu: v.cpu, memory: v.memory }
     }
 
     fn recommend(&mut self, obs: &Observation) -> Result<Recommendation, RecommenderError> {

@@ -2,7 +2,7 @@
 //! +2 replicas at ≥ 90 %, +1 at ≥ 70 %, hold in [50 %, 70 %), −1 below 50 %, −2 below 30 %,
 //! within the profile's replica bounds.
 
-use aware_core::{Observation, Profile, Recommendation, Recommender, RecommenderError};
+use aware_core::{Observation, Profile, Recommendation, Recommender, RecommenderError, Scope};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ThresholdStepScaling {
@@ -36,6 +36,11 @@ impl ThresholdStepScaling {
 impl Recommender for ThresholdStepScaling {
     fn name(&self) -> &str {
         "threshold"
+    }
+
+    /// Replicas only: the pod template passes unchanged.
+    fn scope(&self) -> Scope {
+        Scope { replicas: true, cpu: false, memory: false }
     }
 
     /// CPU utilisation is usage over request averaged over ready pods (CloudWatch's

@@ -74,6 +74,6 @@ pub use profile::{
     Slo, Targets, UnknownPopulation, resolve_bounds, syntax_error_line,
 };
 pub use recommendation::{
-    ContainerResources, FixedRecommender, Recommendation, Recommender, RecommenderError, Resources,
+    ContainerResources, FixedRecommender, Recommendation, Recommender, RecommenderError, Resources, Scope,
 };
 pub use space::{Action, Space};

@@ -88,9 +88,30 @@ pub enum RecommenderError {
 /// Recommenders keep whatever history they need (HPA's stabilisation window, VPA's histograms)
 /// inside themselves, as the upstream controllers do; `warm_up` replays recorded history into a
 /// fresh one so that a dry run answers "what would it do now?".
+/// Which parts of an allocation a recommender decides: its proposals echo what runs for the
+/// rest (HPA decides replicas only; the MPA default replicas and memory, leaving the CPU limit
+/// as deployed). The lifecycle reads it to hand an app back to the rules with what they do not
+/// manage as the deployment had it ([`Recommender::scope`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scope {
+    pub replicas: bool,
+    pub cpu: bool,
+    pub memory: bool,
+}
+
+impl Scope {
+    /// Replicas, CPU and memory.
+    pub const ALL: Scope = Scope { replicas: true, cpu: true, memory: true };
+}
+
 pub trait Recommender {
     /// A short stable name used in reports (`hpa`, `mpa`, `rl:ckpt`).
     fn name(&self) -> &str;
+
+    /// What this recommender decides; all of it unless it says otherwise.
+    fn scope(&self) -> Scope {
+        Scope::ALL
+    }
 
     fn recommend(&mut self, observation: &Observation) -> Result<Recommendation, RecommenderError>;
 

@@ -37,7 +37,7 @@ use crate::LifecycleError;
 use crate::algorithm::{AppLifecycle, EpisodeOutcome, LifecycleState, Transition};
 use crate::decision::{self, Decision, Seen, Set};
 use crate::guard::Guard;
-use crate::manager::{AGENT_ACTIONS, Counts, Learning, ManagerConfig, action_origin, ask_features};
+use crate::manager::{AGENT_ACTIONS, Counts, Learning, ManagerConfig, action_origin, ask_features, restore_unmanaged};
 use crate::stage::{Stage, StageChange};
 
 /// The last interval's decision for one app, waiting for the next observation to say what it
@@ -95,6 +95,9 @@ pub struct LiveApp {
     /// the agent as retraining left it, not what it becomes by learning from the apps the
     /// fallback serves.
     certified: Option<FrozenPolicy>,
+    /// The allocation first observed (replicas, CPU and memory limits): what the fallback
+    /// does not manage is handed back to it as this ([`crate::manager::restore_unmanaged`]).
+    deployed: Option<(u32, u64, u64)>,
 }
 
 impl LiveApp {
@@ -133,6 +136,7 @@ impl LiveApp {
             counts: Counts::default(),
             unavailable: 0,
             certified: None,
+            deployed: None,
         })
     }
 }
@@ -516,6 +520,11 @@ impl LiveManager {
                 return Ok((Taken { obs: None, state: None, ask: None, stage, refused, wants_agent }, false));
             }
         };
+        a.deployed.get_or_insert((
+            obs.desired_replicas,
+            obs.template.limits.cpu_millicores,
+            obs.template.limits.memory_bytes,
+        ));
         // A decision whose outcome comes too late (or from a clock that went back) is dropped.
         if let Some(p) = &a.pending {
             let elapsed = obs.time_s - p.time_s;
@@ -653,10 +662,21 @@ impl LiveManager {
             }
             // The fallback sees every observation the backend gave (its own checks refuse bad ones).
             (Some(obs), None) => {
-                let p = match t.ask {
+                let mut p = match t.ask {
                     Some(ask) => ask,
                     None => a.fallback.recommender().recommend(obs).ok(),
                 };
+                // Handed to the rules (not for one refused observation): with what they do not
+                // manage as first observed, never below.
+                if let (Some(p), false, Some(deployed)) = (&mut p, t.wants_agent, a.deployed)
+                    && let Some(why) = restore_unmanaged(p, a.fallback.recommender().scope(), deployed)
+                {
+                    verdict = if verdict == "passed" {
+                        format!("restored: {why}")
+                    } else {
+                        format!("{verdict}; restored: {why}")
+                    };
+                }
                 if let Some(p) = &p {
                     a.guard.witness(p, &obs.template);
                     // The fallback's own decision is a residual agent's action 0.

@@ -15,7 +15,7 @@
 use std::borrow::Cow;
 
 use aware_agents::{Experience, FrozenPolicy};
-use aware_core::{Action, ContainerResources, Observation, Recommendation, StepInfo};
+use aware_core::{Action, ContainerResources, MIB, Observation, Recommendation, StepInfo};
 use aware_env::Control;
 use aware_env::{ActionDecoder, ActionKind};
 use aware_lab::LabError;
@@ -413,6 +413,10 @@ struct Managed {
     rates: Vec<f64>,
     /// The deployment this episode's first observation showed.
     episode_start: Option<DeploymentState>,
+    /// The allocation the run's first observation showed, as the operator deployed it:
+    /// replicas, CPU and memory limits. What the fallback does not manage is handed back to it
+    /// as this, never below ([`restore_unmanaged`]).
+    deployed: Option<(u32, u64, u64)>,
     /// The clock when this episode's first interval began.
     episode_start_s: f64,
     /// The fallback as this episode began (its histories and windows), for the bootstrapping
@@ -625,6 +629,43 @@ impl ActingFrom<'_> {
             Err(_) => action,
         }
     }
+}
+
+/// `rec`, a proposal of a fallback whose `scope` leaves some of the allocation as it runs, with
+/// each such part below the `deployed` one (replicas, CPU and memory limits) raised to it; what
+/// was raised, when anything was. An agent that cut a dimension the rules never set (the CPU
+/// limit, under the MPA default) would otherwise hand the app back to rules that cannot undo it:
+/// `aware demo` seed 1 (session 58), an app the agent left at 374 m of its deployed 1,000 m
+/// violated its SLO in 79 of 100 intervals under MPA, which went on adding replicas of 374 m.
+/// The manager and the live decider both apply it where the stage hands the app to the
+/// fallback (not for one refused observation), against the first allocation they observed.
+/// Requests move with their limits, in the proposal's ratio (a Burstable pod stays Burstable).
+pub(crate) fn restore_unmanaged(
+    rec: &mut Recommendation,
+    scope: aware_core::Scope,
+    deployed: (u32, u64, u64),
+) -> Option<String> {
+    let scaled = |request: u64, limit: u64, to: u64| {
+        if limit == 0 { to } else { (request as f64 * to as f64 / limit as f64).round() as u64 }
+    };
+    let mut raised = Vec::new();
+    if !scope.replicas && rec.replicas < deployed.0 {
+        raised.push(format!("replicas {} → {}", rec.replicas, deployed.0));
+        rec.replicas = deployed.0;
+    }
+    for c in rec.containers.iter_mut().take(1) {
+        if !scope.cpu && c.limits.cpu_millicores < deployed.1 {
+            raised.push(format!("cpu millicores {} → {}", c.limits.cpu_millicores, deployed.1));
+            c.requests.cpu_millicores = scaled(c.requests.cpu_millicores, c.limits.cpu_millicores, deployed.1);
+            c.limits.cpu_millicores = deployed.1;
+        }
+        if !scope.memory && c.limits.memory_bytes < deployed.2 {
+            raised.push(format!("memory MiB {} → {}", c.limits.memory_bytes / MIB, deployed.2 / MIB));
+            c.requests.memory_bytes = scaled(c.requests.memory_bytes, c.limits.memory_bytes, deployed.2);
+            c.limits.memory_bytes = deployed.2;
+        }
+    }
+    (!raised.is_empty()).then(|| format!("{} (as deployed; the fallback does not set them)", raised.join(", ")))
 }
 
 /// `rec` in the agent's coordinates within `bounds`, measured from `replicas` pods of `from`
@@ -890,6 +931,7 @@ impl<'w> Manager<'w> {
                     run_violations: 0,
                     rates: Vec::new(),
                     episode_start: None,
+                    deployed: None,
                     episode_start_s: 0.0,
                     episode_fallback: None,
                     episode_guard: None,
@@ -1429,6 +1471,11 @@ impl Driver for Manager<'_> {
                 _ => None,
             };
             let a = &mut self.apps[i];
+            a.deployed.get_or_insert((
+                obs.desired_replicas,
+                obs.template.limits.cpu_millicores,
+                obs.template.limits.memory_bytes,
+            ));
             if a.rates.is_empty() {
                 a.episode_start = Some(DeploymentState {
                     replicas: obs.desired_replicas,
@@ -1478,7 +1525,19 @@ impl Driver for Manager<'_> {
                 }
                 // The fallback sees every observation (its own checks refuse bad ones).
                 None => match if asking { asks[i].take() } else { a.fallback.recommender().recommend(&obs).ok() } {
-                    Some(rec) => {
+                    Some(mut rec) => {
+                        // Handed to the rules (not for one refused observation): with what
+                        // they do not manage as deployed, never below.
+                        if !wants_agent
+                            && let Some(deployed) = a.deployed
+                            && let Some(why) = restore_unmanaged(&mut rec, a.fallback.recommender().scope(), deployed)
+                        {
+                            verdict = if verdict == "passed" {
+                                format!("restored: {why}")
+                            } else {
+                                format!("{verdict}; restored: {why}")
+                            };
+                        }
                         // The headroom's record stays: a fallback that keeps the current
                         // allocation keeps the raised CPU, and one that moves it no longer
                         // matches the record.
@@ -1598,6 +1657,48 @@ impl Driver for Manager<'_> {
 mod tests {
     use super::*;
     use aware_core::Resources;
+
+    /// What the fallback does not set is handed back as deployed, never below; what it sets,
+    /// and anything at or above the deployment, passes. Deployed: 4 × (1000 m, 512 MiB); one
+    /// case per row: (the fallback's scope, its proposal, what acts).
+    #[test]
+    fn a_dimension_the_fallback_does_not_set_is_handed_back_as_deployed_table() {
+        let rec = |replicas, cpu, mib: u64| Recommendation {
+            replicas,
+            containers: vec![ContainerResources::guaranteed(CONTAINER, Resources::new(cpu, mib * MIB))],
+        };
+        let mpa = aware_core::Scope { replicas: true, cpu: false, memory: true };
+        let hpa = aware_core::Scope { replicas: true, cpu: false, memory: false };
+        let vpa = aware_core::Scope { replicas: false, cpu: true, memory: true };
+        let deployed = (4, 1000, 512 * MIB);
+        for (scope, proposal, want) in [
+            // The agent left 374 m: MPA adds replicas of 374 m, the limit comes back.
+            (mpa, rec(6, 374, 256), rec(6, 1000, 256)),
+            // Above the deployment: left as the agent grew it.
+            (mpa, rec(6, 2000, 256), rec(6, 2000, 256)),
+            (hpa, rec(2, 500, 300), rec(2, 1000, 512)),
+            (vpa, rec(2, 500, 300), rec(4, 500, 300)),
+            (aware_core::Scope::ALL, rec(1, 100, 64), rec(1, 100, 64)),
+        ] {
+            let mut got = proposal.clone();
+            let why = restore_unmanaged(&mut got, scope, deployed);
+            assert_eq!(got, want, "{scope:?} {proposal:?}");
+            assert_eq!(why.is_some(), want != proposal, "{why:?}");
+            if let Some(why) = why {
+                assert!(why.contains("as deployed"), "{why}");
+            }
+        }
+        // The baselines say what they set: HPA replicas, the MPA default replicas and memory.
+        use aware_core::Recommender;
+        let profile = aware_core::Profile::default();
+        let hpa_scope = aware_baselines::HorizontalPodAutoscaler::from_profile(&profile).scope();
+        assert_eq!(hpa_scope, hpa);
+        assert_eq!(aware_baselines::MultidimPodAutoscaler::from_profile(&profile, false).scope(), mpa);
+        assert_eq!(
+            aware_baselines::MultidimPodAutoscaler::from_profile(&profile, true).scope(),
+            aware_core::Scope::ALL
+        );
+    }
 
     /// A replay of an episode the fallback drove is believed unless it violates the SLO in
     /// fewer intervals than the episode did by more than a tenth of the episode (at least one):

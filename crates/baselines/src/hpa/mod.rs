@@ -8,7 +8,7 @@ pub mod replica_calculator;
 use std::collections::BTreeMap;
 
 use aware_core::{
-    Observation, PodObservation, PodPhase, Profile, Recommendation, Recommender, RecommenderError, Resources,
+    Observation, PodObservation, PodPhase, Profile, Recommendation, Recommender, RecommenderError, Resources, Scope,
 };
 use serde::{Deserialize, Serialize};
 
@@ -448,6 +448,11 @@ pub fn pod_view_with(obs: &Observation, metric: &MetricSpec, unlisted: &[Unliste
 impl Recommender for HorizontalPodAutoscaler {
     fn name(&self) -> &str {
         "hpa"
+    }
+
+    /// Replicas only: the pod template passes unchanged.
+    fn scope(&self) -> Scope {
+        Scope { replicas: true, cpu: false, memory: false }
     }
 
     fn recommend(&mut self, obs: &Observation) -> Result<Recommendation, RecommenderError> {

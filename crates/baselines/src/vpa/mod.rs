@@ -9,7 +9,7 @@ pub mod model;
 use std::collections::BTreeMap;
 
 use aware_core::{
-    ContainerResources, Observation, PodPhase, Profile, Recommendation, Recommender, RecommenderError, Resources,
+    ContainerResources, Observation, PodPhase, Profile, Recommendation, Recommender, RecommenderError, Resources, Scope,
 };
 use serde::{Deserialize, Serialize};
 
@@ -389,6 +389,11 @@ impl VerticalPodAutoscaler {
 impl Recommender for VerticalPodAutoscaler {
     fn name(&self) -> &str {
         "vpa"
+    }
+
+    /// The resources its spec controls; never replicas.
+    fn scope(&self) -> Scope {
+        Scope { replicas: false, cpu: self.spec.control_cpu, memory: self.spec.control_memory }
     }
 
     /// Keeps the replica count; changes the template when the updater would act on any pod.
