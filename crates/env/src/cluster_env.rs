@@ -224,9 +224,9 @@ fn measure_carrying(
         .pods
         .iter()
         .filter(|p| matches!(p.phase, PodPhase::Starting | PodPhase::Ready))
-        .map(|p| p.allocated.unwrap_or(p.resources.requests))
+        .map(|p| (p.allocated.unwrap_or(p.resources.requests), p.resources.limits))
         .collect::<Vec<_>>();
-    let cost = reward.cost(&encoder.bounds, held.iter().copied());
+    let cost = reward.cost(&encoder.bounds, held.iter().map(|(h, _)| *h));
     let idle = reward.idle_cost(&encoder.bounds, held, cpu, memory);
     Ok((
         state,

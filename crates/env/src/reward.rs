@@ -67,7 +67,7 @@
 //!   busy inside its violations (`aware_lab::evaluate::reward_misrankings` reports any such
 //!   pair, app by app, in every comparison).
 //! - **Starving never pays:** an interval that meets its SLO earns at least 0 (cost ≤ 1); one
-//!   that misses it less than 0, for every α and every allocation; and of two intervals that
+//!   that misses it less than 0, for every α > 0 and every allocation; and of two intervals that
 //!   miss it equally deep, the one that leaves fewer resources idle and fewer requests unserved
 //!   earns more.
 //! - **Zero is the floor of serving**, not a constant bonus: the published form's `α·|R|·SP`
@@ -186,25 +186,28 @@ impl RewardFunction {
         (COST_KNEE + (1.0 - COST_KNEE) * (c - COST_KNEE) / (top - COST_KNEE)).min(1.0)
     }
 
-    /// The cost of what pods holding `held` each leave idle, in [0, 1]: each resource's share
-    /// `1 − utilisation` of it (utilisation clamped into [0, 1]), priced by [`Self::cost`]. A
-    /// non-finite utilisation counts as fully busy: an interval whose usage is unknown is not
-    /// charged for it.
+    /// The cost of what the `pods` leave idle, in [0, 1]: each pod is (what its node holds for
+    /// it, its limits), and utilisation is usage over the limits (as observations report it),
+    /// so a pod leaves idle what it holds beyond `utilisation × limit` of each resource
+    /// (utilisation clamped into [0, 1]; a Burstable pod running above its request leaves
+    /// nothing idle), priced by [`Self::cost`]. A non-finite utilisation counts as fully busy:
+    /// an interval whose usage is unknown is not charged for it.
     pub fn idle_cost(
         &self,
         bounds: &Bounds,
-        held: impl IntoIterator<Item = Resources>,
+        pods: impl IntoIterator<Item = (Resources, Resources)>,
         cpu_utilisation: f64,
         memory_utilisation: f64,
     ) -> f64 {
-        let idle = |u: f64| if u.is_finite() { 1.0 - u.clamp(0.0, 1.0) } else { 0.0 };
-        let (cpu, memory) = (idle(cpu_utilisation), idle(memory_utilisation));
+        let used = |u: f64| if u.is_finite() { u.clamp(0.0, 1.0) } else { f64::INFINITY };
+        let (cpu, memory) = (used(cpu_utilisation), used(memory_utilisation));
+        let idle = |held: u64, limit: u64, used: f64| (held as f64 - used * limit as f64).max(0.0).round() as u64;
         self.cost(
             bounds,
-            held.into_iter().map(|r| {
+            pods.into_iter().map(|(held, limit)| {
                 Resources::new(
-                    (r.cpu_millicores as f64 * cpu).round() as u64,
-                    (r.memory_bytes as f64 * memory).round() as u64,
+                    idle(held.cpu_millicores, limit.cpu_millicores, cpu),
+                    idle(held.memory_bytes, limit.memory_bytes, memory),
                 )
             }),
         )
@@ -375,7 +378,8 @@ mod tests {
         let pod = Resources::new(2_000, 4 * GIB);
         let miss = |pods: usize, cpu_u: f64, mem_u: f64| {
             let held = vec![pod; pods];
-            f.reward(0.8, f.cost(&bounds, held.clone()), f.idle_cost(&bounds, held, cpu_u, mem_u), 0.0, false, false)
+            let pods = held.iter().map(|&r| (r, r));
+            f.reward(0.8, f.cost(&bounds, held.clone()), f.idle_cost(&bounds, pods, cpu_u, mem_u), 0.0, false, false)
         };
         // More pods at the same (low) utilisation: more idle, less reward.
         assert!(miss(4, 0.2, 0.5) > miss(8, 0.2, 0.5));
@@ -386,8 +390,15 @@ mod tests {
         assert_eq!(miss(8, f64::NAN, f64::NAN), miss(8, 1.0, 1.0));
         let held = vec![pod; 8];
         let want = f.cost(&bounds, vec![Resources::new(500, 2 * GIB); 8]);
-        assert!((f.idle_cost(&bounds, held.clone(), 0.75, 0.5) - want).abs() < 1e-12);
-        assert!(f.idle_cost(&bounds, held.clone(), 0.0, 0.0) == f.cost(&bounds, held));
+        let pods = || held.iter().map(|&r| (r, r));
+        assert!((f.idle_cost(&bounds, pods(), 0.75, 0.5) - want).abs() < 1e-12);
+        assert!(f.idle_cost(&bounds, pods(), 0.0, 0.0) == f.cost(&bounds, held.clone()));
+        // A Burstable pod holding half its limit and using 60 % of it leaves nothing idle; at
+        // 20 % of its limit it leaves 30 % of the limit idle.
+        let burstable = [(Resources::new(1_000, GIB), Resources::new(2_000, 2 * GIB))];
+        assert_eq!(f.idle_cost(&bounds, burstable, 0.6, 0.6), 0.0);
+        let want = f.cost(&bounds, [Resources::new(600, 6 * GIB / 10)]);
+        assert!((f.idle_cost(&bounds, burstable, 0.2, 0.2) - want).abs() < 1e-9);
     }
 
     /// The case that made violating intervals charge what they leave unserved: with the SLO
@@ -431,10 +442,10 @@ mod tests {
         #[test]
         fn meeting_the_slo_always_beats_missing_it(
             alpha in 0.0f64..=1.0, sp in 0.0f64..0.999_999, c1 in 0.0f64..=1.0, c2 in 0.0f64..=1.0,
-            idle1 in 0.0f64..=1.0, idle2 in 0.0f64..=1.0, u1 in 0.0f64..=1.0, u2 in 0.0f64..=1.0,
+            idle1 in 0.0f64..=1.0, idle2 in 0.0f64..=1.0, unserved1 in 0.0f64..=1.0, unserved2 in 0.0f64..=1.0,
         ) {
             let f = RewardFunction { weights: weights(alpha) };
-            prop_assert!(f.reward(1.0, c1, idle1, u1, false, false) >= f.reward(sp, c2, idle2, u2, false, false));
+            prop_assert!(f.reward(1.0, c1, idle1, unserved1, false, false) >= f.reward(sp, c2, idle2, unserved2, false, false));
         }
 
         /// The charge never falls as pods grow or multiply, and stays in [0, 1].

@@ -279,7 +279,7 @@ impl PolicyRow {
 
 /// Every pair of policies the reward ranks against the operator on one app: on that app the
 /// first clearly beats the second ([`Summary::clearly_beats`]), yet earned strictly less mean
-/// reward (a tie, as between two policies violating every interval, ranks neither). `policies`
+/// reward (a tie ranks neither). `policies`
 /// are (label, per-app summaries, every policy's apps in the same order). Judged app by app: across apps of different sizes the mean reward weighs
 /// each app equally (each with its own cost scale) while core-seconds weigh each core equally.
 /// Empty when the reward agrees with the operator on every pair the operator ranks

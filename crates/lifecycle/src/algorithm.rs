@@ -471,8 +471,8 @@ impl AppLifecycle {
                     return None;
                 }
                 let (mean, cv) = mean_and_cv(&self.recent);
-                // Rewards steady because every interval misses the SLO (the reward's floor of
-                // violating) are an agent stuck where it cannot serve, not one that converged:
+                // Rewards steady because every interval misses the SLO (each at its shortfall, and
+                // since session 58 its idle and unserved share) are an agent stuck where it cannot serve, not one that converged:
                 // promoted, it served at that floor until the rules-failing trigger sent it
                 // back two episodes later (`aware experiment fig9 --quick --seed 31`: "rewards
                 // converged: coefficient of variation 0.0000 … (mean −0.6015)").

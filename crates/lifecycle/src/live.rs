@@ -668,8 +668,11 @@ impl LiveManager {
                 };
                 // Handed to the rules (not for one refused observation): with what they do not
                 // manage as first observed, never below.
-                if let (Some(p), false, Some(deployed)) = (&mut p, t.wants_agent, a.deployed)
-                    && let Some(why) = restore_unmanaged(p, a.fallback.recommender().scope(), deployed)
+                // Not for a residual agent: its state read the proposal as asked.
+                if let (Some(p), false, false, Some(deployed)) =
+                    (&mut p, t.wants_agent, self.config.residual, a.deployed)
+                    && let Some(why) =
+                        restore_unmanaged(p, a.fallback.recommender().scope(), deployed, &a.decoder.bounds)
                 {
                     verdict = if verdict == "passed" {
                         format!("restored: {why}")

@@ -640,26 +640,32 @@ impl ActingFrom<'_> {
 /// The manager and the live decider both apply it where the stage hands the app to the
 /// fallback (not for one refused observation), against the first allocation they observed.
 /// Requests move with their limits, in the proposal's ratio (a Burstable pod stays Burstable).
+/// The deployment is taken within `bounds` (a profile changed since can have lowered them); a
+/// limit of 0 (none: unlimited) is left alone.
 pub(crate) fn restore_unmanaged(
     rec: &mut Recommendation,
     scope: aware_core::Scope,
     deployed: (u32, u64, u64),
+    bounds: &aware_core::Bounds,
 ) -> Option<String> {
-    let scaled = |request: u64, limit: u64, to: u64| {
-        if limit == 0 { to } else { (request as f64 * to as f64 / limit as f64).round() as u64 }
-    };
+    let deployed = (
+        deployed.0.clamp(bounds.min_replicas, bounds.max_replicas),
+        deployed.1.clamp(bounds.min_cpu_millicores, bounds.max_cpu_millicores),
+        deployed.2.clamp(bounds.min_memory_bytes(), bounds.max_memory_bytes()),
+    );
+    let scaled = |request: u64, limit: u64, to: u64| (request as f64 * to as f64 / limit as f64).round() as u64;
     let mut raised = Vec::new();
     if !scope.replicas && rec.replicas < deployed.0 {
         raised.push(format!("replicas {} → {}", rec.replicas, deployed.0));
         rec.replicas = deployed.0;
     }
     for c in rec.containers.iter_mut().take(1) {
-        if !scope.cpu && c.limits.cpu_millicores < deployed.1 {
+        if !scope.cpu && c.limits.cpu_millicores > 0 && c.limits.cpu_millicores < deployed.1 {
             raised.push(format!("cpu millicores {} → {}", c.limits.cpu_millicores, deployed.1));
             c.requests.cpu_millicores = scaled(c.requests.cpu_millicores, c.limits.cpu_millicores, deployed.1);
             c.limits.cpu_millicores = deployed.1;
         }
-        if !scope.memory && c.limits.memory_bytes < deployed.2 {
+        if !scope.memory && c.limits.memory_bytes > 0 && c.limits.memory_bytes < deployed.2 {
             raised.push(format!("memory MiB {} → {}", c.limits.memory_bytes / MIB, deployed.2 / MIB));
             c.requests.memory_bytes = scaled(c.requests.memory_bytes, c.limits.memory_bytes, deployed.2);
             c.limits.memory_bytes = deployed.2;
@@ -1528,9 +1534,16 @@ impl Driver for Manager<'_> {
                     Some(mut rec) => {
                         // Handed to the rules (not for one refused observation): with what
                         // they do not manage as deployed, never below.
+                        // Not for a residual agent: its state read the proposal as asked.
                         if !wants_agent
+                            && !self.config.residual
                             && let Some(deployed) = a.deployed
-                            && let Some(why) = restore_unmanaged(&mut rec, a.fallback.recommender().scope(), deployed)
+                            && let Some(why) = restore_unmanaged(
+                                &mut rec,
+                                a.fallback.recommender().scope(),
+                                deployed,
+                                &a.decoder.bounds,
+                            )
                         {
                             verdict = if verdict == "passed" {
                                 format!("restored: {why}")
@@ -1681,7 +1694,7 @@ mod tests {
             (aware_core::Scope::ALL, rec(1, 100, 64), rec(1, 100, 64)),
         ] {
             let mut got = proposal.clone();
-            let why = restore_unmanaged(&mut got, scope, deployed);
+            let why = restore_unmanaged(&mut got, scope, deployed, &aware_core::Profile::default().bounds);
             assert_eq!(got, want, "{scope:?} {proposal:?}");
             assert_eq!(why.is_some(), want != proposal, "{why:?}");
             if let Some(why) = why {

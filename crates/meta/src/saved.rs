@@ -35,10 +35,24 @@ const POOL: &str = aware_lab::output::KEPT_POOL;
 /// The version of `pool.json` this build writes. 2: the detector's signature test may read
 /// its standard scores through a logarithm (`ood::Standard`'s `compress`), which a build
 /// reading format 1 would drop without a word and then score on the wrong scale; this build
-/// reads both (a format-1 detector scores as it always did).
-const FORMAT: u32 = 2;
+/// reads both (a format-1 detector scores as it always did). 3: the reward charging what a
+/// violating interval leaves idle and unserved (session 58): the base learner, the embeddings
+/// of ⟨state, action, reward⟩ bundles and the detector of an older pool are on another
+/// reward's scale, so it is refused with the reason, not misread.
+const FORMAT: u32 = 3;
 /// The oldest version of `pool.json` this build reads.
-const OLDEST_FORMAT: u32 = 1;
+const OLDEST_FORMAT: u32 = 3;
+
+/// Why a `pool.json` of `format` is not read.
+fn unreadable_format(format: u32) -> String {
+    if format < OLDEST_FORMAT {
+        format!(
+            "format {format} was trained on an earlier reward (one charging nothing while the SLO is missed): retrain it with aware train-meta"
+        )
+    } else {
+        format!("format {format} (this build reads {OLDEST_FORMAT} to {FORMAT})")
+    }
+}
 
 /// `DIR/pool.json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -494,10 +508,7 @@ impl Trained {
         let text = std::fs::read(&path).map_err(|e| file_error(&path, e.to_string()))?;
         let pool: PoolFile = serde_json::from_slice(&text).map_err(|e| file_error(&path, e.to_string()))?;
         if !(OLDEST_FORMAT..=FORMAT).contains(&pool.format) {
-            return Err(file_error(
-                &path,
-                format!("format {} (this build reads {OLDEST_FORMAT} to {FORMAT})", pool.format),
-            ));
+            return Err(file_error(&path, unreadable_format(pool.format)));
         }
         Ok(pool.base_learner)
     }
@@ -509,10 +520,7 @@ impl Trained {
         let text = std::fs::read(&path).map_err(|e| file_error(&path, e.to_string()))?;
         let pool: PoolFile = serde_json::from_slice(&text).map_err(|e| file_error(&path, e.to_string()))?;
         if !(OLDEST_FORMAT..=FORMAT).contains(&pool.format) {
-            return Err(file_error(
-                &path,
-                format!("format {} (this build reads {OLDEST_FORMAT} to {FORMAT})", pool.format),
-            ));
+            return Err(file_error(&path, unreadable_format(pool.format)));
         }
         // What no `train-meta` writes: a new app's embedding is read from its first `probes`
         // episodes, and the detector compares it with a pool of apps.
