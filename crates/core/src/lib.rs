@@ -35,6 +35,9 @@
 //!   (`aware_lab::agent::Learner`: DDPG or PPO), which start from what the fallback did. The
 //!   **guard** checks every observation and limits every agent proposal; its **floor** raises an
 //!   agent's proposal to the fallback's scale-ups (the fallback is asked beside the agent).
+//!   A recommender's **scope** ([`Scope`]) is the part of the allocation it decides (HPA:
+//!   replicas); the **deployment** is the allocation first observed, to which the lifecycle
+//!   raises what a fallback does not decide when it hands an app back.
 //! - **SLO target** (`slo_p99_ms`): the p99 latency, in milliseconds, an application must stay
 //!   under. It is resolved in one place per run: the profile's `slo.latency_p99_ms` when set,
 //!   otherwise the application's own (the simulator derives one per app). An app-interval
