@@ -486,8 +486,9 @@ impl Guard {
 }
 
 /// The current allocation (`replicas` of `current`) as far as `bounds` allow: what the floor and
-/// the usage fit hold to (a profile changed under a running app can leave it outside them).
-fn within_bounds(replicas: u32, current: &ContainerResources, bounds: &Bounds) -> (u32, u64, u64) {
+/// the usage fit hold to (a profile changed under a running app can leave it outside them), and
+/// what the lifecycle hands a deployment back as ([`crate::manager::restore_unmanaged`]).
+pub(crate) fn within_bounds(replicas: u32, current: &ContainerResources, bounds: &Bounds) -> (u32, u64, u64) {
     (
         replicas.clamp(bounds.min_replicas, bounds.max_replicas),
         current.limits.cpu_millicores.clamp(bounds.min_cpu_millicores, bounds.max_cpu_millicores),

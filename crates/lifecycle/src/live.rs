@@ -37,7 +37,7 @@ use crate::LifecycleError;
 use crate::algorithm::{AppLifecycle, EpisodeOutcome, LifecycleState, Transition};
 use crate::decision::{self, Decision, Seen, Set};
 use crate::guard::Guard;
-use crate::manager::{AGENT_ACTIONS, Counts, Learning, ManagerConfig, action_origin, ask_features, restore_unmanaged};
+use crate::manager::{AGENT_ACTIONS, Counts, Learning, ManagerConfig, action_origin, ask_features, hand_back};
 use crate::stage::{Stage, StageChange};
 
 /// The last interval's decision for one app, waiting for the next observation to say what it
@@ -96,8 +96,8 @@ pub struct LiveApp {
     /// fallback serves.
     certified: Option<FrozenPolicy>,
     /// The allocation first observed (replicas, CPU and memory limits): what the fallback
-    /// does not manage is handed back to it as this ([`crate::manager::restore_unmanaged`]).
-    deployed: Option<(u32, u64, u64)>,
+    /// does not manage is handed back to it as this ([`crate::manager::hand_back`]).
+    deployed: Option<(u32, aware_core::ContainerResources)>,
 }
 
 impl LiveApp {
@@ -520,11 +520,7 @@ impl LiveManager {
                 return Ok((Taken { obs: None, state: None, ask: None, stage, refused, wants_agent }, false));
             }
         };
-        a.deployed.get_or_insert((
-            obs.desired_replicas,
-            obs.template.limits.cpu_millicores,
-            obs.template.limits.memory_bytes,
-        ));
+        a.deployed.get_or_insert_with(|| (obs.desired_replicas, obs.template.clone()));
         // A decision whose outcome comes too late (or from a clock that went back) is dropped.
         if let Some(p) = &a.pending {
             let elapsed = obs.time_s - p.time_s;
@@ -669,16 +665,8 @@ impl LiveManager {
                 // Handed to the rules (not for one refused observation): with what they do not
                 // manage as first observed, never below.
                 // Not for a residual agent: its state read the proposal as asked.
-                if let (Some(p), false, false, Some(deployed)) =
-                    (&mut p, t.wants_agent, self.config.residual, a.deployed)
-                    && let Some(why) =
-                        restore_unmanaged(p, a.fallback.recommender().scope(), deployed, &a.decoder.bounds)
-                {
-                    verdict = if verdict == "passed" {
-                        format!("restored: {why}")
-                    } else {
-                        format!("{verdict}; restored: {why}")
-                    };
+                if let (Some(p), false, false) = (&mut p, t.wants_agent, self.config.residual) {
+                    hand_back(p, &mut a.fallback, a.deployed.as_ref(), &a.decoder.bounds, &mut verdict);
                 }
                 if let Some(p) = &p {
                     a.guard.witness(p, &obs.template);

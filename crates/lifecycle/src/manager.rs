@@ -29,7 +29,7 @@ use serde::Serialize;
 use crate::agent::{Learner, LifecycleAgent, act_served, acting_policy};
 use crate::algorithm::{AppLifecycle, EpisodeOutcome, LifecycleState, ShadowComparison, Transition};
 use crate::decision::{self, Decision, Seen, Set};
-use crate::guard::{Guard, GuardConfig, Usage};
+use crate::guard::{Guard, GuardConfig, Usage, within_bounds};
 use crate::shadow::{self, CostMeter, ShadowApp};
 use crate::stage::{Stage, StageChange};
 
@@ -413,10 +413,10 @@ struct Managed {
     rates: Vec<f64>,
     /// The deployment this episode's first observation showed.
     episode_start: Option<DeploymentState>,
-    /// The allocation the run's first observation showed, as the operator deployed it:
-    /// replicas, CPU and memory limits. What the fallback does not manage is handed back to it
+    /// The allocation the run's first observation showed, as the operator deployed it
+    /// (replicas and the pod template). What the fallback does not manage is handed back to it
     /// as this, never below ([`restore_unmanaged`]).
-    deployed: Option<(u32, u64, u64)>,
+    deployed: Option<(u32, ContainerResources)>,
     /// The clock when this episode's first interval began.
     episode_start_s: f64,
     /// The fallback as this episode began (its histories and windows), for the bootstrapping
@@ -645,14 +645,10 @@ impl ActingFrom<'_> {
 pub(crate) fn restore_unmanaged(
     rec: &mut Recommendation,
     scope: aware_core::Scope,
-    deployed: (u32, u64, u64),
+    (replicas, template): (u32, &ContainerResources),
     bounds: &aware_core::Bounds,
 ) -> Option<String> {
-    let deployed = (
-        deployed.0.clamp(bounds.min_replicas, bounds.max_replicas),
-        deployed.1.clamp(bounds.min_cpu_millicores, bounds.max_cpu_millicores),
-        deployed.2.clamp(bounds.min_memory_bytes(), bounds.max_memory_bytes()),
-    );
+    let deployed = within_bounds(replicas, template, bounds);
     let scaled = |request: u64, limit: u64, to: u64| (request as f64 * to as f64 / limit as f64).round() as u64;
     let mut raised = Vec::new();
     if !scope.replicas && rec.replicas < deployed.0 {
@@ -1477,11 +1473,7 @@ impl Driver for Manager<'_> {
                 _ => None,
             };
             let a = &mut self.apps[i];
-            a.deployed.get_or_insert((
-                obs.desired_replicas,
-                obs.template.limits.cpu_millicores,
-                obs.template.limits.memory_bytes,
-            ));
+            a.deployed.get_or_insert_with(|| (obs.desired_replicas, obs.template.clone()));
             if a.rates.is_empty() {
                 a.episode_start = Some(DeploymentState {
                     replicas: obs.desired_replicas,
@@ -1535,21 +1527,8 @@ impl Driver for Manager<'_> {
                         // Handed to the rules (not for one refused observation): with what
                         // they do not manage as deployed, never below.
                         // Not for a residual agent: its state read the proposal as asked.
-                        if !wants_agent
-                            && !self.config.residual
-                            && let Some(deployed) = a.deployed
-                            && let Some(why) = restore_unmanaged(
-                                &mut rec,
-                                a.fallback.recommender().scope(),
-                                deployed,
-                                &a.decoder.bounds,
-                            )
-                        {
-                            verdict = if verdict == "passed" {
-                                format!("restored: {why}")
-                            } else {
-                                format!("{verdict}; restored: {why}")
-                            };
+                        if !wants_agent && !self.config.residual {
+                            hand_back(&mut rec, &mut a.fallback, a.deployed.as_ref(), &a.decoder.bounds, &mut verdict);
                         }
                         // The headroom's record stays: a fallback that keeps the current
                         // allocation keeps the raised CPU, and one that moves it no longer
@@ -1666,6 +1645,23 @@ impl Driver for Manager<'_> {
     }
 }
 
+/// [`restore_unmanaged`] on the fallback's proposal `rec` for an app handed to `fallback`,
+/// where its `deployed` allocation is known; what was raised is added to the decision's
+/// `verdict`. The manager and the live decider both call it where their stage hands the app
+/// to the fallback.
+pub(crate) fn hand_back(
+    rec: &mut Recommendation,
+    fallback: &mut Policy,
+    deployed: Option<&(u32, ContainerResources)>,
+    bounds: &aware_core::Bounds,
+    verdict: &mut String,
+) {
+    let Some((replicas, template)) = deployed else { return };
+    if let Some(why) = restore_unmanaged(rec, fallback.recommender().scope(), (*replicas, template), bounds) {
+        *verdict = if verdict == "passed" { format!("restored: {why}") } else { format!("{verdict}; restored: {why}") };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1683,7 +1679,7 @@ mod tests {
         let mpa = aware_core::Scope { replicas: true, cpu: false, memory: true };
         let hpa = aware_core::Scope { replicas: true, cpu: false, memory: false };
         let vpa = aware_core::Scope { replicas: false, cpu: true, memory: true };
-        let deployed = (4, 1000, 512 * MIB);
+        let deployed = ContainerResources::guaranteed(CONTAINER, Resources::new(1000, 512 * MIB));
         for (scope, proposal, want) in [
             // The agent left 374 m: MPA adds replicas of 374 m, the limit comes back.
             (mpa, rec(6, 374, 256), rec(6, 1000, 256)),
@@ -1694,7 +1690,7 @@ mod tests {
             (aware_core::Scope::ALL, rec(1, 100, 64), rec(1, 100, 64)),
         ] {
             let mut got = proposal.clone();
-            let why = restore_unmanaged(&mut got, scope, deployed, &aware_core::Profile::default().bounds);
+            let why = restore_unmanaged(&mut got, scope, (4, &deployed), &aware_core::Profile::default().bounds);
             assert_eq!(got, want, "{scope:?} {proposal:?}");
             assert_eq!(why.is_some(), want != proposal, "{why:?}");
             if let Some(why) = why {

@@ -43,15 +43,19 @@ const FORMAT: u32 = 3;
 /// The oldest version of `pool.json` this build reads.
 const OLDEST_FORMAT: u32 = 3;
 
-/// Why a `pool.json` of `format` is not read.
-fn unreadable_format(format: u32) -> String {
-    if format < OLDEST_FORMAT {
+/// `path`'s `pool.json` of `format` is one this build reads, or why not.
+fn readable_format(path: &Path, format: u32) -> Result<(), MetaError> {
+    if (OLDEST_FORMAT..=FORMAT).contains(&format) {
+        return Ok(());
+    }
+    let why = if format < OLDEST_FORMAT {
         format!(
             "format {format} was trained on an earlier reward (one charging nothing while the SLO is missed): retrain it with aware train-meta"
         )
     } else {
         format!("format {format} (this build reads {OLDEST_FORMAT} to {FORMAT})")
-    }
+    };
+    Err(file_error(path, why))
 }
 
 /// `DIR/pool.json`.
@@ -507,9 +511,7 @@ impl Trained {
         let path: PathBuf = dir.join(POOL);
         let text = std::fs::read(&path).map_err(|e| file_error(&path, e.to_string()))?;
         let pool: PoolFile = serde_json::from_slice(&text).map_err(|e| file_error(&path, e.to_string()))?;
-        if !(OLDEST_FORMAT..=FORMAT).contains(&pool.format) {
-            return Err(file_error(&path, unreadable_format(pool.format)));
-        }
+        readable_format(&path, pool.format)?;
         Ok(pool.base_learner)
     }
 
@@ -519,9 +521,7 @@ impl Trained {
         let path: PathBuf = dir.join(POOL);
         let text = std::fs::read(&path).map_err(|e| file_error(&path, e.to_string()))?;
         let pool: PoolFile = serde_json::from_slice(&text).map_err(|e| file_error(&path, e.to_string()))?;
-        if !(OLDEST_FORMAT..=FORMAT).contains(&pool.format) {
-            return Err(file_error(&path, unreadable_format(pool.format)));
-        }
+        readable_format(&path, pool.format)?;
         // What no `train-meta` writes: a new app's embedding is read from its first `probes`
         // episodes, and the detector compares it with a pool of apps.
         if pool.probes == 0 {
