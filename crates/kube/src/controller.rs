@@ -5,7 +5,9 @@
 //!    them); an empty list is upstream's default recommender and is served only with
 //!    [`ControllerConfig::claim_default`];
 //! 2. read the target's scale subresource (desired replicas, pod selector), its pods and their
-//!    usage (`metrics.k8s.io`), build the `Observation`, ask the [`Decider`];
+//!    usage (`metrics.k8s.io`), build the `Observation`, ask the [`Decider`] (once per MPA, for a
+//!    decider that wants it, after reading the target's `spec.template`: the pod resources it
+//!    was deployed with, see [`Decider::wants_declared`]);
 //! 3. clamp the proposal to `constraints` and `resourcePolicy`;
 //! 4. the updater (when enabled, and the update mode is not `Off`) sets replicas through the
 //!    scale subresource and resources through `pods/{name}/resize` (`InPlaceOrRecreate`), or
@@ -228,6 +230,21 @@ async fn read_target(client: &Client, ns: &str, mpa: &MultidimPodAutoscaler) -> 
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let pods = pods.list(&ListParams::default().labels(&selector)).await?.items;
     Ok(TargetView { scale, pods })
+}
+
+/// The pod resources the MPA's target declares in `spec.template` (summed over its
+/// containers, named after the first), or why they cannot be read. The updater resizes pods in
+/// place and scales through `/scale`, so the template stays as the operator deployed it.
+async fn read_declared(client: &Client, ns: &str, mpa: &MultidimPodAutoscaler) -> Result<ContainerResources, String> {
+    let (api, name) = target_api(client, ns, mpa).map_err(|e| e.to_string())?;
+    let target = api.get(&name).await.map_err(|e| format!("reading {name}: {e}"))?;
+    let containers = target.data.pointer("/spec/template/spec/containers").cloned().unwrap_or_default();
+    let containers: Vec<k8s_openapi::api::core::v1::Container> =
+        serde_json::from_value(containers).map_err(|e| format!("{name}: spec.template.spec.containers: {e}"))?;
+    if containers.is_empty() {
+        return Err(format!("{name}: spec.template.spec.containers is empty"));
+    }
+    observe::pod_resources(&containers).map_err(|e| format!("{name}: spec.template.spec.containers: {e}"))
 }
 
 /// Usage from the resource metrics API; `None` samples when it is unavailable (no
@@ -750,6 +767,9 @@ pub async fn reconcile_once<D: Decider>(
                         }
                     },
                 };
+                if ctx.decider.wants_declared(&key) {
+                    ctx.decider.declared(&key, &profile, read_declared(&ctx.client, &ns, mpa).await);
+                }
                 let mut rec = ctx
                     .decider
                     .decide(&key, &profile, &obs)

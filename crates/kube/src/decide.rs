@@ -5,11 +5,11 @@
 //! [`LifecycleDecider`] is AWARE: the lifecycle manager on a live backend
 //! ([`aware_lifecycle::live`]), its guard on every observation, the MPA default as its fallback.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use aware_baselines::MultidimPodAutoscaler as MpaDefault;
-use aware_core::{Observation, Profile, Recommendation, Recommender, RecommenderError};
+use aware_core::{ContainerResources, Observation, Profile, Recommendation, Recommender, RecommenderError};
 use aware_lifecycle::algorithm::LifecycleState;
 use aware_lifecycle::live::{LiveAppReport, LiveManager};
 use aware_lifecycle::manager::ManagerConfig;
@@ -32,6 +32,16 @@ pub trait Decider: Send + Sync + 'static {
 
     /// Forgets the state kept for an MPA that was deleted.
     fn forget(&self, _key: &str) {}
+
+    /// Whether the decider wants the pod resources the MPA's target declares (its
+    /// `spec.template`) before it next decides: the controller then reads the target once and
+    /// hands them to [`Decider::declared`].
+    fn wants_declared(&self, _key: &str) -> bool {
+        false
+    }
+
+    /// The pod resources the MPA's target declares, or why they could not be read.
+    fn declared(&self, _key: &str, _profile: &Profile, _template: Result<ContainerResources, String>) {}
 
     /// The decider's own metrics (OpenMetrics text ending in `# EOF`), if it has any.
     fn encode_metrics(&self) -> Option<String> {
@@ -98,6 +108,8 @@ pub struct LifecycleDecider {
     /// Lifecycles to take up, by app name, when an app first appears.
     checkpointed: Vec<(String, LifecycleState)>,
     restored_from: String,
+    /// The MPAs whose target's declared template was read (or tried): read once per MPA.
+    declared_read: Mutex<HashSet<String>>,
 }
 
 impl LifecycleDecider {
@@ -114,6 +126,7 @@ impl LifecycleDecider {
             metrics: Default::default(),
             checkpointed,
             restored_from: restored_from.into(),
+            declared_read: Mutex::default(),
         })
     }
 
@@ -212,7 +225,36 @@ impl Decider for LifecycleDecider {
         Some(self.metrics.encode())
     }
 
+    /// Once per MPA: what the fallback does not manage (the CPU limit, under the MPA default)
+    /// is handed back as the target's template declares it, not as the pods first observed,
+    /// which after a restart of the controller can be the agent's cut.
+    fn wants_declared(&self, key: &str) -> bool {
+        self.declared_read.lock().is_ok_and(|read| !read.contains(key))
+    }
+
+    fn declared(&self, key: &str, profile: &Profile, template: Result<ContainerResources, String>) {
+        if let Ok(mut read) = self.declared_read.lock() {
+            read.insert(key.to_string());
+        }
+        match template {
+            Ok(template) => {
+                let Ok(mut m) = self.lock() else { return };
+                match self.app(&mut m, key, profile) {
+                    Ok(i) => m.set_declared(i, template),
+                    Err(e) => tracing::warn!(app = key, "{e}"),
+                }
+            }
+            Err(reason) => tracing::warn!(
+                app = key,
+                "the target's pod template could not be read ({reason}): what the fallback does not manage is handed back as the pods were first observed"
+            ),
+        }
+    }
+
     fn forget(&self, key: &str) {
+        if let Ok(mut read) = self.declared_read.lock() {
+            read.remove(key);
+        }
         if let Ok(mut m) = self.manager.lock()
             && let Some(i) = m.app_index(key)
         {

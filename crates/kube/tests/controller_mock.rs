@@ -167,6 +167,21 @@ const PODS: &str = "/api/v1/namespaces/default/pods";
 const METRICS: &str = "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods";
 const PDBS: &str = "/apis/policy/v1/namespaces/default/poddisruptionbudgets";
 const STATUS: &str = "/apis/autoscaling.k8s.io/v1alpha1/namespaces/default/multidimpodautoscalers/web/status";
+/// The MPA's target itself: AWARE's decider reads its pod template once.
+const DEPLOYMENT: &str = "/apis/apps/v1/namespaces/default/deployments/web";
+
+/// The Deployment `web` whose pod template declares `cpu_request` / `cpu_limit` (and the pods'
+/// memory).
+fn deployment(cpu_request: &str, cpu_limit: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "template": {
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "web", "image": "web", "resources": {
+                "requests": {"cpu": cpu_request, "memory": "128Mi"}, "limits": {"cpu": cpu_limit, "memory": "256Mi"}}}]}}},
+    })
+}
 
 fn context<D: Decider>(config: ControllerConfig, decider: D) -> (Context<D>, Handle) {
     let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
@@ -645,6 +660,8 @@ async fn the_lifecycle_serves_through_the_decider_seam_and_falls_back_without_me
             step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))),
             step(Method::GET, PODS, StatusCode::OK, Some(pods(2))),
             step(Method::GET, METRICS, StatusCode::OK, Some(pod_metrics(2))),
+            // Once, before the MPA's first decision: what it was deployed with.
+            step(Method::GET, DEPLOYMENT, StatusCode::OK, Some(deployment("100m", "200m"))),
             step(Method::PUT, STATUS, StatusCode::OK, None),
             step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))),
             step(Method::GET, PODS, StatusCode::OK, Some(pods(2))),
@@ -678,12 +695,12 @@ async fn the_lifecycle_serves_through_the_decider_seam_and_falls_back_without_me
     }
     drop(ctx);
     let calls = server.await.unwrap();
-    let status = &calls[3].body["status"];
+    let status = &calls[4].body["status"];
     // The agent's allocation names the pods' container.
     assert_eq!(status["recommendation"]["containerRecommendations"][0]["containerName"], "web", "{status}");
     let provided = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "RecommendationProvided");
     assert_eq!(provided.unwrap()["message"], "recommended by aware", "{status}");
-    assert_eq!(calls[7].body["status"]["desiredReplicas"], 2, "{}", calls[7].body);
+    assert_eq!(calls[8].body["status"]["desiredReplicas"], 2, "{}", calls[8].body);
 }
 
 /// An MPA handed to another recommender is forgotten: its lifecycle, counts and the interval's
@@ -698,6 +715,7 @@ async fn an_mpa_another_recommender_takes_over_is_forgotten() {
             step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))),
             step(Method::GET, PODS, StatusCode::OK, Some(pods(2))),
             step(Method::GET, METRICS, StatusCode::OK, Some(pod_metrics(2))),
+            step(Method::GET, DEPLOYMENT, StatusCode::OK, Some(deployment("100m", "200m"))),
             step(Method::PUT, STATUS, StatusCode::OK, None),
         ],
     );
@@ -725,6 +743,7 @@ async fn an_mpa_the_checkpoint_does_not_name_is_served_by_the_fallback() {
             step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))),
             step(Method::GET, PODS, StatusCode::OK, Some(pods(2))),
             step(Method::GET, METRICS, StatusCode::OK, Some(pod_metrics(2))),
+            step(Method::GET, DEPLOYMENT, StatusCode::OK, Some(deployment("100m", "200m"))),
             step(Method::PUT, STATUS, StatusCode::OK, None),
         ],
     );
@@ -734,7 +753,44 @@ async fn an_mpa_the_checkpoint_does_not_name_is_served_by_the_fallback() {
     drop(ctx);
     let calls = server.await.unwrap();
     // The same recommendation the MPA default gives on its own (see the test above).
-    assert_eq!(calls[3].body["status"]["desiredReplicas"], 4, "{}", calls[3].body);
+    assert_eq!(calls[4].body["status"]["desiredReplicas"], 4, "{}", calls[4].body);
+}
+
+/// Pods running at a quarter of the CPU their Deployment declares (100m / 200m against
+/// 400m / 800m: what an agent left before the controller restarted). Read from the Deployment once, the declared CPU is what the
+/// fallback (the MPA default, which never sets CPU) hands the app back with; where the
+/// Deployment cannot be read (no RBAC for it), the pass still serves, with the pods as first
+/// observed taken for the deployment.
+#[tokio::test]
+async fn after_a_restart_the_fallback_hands_back_the_cpu_the_deployment_declares() {
+    let pass = |declared: Step| {
+        let decider = lifecycle_decider(Vec::new(), "an empty checkpoint");
+        let (ctx, handle) = context(recommend_only(), decider);
+        let server = serve(
+            handle,
+            vec![
+                step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))),
+                step(Method::GET, PODS, StatusCode::OK, Some(pods(2))),
+                step(Method::GET, METRICS, StatusCode::OK, Some(pod_metrics(2))),
+                declared,
+                step(Method::PUT, STATUS, StatusCode::OK, None),
+            ],
+        );
+        (ctx, server)
+    };
+    let (ctx, server) = pass(step(Method::GET, DEPLOYMENT, StatusCode::OK, Some(deployment("400m", "800m"))));
+    reconcile_once(&owned("Off"), &ctx).await.unwrap();
+    drop(ctx);
+    let calls = server.await.unwrap();
+    let target = &calls[4].body["status"]["recommendation"]["containerRecommendations"][0]["target"];
+    assert_eq!(target["cpu"], "400m", "the declared request, back with its limit: {}", calls[4].body);
+
+    let (ctx, server) = pass(step(Method::GET, DEPLOYMENT, StatusCode::FORBIDDEN, Some(api_status(403, "Forbidden"))));
+    reconcile_once(&owned("Off"), &ctx).await.unwrap();
+    drop(ctx);
+    let calls = server.await.unwrap();
+    let target = &calls[4].body["status"]["recommendation"]["containerRecommendations"][0]["target"];
+    assert_eq!(target["cpu"], "100m", "nothing known to hand back: {}", calls[4].body);
 }
 
 /// Observing through Prometheus: unreachable, nothing is decided or written, the decision log
@@ -810,8 +866,11 @@ async fn the_controller_observes_through_prometheus_and_resumes_after_it_stops()
         ]
     };
     let mut script = Vec::new();
-    for _ in 0..2 {
+    for k in 0..2 {
         script.extend(pass());
+        if k == 0 {
+            script.push(step(Method::GET, DEPLOYMENT, StatusCode::OK, Some(deployment("100m", "200m"))));
+        }
         script.push(step(Method::PUT, STATUS, StatusCode::OK, None));
     }
     script.extend(pass());

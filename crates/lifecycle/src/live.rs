@@ -95,9 +95,14 @@ pub struct LiveApp {
     /// the agent as retraining left it, not what it becomes by learning from the apps the
     /// fallback serves.
     certified: Option<FrozenPolicy>,
-    /// The allocation first observed (replicas, CPU and memory limits): what the fallback
-    /// does not manage is handed back to it as this ([`crate::manager::hand_back`]).
+    /// The allocation first observed (replicas, CPU and memory limits), its pod resources those
+    /// the workload declares where they are known ([`LiveManager::set_declared`]): what the
+    /// fallback does not manage is handed back to it as this ([`crate::manager::hand_back`]).
     deployed: Option<(u32, aware_core::ContainerResources)>,
+    /// The pod resources the workload's own template declares (`spec.template` of a
+    /// Deployment, which a controller that resizes pods in place never changes), where the
+    /// backend told them.
+    declared: Option<aware_core::ContainerResources>,
 }
 
 impl LiveApp {
@@ -137,6 +142,7 @@ impl LiveApp {
             unavailable: 0,
             certified: None,
             deployed: None,
+            declared: None,
         })
     }
 }
@@ -274,6 +280,20 @@ impl LiveManager {
     /// The index of the app named `name`.
     pub fn app_index(&self, name: &str) -> Option<usize> {
         self.apps.iter().position(|a| a.name == name)
+    }
+
+    /// The pod resources app `i`'s workload declares (its template as the operator deployed
+    /// it): what the fallback does not manage is handed back as these, not as the pods first
+    /// observed, which after a restart can be an agent's cut (a controller that resizes pods in
+    /// place and scales through `/scale` leaves the template as deployed). The replicas stay
+    /// those first observed. An unknown `i` is ignored.
+    pub fn set_declared(&mut self, i: usize, template: aware_core::ContainerResources) {
+        if let Some(a) = self.apps.get_mut(i) {
+            if let Some(d) = &mut a.deployed {
+                d.1 = template.clone();
+            }
+            a.declared = Some(template);
+        }
     }
 
     /// Manages app `i` under an edited `profile`: its fallback, guard, bounds, SLO and reward
@@ -520,7 +540,8 @@ impl LiveManager {
                 return Ok((Taken { obs: None, state: None, ask: None, stage, refused, wants_agent }, false));
             }
         };
-        a.deployed.get_or_insert_with(|| (obs.desired_replicas, obs.template.clone()));
+        a.deployed
+            .get_or_insert_with(|| (obs.desired_replicas, a.declared.clone().unwrap_or_else(|| obs.template.clone())));
         // A decision whose outcome comes too late (or from a clock that went back) is dropped.
         if let Some(p) = &a.pending {
             let elapsed = obs.time_s - p.time_s;
@@ -903,6 +924,44 @@ mod tests {
             c.advance().expect("advance");
         }
         assert!(m.agent.updates() > 0, "the agent learned nothing offline from the fallback");
+    }
+
+    /// A decider restarted after an agent cut an app's CPU limit first observes the cut; told
+    /// what the workload declares, it hands the app to the fallback (MPA, which never sets CPU
+    /// limits) with the limit as declared and says so; not told, it has nothing to restore to.
+    #[test]
+    fn the_declared_template_not_the_first_observation_is_what_the_fallback_gets_back() {
+        let first_decision = |declare: bool| {
+            let mut c = cluster();
+            let deployed = c.observe(0).expect("observe").template;
+            let mut cut = deployed.clone();
+            cut.limits.cpu_millicores = (deployed.limits.cpu_millicores / 4).max(100);
+            cut.requests.cpu_millicores = cut.requests.cpu_millicores.min(cut.limits.cpu_millicores);
+            let replicas = c.observe(0).expect("observe").desired_replicas;
+            c.apply(0, &Recommendation { replicas, containers: vec![cut.clone()] }).expect("applied");
+            for _ in 0..6 {
+                c.advance().expect("advance");
+            }
+            assert_eq!(c.observe(0).expect("observe").template.limits.cpu_millicores, cut.limits.cpu_millicores);
+            let mut m = manager(&c, ManagerConfig::default());
+            if declare {
+                m.set_declared(0, deployed.clone());
+            }
+            let d = m.interval(&mut c).expect("interval").remove(0);
+            assert_eq!(d.decision.acting_policy, "mpa");
+            (d, deployed.limits.cpu_millicores, cut.limits.cpu_millicores)
+        };
+        let (told, deployed, cut) = first_decision(true);
+        let rec = told.recommendation.expect("the fallback proposes");
+        assert_eq!(rec.containers[0].limits.cpu_millicores, deployed);
+        assert!(
+            told.decision.guard.contains(&format!("restored: cpu millicores {cut} → {deployed}")),
+            "{}",
+            told.decision.guard
+        );
+        let (untold, _, _) = first_decision(false);
+        assert_eq!(untold.recommendation.expect("the fallback proposes").containers[0].limits.cpu_millicores, cut);
+        assert!(!untold.decision.guard.contains("restored"), "{}", untold.decision.guard);
     }
 
     /// The CPU headroom is the simulated manager's (the experiments' reference): the live

@@ -758,8 +758,15 @@ pub(crate) fn action_origin<'a>(
 }
 
 /// App `i`'s traffic of one recent episode, for the bootstrapping check to replay from its
-/// start (the seed is the episode's, so the same episode replays the same arrivals).
-fn replay<'a>(workload: &'a Workload, profile: &'a aware_core::Profile, i: usize, r: &'a Replay) -> ShadowApp<'a> {
+/// start (the seed is the episode's, so the same episode replays the same arrivals), the
+/// fallback's replay handing back what it does not manage as `deployed`.
+fn replay<'a>(
+    workload: &'a Workload,
+    profile: &'a aware_core::Profile,
+    i: usize,
+    r: &'a Replay,
+    deployed: Option<&'a (u32, ContainerResources)>,
+) -> ShadowApp<'a> {
     ShadowApp {
         spec: &workload.apps[i],
         profile,
@@ -770,6 +777,7 @@ fn replay<'a>(workload: &'a Workload, profile: &'a aware_core::Profile, i: usize
         start_s: r.start_s,
         fallback: r.fallback.as_ref(),
         guard: r.guard.as_ref(),
+        deployed,
         seed: workload.seed ^ (r.episode << 20) ^ i as u64,
     }
 }
@@ -1226,7 +1234,10 @@ impl<'w> Manager<'w> {
                 None
             } else {
                 let profile = self.workload.app_profile(i);
-                let episode_app = |recent| replay(self.workload, &profile, i, recent);
+                // Not for a residual agent, whose state reads the proposal as asked (as where
+                // the manager hands an app back).
+                let deployed = a.deployed.as_ref().filter(|_| !self.config.residual);
+                let episode_app = |recent| replay(self.workload, &profile, i, recent, deployed);
                 let compare = |recent| {
                     shadow::compare(
                         &episode_app(recent),

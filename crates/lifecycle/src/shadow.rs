@@ -7,19 +7,19 @@
 use std::sync::Arc;
 
 use crate::agent::LifecycleAgent;
-use aware_core::{Observation, PodPhase, Profile, StepInfo};
+use aware_core::{ContainerResources, Observation, PodPhase, Profile, StepInfo};
 use aware_env::{ActionDecoder, ActionKind};
 use aware_env::{AppSlo, ClusterVecEnv, Control, EnvConfig};
 use aware_lab::policy::{Policy, PolicyName};
 use aware_lab::progress::Silent;
-use aware_lab::rollout::{Arena, Driver, Recommenders, rollout};
+use aware_lab::rollout::{Arena, Driver, EpisodeStart, Recommenders, rollout};
 use aware_lab::score::Scorer;
 use aware_lab::{LabError, rollout::Observer};
 use aware_sim::{AppSpec, CONTAINER, Continuation, DeploymentState, SimCluster, SimConfig, Trace};
 
 use crate::algorithm::{EpisodeOutcome, ShadowComparison};
 use crate::guard::{Guard, GuardConfig, Usage};
-use crate::manager::{AGENT_ACTIONS, action_origin, ask_features, decode_action};
+use crate::manager::{AGENT_ACTIONS, action_origin, ask_features, decode_action, restore_unmanaged};
 
 /// What the shadow run needs of one application.
 pub struct ShadowApp<'a> {
@@ -43,6 +43,12 @@ pub struct ShadowApp<'a> {
     /// The agent's guard as it was when the traffic began (its clock and recent proposals);
     /// `None`: a fresh one configured as the comparison says.
     pub guard: Option<&'a Guard>,
+    /// The allocation the app was deployed with (replicas and pod template): the fallback's
+    /// replay hands back what the fallback does not manage as this, never below, as the
+    /// manager does where its stage hands the app to the fallback
+    /// ([`crate::manager::restore_unmanaged`]). `None`: the fallback's proposals as they are
+    /// (a residual agent's runs, whose state reads the proposal as asked).
+    pub deployed: Option<&'a (u32, ContainerResources)>,
     pub seed: u64,
 }
 
@@ -58,10 +64,47 @@ impl ShadowApp<'_> {
 }
 
 /// The fallback (as [`ShadowApp::fallback`] says, else a fresh one of kind `fallback`) on the
-/// app's recent traffic.
+/// app's recent traffic, handing back what it does not manage as deployed where
+/// [`ShadowApp::deployed`] is known.
 pub fn fallback(app: &ShadowApp, fallback: &PolicyName) -> Result<EpisodeOutcome, LabError> {
     let policy = app.fallback(fallback)?;
-    run(app, app.rates.len() as u64, &mut Recommenders::new(vec![policy]))
+    match app.deployed {
+        Some(&(replicas, ref template)) => run(
+            app,
+            app.rates.len() as u64,
+            &mut HandedBack {
+                rules: Recommenders::new(vec![policy]),
+                deployed: (replicas, template),
+                bounds: &app.profile.bounds,
+            },
+        ),
+        None => run(app, app.rates.len() as u64, &mut Recommenders::new(vec![policy])),
+    }
+}
+
+/// The fallback serving an app handed to it, as the manager has it act: each proposal with
+/// what the fallback does not manage raised back to the deployment
+/// ([`crate::manager::restore_unmanaged`]).
+struct HandedBack<'a> {
+    rules: Recommenders,
+    deployed: (u32, &'a ContainerResources),
+    bounds: &'a aware_core::Bounds,
+}
+
+impl Driver for HandedBack<'_> {
+    fn decide(&mut self, arena: &dyn Arena, states: &[Vec<f32>], infos: &[StepInfo]) -> Result<Vec<Control>, LabError> {
+        let mut controls = self.rules.decide(arena, states, infos)?;
+        for (control, policy) in controls.iter_mut().zip(&mut self.rules.policies) {
+            if let Control::Recommendation(rec) = control {
+                restore_unmanaged(rec, policy.recommender().scope(), self.deployed, self.bounds);
+            }
+        }
+        Ok(controls)
+    }
+
+    fn episode_start(&mut self, start: EpisodeStart) {
+        self.rules.episode_start(start);
+    }
 }
 
 /// The agent (greedy, reading `embedding` beside the state when it is conditioned on one;

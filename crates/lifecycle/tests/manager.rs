@@ -335,6 +335,7 @@ fn the_bootstrapping_check_runs_a_residual_agent_on_the_fallbacks_proposals() {
             start_s: 0.0,
             fallback: None,
             guard: None,
+            deployed: None,
             seed: 7,
         };
         let guard = GuardConfig::default();
@@ -949,4 +950,74 @@ fn a_retraining_app_is_judged_on_its_greedy_policy() {
     let back = arm.stages.iter().find(|c| c.from == Stage::Online && c.to == Stage::Offline);
     let back = back.unwrap_or_else(|| panic!("the untrained agent kept the app: {:?}", arm.stages));
     assert!(back.reason.contains("reserving"), "judged on what it earned acting: {}", back.reason);
+}
+
+/// Keeps every decision; starts every app SERVING (the agent acting) and hands every app to the
+/// fallback (OFFLINE) after the first episode.
+#[derive(Default)]
+struct HandedBackAfterOne {
+    decisions: Vec<aware_lifecycle::decision::Decision>,
+    handed: bool,
+}
+
+impl EpisodeSink for HandedBackAfterOne {
+    fn start(&mut self, manager: &mut Manager) -> Result<(), LifecycleError> {
+        let serving: Vec<_> =
+            manager.app_names().into_iter().map(|n| (n, LifecycleState::fresh(Stage::Serving, Some(-1e6)))).collect();
+        manager.restore_lifecycles(&serving, "test: served by the agent");
+        Ok(())
+    }
+
+    fn episode(&mut self, _: u64, manager: &mut Manager) -> Result<(), LifecycleError> {
+        self.decisions.extend(manager.take_log().decisions);
+        if !self.handed {
+            let offline: Vec<_> =
+                manager.app_names().into_iter().map(|n| (n, LifecycleState::fresh(Stage::Offline, None))).collect();
+            manager.restore_lifecycles(&offline, "test: handed back to the fallback");
+            self.handed = true;
+        }
+        Ok(())
+    }
+}
+
+/// An agent that cuts the CPU limit every interval (no fallback floor to hold it) leaves each
+/// app far below its deployed limit; handed back to MPA, which scales replicas and memory and
+/// never sets CPU limits, every app gets its CPU limit back as deployed at the first interval
+/// the fallback acts, the decision log says so, and MPA goes on from there.
+#[test]
+fn an_app_handed_back_to_the_fallback_gets_what_the_fallback_does_not_manage_as_deployed() {
+    let (workload, _dir) = workload(2, None);
+    let config = ManagerConfig {
+        episode_steps: 50,
+        bootstrapping: Some(true),
+        fallback_floor: false,
+        log: true,
+        ..ManagerConfig::default()
+    };
+    let plan = Plan::new(&workload, 100, 50).unwrap();
+    let (cutting, a) = cloned_agent([-1.0, 0.0, 0.0]);
+    assert!(a[0] < -0.5, "{a:?}");
+    let mut sink = HandedBackAfterOne::default();
+    run_agent(&workload, &plan, cutting, "aware", &config, &mut sink, &Silent).unwrap();
+    for app in workload.apps.iter().map(|a| a.name.clone()) {
+        let mine: Vec<_> = sink.decisions.iter().filter(|d| d.app == app).collect();
+        let deployed = mine[0].observation.as_ref().unwrap().cpu_limit_millicores;
+        let (served, handed): (Vec<&aware_lifecycle::decision::Decision>, Vec<_>) =
+            mine.iter().partition(|d| d.step < 50);
+        let cut = served.iter().filter_map(|d| d.action.as_ref()).map(|s| s.cpu_millicores).min().unwrap();
+        assert!(served.iter().all(|d| d.acting_policy == "aware"), "{app}");
+        assert!(cut * 2 <= deployed, "{app}: the agent cut to {cut} of {deployed}");
+        let first = handed.first().unwrap();
+        assert_ne!(first.acting_policy, "aware", "{app}");
+        assert!(
+            first.guard.contains("restored: cpu millicores") && first.guard.contains("as deployed"),
+            "{app}: {}",
+            first.guard
+        );
+        assert!(first.observation.as_ref().unwrap().cpu_limit_millicores < deployed, "{app}");
+        assert_eq!(first.action.as_ref().unwrap().cpu_millicores, deployed, "{app}");
+        // From then on the rules serve at the deployed limit: nothing left to restore.
+        assert!(handed.iter().all(|d| d.action.as_ref().is_none_or(|s| s.cpu_millicores >= deployed)), "{app}");
+        assert!(handed[5..].iter().all(|d| !d.guard.contains("restored")), "{app}");
+    }
 }

@@ -75,6 +75,7 @@ fn traffic<'a>(
         start_s: 0.0,
         fallback: None,
         guard: None,
+        deployed: None,
         seed,
     }
 }
@@ -248,6 +249,40 @@ fn a_replay_starts_from_the_deployment_the_traffic_began_with() {
     assert_eq!(replay(Some(&at(app.reference.replicas))), fresh);
     let larger = replay(Some(&at(3 * app.reference.replicas)));
     assert!(larger.core_seconds.unwrap() > fresh.core_seconds.unwrap(), "{larger:?} against {fresh:?}");
+}
+
+/// The fallback's replay hands back what the fallback does not manage as deployed, as the
+/// manager does where its stage hands an app to it: an episode that began with the CPU limit
+/// an agent cut to a quarter (which MPA, scaling replicas and memory, never raises) replays
+/// with the limit as deployed, so with fewer SLO-violating intervals than the cut left; from
+/// the deployment itself, or with nothing below it, the replay is the one without.
+#[test]
+fn the_fallbacks_replay_hands_back_what_it_does_not_manage_as_deployed() {
+    use aware_core::{ContainerResources, Resources};
+    use aware_sim::{CONTAINER, DeploymentState};
+    let workload = workload(5, None);
+    let app = &workload.apps[0];
+    let profile = workload.app_profile(0);
+    let rates = vec![app.peak_rps; 60];
+    let template =
+        |cpu: u64| ContainerResources::guaranteed(CONTAINER, Resources::new(cpu, app.reference.memory_bytes));
+    let deployed = (app.reference.replicas, template(app.reference.cpu_millicores));
+    let cut = DeploymentState {
+        replicas: app.reference.replicas,
+        template: template((app.reference.cpu_millicores / 4).max(profile.bounds.min_cpu_millicores)),
+        bound: None,
+    };
+    let replay = |start: Option<&DeploymentState>, deployed: Option<&(u32, ContainerResources)>| {
+        let shadow = ShadowApp { start, deployed, ..traffic(&workload, 0, &profile, &rates, 3) };
+        shadow::fallback(&shadow, &PolicyName::Mpa).unwrap()
+    };
+    let as_cut = replay(Some(&cut), None);
+    let handed_back = replay(Some(&cut), Some(&deployed));
+    assert!(as_cut.slo_violations > 0, "the cut must hurt for the test to say anything: {as_cut:?}");
+    assert!(handed_back.slo_violations < as_cut.slo_violations, "{handed_back:?} against {as_cut:?}");
+    assert!(handed_back.core_seconds.unwrap() > as_cut.core_seconds.unwrap(), "{handed_back:?} against {as_cut:?}");
+    // Nothing below the deployment: nothing to hand back.
+    assert_eq!(replay(None, Some(&deployed)), replay(None, None));
 }
 
 /// A replay runs at the clock its traffic began at, with the traffic's first rate in its first
