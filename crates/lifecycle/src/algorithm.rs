@@ -389,7 +389,8 @@ impl AppLifecycle {
             Stage::Online | Stage::Serving
                 if self.bootstrapping && shadow.is_some_and(|s| self.behind_the_rules(&s)) =>
             {
-                let (_, numbers) = self.check(&shadow?);
+                let s = shadow?;
+                let (_, numbers) = self.check(&s);
                 // One episode behind can be the shadow's noise (a one-app replay of the
                 // episode); two in a row are a trend, as for the degradation check.
                 self.behind += 1;
@@ -397,9 +398,22 @@ impl AppLifecycle {
                     return self.serving_or_degraded();
                 }
                 self.reference = None;
+                // Retraining found nothing that serves where the rules fail, at more cost:
+                // as if it had given up, the next retraining waits twice as long.
+                let unserved = if self.rules_failed && self.dearer_where_neither_serves(&s) {
+                    self.gave_up += 1;
+                    format!(
+                        "; neither served the workload, and the agent at more cost (retraining counts as given up: the rules failing starts it again only after {} failing episodes in a row)",
+                        self.failing_needed()
+                    )
+                } else {
+                    String::new()
+                };
                 Some(self.enter(
                     Stage::Offline,
-                    format!("agent fell behind the fallback for {DEGRADATION_EPISODES} episodes: in the last it earned {numbers}"),
+                    format!(
+                        "agent fell behind the fallback for {DEGRADATION_EPISODES} episodes: in the last it earned {numbers}{unserved}"
+                    ),
                 ))
             }
             Stage::Online | Stage::Serving => {
@@ -558,7 +572,32 @@ impl AppLifecycle {
     /// four episodes (`aware experiment fig9 --quick --episodes 40 --seed 31`,
     /// `load-low-to-high`).
     fn behind_the_rules(&self, s: &ShadowComparison) -> bool {
-        if self.rules_failed { s.agent.slo_violations > s.fallback.slo_violations } else { !self.as_good(s).0 }
+        if self.rules_failed {
+            s.agent.slo_violations > s.fallback.slo_violations || self.dearer_where_neither_serves(s)
+        } else {
+            !self.as_good(s).0
+        }
+    }
+
+    /// Whether, the rules having failed for the app, neither the agent nor the fallback's
+    /// replay served the workload (each violated the SLO in at least [`FAILING_SHARE`] of its
+    /// intervals), the agent in as many intervals or more, and the agent reserved more
+    /// core-seconds than the bootstrapping check allows with as many: it loses to the rules in
+    /// the operator's terms, and what it learned retraining has not found an allocation that
+    /// serves. Retraining there explores on, and its exploration only ever grows the app (each
+    /// step up passes, a step down is held by the guard's stabilisation window): `aware
+    /// experiment fig9 --quick --seed 38`, `io-payload-up`, an app retraining went from 1 to 4
+    /// cores a pod and from 7 to 16 replicas, violating the SLO in every interval as the rules
+    /// did, dropping 90 times the rules' requests. The replay's own start (the allocation the
+    /// agent built) is what made a replay that serves untrustworthy here
+    /// ([`AppLifecycle::behind_the_rules`]); a replay that fails from there too does not have
+    /// that doubt.
+    fn dearer_where_neither_serves(&self, s: &ShadowComparison) -> bool {
+        let allowed = (2.0 - self.thresholds.t_online).max(1.0) * (1.0 + COST_TOLERANCE);
+        failed(&s.agent)
+            && failed(&s.fallback)
+            && s.agent.slo_violations >= s.fallback.slo_violations
+            && matches!((s.agent.core_seconds, s.fallback.core_seconds), (Some(a), Some(f)) if a > f * allowed)
     }
 
     /// Whether the rules failed acting for this app ([`FAILING_SHARE`]) and it has not been
@@ -815,6 +854,43 @@ mod tests {
         assert_eq!(b.episode_end(ep(0.4, 2), Some(level)).unwrap().to, Stage::Online);
         assert!(b.episode_end(ep(0.4, 2), Some(dearer)).is_none());
         assert_eq!(b.episode_end(ep(0.4, 2), Some(dearer)).unwrap().to, Stage::Offline);
+    }
+
+    /// Where the rules failed and neither the retraining agent nor the fallback's replay serves
+    /// the workload, an agent violating as often at more than the allowed core-seconds is
+    /// behind: handed back after two such episodes, and the next retraining waits twice as
+    /// long, as after giving up. At no more cost, or where the replay serves, it retrains on.
+    #[test]
+    fn where_neither_serves_a_dearer_retraining_agent_is_handed_back_as_given_up() {
+        let retraining = || {
+            let mut a = AppLifecycle::new(thresholds(10), true);
+            a.start();
+            let failing = ShadowComparison { agent: ep(-0.5, 100), fallback: ep(-0.3, 100) };
+            a.episode_end(ep(-0.3, 100), Some(failing));
+            assert_eq!(a.episode_end(ep(-0.3, 100), Some(failing)).unwrap().to, Stage::Online);
+            assert!(a.retraining() && a.rules_failed() && a.failing_needed() == 2);
+            a
+        };
+        let mut a = retraining();
+        let dearer = ShadowComparison { agent: costed(-0.9, 100, 900.0), fallback: costed(-0.3, 100, 600.0) };
+        assert!(a.episode_end(ep(-0.9, 100), Some(dearer)).is_none());
+        let t = a.episode_end(ep(-0.9, 100), Some(dearer)).unwrap();
+        assert_eq!(t.to, Stage::Offline);
+        assert!(t.reason.contains("neither served") && t.reason.contains("after 4 failing episodes"), "{}", t.reason);
+        assert_eq!((a.gave_up(), a.failing_needed()), (1, 4));
+        // As dear as allowed, or the replay serving (the replay's start is then in doubt), or
+        // the agent serving where the replay does not: it retrains on.
+        for other in [
+            ShadowComparison { agent: costed(-0.9, 100, 600.0), fallback: costed(-0.3, 100, 600.0) },
+            ShadowComparison { agent: costed(0.2, 10, 900.0), fallback: costed(0.3, 10, 600.0) },
+            ShadowComparison { agent: costed(0.1, 40, 900.0), fallback: costed(-0.3, 100, 600.0) },
+        ] {
+            let mut b = retraining();
+            for _ in 0..3 {
+                assert!(b.episode_end(ep(-0.9, 100), Some(other)).is_none(), "{other:?}");
+            }
+            assert!(b.retraining() && b.gave_up() == 0, "{other:?}");
+        }
     }
 
     #[test]
