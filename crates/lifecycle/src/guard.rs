@@ -183,11 +183,29 @@ pub struct Guard {
     unchanged: u32,
     /// Recent proposals (replicas, CPU millicores, memory bytes), newest last.
     recent: std::collections::VecDeque<(u32, u64, u64)>,
+    /// The proposals are an exploring agent's ([`Guard::set_exploring`]): its decreases are
+    /// not held by the stabilisation window.
+    exploring: bool,
 }
 
 impl Guard {
     pub fn new(config: GuardConfig) -> Self {
-        Self { config, last_time_s: None, unchanged: 0, recent: std::collections::VecDeque::new() }
+        Self { config, last_time_s: None, unchanged: 0, recent: std::collections::VecDeque::new(), exploring: false }
+    }
+
+    /// Whether the proposals from now on are an exploring agent's (its actions perturbed by
+    /// exploration noise) whose decreases of replicas and CPU the downscale stabilisation
+    /// window must not hold, every other rule unchanged (the step caps, the bounds, the
+    /// fallback's floor, the usage fit; memory is held as ever). The window steadies a
+    /// recommender whose proposals flap with noisy metrics; an exploring agent flaps on
+    /// purpose, and with its relative actions the window turns that into a ratchet: each step
+    /// up acts at once, each step down is held at the highest of the last 20 proposals, so the
+    /// allocation climbs while the agent explores (`aware experiment fig9 --quick --seed 38`,
+    /// `io-payload-up`: an app retraining went from 7 to 16 replicas and from 1 to 4 cores a
+    /// pod in 20 intervals, 764 of its decisions held by the window). The manager sets it only
+    /// where [`crate::manager::ManagerConfig::unheld_exploration`] says so.
+    pub fn set_exploring(&mut self, on: bool) {
+        self.exploring = on;
     }
 
     /// Forgets the clock and the recent proposals: a simulator episode on a fresh cluster is a
@@ -266,8 +284,12 @@ impl Guard {
         // Downscale stabilisation: a decrease stops at the highest recent proposal.
         let mut reasons = Vec::new();
         let highest = |f: fn(&(u32, u64, u64)) -> u64| self.recent.iter().map(f).max().unwrap_or(0);
+        let exploring = self.exploring;
+        // Memory is held either way: it is incompressible, and a cut too deep kills pods (every
+        // request they hold is dropped), where a CPU cut only throttles them.
         let stabilised = |want: u64, now: u64, high: u64, what: &str, reasons: &mut Vec<String>| {
-            if want < now && high > want {
+            let held = !exploring || what == "memory bytes";
+            if held && want < now && high > want {
                 let got = high.min(now);
                 reasons.push(format!(
                     "{what} held at {got} by the {}-interval stabilisation window",
@@ -562,6 +584,24 @@ mod tests {
         assert_eq!(g.limit(&rec(4, 1000, 512), 8, &c, &bounds).0.replicas, 4);
         // Increases are never held back by the window.
         assert_eq!(g.limit(&rec(6, 1000, 512), 4, &c, &bounds).0.replicas, 6);
+    }
+
+    /// An exploring agent's decreases are not held by the window (its flapping is on purpose,
+    /// and holding only its steps down walks the allocation up); the step caps still bound
+    /// them, and once it stops exploring the window holds again.
+    #[test]
+    fn an_exploring_agent_steps_down_as_freely_as_up() {
+        let bounds = Profile::default().bounds;
+        let mut g = Guard::new(GuardConfig { stabilisation_intervals: 3, ..GuardConfig::default() });
+        let c = container(1000, 512);
+        g.set_exploring(true);
+        assert_eq!(g.limit(&rec(8, 1000, 512), 6, &c, &bounds).0.replicas, 8);
+        let (out, why) = g.limit(&rec(6, 700, 512), 8, &c, &bounds);
+        assert_eq!((out.replicas, out.containers[0].limits.cpu_millicores), (6, 700), "{why:?}");
+        // Halving at most, as ever.
+        assert_eq!(g.limit(&rec(1, 1000, 512), 6, &c, &bounds).0.replicas, 3);
+        g.set_exploring(false);
+        assert_eq!(g.limit(&rec(4, 1000, 512), 6, &c, &bounds).0.replicas, 6, "held by the window again");
     }
 
     #[test]

@@ -148,6 +148,15 @@ pub struct ManagerConfig {
     /// live decider refuses a configuration with it, and the bootstrapping check's shadow runs
     /// act without it.
     pub headroom: f32,
+    /// Whether an exploring agent's decreases of replicas and CPU go unheld by the guard's
+    /// downscale stabilisation window ([`Guard::set_exploring`]; memory is held either way).
+    /// Off by default: AWARE, retraining on a cluster it serves, keeps the window, which
+    /// costs core-seconds and saves OOM kills and dropped requests (measured both ways in
+    /// `docs/results/lifecycle.md`, session 59). On for the experiments' `converged`
+    /// reference while it trains: trained "with unlimited, unsafe training", it must not be
+    /// crippled by a window that walks an exploring allocation up (each step up acting at
+    /// once, each step down held at the highest of the last 20 proposals).
+    pub unheld_exploration: bool,
     /// Whether the agent may act exploring on a live cluster (the live decider, `aware
     /// controller --explore-while-retraining`): a DDPG agent retraining perturbs its actions
     /// (σ `retrain_noise_sigma`, under the guard and the fallback's floor) to learn what the
@@ -279,6 +288,7 @@ impl Default for ManagerConfig {
             residual: false,
             violation_price: 0.0,
             headroom: 0.0,
+            unheld_exploration: false,
             live_exploration: false,
         }
     }
@@ -1449,6 +1459,13 @@ impl Driver for Manager<'_> {
             .iter()
             .map(|&i| self.agent.exploration(&self.config, seen[i].1, self.apps[i].lifecycle.retraining()))
             .collect();
+        // Where the configuration says so, an exploring app's decreases are not held by the
+        // guard's stabilisation window ([`ManagerConfig::unheld_exploration`]).
+        for &i in &acting {
+            let exploring = self.config.unheld_exploration
+                && self.agent.explores(&self.config, seen[i].1, self.apps[i].lifecycle.retraining());
+            self.apps[i].guard.set_exploring(exploring);
+        }
         let mut actions: Vec<Option<Vec<f32>>> = vec![None; seen.len()];
         let mut explored = vec![false; seen.len()];
         // An exploring app explores around what the guard lets its action do, measured from
