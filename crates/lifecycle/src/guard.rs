@@ -200,9 +200,10 @@ impl Guard {
     /// recommender whose proposals flap with noisy metrics; an exploring agent flaps on
     /// purpose, and with its relative actions the window turns that into a ratchet: each step
     /// up acts at once, each step down is held at the highest of the last 20 proposals, so the
-    /// allocation climbs while the agent explores (`aware experiment fig9 --quick --seed 38`,
-    /// `io-payload-up`: an app retraining went from 7 to 16 replicas and from 1 to 4 cores a
-    /// pod in 20 intervals, 764 of its decisions held by the window). The manager sets it only
+    /// allocation climbs while the agent explores (`aware run --apps 4 --seed 38 --steps 2400
+    /// --scenario io-payload-up@1500`, as `fig9 --quick --seed 38`: an app retraining went from
+    /// 7 to 16 replicas and from 1 to 4 cores a pod in 20 intervals, 164 of its 500 decisions
+    /// while retraining held by the window). The manager sets it only
     /// where [`crate::manager::ManagerConfig::unheld_exploration`] says so.
     pub fn set_exploring(&mut self, on: bool) {
         self.exploring = on;
