@@ -233,11 +233,34 @@ async fn read_target(client: &Client, ns: &str, mpa: &MultidimPodAutoscaler) -> 
 }
 
 /// The pod resources the MPA's target declares in `spec.template` (summed over its
-/// containers, named after the first), or why they cannot be read. The updater resizes pods in
-/// place and scales through `/scale`, so the template stays as the operator deployed it.
-async fn read_declared(client: &Client, ns: &str, mpa: &MultidimPodAutoscaler) -> Result<ContainerResources, String> {
-    let (api, name) = target_api(client, ns, mpa).map_err(|e| e.to_string())?;
-    let target = api.get(&name).await.map_err(|e| format!("reading {name}: {e}"))?;
+/// containers, named after the first), or why they cannot be read; `None` where the read failed
+/// in a way the next pass may not (a timeout, a 5xx, throttling: read again then), as opposed to
+/// an answer that will not change by itself (403: no RBAC for it; 404; a template without
+/// containers). The updater resizes pods in place and scales through `/scale`, so the template
+/// stays as the operator deployed it.
+async fn read_declared(
+    client: &Client,
+    ns: &str,
+    mpa: &MultidimPodAutoscaler,
+) -> Option<Result<ContainerResources, String>> {
+    let (api, name) = match target_api(client, ns, mpa) {
+        Ok(found) => found,
+        Err(e) => return Some(Err(e.to_string())),
+    };
+    let target = match api.get(&name).await {
+        Ok(target) => target,
+        Err(kube::Error::Api(status)) if matches!(status.code, 403 | 404) => {
+            return Some(Err(format!("reading {name}: {}", status.message)));
+        }
+        Err(e) => {
+            tracing::warn!(object = %mpa.key(), "reading {name} for its pod template: {e}; read again next pass");
+            return None;
+        }
+    };
+    Some(declared_resources(&name, &target))
+}
+
+fn declared_resources(name: &str, target: &DynamicObject) -> Result<ContainerResources, String> {
     let containers = target.data.pointer("/spec/template/spec/containers").cloned().unwrap_or_default();
     let containers: Vec<k8s_openapi::api::core::v1::Container> =
         serde_json::from_value(containers).map_err(|e| format!("{name}: spec.template.spec.containers: {e}"))?;
@@ -767,8 +790,10 @@ pub async fn reconcile_once<D: Decider>(
                         }
                     },
                 };
-                if ctx.decider.wants_declared(&key) {
-                    ctx.decider.declared(&key, &profile, read_declared(&ctx.client, &ns, mpa).await);
+                if ctx.decider.wants_declared(&key)
+                    && let Some(declared) = read_declared(&ctx.client, &ns, mpa).await
+                {
+                    ctx.decider.declared(&key, &profile, declared);
                 }
                 let mut rec = ctx
                     .decider

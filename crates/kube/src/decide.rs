@@ -34,8 +34,9 @@ pub trait Decider: Send + Sync + 'static {
     fn forget(&self, _key: &str) {}
 
     /// Whether the decider wants the pod resources the MPA's target declares (its
-    /// `spec.template`) before it next decides: the controller then reads the target once and
-    /// hands them to [`Decider::declared`].
+    /// `spec.template`) before it next decides: the controller then reads the target and hands
+    /// them, or a lasting reason they cannot be read (403, 404), to [`Decider::declared`]; a
+    /// read that failed for now (a timeout, a 5xx) is tried again at the next pass.
     fn wants_declared(&self, _key: &str) -> bool {
         false
     }
@@ -239,10 +240,14 @@ impl Decider for LifecycleDecider {
         match template {
             Ok(template) => {
                 let Ok(mut m) = self.lock() else { return };
+                let changes_before = m.changes().len();
                 match self.app(&mut m, key, profile) {
                     Ok(i) => m.set_declared(i, template),
                     Err(e) => tracing::warn!(app = key, "{e}"),
                 }
+                // A new MPA starts (or is restored from the checkpoint) here.
+                log_changes(&m, changes_before);
+                self.metrics.update_live(&m);
             }
             Err(reason) => tracing::warn!(
                 app = key,

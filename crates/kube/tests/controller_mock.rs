@@ -793,6 +793,37 @@ async fn after_a_restart_the_fallback_hands_back_the_cpu_the_deployment_declares
     assert_eq!(target["cpu"], "100m", "nothing known to hand back: {}", calls[4].body);
 }
 
+/// A template read that fails for now (a 500) is tried again at the next pass; the pass itself
+/// serves as ever. A 403 (above) is not tried again.
+#[tokio::test]
+async fn a_template_read_that_fails_for_now_is_tried_again() {
+    let decider = lifecycle_decider(Vec::new(), "an empty checkpoint");
+    let (ctx, handle) = context(ControllerConfig { interval: Duration::ZERO, ..recommend_only() }, decider);
+    let mut script = Vec::new();
+    for answer in [
+        step(Method::GET, DEPLOYMENT, StatusCode::INTERNAL_SERVER_ERROR, Some(api_status(500, "InternalError"))),
+        step(Method::GET, DEPLOYMENT, StatusCode::OK, Some(deployment("400m", "800m"))),
+    ] {
+        script.push(step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))));
+        script.push(step(Method::GET, PODS, StatusCode::OK, Some(pods(2))));
+        script.push(step(Method::GET, METRICS, StatusCode::OK, Some(pod_metrics(2))));
+        script.push(answer);
+        script.push(step(Method::PUT, STATUS, StatusCode::OK, None));
+    }
+    // Read once it answered: the third pass does not ask.
+    script.push(step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))));
+    script.push(step(Method::GET, PODS, StatusCode::OK, Some(pods(2))));
+    script.push(step(Method::GET, METRICS, StatusCode::OK, Some(pod_metrics(2))));
+    script.push(step(Method::PUT, STATUS, StatusCode::OK, None));
+    let server = serve(handle, script);
+    for _ in 0..3 {
+        reconcile_once(&owned("Off"), &ctx).await.unwrap();
+    }
+    drop(ctx);
+    let calls = server.await.unwrap();
+    assert_eq!(calls.len(), 14);
+}
+
 /// Observing through Prometheus: unreachable, nothing is decided or written, the decision log
 /// says the fallback kept the allocation, and the pass is an error to back off.
 #[tokio::test]

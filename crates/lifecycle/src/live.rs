@@ -147,6 +147,25 @@ impl LiveApp {
     }
 }
 
+/// `observed` with each resource the workload `declared` (a limit above 0) as declared: a
+/// template that leaves a resource to a LimitRange declares nothing for it, and the pods'
+/// own value stands.
+fn with_declared(
+    observed: &aware_core::ContainerResources,
+    declared: &aware_core::ContainerResources,
+) -> aware_core::ContainerResources {
+    let mut out = observed.clone();
+    if declared.limits.cpu_millicores > 0 {
+        out.requests.cpu_millicores = declared.requests.cpu_millicores;
+        out.limits.cpu_millicores = declared.limits.cpu_millicores;
+    }
+    if declared.limits.memory_bytes > 0 {
+        out.requests.memory_bytes = declared.requests.memory_bytes;
+        out.limits.memory_bytes = declared.limits.memory_bytes;
+    }
+    out
+}
+
 /// Requests in the ratio to limits the app's template has (a Burstable pod stays Burstable):
 /// the agent decides limits, and a recommendation's target is read as requests (the MPA
 /// status, the updater, the webhook).
@@ -290,7 +309,7 @@ impl LiveManager {
     pub fn set_declared(&mut self, i: usize, template: aware_core::ContainerResources) {
         if let Some(a) = self.apps.get_mut(i) {
             if let Some(d) = &mut a.deployed {
-                d.1 = template.clone();
+                d.1 = with_declared(&d.1, &template);
             }
             a.declared = Some(template);
         }
@@ -540,8 +559,13 @@ impl LiveManager {
                 return Ok((Taken { obs: None, state: None, ask: None, stage, refused, wants_agent }, false));
             }
         };
-        a.deployed
-            .get_or_insert_with(|| (obs.desired_replicas, a.declared.clone().unwrap_or_else(|| obs.template.clone())));
+        if a.deployed.is_none() {
+            let template = match &a.declared {
+                Some(declared) => with_declared(&obs.template, declared),
+                None => obs.template.clone(),
+            };
+            a.deployed = Some((obs.desired_replicas, template));
+        }
         // A decision whose outcome comes too late (or from a clock that went back) is dropped.
         if let Some(p) = &a.pending {
             let elapsed = obs.time_s - p.time_s;
@@ -962,6 +986,25 @@ mod tests {
         let (untold, _, _) = first_decision(false);
         assert_eq!(untold.recommendation.expect("the fallback proposes").containers[0].limits.cpu_millicores, cut);
         assert!(!untold.decision.guard.contains("restored"), "{}", untold.decision.guard);
+    }
+
+    /// A template that declares no CPU (a LimitRange sets it) leaves the pods' CPU as the
+    /// deployment's; what it declares replaces what was observed.
+    #[test]
+    fn a_resource_the_template_leaves_unset_stays_as_observed() {
+        let observed = ContainerResources {
+            name: "web".into(),
+            requests: aware_core::Resources::new(250, 256 << 20),
+            limits: aware_core::Resources::new(500, 512 << 20),
+        };
+        let declared = ContainerResources {
+            name: "web".into(),
+            requests: aware_core::Resources::new(0, 512 << 20),
+            limits: aware_core::Resources::new(0, 1 << 30),
+        };
+        let got = with_declared(&observed, &declared);
+        assert_eq!((got.requests.cpu_millicores, got.limits.cpu_millicores), (250, 500));
+        assert_eq!((got.requests.memory_bytes, got.limits.memory_bytes), (512 << 20, 1 << 30));
     }
 
     /// The CPU headroom is the simulated manager's (the experiments' reference): the live

@@ -139,7 +139,12 @@ pub fn compare(
             container: CONTAINER.into(),
             cpu_request_ratio: 1.0,
         },
-        guard: app.guard.cloned().unwrap_or_else(|| Guard::new(guard.clone())),
+        // Greedy: no exploring proposals, whatever the guard was carrying.
+        guard: {
+            let mut g = app.guard.cloned().unwrap_or_else(|| Guard::new(guard.clone()));
+            g.set_exploring(false);
+            g
+        },
         rules: match floor || residual {
             true => Some(app.fallback(fallback)?),
             false => None,
