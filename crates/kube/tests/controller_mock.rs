@@ -183,6 +183,15 @@ fn deployment(cpu_request: &str, cpu_limit: &str) -> Value {
     })
 }
 
+/// One pass's observation of `web` at 2 replicas: its scale subresource, pods and their usage.
+fn observed() -> [Step; 3] {
+    [
+        step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))),
+        step(Method::GET, PODS, StatusCode::OK, Some(pods(2))),
+        step(Method::GET, METRICS, StatusCode::OK, Some(pod_metrics(2))),
+    ]
+}
+
 fn context<D: Decider>(config: ControllerConfig, decider: D) -> (Context<D>, Handle) {
     let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     (Context::new(Client::new(service, "default"), config, decider), handle)
@@ -766,16 +775,9 @@ async fn after_a_restart_the_fallback_hands_back_the_cpu_the_deployment_declares
     let pass = |declared: Step| {
         let decider = lifecycle_decider(Vec::new(), "an empty checkpoint");
         let (ctx, handle) = context(recommend_only(), decider);
-        let server = serve(
-            handle,
-            vec![
-                step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))),
-                step(Method::GET, PODS, StatusCode::OK, Some(pods(2))),
-                step(Method::GET, METRICS, StatusCode::OK, Some(pod_metrics(2))),
-                declared,
-                step(Method::PUT, STATUS, StatusCode::OK, None),
-            ],
-        );
+        let mut script = Vec::from(observed());
+        script.extend([declared, step(Method::PUT, STATUS, StatusCode::OK, None)]);
+        let server = serve(handle, script);
         (ctx, server)
     };
     let (ctx, server) = pass(step(Method::GET, DEPLOYMENT, StatusCode::OK, Some(deployment("400m", "800m"))));
@@ -804,16 +806,11 @@ async fn a_template_read_that_fails_for_now_is_tried_again() {
         step(Method::GET, DEPLOYMENT, StatusCode::INTERNAL_SERVER_ERROR, Some(api_status(500, "InternalError"))),
         step(Method::GET, DEPLOYMENT, StatusCode::OK, Some(deployment("400m", "800m"))),
     ] {
-        script.push(step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))));
-        script.push(step(Method::GET, PODS, StatusCode::OK, Some(pods(2))));
-        script.push(step(Method::GET, METRICS, StatusCode::OK, Some(pod_metrics(2))));
-        script.push(answer);
-        script.push(step(Method::PUT, STATUS, StatusCode::OK, None));
+        script.extend(observed());
+        script.extend([answer, step(Method::PUT, STATUS, StatusCode::OK, None)]);
     }
     // Read once it answered: the third pass does not ask.
-    script.push(step(Method::GET, SCALE, StatusCode::OK, Some(scale(2))));
-    script.push(step(Method::GET, PODS, StatusCode::OK, Some(pods(2))));
-    script.push(step(Method::GET, METRICS, StatusCode::OK, Some(pod_metrics(2))));
+    script.extend(observed());
     script.push(step(Method::PUT, STATUS, StatusCode::OK, None));
     let server = serve(handle, script);
     for _ in 0..3 {

@@ -68,35 +68,27 @@ impl ShadowApp<'_> {
 /// [`ShadowApp::deployed`] is known.
 pub fn fallback(app: &ShadowApp, fallback: &PolicyName) -> Result<EpisodeOutcome, LabError> {
     let policy = app.fallback(fallback)?;
-    match app.deployed {
-        Some(&(replicas, ref template)) => run(
-            app,
-            app.rates.len() as u64,
-            &mut HandedBack {
-                rules: Recommenders::new(vec![policy]),
-                deployed: (replicas, template),
-                bounds: &app.profile.bounds,
-            },
-        ),
-        None => run(app, app.rates.len() as u64, &mut Recommenders::new(vec![policy])),
-    }
+    let mut rules =
+        HandedBack { rules: Recommenders::new(vec![policy]), deployed: app.deployed, bounds: &app.profile.bounds };
+    run(app, app.rates.len() as u64, &mut rules)
 }
 
 /// The fallback serving an app handed to it, as the manager has it act: each proposal with
-/// what the fallback does not manage raised back to the deployment
+/// what the fallback does not manage raised back to the deployment, where it is known
 /// ([`crate::manager::restore_unmanaged`]).
 struct HandedBack<'a> {
     rules: Recommenders,
-    deployed: (u32, &'a ContainerResources),
+    deployed: Option<&'a (u32, ContainerResources)>,
     bounds: &'a aware_core::Bounds,
 }
 
 impl Driver for HandedBack<'_> {
     fn decide(&mut self, arena: &dyn Arena, states: &[Vec<f32>], infos: &[StepInfo]) -> Result<Vec<Control>, LabError> {
         let mut controls = self.rules.decide(arena, states, infos)?;
+        let Some((replicas, template)) = self.deployed else { return Ok(controls) };
         for (control, policy) in controls.iter_mut().zip(&mut self.rules.policies) {
             if let Control::Recommendation(rec) = control {
-                restore_unmanaged(rec, policy.recommender().scope(), self.deployed, self.bounds);
+                restore_unmanaged(rec, policy.recommender().scope(), (*replicas, template), self.bounds);
             }
         }
         Ok(controls)
