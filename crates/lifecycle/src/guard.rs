@@ -53,6 +53,12 @@ pub struct GuardConfig {
     /// by HPA on CPU utilisation, HPA's own scale-up point ([`hpa_cut_headroom`]): a cut past it
     /// is one the fallback undoes at its next look, through the floor.
     pub cpu_cut_headroom: f64,
+    /// How long an OOM kill holds the memory limit up ([`Guard::keep_oom_floor`]): VPA's
+    /// memory aggregation interval (24 h), for which its recommender keeps an OOM kill as the
+    /// container's memory peak. 0: no floor. Like the fallback's floor, it is part of the
+    /// rules' net: [`GuardConfig::for_agent`] keeps it only where the fallback floors the agent
+    /// (the policy alone, `no-bootstrap` and the `converged` reference, learns its own memory).
+    pub oom_hold_s: f64,
 }
 
 /// The cores per core in use below which HPA, targeting `cpu_target` utilisation, scales up:
@@ -81,7 +87,10 @@ impl GuardConfig {
             Some(t) if fallback_floor => hpa_cut_headroom(t),
             _ => 1.0 + USAGE_MARGIN,
         };
-        Self { refuse_not_serving: fallback_floor, cpu_cut_headroom, ..Self::from(g) }
+        let base = Self::from(g);
+        // The floor after an OOM kill comes with the rules' net, as the fallback's floor does.
+        let oom_hold_s = if fallback_floor { base.oom_hold_s } else { 0.0 };
+        Self { refuse_not_serving: fallback_floor, cpu_cut_headroom, oom_hold_s, ..base }
     }
 }
 
@@ -102,6 +111,7 @@ impl From<&aware_core::GuardLimits> for GuardConfig {
             stabilisation_intervals: g.stabilisation_intervals as usize,
             refuse_not_serving: false,
             cpu_cut_headroom: 1.0 + USAGE_MARGIN,
+            oom_hold_s: aware_baselines::model::MEMORY_AGGREGATION_INTERVAL_S,
         }
     }
 }
@@ -186,11 +196,32 @@ pub struct Guard {
     /// The proposals are an exploring agent's ([`Guard::set_exploring`]): its decreases are
     /// not held by the stabilisation window.
     exploring: bool,
+    /// The memory limit an OOM kill proved too small, bumped as VPA bumps it, and the backend
+    /// time until which no proposal goes below it ([`Guard::keep_oom_floor`]).
+    oom_floor: Option<OomFloor>,
+}
+
+/// The memory limit below which no proposal goes for a while after an OOM kill.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct OomFloor {
+    /// The limit the pod was killed at, bytes.
+    killed_bytes: u64,
+    /// The floor: `killed_bytes` bumped by VPA's OOM rule, bytes.
+    bytes: u64,
+    /// Backend time of the kill, seconds.
+    at_s: f64,
 }
 
 impl Guard {
     pub fn new(config: GuardConfig) -> Self {
-        Self { config, last_time_s: None, unchanged: 0, recent: std::collections::VecDeque::new(), exploring: false }
+        Self {
+            config,
+            last_time_s: None,
+            unchanged: 0,
+            recent: std::collections::VecDeque::new(),
+            exploring: false,
+            oom_floor: None,
+        }
     }
 
     /// Whether the proposals from now on are an exploring agent's (its actions perturbed by
@@ -218,6 +249,7 @@ impl Guard {
 
     /// Why `obs` (with its encoded `state`) must not reach the agent, if it must not.
     pub fn check(&mut self, obs: &Observation, state: &[f32]) -> Result<(), Untrusted> {
+        self.note_oom_kills(obs);
         // A clock that moved either way is live (backwards: the backend restarted an episode).
         let advanced = self.last_time_s.is_none_or(|t| obs.time_s != t);
         if advanced {
@@ -248,6 +280,62 @@ impl Guard {
             Ok(None) if self.config.refuse_not_serving => Err(Untrusted::NotServing { pods: obs.pods.len() }),
             Ok(_) => Ok(()),
         }
+    }
+
+    /// Remembers the OOM kills `obs` reports (the limit each pod was killed at): the floor
+    /// [`Guard::keep_oom_floor`] keeps under every proposal. Every observation passes here
+    /// ([`Guard::check`]), whoever acts on it.
+    pub fn note_oom_kills(&mut self, obs: &Observation) {
+        let Some(killed) =
+            obs.pods.iter().filter_map(|p| p.oom_killed_at_bytes).filter(|b| b.is_finite()).reduce(f64::max)
+        else {
+            return;
+        };
+        let killed_bytes = killed.max(0.0) as u64;
+        let bumped = (killed + aware_baselines::model::OOM_MIN_BUMP_UP_BYTES)
+            .max(killed * aware_baselines::model::OOM_BUMP_UP_RATIO);
+        let floor = OomFloor { killed_bytes, bytes: bumped.ceil() as u64, at_s: obs.time_s };
+        // A kill at a lower limit than the floor's (an older pod's) does not lower it.
+        self.oom_floor = match self.active_oom_floor(obs.time_s) {
+            Some(f) if f.bytes >= floor.bytes => Some(OomFloor { at_s: obs.time_s, ..f }),
+            _ => Some(floor),
+        };
+    }
+
+    fn active_oom_floor(&self, now_s: f64) -> Option<OomFloor> {
+        self.oom_floor.filter(|f| now_s - f.at_s < self.config.oom_hold_s && now_s >= f.at_s)
+    }
+
+    /// `rec` with a memory limit below the one the last OOM kill proved too small raised to it,
+    /// bumped by VPA's OOM rule (× 1.2, at least + 100 MiB) and within `bounds`, for
+    /// [`GuardConfig::oom_hold_s`] after the kill; the reason when it raised anything.
+    /// Whoever proposes: the agent's proposals ([`Guard::limit_under`]) and the fallback's.
+    ///
+    /// Why the fallback's too: VPA bumps an OOM-killed container's memory by adding the bumped
+    /// value to a histogram of every pod's peak, so where many pods ran small (an agent had 16
+    /// replicas where the rules run 2) one pod's kill does not move the percentile it
+    /// recommends, and it keeps recommending the limit that was just killed. `aware run --apps 4
+    /// --seed 120 --steps 2000` (reward window 5, as `fig10 --quick --seed 120`): an app handed
+    /// back from an agent at 16 × (4 cores, 8 GiB) had its memory cut by VPA to 250 MiB and its
+    /// replicas by HPA to 1, which crash-looped on OOM kills under the rules for the rest of
+    /// the run: 382 SLO-violating intervals against 0 for the same rules alone.
+    pub fn keep_oom_floor(&self, rec: &mut Recommendation, now_s: f64, bounds: &Bounds) -> Option<String> {
+        let f = self.active_oom_floor(now_s)?;
+        let to = f.bytes.min(bounds.max_memory_bytes());
+        let c = rec.containers.first_mut()?;
+        if c.limits.memory_bytes == 0 || c.limits.memory_bytes >= to {
+            return None;
+        }
+        let from = c.limits.memory_bytes;
+        c.requests.memory_bytes = (c.requests.memory_bytes as f64 * to as f64 / from as f64).round() as u64;
+        c.limits.memory_bytes = to;
+        Some(format!(
+            "memory MiB {} → {}: a pod was OOM-killed at {} MiB {:.0} s ago",
+            from / MIB,
+            to / MIB,
+            f.killed_bytes / MIB,
+            now_s - f.at_s
+        ))
     }
 
     /// Remembers a proposal that acted without the guard's caps (the fallback's), so a later
@@ -353,12 +441,15 @@ impl Guard {
 
     /// An agent's `proposal` [`Guard::limit`]ed, then, when the fallback's proposal for the same
     /// interval is given, [`Guard::floor`]ed under it; the reasons of both, when anything changed.
-    /// Then [`Guard::fit_usage`] under the measured `usage`, when given.
+    /// Then [`Guard::fit_usage`] under the measured `usage`, when given,
+    /// [`Guard::hold_while_pending`] with the app's `pending` pods, and [`Guard::keep_oom_floor`].
+    #[allow(clippy::too_many_arguments)]
     pub fn limit_under(
         &mut self,
         proposal: &Recommendation,
         fallback: Option<&Recommendation>,
         usage: Option<&Usage>,
+        pending: usize,
         replicas: u32,
         current: &ContainerResources,
         bounds: &Bounds,
@@ -372,7 +463,13 @@ impl Guard {
             Some(u) => self.fit_usage(rec, u, replicas, current, bounds),
             None => (rec, None),
         };
-        let why: Vec<String> = limited.into_iter().chain(raised).chain(fitted).collect();
+        let (mut rec, unplaced) = self.hold_while_pending(rec, pending, replicas, current);
+        let oom = self.last_time_s.and_then(|now| self.keep_oom_floor(&mut rec, now, bounds));
+        // The window remembers what acts.
+        if let (Some(_), Some(last), Some(c)) = (&oom, self.recent.back_mut(), rec.containers.first()) {
+            last.2 = c.limits.memory_bytes;
+        }
+        let why: Vec<String> = limited.into_iter().chain(raised).chain(fitted).chain(unplaced).chain(oom).collect();
         (rec, (!why.is_empty()).then(|| why.join("; ")))
     }
 
@@ -443,6 +540,48 @@ impl Guard {
         }
         let fitted = self.replace_last(&got.name, (new_replicas, cpu, memory));
         (fitted, Some(format!("cut undone, the usage does not fit it: {}", reasons.join("; "))))
+    }
+
+    /// `rec` with any growth (replicas, CPU or memory per pod) held at the current allocation
+    /// while `pending` pods of the app wait for a node: the cluster has no room for what the app
+    /// already asks, so more only adds pods that wait (and larger pods that fit nowhere). The
+    /// reason when anything was held. Only through [`Guard::limit_under`].
+    ///
+    /// Why: an exploring agent whose new pods never start reads the same utilisation from the
+    /// pods that do, and goes on asking. `aware run --apps 4 --seed 6 --steps 2000` (reward
+    /// window 5, as `fig10 --quick --seed 6`): an app retraining went from 13 replicas of
+    /// 1 core to 84 of 4 cores in 100 intervals at the same load; at the next episode none of
+    /// its pods had a node, and the fallback, measuring nothing, held them there for the rest
+    /// of the run (200 SLO-violating intervals against 50 for the rules alone).
+    fn hold_while_pending(
+        &mut self,
+        rec: Recommendation,
+        pending: usize,
+        replicas: u32,
+        current: &ContainerResources,
+    ) -> (Recommendation, Option<String>) {
+        let Some(c) = rec.containers.first().filter(|_| pending > 0) else { return (rec, None) };
+        let now = &current.limits;
+        let held = (
+            rec.replicas.min(replicas),
+            c.limits.cpu_millicores.min(now.cpu_millicores.max(1)),
+            c.limits.memory_bytes.min(now.memory_bytes.max(1)),
+        );
+        if held == (rec.replicas, c.limits.cpu_millicores, c.limits.memory_bytes) {
+            return (rec, None);
+        }
+        let why = format!(
+            "growth held: {pending} pod{} wait{} for a node (asked {} × ({} m, {} MiB), now {replicas} × ({} m, {} MiB))",
+            if pending == 1 { "" } else { "s" },
+            if pending == 1 { "s" } else { "" },
+            rec.replicas,
+            c.limits.cpu_millicores,
+            c.limits.memory_bytes / MIB,
+            now.cpu_millicores,
+            now.memory_bytes / MIB,
+        );
+        let name = c.name.clone();
+        (self.replace_last(&name, held), Some(why))
     }
 
     /// What acts instead of the proposal [`Guard::limit`] last remembered: the stabilisation
@@ -660,6 +799,94 @@ mod tests {
         obs
     }
 
+    /// After an OOM kill no proposal, the fallback's or the agent's, goes below the killed
+    /// limit bumped as VPA bumps it (× 1.2, at least + 100 MiB), for the hold; a later kill at a
+    /// higher limit raises the floor, one at a lower limit does not lower it.
+    #[test]
+    fn after_an_oom_kill_no_proposal_goes_below_the_killed_limit_bumped() {
+        let bounds = Profile::default().bounds;
+        let mut g = Guard::new(GuardConfig { oom_hold_s: 3600.0, ..GuardConfig::default() });
+        let mut obs = observation(1000.0, Some(0.5));
+        assert!(g.check(&obs, &[0.1]).is_ok());
+        let mut fallback = rec(1, 4000, 250);
+        assert_eq!(g.keep_oom_floor(&mut fallback, obs.time_s, &bounds), None, "no kill yet");
+        obs.time_s = 1015.0;
+        obs.pods[0].oom_killed_at_bytes = Some((250 * MIB) as f64);
+        let _ = g.check(&obs, &[0.1]);
+        // 250 MiB killed: + 100 MiB beats × 1.2.
+        let why = g.keep_oom_floor(&mut fallback, obs.time_s, &bounds).expect("raised");
+        assert_eq!(fallback.containers[0].limits.memory_bytes, 350 * MIB);
+        assert_eq!(fallback.containers[0].requests.memory_bytes, 350 * MIB, "the request moves with the limit");
+        assert!(why.contains("OOM-killed at 250 MiB"), "{why}");
+        // The agent's proposals too, through the guard's caps.
+        let c = container(1000, 250);
+        let (agent, why) = g.limit_under(&rec(1, 1000, 200), None, None, 0, 1, &c, &bounds);
+        assert_eq!(agent.containers[0].limits.memory_bytes, 350 * MIB);
+        assert!(why.unwrap().contains("OOM-killed"));
+        // Killed again at 1000 MiB: × 1.2 beats + 100 MiB. A later kill at 300 MiB keeps it.
+        obs.time_s = 1030.0;
+        obs.pods[0].oom_killed_at_bytes = Some((1000 * MIB) as f64);
+        let _ = g.check(&obs, &[0.1]);
+        obs.time_s = 1045.0;
+        obs.pods[0].oom_killed_at_bytes = Some((300 * MIB) as f64);
+        let _ = g.check(&obs, &[0.1]);
+        let mut p = rec(1, 1000, 512);
+        g.keep_oom_floor(&mut p, 1045.0, &bounds);
+        assert_eq!(p.containers[0].limits.memory_bytes, 1200 * MIB);
+        // A proposal at or above the floor passes; the floor stays within the bounds.
+        let mut above = rec(1, 1000, 2048);
+        assert_eq!(g.keep_oom_floor(&mut above, 1045.0, &bounds), None);
+        let tight = aware_core::Bounds { max_memory_mib: 1024, ..bounds.clone() };
+        let mut p = rec(1, 1000, 512);
+        g.keep_oom_floor(&mut p, 1045.0, &tight);
+        assert_eq!(p.containers[0].limits.memory_bytes, 1024 * MIB);
+        // Once the hold has passed since the last kill, proposals pass as they are.
+        let mut late = rec(1, 1000, 256);
+        assert_eq!(g.keep_oom_floor(&mut late, 1045.0 + 3600.0, &bounds), None);
+        assert_eq!(late.containers[0].limits.memory_bytes, 256 * MIB);
+        // A fresh cluster (restart) forgets the kills.
+        g.restart();
+        let mut p = rec(1, 1000, 256);
+        assert_eq!(g.keep_oom_floor(&mut p, 1050.0, &bounds), None);
+    }
+
+    /// While pods of the app wait for a node, no proposal grows it (replicas, CPU or memory
+    /// per pod); cuts pass, and growth passes again once every pod is placed.
+    #[test]
+    fn no_growth_while_pods_wait_for_a_node() {
+        let bounds = Profile::default().bounds;
+        let c = container(1000, 512);
+        let mut g = Guard::new(GuardConfig::default());
+        let (held, why) = g.limit_under(&rec(6, 2000, 1024), None, None, 2, 4, &c, &bounds);
+        assert_eq!(held, rec(4, 1000, 512));
+        assert!(why.unwrap().contains("2 pods wait for a node"));
+        // Only the growth is held: a cut in one dimension beside growth in another goes through.
+        // The window remembers what acted: the held allocation, not the one asked for.
+        assert_eq!(g.recent.back(), Some(&(4, 1000, 512 * MIB)));
+        let (mixed, _) =
+            Guard::new(GuardConfig::default()).limit_under(&rec(6, 800, 512), None, None, 1, 4, &c, &bounds);
+        assert_eq!(mixed, rec(4, 800, 512));
+        let (cut, _) = Guard::new(GuardConfig::default()).limit_under(&rec(3, 800, 256), None, None, 2, 4, &c, &bounds);
+        assert_eq!(cut, rec(3, 800, 256));
+        let (grown, why) =
+            Guard::new(GuardConfig::default()).limit_under(&rec(6, 2000, 1024), None, None, 0, 4, &c, &bounds);
+        assert_eq!(grown, rec(6, 2000, 1024));
+        assert_eq!(why, None);
+    }
+
+    /// The policy alone (no fallback floors it) gets no floor after an OOM kill.
+    #[test]
+    fn the_oom_floor_comes_with_the_fallbacks_floor() {
+        let limits = aware_core::GuardLimits::default();
+        assert!(GuardConfig::for_agent(&limits, true, None).oom_hold_s > 0.0);
+        let mut alone = Guard::new(GuardConfig::for_agent(&limits, false, None));
+        let mut obs = observation(15.0, Some(0.5));
+        obs.pods[0].oom_killed_at_bytes = Some((256 * MIB) as f64);
+        let _ = alone.check(&obs, &[0.1]);
+        let mut p = rec(1, 1000, 256);
+        assert_eq!(alone.keep_oom_floor(&mut p, 15.0, &Profile::default().bounds), None);
+    }
+
     #[test]
     fn unusable_observations_are_refused_with_a_reason() {
         let mut g = Guard::new(GuardConfig::default());
@@ -750,8 +977,15 @@ mod tests {
         // What acts is what the stabilisation window remembers: a later cut to 1 replica is held.
         let mut g = Guard::new(GuardConfig::default());
         let usage = Usage { cpu_cores: 1.12, memory_bytes: (300 * MIB) as f64 };
-        let (out, _) =
-            g.limit_under(&rec(1, 1000, 512), None, Some(&usage), 2, &container(1000, 512), &Profile::default().bounds);
+        let (out, _) = g.limit_under(
+            &rec(1, 1000, 512),
+            None,
+            Some(&usage),
+            0,
+            2,
+            &container(1000, 512),
+            &Profile::default().bounds,
+        );
         assert_eq!(out.replicas, 2);
         let (out, why) = g.limit(&rec(1, 1000, 512), 2, &container(1000, 512), &Profile::default().bounds);
         assert_eq!(out.replicas, 2, "{why:?}");

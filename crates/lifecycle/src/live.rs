@@ -713,6 +713,17 @@ impl LiveManager {
                 if let (Some(p), false, false) = (&mut p, t.wants_agent, self.config.residual) {
                     hand_back(p, &mut a.fallback, a.deployed.as_ref(), &a.decoder.bounds, &mut verdict);
                 }
+                if let Some(p) = &mut p {
+                    crate::manager::unplaced_back(
+                        p,
+                        a.fallback.recommender().scope(),
+                        a.deployed.as_ref(),
+                        obs,
+                        &a.decoder.bounds,
+                        &mut verdict,
+                    );
+                    crate::manager::keep_oom_floor(&a.guard, p, obs.time_s, &a.decoder.bounds, &mut verdict);
+                }
                 if let Some(p) = &p {
                     a.guard.witness(p, &obs.template);
                     // The fallback's own decision is a residual agent's action 0.

@@ -68,8 +68,12 @@ impl ShadowApp<'_> {
 /// [`ShadowApp::deployed`] is known.
 pub fn fallback(app: &ShadowApp, fallback: &PolicyName) -> Result<EpisodeOutcome, LabError> {
     let policy = app.fallback(fallback)?;
-    let mut rules =
-        HandedBack { rules: Recommenders::new(vec![policy]), deployed: app.deployed, bounds: &app.profile.bounds };
+    let mut rules = HandedBack {
+        rules: Recommenders::new(vec![policy]),
+        deployed: app.deployed,
+        bounds: &app.profile.bounds,
+        guard: app.guard.cloned().unwrap_or_else(|| Guard::new(GuardConfig::default())),
+    };
     run(app, app.rates.len() as u64, &mut rules)
 }
 
@@ -80,15 +84,26 @@ struct HandedBack<'a> {
     rules: Recommenders,
     deployed: Option<&'a (u32, ContainerResources)>,
     bounds: &'a aware_core::Bounds,
+    /// For its floor after an OOM kill ([`Guard::keep_oom_floor`]), which the manager keeps
+    /// under the fallback too: as the agent's guard was when the traffic began.
+    guard: Guard,
 }
 
 impl Driver for HandedBack<'_> {
     fn decide(&mut self, arena: &dyn Arena, states: &[Vec<f32>], infos: &[StepInfo]) -> Result<Vec<Control>, LabError> {
         let mut controls = self.rules.decide(arena, states, infos)?;
-        let Some((replicas, template)) = self.deployed else { return Ok(controls) };
+        let obs = arena.observe(0).transpose()?;
+        if let Some(obs) = &obs {
+            self.guard.note_oom_kills(obs);
+        }
         for (control, policy) in controls.iter_mut().zip(&mut self.rules.policies) {
             if let Control::Recommendation(rec) = control {
-                restore_unmanaged(rec, policy.recommender().scope(), (*replicas, template), self.bounds);
+                if let Some((replicas, template)) = self.deployed {
+                    restore_unmanaged(rec, policy.recommender().scope(), (*replicas, template), self.bounds);
+                }
+                if let Some(obs) = &obs {
+                    self.guard.keep_oom_floor(rec, obs.time_s, self.bounds);
+                }
             }
         }
         Ok(controls)
@@ -322,7 +337,8 @@ impl Driver for Greedy<'_> {
         if self.guard.check(&obs, &states[0]).is_err() {
             // The manager lets the fallback act here (it sees every observation).
             return Ok(vec![match self.rules.as_mut().and_then(|f| f.recommender().recommend(&obs).ok()) {
-                Some(rec) => {
+                Some(mut rec) => {
+                    self.guard.keep_oom_floor(&mut rec, obs.time_s, &self.decoder.bounds);
                     self.guard.witness(&rec, &obs.template);
                     Control::Recommendation(rec)
                 }
@@ -341,6 +357,7 @@ impl Driver for Greedy<'_> {
             &proposal,
             floor,
             usage.as_ref(),
+            crate::manager::pending_pods(&obs),
             obs.desired_replicas,
             &obs.template,
             &self.decoder.bounds,
