@@ -59,6 +59,10 @@ pub struct GuardConfig {
     /// rules' net: [`GuardConfig::for_agent`] keeps it only where the fallback floors the agent
     /// (the policy alone, `no-bootstrap` and the `converged` reference, learns its own memory).
     pub oom_hold_s: f64,
+    /// Intervals in a row with none of the app's pods on a node after which the fallback's
+    /// proposals go back to what its pods last ran ready ([`Guard::roll_back_unplaced`]): long
+    /// enough for a cluster autoscaler to add a node (2 minutes), short of an outage.
+    pub unplaced_grace_intervals: u32,
 }
 
 /// The cores per core in use below which HPA, targeting `cpu_target` utilisation, scales up:
@@ -112,6 +116,7 @@ impl From<&aware_core::GuardLimits> for GuardConfig {
             refuse_not_serving: false,
             cpu_cut_headroom: 1.0 + USAGE_MARGIN,
             oom_hold_s: aware_baselines::model::MEMORY_AGGREGATION_INTERVAL_S,
+            unplaced_grace_intervals: UNPLACED_GRACE_INTERVALS,
         }
     }
 }
@@ -199,7 +204,14 @@ pub struct Guard {
     /// The memory limit an OOM kill proved too small, bumped as VPA bumps it, and the backend
     /// time until which no proposal goes below it ([`Guard::keep_oom_floor`]).
     oom_floor: Option<OomFloor>,
+    /// What the app's ready pods last ran: their number and each resource's largest limit.
+    last_ready: Option<(u32, u64, u64)>,
+    /// Observations in a row with pods and none of them on a node.
+    unplaced: u32,
 }
+
+/// [`GuardConfig::unplaced_grace_intervals`]'s default: 8 intervals of 15 s.
+pub const UNPLACED_GRACE_INTERVALS: u32 = 8;
 
 /// The memory limit below which no proposal goes for a while after an OOM kill.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -221,6 +233,8 @@ impl Guard {
             recent: std::collections::VecDeque::new(),
             exploring: false,
             oom_floor: None,
+            last_ready: None,
+            unplaced: 0,
         }
     }
 
@@ -250,6 +264,7 @@ impl Guard {
     /// Why `obs` (with its encoded `state`) must not reach the agent, if it must not.
     pub fn check(&mut self, obs: &Observation, state: &[f32]) -> Result<(), Untrusted> {
         self.note_oom_kills(obs);
+        self.note_placement(obs);
         // A clock that moved either way is live (backwards: the backend restarted an episode).
         let advanced = self.last_time_s.is_none_or(|t| obs.time_s != t);
         if advanced {
@@ -285,7 +300,7 @@ impl Guard {
     /// Remembers the OOM kills `obs` reports (the limit each pod was killed at): the floor
     /// [`Guard::keep_oom_floor`] keeps under every proposal. Every observation passes here
     /// ([`Guard::check`]), whoever acts on it.
-    pub fn note_oom_kills(&mut self, obs: &Observation) {
+    fn note_oom_kills(&mut self, obs: &Observation) {
         let Some(killed) =
             obs.pods.iter().filter_map(|p| p.oom_killed_at_bytes).filter(|b| b.is_finite()).reduce(f64::max)
         else {
@@ -300,6 +315,64 @@ impl Guard {
             Some(f) if f.bytes >= floor.bytes => Some(OomFloor { at_s: obs.time_s, ..f }),
             _ => Some(floor),
         };
+    }
+
+    /// Remembers what the app's ready pods ran, and counts the observations in a row where
+    /// none of its pods has a node ([`Guard::roll_back_unplaced`]).
+    fn note_placement(&mut self, obs: &Observation) {
+        let ready: Vec<&ContainerResources> =
+            obs.pods.iter().filter(|p| p.phase == PodPhase::Ready && !p.deleting).map(|p| &p.resources).collect();
+        if !ready.is_empty() {
+            let most = |f: fn(&ContainerResources) -> u64| ready.iter().map(|c| f(c)).max().unwrap_or(0);
+            self.last_ready =
+                Some((ready.len() as u32, most(|c| c.limits.cpu_millicores), most(|c| c.limits.memory_bytes)));
+        }
+        let unplaced = !obs.pods.is_empty() && obs.pods.iter().all(|p| p.node.is_none());
+        self.unplaced = if unplaced { self.unplaced.saturating_add(1) } else { 0 };
+    }
+
+    /// `rec` (the fallback's) brought back down to what the app's pods last ran ready (their
+    /// number, each pod's CPU and memory limits) where it asks for more, once none of the app's
+    /// pods has had a node for [`GuardConfig::unplaced_grace_intervals`] observations; the
+    /// reason when it lowered anything. The rules cannot do it: with nothing running they
+    /// measure nothing (HPA keeps the replicas, VPA its recommendation), and MPA never sets the
+    /// CPU limit.
+    ///
+    /// Why: `aware run --apps 4 --seed 6 --steps 2000` (reward window 5, as `fig10 --quick
+    /// --seed 6`): an app retraining grew from 13 replicas of (1 core, 2.4 GiB) to 84 of
+    /// (4 cores, 6.2 GiB) at the same load, most of them never placed; when the next episode
+    /// began none of its pods had a node, and the fallback held them so for the last 200
+    /// intervals of the run, each violating the SLO (200 against 50 for the rules alone).
+    pub fn roll_back_unplaced(&self, rec: &mut Recommendation) -> Option<String> {
+        if self.unplaced < self.config.unplaced_grace_intervals.max(1) {
+            return None;
+        }
+        let (replicas, cpu, memory) = self.last_ready?;
+        let mut lowered = Vec::new();
+        if rec.replicas > replicas.max(1) {
+            lowered.push(format!("replicas {} → {}", rec.replicas, replicas.max(1)));
+            rec.replicas = replicas.max(1);
+        }
+        let scaled = |request: u64, limit: u64, to: u64| (request as f64 * to as f64 / limit as f64).round() as u64;
+        if let Some(c) = rec.containers.first_mut() {
+            if cpu > 0 && c.limits.cpu_millicores > cpu {
+                lowered.push(format!("cpu millicores {} → {cpu}", c.limits.cpu_millicores));
+                c.requests.cpu_millicores = scaled(c.requests.cpu_millicores, c.limits.cpu_millicores, cpu);
+                c.limits.cpu_millicores = cpu;
+            }
+            if memory > 0 && c.limits.memory_bytes > memory {
+                lowered.push(format!("memory MiB {} → {}", c.limits.memory_bytes / MIB, memory / MIB));
+                c.requests.memory_bytes = scaled(c.requests.memory_bytes, c.limits.memory_bytes, memory);
+                c.limits.memory_bytes = memory;
+            }
+        }
+        (!lowered.is_empty()).then(|| {
+            format!(
+                "{} (what its pods last ran ready: none has had a node for {} intervals)",
+                lowered.join(", "),
+                self.unplaced
+            )
+        })
     }
 
     fn active_oom_floor(&self, now_s: f64) -> Option<OomFloor> {
@@ -441,15 +514,13 @@ impl Guard {
 
     /// An agent's `proposal` [`Guard::limit`]ed, then, when the fallback's proposal for the same
     /// interval is given, [`Guard::floor`]ed under it; the reasons of both, when anything changed.
-    /// Then [`Guard::fit_usage`] under the measured `usage`, when given,
-    /// [`Guard::hold_while_pending`] with the app's `pending` pods, and [`Guard::keep_oom_floor`].
-    #[allow(clippy::too_many_arguments)]
+    /// Then [`Guard::fit_usage`] under the measured `usage`, when given, and
+    /// [`Guard::keep_oom_floor`].
     pub fn limit_under(
         &mut self,
         proposal: &Recommendation,
         fallback: Option<&Recommendation>,
         usage: Option<&Usage>,
-        pending: usize,
         replicas: u32,
         current: &ContainerResources,
         bounds: &Bounds,
@@ -463,13 +534,13 @@ impl Guard {
             Some(u) => self.fit_usage(rec, u, replicas, current, bounds),
             None => (rec, None),
         };
-        let (mut rec, unplaced) = self.hold_while_pending(rec, pending, replicas, current);
+        let mut rec = rec;
         let oom = self.last_time_s.and_then(|now| self.keep_oom_floor(&mut rec, now, bounds));
         // The window remembers what acts.
         if let (Some(_), Some(last), Some(c)) = (&oom, self.recent.back_mut(), rec.containers.first()) {
             last.2 = c.limits.memory_bytes;
         }
-        let why: Vec<String> = limited.into_iter().chain(raised).chain(fitted).chain(unplaced).chain(oom).collect();
+        let why: Vec<String> = limited.into_iter().chain(raised).chain(fitted).chain(oom).collect();
         (rec, (!why.is_empty()).then(|| why.join("; ")))
     }
 
@@ -540,48 +611,6 @@ impl Guard {
         }
         let fitted = self.replace_last(&got.name, (new_replicas, cpu, memory));
         (fitted, Some(format!("cut undone, the usage does not fit it: {}", reasons.join("; "))))
-    }
-
-    /// `rec` with any growth (replicas, CPU or memory per pod) held at the current allocation
-    /// while `pending` pods of the app wait for a node: the cluster has no room for what the app
-    /// already asks, so more only adds pods that wait (and larger pods that fit nowhere). The
-    /// reason when anything was held. Only through [`Guard::limit_under`].
-    ///
-    /// Why: an exploring agent whose new pods never start reads the same utilisation from the
-    /// pods that do, and goes on asking. `aware run --apps 4 --seed 6 --steps 2000` (reward
-    /// window 5, as `fig10 --quick --seed 6`): an app retraining went from 13 replicas of
-    /// 1 core to 84 of 4 cores in 100 intervals at the same load; at the next episode none of
-    /// its pods had a node, and the fallback, measuring nothing, held them there for the rest
-    /// of the run (200 SLO-violating intervals against 50 for the rules alone).
-    fn hold_while_pending(
-        &mut self,
-        rec: Recommendation,
-        pending: usize,
-        replicas: u32,
-        current: &ContainerResources,
-    ) -> (Recommendation, Option<String>) {
-        let Some(c) = rec.containers.first().filter(|_| pending > 0) else { return (rec, None) };
-        let now = &current.limits;
-        let held = (
-            rec.replicas.min(replicas),
-            c.limits.cpu_millicores.min(now.cpu_millicores.max(1)),
-            c.limits.memory_bytes.min(now.memory_bytes.max(1)),
-        );
-        if held == (rec.replicas, c.limits.cpu_millicores, c.limits.memory_bytes) {
-            return (rec, None);
-        }
-        let why = format!(
-            "growth held: {pending} pod{} wait{} for a node (asked {} × ({} m, {} MiB), now {replicas} × ({} m, {} MiB))",
-            if pending == 1 { "" } else { "s" },
-            if pending == 1 { "s" } else { "" },
-            rec.replicas,
-            c.limits.cpu_millicores,
-            c.limits.memory_bytes / MIB,
-            now.cpu_millicores,
-            now.memory_bytes / MIB,
-        );
-        let name = c.name.clone();
-        (self.replace_last(&name, held), Some(why))
     }
 
     /// What acts instead of the proposal [`Guard::limit`] last remembered: the stabilisation
@@ -820,7 +849,7 @@ mod tests {
         assert!(why.contains("OOM-killed at 250 MiB"), "{why}");
         // The agent's proposals too, through the guard's caps.
         let c = container(1000, 250);
-        let (agent, why) = g.limit_under(&rec(1, 1000, 200), None, None, 0, 1, &c, &bounds);
+        let (agent, why) = g.limit_under(&rec(1, 1000, 200), None, None, 1, &c, &bounds);
         assert_eq!(agent.containers[0].limits.memory_bytes, 350 * MIB);
         assert!(why.unwrap().contains("OOM-killed"));
         // Killed again at 1000 MiB: × 1.2 beats + 100 MiB. A later kill at 300 MiB keeps it.
@@ -850,28 +879,45 @@ mod tests {
         assert_eq!(g.keep_oom_floor(&mut p, 1050.0, &bounds), None);
     }
 
-    /// While pods of the app wait for a node, no proposal grows it (replicas, CPU or memory
-    /// per pod); cuts pass, and growth passes again once every pod is placed.
+    /// Once no pod has had a node for the grace, the fallback's proposal goes back to what the
+    /// pods last ran ready, where it asks for more; not before, and not once a pod is placed.
     #[test]
-    fn no_growth_while_pods_wait_for_a_node() {
-        let bounds = Profile::default().bounds;
-        let c = container(1000, 512);
-        let mut g = Guard::new(GuardConfig::default());
-        let (held, why) = g.limit_under(&rec(6, 2000, 1024), None, None, 2, 4, &c, &bounds);
-        assert_eq!(held, rec(4, 1000, 512));
-        assert!(why.unwrap().contains("2 pods wait for a node"));
-        // Only the growth is held: a cut in one dimension beside growth in another goes through.
-        // The window remembers what acted: the held allocation, not the one asked for.
-        assert_eq!(g.recent.back(), Some(&(4, 1000, 512 * MIB)));
-        let (mixed, _) =
-            Guard::new(GuardConfig::default()).limit_under(&rec(6, 800, 512), None, None, 1, 4, &c, &bounds);
-        assert_eq!(mixed, rec(4, 800, 512));
-        let (cut, _) = Guard::new(GuardConfig::default()).limit_under(&rec(3, 800, 256), None, None, 2, 4, &c, &bounds);
-        assert_eq!(cut, rec(3, 800, 256));
-        let (grown, why) =
-            Guard::new(GuardConfig::default()).limit_under(&rec(6, 2000, 1024), None, None, 0, 4, &c, &bounds);
-        assert_eq!(grown, rec(6, 2000, 1024));
-        assert_eq!(why, None);
+    fn with_no_pod_placed_for_the_grace_the_fallback_goes_back_to_what_last_ran() {
+        let mut g = Guard::new(GuardConfig { unplaced_grace_intervals: 3, ..GuardConfig::default() });
+        let placed = observation(15.0, Some(0.5));
+        let ready = placed.pods.iter().filter(|p| p.phase == PodPhase::Ready).count() as u32;
+        let ran = placed.pods.iter().find(|p| p.phase == PodPhase::Ready).unwrap().resources.limits;
+        let _ = g.check(&placed, &[0.1]);
+        let mut unplaced = placed.clone();
+        for p in &mut unplaced.pods {
+            p.node = None;
+            p.phase = PodPhase::Pending;
+        }
+        let big = || rec(84, 4000, 6384);
+        for t in 1..=2 {
+            unplaced.time_s = 15.0 + 15.0 * t as f64;
+            let _ = g.check(&unplaced, &[0.1]);
+            let mut p = big();
+            assert_eq!(g.roll_back_unplaced(&mut p), None, "within the grace");
+        }
+        unplaced.time_s = 60.0;
+        let _ = g.check(&unplaced, &[0.1]);
+        let mut p = big();
+        let why = g.roll_back_unplaced(&mut p).expect("lowered");
+        assert_eq!(p.replicas, ready);
+        assert_eq!(p.containers[0].limits.cpu_millicores, ran.cpu_millicores);
+        assert_eq!(p.containers[0].limits.memory_bytes, ran.memory_bytes);
+        assert_eq!(p.containers[0].requests, p.containers[0].limits, "requests keep their ratio");
+        assert!(why.contains("none has had a node for 3 intervals"), "{why}");
+        // Less than what last ran passes as it is.
+        let mut small = rec(1, 100, 64);
+        assert_eq!(g.roll_back_unplaced(&mut small), None);
+        // A pod placed again ends it.
+        let mut back = placed.clone();
+        back.time_s = 75.0;
+        let _ = g.check(&back, &[0.1]);
+        let mut p = big();
+        assert_eq!(g.roll_back_unplaced(&mut p), None);
     }
 
     /// The policy alone (no fallback floors it) gets no floor after an OOM kill.
@@ -977,15 +1023,8 @@ mod tests {
         // What acts is what the stabilisation window remembers: a later cut to 1 replica is held.
         let mut g = Guard::new(GuardConfig::default());
         let usage = Usage { cpu_cores: 1.12, memory_bytes: (300 * MIB) as f64 };
-        let (out, _) = g.limit_under(
-            &rec(1, 1000, 512),
-            None,
-            Some(&usage),
-            0,
-            2,
-            &container(1000, 512),
-            &Profile::default().bounds,
-        );
+        let (out, _) =
+            g.limit_under(&rec(1, 1000, 512), None, Some(&usage), 2, &container(1000, 512), &Profile::default().bounds);
         assert_eq!(out.replicas, 2);
         let (out, why) = g.limit(&rec(1, 1000, 512), 2, &container(1000, 512), &Profile::default().bounds);
         assert_eq!(out.replicas, 2, "{why:?}");

@@ -714,15 +714,7 @@ impl LiveManager {
                     hand_back(p, &mut a.fallback, a.deployed.as_ref(), &a.decoder.bounds, &mut verdict);
                 }
                 if let Some(p) = &mut p {
-                    crate::manager::unplaced_back(
-                        p,
-                        a.fallback.recommender().scope(),
-                        a.deployed.as_ref(),
-                        obs,
-                        &a.decoder.bounds,
-                        &mut verdict,
-                    );
-                    crate::manager::keep_oom_floor(&a.guard, p, obs.time_s, &a.decoder.bounds, &mut verdict);
+                    crate::manager::guard_fallback(&a.guard, p, obs.time_s, &a.decoder.bounds, &mut verdict);
                 }
                 if let Some(p) = &p {
                     a.guard.witness(p, &obs.template);

@@ -611,7 +611,6 @@ impl ActingFrom<'_> {
             &p,
             self.floor,
             self.usage.as_ref(),
-            pending_pods(self.obs),
             self.obs.desired_replicas,
             &self.obs.template,
             &self.decoder.bounds,
@@ -1559,9 +1558,7 @@ impl Driver for Manager<'_> {
                         if !wants_agent && !self.config.residual {
                             hand_back(&mut rec, &mut a.fallback, a.deployed.as_ref(), &a.decoder.bounds, &mut verdict);
                         }
-                        let scope = a.fallback.recommender().scope();
-                        unplaced_back(&mut rec, scope, a.deployed.as_ref(), &obs, &a.decoder.bounds, &mut verdict);
-                        keep_oom_floor(&a.guard, &mut rec, obs.time_s, &a.decoder.bounds, &mut verdict);
+                        guard_fallback(&a.guard, &mut rec, obs.time_s, &a.decoder.bounds, &mut verdict);
                         // The headroom's record stays: a fallback that keeps the current
                         // allocation keeps the raised CPU, and one that moves it no longer
                         // matches the record.
@@ -1694,69 +1691,26 @@ pub(crate) fn hand_back(
     }
 }
 
-/// Where none of `obs`'s pods has a node (every one waits: the cluster has no room for the
-/// pods as they are now shaped), `rec`'s CPU and memory limits the fallback does not manage,
-/// above the `deployed` ones, brought back down to them, said in `verdict`. The rules cannot
-/// do it: with nothing running they measure nothing, and they never set what they do not
-/// manage. `aware run --apps 4 --seed 6 --steps 2000` (reward window 5, as `fig10 --quick
-/// --seed 6`): an app whose agent had grown its CPU limit from 1,000 m to 3,949 m while
-/// retraining had none of its 16 pods placed when the next episode began (its running pods had
-/// held the old size; a resize no node could admit), and the fallback held them so for the
-/// last 200 intervals, each violating the SLO.
-pub(crate) fn unplaced_back(
-    rec: &mut Recommendation,
-    scope: aware_core::Scope,
-    deployed: Option<&(u32, ContainerResources)>,
-    obs: &Observation,
-    bounds: &aware_core::Bounds,
-    verdict: &mut String,
-) {
-    let Some((replicas, template)) = deployed else { return };
-    if obs.pods.is_empty() || obs.pods.iter().any(|p| p.node.is_some()) {
-        return;
-    }
-    let deployed = within_bounds(*replicas, template, bounds);
-    let scaled = |request: u64, limit: u64, to: u64| (request as f64 * to as f64 / limit as f64).round() as u64;
-    let mut lowered = Vec::new();
-    for c in rec.containers.iter_mut().take(1) {
-        if !scope.cpu && c.limits.cpu_millicores > deployed.1 {
-            lowered.push(format!("cpu millicores {} → {}", c.limits.cpu_millicores, deployed.1));
-            c.requests.cpu_millicores = scaled(c.requests.cpu_millicores, c.limits.cpu_millicores, deployed.1);
-            c.limits.cpu_millicores = deployed.1;
-        }
-        if !scope.memory && c.limits.memory_bytes > deployed.2 {
-            lowered.push(format!("memory MiB {} → {}", c.limits.memory_bytes / MIB, deployed.2 / MIB));
-            c.requests.memory_bytes = scaled(c.requests.memory_bytes, c.limits.memory_bytes, deployed.2);
-            c.limits.memory_bytes = deployed.2;
-        }
-    }
-    if !lowered.is_empty() {
-        let why = format!(
-            "{} (as deployed: none of {} pods has a node, and the fallback does not set them)",
-            lowered.join(", "),
-            obs.pods.len()
-        );
-        *verdict = if verdict == "passed" { format!("lowered: {why}") } else { format!("{verdict}; lowered: {why}") };
-    }
-}
-
-/// Pods of `obs`'s app waiting for a node (not those being deleted).
-pub(crate) fn pending_pods(obs: &Observation) -> usize {
-    obs.pods.iter().filter(|p| p.phase == aware_core::PodPhase::Pending && !p.deleting).count()
-}
-
-/// The fallback's `rec` under the guard's floor after an OOM kill ([`Guard::keep_oom_floor`]),
-/// said in `verdict` when it raised anything. The manager, the live decider and the shadow's
-/// replay apply it wherever the fallback acts.
-pub(crate) fn keep_oom_floor(
+/// The fallback's `rec` under the guard's rules for it, each said in `verdict` when it changed
+/// anything: back to what the pods last ran where none has a node
+/// ([`Guard::roll_back_unplaced`]), then over the floor after an OOM kill
+/// ([`Guard::keep_oom_floor`]). The manager, the live decider and the shadow's replay apply
+/// them wherever the fallback acts.
+pub(crate) fn guard_fallback(
     guard: &Guard,
     rec: &mut Recommendation,
     now_s: f64,
     bounds: &aware_core::Bounds,
     verdict: &mut String,
 ) {
+    let mut say = |what: &str, why: String| {
+        *verdict = if verdict == "passed" { format!("{what}: {why}") } else { format!("{verdict}; {what}: {why}") };
+    };
+    if let Some(why) = guard.roll_back_unplaced(rec) {
+        say("lowered", why);
+    }
     if let Some(why) = guard.keep_oom_floor(rec, now_s, bounds) {
-        *verdict = if verdict == "passed" { format!("raised: {why}") } else { format!("{verdict}; raised: {why}") };
+        say("raised", why);
     }
 }
 
@@ -1764,50 +1718,6 @@ pub(crate) fn keep_oom_floor(
 mod tests {
     use super::*;
     use aware_core::Resources;
-
-    /// Only where no pod has a node, what the fallback does not set comes back down to the
-    /// deployment; what it sets, and anything at or below the deployment, passes.
-    #[test]
-    fn with_no_pod_placed_what_the_fallback_does_not_set_comes_back_down_to_the_deployment() {
-        use aware_core::Cluster;
-        let apps = aware_sim::generate_apps(1, 7, 86_400.0);
-        let mut c = aware_sim::SimCluster::new(apps, Vec::new(), aware_sim::SimConfig::default(), 7);
-        c.advance().unwrap();
-        let placed = c.observe(0).unwrap();
-        assert!(placed.pods.iter().any(|p| p.node.is_some()));
-        let mut unplaced = placed.clone();
-        for p in &mut unplaced.pods {
-            p.node = None;
-            p.phase = aware_core::PodPhase::Pending;
-        }
-        let rec = |cpu, mib: u64| Recommendation {
-            replicas: 16,
-            containers: vec![ContainerResources::guaranteed(CONTAINER, Resources::new(cpu, mib * MIB))],
-        };
-        let deployed = (4, ContainerResources::guaranteed(CONTAINER, Resources::new(1000, 512 * MIB)));
-        let bounds = aware_core::Profile::default().bounds;
-        let mpa = aware_core::Scope { replicas: true, cpu: false, memory: true };
-        let hpa = aware_core::Scope { replicas: true, cpu: false, memory: false };
-        for (scope, obs, proposal, want) in [
-            // The agent grew the CPU limit to 3,949 m and nothing has a node: back to 1,000 m.
-            (mpa, &unplaced, rec(3949, 2432), rec(1000, 2432)),
-            (hpa, &unplaced, rec(3949, 2432), rec(1000, 512)),
-            // Below the deployment: left (the hand-back raises it where the stage says so).
-            (mpa, &unplaced, rec(500, 2432), rec(500, 2432)),
-            // Pods placed: nothing changes.
-            (mpa, &placed, rec(3949, 2432), rec(3949, 2432)),
-            (aware_core::Scope::ALL, &unplaced, rec(3949, 2432), rec(3949, 2432)),
-        ] {
-            let mut got = proposal.clone();
-            let mut verdict = "passed".to_string();
-            unplaced_back(&mut got, scope, Some(&deployed), obs, &bounds, &mut verdict);
-            assert_eq!(got, want, "{scope:?} {proposal:?}");
-            assert_eq!(verdict.starts_with("lowered: "), got != proposal, "{verdict}");
-        }
-        let mut got = rec(3949, 2432);
-        unplaced_back(&mut got, mpa, None, &unplaced, &bounds, &mut String::new());
-        assert_eq!(got, rec(3949, 2432), "no known deployment: nothing to go back to");
-    }
 
     /// What the fallback does not set is handed back as deployed, never below; what it sets,
     /// and anything at or above the deployment, passes. Deployed: 4 × (1000 m, 512 MiB); one

@@ -84,8 +84,8 @@ struct HandedBack<'a> {
     rules: Recommenders,
     deployed: Option<&'a (u32, ContainerResources)>,
     bounds: &'a aware_core::Bounds,
-    /// For its floor after an OOM kill ([`Guard::keep_oom_floor`]), which the manager keeps
-    /// under the fallback too: as the agent's guard was when the traffic began.
+    /// For its rules on the fallback's proposals ([`crate::manager::guard_fallback`]), which the
+    /// manager applies too: as the agent's guard was when the traffic began.
     guard: Guard,
 }
 
@@ -94,7 +94,7 @@ impl Driver for HandedBack<'_> {
         let mut controls = self.rules.decide(arena, states, infos)?;
         let obs = arena.observe(0).transpose()?;
         if let Some(obs) = &obs {
-            self.guard.note_oom_kills(obs);
+            let _ = self.guard.check(obs, &[]);
         }
         for (control, policy) in controls.iter_mut().zip(&mut self.rules.policies) {
             if let Control::Recommendation(rec) = control {
@@ -102,7 +102,7 @@ impl Driver for HandedBack<'_> {
                     restore_unmanaged(rec, policy.recommender().scope(), (*replicas, template), self.bounds);
                 }
                 if let Some(obs) = &obs {
-                    self.guard.keep_oom_floor(rec, obs.time_s, self.bounds);
+                    crate::manager::guard_fallback(&self.guard, rec, obs.time_s, self.bounds, &mut String::new());
                 }
             }
         }
@@ -338,7 +338,13 @@ impl Driver for Greedy<'_> {
             // The manager lets the fallback act here (it sees every observation).
             return Ok(vec![match self.rules.as_mut().and_then(|f| f.recommender().recommend(&obs).ok()) {
                 Some(mut rec) => {
-                    self.guard.keep_oom_floor(&mut rec, obs.time_s, &self.decoder.bounds);
+                    crate::manager::guard_fallback(
+                        &self.guard,
+                        &mut rec,
+                        obs.time_s,
+                        &self.decoder.bounds,
+                        &mut String::new(),
+                    );
                     self.guard.witness(&rec, &obs.template);
                     Control::Recommendation(rec)
                 }
@@ -357,7 +363,6 @@ impl Driver for Greedy<'_> {
             &proposal,
             floor,
             usage.as_ref(),
-            crate::manager::pending_pods(&obs),
             obs.desired_replicas,
             &obs.template,
             &self.decoder.bounds,
