@@ -15,12 +15,17 @@
 //! no utilisation to act on, so the fallback acts for it too, where it has watched every
 //! interval ([`GuardConfig::refuse_not_serving`]). Every verdict is counted and carries its reason.
 //!
-//! The fallback's proposals pass unchanged ([`Guard::witness`] only remembers them for the
+//! The fallback's proposals are not capped ([`Guard::witness`] only remembers them for the
 //! stabilisation window): they are the trusted behaviour, bounded by the same profile and
 //! rate-limited by their own upstream rules (HPA's behavior policies, VPA's update rules).
 //! Capping them a second time would make the bootstrapping data, and the safety net itself,
 //! differ from the rule-based autoscaler operators already run — measured, it turned the MPA
-//! default's 18 OOM kills on one app into 222.
+//! default's 18 OOM kills on one app into 222. Two rules reach them, where the rules cannot
+//! help themselves after an agent handed an app back: after an OOM kill no proposal goes below
+//! the killed limit bumped as VPA bumps it ([`Guard::keep_oom_floor`]; VPA's histogram of many
+//! small pods' peaks can keep recommending the limit just killed), and once none of the app's
+//! pods has had a node for a while its proposal goes back to what the pods last ran
+//! ([`Guard::roll_back_unplaced`]; with nothing running the rules measure nothing).
 
 use aware_core::{Bounds, MIB};
 use aware_core::{ContainerResources, Observation, ObservationError, PodPhase, Recommendation, Resources};
