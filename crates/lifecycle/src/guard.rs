@@ -306,9 +306,13 @@ impl Guard {
     /// [`Guard::keep_oom_floor`] keeps under every proposal. Every observation passes here
     /// ([`Guard::check`]), whoever acts on it.
     fn note_oom_kills(&mut self, obs: &Observation) {
-        let Some(killed) =
-            obs.pods.iter().filter_map(|p| p.oom_killed_at_bytes).filter(|b| b.is_finite()).reduce(f64::max)
-        else {
+        // The limit the pod was killed at: a backend may report the request (Kubernetes does,
+        // as upstream VPA reads it), which is below the limit of a Burstable pod.
+        let killed_limit = |p: &aware_core::PodObservation| {
+            let reported = p.oom_killed_at_bytes.filter(|b| b.is_finite())?;
+            Some(reported.max(p.resources.limits.memory_bytes as f64))
+        };
+        let Some(killed) = obs.pods.iter().filter_map(killed_limit).reduce(f64::max) else {
             return;
         };
         let killed_bytes = killed.max(0.0) as u64;
@@ -846,6 +850,7 @@ mod tests {
         assert_eq!(g.keep_oom_floor(&mut fallback, obs.time_s, &bounds), None, "no kill yet");
         obs.time_s = 1015.0;
         obs.pods[0].oom_killed_at_bytes = Some((250 * MIB) as f64);
+        obs.pods[0].resources.limits.memory_bytes = 250 * MIB;
         let _ = g.check(&obs, &[0.1]);
         // 250 MiB killed: + 100 MiB beats × 1.2.
         let why = g.keep_oom_floor(&mut fallback, obs.time_s, &bounds).expect("raised");
@@ -860,9 +865,11 @@ mod tests {
         // Killed again at 1000 MiB: × 1.2 beats + 100 MiB. A later kill at 300 MiB keeps it.
         obs.time_s = 1030.0;
         obs.pods[0].oom_killed_at_bytes = Some((1000 * MIB) as f64);
+        obs.pods[0].resources.limits.memory_bytes = 1000 * MIB;
         let _ = g.check(&obs, &[0.1]);
         obs.time_s = 1045.0;
         obs.pods[0].oom_killed_at_bytes = Some((300 * MIB) as f64);
+        obs.pods[0].resources.limits.memory_bytes = 300 * MIB;
         let _ = g.check(&obs, &[0.1]);
         let mut p = rec(1, 1000, 512);
         g.keep_oom_floor(&mut p, 1045.0, &bounds);

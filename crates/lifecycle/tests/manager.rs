@@ -717,7 +717,6 @@ fn td3_bc_beats_plain_ddpg_trained_offline_on_the_same_fallback_data() {
             // puts it back at the reference allocation): fewer violations than plain DDPG's,
             // not a tenth of them. Floored, the guard's net (the fallback's floor, the usage
             // fit, the memory floor after an OOM kill) catches most of plain DDPG's starvation.
-            eprintln!("seed {seed} {what}: TD3+BC {} / {} against plain DDPG's {} / {}", v(b), r(b), v(p), r(p));
             let fewer = if what == "floored" { v(b) <= v(p) } else { v(b) < v(p) };
             assert!(fewer, "seed {seed} {what}: TD3+BC {} against plain DDPG's {}", v(b), v(p));
             assert!(r(b) > r(p), "seed {seed} {what}: reward {} against {}", r(b), r(p));
