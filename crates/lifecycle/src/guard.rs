@@ -215,6 +215,13 @@ pub struct Guard {
     unplaced: u32,
 }
 
+/// Sets a nonzero `limit` to `to`, its `request` moved in the same ratio (a Burstable pod stays
+/// Burstable).
+pub(crate) fn move_limit(request: &mut u64, limit: &mut u64, to: u64) {
+    *request = (*request as f64 * to as f64 / *limit as f64).round() as u64;
+    *limit = to;
+}
+
 /// [`GuardConfig::unplaced_grace_intervals`]'s default: 8 intervals of 15 s.
 pub const UNPLACED_GRACE_INTERVALS: u32 = 8;
 
@@ -362,17 +369,14 @@ impl Guard {
             lowered.push(format!("replicas {} → {}", rec.replicas, replicas.max(1)));
             rec.replicas = replicas.max(1);
         }
-        let scaled = |request: u64, limit: u64, to: u64| (request as f64 * to as f64 / limit as f64).round() as u64;
         if let Some(c) = rec.containers.first_mut() {
             if cpu > 0 && c.limits.cpu_millicores > cpu {
                 lowered.push(format!("cpu millicores {} → {cpu}", c.limits.cpu_millicores));
-                c.requests.cpu_millicores = scaled(c.requests.cpu_millicores, c.limits.cpu_millicores, cpu);
-                c.limits.cpu_millicores = cpu;
+                move_limit(&mut c.requests.cpu_millicores, &mut c.limits.cpu_millicores, cpu);
             }
             if memory > 0 && c.limits.memory_bytes > memory {
                 lowered.push(format!("memory MiB {} → {}", c.limits.memory_bytes / MIB, memory / MIB));
-                c.requests.memory_bytes = scaled(c.requests.memory_bytes, c.limits.memory_bytes, memory);
-                c.limits.memory_bytes = memory;
+                move_limit(&mut c.requests.memory_bytes, &mut c.limits.memory_bytes, memory);
             }
         }
         (!lowered.is_empty()).then(|| {
@@ -409,8 +413,7 @@ impl Guard {
             return None;
         }
         let from = c.limits.memory_bytes;
-        c.requests.memory_bytes = (c.requests.memory_bytes as f64 * to as f64 / from as f64).round() as u64;
-        c.limits.memory_bytes = to;
+        move_limit(&mut c.requests.memory_bytes, &mut c.limits.memory_bytes, to);
         Some(format!(
             "memory MiB {} → {}: a pod was OOM-killed at {} MiB {:.0} s ago",
             from / MIB,

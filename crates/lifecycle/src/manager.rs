@@ -659,7 +659,6 @@ pub(crate) fn restore_unmanaged(
     bounds: &aware_core::Bounds,
 ) -> Option<String> {
     let deployed = within_bounds(replicas, template, bounds);
-    let scaled = |request: u64, limit: u64, to: u64| (request as f64 * to as f64 / limit as f64).round() as u64;
     let mut raised = Vec::new();
     if !scope.replicas && rec.replicas < deployed.0 {
         raised.push(format!("replicas {} → {}", rec.replicas, deployed.0));
@@ -668,13 +667,11 @@ pub(crate) fn restore_unmanaged(
     for c in rec.containers.iter_mut().take(1) {
         if !scope.cpu && c.limits.cpu_millicores > 0 && c.limits.cpu_millicores < deployed.1 {
             raised.push(format!("cpu millicores {} → {}", c.limits.cpu_millicores, deployed.1));
-            c.requests.cpu_millicores = scaled(c.requests.cpu_millicores, c.limits.cpu_millicores, deployed.1);
-            c.limits.cpu_millicores = deployed.1;
+            crate::guard::move_limit(&mut c.requests.cpu_millicores, &mut c.limits.cpu_millicores, deployed.1);
         }
         if !scope.memory && c.limits.memory_bytes > 0 && c.limits.memory_bytes < deployed.2 {
             raised.push(format!("memory MiB {} → {}", c.limits.memory_bytes / MIB, deployed.2 / MIB));
-            c.requests.memory_bytes = scaled(c.requests.memory_bytes, c.limits.memory_bytes, deployed.2);
-            c.limits.memory_bytes = deployed.2;
+            crate::guard::move_limit(&mut c.requests.memory_bytes, &mut c.limits.memory_bytes, deployed.2);
         }
     }
     (!raised.is_empty()).then(|| format!("{} (as deployed; the fallback does not set them)", raised.join(", ")))
