@@ -211,6 +211,16 @@ pub struct GuardLimits {
     /// Intervals a scale-down looks back over (HPA's downscale stabilisation, 5 minutes: 20
     /// intervals of 15 s).
     pub stabilisation_intervals: u32,
+    /// Seconds an OOM kill holds the memory limit up: no proposal, the fallback's or the
+    /// agent's, goes below the killed limit bumped as VPA bumps it (VPA's memory aggregation
+    /// interval, 24 h, for which its recommender keeps an OOM kill as the container's peak).
+    /// 0: no floor.
+    pub oom_hold_s: f64,
+    /// Seconds with none of an app's pods on a node after which the fallback's proposals go
+    /// back to what its pods last ran ready (2 minutes; with nothing running, the rules measure
+    /// nothing and keep what does not fit). Raise it where a cluster autoscaler adds nodes
+    /// for pending pods more slowly than that.
+    pub unplaced_grace_s: f64,
 }
 
 impl Default for GuardLimits {
@@ -221,6 +231,8 @@ impl Default for GuardLimits {
             min_replica_step: 4,
             max_resource_factor: 2.0,
             stabilisation_intervals: 20,
+            oom_hold_s: 86_400.0,
+            unplaced_grace_s: 120.0,
         }
     }
 }
@@ -460,6 +472,8 @@ struct RawGuard {
     min_replica_step: S<u32>,
     max_resource_factor: S<f64>,
     stabilisation_intervals: S<u32>,
+    oom_hold_s: S<f64>,
+    unplaced_grace_s: S<f64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -703,12 +717,18 @@ impl Profile {
             c.take("guard.stabilisation_intervals", rg.stabilisation_intervals, g.stabilisation_intervals, |v: u32| {
                 if v <= 5_760 { Ok(()) } else { Err(Rule::Within(0.0, 5_760.0)) }
             });
+        // At most a week: VPA keeps an OOM kill for a day.
+        let (oom_hold, _) = c.take("guard.oom_hold_s", rg.oom_hold_s, g.oom_hold_s, finite_in(0.0, 604_800.0));
+        let (unplaced_grace, _) =
+            c.take("guard.unplaced_grace_s", rg.unplaced_grace_s, g.unplaced_grace_s, finite_in(0.0, 86_400.0));
         let guard = GuardLimits {
             stale_after_intervals: stale,
             max_replica_growth: growth,
             min_replica_step: step,
             max_resource_factor: factor,
             stabilisation_intervals: stabilisation,
+            oom_hold_s: oom_hold,
+            unplaced_grace_s: unplaced_grace,
         };
         let simulation = parse_simulation(&mut c, raw.simulation);
         let store = match raw.store {
@@ -928,6 +948,13 @@ mod tests {
         assert!(e.contains("g.yaml:2:") && e.contains("guard.stale_after_intervals"), "{e}");
         let e = Profile::parse("guard:\n  max_resource_factor: 0.5\n", "g.yaml").unwrap_err().to_string();
         assert!(e.contains("guard.max_resource_factor"), "{e}");
+        let g = Profile::parse("guard:\n  oom_hold_s: 0\n  unplaced_grace_s: 600\n", "g.yaml").unwrap();
+        assert_eq!((g.guard.oom_hold_s, g.guard.unplaced_grace_s), (0.0, 600.0));
+        assert_eq!((Profile::default().guard.oom_hold_s, Profile::default().guard.unplaced_grace_s), (86_400.0, 120.0));
+        for bad in ["oom_hold_s: -1", "oom_hold_s: .nan", "unplaced_grace_s: 100000"] {
+            let e = Profile::parse(&format!("guard:\n  {bad}\n"), "g.yaml").unwrap_err().to_string();
+            assert!(e.contains("g.yaml:2:") && e.contains(bad.split(':').next().unwrap()), "{e}");
+        }
         assert!(!p.bootstrapping);
         assert_eq!(p.store, "postgres://aware@db/aware");
     }

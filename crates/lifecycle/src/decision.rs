@@ -226,7 +226,13 @@ pub struct Decision {
     pub observation: Option<Seen>,
     /// `None`: the app kept its allocation (no proposal).
     pub action: Option<Set>,
-    /// `passed`, `limited: …` or `fallback: …` (the observation was refused to the agent).
+    /// What the guard did, with its reasons: `passed` (the proposal went through as it was),
+    /// `limited: …` (the agent's proposal clamped, capped, raised or held), `fallback: …` (the
+    /// observation was refused to the agent and the fallback acted); where the fallback acts,
+    /// what its rules' net changed follows (`lowered: …` back to what the pods last ran, none
+    /// of them on a node; `restored: …` what the fallback does not set, back to the
+    /// deployment; `raised: …` above the floor an OOM kill left), after `; ` when it follows
+    /// a `fallback: …`.
     pub guard: String,
     /// For the agent's actions: the state features behind each action dimension.
     pub attribution: Option<Vec<DimensionAttribution>>,

@@ -58,16 +58,18 @@ pub struct GuardConfig {
     /// by HPA on CPU utilisation, HPA's own scale-up point ([`hpa_cut_headroom`]): a cut past it
     /// is one the fallback undoes at its next look, through the floor.
     pub cpu_cut_headroom: f64,
-    /// How long an OOM kill holds the memory limit up ([`Guard::keep_oom_floor`]): VPA's
-    /// memory aggregation interval (24 h), for which its recommender keeps an OOM kill as the
-    /// container's memory peak. 0: no floor. Like the fallback's floor, it is part of the
-    /// rules' net: [`GuardConfig::for_agent`] keeps it only where the fallback floors the agent
-    /// (the policy alone, `no-bootstrap` and the `converged` reference, learns its own memory).
+    /// How long an OOM kill holds the memory limit up ([`Guard::keep_oom_floor`]), seconds
+    /// (the profile's `guard.oom_hold_s`; by default VPA's memory aggregation interval, 24 h,
+    /// for which its recommender keeps an OOM kill as the container's memory peak). 0: no
+    /// floor. Like the fallback's floor, it is part of the rules' net:
+    /// [`GuardConfig::for_agent`] keeps it only where the fallback floors the agent (the policy
+    /// alone, `no-bootstrap` and the `converged` reference, learns its own memory).
     pub oom_hold_s: f64,
-    /// Intervals in a row with none of the app's pods on a node after which the fallback's
-    /// proposals go back to what its pods last ran ready ([`Guard::roll_back_unplaced`]): long
-    /// enough for a cluster autoscaler to add a node (2 minutes), short of an outage.
-    pub unplaced_grace_intervals: u32,
+    /// Seconds of backend time with none of the app's pods on a node after which the
+    /// fallback's proposals go back to what its pods last ran ready
+    /// ([`Guard::roll_back_unplaced`]; the profile's `guard.unplaced_grace_s`, 2 minutes by
+    /// default): time for a node to come, short of an outage.
+    pub unplaced_grace_s: f64,
 }
 
 /// The cores per core in use below which HPA, targeting `cpu_target` utilisation, scales up:
@@ -120,8 +122,8 @@ impl From<&aware_core::GuardLimits> for GuardConfig {
             stabilisation_intervals: g.stabilisation_intervals as usize,
             refuse_not_serving: false,
             cpu_cut_headroom: 1.0 + USAGE_MARGIN,
-            oom_hold_s: aware_baselines::model::MEMORY_AGGREGATION_INTERVAL_S,
-            unplaced_grace_intervals: UNPLACED_GRACE_INTERVALS,
+            oom_hold_s: g.oom_hold_s,
+            unplaced_grace_s: g.unplaced_grace_s,
         }
     }
 }
@@ -133,7 +135,8 @@ pub enum Verdict {
     /// The proposal went through unchanged.
     Passed,
     /// The proposal was clamped to the bounds, its step capped, raised to (or held under) the
-    /// fallback's scale-up, or a cut the measured usage does not fit undone.
+    /// fallback's scale-up or above the floor an OOM kill left, or a cut the measured usage
+    /// does not fit undone.
     Limited,
     /// The observation was unusable: the fallback acted instead of the agent.
     Fallback,
@@ -149,7 +152,6 @@ impl Verdict {
     }
 }
 
-/// Per-application guard state (the clock it last saw).
 /// Why an observation must not reach the agent: the fallback acts for that interval instead.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
@@ -211,8 +213,10 @@ pub struct Guard {
     oom_floor: Option<OomFloor>,
     /// What the app's ready pods last ran: their number and each resource's largest limit.
     last_ready: Option<(u32, u64, u64)>,
-    /// Observations in a row with pods and none of them on a node.
-    unplaced: u32,
+    /// Since when (backend time) the app has had pods and none of them on a node, and for how
+    /// long as of the last observation.
+    unplaced_since_s: Option<f64>,
+    unplaced_for_s: f64,
 }
 
 /// Sets a nonzero `limit` to `to`, its `request` moved in the same ratio (a Burstable pod stays
@@ -221,9 +225,6 @@ pub(crate) fn move_limit(request: &mut u64, limit: &mut u64, to: u64) {
     *request = (*request as f64 * to as f64 / *limit as f64).round() as u64;
     *limit = to;
 }
-
-/// [`GuardConfig::unplaced_grace_intervals`]'s default: 8 intervals of 15 s.
-pub const UNPLACED_GRACE_INTERVALS: u32 = 8;
 
 /// The memory limit below which no proposal goes for a while after an OOM kill.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -246,7 +247,8 @@ impl Guard {
             exploring: false,
             oom_floor: None,
             last_ready: None,
-            unplaced: 0,
+            unplaced_since_s: None,
+            unplaced_for_s: 0.0,
         }
     }
 
@@ -266,9 +268,10 @@ impl Guard {
         self.exploring = on;
     }
 
-    /// Forgets the clock and the recent proposals: a simulator episode on a fresh cluster is a
-    /// new cluster, whose first decreases must not be held against the previous episode's
-    /// proposals (an episode that goes on from the last one's cluster keeps them).
+    /// Forgets everything it remembered (the clock, the recent proposals, the OOM floor, what
+    /// the pods last ran and since when none has had a node): a simulator episode on a fresh
+    /// cluster is a new cluster, whose first decreases must not be held against the previous
+    /// episode's proposals (an episode that goes on from the last one's cluster keeps it all).
     pub fn restart(&mut self) {
         *self = Self::new(self.config.clone());
     }
@@ -326,9 +329,10 @@ impl Guard {
         let bumped = (killed + aware_baselines::model::OOM_MIN_BUMP_UP_BYTES)
             .max(killed * aware_baselines::model::OOM_BUMP_UP_RATIO);
         let floor = OomFloor { killed_bytes, bytes: bumped.ceil() as u64, at_s: obs.time_s };
-        // A kill at a lower limit than the floor's (an older pod's) does not lower it.
+        // A kill at a lower limit than the floor's (an older pod's) neither lowers it nor
+        // holds it longer: it proves the lower limit too small, not the floor.
         self.oom_floor = match self.active_oom_floor(obs.time_s) {
-            Some(f) if f.bytes >= floor.bytes => Some(OomFloor { at_s: obs.time_s, ..f }),
+            Some(f) if f.bytes > floor.bytes => Some(f),
             _ => Some(floor),
         };
     }
@@ -344,30 +348,40 @@ impl Guard {
                 Some((ready.len() as u32, most(|c| c.limits.cpu_millicores), most(|c| c.limits.memory_bytes)));
         }
         let unplaced = !obs.pods.is_empty() && obs.pods.iter().all(|p| p.node.is_none());
-        self.unplaced = if unplaced { self.unplaced.saturating_add(1) } else { 0 };
+        // A clock that went back (a backend restarted) starts the count again.
+        self.unplaced_since_s = match self.unplaced_since_s {
+            Some(since) if unplaced && since <= obs.time_s => Some(since),
+            _ if unplaced => Some(obs.time_s),
+            _ => None,
+        };
+        self.unplaced_for_s = self.unplaced_since_s.map_or(0.0, |since| obs.time_s - since);
     }
 
     /// `rec` (the fallback's) brought back down to what the app's pods last ran ready (their
-    /// number, each pod's CPU and memory limits) where it asks for more, once none of the app's
-    /// pods has had a node for [`GuardConfig::unplaced_grace_intervals`] observations; the
-    /// reason when it lowered anything. The rules cannot do it: with nothing running they
-    /// measure nothing (HPA keeps the replicas, VPA its recommendation), and MPA never sets the
-    /// CPU limit.
+    /// number, each pod's CPU and memory limits, within `bounds`) where it asks for more, once
+    /// none of the app's pods has had a node for [`GuardConfig::unplaced_grace_s`]; the reason
+    /// when it lowered anything. The rules cannot do it: with nothing running they measure
+    /// nothing (HPA keeps the replicas, VPA its recommendation), and MPA never sets the CPU
+    /// limit. Where the stage hands the app to the fallback, what the fallback does not set is
+    /// raised back to the deployment after this ([`crate::manager::guard_fallback`]).
     ///
     /// Why: `aware run --apps 4 --seed 6 --steps 2000` (reward window 5, as `fig10 --quick
     /// --seed 6`): an app retraining grew from 13 replicas of (1 core, 2.4 GiB) to 84 of
     /// (4 cores, 6.2 GiB) at the same load, most of them never placed; when the next episode
     /// began none of its pods had a node, and the fallback held them so for the last 200
     /// intervals of the run, each violating the SLO (200 against 50 for the rules alone).
-    pub fn roll_back_unplaced(&self, rec: &mut Recommendation) -> Option<String> {
-        if self.unplaced < self.config.unplaced_grace_intervals.max(1) {
+    pub fn roll_back_unplaced(&self, rec: &mut Recommendation, bounds: &Bounds) -> Option<String> {
+        if self.unplaced_since_s.is_none() || self.unplaced_for_s < self.config.unplaced_grace_s {
             return None;
         }
         let (replicas, cpu, memory) = self.last_ready?;
+        let replicas = replicas.clamp(bounds.min_replicas.max(1), bounds.max_replicas.max(1));
+        let cpu = cpu.clamp(bounds.min_cpu_millicores, bounds.max_cpu_millicores);
+        let memory = memory.clamp(bounds.min_memory_bytes(), bounds.max_memory_bytes());
         let mut lowered = Vec::new();
-        if rec.replicas > replicas.max(1) {
-            lowered.push(format!("replicas {} → {}", rec.replicas, replicas.max(1)));
-            rec.replicas = replicas.max(1);
+        if rec.replicas > replicas {
+            lowered.push(format!("replicas {} → {replicas}", rec.replicas));
+            rec.replicas = replicas;
         }
         if let Some(c) = rec.containers.first_mut() {
             if cpu > 0 && c.limits.cpu_millicores > cpu {
@@ -381,9 +395,9 @@ impl Guard {
         }
         (!lowered.is_empty()).then(|| {
             format!(
-                "{} (what its pods last ran ready: none has had a node for {} intervals)",
+                "{} (what its pods last ran ready: none has had a node for {:.0} s)",
                 lowered.join(", "),
-                self.unplaced
+                self.unplaced_for_s
             )
         })
     }
@@ -842,9 +856,10 @@ mod tests {
 
     /// After an OOM kill no proposal, the fallback's or the agent's, goes below the killed
     /// limit bumped as VPA bumps it (× 1.2, at least + 100 MiB), for the hold; a later kill at a
-    /// higher limit raises the floor, one at a lower limit does not lower it.
+    /// higher limit raises the floor, one at a lower limit neither lowers it nor holds it longer.
     #[test]
     fn after_an_oom_kill_no_proposal_goes_below_the_killed_limit_bumped() {
+        assert_eq!(GuardConfig::default().oom_hold_s, aware_baselines::model::MEMORY_AGGREGATION_INTERVAL_S);
         let bounds = Profile::default().bounds;
         let mut g = Guard::new(GuardConfig { oom_hold_s: 3600.0, ..GuardConfig::default() });
         let mut obs = observation(1000.0, Some(0.5));
@@ -884,9 +899,10 @@ mod tests {
         let mut p = rec(1, 1000, 512);
         g.keep_oom_floor(&mut p, 1045.0, &tight);
         assert_eq!(p.containers[0].limits.memory_bytes, 1024 * MIB);
-        // Once the hold has passed since the last kill, proposals pass as they are.
+        // Once the hold has passed since the kill that set the floor, proposals pass as they
+        // are: the later kill at a lower limit did not hold it longer.
         let mut late = rec(1, 1000, 256);
-        assert_eq!(g.keep_oom_floor(&mut late, 1045.0 + 3600.0, &bounds), None);
+        assert_eq!(g.keep_oom_floor(&mut late, 1030.0 + 3600.0, &bounds), None);
         assert_eq!(late.containers[0].limits.memory_bytes, 256 * MIB);
         // A fresh cluster (restart) forgets the kills.
         g.restart();
@@ -895,10 +911,12 @@ mod tests {
     }
 
     /// Once no pod has had a node for the grace, the fallback's proposal goes back to what the
-    /// pods last ran ready, where it asks for more; not before, and not once a pod is placed.
+    /// pods last ran ready (within the bounds), where it asks for more; not before, and not once
+    /// a pod is placed.
     #[test]
     fn with_no_pod_placed_for_the_grace_the_fallback_goes_back_to_what_last_ran() {
-        let mut g = Guard::new(GuardConfig { unplaced_grace_intervals: 3, ..GuardConfig::default() });
+        let bounds = Profile::default().bounds;
+        let mut g = Guard::new(GuardConfig { unplaced_grace_s: 45.0, ..GuardConfig::default() });
         let placed = observation(15.0, Some(0.5));
         let ready = placed.pods.iter().filter(|p| p.phase == PodPhase::Ready).count() as u32;
         let ran = placed.pods.iter().find(|p| p.phase == PodPhase::Ready).unwrap().resources.limits;
@@ -913,26 +931,84 @@ mod tests {
             unplaced.time_s = 15.0 + 15.0 * t as f64;
             let _ = g.check(&unplaced, &[0.1]);
             let mut p = big();
-            assert_eq!(g.roll_back_unplaced(&mut p), None, "within the grace");
+            assert_eq!(g.roll_back_unplaced(&mut p, &bounds), None, "within the grace");
         }
-        unplaced.time_s = 60.0;
+        unplaced.time_s = 75.0;
         let _ = g.check(&unplaced, &[0.1]);
         let mut p = big();
-        let why = g.roll_back_unplaced(&mut p).expect("lowered");
+        let why = g.roll_back_unplaced(&mut p, &bounds).expect("lowered");
         assert_eq!(p.replicas, ready);
         assert_eq!(p.containers[0].limits.cpu_millicores, ran.cpu_millicores);
         assert_eq!(p.containers[0].limits.memory_bytes, ran.memory_bytes);
         assert_eq!(p.containers[0].requests, p.containers[0].limits, "requests keep their ratio");
-        assert!(why.contains("none has had a node for 3 intervals"), "{why}");
+        assert!(why.contains("none has had a node for 45 s"), "{why}");
+        // Never below the bounds' least: with at least 3 replicas, 3 of what last ran.
+        let floor = aware_core::Bounds { min_replicas: ready + 2, ..bounds.clone() };
+        let mut p = big();
+        g.roll_back_unplaced(&mut p, &floor).expect("lowered");
+        assert_eq!(p.replicas, ready + 2);
         // Less than what last ran passes as it is.
         let mut small = rec(1, 100, 64);
-        assert_eq!(g.roll_back_unplaced(&mut small), None);
+        assert_eq!(g.roll_back_unplaced(&mut small, &bounds), None);
         // A pod placed again ends it.
         let mut back = placed.clone();
-        back.time_s = 75.0;
+        back.time_s = 90.0;
         let _ = g.check(&back, &[0.1]);
         let mut p = big();
-        assert_eq!(g.roll_back_unplaced(&mut p), None);
+        assert_eq!(g.roll_back_unplaced(&mut p, &bounds), None);
+        // The grace is time, not observations: unplaced again, two observations 60 s apart pass it.
+        unplaced.time_s = 105.0;
+        let _ = g.check(&unplaced, &[0.1]);
+        let mut p = big();
+        assert_eq!(g.roll_back_unplaced(&mut p, &bounds), None, "just unplaced");
+        unplaced.time_s = 165.0;
+        let _ = g.check(&unplaced, &[0.1]);
+        let mut p = big();
+        assert!(g.roll_back_unplaced(&mut p, &bounds).is_some(), "60 s unplaced");
+    }
+
+    /// The guard's rules for the fallback, in their order: the roll-back to what last ran,
+    /// then what the fallback does not set back to the deployment (the roll-back never undoes
+    /// it), then the OOM floor (the roll-back never goes below it); each said in the verdict.
+    #[test]
+    fn the_fallbacks_net_rolls_back_then_restores_the_deployment_then_keeps_the_oom_floor() {
+        let bounds = Profile::default().bounds;
+        let mut g = Guard::new(GuardConfig { unplaced_grace_s: 30.0, ..GuardConfig::default() });
+        let mut placed = observation(15.0, Some(0.5));
+        let ready = placed.pods.iter().filter(|p| p.phase == PodPhase::Ready).count() as u32;
+        let ran = placed.pods.iter().find(|p| p.phase == PodPhase::Ready).unwrap().resources.limits;
+        placed.pods[0].oom_killed_at_bytes = Some(ran.memory_bytes as f64);
+        let _ = g.check(&placed, &[0.1]);
+        let mut unplaced = placed.clone();
+        for p in &mut unplaced.pods {
+            (p.node, p.phase, p.oom_killed_at_bytes) = (None, PodPhase::Pending, None);
+        }
+        for t in [30.0, 60.0] {
+            unplaced.time_s = t;
+            let _ = g.check(&unplaced, &[0.1]);
+        }
+        let deployed = (ready, container(ran.cpu_millicores * 2, ran.memory_bytes / MIB));
+        let mpa = aware_core::Scope { replicas: true, cpu: false, memory: true };
+        let big = || rec(84, ran.cpu_millicores * 4, 4 * ran.memory_bytes / MIB);
+        let mut p = big();
+        let mut verdict = "passed".to_string();
+        crate::manager::guard_fallback(&g, &mut p, 60.0, &bounds, Some((mpa, &deployed)), &mut verdict);
+        let floor = (ran.memory_bytes + 100 * MIB).max(ran.memory_bytes * 6 / 5);
+        assert_eq!(p.replicas, ready);
+        assert_eq!(p.containers[0].limits.cpu_millicores, ran.cpu_millicores * 2, "as deployed, not as last ran");
+        assert!(
+            p.containers[0].limits.memory_bytes.abs_diff(floor) <= 1,
+            "{} vs {floor}",
+            p.containers[0].limits.memory_bytes
+        );
+        let at = |what: &str| verdict.find(what).unwrap_or_else(|| panic!("{what} in {verdict}"));
+        assert!(at("lowered: ") == 0 && at("; restored: ") < at("; raised: "), "{verdict}");
+        // Not handed back (one refused observation): what last ran.
+        let mut p = big();
+        let mut verdict = "fallback: stale".to_string();
+        crate::manager::guard_fallback(&g, &mut p, 60.0, &bounds, None, &mut verdict);
+        assert_eq!(p.containers[0].limits.cpu_millicores, ran.cpu_millicores);
+        assert!(verdict.starts_with("fallback: stale; lowered: replicas 84 → "), "{verdict}");
     }
 
     /// The policy alone (no fallback floors it) gets no floor after an OOM kill.

@@ -37,7 +37,7 @@ use crate::LifecycleError;
 use crate::algorithm::{AppLifecycle, EpisodeOutcome, LifecycleState, Transition};
 use crate::decision::{self, Decision, Seen, Set};
 use crate::guard::Guard;
-use crate::manager::{AGENT_ACTIONS, Counts, Learning, ManagerConfig, action_origin, ask_features, hand_back};
+use crate::manager::{AGENT_ACTIONS, Counts, Learning, ManagerConfig, action_origin, ask_features};
 use crate::stage::{Stage, StageChange};
 
 /// The last interval's decision for one app, waiting for the next observation to say what it
@@ -97,7 +97,7 @@ pub struct LiveApp {
     certified: Option<FrozenPolicy>,
     /// The allocation first observed (replicas, CPU and memory limits), its pod resources those
     /// the workload declares where they are known ([`LiveManager::set_declared`]): what the
-    /// fallback does not manage is handed back to it as this ([`crate::manager::hand_back`]).
+    /// fallback does not manage is handed back to it as this ([`crate::manager::guard_fallback`]).
     deployed: Option<(u32, aware_core::ContainerResources)>,
     /// The pod resources the workload's own template declares (`spec.template` of a
     /// Deployment, which a controller that resizes pods in place never changes), where the
@@ -707,21 +707,29 @@ impl LiveManager {
                     Some(ask) => ask,
                     None => a.fallback.recommender().recommend(obs).ok(),
                 };
+                // The fallback's own decision as asked is a residual agent's action 0 (its
+                // state read it): what the guard's rules change is its action.
+                if let (true, Some(p)) = (self.config.residual, &p)
+                    && let Some(c) = p.containers.first()
+                {
+                    origin = Some((c.limits, p.replicas));
+                }
                 // Handed to the rules (not for one refused observation): with what they do not
-                // manage as first observed, never below.
-                // Not for a residual agent: its state read the proposal as asked.
-                if let (Some(p), false, false) = (&mut p, t.wants_agent, self.config.residual) {
-                    hand_back(p, &mut a.fallback, a.deployed.as_ref(), &a.decoder.bounds, &mut verdict);
-                }
+                // manage as first observed, never below (not for a residual agent, as in the
+                // bootstrapping check's replays).
+                let scope = a.fallback.recommender().scope();
+                let handed_back =
+                    a.deployed.as_ref().filter(|_| !t.wants_agent && !self.config.residual).map(|d| (scope, d));
                 if let Some(p) = &mut p {
-                    crate::manager::guard_fallback(&a.guard, p, obs.time_s, &a.decoder.bounds, &mut verdict);
-                }
-                if let Some(p) = &p {
+                    crate::manager::guard_fallback(
+                        &a.guard,
+                        p,
+                        obs.time_s,
+                        &a.decoder.bounds,
+                        handed_back,
+                        &mut verdict,
+                    );
                     a.guard.witness(p, &obs.template);
-                    // The fallback's own decision is a residual agent's action 0.
-                    if let (true, Some(c)) = (self.config.residual, p.containers.first()) {
-                        origin = Some((c.limits, p.replicas));
-                    }
                 }
                 p
             }

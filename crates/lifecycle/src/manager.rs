@@ -1549,22 +1549,25 @@ impl Driver for Manager<'_> {
                 // The fallback sees every observation (its own checks refuse bad ones).
                 None => match if asking { asks[i].take() } else { a.fallback.recommender().recommend(&obs).ok() } {
                     Some(mut rec) => {
+                        // A residual agent's action 0 is the proposal as asked (its state
+                        // read it): what the guard's rules change is its action.
+                        let asked = (rec.replicas, rec.containers.first().map(|c| c.limits));
                         // Handed to the rules (not for one refused observation): with what
-                        // they do not manage as deployed, never below.
-                        // Not for a residual agent: its state read the proposal as asked.
-                        if !wants_agent && !self.config.residual {
-                            hand_back(&mut rec, &mut a.fallback, a.deployed.as_ref(), &a.decoder.bounds, &mut verdict);
-                        }
-                        guard_fallback(&a.guard, &mut rec, obs.time_s, &a.decoder.bounds, &mut verdict);
+                        // they do not manage as deployed, never below (not for a residual
+                        // agent, as in the bootstrapping check's replays).
+                        let scope = a.fallback.recommender().scope();
+                        let handed_back =
+                            a.deployed.as_ref().filter(|_| !wants_agent && !self.config.residual).map(|d| (scope, d));
+                        guard_fallback(&a.guard, &mut rec, obs.time_s, &a.decoder.bounds, handed_back, &mut verdict);
                         // The headroom's record stays: a fallback that keeps the current
                         // allocation keeps the raised CPU, and one that moves it no longer
                         // matches the record.
                         a.guard.witness(&rec, &obs.template);
                         // Measured from where the agent's action is: the fallback's own
-                        // decision is the action 0 for a residual agent.
-                        let c = rec.containers.first().map(|c| c.limits).unwrap_or(obs.template.limits);
+                        // decision as asked is the action 0 for a residual agent.
+                        let c = asked.1.unwrap_or(obs.template.limits);
                         let now = match self.config.residual {
-                            true => (&c, rec.replicas),
+                            true => (&c, asked.0),
                             false => (&obs.template.limits, obs.desired_replicas),
                         };
                         a.action = measured_from(&a.decoder.bounds, &rec, &obs, now).unwrap_or_default();
@@ -1671,40 +1674,31 @@ impl Driver for Manager<'_> {
     }
 }
 
-/// [`restore_unmanaged`] on the fallback's proposal `rec` for an app handed to `fallback`,
-/// where its `deployed` allocation is known; what was raised is added to the decision's
-/// `verdict`. The manager and the live decider both call it where their stage hands the app
-/// to the fallback.
-pub(crate) fn hand_back(
-    rec: &mut Recommendation,
-    fallback: &mut Policy,
-    deployed: Option<&(u32, ContainerResources)>,
-    bounds: &aware_core::Bounds,
-    verdict: &mut String,
-) {
-    let Some((replicas, template)) = deployed else { return };
-    if let Some(why) = restore_unmanaged(rec, fallback.recommender().scope(), (*replicas, template), bounds) {
-        *verdict = if verdict == "passed" { format!("restored: {why}") } else { format!("{verdict}; restored: {why}") };
-    }
-}
-
 /// The fallback's `rec` under the guard's rules for it, each said in `verdict` when it changed
-/// anything: back to what the pods last ran where none has a node
-/// ([`Guard::roll_back_unplaced`]), then over the floor after an OOM kill
-/// ([`Guard::keep_oom_floor`]). The manager, the live decider and the shadow's replay apply
-/// them wherever the fallback acts.
+/// anything, in this order: back to what the pods last ran where none has had a node for the
+/// grace ([`Guard::roll_back_unplaced`]); where the stage hands the app to the fallback
+/// (`handed_back`: the fallback's scope and the app's deployed allocation), what the fallback
+/// does not set raised back to the deployment ([`restore_unmanaged`], so the roll-back never
+/// undoes it); then over the floor after an OOM kill ([`Guard::keep_oom_floor`]). The manager,
+/// the live decider and the bootstrapping check's replays apply it wherever the fallback acts.
 pub(crate) fn guard_fallback(
     guard: &Guard,
     rec: &mut Recommendation,
     now_s: f64,
     bounds: &aware_core::Bounds,
+    handed_back: Option<(aware_core::Scope, &(u32, ContainerResources))>,
     verdict: &mut String,
 ) {
     let mut say = |what: &str, why: String| {
         *verdict = if verdict == "passed" { format!("{what}: {why}") } else { format!("{verdict}; {what}: {why}") };
     };
-    if let Some(why) = guard.roll_back_unplaced(rec) {
+    if let Some(why) = guard.roll_back_unplaced(rec, bounds) {
         say("lowered", why);
+    }
+    if let Some((scope, (replicas, template))) = handed_back
+        && let Some(why) = restore_unmanaged(rec, scope, (*replicas, template), bounds)
+    {
+        say("restored", why);
     }
     if let Some(why) = guard.keep_oom_floor(rec, now_s, bounds) {
         say("raised", why);

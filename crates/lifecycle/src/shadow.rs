@@ -19,7 +19,7 @@ use aware_sim::{AppSpec, CONTAINER, Continuation, DeploymentState, SimCluster, S
 
 use crate::algorithm::{EpisodeOutcome, ShadowComparison};
 use crate::guard::{Guard, GuardConfig, Usage};
-use crate::manager::{AGENT_ACTIONS, action_origin, ask_features, decode_action, restore_unmanaged};
+use crate::manager::{AGENT_ACTIONS, action_origin, ask_features, decode_action};
 
 /// What the shadow run needs of one application.
 pub struct ShadowApp<'a> {
@@ -46,8 +46,8 @@ pub struct ShadowApp<'a> {
     /// The allocation the app was deployed with (replicas and pod template): the fallback's
     /// replay hands back what the fallback does not manage as this, never below, as the
     /// manager does where its stage hands the app to the fallback
-    /// ([`crate::manager::restore_unmanaged`]). `None`: the fallback's proposals as they are
-    /// (a residual agent's runs, whose state reads the proposal as asked).
+    /// ([`crate::manager::guard_fallback`]). `None`: nothing handed back (a residual agent's
+    /// runs); the guard's other rules for the fallback apply either way.
     pub deployed: Option<&'a (u32, ContainerResources)>,
     pub seed: u64,
 }
@@ -65,21 +65,28 @@ impl ShadowApp<'_> {
 
 /// The fallback (as [`ShadowApp::fallback`] says, else a fresh one of kind `fallback`) on the
 /// app's recent traffic, handing back what it does not manage as deployed where
-/// [`ShadowApp::deployed`] is known.
+/// [`ShadowApp::deployed`] is known, under the guard's rules for the fallback
+/// ([`crate::manager::guard_fallback`]) with the guard the traffic began with, else a fresh one
+/// as the profile's `guard:` section configures it where the fallback floors the agent.
 pub fn fallback(app: &ShadowApp, fallback: &PolicyName) -> Result<EpisodeOutcome, LabError> {
+    with_guard(app, fallback, &GuardConfig::for_agent(&app.profile.guard, true, None))
+}
+
+/// [`fallback`] with a fresh guard configured as `guard` where the traffic's is not known.
+fn with_guard(app: &ShadowApp, fallback: &PolicyName, guard: &GuardConfig) -> Result<EpisodeOutcome, LabError> {
     let policy = app.fallback(fallback)?;
     let mut rules = HandedBack {
         rules: Recommenders::new(vec![policy]),
         deployed: app.deployed,
         bounds: &app.profile.bounds,
-        guard: app.guard.cloned().unwrap_or_else(|| Guard::new(GuardConfig::default())),
+        guard: app.guard.cloned().unwrap_or_else(|| Guard::new(guard.clone())),
     };
     run(app, app.rates.len() as u64, &mut rules)
 }
 
-/// The fallback serving an app handed to it, as the manager has it act: each proposal with
-/// what the fallback does not manage raised back to the deployment, where it is known
-/// ([`crate::manager::restore_unmanaged`]).
+/// The fallback serving an app handed to it, as the manager has it act: under the guard's
+/// rules for it, with what the fallback does not manage raised back to the deployment where
+/// it is known ([`crate::manager::guard_fallback`]).
 struct HandedBack<'a> {
     rules: Recommenders,
     deployed: Option<&'a (u32, ContainerResources)>,
@@ -97,13 +104,17 @@ impl Driver for HandedBack<'_> {
             let _ = self.guard.check(obs, &[]);
         }
         for (control, policy) in controls.iter_mut().zip(&mut self.rules.policies) {
-            if let Control::Recommendation(rec) = control {
-                if let Some((replicas, template)) = self.deployed {
-                    restore_unmanaged(rec, policy.recommender().scope(), (*replicas, template), self.bounds);
-                }
-                if let Some(obs) = &obs {
-                    crate::manager::guard_fallback(&self.guard, rec, obs.time_s, self.bounds, &mut String::new());
-                }
+            if let (Control::Recommendation(rec), Some(obs)) = (control, &obs) {
+                let scope = policy.recommender().scope();
+                let handed_back = self.deployed.map(|d| (scope, d));
+                crate::manager::guard_fallback(
+                    &self.guard,
+                    rec,
+                    obs.time_s,
+                    self.bounds,
+                    handed_back,
+                    &mut String::new(),
+                );
             }
         }
         Ok(controls)
@@ -129,7 +140,7 @@ pub fn compare(
     guard: &GuardConfig,
 ) -> Result<ShadowComparison, LabError> {
     let steps = app.rates.len() as u64;
-    let fallback_outcome = self::fallback(app, fallback)?;
+    let fallback_outcome = with_guard(app, fallback, guard)?;
     if let Some(why) = crate::manager::state_width_refusal(agent.state_dim(), residual, false) {
         return Err(LabError::input("shadow", why));
     }
@@ -338,11 +349,13 @@ impl Driver for Greedy<'_> {
             // The manager lets the fallback act here (it sees every observation).
             return Ok(vec![match self.rules.as_mut().and_then(|f| f.recommender().recommend(&obs).ok()) {
                 Some(mut rec) => {
+                    // One refused observation: the fallback acts for it, not handed back.
                     crate::manager::guard_fallback(
                         &self.guard,
                         &mut rec,
                         obs.time_s,
                         &self.decoder.bounds,
+                        None,
                         &mut String::new(),
                     );
                     self.guard.witness(&rec, &obs.template);
