@@ -213,10 +213,13 @@ pub struct Guard {
     oom_floor: Option<OomFloor>,
     /// What the app's ready pods last ran: their number and each resource's largest limit.
     last_ready: Option<(u32, u64, u64)>,
-    /// Since when (backend time) the app has had pods and none of them on a node, and for how
-    /// long as of the last observation.
+    /// Since when (backend time) the app has had pods and none of them on a node: the last
+    /// observation before that showed one placed (else the first that showed none), and for
+    /// how long as of the last observation.
     unplaced_since_s: Option<f64>,
     unplaced_for_s: f64,
+    /// When an observation last showed one of the app's pods placed (or none pending).
+    last_placed_s: Option<f64>,
 }
 
 /// Sets a nonzero `limit` to `to`, its `request` moved in the same ratio (a Burstable pod stays
@@ -249,6 +252,7 @@ impl Guard {
             last_ready: None,
             unplaced_since_s: None,
             unplaced_for_s: 0.0,
+            last_placed_s: None,
         }
     }
 
@@ -337,8 +341,10 @@ impl Guard {
         };
     }
 
-    /// Remembers what the app's ready pods ran, and counts the observations in a row where
-    /// none of its pods has a node ([`Guard::roll_back_unplaced`]).
+    /// Remembers what the app's ready pods ran, and since when none of its pods has had a node
+    /// ([`Guard::roll_back_unplaced`]): every pod pending without one. (A backend that does not
+    /// report nodes, as the Prometheus one, reports no node for a running pod: only a pending
+    /// one counts.)
     fn note_placement(&mut self, obs: &Observation) {
         let ready: Vec<&ContainerResources> =
             obs.pods.iter().filter(|p| p.phase == PodPhase::Ready && !p.deleting).map(|p| &p.resources).collect();
@@ -347,13 +353,19 @@ impl Guard {
             self.last_ready =
                 Some((ready.len() as u32, most(|c| c.limits.cpu_millicores), most(|c| c.limits.memory_bytes)));
         }
-        let unplaced = !obs.pods.is_empty() && obs.pods.iter().all(|p| p.node.is_none());
+        let unplaced =
+            !obs.pods.is_empty() && obs.pods.iter().all(|p| p.node.is_none() && p.phase == PodPhase::Pending);
         // A clock that went back (a backend restarted) starts the count again.
+        let now = obs.time_s;
+        self.last_placed_s = self.last_placed_s.filter(|t| *t <= now);
         self.unplaced_since_s = match self.unplaced_since_s {
-            Some(since) if unplaced && since <= obs.time_s => Some(since),
-            _ if unplaced => Some(obs.time_s),
+            Some(since) if unplaced && since <= now => Some(since),
+            _ if unplaced => Some(self.last_placed_s.unwrap_or(now)),
             _ => None,
         };
+        if !unplaced {
+            self.last_placed_s = Some(now);
+        }
         self.unplaced_for_s = self.unplaced_since_s.map_or(0.0, |since| obs.time_s - since);
     }
 
@@ -376,8 +388,10 @@ impl Guard {
         }
         let (replicas, cpu, memory) = self.last_ready?;
         let replicas = replicas.clamp(bounds.min_replicas.max(1), bounds.max_replicas.max(1));
-        let cpu = cpu.clamp(bounds.min_cpu_millicores, bounds.max_cpu_millicores);
-        let memory = memory.clamp(bounds.min_memory_bytes(), bounds.max_memory_bytes());
+        // A limit of 0 (none: the pods ran unlimited) stays none.
+        let within = |v: u64, lo: u64, hi: u64| if v > 0 { v.clamp(lo, hi) } else { 0 };
+        let cpu = within(cpu, bounds.min_cpu_millicores, bounds.max_cpu_millicores);
+        let memory = within(memory, bounds.min_memory_bytes(), bounds.max_memory_bytes());
         let mut lowered = Vec::new();
         if rec.replicas > replicas {
             lowered.push(format!("replicas {} → {replicas}", rec.replicas));
@@ -941,12 +955,19 @@ mod tests {
         assert_eq!(p.containers[0].limits.cpu_millicores, ran.cpu_millicores);
         assert_eq!(p.containers[0].limits.memory_bytes, ran.memory_bytes);
         assert_eq!(p.containers[0].requests, p.containers[0].limits, "requests keep their ratio");
-        assert!(why.contains("none has had a node for 45 s"), "{why}");
-        // Never below the bounds' least: with at least 3 replicas, 3 of what last ran.
-        let floor = aware_core::Bounds { min_replicas: ready + 2, ..bounds.clone() };
+        // Timed from the last observation with a pod placed (15 s), as 8 intervals of 15 s are
+        // the default's 120 s.
+        assert!(why.contains("none has had a node for 60 s"), "{why}");
+        // Within the bounds: at least their least replicas, at most their largest CPU.
+        let tight = aware_core::Bounds {
+            min_replicas: ready + 2,
+            max_cpu_millicores: ran.cpu_millicores / 2,
+            min_cpu_millicores: 10,
+            ..bounds.clone()
+        };
         let mut p = big();
-        g.roll_back_unplaced(&mut p, &floor).expect("lowered");
-        assert_eq!(p.replicas, ready + 2);
+        g.roll_back_unplaced(&mut p, &tight).expect("lowered");
+        assert_eq!((p.replicas, p.containers[0].limits.cpu_millicores), (ready + 2, ran.cpu_millicores / 2));
         // Less than what last ran passes as it is.
         let mut small = rec(1, 100, 64);
         assert_eq!(g.roll_back_unplaced(&mut small, &bounds), None);
@@ -965,6 +986,38 @@ mod tests {
         let _ = g.check(&unplaced, &[0.1]);
         let mut p = big();
         assert!(g.roll_back_unplaced(&mut p, &bounds).is_some(), "60 s unplaced");
+        // A clock that went back (a backend restarted) starts the count again.
+        unplaced.time_s = 20.0;
+        let _ = g.check(&unplaced, &[0.1]);
+        let mut p = big();
+        assert_eq!(g.roll_back_unplaced(&mut p, &bounds), None, "a new clock");
+    }
+
+    /// Running pods a backend reports no node for (Prometheus reports none) are not unplaced;
+    /// pods that ran with no limit (0) are not given the bounds' least when rolled back.
+    #[test]
+    fn only_pending_pods_are_unplaced_and_no_limit_stays_none() {
+        let bounds = Profile::default().bounds;
+        let mut g = Guard::new(GuardConfig { unplaced_grace_s: 0.0, ..GuardConfig::default() });
+        let mut nodeless = observation(15.0, Some(0.5));
+        for p in &mut nodeless.pods {
+            p.node = None;
+            p.resources.limits.cpu_millicores = 0;
+            p.resources.limits.memory_bytes = 0;
+        }
+        let _ = g.check(&nodeless, &[0.1]);
+        let mut p = rec(84, 4000, 6384);
+        assert_eq!(g.roll_back_unplaced(&mut p, &bounds), None, "ready pods are placed");
+        let mut pending = nodeless.clone();
+        pending.time_s = 30.0;
+        for p in &mut pending.pods {
+            p.phase = PodPhase::Pending;
+        }
+        let _ = g.check(&pending, &[0.1]);
+        let mut p = rec(84, 4000, 6384);
+        g.roll_back_unplaced(&mut p, &bounds).expect("replicas lowered");
+        assert!(p.replicas < 84);
+        assert_eq!((p.containers[0].limits.cpu_millicores, p.containers[0].limits.memory_bytes), (4000, 6384 * MIB));
     }
 
     /// The guard's rules for the fallback, in their order: the roll-back to what last ran,

@@ -1241,8 +1241,8 @@ impl<'w> Manager<'w> {
                 None
             } else {
                 let profile = self.workload.app_profile(i);
-                // Not for a residual agent, whose state reads the proposal as asked (as where
-                // the manager hands an app back).
+                // Not for a residual agent, as where the manager hands an app back (only the
+                // `converged` reference acts residually, and the policy alone is never handed back).
                 let deployed = a.deployed.as_ref().filter(|_| !self.config.residual);
                 let episode_app = |recent| replay(self.workload, &profile, i, recent, deployed);
                 let compare = |recent| {
@@ -1293,7 +1293,11 @@ impl<'w> Manager<'w> {
                         // This episode's traffic: the last one added.
                         match a.recent_traffic.back() {
                             Some(this) => {
-                                let fallback = shadow::fallback(&episode_app(this), &self.config.fallback)?;
+                                let fallback = shadow::fallback_with_guard(
+                                    &episode_app(this),
+                                    &self.config.fallback,
+                                    &self.config.guard_config(&profile),
+                                )?;
                                 Some(ShadowComparison { agent: outcome, fallback })
                             }
                             None => None,
@@ -1551,7 +1555,10 @@ impl Driver for Manager<'_> {
                     Some(mut rec) => {
                         // A residual agent's action 0 is the proposal as asked (its state
                         // read it): what the guard's rules change is its action.
-                        let asked = (rec.replicas, rec.containers.first().map(|c| c.limits));
+                        let asked = match rec.containers.first() {
+                            Some(c) => (rec.replicas, c.limits),
+                            None => (obs.desired_replicas, obs.template.limits),
+                        };
                         // Handed to the rules (not for one refused observation): with what
                         // they do not manage as deployed, never below (not for a residual
                         // agent, as in the bootstrapping check's replays).
@@ -1565,9 +1572,8 @@ impl Driver for Manager<'_> {
                         a.guard.witness(&rec, &obs.template);
                         // Measured from where the agent's action is: the fallback's own
                         // decision as asked is the action 0 for a residual agent.
-                        let c = asked.1.unwrap_or(obs.template.limits);
                         let now = match self.config.residual {
-                            true => (&c, asked.0),
+                            true => (&asked.1, asked.0),
                             false => (&obs.template.limits, obs.desired_replicas),
                         };
                         a.action = measured_from(&a.decoder.bounds, &rec, &obs, now).unwrap_or_default();

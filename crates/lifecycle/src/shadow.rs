@@ -69,11 +69,16 @@ impl ShadowApp<'_> {
 /// ([`crate::manager::guard_fallback`]) with the guard the traffic began with, else a fresh one
 /// as the profile's `guard:` section configures it where the fallback floors the agent.
 pub fn fallback(app: &ShadowApp, fallback: &PolicyName) -> Result<EpisodeOutcome, LabError> {
-    with_guard(app, fallback, &GuardConfig::for_agent(&app.profile.guard, true, None))
+    fallback_with_guard(app, fallback, &GuardConfig::for_agent(&app.profile.guard, true, None))
 }
 
-/// [`fallback`] with a fresh guard configured as `guard` where the traffic's is not known.
-fn with_guard(app: &ShadowApp, fallback: &PolicyName, guard: &GuardConfig) -> Result<EpisodeOutcome, LabError> {
+/// [`fallback`] with a fresh guard configured as `guard` (the manager's) where the traffic's is
+/// not known.
+pub fn fallback_with_guard(
+    app: &ShadowApp,
+    fallback: &PolicyName,
+    guard: &GuardConfig,
+) -> Result<EpisodeOutcome, LabError> {
     let policy = app.fallback(fallback)?;
     let mut rules = HandedBack {
         rules: Recommenders::new(vec![policy]),
@@ -140,7 +145,7 @@ pub fn compare(
     guard: &GuardConfig,
 ) -> Result<ShadowComparison, LabError> {
     let steps = app.rates.len() as u64;
-    let fallback_outcome = with_guard(app, fallback, guard)?;
+    let fallback_outcome = fallback_with_guard(app, fallback, guard)?;
     if let Some(why) = crate::manager::state_width_refusal(agent.state_dim(), residual, false) {
         return Err(LabError::input("shadow", why));
     }
