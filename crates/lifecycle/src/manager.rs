@@ -1555,9 +1555,9 @@ impl Driver for Manager<'_> {
                     Some(mut rec) => {
                         // A residual agent's action 0 is the proposal as asked (its state
                         // read it): what the guard's rules change is its action.
-                        let asked = match rec.containers.first() {
-                            Some(c) => (rec.replicas, c.limits),
-                            None => (obs.desired_replicas, obs.template.limits),
+                        let asked = {
+                            let (c, replicas) = action_origin(Some(&rec), true, &obs);
+                            (replicas, c.limits)
                         };
                         // Handed to the rules (not for one refused observation): with what
                         // they do not manage as deployed, never below (not for a residual
