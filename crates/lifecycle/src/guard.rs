@@ -214,10 +214,8 @@ pub struct Guard {
     /// What the app's ready pods last ran: their number and each resource's largest limit.
     last_ready: Option<(u32, u64, u64)>,
     /// Since when (backend time) the app has had pods and none of them on a node: the last
-    /// observation before that showed one placed (else the first that showed none), and for
-    /// how long as of the last observation.
+    /// observation before that showed one placed (else the first that showed none).
     unplaced_since_s: Option<f64>,
-    unplaced_for_s: f64,
     /// When an observation last showed one of the app's pods placed (or none pending).
     last_placed_s: Option<f64>,
 }
@@ -251,7 +249,6 @@ impl Guard {
             oom_floor: None,
             last_ready: None,
             unplaced_since_s: None,
-            unplaced_for_s: 0.0,
             last_placed_s: None,
         }
     }
@@ -366,7 +363,6 @@ impl Guard {
         if !unplaced {
             self.last_placed_s = Some(now);
         }
-        self.unplaced_for_s = self.unplaced_since_s.map_or(0.0, |since| obs.time_s - since);
     }
 
     /// `rec` (the fallback's) brought back down to what the app's pods last ran ready (their
@@ -383,7 +379,9 @@ impl Guard {
     /// began none of its pods had a node, and the fallback held them so for the last 200
     /// intervals of the run, each violating the SLO (200 against 50 for the rules alone).
     pub fn roll_back_unplaced(&self, rec: &mut Recommendation, bounds: &Bounds) -> Option<String> {
-        if self.unplaced_since_s.is_none() || self.unplaced_for_s < self.config.unplaced_grace_s {
+        // As of the last observation (`check` has just seen it).
+        let unplaced_for_s = self.last_time_s? - self.unplaced_since_s?;
+        if unplaced_for_s < self.config.unplaced_grace_s {
             return None;
         }
         let (replicas, cpu, memory) = self.last_ready?;
@@ -411,7 +409,7 @@ impl Guard {
             format!(
                 "{} (what its pods last ran ready: none has had a node for {:.0} s)",
                 lowered.join(", "),
-                self.unplaced_for_s
+                unplaced_for_s
             )
         })
     }
