@@ -124,6 +124,15 @@ impl Baseline {
     }
 
     /// The VPA inside, if this policy has one (VPA, MPA).
+    pub fn vpa(&self) -> Option<&VerticalPodAutoscaler> {
+        match self {
+            Baseline::Vpa(v) => Some(v),
+            Baseline::Mpa(m) => Some(&m.vpa),
+            _ => None,
+        }
+    }
+
+    /// The VPA inside, if this policy has one (VPA, MPA).
     pub fn vpa_mut(&mut self) -> Option<&mut VerticalPodAutoscaler> {
         match self {
             Baseline::Vpa(v) => Some(v),

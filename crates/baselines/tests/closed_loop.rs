@@ -202,3 +202,61 @@ fn controllers_restarted_between_episodes_behave_as_fresh_ones() {
     resize(&mut c, 1, 1000, 16384 * MIB);
     assert_ne!(drive(&mut c, &mut stale, 80), first);
 }
+
+/// A VPA restarted from the checkpoints it saved (through JSON, as the controller's state file
+/// keeps them) recommends as the one that ran on: the same target and the same confidence
+/// bounds. One restarted empty starts its confidence over (a far wider upper bound). The memory
+/// peaks of the aggregation interval still open are left out of the checkpoint, so the
+/// restarted recommender, adding them again when it sees the pods, does not count them twice.
+#[test]
+fn a_vpa_restarted_from_its_checkpoints_recommends_as_the_one_that_ran_on() {
+    let mut c = cluster(vec![rate(0.6); 20]);
+    resize(&mut c, 2, 1000, 1024 * MIB);
+    let spec = VpaSpec { update_mode: UpdateMode::Off, ..VpaSpec::from_profile(&Profile::default()) };
+    let mut ran_on = VerticalPodAutoscaler::new(spec.clone());
+    for _ in 0..480 {
+        ran_on.recommend(&c.observe(0).unwrap()).unwrap();
+        c.advance().unwrap();
+    }
+    let now = c.observe(0).unwrap().time_s;
+    let saved = ran_on.save_checkpoints(now);
+    assert_eq!(saved.len(), 1, "one container: {saved:?}");
+    let text = serde_json::to_string(&saved).unwrap();
+    let saved: Vec<(String, aware_baselines::AggregateCheckpoint)> = serde_json::from_str(&text).unwrap();
+    let mut restarted = VerticalPodAutoscaler::new(spec.clone());
+    for (container, checkpoint) in &saved {
+        restarted.load_checkpoint(container, checkpoint, now).unwrap();
+    }
+    let mut empty = VerticalPodAutoscaler::new(spec);
+    for _ in 0..20 {
+        let obs = c.observe(0).unwrap();
+        for v in [&mut ran_on, &mut restarted, &mut empty] {
+            v.recommend(&obs).unwrap();
+        }
+        c.advance().unwrap();
+    }
+    let (a, b, e) =
+        (ran_on.recommendation().unwrap(), restarted.recommendation().unwrap(), empty.recommendation().unwrap());
+    let near = |x: i64, y: i64| (x as f64 - y as f64).abs() <= 0.05 * x as f64;
+    for (what, x, y) in [
+        ("cpu target", a.target.cpu_millicores, b.target.cpu_millicores),
+        ("memory target", a.target.memory_bytes, b.target.memory_bytes),
+        ("cpu upper bound", a.upper_bound.cpu_millicores, b.upper_bound.cpu_millicores),
+        ("memory upper bound", a.upper_bound.memory_bytes, b.upper_bound.memory_bytes),
+        ("memory lower bound", a.lower_bound.memory_bytes, b.lower_bound.memory_bytes),
+    ] {
+        assert!(near(x, y), "{what}: ran on {x}, restarted {y}");
+    }
+    assert!(
+        e.upper_bound.memory_bytes as f64 > 1.5 * a.upper_bound.memory_bytes as f64,
+        "an empty restart starts its confidence over: {} against {}",
+        e.upper_bound.memory_bytes,
+        a.upper_bound.memory_bytes
+    );
+    // One peak per pod for the interval, in both (as kept once every interval closed; the
+    // restarted recommender's intervals began later, so its samples decayed a little less).
+    // Kept in the checkpoint, the open interval's peaks would be there twice.
+    let total = |v: &VerticalPodAutoscaler| v.save_checkpoints(f64::INFINITY)[0].1.memory_histogram.total_weight;
+    let (ran, back) = (total(&ran_on), total(&restarted));
+    assert!(ran > 0.0 && (0.8..1.25).contains(&(back / ran)), "memory peaks' weight: ran on {ran}, restarted {back}");
+}

@@ -220,6 +220,23 @@ impl Policy {
         }
     }
 
+    /// The VPA inside a rule-based policy that has one (VPA, MPA): its history is what a
+    /// restarted controller keeps ([`aware_baselines::VerticalPodAutoscaler::save_checkpoints`]).
+    pub fn vpa(&self) -> Option<&aware_baselines::VerticalPodAutoscaler> {
+        match self {
+            Policy::Baseline(b) => b.vpa(),
+            _ => None,
+        }
+    }
+
+    /// [`Policy::vpa`], to load a saved history into.
+    pub fn vpa_mut(&mut self) -> Option<&mut aware_baselines::VerticalPodAutoscaler> {
+        match self {
+            Policy::Baseline(b) => b.vpa_mut(),
+            _ => None,
+        }
+    }
+
     pub fn recommender(&mut self) -> &mut dyn Recommender {
         match self {
             Policy::Baseline(b) => b.recommender(),

@@ -228,14 +228,14 @@ pub(crate) fn move_limit(request: &mut u64, limit: &mut u64, to: u64) {
 }
 
 /// The memory limit below which no proposal goes for a while after an OOM kill.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct OomFloor {
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct OomFloor {
     /// The limit the pod was killed at, bytes.
-    killed_bytes: u64,
+    pub killed_bytes: u64,
     /// The floor: `killed_bytes` bumped by VPA's OOM rule, bytes.
-    bytes: u64,
+    pub bytes: u64,
     /// Backend time of the kill, seconds.
-    at_s: f64,
+    pub at_s: f64,
 }
 
 impl Guard {
@@ -412,6 +412,30 @@ impl Guard {
                 unplaced_for_s
             )
         })
+    }
+
+    /// The floor an OOM kill holds at the guard's clock (the last observation checked), for a
+    /// restarted controller to keep ([`Guard::keep_saved_oom_floor`]); `None` when none holds.
+    pub fn oom_floor(&self) -> Option<OomFloor> {
+        self.active_oom_floor(self.last_time_s?)
+    }
+
+    /// Takes up a floor a previous run of the controller kept ([`Guard::oom_floor`]): held
+    /// until [`GuardConfig::oom_hold_s`] after its kill, as if this guard had seen the kill. A
+    /// floor that makes no sense (0 bytes, below the limit killed, a time that is not finite)
+    /// is refused with the reason.
+    pub fn keep_saved_oom_floor(&mut self, floor: OomFloor) -> Result<(), String> {
+        if floor.bytes == 0 || floor.bytes < floor.killed_bytes || !floor.at_s.is_finite() {
+            return Err(format!(
+                "an OOM floor of {} bytes for a kill at {} bytes at {} s makes no sense",
+                floor.bytes, floor.killed_bytes, floor.at_s
+            ));
+        }
+        self.oom_floor = match self.oom_floor {
+            Some(f) if f.bytes > floor.bytes => Some(f),
+            _ => Some(floor),
+        };
+        Ok(())
     }
 
     fn active_oom_floor(&self, now_s: f64) -> Option<OomFloor> {

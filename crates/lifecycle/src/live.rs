@@ -36,9 +36,10 @@ use serde::Serialize;
 use crate::LifecycleError;
 use crate::algorithm::{AppLifecycle, EpisodeOutcome, LifecycleState, Transition};
 use crate::decision::{self, Decision, Seen, Set};
-use crate::guard::Guard;
+use crate::guard::{Guard, OomFloor};
 use crate::manager::{AGENT_ACTIONS, Counts, Learning, ManagerConfig, action_origin, ask_features};
 use crate::stage::{Stage, StageChange};
+use aware_baselines::AggregateCheckpoint;
 
 /// The last interval's decision for one app, waiting for the next observation to say what it
 /// earned.
@@ -183,6 +184,24 @@ fn keep_request_ratio(rec: &mut Recommendation, template: &aware_core::Container
         c.requests.memory_bytes =
             scaled(c.limits.memory_bytes, template.requests.memory_bytes, template.limits.memory_bytes);
     }
+}
+
+/// What the live decider keeps of one application's lifecycle across a restart of the
+/// controller (`aware controller --state FILE`; [`LiveManager::saved`]): its stage and recent
+/// rewards, and the guard's memory floor after an OOM kill (held for a day). Not kept, as
+/// upstream's controllers keep none of theirs either: the guard's stabilisation window and
+/// HPA's (minutes), the window of measured intervals in progress, and what the agent learned
+/// since the checkpoint it was handed (a restarted controller starts from that checkpoint's
+/// agent again).
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct SavedLifecycle {
+    pub lifecycle: LifecycleState,
+    /// SERVING with a policy the live agent learned (retraining handed the app back to it),
+    /// which a restart does not keep.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub served_by_live_agent: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oom_floor: Option<OomFloor>,
 }
 
 /// Per-application figures of a live run.
@@ -369,6 +388,78 @@ impl LiveManager {
             }
         }
         self.certify();
+    }
+
+    /// What a restarted controller keeps of app `i` ([`SavedLifecycle`]), and its fallback's VPA
+    /// history by container as at `now_s` (the backend's clock: the memory peaks of intervals
+    /// still open then are left out, as upstream's checkpoint writer does); `None` for an
+    /// unknown `i`.
+    pub fn saved(&self, i: usize, now_s: f64) -> Option<(SavedLifecycle, Vec<(String, AggregateCheckpoint)>)> {
+        let a = self.apps.get(i)?;
+        let saved = SavedLifecycle {
+            lifecycle: a.lifecycle.snapshot(),
+            served_by_live_agent: a.certified.as_ref().is_some_and(|c| !c.same(&self.handed)),
+            oom_floor: a.guard.oom_floor(),
+        };
+        let vpa = a.fallback.vpa().map(|v| v.save_checkpoints(now_s)).unwrap_or_default();
+        Some((saved, vpa))
+    }
+
+    /// Takes up for app `i` what a previous run of the controller saved ([`LiveManager::saved`]):
+    /// its lifecycle (a stage that changes is a stage change with `reason`), the guard's memory
+    /// floor after an OOM kill, and the fallback's VPA history (`vpa`: none for a decider that
+    /// kept none). An app SERVING with a policy the live agent had learned is not served by the
+    /// checkpoint's agent, which was never checked for it: it resumes retraining, as when its
+    /// rewards degrade. What cannot be taken up is refused with the reason, and the app keeps
+    /// what it had (the caller logs it; the fallback still serves the app).
+    pub fn restore_saved(
+        &mut self,
+        i: usize,
+        saved: Option<&SavedLifecycle>,
+        vpa: &[(String, AggregateCheckpoint)],
+        reason: &str,
+    ) -> Result<(), String> {
+        let Some(a) = self.apps.get_mut(i) else {
+            return Err(format!("no managed application with index {i}"));
+        };
+        // Checked whole before anything is taken up: a history that does not load leaves the
+        // fallback as it was.
+        if !vpa.is_empty() {
+            let Some(current) = a.fallback.vpa() else {
+                return Err(format!("the fallback {} keeps no VPA history to take up", self.config.fallback));
+            };
+            let mut fallback = current.clone();
+            for (container, c) in vpa {
+                let created = c.last_sample_start_s.filter(|t| t.is_finite()).unwrap_or(0.0);
+                fallback
+                    .load_checkpoint(container, c, created)
+                    .map_err(|e| format!("the fallback's VPA history of container {container}: {e}"))?;
+            }
+            *a.fallback.vpa_mut().expect("checked above") = fallback;
+        }
+        let Some(saved) = saved else { return Ok(()) };
+        if let Some(f) = saved.oom_floor {
+            a.guard.keep_saved_oom_floor(f)?;
+        }
+        let name = a.name.clone();
+        let mut state = saved.lifecycle.clone();
+        let mut reason = reason.to_string();
+        if saved.served_by_live_agent && state.stage == Stage::Serving {
+            state = LifecycleState {
+                stage: Stage::Online,
+                retraining: true,
+                recent: Vec::new(),
+                reference: None,
+                behind: 0,
+                retrain_episodes: 0,
+                ..state
+            };
+            reason = format!(
+                "{reason}: it served with a policy the agent learned live, which a restart does not keep (the checkpoint's agent was never checked for it), so it retrains"
+            );
+        }
+        self.restore_lifecycles(&[(name, state)], &reason);
+        Ok(())
     }
 
     /// [`crate::manager::certify`] for every app: an app that retraining hands back to
@@ -828,6 +919,7 @@ impl LiveManager {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aware_core::MIB;
     use aware_core::{AppId, ClusterError, ContainerResources};
     use aware_sim::{SimCluster, SimConfig};
 
@@ -888,6 +980,79 @@ mod tests {
         let names: Vec<String> = m.apps.iter().map(|a| a.name.clone()).collect();
         let states: Vec<_> = names.into_iter().map(|n| (n, state.clone())).collect();
         m.restore_lifecycles(&states, "test: a checkpoint that serves");
+    }
+
+    /// A restarted decider takes up what it saved, through JSON as the controller's state file
+    /// keeps it: the stage a degradation left (not the checkpoint's SERVING), the memory floor
+    /// after an OOM kill, and the fallback's VPA history (its recommendation as the one that
+    /// ran on gives it, where one restarted empty starts its confidence over). An app served by
+    /// a policy the live agent learned resumes retraining instead.
+    #[test]
+    fn a_restarted_decider_takes_up_the_stages_the_oom_floor_and_the_fallbacks_history_it_saved() {
+        let mut c = cluster();
+        let config = ManagerConfig { episode_steps: 5, ..ManagerConfig::default() };
+        let checkpoint = |m: &mut LiveManager| {
+            let name = m.apps[0].name.clone();
+            m.restore_lifecycles(&[(name, LifecycleState::fresh(Stage::Serving, Some(1e6)))], "the checkpoint");
+        };
+        let mut ran_on = manager(&c, config.clone());
+        checkpoint(&mut ran_on);
+        for _ in 0..120 {
+            ran_on.interval(&mut c).expect("interval");
+            c.advance().expect("advance");
+        }
+        assert_eq!(ran_on.stages(), vec![Stage::Online, Stage::Offline], "{:?}", ran_on.changes());
+        let now = c.observe(0).expect("observation").time_s;
+        let floor = OomFloor { killed_bytes: 512 * MIB, bytes: 612 * MIB, at_s: now - 60.0 };
+        ran_on.apps[1].guard.keep_saved_oom_floor(floor).expect("a floor");
+        let saved: Vec<_> = (0..2).map(|i| ran_on.saved(i, now).expect("saved")).collect();
+        assert_eq!(saved[1].0.oom_floor, Some(floor));
+        assert!(!saved[1].1.is_empty(), "the MPA default's VPA keeps a history");
+        let text = serde_json::to_string(&saved).expect("serialised");
+        let saved: Vec<(SavedLifecycle, Vec<(String, AggregateCheckpoint)>)> =
+            serde_json::from_str(&text).expect("read back");
+
+        let mut restarted = manager(&c, config.clone());
+        checkpoint(&mut restarted);
+        for (i, (lifecycle, vpa)) in saved.iter().enumerate() {
+            restarted.restore_saved(i, Some(lifecycle), vpa, "restored from the state").expect("taken up");
+        }
+        assert_eq!(restarted.stages(), ran_on.stages());
+        assert!(restarted.apps[0].lifecycle.retraining());
+        let mut empty = manager(&c, config.clone());
+        checkpoint(&mut empty);
+        let observations = || (0..2).map(|i| (i, c.observe(i as AppId).map_err(|e| e.to_string()))).collect();
+        for m in [&mut ran_on, &mut restarted, &mut empty] {
+            m.decide(observations()).expect("decide");
+        }
+        assert_eq!(restarted.saved(1, now).expect("saved").0.oom_floor, Some(floor));
+        assert_eq!(empty.saved(1, now).expect("saved").0.oom_floor, None);
+        let rec =
+            |m: &LiveManager| *m.apps[1].fallback.vpa().and_then(|v| v.recommendation()).expect("a recommendation");
+        let (a, b, e) = (rec(&ran_on), rec(&restarted), rec(&empty));
+        let (a, b, e) = (
+            a.lower_bound.cpu_millicores as f64,
+            b.lower_bound.cpu_millicores as f64,
+            e.lower_bound.cpu_millicores as f64,
+        );
+        assert!((a - b).abs() <= 0.05 * a, "the fallback's CPU lower bound: ran on {a}, restarted {b}");
+        assert!(e < a / 1.5, "restarted empty, the fallback starts its confidence over: {e} against {a}");
+
+        // SERVING with a policy frozen from the live agent: retraining after a restart.
+        let live = SavedLifecycle {
+            lifecycle: LifecycleState::fresh(Stage::Serving, Some(0.5)),
+            served_by_live_agent: true,
+            oom_floor: None,
+        };
+        let mut m = manager(&c, config);
+        m.restore_saved(0, Some(&live), &[], "restored from the state").expect("taken up");
+        assert_eq!(m.stages()[0], Stage::Online);
+        assert!(m.apps[0].lifecycle.retraining());
+        assert!(m.changes().last().expect("a change").reason.contains("learned live"), "{:?}", m.changes());
+        // What makes no sense is refused, and the app keeps what it had.
+        let bad = SavedLifecycle { oom_floor: Some(OomFloor { bytes: 0, ..floor }), ..live };
+        assert!(m.restore_saved(1, Some(&bad), &[], "restored").unwrap_err().contains("makes no sense"));
+        assert_eq!(m.stages()[1], Stage::Offline);
     }
 
     /// A serving app acts with the agent the checkpoint gave it while the agent learns offline

@@ -6,6 +6,8 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
+
 /// Weights in a checkpoint are scaled so the largest bucket holds this (`MaxCheckpointWeight`).
 pub const MAX_CHECKPOINT_WEIGHT: u32 = 10_000;
 
@@ -28,7 +30,7 @@ pub enum HistogramError {
 /// Upstream `HistogramCheckpoint`: bucket weights scaled to integers (at most
 /// [`MAX_CHECKPOINT_WEIGHT`]), the true total weight, and for decaying histograms the reference
 /// time (seconds since the Unix epoch).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct HistogramCheckpoint {
     pub reference_timestamp_s: Option<f64>,
     pub bucket_weights: BTreeMap<i64, u32>,

@@ -224,6 +224,28 @@ impl VerticalPodAutoscaler {
         agg.load_from_checkpoint(c)
     }
 
+    /// Upstream's checkpoint writer (`checkpoint_writer.go`): each container name's history as
+    /// a `VerticalPodAutoscalerCheckpoint` keeps it, by name, for a restarted recommender to
+    /// start from ([`VerticalPodAutoscaler::load_checkpoint`]). The memory peaks of aggregation
+    /// intervals still open at `now_s` are left out (`subtractCurrentContainerMemoryPeak`): the
+    /// restarted recommender adds them again when it next sees those containers, so keeping
+    /// them would count one interval's peak twice.
+    pub fn save_checkpoints(&self, now_s: f64) -> Vec<(String, AggregateCheckpoint)> {
+        self.aggregates
+            .iter()
+            .map(|(name, agg)| {
+                let mut agg = agg.clone();
+                for (key, c) in &self.containers {
+                    let this = key.split_once('/').is_some_and(|(_, container)| container == name);
+                    if let Some(end) = c.window_end_s.filter(|end| this && now_s < *end) {
+                        agg.memory_peaks.subtract_sample(c.max_peak(), 1.0, end);
+                    }
+                }
+                (name.clone(), agg.save_to_checkpoint())
+            })
+            .collect()
+    }
+
     /// Every container's target and bounds at the last observation, sorted by name (after
     /// `minAllowed`/`maxAllowed`).
     pub fn container_recommendations(&self) -> &[ContainerRecommendation] {

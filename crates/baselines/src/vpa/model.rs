@@ -2,6 +2,8 @@
 //! by the request, one memory peak per 24-hour interval per container, OOM kills turned into
 //! bumped memory samples, and an 8-day window after which a silent aggregate expires.
 
+use serde::{Deserialize, Serialize};
+
 use super::histogram::{DecayingHistogram, HistogramCheckpoint, HistogramError, HistogramOptions};
 
 /// The smallest weight a CPU sample can have (`minSampleWeight`).
@@ -23,7 +25,7 @@ pub const CONFIDENCE_INTERVAL_S: f64 = 24.0 * 3600.0;
 
 /// A VPA checkpoint's aggregate state (upstream `VerticalPodAutoscalerCheckpointStatus`),
 /// times in seconds since the Unix epoch.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct AggregateCheckpoint {
     pub cpu_histogram: HistogramCheckpoint,
     pub memory_histogram: HistogramCheckpoint,
@@ -95,6 +97,18 @@ impl AggregateContainerState {
         Ok(())
     }
 
+    /// Upstream `SaveToCheckpoint`: the histograms and sample counters, to start a restarted
+    /// recommender from ([`AggregateContainerState::load_from_checkpoint`]).
+    pub fn save_to_checkpoint(&self) -> AggregateCheckpoint {
+        AggregateCheckpoint {
+            cpu_histogram: self.cpu.save_to_checkpoint(),
+            memory_histogram: self.memory_peaks.save_to_checkpoint(),
+            first_sample_start_s: self.first_sample_s,
+            last_sample_start_s: Some(self.last_sample_s),
+            total_samples_count: self.total_samples,
+        }
+    }
+
     /// Samples are weighted by the request, so raising the request makes old history decay
     /// faster in effect, which reacts quickly to CPU starvation.
     pub fn add_cpu_sample(&mut self, usage_cores: f64, request_cores: f64, at_s: f64) {
@@ -157,7 +171,7 @@ impl ContainerState {
         true
     }
 
-    fn max_peak(&self) -> f64 {
+    pub(crate) fn max_peak(&self) -> f64 {
         self.memory_peak.max(self.oom_peak)
     }
 
