@@ -219,7 +219,7 @@ fn a_vpa_restarted_from_its_checkpoints_recommends_as_the_one_that_ran_on() {
         c.advance().unwrap();
     }
     let now = c.observe(0).unwrap().time_s;
-    let saved = ran_on.save_checkpoints(now);
+    let saved = ran_on.save_checkpoints();
     assert_eq!(saved.len(), 1, "one container: {saved:?}");
     let text = serde_json::to_string(&saved).unwrap();
     let saved: Vec<(String, aware_baselines::AggregateCheckpoint)> = serde_json::from_str(&text).unwrap();
@@ -256,7 +256,7 @@ fn a_vpa_restarted_from_its_checkpoints_recommends_as_the_one_that_ran_on() {
     // One peak per pod for the interval, in both (as kept once every interval closed; the
     // restarted recommender's intervals began later, so its samples decayed a little less).
     // Kept in the checkpoint, the open interval's peaks would be there twice.
-    let total = |v: &VerticalPodAutoscaler| v.save_checkpoints(f64::INFINITY)[0].1.memory_histogram.total_weight;
+    let total = |v: &VerticalPodAutoscaler| v.save_checkpoints_at(f64::INFINITY)[0].1.memory_histogram.total_weight;
     let (ran, back) = (total(&ran_on), total(&restarted));
     assert!(ran > 0.0 && (0.8..1.25).contains(&(back / ran)), "memory peaks' weight: ran on {ran}, restarted {back}");
 }

@@ -157,6 +157,8 @@ pub struct Context<D: Decider> {
     /// When each MPA's target was last reported unobservable to the decider.
     unobservable: Mutex<HashMap<String, Instant>>,
     pub metrics: crate::metrics::ControllerMetrics,
+    /// Where the decider's state is kept across restarts (`--state FILE`), if anywhere.
+    pub state: Option<crate::state::StateFile>,
 }
 
 impl<D: Decider> Context<D> {
@@ -165,11 +167,54 @@ impl<D: Decider> Context<D> {
             client,
             config,
             decider,
+            state: None,
             prometheus: None,
             pending: Mutex::default(),
             failures: Mutex::default(),
             unobservable: Mutex::default(),
             metrics: crate::metrics::ControllerMetrics::default(),
+        }
+    }
+
+    /// Keeps the decider's state in `file` across restarts: taken up when [`run`] starts,
+    /// written once per control interval and when it stops ([`Context::save_state`]).
+    pub fn with_state(mut self, file: crate::state::StateFile) -> Self {
+        self.state = Some(file);
+        self
+    }
+
+    /// Takes up the state a previous run saved, if there is a state file: each MPA's when it is
+    /// first decided for. A file that cannot be used is set aside, and the log says why.
+    pub fn take_up_state(&self) {
+        let Some(file) = &self.state else { return };
+        let (state, notes) = file.take_up(self.decider.checkpoint_identity().as_deref());
+        for note in notes {
+            tracing::warn!("{note}");
+        }
+        if let Some(state) = state {
+            let from = format!("the state {} saved at {:.0} s", file.path.display(), state.saved_at_s);
+            tracing::info!("taking up {} MPAs' state from {}", state.mpas.len(), file.path.display());
+            self.decider.take_up(state.mpas, &from);
+        }
+    }
+
+    /// Writes the decider's state to the state file, if there is one; a write that fails is
+    /// logged and counted, and the previous file stands.
+    pub fn save_state(&self) {
+        let Some(file) = &self.state else { return };
+        let now = unix_now_s();
+        let state = crate::state::SavedState {
+            decider: self.decider.name().to_string(),
+            checkpoint: self.decider.checkpoint_identity(),
+            saved_at_s: now,
+            mpas: self.decider.save(),
+        };
+        match file.write(&state) {
+            Ok(()) => self.metrics.observe_state_save(true),
+            Err(e) => {
+                self.metrics.observe_state_save(false);
+                tracing::warn!("{e}: the state saved before stands");
+            }
         }
     }
 
@@ -949,6 +994,27 @@ pub async fn run<D: Decider>(ctx: Arc<Context<D>>) {
             futures::future::ready(())
         })
     };
+    // The state a previous run saved is taken up before the first pass; it is written back
+    // once per control interval and once more when the controller stops.
+    ctx.take_up_state();
+    let saver = {
+        let ctx = ctx.clone();
+        async move {
+            if ctx.state.is_none() {
+                return futures::future::pending().await;
+            }
+            let mut tick = tokio::time::interval(ctx.config.interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let ctx = ctx.clone();
+                // Serialising every MPA's histories is blocking work.
+                let _ = tokio::task::spawn_blocking(move || ctx.save_state()).await;
+            }
+        }
+    };
+    let last = ctx.clone();
     let controller = Controller::new(api, watcher::Config::default())
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
@@ -970,7 +1036,9 @@ pub async fn run<D: Decider>(ctx: Arc<Context<D>>) {
         _ = controller => {}
         _ = forget => {}
         _ = bounded_grace => {}
+        _ = saver => {}
     }
+    let _ = tokio::task::spawn_blocking(move || last.save_state()).await;
 }
 
 /// How long running reconciles may take to finish after SIGINT or SIGTERM.
@@ -999,6 +1067,8 @@ pub enum RunError {
     Checkpoint { path: String, reason: String },
     #[error(transparent)]
     Webhook(#[from] crate::webhook::WebhookError),
+    #[error(transparent)]
+    State(#[from] crate::state::StateError),
 }
 
 /// The admission webhook's settings for [`run_blocking`].
@@ -1023,6 +1093,10 @@ pub struct RunOptions {
     /// AWARE decides, with the agent and the apps' stages from this `aware run --checkpoint`
     /// directory; `None`: the MPA default decides.
     pub checkpoint: Option<std::path::PathBuf>,
+    /// Keep the decider's state in this file across restarts (the VPA histories; under AWARE
+    /// also each app's lifecycle and OOM floor): taken up at the start, written every control
+    /// interval and at the end ([`crate::state`]).
+    pub state: Option<std::path::PathBuf>,
     /// Let a retraining agent explore on the cluster
     /// ([`aware_lifecycle::manager::ManagerConfig::live_exploration`]); off: the fallback serves
     /// a retraining app while the agent learns from it.
@@ -1056,6 +1130,7 @@ pub fn lifecycle_decider(
         restored.apps,
         from,
     )
+    .map(|d| d.with_checkpoint_identity(restored.identity))
     .map_err(|e| fail(e.to_string()))
 }
 
@@ -1084,6 +1159,9 @@ pub fn run_blocking(config: ControllerConfig, options: RunOptions) -> Result<(),
         Some(w) => Some(crate::webhook::tls_config(&w.cert, &w.key)?),
         None => None,
     };
+    if let Some(path) = &options.state {
+        crate::state::StateFile::new(path).check_writable()?;
+    }
     match &options.checkpoint {
         Some(dir) => {
             let decider = lifecycle_decider(dir, options.explore_while_retraining)?;
@@ -1122,6 +1200,9 @@ fn run_with<D: Decider>(
         let mut ctx = Context::new(client.clone(), config, decider);
         if let Some(p) = options.prometheus.clone() {
             ctx = ctx.with_prometheus(p);
+        }
+        if let Some(path) = &options.state {
+            ctx = ctx.with_state(crate::state::StateFile::new(path));
         }
         let ctx = Arc::new(ctx);
         let metrics = ctx.clone();

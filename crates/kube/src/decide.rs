@@ -5,7 +5,7 @@
 //! [`LifecycleDecider`] is AWARE: the lifecycle manager on a live backend
 //! ([`aware_lifecycle::live`]), its guard on every observation, the MPA default as its fallback.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
 
 use aware_baselines::MultidimPodAutoscaler as MpaDefault;
@@ -13,6 +13,8 @@ use aware_core::{ContainerResources, Observation, Profile, Recommendation, Recom
 use aware_lifecycle::algorithm::LifecycleState;
 use aware_lifecycle::live::{LiveAppReport, LiveManager};
 use aware_lifecycle::manager::ManagerConfig;
+
+use crate::state::SavedMpa;
 
 /// Proposes a recommendation for the MPA identified by `key` (`namespace/name`).
 pub trait Decider: Send + Sync + 'static {
@@ -48,6 +50,72 @@ pub trait Decider: Send + Sync + 'static {
     fn encode_metrics(&self) -> Option<String> {
         None
     }
+
+    /// What the decider keeps of each MPA across a restart (`aware controller --state FILE`),
+    /// by key, each as at its last observation; MPAs saved by a previous run and not decided
+    /// for since are kept as they were. Empty where it keeps nothing.
+    fn save(&self) -> BTreeMap<String, SavedMpa> {
+        BTreeMap::new()
+    }
+
+    /// The identity of the lifecycle checkpoint the decider's agent came from, saved beside
+    /// its state: lifecycles saved beside another are not taken up. `None`: no agent.
+    fn checkpoint_identity(&self) -> Option<String> {
+        None
+    }
+
+    /// Takes up what a previous run saved ([`Decider::save`]): each MPA's when it is first
+    /// decided for (`from`: where it came from, for the stage changes' reasons).
+    fn take_up(&self, _saved: BTreeMap<String, SavedMpa>, _from: &str) {}
+}
+
+/// How long the MPAs a previous run saved are kept for, not decided for since: one deleted
+/// while the controller was down never is, and upstream's recommender garbage-collects the
+/// checkpoints of VPAs that no longer exist hourly too.
+pub const SAVED_KEPT_FOR: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// MPAs a previous run saved, not decided for since: taken up when each first is.
+#[derive(Debug, Default)]
+struct Saved {
+    mpas: Mutex<BTreeMap<String, SavedMpa>>,
+    from: Mutex<String>,
+    since: Mutex<Option<std::time::Instant>>,
+}
+
+impl Saved {
+    fn put(&self, saved: BTreeMap<String, SavedMpa>, from: &str) {
+        if let (Ok(mut mpas), Ok(mut f), Ok(mut since)) = (self.mpas.lock(), self.from.lock(), self.since.lock()) {
+            *mpas = saved;
+            *f = from.to_string();
+            *since = Some(std::time::Instant::now());
+        }
+    }
+
+    /// The state saved for `key`, taken out (it is taken up once), with where it came from.
+    fn take(&self, key: &str) -> Option<(SavedMpa, String)> {
+        let saved = self.mpas.lock().ok()?.remove(key)?;
+        Some((saved, self.from.lock().map(|f| f.clone()).unwrap_or_default()))
+    }
+
+    /// Every MPA saved and not taken up yet, for [`SAVED_KEPT_FOR`] after they were taken up.
+    fn pending(&self) -> BTreeMap<String, SavedMpa> {
+        let Ok(mut mpas) = self.mpas.lock() else { return BTreeMap::new() };
+        let expired = self.since.lock().ok().and_then(|s| *s).is_some_and(|t| t.elapsed() >= SAVED_KEPT_FOR);
+        if expired && !mpas.is_empty() {
+            tracing::info!(
+                "dropping the saved state of {} MPAs not seen in {SAVED_KEPT_FOR:?} (deleted while the controller was down?)",
+                mpas.len()
+            );
+            mpas.clear();
+        }
+        mpas.clone()
+    }
+
+    fn forget(&self, key: &str) {
+        if let Ok(mut mpas) = self.mpas.lock() {
+            mpas.remove(key);
+        }
+    }
 }
 
 /// `aware-baselines`' MPA default behind the [`Decider`] seam.
@@ -56,11 +124,28 @@ pub struct MpaDefaultDecider {
     /// Whether the VPA half also controls CPU (otherwise memory only, CPU left to the HPA).
     pub vertical_cpu: bool,
     state: Mutex<HashMap<String, (Profile, MpaDefault)>>,
+    saved: Saved,
 }
 
 impl MpaDefaultDecider {
     pub fn new(vertical_cpu: bool) -> Self {
-        Self { vertical_cpu, state: Mutex::default() }
+        Self { vertical_cpu, state: Mutex::default(), saved: Saved::default() }
+    }
+
+    /// A fresh MPA default for `key` under `profile`, with the VPA history a previous run saved
+    /// for it, if any.
+    fn fresh(&self, key: &str, profile: &Profile) -> MpaDefault {
+        let mut mpa = MpaDefault::from_profile(profile, self.vertical_cpu);
+        if let Some((saved, from)) = self.saved.take(key) {
+            match mpa.vpa.load_checkpoints(&saved.vpa) {
+                Ok(()) if !saved.vpa.is_empty() => {
+                    tracing::info!(mpa = key, "VPA history taken up from {from}")
+                }
+                Ok(()) => {}
+                Err(e) => tracing::warn!(mpa = key, "{from}: {e}: the VPA starts without it"),
+            }
+        }
+        mpa
     }
 }
 
@@ -76,9 +161,7 @@ impl Decider for MpaDefaultDecider {
         observation: &Observation,
     ) -> Result<Recommendation, RecommenderError> {
         let mut state = self.state.lock().map_err(|_| RecommenderError::Other("decider state poisoned".into()))?;
-        let entry = state
-            .entry(key.to_string())
-            .or_insert_with(|| (profile.clone(), MpaDefault::from_profile(profile, self.vertical_cpu)));
+        let entry = state.entry(key.to_string()).or_insert_with(|| (profile.clone(), self.fresh(key, profile)));
         // A changed profile (annotation or constraints edited) restarts the recommender from it.
         if entry.0 != *profile {
             *entry = (profile.clone(), MpaDefault::from_profile(profile, self.vertical_cpu));
@@ -90,6 +173,21 @@ impl Decider for MpaDefaultDecider {
         if let Ok(mut state) = self.state.lock() {
             state.remove(key);
         }
+        self.saved.forget(key);
+    }
+
+    fn save(&self) -> BTreeMap<String, SavedMpa> {
+        let mut out = self.saved.pending();
+        if let Ok(state) = self.state.lock() {
+            for (key, (_, mpa)) in state.iter() {
+                out.insert(key.clone(), SavedMpa { vpa: mpa.vpa.save_checkpoints(), aware: None });
+            }
+        }
+        out
+    }
+
+    fn take_up(&self, saved: BTreeMap<String, SavedMpa>, from: &str) {
+        self.saved.put(saved, from);
     }
 }
 
@@ -111,6 +209,10 @@ pub struct LifecycleDecider {
     restored_from: String,
     /// The MPAs whose target's declared template was read (or tried): read once per MPA.
     declared_read: Mutex<HashSet<String>>,
+    /// The checkpoint's identity ([`aware_lifecycle::checkpoint::Restored::identity`]).
+    identity: Option<String>,
+    /// What a previous run of the controller saved ([`Decider::take_up`]).
+    saved: Saved,
 }
 
 impl LifecycleDecider {
@@ -128,7 +230,15 @@ impl LifecycleDecider {
             checkpointed,
             restored_from: restored_from.into(),
             declared_read: Mutex::default(),
+            identity: None,
+            saved: Saved::default(),
         })
+    }
+
+    /// The identity of the checkpoint the agent came from: what a saved state is bound to.
+    pub fn with_checkpoint_identity(mut self, identity: impl Into<String>) -> Self {
+        self.identity = Some(identity.into());
+        self
     }
 
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, LiveManager>, RecommenderError> {
@@ -165,8 +275,30 @@ impl LifecycleDecider {
             return Ok(i);
         }
         let i = m.add_app(key, profile).map_err(fail)?;
-        if let Some((_, state)) = self.checkpointed.iter().find(|(name, _)| name == key) {
-            m.restore_lifecycles(&[(key.to_string(), state.clone())], &format!("restored from {}", self.restored_from));
+        // What the controller saved before a restart is newer than the checkpoint: its
+        // lifecycle stands where there is one (else the checkpoint's), its VPA history either way.
+        let saved = self.saved.take(key);
+        let from_checkpoint = || {
+            self.checkpointed.iter().find(|(name, _)| name == key).map(|(_, state)| (key.to_string(), state.clone()))
+        };
+        let mut lifecycle_taken = false;
+        if let Some((saved, from)) = &saved {
+            match m.restore_saved(i, None, &saved.vpa, from) {
+                Ok(()) if !saved.vpa.is_empty() => {
+                    tracing::info!(app = key, "fallback's VPA history taken up from {from}")
+                }
+                Ok(()) => {}
+                Err(e) => tracing::warn!(app = key, "{from}: {e}: the fallback starts without it"),
+            }
+            if let Some(aware) = &saved.aware {
+                match m.restore_saved(i, Some(aware), &[], &format!("restored from {from}")) {
+                    Ok(()) => lifecycle_taken = true,
+                    Err(e) => tracing::warn!(app = key, "{from}: {e}: the app's lifecycle starts from the checkpoint"),
+                }
+            }
+        }
+        if !lifecycle_taken && let Some(state) = from_checkpoint() {
+            m.restore_lifecycles(&[state], &format!("restored from {}", self.restored_from));
         }
         Ok(i)
     }
@@ -266,5 +398,26 @@ impl Decider for LifecycleDecider {
             m.remove_app(i);
             self.metrics.update_live(&m);
         }
+        self.saved.forget(key);
+    }
+
+    fn save(&self) -> BTreeMap<String, SavedMpa> {
+        let mut out = self.saved.pending();
+        if let Ok(m) = self.manager.lock() {
+            for (i, report) in m.report().iter().enumerate() {
+                if let Some((aware, vpa)) = m.saved(i) {
+                    out.insert(report.app.clone(), SavedMpa { vpa, aware: Some(aware) });
+                }
+            }
+        }
+        out
+    }
+
+    fn checkpoint_identity(&self) -> Option<String> {
+        self.identity.clone()
+    }
+
+    fn take_up(&self, saved: BTreeMap<String, SavedMpa>, from: &str) {
+        self.saved.put(saved, from);
     }
 }

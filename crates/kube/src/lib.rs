@@ -13,6 +13,7 @@ mod metrics;
 pub mod observe;
 mod prometheus;
 pub mod quantity;
+pub mod state;
 pub mod webhook;
 
 pub use controller::{

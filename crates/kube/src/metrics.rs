@@ -50,6 +50,7 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
 pub struct ControllerMetrics {
     passes: Family<Labels, Counter>,
     duration: Histogram,
+    state_saves: Family<Labels, Counter>,
     registry: Arc<Registry>,
 }
 
@@ -57,10 +58,16 @@ impl Default for ControllerMetrics {
     fn default() -> Self {
         let passes = Family::<Labels, Counter>::default();
         let duration = Histogram::new([0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0]);
+        let state_saves = Family::<Labels, Counter>::default();
         let mut registry = Registry::default();
         registry.register("aware_controller_reconcile", "Reconcile passes by result", passes.clone());
         registry.register("aware_controller_reconcile_duration_seconds", "Reconcile pass duration", duration.clone());
-        Self { passes, duration, registry: Arc::new(registry) }
+        registry.register(
+            "aware_controller_state_saves",
+            "Writes of the --state file by result (ok, failed)",
+            state_saves.clone(),
+        );
+        Self { passes, duration, state_saves, registry: Arc::new(registry) }
     }
 }
 
@@ -73,6 +80,11 @@ impl ControllerMetrics {
         };
         self.passes.get_or_create(&labels(&[("result", result)])).inc();
         self.duration.observe(took.as_secs_f64());
+    }
+
+    /// One write of the `--state` file, `ok` or failed.
+    pub fn observe_state_save(&self, ok: bool) {
+        self.state_saves.get_or_create(&labels(&[("result", if ok { "ok" } else { "failed" })])).inc();
     }
 
     pub fn encode(&self) -> String {

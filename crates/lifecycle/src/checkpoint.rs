@@ -95,6 +95,9 @@ pub struct Restored {
     pub agent: LifecycleAgent,
     pub apps: Vec<(String, LifecycleState)>,
     pub episodes: u64,
+    /// The SHA-256 of the agent's `checkpoint.json` the lifecycles were written beside: what
+    /// names this checkpoint's agent (a live controller's saved state is bound to it).
+    pub identity: String,
 }
 
 /// The algorithm the agent kept in checkpoint `dir` names, with the file that says so; `None`
@@ -152,6 +155,7 @@ pub fn read(dir: &Path, seed: u64) -> Result<Option<Restored>, LifecycleError> {
     refuse_agent_checkpoint(dir)?;
     Ok(CheckpointSink::new(dir, seed).read(0, false)?.map(|(agent, file)| Restored {
         agent,
+        identity: file.agent_metadata_sha256.clone(),
         apps: file.apps.into_iter().filter(|e| !e.stale).map(|e| (e.app, e.state)).collect(),
         episodes: file.episodes,
     }))

@@ -391,17 +391,16 @@ impl LiveManager {
     }
 
     /// What a restarted controller keeps of app `i` ([`SavedLifecycle`]), and its fallback's VPA
-    /// history by container as at `now_s` (the backend's clock: the memory peaks of intervals
-    /// still open then are left out, as upstream's checkpoint writer does); `None` for an
-    /// unknown `i`.
-    pub fn saved(&self, i: usize, now_s: f64) -> Option<(SavedLifecycle, Vec<(String, AggregateCheckpoint)>)> {
+    /// history by container as at its last observation (the memory peaks of intervals still
+    /// open then are left out, as upstream's checkpoint writer does); `None` for an unknown `i`.
+    pub fn saved(&self, i: usize) -> Option<(SavedLifecycle, Vec<(String, AggregateCheckpoint)>)> {
         let a = self.apps.get(i)?;
         let saved = SavedLifecycle {
             lifecycle: a.lifecycle.snapshot(),
             served_by_live_agent: a.certified.as_ref().is_some_and(|c| !c.same(&self.handed)),
             oom_floor: a.guard.oom_floor(),
         };
-        let vpa = a.fallback.vpa().map(|v| v.save_checkpoints(now_s)).unwrap_or_default();
+        let vpa = a.fallback.vpa().map(|v| v.save_checkpoints()).unwrap_or_default();
         Some((saved, vpa))
     }
 
@@ -422,20 +421,12 @@ impl LiveManager {
         let Some(a) = self.apps.get_mut(i) else {
             return Err(format!("no managed application with index {i}"));
         };
-        // Checked whole before anything is taken up: a history that does not load leaves the
-        // fallback as it was.
+        // A history that does not load leaves the fallback as it was.
         if !vpa.is_empty() {
-            let Some(current) = a.fallback.vpa() else {
+            let Some(fallback) = a.fallback.vpa_mut() else {
                 return Err(format!("the fallback {} keeps no VPA history to take up", self.config.fallback));
             };
-            let mut fallback = current.clone();
-            for (container, c) in vpa {
-                let created = c.last_sample_start_s.filter(|t| t.is_finite()).unwrap_or(0.0);
-                fallback
-                    .load_checkpoint(container, c, created)
-                    .map_err(|e| format!("the fallback's VPA history of container {container}: {e}"))?;
-            }
-            *a.fallback.vpa_mut().expect("checked above") = fallback;
+            fallback.load_checkpoints(vpa).map_err(|e| format!("the fallback's {e}"))?;
         }
         let Some(saved) = saved else { return Ok(()) };
         if let Some(f) = saved.oom_floor {
@@ -1005,7 +996,7 @@ mod tests {
         let now = c.observe(0).expect("observation").time_s;
         let floor = OomFloor { killed_bytes: 512 * MIB, bytes: 612 * MIB, at_s: now - 60.0 };
         ran_on.apps[1].guard.keep_saved_oom_floor(floor).expect("a floor");
-        let saved: Vec<_> = (0..2).map(|i| ran_on.saved(i, now).expect("saved")).collect();
+        let saved: Vec<_> = (0..2).map(|i| ran_on.saved(i).expect("saved")).collect();
         assert_eq!(saved[1].0.oom_floor, Some(floor));
         assert!(!saved[1].1.is_empty(), "the MPA default's VPA keeps a history");
         let text = serde_json::to_string(&saved).expect("serialised");
@@ -1025,8 +1016,8 @@ mod tests {
         for m in [&mut ran_on, &mut restarted, &mut empty] {
             m.decide(observations()).expect("decide");
         }
-        assert_eq!(restarted.saved(1, now).expect("saved").0.oom_floor, Some(floor));
-        assert_eq!(empty.saved(1, now).expect("saved").0.oom_floor, None);
+        assert_eq!(restarted.saved(1).expect("saved").0.oom_floor, Some(floor));
+        assert_eq!(empty.saved(1).expect("saved").0.oom_floor, None);
         let rec =
             |m: &LiveManager| *m.apps[1].fallback.vpa().and_then(|v| v.recommendation()).expect("a recommendation");
         let (a, b, e) = (rec(&ran_on), rec(&restarted), rec(&empty));

@@ -193,6 +193,8 @@ pub struct VerticalPodAutoscaler {
     aggregates: BTreeMap<String, AggregateContainerState>,
     containers: BTreeMap<String, ContainerState>,
     last_run_s: Option<f64>,
+    /// The time of the last observation.
+    observed_s: Option<f64>,
     latest: Option<RecommendedResources>,
     containers_latest: Vec<ContainerRecommendation>,
     decisions: Vec<UpdateDecision>,
@@ -206,6 +208,7 @@ impl VerticalPodAutoscaler {
             aggregates: BTreeMap::new(),
             containers: BTreeMap::new(),
             last_run_s: None,
+            observed_s: None,
             latest: None,
             containers_latest: Vec::new(),
             decisions: Vec::new(),
@@ -224,13 +227,19 @@ impl VerticalPodAutoscaler {
         agg.load_from_checkpoint(c)
     }
 
+    /// [`VerticalPodAutoscaler::save_checkpoints_at`] the time of the last observation (the
+    /// recommender's own clock; nothing is open before any).
+    pub fn save_checkpoints(&self) -> Vec<(String, AggregateCheckpoint)> {
+        self.save_checkpoints_at(self.observed_s.unwrap_or(f64::NEG_INFINITY))
+    }
+
     /// Upstream's checkpoint writer (`checkpoint_writer.go`): each container name's history as
     /// a `VerticalPodAutoscalerCheckpoint` keeps it, by name, for a restarted recommender to
     /// start from ([`VerticalPodAutoscaler::load_checkpoint`]). The memory peaks of aggregation
     /// intervals still open at `now_s` are left out (`subtractCurrentContainerMemoryPeak`): the
     /// restarted recommender adds them again when it next sees those containers, so keeping
     /// them would count one interval's peak twice.
-    pub fn save_checkpoints(&self, now_s: f64) -> Vec<(String, AggregateCheckpoint)> {
+    pub fn save_checkpoints_at(&self, now_s: f64) -> Vec<(String, AggregateCheckpoint)> {
         self.aggregates
             .iter()
             .map(|(name, agg)| {
@@ -244,6 +253,21 @@ impl VerticalPodAutoscaler {
                 (name.clone(), agg.save_to_checkpoint())
             })
             .collect()
+    }
+
+    /// [`VerticalPodAutoscaler::load_checkpoint`] for every container of `saved` (as
+    /// [`VerticalPodAutoscaler::save_checkpoints`] gives them), all or none: a history that does
+    /// not load leaves this one as it was, and the error names its container.
+    pub fn load_checkpoints(&mut self, saved: &[(String, AggregateCheckpoint)]) -> Result<(), String> {
+        let mut loaded = self.clone();
+        for (container, c) in saved {
+            let created = c.last_sample_start_s.filter(|t| t.is_finite()).unwrap_or(0.0);
+            loaded
+                .load_checkpoint(container, c, created)
+                .map_err(|e| format!("VPA history of container {container}: {e}"))?;
+        }
+        *self = loaded;
+        Ok(())
     }
 
     /// Every container's target and bounds at the last observation, sorted by name (after
@@ -266,6 +290,7 @@ impl VerticalPodAutoscaler {
     /// then recomputes the recommendation and the updater's decisions.
     pub fn observe(&mut self, obs: &Observation) {
         let template = obs.template.name.as_str();
+        self.observed_s = Some(obs.time_s);
         let run = self.last_run_s.is_none_or(|t| obs.time_s - t >= RECOMMENDER_INTERVAL_S);
         let measure_start = obs.time_s - obs.interval_s;
         let (cpu_on, mem_on) = (self.spec.control_cpu, self.spec.control_memory);

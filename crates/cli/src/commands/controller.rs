@@ -84,6 +84,13 @@ pub struct Args {
     /// metrics.k8s.io (usage only). Unreachable or stale: nothing is decided that pass.
     #[arg(long, value_name = "FILE")]
     pub prometheus: Option<std::path::PathBuf>,
+    /// Keep the deciders' state in this file across restarts (on a volume that outlives the
+    /// pod): the MPA default's VPA histories, and with --checkpoint each app's stage and the
+    /// memory floor after an OOM kill. Taken up at the start (as leader, with --leader-elect),
+    /// written every control interval and when the controller stops; a damaged file is set
+    /// aside as FILE.rejected-N and not used.
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<std::path::PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
@@ -125,6 +132,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         checkpoint: args.checkpoint,
         explore_while_retraining: args.explore_while_retraining,
         prometheus,
+        state: args.state,
     };
     aware_kube::run_blocking(config, options)?;
     Ok(ExitCode::SUCCESS)

@@ -1,0 +1,278 @@
+//! `aware controller --state FILE`: what the deciders keep across a restart of the controller.
+//!
+//! Upstream's VPA recommender keeps its histories in `VerticalPodAutoscalerCheckpoint` objects
+//! so that a restart does not start every recommendation's confidence over; its HPA controller
+//! keeps nothing (its stabilisation window is minutes long). The controller keeps, per MPA:
+//!
+//! - the MPA default's VPA histories (the fallback's, under AWARE), as upstream's checkpoint
+//!   writer saves them;
+//! - under AWARE, the app's lifecycle (a stage a degradation left, not the checkpoint's
+//!   SERVING again) and the guard's memory floor after an OOM kill, held for a day
+//!   ([`aware_lifecycle::live::SavedLifecycle`]).
+//!
+//! The file is written atomically (a temporary file renamed over it) once per control interval
+//! and when the controller stops, and read when it starts (a candidate replica: when it takes
+//! the leader lease). It carries a SHA-256 of its contents and the identity of the lifecycle
+//! checkpoint whose agent it was written beside. A file that does not parse, whose checksum
+//! differs, or of another format is never used: it is moved to `FILE.rejected-N` and the
+//! controller starts as without one (the checkpoint's stages; the fallback serving the rest).
+//! Lifecycles written beside another checkpoint are not taken up (the VPA histories are).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use aware_baselines::AggregateCheckpoint;
+use aware_lifecycle::live::SavedLifecycle;
+use serde::{Deserialize, Serialize};
+
+/// The version of the state file this build writes and reads.
+pub const FORMAT: u32 = 1;
+
+/// What a decider keeps of one MPA.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SavedMpa {
+    /// The MPA default's VPA history by container (under AWARE, its fallback's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vpa: Vec<(String, AggregateCheckpoint)>,
+    /// AWARE's lifecycle of the MPA's target (the lifecycle decider only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aware: Option<SavedLifecycle>,
+}
+
+/// The state file's contents, checksummed whole.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SavedState {
+    /// The decider that wrote it (`mpa`, `aware`).
+    pub decider: String,
+    /// The identity of the lifecycle checkpoint the agent came from
+    /// ([`aware_lifecycle::checkpoint::Restored::identity`]); `None` for the MPA default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<String>,
+    /// Wall-clock time of the write, seconds since the Unix epoch.
+    pub saved_at_s: f64,
+    /// By MPA, `namespace/name`.
+    pub mpas: BTreeMap<String, SavedMpa>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct File {
+    format: u32,
+    /// SHA-256 of `state` as this build serialises it (compact JSON).
+    sha256: String,
+    state: SavedState,
+}
+
+/// Why a state file was not used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("--state {path}: {reason}")]
+pub struct StateError {
+    pub path: String,
+    pub reason: String,
+}
+
+/// The state file at `path`.
+#[derive(Debug, Clone)]
+pub struct StateFile {
+    pub path: PathBuf,
+}
+
+impl StateFile {
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self { path: path.into() }
+    }
+
+    fn error(&self, reason: impl Into<String>) -> StateError {
+        StateError { path: self.path.display().to_string(), reason: reason.into() }
+    }
+
+    /// Refuses a path the controller could never write (a directory, or one in a directory
+    /// that does not exist or is not writable), before the controller starts rather than at its
+    /// first save.
+    pub fn check_writable(&self) -> Result<(), StateError> {
+        if self.path.is_dir() {
+            return Err(self.error("is a directory; give a file path (e.g. /var/lib/aware/state.json)"));
+        }
+        let dir = match self.path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if !dir.is_dir() {
+            return Err(self.error(format!("its directory {} does not exist", dir.display())));
+        }
+        let probe = dir.join(format!(".aware-state-write-check-{}", std::process::id()));
+        std::fs::write(&probe, b"")
+            .and_then(|()| std::fs::remove_file(&probe))
+            .map_err(|e| self.error(format!("its directory {} cannot be written: {e}", dir.display())))
+    }
+
+    /// The state saved there; `None` when there is none; why it cannot be used otherwise (the
+    /// caller sets it aside, [`StateFile::set_aside`]).
+    pub fn read(&self) -> Result<Option<SavedState>, StateError> {
+        let bytes = match std::fs::read(&self.path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(self.error(format!("cannot be read: {e}"))),
+        };
+        let file: File = serde_json::from_slice(&bytes).map_err(|e| self.error(format!("not a state file: {e}")))?;
+        if file.format != FORMAT {
+            return Err(self.error(format!("format {} (this build reads {FORMAT})", file.format)));
+        }
+        let sum = checksum(&file.state);
+        if sum != file.sha256 {
+            return Err(self.error(format!(
+                "its contents do not match their SHA-256 (changed or damaged since written: {} recorded, {sum} now)",
+                file.sha256
+            )));
+        }
+        if !file.state.saved_at_s.is_finite() {
+            return Err(self.error("saved_at_s is not a finite time"));
+        }
+        Ok(Some(file.state))
+    }
+
+    /// Writes `state` atomically (a temporary file renamed over the old one): a crash leaves the
+    /// old file or the new one, never half of either.
+    pub fn write(&self, state: &SavedState) -> Result<(), StateError> {
+        let file = File { format: FORMAT, sha256: checksum(state), state: state.clone() };
+        let text = serde_json::to_string(&file).map_err(|e| self.error(format!("cannot be serialised: {e}")))?;
+        aware_lab::output::write_atomically(&self.path, &text).map_err(|e| self.error(e.to_string()))
+    }
+
+    /// Moves the file to the first free `FILE.rejected-N`; that path.
+    pub fn set_aside(&self) -> Result<PathBuf, StateError> {
+        let name = self.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "state".into());
+        let to = (1..)
+            .map(|n| self.path.with_file_name(format!("{name}.rejected-{n}")))
+            .find(|p| !p.exists())
+            .expect("unbounded");
+        std::fs::rename(&self.path, &to).map_err(|e| self.error(format!("cannot be set aside: {e}")))?;
+        Ok(to)
+    }
+
+    /// The state to take up for a decider whose learned parts came from `checkpoint` (its
+    /// identity, `None` for the MPA default), and what to log about it: a file that cannot be
+    /// used is set aside (and nothing is taken up); lifecycles written beside another
+    /// checkpoint are dropped (the VPA histories are kept).
+    pub fn take_up(&self, checkpoint: Option<&str>) -> (Option<SavedState>, Vec<String>) {
+        let mut notes = Vec::new();
+        let mut state = match self.read() {
+            Ok(Some(s)) => s,
+            Ok(None) => return (None, notes),
+            Err(e) => {
+                match self.set_aside() {
+                    Ok(to) => notes.push(format!("{e}: not used, moved to {}", to.display())),
+                    Err(moved) => notes.push(format!("{e}: not used ({moved})")),
+                }
+                return (None, notes);
+            }
+        };
+        let lifecycles = state.mpas.values().filter(|m| m.aware.is_some()).count();
+        if state.checkpoint.as_deref() != checkpoint && lifecycles > 0 {
+            notes.push(format!(
+                "--state {}: the lifecycles of {lifecycles} MPAs were saved beside {}, this controller's agent is {}: not taken up (their VPA histories are)",
+                self.path.display(),
+                state.checkpoint.as_deref().map_or("no checkpoint".to_string(), |c| format!("checkpoint {c}")),
+                checkpoint.map_or("none (the MPA default decides)".to_string(), |c| format!("checkpoint {c}")),
+            ));
+            for m in state.mpas.values_mut() {
+                m.aware = None;
+            }
+        }
+        (Some(state), notes)
+    }
+}
+
+fn checksum(state: &SavedState) -> String {
+    aware_agents::sha256(serde_json::to_string(state).expect("a state serialises").as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aware_lifecycle::Stage;
+    use aware_lifecycle::algorithm::LifecycleState;
+
+    fn state() -> SavedState {
+        let mut mpas = BTreeMap::new();
+        let checkpoint =
+            AggregateCheckpoint { total_samples_count: 7, last_sample_start_s: Some(1.7e9), ..Default::default() };
+        mpas.insert("shop/web".to_string(), SavedMpa { vpa: vec![("app".into(), checkpoint)], aware: None });
+        mpas.insert(
+            "shop/db".to_string(),
+            SavedMpa {
+                vpa: Vec::new(),
+                aware: Some(SavedLifecycle {
+                    lifecycle: LifecycleState::fresh(Stage::Online, None),
+                    served_by_live_agent: false,
+                    oom_floor: None,
+                }),
+            },
+        );
+        SavedState { decider: "aware".into(), checkpoint: Some("abc".into()), saved_at_s: 1.7e9, mpas }
+    }
+
+    #[test]
+    fn a_state_written_reads_back_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = StateFile::new(dir.path().join("state.json"));
+        assert_eq!(file.read(), Ok(None), "nothing there yet");
+        file.check_writable().unwrap();
+        file.write(&state()).unwrap();
+        assert_eq!(file.read(), Ok(Some(state())));
+        let (taken, notes) = file.take_up(Some("abc"));
+        assert_eq!(taken, Some(state()));
+        assert!(notes.is_empty(), "{notes:?}");
+    }
+
+    /// A damaged or hand-edited file, or one of another format, is set aside whole and nothing
+    /// in it is used; the reason names the file and what is wrong.
+    #[test]
+    fn a_damaged_state_is_set_aside_and_not_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let file = StateFile::new(&path);
+        file.write(&state()).unwrap();
+        let written = std::fs::read_to_string(&path).unwrap();
+        let cases = [
+            ("edited", written.replace("\"total_samples_count\":7", "\"total_samples_count\":8"), "SHA-256"),
+            ("cut short", written[..written.len() / 2].to_string(), "not a state file"),
+            ("of another format", written.replacen("\"format\":1", "\"format\":9", 1), "format 9"),
+        ];
+        for (n, (what, text, reason)) in cases.into_iter().enumerate() {
+            std::fs::write(&path, &text).unwrap();
+            let err = file.read().unwrap_err();
+            assert!(err.to_string().starts_with(&format!("--state {}: ", path.display())), "{what}: {err}");
+            assert!(err.reason.contains(reason), "{what}: {err}");
+            let (taken, notes) = file.take_up(Some("abc"));
+            assert_eq!(taken, None, "{what}");
+            let aside = dir.path().join(format!("state.json.rejected-{}", n + 1));
+            assert!(notes[0].contains(&aside.display().to_string()), "{what}: {notes:?}");
+            assert_eq!(std::fs::read_to_string(&aside).unwrap(), text, "{what}: kept as it was");
+            assert!(!path.exists(), "{what}");
+        }
+    }
+
+    /// Lifecycles saved beside another checkpoint's agent are not taken up; VPA histories are.
+    #[test]
+    fn lifecycles_saved_beside_another_checkpoint_are_dropped_and_histories_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = StateFile::new(dir.path().join("state.json"));
+        file.write(&state()).unwrap();
+        for other in [Some("def"), None] {
+            let (taken, notes) = file.take_up(other);
+            let taken = taken.expect("taken up");
+            assert!(taken.mpas.values().all(|m| m.aware.is_none()), "{taken:?}");
+            assert_eq!(taken.mpas["shop/web"].vpa, state().mpas["shop/web"].vpa);
+            assert!(notes[0].contains("not taken up"), "{notes:?}");
+        }
+    }
+
+    #[test]
+    fn a_path_the_controller_cannot_write_is_refused_up_front() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = StateFile::new(dir.path()).check_writable().unwrap_err();
+        assert!(err.reason.contains("is a directory"), "{err}");
+        let err = StateFile::new(dir.path().join("missing/state.json")).check_writable().unwrap_err();
+        assert!(err.reason.contains("does not exist"), "{err}");
+    }
+}

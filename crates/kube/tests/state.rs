@@ -1,0 +1,125 @@
+//! `aware controller --state FILE`: what the deciders keep across a restart of the controller,
+//! through the state file as the controller writes and reads it (`Context::save_state`,
+//! `Context::take_up_state`), on observations of the simulator.
+
+use aware_core::{Cluster, Observation, Profile};
+use aware_kube::state::StateFile;
+use aware_kube::{Context, ControllerConfig, Decider, LifecycleDecider, MpaDefaultDecider};
+use aware_lifecycle::Stage;
+use aware_lifecycle::algorithm::LifecycleState;
+use aware_lifecycle::manager::{ManagerConfig, fresh_agent};
+use aware_sim::{SimCluster, SimConfig};
+use http::{Request, Response};
+use kube::Client;
+use kube::client::Body;
+
+const KEY: &str = "shop/web";
+
+/// A controller context around `decider` keeping its state in `file` (no API call is made).
+fn context<D: Decider>(decider: D, file: Option<&StateFile>) -> Context<D> {
+    let (service, _handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let ctx = Context::new(Client::new(service, "default"), ControllerConfig::default(), decider);
+    match file {
+        Some(f) => ctx.with_state(f.clone()),
+        None => ctx,
+    }
+}
+
+fn cluster() -> SimCluster {
+    let apps = aware_sim::generate_apps(1, 11, 86_400.0);
+    SimCluster::new(apps, Vec::new(), SimConfig::default(), 11)
+}
+
+fn observe(c: &mut SimCluster) -> Observation {
+    let obs = c.observe(0).expect("observation");
+    c.advance().expect("advance");
+    obs
+}
+
+/// The MPA default restarted from the state file recommends as the one that ran on, interval
+/// after interval, from the same history (as many samples, the same confidence); restarted
+/// without it, its VPA starts over.
+#[tokio::test]
+async fn the_mpa_defaults_vpa_histories_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = StateFile::new(dir.path().join("state.json"));
+    let profile = Profile::default();
+    let mut c = cluster();
+    let ran_on = context(MpaDefaultDecider::new(true), Some(&file));
+    for _ in 0..240 {
+        ran_on.decider.decide(KEY, &profile, &observe(&mut c)).expect("decided");
+    }
+    ran_on.save_state();
+    let restarted = context(MpaDefaultDecider::new(true), Some(&file));
+    restarted.take_up_state();
+    let empty = context(MpaDefaultDecider::new(true), None);
+    for _ in 0..20 {
+        let obs = observe(&mut c);
+        let a = ran_on.decider.decide(KEY, &profile, &obs).unwrap();
+        let b = restarted.decider.decide(KEY, &profile, &obs).unwrap();
+        empty.decider.decide(KEY, &profile, &obs).unwrap();
+        assert_eq!(a, b, "restarted from the state");
+    }
+    let history = |d: &MpaDefaultDecider| {
+        let saved = d.save();
+        let (container, c) = &saved[KEY].vpa[0];
+        (container.clone(), c.total_samples_count, c.first_sample_start_s, c.cpu_histogram.total_weight)
+    };
+    let (a, b, e) = (history(&ran_on.decider), history(&restarted.decider), history(&empty.decider));
+    assert_eq!((&a.0, a.1, a.2), (&b.0, b.1, b.2), "the same samples since the same time");
+    assert!((a.3 - b.3).abs() <= 1e-6 * a.3, "CPU history's weight: {} against {}", a.3, b.3);
+    assert!(e.1 * 5 < a.1 && e.2 > a.2, "restarted empty, the VPA starts over: {e:?} against {a:?}");
+    // The restarted controller saves what it took up and has seen since.
+    restarted.save_state();
+    let saved = file.read().unwrap().expect("a state");
+    assert_eq!(saved.decider, "mpa");
+    assert_eq!(saved.mpas[KEY].vpa[0].1.total_samples_count, b.1);
+}
+
+fn aware(identity: &str) -> LifecycleDecider {
+    // Held to a reference no interval reaches: SERVING degrades within a few windows of 5.
+    let serving = LifecycleState::fresh(Stage::Serving, Some(1e6));
+    LifecycleDecider::new(
+        fresh_agent(1),
+        ManagerConfig { episode_steps: 5, ..ManagerConfig::default() },
+        vec![(KEY.to_string(), serving)],
+        "the checkpoint",
+    )
+    .unwrap()
+    .with_checkpoint_identity(identity)
+}
+
+/// AWARE restarted from the state file resumes the stage a degradation left, not the
+/// checkpoint's SERVING again; restarted beside another checkpoint's agent it takes up no
+/// lifecycle and starts as the checkpoint says.
+#[tokio::test]
+async fn a_degraded_app_stays_degraded_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = StateFile::new(dir.path().join("state.json"));
+    let profile = Profile::default();
+    let mut c = cluster();
+    let ran_on = context(aware("ck1"), Some(&file));
+    for _ in 0..60 {
+        ran_on.decider.decide(KEY, &profile, &observe(&mut c)).expect("decided");
+    }
+    let report = ran_on.decider.report();
+    assert_eq!((report[0].stage, report[0].retraining), (Stage::Online, true), "{:?}", ran_on.decider.stage_changes());
+    ran_on.save_state();
+    let saved = file.read().unwrap().expect("a state");
+    assert_eq!((saved.decider.as_str(), saved.checkpoint.as_deref()), ("aware", Some("ck1")));
+
+    let restarted = context(aware("ck1"), Some(&file));
+    restarted.take_up_state();
+    let obs = observe(&mut c);
+    restarted.decider.decide(KEY, &profile, &obs).unwrap();
+    let report = restarted.decider.report();
+    assert_eq!((report[0].stage, report[0].retraining), (Stage::Online, true));
+    let changes = restarted.decider.stage_changes();
+    let last = changes.last().expect("a stage change");
+    assert!(last.reason.contains("restored from the state"), "{changes:?}");
+
+    let other = context(aware("ck2"), Some(&file));
+    other.take_up_state();
+    other.decider.decide(KEY, &profile, &obs).unwrap();
+    assert_eq!(other.decider.report()[0].stage, Stage::Serving, "{:?}", other.decider.stage_changes());
+}
