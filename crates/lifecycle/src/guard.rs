@@ -194,6 +194,10 @@ impl Usage {
     }
 }
 
+/// Observations further apart than this many intervals have a gap between them (the backend
+/// gave none): what happened in it is not known.
+pub const MAX_OBSERVATION_GAP_INTERVALS: f64 = 1.5;
+
 /// The margin a cut must leave above the measured usage: VPA's recommender's safety margin
 /// (`SAFETY_MARGIN_FRACTION`, 15 %), which it adds to its own estimate for the same reason.
 pub const USAGE_MARGIN: f64 = aware_baselines::estimator::SAFETY_MARGIN_FRACTION;
@@ -355,9 +359,14 @@ impl Guard {
         // A clock that went back (a backend restarted) starts the count again.
         let now = obs.time_s;
         self.last_placed_s = self.last_placed_s.filter(|t| *t <= now);
+        // Unplaced since the observation before, where that one showed a pod placed and came
+        // an interval before; after a gap in the observations (a backend that did not answer),
+        // since now: when the pods lost their nodes in the gap is not known, and counting the
+        // gap would roll back pods that have just become pending.
+        let just_before = |t: &f64| now - *t <= MAX_OBSERVATION_GAP_INTERVALS * obs.interval_s;
         self.unplaced_since_s = match self.unplaced_since_s {
             Some(since) if unplaced && since <= now => Some(since),
-            _ if unplaced => Some(self.last_placed_s.unwrap_or(now)),
+            _ if unplaced => Some(self.last_placed_s.filter(just_before).unwrap_or(now)),
             _ => None,
         };
         if !unplaced {
@@ -1013,6 +1022,16 @@ mod tests {
         let _ = g.check(&unplaced, &[0.1]);
         let mut p = big();
         assert_eq!(g.roll_back_unplaced(&mut p, &bounds), None, "a new clock");
+        // After a gap in the observations the count starts at the first one unplaced: the
+        // pods may have lost their nodes just before it.
+        back.time_s = 200.0;
+        let _ = g.check(&back, &[0.1]);
+        for (t, rolled) in [(800.0, false), (830.0, false), (845.0, true)] {
+            unplaced.time_s = t;
+            let _ = g.check(&unplaced, &[0.1]);
+            let mut p = big();
+            assert_eq!(g.roll_back_unplaced(&mut p, &bounds).is_some(), rolled, "at {t} s, placed at 200 s, 600 s gap");
+        }
     }
 
     /// Running pods a backend reports no node for (Prometheus reports none) are not unplaced;
