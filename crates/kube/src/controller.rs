@@ -159,6 +159,11 @@ pub struct Context<D: Decider> {
     pub metrics: crate::metrics::ControllerMetrics,
     /// Where the decider's state is kept across restarts (`--state FILE`), if anywhere.
     pub state: Option<crate::state::StateFile>,
+    /// Held while this controller writes the state file ([`crate::state::StateFile::lock`]),
+    /// and one save at a time (a periodic one still running when the controller stops is
+    /// waited for, so the last save is the newest); `None` inside: not writing (none taken up
+    /// yet, or another process holds the directory).
+    state_writer: Mutex<Option<aware_lab::output::DirLock>>,
 }
 
 impl<D: Decider> Context<D> {
@@ -168,6 +173,7 @@ impl<D: Decider> Context<D> {
             config,
             decider,
             state: None,
+            state_writer: Mutex::default(),
             prometheus: None,
             pending: Mutex::default(),
             failures: Mutex::default(),
@@ -187,6 +193,13 @@ impl<D: Decider> Context<D> {
     /// first decided for. A file that cannot be used is set aside, and the log says why.
     pub fn take_up_state(&self) {
         let Some(file) = &self.state else { return };
+        match file.lock() {
+            Ok(lock) => *self.state_writer.lock().expect("state writer") = Some(lock),
+            Err(e) => {
+                tracing::error!("{e}: this controller neither takes up nor writes a state");
+                return;
+            }
+        }
         let (state, notes) = file.take_up(self.decider.checkpoint_identity().as_deref());
         for note in notes {
             tracing::warn!("{note}");
@@ -198,10 +211,21 @@ impl<D: Decider> Context<D> {
         }
     }
 
-    /// Writes the decider's state to the state file, if there is one; a write that fails is
+    /// Stops writing the state file and lets go of its directory (for another controller, or
+    /// a restarted one, to take it up): what a controller that stops being leader does.
+    pub fn release_state(&self) {
+        *self.state_writer.lock().expect("state writer") = None;
+    }
+
+    /// Writes the decider's state to the state file, if there is one and this controller took
+    /// it up ([`Context::take_up_state`]); a write that fails is
     /// logged and counted, and the previous file stands.
     pub fn save_state(&self) {
         let Some(file) = &self.state else { return };
+        let writer = self.state_writer.lock().expect("state writer");
+        if writer.is_none() {
+            return;
+        }
         let now = unix_now_s();
         let state = crate::state::SavedState {
             decider: self.decider.name().to_string(),
@@ -758,6 +782,7 @@ pub async fn reconcile_once<D: Decider>(
         return Ok(outcome);
     }
     outcome.owned = true;
+    ctx.decider.seen(&mpa.key());
     let key = mpa.key();
     let ns = mpa.namespace().ok_or_else(|| ControllerError::NoNamespace { object: key.clone() })?;
     let mpas: Api<MultidimPodAutoscaler> = Api::namespaced(ctx.client.clone(), &ns);

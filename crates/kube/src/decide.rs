@@ -67,11 +67,16 @@ pub trait Decider: Send + Sync + 'static {
     /// Takes up what a previous run saved ([`Decider::save`]): each MPA's when it is first
     /// decided for (`from`: where it came from, for the stage changes' reasons).
     fn take_up(&self, _saved: BTreeMap<String, SavedMpa>, _from: &str) {}
+
+    /// The MPA `key` exists and is this controller's (a pass reached it, whether or not its
+    /// target could be observed): what a previous run saved for it is kept until it is taken
+    /// up, however long that takes.
+    fn seen(&self, _key: &str) {}
 }
 
-/// How long the MPAs a previous run saved are kept for, not decided for since: one deleted
-/// while the controller was down never is, and upstream's recommender garbage-collects the
-/// checkpoints of VPAs that no longer exist hourly too.
+/// How long the MPAs a previous run saved are kept for when no pass reaches them: one deleted
+/// while the controller was down never is ([`Decider::seen`]), and upstream's recommender
+/// garbage-collects the checkpoints of VPAs that no longer exist hourly too.
 pub const SAVED_KEPT_FOR: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// MPAs a previous run saved, not decided for since: taken up when each first is.
@@ -80,6 +85,8 @@ struct Saved {
     mpas: Mutex<BTreeMap<String, SavedMpa>>,
     from: Mutex<String>,
     since: Mutex<Option<std::time::Instant>>,
+    /// Saved MPAs a pass reached since they were taken up: kept past [`SAVED_KEPT_FOR`].
+    seen: Mutex<HashSet<String>>,
 }
 
 impl Saved {
@@ -97,23 +104,36 @@ impl Saved {
         Some((saved, self.from.lock().map(|f| f.clone()).unwrap_or_default()))
     }
 
-    /// Every MPA saved and not taken up yet, for [`SAVED_KEPT_FOR`] after they were taken up.
+    /// Every MPA saved and not taken up yet: after [`SAVED_KEPT_FOR`], only those a pass has
+    /// reached ([`Saved::seen`]).
     fn pending(&self) -> BTreeMap<String, SavedMpa> {
         let Ok(mut mpas) = self.mpas.lock() else { return BTreeMap::new() };
         let expired = self.since.lock().ok().and_then(|s| *s).is_some_and(|t| t.elapsed() >= SAVED_KEPT_FOR);
-        if expired && !mpas.is_empty() {
-            tracing::info!(
-                "dropping the saved state of {} MPAs not seen in {SAVED_KEPT_FOR:?} (deleted while the controller was down?)",
-                mpas.len()
-            );
-            mpas.clear();
+        if expired && let Ok(seen) = self.seen.lock() {
+            let before = mpas.len();
+            mpas.retain(|key, _| seen.contains(key));
+            if mpas.len() < before {
+                tracing::info!(
+                    "dropping the saved state of {} MPAs no pass has reached in {SAVED_KEPT_FOR:?} (deleted while the controller was down?)",
+                    before - mpas.len()
+                );
+            }
         }
         mpas.clone()
+    }
+
+    fn seen(&self, key: &str) {
+        if let Ok(mut seen) = self.seen.lock() {
+            seen.insert(key.to_string());
+        }
     }
 
     fn forget(&self, key: &str) {
         if let Ok(mut mpas) = self.mpas.lock() {
             mpas.remove(key);
+        }
+        if let Ok(mut seen) = self.seen.lock() {
+            seen.remove(key);
         }
     }
 }
@@ -180,7 +200,7 @@ impl Decider for MpaDefaultDecider {
         let mut out = self.saved.pending();
         if let Ok(state) = self.state.lock() {
             for (key, (_, mpa)) in state.iter() {
-                out.insert(key.clone(), SavedMpa { vpa: mpa.vpa.save_checkpoints(), aware: None });
+                out.insert(key.clone(), SavedMpa { vpa: mpa.vpa.save_checkpoints(), ..SavedMpa::default() });
             }
         }
         out
@@ -188,6 +208,10 @@ impl Decider for MpaDefaultDecider {
 
     fn take_up(&self, saved: BTreeMap<String, SavedMpa>, from: &str) {
         self.saved.put(saved, from);
+    }
+
+    fn seen(&self, key: &str) {
+        self.saved.seen(key);
     }
 }
 
@@ -283,15 +307,15 @@ impl LifecycleDecider {
         };
         let mut lifecycle_taken = false;
         if let Some((saved, from)) = &saved {
-            match m.restore_saved(i, None, &saved.vpa, from) {
-                Ok(()) if !saved.vpa.is_empty() => {
-                    tracing::info!(app = key, "fallback's VPA history taken up from {from}")
+            match m.restore_saved(i, None, saved.oom_floor, &saved.vpa, from) {
+                Ok(()) if !saved.vpa.is_empty() || saved.oom_floor.is_some() => {
+                    tracing::info!(app = key, "the fallback's VPA history and the OOM floor taken up from {from}")
                 }
                 Ok(()) => {}
-                Err(e) => tracing::warn!(app = key, "{from}: {e}: the fallback starts without it"),
+                Err(e) => tracing::warn!(app = key, "{from}: {e}: the app goes on without it"),
             }
             if let Some(aware) = &saved.aware {
-                match m.restore_saved(i, Some(aware), &[], &format!("restored from {from}")) {
+                match m.restore_saved(i, Some(aware), None, &[], &format!("restored from {from}")) {
                     Ok(()) => lifecycle_taken = true,
                     Err(e) => tracing::warn!(app = key, "{from}: {e}: the app's lifecycle starts from the checkpoint"),
                 }
@@ -405,8 +429,10 @@ impl Decider for LifecycleDecider {
         let mut out = self.saved.pending();
         if let Ok(m) = self.manager.lock() {
             for (i, report) in m.report().iter().enumerate() {
-                if let Some((aware, vpa)) = m.saved(i) {
-                    out.insert(report.app.clone(), SavedMpa { vpa, aware: Some(aware) });
+                if let Some(saved) = m.saved(i) {
+                    let kept =
+                        SavedMpa { vpa: saved.fallback_vpa, oom_floor: saved.oom_floor, aware: Some(saved.lifecycle) };
+                    out.insert(report.app.clone(), kept);
                 }
             }
         }
@@ -419,5 +445,9 @@ impl Decider for LifecycleDecider {
 
     fn take_up(&self, saved: BTreeMap<String, SavedMpa>, from: &str) {
         self.saved.put(saved, from);
+    }
+
+    fn seen(&self, key: &str) {
+        self.saved.seen(key);
     }
 }

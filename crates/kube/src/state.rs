@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use aware_baselines::AggregateCheckpoint;
+use aware_lifecycle::guard::OomFloor;
 use aware_lifecycle::live::SavedLifecycle;
 use serde::{Deserialize, Serialize};
 
@@ -34,7 +35,12 @@ pub struct SavedMpa {
     /// The MPA default's VPA history by container (under AWARE, its fallback's).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub vpa: Vec<(String, AggregateCheckpoint)>,
-    /// AWARE's lifecycle of the MPA's target (the lifecycle decider only).
+    /// The guard's memory floor after an OOM kill (the lifecycle decider only): a fact about
+    /// the workload, kept whatever agent decides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oom_floor: Option<OomFloor>,
+    /// AWARE's lifecycle of the MPA's target (the lifecycle decider only): bound to the agent
+    /// of the checkpoint it was saved beside.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aware: Option<SavedLifecycle>,
 }
@@ -54,12 +60,14 @@ pub struct SavedState {
     pub mpas: BTreeMap<String, SavedMpa>,
 }
 
+/// The file: `state` as written, byte for byte, and the SHA-256 of those bytes (not of a
+/// re-serialisation, which need not give the same bytes: a float printed and parsed back, a
+/// field added since with a default).
 #[derive(Serialize, Deserialize)]
 struct File {
     format: u32,
-    /// SHA-256 of `state` as this build serialises it (compact JSON).
     sha256: String,
-    state: SavedState,
+    state: Box<serde_json::value::RawValue>,
 }
 
 /// Why a state file was not used.
@@ -99,10 +107,34 @@ impl StateFile {
         if !dir.is_dir() {
             return Err(self.error(format!("its directory {} does not exist", dir.display())));
         }
-        let probe = dir.join(format!(".aware-state-write-check-{}", std::process::id()));
-        std::fs::write(&probe, b"")
-            .and_then(|()| std::fs::remove_file(&probe))
-            .map_err(|e| self.error(format!("its directory {} cannot be written: {e}", dir.display())))
+        // A name no other process uses (every container's first process is 1).
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let probe = dir.join(format!(".aware-state-write-check-{}-{nanos}", std::process::id()));
+        let fail = |e: std::io::Error| self.error(format!("its directory {} cannot be written: {e}", dir.display()));
+        std::fs::write(&probe, b"").map_err(fail)?;
+        match std::fs::remove_file(&probe) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(fail(e)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Holds the state file's directory for this process while it is the one writing there
+    /// ([`aware_lab::output::lock_dir`], an advisory lock released when the process ends): a
+    /// second controller given a file in the same directory is refused rather than
+    /// overwriting the first's entries with its own. (Where the file system cannot lock, as
+    /// on NFS, it goes on unlocked.)
+    pub fn lock(&self) -> Result<aware_lab::output::DirLock, StateError> {
+        let dir = match self.path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        aware_lab::output::lock_dir(&dir).map_err(|e| match e {
+            aware_lab::LabError::Busy { .. } => self.error(format!(
+                "another process holds its directory {} (another aware controller keeping its state there?): give each controller its own directory",
+                dir.display()
+            )),
+            e => self.error(e.to_string()),
+        })
     }
 
     /// The state saved there; `None` when there is none; why it cannot be used otherwise (the
@@ -117,25 +149,33 @@ impl StateFile {
         if file.format != FORMAT {
             return Err(self.error(format!("format {} (this build reads {FORMAT})", file.format)));
         }
-        let sum = checksum(&file.state);
+        let sum = aware_agents::sha256(file.state.get().as_bytes());
         if sum != file.sha256 {
             return Err(self.error(format!(
                 "its contents do not match their SHA-256 (changed or damaged since written: {} recorded, {sum} now)",
                 file.sha256
             )));
         }
-        if !file.state.saved_at_s.is_finite() {
-            return Err(self.error("saved_at_s is not a finite time"));
-        }
-        Ok(Some(file.state))
+        let state = parse(file.state.get()).map_err(|e| self.error(e))?;
+        Ok(Some(state))
     }
 
     /// Writes `state` atomically (a temporary file renamed over the old one): a crash leaves the
     /// old file or the new one, never half of either.
     pub fn write(&self, state: &SavedState) -> Result<(), StateError> {
-        let file = File { format: FORMAT, sha256: checksum(state), state: state.clone() };
-        let text = serde_json::to_string(&file).map_err(|e| self.error(format!("cannot be serialised: {e}")))?;
-        aware_lab::output::write_atomically(&self.path, &text).map_err(|e| self.error(e.to_string()))
+        let body = serde_json::to_string(state).map_err(|e| self.error(format!("cannot be serialised: {e}")))?;
+        // What would not read back (a number that is not finite is written as null) is not
+        // written: the previous file stands.
+        parse(&body).map_err(|e| self.error(format!("not written, it would not read back: {e}")))?;
+        let sha256 = aware_agents::sha256(body.as_bytes());
+        let state = serde_json::value::RawValue::from_string(body)
+            .map_err(|e| self.error(format!("cannot be serialised: {e}")))?;
+        let text = serde_json::to_string(&File { format: FORMAT, sha256, state })
+            .map_err(|e| self.error(format!("cannot be serialised: {e}")))?;
+        aware_lab::output::write_atomically(&self.path, &text).map_err(|e| match e {
+            aware_lab::LabError::Io { reason, .. } => self.error(reason),
+            e => self.error(e.to_string()),
+        })
     }
 
     /// Moves the file to the first free `FILE.rejected-N`; that path.
@@ -169,7 +209,7 @@ impl StateFile {
         let lifecycles = state.mpas.values().filter(|m| m.aware.is_some()).count();
         if state.checkpoint.as_deref() != checkpoint && lifecycles > 0 {
             notes.push(format!(
-                "--state {}: the lifecycles of {lifecycles} MPAs were saved beside {}, this controller's agent is {}: not taken up (their VPA histories are)",
+                "--state {}: the lifecycles of {lifecycles} MPAs were saved beside {}, this controller's agent is {}: not taken up (their VPA histories and OOM floors are)",
                 self.path.display(),
                 state.checkpoint.as_deref().map_or("no checkpoint".to_string(), |c| format!("checkpoint {c}")),
                 checkpoint.map_or("none (the MPA default decides)".to_string(), |c| format!("checkpoint {c}")),
@@ -182,8 +222,15 @@ impl StateFile {
     }
 }
 
-fn checksum(state: &SavedState) -> String {
-    aware_agents::sha256(serde_json::to_string(state).expect("a state serialises").as_bytes())
+/// The state in `text`, checked: the field that does not read, and a time that is not finite.
+fn parse(text: &str) -> Result<SavedState, String> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let state: SavedState =
+        serde_path_to_error::deserialize(&mut de).map_err(|e| format!("state.{}: {}", e.path(), e.inner()))?;
+    if !state.saved_at_s.is_finite() {
+        return Err("state.saved_at_s: not a finite time".into());
+    }
+    Ok(state)
 }
 
 #[cfg(test)]
@@ -196,19 +243,32 @@ mod tests {
         let mut mpas = BTreeMap::new();
         let checkpoint =
             AggregateCheckpoint { total_samples_count: 7, last_sample_start_s: Some(1.7e9), ..Default::default() };
-        mpas.insert("shop/web".to_string(), SavedMpa { vpa: vec![("app".into(), checkpoint)], aware: None });
+        mpas.insert(
+            "shop/web".to_string(),
+            SavedMpa { vpa: vec![("app".into(), checkpoint)], oom_floor: None, aware: None },
+        );
         mpas.insert(
             "shop/db".to_string(),
             SavedMpa {
                 vpa: Vec::new(),
+                oom_floor: Some(OomFloor { killed_bytes: 1 << 29, bytes: 644_245_094, at_s: 1_700_006_985.711_714_3 }),
                 aware: Some(SavedLifecycle {
-                    lifecycle: LifecycleState::fresh(Stage::Online, None),
+                    lifecycle: LifecycleState {
+                        recent: vec![0.123_456_789_012_345_68, 1_700_006_985.711_714_3],
+                        ..LifecycleState::fresh(Stage::Online, None)
+                    },
                     served_by_live_agent: false,
-                    oom_floor: None,
                 }),
             },
         );
-        SavedState { decider: "aware".into(), checkpoint: Some("abc".into()), saved_at_s: 1.7e9, mpas }
+        // Times and rewards as a running controller has them: fractions that a float printed
+        // and parsed back need not reproduce to the bit (serde_json without `float_roundtrip`).
+        SavedState {
+            decider: "aware".into(),
+            checkpoint: Some("abc".into()),
+            saved_at_s: 1_700_006_985.711_714_3,
+            mpas,
+        }
     }
 
     #[test]
@@ -237,6 +297,14 @@ mod tests {
             ("edited", written.replace("\"total_samples_count\":7", "\"total_samples_count\":8"), "SHA-256"),
             ("cut short", written[..written.len() / 2].to_string(), "not a state file"),
             ("of another format", written.replacen("\"format\":1", "\"format\":9", 1), "format 9"),
+            (
+                "with a field that does not read, its checksum remade",
+                {
+                    let body = r#"{"decider":"mpa","saved_at_s":1.0,"mpas":{"a/b":{"vpa":[["app",{"total_samples_count":-1}]]}}}"#;
+                    format!(r#"{{"format":1,"sha256":"{}","state":{body}}}"#, aware_agents::sha256(body.as_bytes()))
+                },
+                "state.mpas.a/b.vpa[0][1]",
+            ),
         ];
         for (n, (what, text, reason)) in cases.into_iter().enumerate() {
             std::fs::write(&path, &text).unwrap();
@@ -263,6 +331,7 @@ mod tests {
             let taken = taken.expect("taken up");
             assert!(taken.mpas.values().all(|m| m.aware.is_none()), "{taken:?}");
             assert_eq!(taken.mpas["shop/web"].vpa, state().mpas["shop/web"].vpa);
+            assert_eq!(taken.mpas["shop/db"].oom_floor, state().mpas["shop/db"].oom_floor, "a fact about the workload");
             assert!(notes[0].contains("not taken up"), "{notes:?}");
         }
     }

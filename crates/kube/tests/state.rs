@@ -46,10 +46,12 @@ async fn the_mpa_defaults_vpa_histories_survive_a_restart() {
     let profile = Profile::default();
     let mut c = cluster();
     let ran_on = context(MpaDefaultDecider::new(true), Some(&file));
+    ran_on.take_up_state();
     for _ in 0..240 {
         ran_on.decider.decide(KEY, &profile, &observe(&mut c)).expect("decided");
     }
     ran_on.save_state();
+    ran_on.release_state();
     let restarted = context(MpaDefaultDecider::new(true), Some(&file));
     restarted.take_up_state();
     let empty = context(MpaDefaultDecider::new(true), None);
@@ -99,12 +101,14 @@ async fn a_degraded_app_stays_degraded_across_a_restart() {
     let profile = Profile::default();
     let mut c = cluster();
     let ran_on = context(aware("ck1"), Some(&file));
+    ran_on.take_up_state();
     for _ in 0..60 {
         ran_on.decider.decide(KEY, &profile, &observe(&mut c)).expect("decided");
     }
     let report = ran_on.decider.report();
     assert_eq!((report[0].stage, report[0].retraining), (Stage::Online, true), "{:?}", ran_on.decider.stage_changes());
     ran_on.save_state();
+    ran_on.release_state();
     let saved = file.read().unwrap().expect("a state");
     assert_eq!((saved.decider.as_str(), saved.checkpoint.as_deref()), ("aware", Some("ck1")));
 
@@ -118,8 +122,36 @@ async fn a_degraded_app_stays_degraded_across_a_restart() {
     let last = changes.last().expect("a stage change");
     assert!(last.reason.contains("restored from the state"), "{changes:?}");
 
+    restarted.release_state();
     let other = context(aware("ck2"), Some(&file));
     other.take_up_state();
     other.decider.decide(KEY, &profile, &obs).unwrap();
     assert_eq!(other.decider.report()[0].stage, Stage::Serving, "{:?}", other.decider.stage_changes());
+}
+
+/// A second controller given the same state directory while the first writes there neither
+/// takes up nor writes a state: it would overwrite the first's MPAs with its own.
+#[tokio::test]
+async fn a_second_controller_on_the_same_state_directory_keeps_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = StateFile::new(dir.path().join("state.json"));
+    let profile = Profile::default();
+    let mut c = cluster();
+    let first = context(MpaDefaultDecider::new(false), Some(&file));
+    first.take_up_state();
+    first.decider.decide(KEY, &profile, &observe(&mut c)).unwrap();
+    first.save_state();
+    let written = std::fs::read(&file.path).unwrap();
+    let second = context(MpaDefaultDecider::new(false), Some(&file));
+    second.take_up_state();
+    second.decider.decide("other/app", &profile, &observe(&mut c)).unwrap();
+    second.save_state();
+    assert_eq!(std::fs::read(&file.path).unwrap(), written, "the second controller wrote over the first's state");
+    assert!(second.decider.save().contains_key("other/app"));
+    // Once the first lets go, a controller started then takes it up.
+    first.release_state();
+    let third = context(MpaDefaultDecider::new(false), Some(&file));
+    third.take_up_state();
+    third.save_state();
+    assert!(file.read().unwrap().expect("a state").mpas.contains_key(KEY));
 }

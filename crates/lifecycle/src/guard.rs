@@ -426,7 +426,11 @@ impl Guard {
     /// The floor an OOM kill holds at the guard's clock (the last observation checked), for a
     /// restarted controller to keep ([`Guard::keep_saved_oom_floor`]); `None` when none holds.
     pub fn oom_floor(&self) -> Option<OomFloor> {
-        self.active_oom_floor(self.last_time_s?)
+        match self.last_time_s {
+            Some(now) => self.active_oom_floor(now),
+            // Taken up and not yet checked against an observation's clock: kept as it is.
+            None => self.oom_floor,
+        }
     }
 
     /// Takes up a floor a previous run of the controller kept ([`Guard::oom_floor`]): held

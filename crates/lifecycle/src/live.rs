@@ -188,7 +188,7 @@ fn keep_request_ratio(rec: &mut Recommendation, template: &aware_core::Container
 
 /// What the live decider keeps of one application's lifecycle across a restart of the
 /// controller (`aware controller --state FILE`; [`LiveManager::saved`]): its stage and recent
-/// rewards, and the guard's memory floor after an OOM kill (held for a day). Not kept, as
+/// rewards (beside the guard's memory floor after an OOM kill, [`SavedApp`]). Not kept, as
 /// upstream's controllers keep none of theirs either: the guard's stabilisation window and
 /// HPA's (minutes), the window of measured intervals in progress, and what the agent learned
 /// since the checkpoint it was handed (a restarted controller starts from that checkpoint's
@@ -196,12 +196,21 @@ fn keep_request_ratio(rec: &mut Recommendation, template: &aware_core::Container
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct SavedLifecycle {
     pub lifecycle: LifecycleState,
-    /// SERVING with a policy the live agent learned (retraining handed the app back to it),
-    /// which a restart does not keep.
+    /// Acting with a policy frozen from what the live agent learned (retraining handed the
+    /// app back to it), which a restart does not keep.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub served_by_live_agent: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+}
+
+/// What [`LiveManager::saved`] gives of one app: its lifecycle (bound to the agent), the
+/// guard's memory floor after an OOM kill and the fallback's VPA history by container as at its
+/// last observation (the memory peaks of intervals still open then left out, as upstream's
+/// checkpoint writer leaves them), which are facts about the workload, whatever agent decides.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SavedApp {
+    pub lifecycle: SavedLifecycle,
     pub oom_floor: Option<OomFloor>,
+    pub fallback_vpa: Vec<(String, AggregateCheckpoint)>,
 }
 
 /// Per-application figures of a live run.
@@ -390,31 +399,32 @@ impl LiveManager {
         self.certify();
     }
 
-    /// What a restarted controller keeps of app `i` ([`SavedLifecycle`]), and its fallback's VPA
-    /// history by container as at its last observation (the memory peaks of intervals still
-    /// open then are left out, as upstream's checkpoint writer does); `None` for an unknown `i`.
-    pub fn saved(&self, i: usize) -> Option<(SavedLifecycle, Vec<(String, AggregateCheckpoint)>)> {
+    /// What a restarted controller keeps of app `i` ([`SavedApp`]); `None` for an unknown `i`.
+    pub fn saved(&self, i: usize) -> Option<SavedApp> {
         let a = self.apps.get(i)?;
-        let saved = SavedLifecycle {
-            lifecycle: a.lifecycle.snapshot(),
-            served_by_live_agent: a.certified.as_ref().is_some_and(|c| !c.same(&self.handed)),
+        Some(SavedApp {
+            lifecycle: SavedLifecycle {
+                lifecycle: a.lifecycle.snapshot(),
+                served_by_live_agent: a.certified.as_ref().is_some_and(|c| !c.same(&self.handed)),
+            },
             oom_floor: a.guard.oom_floor(),
-        };
-        let vpa = a.fallback.vpa().map(|v| v.save_checkpoints()).unwrap_or_default();
-        Some((saved, vpa))
+            fallback_vpa: a.fallback.vpa().map(|v| v.save_checkpoints()).unwrap_or_default(),
+        })
     }
 
     /// Takes up for app `i` what a previous run of the controller saved ([`LiveManager::saved`]):
-    /// its lifecycle (a stage that changes is a stage change with `reason`), the guard's memory
-    /// floor after an OOM kill, and the fallback's VPA history (`vpa`: none for a decider that
-    /// kept none). An app SERVING with a policy the live agent had learned is not served by the
-    /// checkpoint's agent, which was never checked for it: it resumes retraining, as when its
-    /// rewards degrade. What cannot be taken up is refused with the reason, and the app keeps
-    /// what it had (the caller logs it; the fallback still serves the app).
+    /// the fallback's VPA history (`vpa`: none for a decider that kept none), the guard's
+    /// memory floor after an OOM kill, and its lifecycle (`saved`; a stage that changes is a
+    /// stage change with `reason`). A lifecycle whose policy the live agent had learned is not
+    /// the checkpoint's agent's, which was never checked for the app: SERVING resumes
+    /// retraining, as when its rewards degrade, and any other stage forgets the rewards that
+    /// policy earned. What cannot be taken up is refused with the reason (what was taken up
+    /// before it stands; the caller logs it, and the fallback still serves the app).
     pub fn restore_saved(
         &mut self,
         i: usize,
         saved: Option<&SavedLifecycle>,
+        oom_floor: Option<OomFloor>,
         vpa: &[(String, AggregateCheckpoint)],
         reason: &str,
     ) -> Result<(), String> {
@@ -428,10 +438,10 @@ impl LiveManager {
             };
             fallback.load_checkpoints(vpa).map_err(|e| format!("the fallback's {e}"))?;
         }
-        let Some(saved) = saved else { return Ok(()) };
-        if let Some(f) = saved.oom_floor {
+        if let Some(f) = oom_floor {
             a.guard.keep_saved_oom_floor(f)?;
         }
+        let Some(saved) = saved else { return Ok(()) };
         let name = a.name.clone();
         let mut state = saved.lifecycle.clone();
         let mut reason = reason.to_string();
@@ -448,6 +458,9 @@ impl LiveManager {
             reason = format!(
                 "{reason}: it served with a policy the agent learned live, which a restart does not keep (the checkpoint's agent was never checked for it), so it retrains"
             );
+        } else if saved.served_by_live_agent {
+            // Those rewards were the live policy's: the checkpoint's agent starts its own.
+            state = LifecycleState { recent: Vec::new(), behind: 0, ..state };
         }
         self.restore_lifecycles(&[(name, state)], &reason);
         Ok(())
@@ -997,17 +1010,20 @@ mod tests {
         let floor = OomFloor { killed_bytes: 512 * MIB, bytes: 612 * MIB, at_s: now - 60.0 };
         ran_on.apps[1].guard.keep_saved_oom_floor(floor).expect("a floor");
         let saved: Vec<_> = (0..2).map(|i| ran_on.saved(i).expect("saved")).collect();
-        assert_eq!(saved[1].0.oom_floor, Some(floor));
-        assert!(!saved[1].1.is_empty(), "the MPA default's VPA keeps a history");
-        let text = serde_json::to_string(&saved).expect("serialised");
-        let saved: Vec<(SavedLifecycle, Vec<(String, AggregateCheckpoint)>)> =
-            serde_json::from_str(&text).expect("read back");
+        assert_eq!(saved[1].oom_floor, Some(floor));
+        assert!(!saved[1].fallback_vpa.is_empty(), "the MPA default's VPA keeps a history");
+        let kept: Vec<_> = saved.iter().map(|s| (&s.lifecycle, s.oom_floor, &s.fallback_vpa)).collect();
+        let text = serde_json::to_string(&kept).expect("serialised");
+        type Kept = (SavedLifecycle, Option<OomFloor>, Vec<(String, AggregateCheckpoint)>);
+        let saved: Vec<Kept> = serde_json::from_str(&text).expect("read back");
 
         let mut restarted = manager(&c, config.clone());
         checkpoint(&mut restarted);
-        for (i, (lifecycle, vpa)) in saved.iter().enumerate() {
-            restarted.restore_saved(i, Some(lifecycle), vpa, "restored from the state").expect("taken up");
+        for (i, (lifecycle, floor, vpa)) in saved.iter().enumerate() {
+            restarted.restore_saved(i, Some(lifecycle), *floor, vpa, "restored from the state").expect("taken up");
         }
+        // Taken up, not yet checked against an observation: a save keeps it.
+        assert_eq!(restarted.saved(1).expect("saved").oom_floor, Some(floor));
         assert_eq!(restarted.stages(), ran_on.stages());
         assert!(restarted.apps[0].lifecycle.retraining());
         let mut empty = manager(&c, config.clone());
@@ -1016,8 +1032,8 @@ mod tests {
         for m in [&mut ran_on, &mut restarted, &mut empty] {
             m.decide(observations()).expect("decide");
         }
-        assert_eq!(restarted.saved(1).expect("saved").0.oom_floor, Some(floor));
-        assert_eq!(empty.saved(1).expect("saved").0.oom_floor, None);
+        assert_eq!(restarted.saved(1).expect("saved").oom_floor, Some(floor));
+        assert_eq!(empty.saved(1).expect("saved").oom_floor, None);
         let rec =
             |m: &LiveManager| *m.apps[1].fallback.vpa().and_then(|v| v.recommendation()).expect("a recommendation");
         let (a, b, e) = (rec(&ran_on), rec(&restarted), rec(&empty));
@@ -1031,19 +1047,26 @@ mod tests {
 
         // SERVING with a policy frozen from the live agent: retraining after a restart.
         let live = SavedLifecycle {
-            lifecycle: LifecycleState::fresh(Stage::Serving, Some(0.5)),
+            lifecycle: LifecycleState { recent: vec![0.5; 3], ..LifecycleState::fresh(Stage::Serving, Some(0.5)) },
             served_by_live_agent: true,
-            oom_floor: None,
         };
         let mut m = manager(&c, config);
-        m.restore_saved(0, Some(&live), &[], "restored from the state").expect("taken up");
+        m.restore_saved(0, Some(&live), None, &[], "restored from the state").expect("taken up");
         assert_eq!(m.stages()[0], Stage::Online);
         assert!(m.apps[0].lifecycle.retraining());
         assert!(m.changes().last().expect("a change").reason.contains("learned live"), "{:?}", m.changes());
+        // In another stage it keeps the stage and forgets what that policy earned.
+        let online = SavedLifecycle {
+            lifecycle: LifecycleState { stage: Stage::Online, reference: None, ..live.lifecycle.clone() },
+            ..live.clone()
+        };
+        m.restore_saved(1, Some(&online), None, &[], "restored from the state").expect("taken up");
+        let now = m.lifecycle(1).expect("app 1");
+        assert_eq!((now.stage, now.recent.len()), (Stage::Online, 0));
         // What makes no sense is refused, and the app keeps what it had.
-        let bad = SavedLifecycle { oom_floor: Some(OomFloor { bytes: 0, ..floor }), ..live };
-        assert!(m.restore_saved(1, Some(&bad), &[], "restored").unwrap_err().contains("makes no sense"));
-        assert_eq!(m.stages()[1], Stage::Offline);
+        let bad = Some(OomFloor { bytes: 0, ..floor });
+        assert!(m.restore_saved(1, Some(&live), bad, &[], "restored").unwrap_err().contains("makes no sense"));
+        assert_eq!(m.stages()[1], Stage::Online);
     }
 
     /// A serving app acts with the agent the checkpoint gave it while the agent learns offline

@@ -223,7 +223,14 @@ impl VerticalPodAutoscaler {
         c: &AggregateCheckpoint,
         now_s: f64,
     ) -> Result<(), HistogramError> {
-        let agg = self.aggregates.entry(container.to_string()).or_insert_with(|| AggregateContainerState::new(now_s));
+        let (cpu, memory) = (self.spec.control_cpu, self.spec.control_memory);
+        let agg = self.aggregates.entry(container.to_string()).or_insert_with(|| {
+            // As `observe` makes a container's aggregate: what it recommends is the spec's.
+            let mut a = AggregateContainerState::new(now_s);
+            a.controls_cpu = cpu;
+            a.controls_memory = memory;
+            a
+        });
         agg.load_from_checkpoint(c)
     }
 
