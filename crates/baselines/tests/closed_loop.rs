@@ -260,3 +260,27 @@ fn a_vpa_restarted_from_its_checkpoints_recommends_as_the_one_that_ran_on() {
     let (ran, back) = (total(&ran_on), total(&restarted));
     assert!(ran > 0.0 && (0.8..1.25).contains(&(back / ran)), "memory peaks' weight: ran on {ran}, restarted {back}");
 }
+
+/// A memory-only VPA restarted from its checkpoints recommends memory only, as the one that ran
+/// on does: a container's history taken up is controlled as the spec says.
+#[test]
+fn a_restarted_vpa_controls_what_its_spec_says() {
+    let mut c = cluster(vec![rate(0.6); 4]);
+    let spec =
+        VpaSpec { update_mode: UpdateMode::Off, control_cpu: false, ..VpaSpec::from_profile(&Profile::default()) };
+    let mut ran_on = VerticalPodAutoscaler::new(spec.clone());
+    for _ in 0..40 {
+        ran_on.recommend(&c.observe(0).unwrap()).unwrap();
+        c.advance().unwrap();
+    }
+    let mut restarted = VerticalPodAutoscaler::new(spec);
+    restarted.load_checkpoints(&ran_on.save_checkpoints()).unwrap();
+    let obs = c.observe(0).unwrap();
+    ran_on.recommend(&obs).unwrap();
+    restarted.recommend(&obs).unwrap();
+    let cpu = |v: &VerticalPodAutoscaler| {
+        v.container_recommendations().iter().map(|r| r.target.cpu_millicores).collect::<Vec<_>>()
+    };
+    assert!(cpu(&ran_on).iter().all(Option::is_none), "{:?}", ran_on.container_recommendations());
+    assert_eq!(cpu(&restarted), cpu(&ran_on));
+}

@@ -193,8 +193,12 @@ impl<D: Decider> Context<D> {
     /// first decided for. A file that cannot be used is set aside, and the log says why.
     pub fn take_up_state(&self) {
         let Some(file) = &self.state else { return };
+        if self.state_writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_some() {
+            // Already taken up by this process (its lock held): nothing more to take up.
+            return;
+        }
         match file.lock() {
-            Ok(lock) => *self.state_writer.lock().expect("state writer") = Some(lock),
+            Ok(lock) => *self.state_writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(lock),
             Err(e) => {
                 tracing::error!("{e}: this controller neither takes up nor writes a state");
                 return;
@@ -212,9 +216,10 @@ impl<D: Decider> Context<D> {
     }
 
     /// Stops writing the state file and lets go of its directory (for another controller, or
-    /// a restarted one, to take it up): what a controller that stops being leader does.
+    /// a restarted one, to take it up). A controller that loses the leader lease exits
+    /// instead, which lets go of it too.
     pub fn release_state(&self) {
-        *self.state_writer.lock().expect("state writer") = None;
+        *self.state_writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
     }
 
     /// Writes the decider's state to the state file, if there is one and this controller took
@@ -222,7 +227,7 @@ impl<D: Decider> Context<D> {
     /// logged and counted, and the previous file stands.
     pub fn save_state(&self) {
         let Some(file) = &self.state else { return };
-        let writer = self.state_writer.lock().expect("state writer");
+        let writer = self.state_writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if writer.is_none() {
             return;
         }

@@ -308,9 +308,12 @@ impl LifecycleDecider {
         let mut lifecycle_taken = false;
         if let Some((saved, from)) = &saved {
             match m.restore_saved(i, None, saved.oom_floor, &saved.vpa, from) {
-                Ok(()) if !saved.vpa.is_empty() || saved.oom_floor.is_some() => {
-                    tracing::info!(app = key, "the fallback's VPA history and the OOM floor taken up from {from}")
-                }
+                Ok(()) if !saved.vpa.is_empty() || saved.oom_floor.is_some() => tracing::info!(
+                    app = key,
+                    vpa_containers = saved.vpa.len(),
+                    oom_floor = saved.oom_floor.is_some(),
+                    "the fallback's VPA history and the OOM floor, as saved, taken up from {from}"
+                ),
                 Ok(()) => {}
                 Err(e) => tracing::warn!(app = key, "{from}: {e}: the app goes on without it"),
             }

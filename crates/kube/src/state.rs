@@ -6,17 +6,18 @@
 //!
 //! - the MPA default's VPA histories (the fallback's, under AWARE), as upstream's checkpoint
 //!   writer saves them;
+//! - under AWARE, the guard's memory floor after an OOM kill, held for a day;
 //! - under AWARE, the app's lifecycle (a stage a degradation left, not the checkpoint's
-//!   SERVING again) and the guard's memory floor after an OOM kill, held for a day
-//!   ([`aware_lifecycle::live::SavedLifecycle`]).
+//!   SERVING again; [`aware_lifecycle::live::SavedLifecycle`]).
 //!
 //! The file is written atomically (a temporary file renamed over it) once per control interval
 //! and when the controller stops, and read when it starts (a candidate replica: when it takes
-//! the leader lease). It carries a SHA-256 of its contents and the identity of the lifecycle
-//! checkpoint whose agent it was written beside. A file that does not parse, whose checksum
-//! differs, or of another format is never used: it is moved to `FILE.rejected-N` and the
-//! controller starts as without one (the checkpoint's stages; the fallback serving the rest).
-//! Lifecycles written beside another checkpoint are not taken up (the VPA histories are).
+//! the leader lease). It carries the exact bytes of its contents with their SHA-256, and the
+//! identity of the lifecycle checkpoint whose agent it was written beside. A file that does not
+//! parse, whose checksum differs, or of another format is never used: it is moved to
+//! `FILE.rejected-N` and the controller starts as without one (the checkpoint's stages; the
+//! fallback serving the rest). Lifecycles written beside another checkpoint are not taken up
+//! (the VPA histories and OOM floors, facts about the workload, are).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -167,9 +168,9 @@ impl StateFile {
         // What would not read back (a number that is not finite is written as null) is not
         // written: the previous file stands.
         parse(&body).map_err(|e| self.error(format!("not written, it would not read back: {e}")))?;
-        let sha256 = aware_agents::sha256(body.as_bytes());
         let state = serde_json::value::RawValue::from_string(body)
             .map_err(|e| self.error(format!("cannot be serialised: {e}")))?;
+        let sha256 = aware_agents::sha256(state.get().as_bytes());
         let text = serde_json::to_string(&File { format: FORMAT, sha256, state })
             .map_err(|e| self.error(format!("cannot be serialised: {e}")))?;
         aware_lab::output::write_atomically(&self.path, &text).map_err(|e| match e {
@@ -262,7 +263,9 @@ mod tests {
             },
         );
         // Times and rewards as a running controller has them: fractions that a float printed
-        // and parsed back need not reproduce to the bit (serde_json without `float_roundtrip`).
+        // and parsed back need not reproduce to the bit (serde_json without `float_roundtrip`,
+        // as in the release build; the test build has it through a dev-dependency, which is
+        // why `the_checksum_is_of_the_bytes_written` writes its own bytes).
         SavedState {
             decider: "aware".into(),
             checkpoint: Some("abc".into()),
@@ -318,6 +321,32 @@ mod tests {
             assert_eq!(std::fs::read_to_string(&aside).unwrap(), text, "{what}: kept as it was");
             assert!(!path.exists(), "{what}");
         }
+    }
+
+    /// The checksum is of the bytes written, not of what they parse to: a state written as
+    /// another writer spells it (spaces, an exponent, an escaped letter; a float the release
+    /// build's serde_json would print back otherwise) verifies, and one changed byte does not.
+    #[test]
+    fn the_checksum_is_of_the_bytes_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let file = StateFile::new(&path);
+        let body = r#"{ "decider" : "mpa", "saved_at_s": 1.7e9, "mpas": {"a/b": {"vpa": [["app", {"cpu_histogram": {"reference_timestamp_s": null, "bucket_weights": {}, "total_weight": 0.1000000000000000055511151231257827}, "memory_histogram": {"reference_timestamp_s": null, "bucket_weights": {}, "total_weight": 0}, "first_sample_start_s": 1700006985.7117143, "last_sample_start_s": null, "total_samples_count": 3}]]}}}"#;
+        let write = |body: &str| {
+            let text = format!(r#"{{"format":1,"sha256":"{}","state":{body}}}"#, aware_agents::sha256(body.as_bytes()));
+            std::fs::write(&path, text).unwrap();
+        };
+        write(body);
+        let state = file.read().unwrap().expect("verifies");
+        assert_eq!(state.mpas["a/b"].vpa[0].0, "app");
+        assert_eq!(state.saved_at_s, 1.7e9);
+        let text = std::fs::read_to_string(&path).unwrap().replacen(
+            "\"total_samples_count\": 3",
+            "\"total_samples_count\": 4",
+            1,
+        );
+        std::fs::write(&path, text).unwrap();
+        assert!(file.read().unwrap_err().reason.contains("SHA-256"));
     }
 
     /// Lifecycles saved beside another checkpoint's agent are not taken up; VPA histories are.

@@ -41,20 +41,26 @@ fn observe(c: &mut SimCluster) -> Observation {
 /// without it, its VPA starts over.
 #[tokio::test]
 async fn the_mpa_defaults_vpa_histories_survive_a_restart() {
+    for vertical_cpu in [true, false] {
+        restart_keeps_the_vpa_history(vertical_cpu);
+    }
+}
+
+fn restart_keeps_the_vpa_history(vertical_cpu: bool) {
     let dir = tempfile::tempdir().unwrap();
     let file = StateFile::new(dir.path().join("state.json"));
     let profile = Profile::default();
     let mut c = cluster();
-    let ran_on = context(MpaDefaultDecider::new(true), Some(&file));
+    let ran_on = context(MpaDefaultDecider::new(vertical_cpu), Some(&file));
     ran_on.take_up_state();
     for _ in 0..240 {
         ran_on.decider.decide(KEY, &profile, &observe(&mut c)).expect("decided");
     }
     ran_on.save_state();
     ran_on.release_state();
-    let restarted = context(MpaDefaultDecider::new(true), Some(&file));
+    let restarted = context(MpaDefaultDecider::new(vertical_cpu), Some(&file));
     restarted.take_up_state();
-    let empty = context(MpaDefaultDecider::new(true), None);
+    let empty = context(MpaDefaultDecider::new(vertical_cpu), None);
     for _ in 0..20 {
         let obs = observe(&mut c);
         let a = ran_on.decider.decide(KEY, &profile, &obs).unwrap();

@@ -431,15 +431,16 @@ impl LiveManager {
         let Some(a) = self.apps.get_mut(i) else {
             return Err(format!("no managed application with index {i}"));
         };
-        // A history that does not load leaves the fallback as it was.
+        // The floor first: a history that does not load (histogram options changed by an
+        // upgrade, say) must not cost it. That history leaves the fallback as it was.
+        if let Some(f) = oom_floor {
+            a.guard.keep_saved_oom_floor(f)?;
+        }
         if !vpa.is_empty() {
             let Some(fallback) = a.fallback.vpa_mut() else {
                 return Err(format!("the fallback {} keeps no VPA history to take up", self.config.fallback));
             };
             fallback.load_checkpoints(vpa).map_err(|e| format!("the fallback's {e}"))?;
-        }
-        if let Some(f) = oom_floor {
-            a.guard.keep_saved_oom_floor(f)?;
         }
         let Some(saved) = saved else { return Ok(()) };
         let name = a.name.clone();
@@ -1063,6 +1064,16 @@ mod tests {
         m.restore_saved(1, Some(&online), None, &[], "restored from the state").expect("taken up");
         let now = m.lifecycle(1).expect("app 1");
         assert_eq!((now.stage, now.recent.len()), (Stage::Online, 0));
+        // A history that does not load is refused; the floor beside it is still taken up.
+        let broken = vec![(
+            "app".to_string(),
+            AggregateCheckpoint {
+                cpu_histogram: aware_baselines::HistogramCheckpoint { total_weight: -1.0, ..Default::default() },
+                ..Default::default()
+            },
+        )];
+        assert!(m.restore_saved(1, None, Some(floor), &broken, "restored").unwrap_err().contains("VPA history"));
+        assert_eq!(m.saved(1).expect("saved").oom_floor, Some(floor));
         // What makes no sense is refused, and the app keeps what it had.
         let bad = Some(OomFloor { bytes: 0, ..floor });
         assert!(m.restore_saved(1, Some(&live), bad, &[], "restored").unwrap_err().contains("makes no sense"));
