@@ -193,15 +193,18 @@ impl<D: Decider> Context<D> {
     /// first decided for. A file that cannot be used is set aside, and the log says why.
     pub fn take_up_state(&self) {
         let Some(file) = &self.state else { return };
-        if self.state_writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_some() {
-            // Already taken up by this process (its lock held): nothing more to take up.
-            return;
-        }
-        match file.lock() {
-            Ok(lock) => *self.state_writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(lock),
-            Err(e) => {
-                tracing::error!("{e}: this controller neither takes up nor writes a state");
+        {
+            let mut writer = self.state_writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if writer.is_some() {
+                // Already taken up by this process (its lock held): nothing more to take up.
                 return;
+            }
+            match file.lock() {
+                Ok(lock) => *writer = Some(lock),
+                Err(e) => {
+                    tracing::error!("{e}: this controller neither takes up nor writes a state");
+                    return;
+                }
             }
         }
         let (state, notes) = file.take_up(self.decider.checkpoint_identity().as_deref());

@@ -81,36 +81,45 @@ pub const SAVED_KEPT_FOR: std::time::Duration = std::time::Duration::from_secs(3
 
 /// MPAs a previous run saved, not decided for since: taken up when each first is.
 #[derive(Debug, Default)]
-struct Saved {
-    mpas: Mutex<BTreeMap<String, SavedMpa>>,
-    from: Mutex<String>,
-    since: Mutex<Option<std::time::Instant>>,
+struct Saved(Mutex<SavedMpas>);
+
+#[derive(Debug, Default)]
+struct SavedMpas {
+    mpas: BTreeMap<String, SavedMpa>,
+    /// Where they came from, for the stage changes' reasons.
+    from: String,
+    /// When they were taken up.
+    since: Option<std::time::Instant>,
     /// Saved MPAs a pass reached since they were taken up: kept past [`SAVED_KEPT_FOR`].
-    seen: Mutex<HashSet<String>>,
+    seen: HashSet<String>,
 }
 
 impl Saved {
+    fn lock(&self) -> std::sync::MutexGuard<'_, SavedMpas> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn put(&self, saved: BTreeMap<String, SavedMpa>, from: &str) {
-        if let (Ok(mut mpas), Ok(mut f), Ok(mut since)) = (self.mpas.lock(), self.from.lock(), self.since.lock()) {
-            *mpas = saved;
-            *f = from.to_string();
-            *since = Some(std::time::Instant::now());
-        }
+        let mut s = self.lock();
+        s.mpas = saved;
+        s.from = from.to_string();
+        s.since = Some(std::time::Instant::now());
     }
 
     /// The state saved for `key`, taken out (it is taken up once), with where it came from.
     fn take(&self, key: &str) -> Option<(SavedMpa, String)> {
-        let saved = self.mpas.lock().ok()?.remove(key)?;
-        Some((saved, self.from.lock().map(|f| f.clone()).unwrap_or_default()))
+        let mut s = self.lock();
+        let saved = s.mpas.remove(key)?;
+        Some((saved, s.from.clone()))
     }
 
     /// Every MPA saved and not taken up yet: after [`SAVED_KEPT_FOR`], only those a pass has
     /// reached ([`Saved::seen`]).
     fn pending(&self) -> BTreeMap<String, SavedMpa> {
-        let Ok(mut mpas) = self.mpas.lock() else { return BTreeMap::new() };
-        let expired = self.since.lock().ok().and_then(|s| *s).is_some_and(|t| t.elapsed() >= SAVED_KEPT_FOR);
-        if expired && let Ok(seen) = self.seen.lock() {
-            let before = mpas.len();
+        let mut s = self.lock();
+        if s.since.is_some_and(|t| t.elapsed() >= SAVED_KEPT_FOR) {
+            let before = s.mpas.len();
+            let SavedMpas { mpas, seen, .. } = &mut *s;
             mpas.retain(|key, _| seen.contains(key));
             if mpas.len() < before {
                 tracing::info!(
@@ -119,22 +128,17 @@ impl Saved {
                 );
             }
         }
-        mpas.clone()
+        s.mpas.clone()
     }
 
     fn seen(&self, key: &str) {
-        if let Ok(mut seen) = self.seen.lock() {
-            seen.insert(key.to_string());
-        }
+        self.lock().seen.insert(key.to_string());
     }
 
     fn forget(&self, key: &str) {
-        if let Ok(mut mpas) = self.mpas.lock() {
-            mpas.remove(key);
-        }
-        if let Ok(mut seen) = self.seen.lock() {
-            seen.remove(key);
-        }
+        let mut s = self.lock();
+        s.mpas.remove(key);
+        s.seen.remove(key);
     }
 }
 

@@ -90,6 +90,14 @@ impl StateFile {
         Self { path: path.into() }
     }
 
+    /// The directory the file is in (the working directory for a bare name).
+    fn dir(&self) -> PathBuf {
+        match self.path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        }
+    }
+
     fn error(&self, reason: impl Into<String>) -> StateError {
         StateError { path: self.path.display().to_string(), reason: reason.into() }
     }
@@ -101,10 +109,7 @@ impl StateFile {
         if self.path.is_dir() {
             return Err(self.error("is a directory; give a file path (e.g. /var/lib/aware/state.json)"));
         }
-        let dir = match self.path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
+        let dir = self.dir();
         if !dir.is_dir() {
             return Err(self.error(format!("its directory {} does not exist", dir.display())));
         }
@@ -125,10 +130,7 @@ impl StateFile {
     /// overwriting the first's entries with its own. (Where the file system cannot lock, as
     /// on NFS, it goes on unlocked.)
     pub fn lock(&self) -> Result<aware_lab::output::DirLock, StateError> {
-        let dir = match self.path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
+        let dir = self.dir();
         aware_lab::output::lock_dir(&dir).map_err(|e| match e {
             aware_lab::LabError::Busy { .. } => self.error(format!(
                 "another process holds its directory {} (another aware controller keeping its state there?): give each controller its own directory",
