@@ -242,7 +242,15 @@ impl<D: Decider> Context<D> {
             mpas: self.decider.save(),
         };
         match file.write(&state) {
-            Ok(()) => self.metrics.observe_state_save(true),
+            Ok(left_out) => {
+                self.metrics.observe_state_save(true);
+                for why in left_out {
+                    tracing::warn!(
+                        "{}: the state of MPA {why}: not saved (it starts afresh after a restart)",
+                        file.path.display()
+                    );
+                }
+            }
             Err(e) => {
                 self.metrics.observe_state_save(false);
                 tracing::warn!("{e}: the state saved before stands");

@@ -88,7 +88,10 @@ struct SavedMpas {
     mpas: BTreeMap<String, SavedMpa>,
     /// Where they came from, for the stage changes' reasons.
     from: String,
-    /// When they were taken up.
+    /// When a pass first reached an MPA after they were taken up: the hour they are kept for
+    /// counts from there, so a controller that cannot list its MPAs for a while after starting
+    /// (the API server down, RBAC not yet granted) does not drop what it saved before it has
+    /// looked.
     since: Option<std::time::Instant>,
     /// Saved MPAs a pass reached since they were taken up: kept past [`SAVED_KEPT_FOR`].
     seen: HashSet<String>,
@@ -103,7 +106,8 @@ impl Saved {
         let mut s = self.lock();
         s.mpas = saved;
         s.from = from.to_string();
-        s.since = Some(std::time::Instant::now());
+        s.since = None;
+        s.seen.clear();
     }
 
     /// The state saved for `key`, taken out (it is taken up once), with where it came from.
@@ -113,17 +117,22 @@ impl Saved {
         Some((saved, s.from.clone()))
     }
 
-    /// Every MPA saved and not taken up yet: after [`SAVED_KEPT_FOR`], only those a pass has
-    /// reached ([`Saved::seen`]).
+    /// Every MPA saved and not taken up yet: [`SAVED_KEPT_FOR`] after a pass first reached one,
+    /// only those a pass has reached ([`Saved::seen`]).
     fn pending(&self) -> BTreeMap<String, SavedMpa> {
+        self.pending_at(std::time::Instant::now())
+    }
+
+    /// [`Saved::pending`] at `now`.
+    fn pending_at(&self, now: std::time::Instant) -> BTreeMap<String, SavedMpa> {
         let mut s = self.lock();
-        if s.since.is_some_and(|t| t.elapsed() >= SAVED_KEPT_FOR) {
+        if s.since.is_some_and(|t| now.saturating_duration_since(t) >= SAVED_KEPT_FOR) {
             let before = s.mpas.len();
             let SavedMpas { mpas, seen, .. } = &mut *s;
             mpas.retain(|key, _| seen.contains(key));
             if mpas.len() < before {
                 tracing::info!(
-                    "dropping the saved state of {} MPAs no pass has reached in {SAVED_KEPT_FOR:?} (deleted while the controller was down?)",
+                    "dropping the saved state of {} MPAs no pass has reached in the {SAVED_KEPT_FOR:?} since the first pass (deleted while the controller was down?)",
                     before - mpas.len()
                 );
             }
@@ -132,7 +141,9 @@ impl Saved {
     }
 
     fn seen(&self, key: &str) {
-        self.lock().seen.insert(key.to_string());
+        let mut s = self.lock();
+        s.since.get_or_insert_with(std::time::Instant::now);
+        s.seen.insert(key.to_string());
     }
 
     fn forget(&self, key: &str) {
@@ -456,5 +467,31 @@ impl Decider for LifecycleDecider {
 
     fn seen(&self, key: &str) {
         self.saved.seen(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// The hour the saved MPAs are kept for counts from the first pass that reached any, not
+    /// from when they were taken up: a controller that could not list its MPAs for longer than
+    /// that after starting keeps them all until it has looked.
+    #[test]
+    fn saved_mpas_no_pass_reached_are_dropped_an_hour_after_the_first_pass() {
+        let saved = Saved::default();
+        let mpas: BTreeMap<String, SavedMpa> =
+            ["shop/web", "shop/gone"].iter().map(|k| (k.to_string(), SavedMpa::default())).collect();
+        saved.put(mpas, "the state file");
+        let later = Instant::now() + SAVED_KEPT_FOR + Duration::from_secs(60);
+        assert_eq!(saved.pending_at(later).len(), 2, "no pass yet: nothing expires however long it takes");
+        saved.seen("shop/web");
+        assert_eq!(saved.pending_at(Instant::now() + Duration::from_secs(60)).len(), 2, "within the hour");
+        let after = Instant::now() + SAVED_KEPT_FOR + Duration::from_secs(1);
+        assert_eq!(saved.pending_at(after).keys().collect::<Vec<_>>(), ["shop/web"], "the one never reached goes");
+        // A second take-up starts the clock again.
+        saved.put([("shop/other".to_string(), SavedMpa::default())].into(), "the state file");
+        assert_eq!(saved.pending_at(after + SAVED_KEPT_FOR).len(), 1);
     }
 }

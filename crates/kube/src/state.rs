@@ -164,11 +164,21 @@ impl StateFile {
     }
 
     /// Writes `state` atomically (a temporary file renamed over the old one): a crash leaves the
-    /// old file or the new one, never half of either.
-    pub fn write(&self, state: &SavedState) -> Result<(), StateError> {
-        let body = serde_json::to_string(state).map_err(|e| self.error(format!("cannot be serialised: {e}")))?;
-        // What would not read back (a number that is not finite is written as null) is not
-        // written: the previous file stands.
+    /// old file or the new one, never half of either. An MPA whose state would not read back (a
+    /// number that is not finite is written as null) is left out, so one bad value does not
+    /// stop every other MPA's state from being kept; what was left out, and why, is returned.
+    pub fn write(&self, state: &SavedState) -> Result<Vec<String>, StateError> {
+        let mut state = state.clone();
+        let mut left_out = Vec::new();
+        state.mpas.retain(|key, mpa| match reads_back(mpa) {
+            Ok(()) => true,
+            Err(why) => {
+                left_out.push(format!("{key}: {why}"));
+                false
+            }
+        });
+        let body = serde_json::to_string(&state).map_err(|e| self.error(format!("cannot be serialised: {e}")))?;
+        // What would still not read back is not written: the previous file stands.
         parse(&body).map_err(|e| self.error(format!("not written, it would not read back: {e}")))?;
         let state = serde_json::value::RawValue::from_string(body)
             .map_err(|e| self.error(format!("cannot be serialised: {e}")))?;
@@ -178,7 +188,8 @@ impl StateFile {
         aware_lab::output::write_atomically(&self.path, &text).map_err(|e| match e {
             aware_lab::LabError::Io { reason, .. } => self.error(reason),
             e => self.error(e.to_string()),
-        })
+        })?;
+        Ok(left_out)
     }
 
     /// Moves the file to the first free `FILE.rejected-N`; that path.
@@ -223,6 +234,15 @@ impl StateFile {
         }
         (Some(state), notes)
     }
+}
+
+/// Whether one MPA's state reads back as written; the field that does not, otherwise.
+fn reads_back(mpa: &SavedMpa) -> Result<(), String> {
+    let text = serde_json::to_string(mpa).map_err(|e| format!("cannot be serialised: {e}"))?;
+    let mut de = serde_json::Deserializer::from_str(&text);
+    let _: SavedMpa = serde_path_to_error::deserialize(&mut de)
+        .map_err(|e| format!("{} would not read back: {}", e.path(), e.inner()))?;
+    Ok(())
 }
 
 /// The state in `text`, checked: the field that does not read, and a time that is not finite.
@@ -287,6 +307,22 @@ mod tests {
         let (taken, notes) = file.take_up(Some("abc"));
         assert_eq!(taken, Some(state()));
         assert!(notes.is_empty(), "{notes:?}");
+    }
+
+    /// An MPA whose state would not read back (a time that is not a number) is left out and
+    /// named; every other MPA's state is written and reads back.
+    #[test]
+    fn one_mpa_that_would_not_read_back_does_not_stop_the_others_being_saved() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = StateFile::new(dir.path().join("state.json"));
+        let mut bad = state();
+        bad.mpas.get_mut("shop/db").unwrap().oom_floor.as_mut().unwrap().at_s = f64::NAN;
+        let left_out = file.write(&bad).unwrap();
+        assert_eq!(left_out.len(), 1, "{left_out:?}");
+        assert!(left_out[0].starts_with("shop/db: oom_floor.at_s would not read back"), "{left_out:?}");
+        let mut expected = state();
+        expected.mpas.remove("shop/db");
+        assert_eq!(file.read(), Ok(Some(expected)));
     }
 
     /// A damaged or hand-edited file, or one of another format, is set aside whole and nothing
