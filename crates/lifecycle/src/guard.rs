@@ -267,8 +267,10 @@ impl Guard {
     /// allocation climbs while the agent explores (`aware run --apps 4 --seed 38 --steps 2400
     /// --scenario io-payload-up@1500`, as `fig9 --quick --seed 38`: an app retraining went from
     /// 7 to 16 replicas and from 1 to 4 cores a pod in 20 intervals, 164 of its 500 decisions
-    /// while retraining held by the window). The manager sets it only
-    /// where [`crate::manager::ManagerConfig::unheld_exploration`] says so.
+    /// while retraining held by the window). The manager sets it where
+    /// [`crate::manager::ManagerConfig::unheld_exploration`] says so, and for one proposal of a
+    /// retraining app's probe ([`crate::manager::Probe`]), after which the window remembers the
+    /// probe's path instead ([`Guard::remember_instead`]).
     pub fn set_exploring(&mut self, on: bool) {
         self.exploring = on;
     }
@@ -497,6 +499,18 @@ impl Guard {
     /// it must not hold later decreases back.
     pub fn forget_last(&mut self) {
         self.recent.pop_back();
+    }
+
+    /// Replaces the proposal last remembered with `proposal` (within `bounds`; `current`'s
+    /// container where it has none): an exploring agent's probe acted, and the window remembers
+    /// the greedy path it probes around, so later cuts of that path are held against the path,
+    /// not against the probe's excursions.
+    pub fn remember_instead(&mut self, proposal: &Recommendation, current: &ContainerResources, bounds: &Bounds) {
+        let container = proposal.containers.first().unwrap_or(current);
+        let path = within_bounds(proposal.replicas, container, bounds);
+        if let Some(last) = self.recent.back_mut() {
+            *last = path;
+        }
     }
 
     fn remember(&mut self, proposal: (u32, u64, u64)) {

@@ -37,7 +37,7 @@ use crate::LifecycleError;
 use crate::algorithm::{AppLifecycle, EpisodeOutcome, LifecycleState, Transition};
 use crate::decision::{self, Decision, Seen, Set};
 use crate::guard::{Guard, OomFloor};
-use crate::manager::{AGENT_ACTIONS, Counts, Learning, ManagerConfig, action_origin, ask_features};
+use crate::manager::{AGENT_ACTIONS, Counts, Learning, ManagerConfig, Probe, action_origin, ask_features};
 use crate::stage::{Stage, StageChange};
 use aware_baselines::AggregateCheckpoint;
 
@@ -96,6 +96,8 @@ pub struct LiveApp {
     /// the agent as retraining left it, not what it becomes by learning from the apps the
     /// fallback serves.
     certified: Option<FrozenPolicy>,
+    /// Its last probe while retraining ([`crate::manager::Probe`]).
+    probe: Probe,
     /// The allocation first observed (replicas, CPU and memory limits), its pod resources those
     /// the workload declares where they are known ([`LiveManager::set_declared`]): what the
     /// fallback does not manage is handed back to it as this ([`crate::manager::guard_fallback`]).
@@ -142,6 +144,7 @@ impl LiveApp {
             counts: Counts::default(),
             unavailable: 0,
             certified: None,
+            probe: Probe::default(),
             deployed: None,
             declared: None,
         })
@@ -613,24 +616,32 @@ impl LiveManager {
         // An exploring app explores around what the guard lets its action do
         // ([`ActingFrom::applied`]).
         let (config, live) = (&self.config, &self.apps);
+        let mut centres: Vec<Option<Vec<f32>>> = vec![None; acting.len()];
         let mut effective = |j: usize, v: Vec<f32>| {
             let (i, t) = &taken[acting[j]];
             let Some(obs) = &t.obs else { return v };
             let ask = t.ask.as_ref().and_then(|a| a.as_ref());
             let (from, from_replicas) = action_origin(ask, config.residual, obs);
-            config.acting_from(&live[*i].decoder, from, from_replicas, ask, obs).applied(&live[*i].guard, v)
+            let (from, from_replicas) = live[*i].probe.origin(from, from_replicas);
+            let centre =
+                config.acting_from(&live[*i].decoder, &from, from_replicas, ask, obs).applied(&live[*i].guard, v);
+            centres[j] = Some(centre.clone());
+            centre
         };
         let mut actions = act_served(&mut self.agent, &batch, &apps, &served, &explore, &mut effective)?.into_iter();
         let mut out = Vec::with_capacity(taken.len());
         for (k, (i, t)) in taken.into_iter().enumerate() {
-            let (action, sampled) = match acting.contains(&k).then(|| actions.next()).flatten() {
+            let j = acting.iter().position(|&a| a == k);
+            let (action, sampled, centre) = match j.and_then(|_| actions.next()) {
                 Some((action, explored)) => {
                     let sampled = (sampling && explored).then(|| action.clone());
-                    (Some(action), sampled)
+                    let probing = self.config.probes(self.apps[i].lifecycle.retraining(), explored);
+                    let centre = j.and_then(|j| centres[j].take()).filter(|_| probing);
+                    (Some(action), sampled, centre)
                 }
-                None => (None, None),
+                None => (None, None, None),
             };
-            out.push(self.finish(i, t, action, sampled)?);
+            out.push(self.finish(i, t, action, sampled, centre)?);
         }
         self.step += 1;
         Ok(out)
@@ -746,6 +757,7 @@ impl LiveManager {
         t: Taken,
         agent_action: Option<Vec<f32>>,
         sampled: Option<Vec<f32>>,
+        centre: Option<Vec<f32>>,
     ) -> Result<LiveDecision, LifecycleError> {
         let attribution = match (&agent_action, &t.state) {
             (Some(v), Some(state)) if self.config.log => {
@@ -782,13 +794,17 @@ impl LiveManager {
                 // Asked before the agent acted, where its state or the guard's floor needs it.
                 let ask = t.ask.flatten();
                 let (from, from_replicas) = action_origin(ask.as_ref(), self.config.residual, obs);
-                if self.config.residual {
+                // Measured from a probe's path while the app is where the probe left it.
+                let (from, from_replicas) = a.probe.origin(from, from_replicas);
+                if self.config.residual || from.limits != obs.template.limits || from_replicas != obs.desired_replicas {
                     origin = Some((from.limits, from_replicas));
                 }
-                let g = self
-                    .config
-                    .acting_from(&a.decoder, from, from_replicas, ask.as_ref(), obs)
-                    .guard(&mut a.guard, v)?;
+                let g = self.config.acting_from(&a.decoder, &from, from_replicas, ask.as_ref(), obs).guard_probing(
+                    &mut a.guard,
+                    &mut a.probe,
+                    v,
+                    centre.as_deref(),
+                )?;
                 if let Some(why) = g.limited {
                     a.counts.guard_limited += 1;
                     verdict = format!("limited: {why}");
@@ -799,6 +815,8 @@ impl LiveManager {
             }
             // The fallback sees every observation the backend gave (its own checks refuse bad ones).
             (Some(obs), None) => {
+                // What the rules do is no probe's path.
+                a.probe = Probe::default();
                 let mut p = match t.ask {
                     Some(ask) => ask,
                     None => a.fallback.recommender().recommend(obs).ok(),

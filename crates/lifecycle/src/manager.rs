@@ -165,6 +165,21 @@ pub struct ManagerConfig {
     /// from it, until a simulator run hands the app over again. The simulator's manager
     /// ignores it: exploring there costs nothing real.
     pub live_exploration: bool,
+    /// Whether a DDPG agent retraining explores by probes around its greedy path ([`Probe`]):
+    /// each interval's noise acts for that interval only (the next action is measured from
+    /// the path, not from where the noise left the app), and the stabilisation window holds
+    /// cuts of the path, not the probe's way back to it. Without it the noise compounds
+    /// through the relative actions and the window ratchets it up (each step up acting at
+    /// once, each step down held at the highest of the last 20 proposals): the allocation
+    /// climbs towards the bounds' corner while retraining. Off by default, and set by no
+    /// command: measured in session 63 (`docs/results/lifecycle.md`) it saved core-seconds and
+    /// dropped requests at about as many SLO violations over fig9's scenarios, but on
+    /// `aware run --apps 4 --seed 6 --steps 2000` one retraining app's probe grew a
+    /// one-replica pod to 4 cores, the pod could not be placed again, and it stayed pending
+    /// under the fallback for 700 intervals (758 violations against 129). Not for the
+    /// experiments' `converged` reference, whose window is off
+    /// ([`ManagerConfig::unheld_exploration`]).
+    pub retrain_probes: bool,
 }
 
 impl ManagerConfig {
@@ -260,6 +275,12 @@ impl ManagerConfig {
     /// with the policy certified when it was handed over: the one the bootstrapping check
     /// passed (or the checkpoint's), not the one the shared agent has become since by learning
     /// from the apps it is bootstrapping. The manager and the live decider both ask this.
+    /// Whether an app retraining (`retraining`) whose action `explored` acts as a probe
+    /// ([`ManagerConfig::retrain_probes`]).
+    pub(crate) fn probes(&self, retraining: bool, explored: bool) -> bool {
+        self.retrain_probes && retraining && explored && !self.unheld_exploration
+    }
+
     pub(crate) fn acts_with_learner(&self, stage: Stage, retraining: bool, explores: bool) -> bool {
         stage == Stage::Online && (self.online_learning || retraining || explores)
     }
@@ -289,6 +310,7 @@ impl Default for ManagerConfig {
             violation_price: 0.0,
             headroom: 0.0,
             unheld_exploration: false,
+            retrain_probes: false,
             live_exploration: false,
         }
     }
@@ -456,6 +478,8 @@ struct Managed {
     embedding: Option<Vec<f32>>,
     /// What the agent's last proposal had applied with [`ManagerConfig::headroom`].
     headroom: Headroom,
+    /// A retraining app's last probe: what it applied and the greedy path it probed around.
+    probe: Probe,
     /// This interval's [`ASK_FEATURES`] for a residual agent (empty otherwise).
     ask: Vec<f32>,
     /// A residual agent's last transition, until the next interval's proposal completes it.
@@ -618,6 +642,31 @@ impl ActingFrom<'_> {
         Ok(Guarded { rec, limited, base_cpu })
     }
 
+    /// [`ActingFrom::guard`] for an app that may probe ([`Probe`]): with `centre` (the greedy
+    /// action as the guard lets it act, which the probe's noise was drawn around) the probe's
+    /// cuts are not held by the stabilisation window, the window remembers the path at the
+    /// centre instead of the probe, and `probe` remembers both; without it the probe is
+    /// forgotten.
+    pub(crate) fn guard_probing(
+        &self,
+        guard: &mut Guard,
+        probe: &mut Probe,
+        action: Vec<f32>,
+        centre: Option<&[f32]>,
+    ) -> Result<Guarded, LabError> {
+        *probe = Probe::default();
+        let Some(centre) = centre else { return self.guard(guard, action) };
+        guard.set_exploring(true);
+        let g = self.guard(guard, action);
+        guard.set_exploring(false);
+        let g = g?;
+        if let Ok(path) = decode_action(self.decoder, centre.to_vec(), self.from_replicas, self.from) {
+            guard.remember_instead(&path, self.from, &self.decoder.bounds);
+            probe.remember(&g.rec, &path, self.from, &self.decoder.bounds);
+        }
+        Ok(g)
+    }
+
     /// `rec` in the agent's coordinates, measured from the origin: the action recorded for it.
     pub(crate) fn coordinates(&self, rec: &Recommendation) -> Option<Vec<f32>> {
         measured_from(&self.decoder.bounds, rec, self.obs, (&self.from.limits, self.from_replicas))
@@ -717,6 +766,55 @@ pub(crate) fn with_headroom(mut rec: Recommendation, headroom: f32) -> Recommend
 pub(crate) struct Headroom {
     /// (CPU millicores applied, the agent's own decision beneath them).
     last: Option<(u64, u64)>,
+}
+
+/// A retraining app's exploration as a probe around its greedy path: the allocation its
+/// last probe applied, and the path's allocation beneath it (the greedy action's, as the guard
+/// let it act). While the app's allocation is still what the probe applied, the next action is
+/// measured from the path, so the probe's noise does not compound into a random walk.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Probe {
+    /// (What the probe applied, the path's).
+    last: Option<(Allocation, Allocation)>,
+}
+
+/// Replicas, CPU millicores and memory bytes (limits).
+type Allocation = (u32, u64, u64);
+
+impl Probe {
+    /// Where the next action is measured from: the path where `from` is what the probe applied.
+    pub(crate) fn origin(&self, from: &ContainerResources, replicas: u32) -> (ContainerResources, u32) {
+        match self.last {
+            Some((applied, (r, cpu, memory)))
+                if applied == (replicas, from.limits.cpu_millicores, from.limits.memory_bytes) =>
+            {
+                let mut path = from.clone();
+                // A limit of 0 (none) has no ratio to keep: the probe never set one.
+                if path.limits.cpu_millicores > 0 {
+                    crate::guard::move_limit(&mut path.requests.cpu_millicores, &mut path.limits.cpu_millicores, cpu);
+                }
+                if path.limits.memory_bytes > 0 {
+                    crate::guard::move_limit(&mut path.requests.memory_bytes, &mut path.limits.memory_bytes, memory);
+                }
+                (path, r)
+            }
+            _ => (from.clone(), replicas),
+        }
+    }
+
+    /// Remembers the probe `applied` over the greedy `path` (within `bounds`).
+    pub(crate) fn remember(
+        &mut self,
+        applied: &Recommendation,
+        path: &Recommendation,
+        current: &ContainerResources,
+        bounds: &aware_core::Bounds,
+    ) {
+        let c = applied.containers.first().unwrap_or(current);
+        let applied = (applied.replicas, c.limits.cpu_millicores, c.limits.memory_bytes);
+        let path = crate::guard::within_bounds(path.replicas, path.containers.first().unwrap_or(current), bounds);
+        self.last = Some((applied, path));
+    }
 }
 
 impl Headroom {
@@ -961,6 +1059,7 @@ impl<'w> Manager<'w> {
                     episode_start_workload_holds: 0,
                     embedding: None,
                     headroom: Headroom::default(),
+                    probe: Probe::default(),
                     ask: Vec::new(),
                     pending: None,
                     certified: None,
@@ -1371,6 +1470,7 @@ impl Driver for Manager<'_> {
                 a.fallback.recommender().restart();
                 a.guard.restart();
                 a.headroom.forget();
+                a.probe = Probe::default();
             }
             a.episode_fallback = a.fallback.snapshot();
             a.episode_guard = Some(a.guard.clone());
@@ -1474,13 +1574,17 @@ impl Driver for Manager<'_> {
         // allocation otherwise).
         let apps = &self.apps;
         let config = &self.config;
+        let mut centres: Vec<Option<Vec<f32>>> = vec![None; seen.len()];
         let mut effective = |k: usize, v: Vec<f32>| {
             let i = acting[k];
             let obs = &seen[i].0;
             let (from, from_replicas) = action_origin(asks[i].as_ref(), config.residual, obs);
-            let from = apps[i].headroom.origin(from);
+            let (from, from_replicas) = apps[i].probe.origin(from, from_replicas);
+            let from = apps[i].headroom.origin(&from);
             let at = config.acting_from(&apps[i].decoder, &from, from_replicas, asks[i].as_ref(), obs);
-            at.applied(&apps[i].guard, v)
+            let c = at.applied(&apps[i].guard, v);
+            centres[i] = Some(c.clone());
+            c
         };
         let acted = act_served(&mut self.agent, &batch, &acting, &served, &explore, &mut effective)?;
         for (&i, (action, e)) in acting.iter().zip(acted) {
@@ -1489,6 +1593,9 @@ impl Driver for Manager<'_> {
         let sampling = self.agent.algorithm() == Learner::Ppo;
         for (i, (obs, stage, wants_agent, checked, held)) in seen.into_iter().enumerate() {
             let agent_action = if wants_agent && checked.is_ok() { actions[i].take() } else { None };
+            let probing =
+                agent_action.is_some() && self.config.probes(self.apps[i].lifecycle.retraining(), explored[i]);
+            let centre = if probing { centres[i].take() } else { None };
             self.apps[i].sampled = None;
             if explored[i] && sampling {
                 self.apps[i].sampled = agent_action.clone();
@@ -1533,15 +1640,20 @@ impl Driver for Manager<'_> {
             } else {
                 a.counts.fallback_actions += 1;
             }
+            if agent_action.is_none() {
+                // What the rules do is no probe's path.
+                a.probe = Probe::default();
+            }
             let control = match agent_action {
                 Some(v) => {
                     // The fallback's proposal was asked before the agent acted (for its state
                     // or the guard's floor), where either needs it.
                     let fallback_ask = asks[i].take();
                     let (from, from_replicas) = action_origin(fallback_ask.as_ref(), self.config.residual, &obs);
-                    let from = a.headroom.origin(from);
+                    let (from, from_replicas) = a.probe.origin(from, from_replicas);
+                    let from = a.headroom.origin(&from);
                     let at = self.config.acting_from(&a.decoder, &from, from_replicas, fallback_ask.as_ref(), &obs);
-                    let g = at.guard(&mut a.guard, v)?;
+                    let g = at.guard_probing(&mut a.guard, &mut a.probe, v, centre.as_deref())?;
                     if let Some(why) = g.limited {
                         a.counts.guard_limited += 1;
                         verdict = format!("limited: {why}");
@@ -1832,12 +1944,8 @@ mod tests {
         }
     }
 
-    /// What an action does, in the agent's coordinates, is what the guard lets it apply: at the
-    /// bounds a request to grow is no change (so exploring around it tries cuts), and so is a
-    /// cut the stabilisation window holds (so exploring around it tries growth); inside the
-    /// bounds and the guard's caps, the action itself. The guard asked is left as it was.
-    #[test]
-    fn an_action_does_what_the_bounds_and_the_guard_let_it_do() {
+    /// A decoder within 20 replicas × 4,000 m × 8 GiB, and a simulated app's first observation.
+    fn box_of_20_by_4_cores() -> (ActionDecoder, Observation) {
         use aware_core::Cluster;
         let bounds = aware_core::Bounds {
             max_replicas: 20,
@@ -1854,7 +1962,76 @@ mod tests {
             7,
         );
         c.advance().unwrap();
-        let mut obs = c.observe(0).unwrap();
+        (decoder, c.observe(0).unwrap())
+    }
+
+    /// The next action is measured from the probe's path only while the app is where the
+    /// probe left it: once anything else moved it (the rules, a restart), from where it is.
+    #[test]
+    fn a_probe_is_the_origin_only_while_the_app_is_where_it_left_it() {
+        let bounds = aware_core::Profile::default().bounds;
+        let c = |cpu: u64, mib: u64| ContainerResources::guaranteed(CONTAINER, Resources::new(cpu, mib << 20));
+        let rec = |replicas: u32, cpu: u64, mib: u64| Recommendation { replicas, containers: vec![c(cpu, mib)] };
+        let mut probe = Probe::default();
+        assert_eq!(probe.origin(&c(1_200, 1_024), 5), (c(1_200, 1_024), 5), "no probe yet");
+        probe.remember(&rec(5, 1_200, 1_280), &rec(4, 1_000, 1_024), &c(1_000, 1_024), &bounds);
+        assert_eq!(probe.origin(&c(1_200, 1_280), 5), (c(1_000, 1_024), 4), "where the probe left it");
+        assert_eq!(probe.origin(&c(1_300, 1_280), 5), (c(1_300, 1_280), 5), "moved since");
+        assert_eq!(probe.origin(&c(1_200, 1_280), 6), (c(1_200, 1_280), 6), "scaled since");
+    }
+
+    /// A retraining app's noise acts as a probe around its greedy path: an agent whose greedy
+    /// action holds, exploring by steps of ±0.25 in turn, stays within one step of where it
+    /// began. Without the probe the same noise compounds through the relative actions and the
+    /// stabilisation window turns it into a ratchet (each step up acts, each step down is held
+    /// at the highest of the last 20 proposals): the allocation climbs to the bounds.
+    #[test]
+    fn a_retraining_probe_returns_to_its_path_where_compounding_noise_ratchets_up() {
+        let (decoder, mut obs) = box_of_20_by_4_cores();
+        let config = ManagerConfig { fallback_floor: false, ..ManagerConfig::default() };
+        let start = (4u32, 1_000u64, 1_024u64 << 20);
+        let mut run = |probing: bool| {
+            let (mut guard, mut probe) = (Guard::new(GuardConfig::default()), Probe::default());
+            let (mut replicas, mut cpu, mut memory) = start;
+            let mut highest = start;
+            for t in 0..200 {
+                obs.desired_replicas = replicas;
+                obs.template = ContainerResources::guaranteed(CONTAINER, Resources::new(cpu, memory));
+                let (from, from_replicas) =
+                    if probing { probe.origin(&obs.template, replicas) } else { (obs.template.clone(), replicas) };
+                let at = config.acting_from(&decoder, &from, from_replicas, None, &obs);
+                // The greedy action holds; the noise is drawn around what the guard lets it do.
+                let centre = at.applied(&guard, vec![0.0; 3]);
+                let step = if t % 2 == 0 { 0.25 } else { -0.25 };
+                let noisy: Vec<f32> = centre.iter().map(|c| (c + step).clamp(-1.0, 1.0)).collect();
+                let g = at.guard_probing(&mut guard, &mut probe, noisy, probing.then_some(centre.as_slice())).unwrap();
+                let container = &g.rec.containers[0].limits;
+                (replicas, cpu, memory) = (g.rec.replicas, container.cpu_millicores, container.memory_bytes);
+                highest = (highest.0.max(replicas), highest.1.max(cpu), highest.2.max(memory));
+            }
+            ((replicas, cpu, memory), highest)
+        };
+        let (end, highest) = run(true);
+        // One step up of each: CPU and memory ×2^0.25, replicas ×2^0.5 (their range is twice).
+        assert!(
+            highest.0 <= 6 && highest.1 <= 1_200 && highest.2 <= 1_250 << 20,
+            "probing: {end:?}, highest {highest:?}"
+        );
+        assert!(
+            end.0 >= 3 && end.1 >= 840 && end.2 >= 1_024 << 20,
+            "probing never goes below the path's memory: {end:?}"
+        );
+        let (end, _) = run(false);
+        assert!(end.0 >= 16 && end.1 >= 3_000, "compounding noise ratchets to the bounds: {end:?}");
+    }
+
+    /// What an action does, in the agent's coordinates, is what the guard lets it apply: at the
+    /// bounds a request to grow is no change (so exploring around it tries cuts), and so is a
+    /// cut the stabilisation window holds (so exploring around it tries growth); inside the
+    /// bounds and the guard's caps, the action itself. The guard asked is left as it was.
+    #[test]
+    fn an_action_does_what_the_bounds_and_the_guard_let_it_do() {
+        let (decoder, mut obs) = box_of_20_by_4_cores();
         let config = ManagerConfig { fallback_floor: false, ..ManagerConfig::default() };
         let mut applied = |guard: &Guard, replicas: u32, cpu: u64, mib: u64, v: Vec<f32>| {
             obs.desired_replicas = replicas;
