@@ -245,10 +245,7 @@ impl<D: Decider> Context<D> {
             Ok(left_out) => {
                 self.metrics.observe_state_save(true);
                 for why in left_out {
-                    tracing::warn!(
-                        "{}: the state of MPA {why}: not saved (it starts afresh after a restart)",
-                        file.path.display()
-                    );
+                    tracing::warn!("{}: the state of MPA {why}: not written afresh", file.path.display());
                 }
             }
             Err(e) => {

@@ -165,18 +165,38 @@ impl StateFile {
 
     /// Writes `state` atomically (a temporary file renamed over the old one): a crash leaves the
     /// old file or the new one, never half of either. An MPA whose state would not read back (a
-    /// number that is not finite is written as null) is left out, so one bad value does not
-    /// stop every other MPA's state from being kept; what was left out, and why, is returned.
+    /// number that is not finite is written as null) keeps what the file held for it (the
+    /// lifecycle only when saved beside the same checkpoint), or is left out where it held
+    /// nothing: one bad value does not stop every other MPA's state from being kept. What was
+    /// not written afresh, and why, is returned.
     pub fn write(&self, state: &SavedState) -> Result<Vec<String>, StateError> {
         let mut state = state.clone();
-        let mut left_out = Vec::new();
+        let mut bad = Vec::new();
         state.mpas.retain(|key, mpa| match reads_back(mpa) {
             Ok(()) => true,
             Err(why) => {
-                left_out.push(format!("{key}: {why}"));
+                bad.push((key.clone(), why));
                 false
             }
         });
+        let before = if bad.is_empty() { None } else { self.read().ok().flatten() };
+        let mut left_out = Vec::new();
+        for (key, why) in bad {
+            let kept = before.as_ref().and_then(|b| {
+                let mut m = b.mpas.get(&key)?.clone();
+                if b.checkpoint != state.checkpoint {
+                    m.aware = None;
+                }
+                Some(m)
+            });
+            match kept {
+                Some(m) => {
+                    state.mpas.insert(key.clone(), m);
+                    left_out.push(format!("{key}: {why}; what was saved for it before is kept"));
+                }
+                None => left_out.push(format!("{key}: {why}; nothing was saved for it before")),
+            }
+        }
         let body = serde_json::to_string(&state).map_err(|e| self.error(format!("cannot be serialised: {e}")))?;
         // What would still not read back is not written: the previous file stands.
         parse(&body).map_err(|e| self.error(format!("not written, it would not read back: {e}")))?;
@@ -309,8 +329,9 @@ mod tests {
         assert!(notes.is_empty(), "{notes:?}");
     }
 
-    /// An MPA whose state would not read back (a time that is not a number) is left out and
-    /// named; every other MPA's state is written and reads back.
+    /// An MPA whose state would not read back (a time that is not a number) keeps what was
+    /// saved for it before (left out where nothing was) and is named; every other MPA's state
+    /// is written afresh and reads back.
     #[test]
     fn one_mpa_that_would_not_read_back_does_not_stop_the_others_being_saved() {
         let dir = tempfile::tempdir().unwrap();
@@ -320,8 +341,17 @@ mod tests {
         let left_out = file.write(&bad).unwrap();
         assert_eq!(left_out.len(), 1, "{left_out:?}");
         assert!(left_out[0].starts_with("shop/db: oom_floor.at_s would not read back"), "{left_out:?}");
+        assert!(left_out[0].ends_with("nothing was saved for it before"), "{left_out:?}");
         let mut expected = state();
         expected.mpas.remove("shop/db");
+        assert_eq!(file.read(), Ok(Some(expected)));
+        // Saved well once, then badly: what was saved before stands for it, the rest is new.
+        file.write(&state()).unwrap();
+        bad.mpas.get_mut("shop/web").unwrap().vpa[0].1.total_samples_count = 8;
+        let left_out = file.write(&bad).unwrap();
+        assert!(left_out[0].ends_with("what was saved for it before is kept"), "{left_out:?}");
+        let mut expected = state();
+        expected.mpas.get_mut("shop/web").unwrap().vpa[0].1.total_samples_count = 8;
         assert_eq!(file.read(), Ok(Some(expected)));
     }
 
