@@ -19,7 +19,7 @@
 //!    until it is written, so a failed write loses nothing and does not feed the recommender the
 //!    same world twice.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -164,6 +164,8 @@ pub struct Context<D: Decider> {
     /// waited for, so the last save is the newest); `None` inside: not writing (none taken up
     /// yet, or another process holds the directory).
     state_writer: Mutex<Option<aware_lab::output::DirLock>>,
+    /// What the saves left out and the log already said (said once each, not every interval).
+    state_left_out: Mutex<HashSet<String>>,
 }
 
 impl<D: Decider> Context<D> {
@@ -174,6 +176,7 @@ impl<D: Decider> Context<D> {
             decider,
             state: None,
             state_writer: Mutex::default(),
+            state_left_out: Mutex::default(),
             prometheus: None,
             pending: Mutex::default(),
             failures: Mutex::default(),
@@ -244,8 +247,11 @@ impl<D: Decider> Context<D> {
         match file.write(&state) {
             Ok(left_out) => {
                 self.metrics.observe_state_save(true);
+                let mut said = self.state_left_out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 for why in left_out {
-                    tracing::warn!("{}: the state of MPA {why}: not written afresh", file.path.display());
+                    if said.insert(why.clone()) {
+                        tracing::warn!("{}: not written afresh for MPA {why}", file.path.display());
+                    }
                 }
             }
             Err(e) => {

@@ -143,7 +143,9 @@ impl Saved {
     fn seen(&self, key: &str) {
         let mut s = self.lock();
         s.since.get_or_insert_with(std::time::Instant::now);
-        s.seen.insert(key.to_string());
+        if s.mpas.contains_key(key) {
+            s.seen.insert(key.to_string());
+        }
     }
 
     fn forget(&self, key: &str) {

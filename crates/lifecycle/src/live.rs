@@ -558,6 +558,7 @@ impl LiveManager {
                 self.agent.cut(i);
                 a.previous_direction = a.direction_before;
                 a.guard.forget_last();
+                a.probe = Probe::default();
                 d.decision.guard = format!("{}; not applied: {e}", d.decision.guard);
                 if let Some(logged) = self.decisions.iter_mut().rev().find(|x| x.app == d.decision.app) {
                     logged.guard = d.decision.guard.clone();

@@ -178,7 +178,10 @@ pub struct ManagerConfig {
     /// one-replica pod to 4 cores, the pod could not be placed again, and it stayed pending
     /// under the fallback for 700 intervals (758 violations against 129). Not for the
     /// experiments' `converged` reference, whose window is off
-    /// ([`ManagerConfig::unheld_exploration`]).
+    /// ([`ManagerConfig::unheld_exploration`]). Before switching it on: the action recorded
+    /// is measured from the path, which the agent's state does not show (it shows where the
+    /// probe left the app), so the critic reads action 0 at an allocation up to one probe
+    /// away from the one it meant.
     pub retrain_probes: bool,
 }
 
@@ -275,14 +278,22 @@ impl ManagerConfig {
     /// with the policy certified when it was handed over: the one the bootstrapping check
     /// passed (or the checkpoint's), not the one the shared agent has become since by learning
     /// from the apps it is bootstrapping. The manager and the live decider both ask this.
-    /// Whether an app retraining (`retraining`) whose action `explored` acts as a probe
-    /// ([`ManagerConfig::retrain_probes`]).
-    pub(crate) fn probes(&self, retraining: bool, explored: bool) -> bool {
-        self.retrain_probes && retraining && explored && !self.unheld_exploration
-    }
-
     pub(crate) fn acts_with_learner(&self, stage: Stage, retraining: bool, explores: bool) -> bool {
         stage == Stage::Online && (self.online_learning || retraining || explores)
+    }
+
+    /// Whether an app retraining (`retraining`) whose action `explored` acts as a probe
+    /// ([`ManagerConfig::retrain_probes`]): not for an agent acting on the fallback's proposal
+    /// (its origin is the proposal, not the allocation a probe applied) nor with a CPU
+    /// headroom (the window would remember the path without it), as the `converged` reference
+    /// does, nor where the window is off anyway ([`ManagerConfig::unheld_exploration`]).
+    pub(crate) fn probes(&self, retraining: bool, explored: bool) -> bool {
+        self.retrain_probes
+            && retraining
+            && explored
+            && !self.unheld_exploration
+            && !self.residual
+            && self.headroom == 0.0
     }
 }
 
