@@ -626,7 +626,9 @@ impl LiveManager {
             let (from, from_replicas) = live[*i].probe.origin(from, from_replicas);
             let centre =
                 config.acting_from(&live[*i].decoder, &from, from_replicas, ask, obs).applied(&live[*i].guard, v);
-            centres[j] = Some(centre.clone());
+            if config.retrain_probes {
+                centres[j] = Some(centre.clone());
+            }
             centre
         };
         let mut actions = act_served(&mut self.agent, &batch, &apps, &served, &explore, &mut effective)?.into_iter();
@@ -788,68 +790,67 @@ impl LiveManager {
         // Where the action in the agent's coordinates is measured from, when not from the
         // current allocation: a residual agent's from the fallback's proposal.
         let mut origin = None;
-        let recommendation = match (&t.obs, agent_action) {
-            (Some(obs), Some(v)) => {
-                // The agent's allocation is in limits, for the app's own container.
-                a.decoder.container = obs.template.name.clone();
-                // Asked before the agent acted, where its state or the guard's floor needs it.
-                let ask = t.ask.flatten();
-                let (from, from_replicas) = action_origin(ask.as_ref(), self.config.residual, obs);
-                // Measured from a probe's path while the app is where the probe left it.
-                let (from, from_replicas) = a.probe.origin(from, from_replicas);
-                if self.config.residual || from.limits != obs.template.limits || from_replicas != obs.desired_replicas {
-                    origin = Some((from.limits, from_replicas));
+        let recommendation =
+            match (&t.obs, agent_action) {
+                (Some(obs), Some(v)) => {
+                    // The agent's allocation is in limits, for the app's own container.
+                    a.decoder.container = obs.template.name.clone();
+                    // Asked before the agent acted, where its state or the guard's floor needs it.
+                    let ask = t.ask.flatten();
+                    let (from, from_replicas) = action_origin(ask.as_ref(), self.config.residual, obs);
+                    // Measured from a probe's path while the app is where the probe left it.
+                    let (from, from_replicas) = a.probe.origin(from, from_replicas);
+                    if self.config.residual || matches!(from, std::borrow::Cow::Owned(_)) {
+                        origin = Some((from.limits, from_replicas));
+                    }
+                    let g = self
+                        .config
+                        .acting_from(&a.decoder, &from, from_replicas, ask.as_ref(), obs)
+                        .guard_probing(&mut a.guard, &mut a.probe, v, centre.as_deref())?;
+                    if let Some(why) = g.limited {
+                        a.counts.guard_limited += 1;
+                        verdict = format!("limited: {why}");
+                    }
+                    let mut rec = g.rec;
+                    keep_request_ratio(&mut rec, &obs.template);
+                    Some(rec)
                 }
-                let g = self.config.acting_from(&a.decoder, &from, from_replicas, ask.as_ref(), obs).guard_probing(
-                    &mut a.guard,
-                    &mut a.probe,
-                    v,
-                    centre.as_deref(),
-                )?;
-                if let Some(why) = g.limited {
-                    a.counts.guard_limited += 1;
-                    verdict = format!("limited: {why}");
+                // The fallback sees every observation the backend gave (its own checks refuse bad ones).
+                (Some(obs), None) => {
+                    // What the rules do is no probe's path.
+                    a.probe = Probe::default();
+                    let mut p = match t.ask {
+                        Some(ask) => ask,
+                        None => a.fallback.recommender().recommend(obs).ok(),
+                    };
+                    // The fallback's own decision as asked is a residual agent's action 0 (its
+                    // state read it): what the guard's rules change is its action.
+                    if let (true, Some(p)) = (self.config.residual, &p)
+                        && let Some(c) = p.containers.first()
+                    {
+                        origin = Some((c.limits, p.replicas));
+                    }
+                    // Handed to the rules (not for one refused observation): with what they do not
+                    // manage as first observed, never below (not for a residual agent, as in the
+                    // bootstrapping check's replays).
+                    let scope = a.fallback.recommender().scope();
+                    let handed_back =
+                        a.deployed.as_ref().filter(|_| !t.wants_agent && !self.config.residual).map(|d| (scope, d));
+                    if let Some(p) = &mut p {
+                        crate::manager::guard_fallback(
+                            &a.guard,
+                            p,
+                            obs.time_s,
+                            &a.decoder.bounds,
+                            handed_back,
+                            &mut verdict,
+                        );
+                        a.guard.witness(p, &obs.template);
+                    }
+                    p
                 }
-                let mut rec = g.rec;
-                keep_request_ratio(&mut rec, &obs.template);
-                Some(rec)
-            }
-            // The fallback sees every observation the backend gave (its own checks refuse bad ones).
-            (Some(obs), None) => {
-                // What the rules do is no probe's path.
-                a.probe = Probe::default();
-                let mut p = match t.ask {
-                    Some(ask) => ask,
-                    None => a.fallback.recommender().recommend(obs).ok(),
-                };
-                // The fallback's own decision as asked is a residual agent's action 0 (its
-                // state read it): what the guard's rules change is its action.
-                if let (true, Some(p)) = (self.config.residual, &p)
-                    && let Some(c) = p.containers.first()
-                {
-                    origin = Some((c.limits, p.replicas));
-                }
-                // Handed to the rules (not for one refused observation): with what they do not
-                // manage as first observed, never below (not for a residual agent, as in the
-                // bootstrapping check's replays).
-                let scope = a.fallback.recommender().scope();
-                let handed_back =
-                    a.deployed.as_ref().filter(|_| !t.wants_agent && !self.config.residual).map(|d| (scope, d));
-                if let Some(p) = &mut p {
-                    crate::manager::guard_fallback(
-                        &a.guard,
-                        p,
-                        obs.time_s,
-                        &a.decoder.bounds,
-                        handed_back,
-                        &mut verdict,
-                    );
-                    a.guard.witness(p, &obs.template);
-                }
-                p
-            }
-            (None, _) => None,
-        };
+                (None, _) => None,
+            };
         if agent_acted {
             a.counts.agent_actions += 1;
         } else {

@@ -502,6 +502,27 @@ struct Managed {
     certified: Option<FrozenPolicy>,
 }
 
+impl Managed {
+    /// Where this app's action is measured from this interval, as (container, replicas): the
+    /// fallback's proposal `ask` for a residual agent, else the current allocation
+    /// ([`action_origin`]); the greedy path while the app is where its last probe left it
+    /// ([`Probe::origin`]); less the agent's own CPU headroom ([`Headroom::origin`]).
+    fn origin<'a>(
+        &self,
+        ask: Option<&'a Recommendation>,
+        residual: bool,
+        obs: &'a Observation,
+    ) -> (Cow<'a, ContainerResources>, u32) {
+        let (from, replicas) = action_origin(ask, residual, obs);
+        let (from, replicas) = self.probe.origin(from, replicas);
+        let from = match self.headroom.origin(&from) {
+            Cow::Owned(less) => Cow::Owned(less),
+            Cow::Borrowed(_) => from,
+        };
+        (from, replicas)
+    }
+}
+
 /// The agent's action space: multiplicative changes of the current allocation (of the
 /// fallback's proposal for a residual agent, [`ManagerConfig::residual`]), so one policy fits
 /// every application whatever its size, and what the fallback did maps onto it exactly (log₂
@@ -793,8 +814,9 @@ pub(crate) struct Probe {
 type Allocation = (u32, u64, u64);
 
 impl Probe {
-    /// Where the next action is measured from: the path where `from` is what the probe applied.
-    pub(crate) fn origin(&self, from: &ContainerResources, replicas: u32) -> (ContainerResources, u32) {
+    /// Where the next action is measured from: the path where `from` is what the probe applied
+    /// (`from` itself, uncopied, everywhere else).
+    pub(crate) fn origin<'a>(&self, from: &'a ContainerResources, replicas: u32) -> (Cow<'a, ContainerResources>, u32) {
         match self.last {
             Some((applied, (r, cpu, memory)))
                 if applied == (replicas, from.limits.cpu_millicores, from.limits.memory_bytes) =>
@@ -807,9 +829,9 @@ impl Probe {
                 if path.limits.memory_bytes > 0 {
                     crate::guard::move_limit(&mut path.requests.memory_bytes, &mut path.limits.memory_bytes, memory);
                 }
-                (path, r)
+                (Cow::Owned(path), r)
             }
-            _ => (from.clone(), replicas),
+            _ => (Cow::Borrowed(from), replicas),
         }
     }
 
@@ -1589,12 +1611,12 @@ impl Driver for Manager<'_> {
         let mut effective = |k: usize, v: Vec<f32>| {
             let i = acting[k];
             let obs = &seen[i].0;
-            let (from, from_replicas) = action_origin(asks[i].as_ref(), config.residual, obs);
-            let (from, from_replicas) = apps[i].probe.origin(from, from_replicas);
-            let from = apps[i].headroom.origin(&from);
+            let (from, from_replicas) = apps[i].origin(asks[i].as_ref(), config.residual, obs);
             let at = config.acting_from(&apps[i].decoder, &from, from_replicas, asks[i].as_ref(), obs);
             let c = at.applied(&apps[i].guard, v);
-            centres[i] = Some(c.clone());
+            if config.retrain_probes {
+                centres[i] = Some(c.clone());
+            }
             c
         };
         let acted = act_served(&mut self.agent, &batch, &acting, &served, &explore, &mut effective)?;
@@ -1660,9 +1682,7 @@ impl Driver for Manager<'_> {
                     // The fallback's proposal was asked before the agent acted (for its state
                     // or the guard's floor), where either needs it.
                     let fallback_ask = asks[i].take();
-                    let (from, from_replicas) = action_origin(fallback_ask.as_ref(), self.config.residual, &obs);
-                    let (from, from_replicas) = a.probe.origin(from, from_replicas);
-                    let from = a.headroom.origin(&from);
+                    let (from, from_replicas) = a.origin(fallback_ask.as_ref(), self.config.residual, &obs);
                     let at = self.config.acting_from(&a.decoder, &from, from_replicas, fallback_ask.as_ref(), &obs);
                     let g = at.guard_probing(&mut a.guard, &mut a.probe, v, centre.as_deref())?;
                     if let Some(why) = g.limited {
@@ -1984,11 +2004,15 @@ mod tests {
         let c = |cpu: u64, mib: u64| ContainerResources::guaranteed(CONTAINER, Resources::new(cpu, mib << 20));
         let rec = |replicas: u32, cpu: u64, mib: u64| Recommendation { replicas, containers: vec![c(cpu, mib)] };
         let mut probe = Probe::default();
-        assert_eq!(probe.origin(&c(1_200, 1_024), 5), (c(1_200, 1_024), 5), "no probe yet");
+        let origin = |probe: &Probe, from: &ContainerResources, replicas: u32| {
+            let (from, replicas) = probe.origin(from, replicas);
+            (from.into_owned(), replicas)
+        };
+        assert_eq!(origin(&probe, &c(1_200, 1_024), 5), (c(1_200, 1_024), 5), "no probe yet");
         probe.remember(&rec(5, 1_200, 1_280), &rec(4, 1_000, 1_024), &c(1_000, 1_024), &bounds);
-        assert_eq!(probe.origin(&c(1_200, 1_280), 5), (c(1_000, 1_024), 4), "where the probe left it");
-        assert_eq!(probe.origin(&c(1_300, 1_280), 5), (c(1_300, 1_280), 5), "moved since");
-        assert_eq!(probe.origin(&c(1_200, 1_280), 6), (c(1_200, 1_280), 6), "scaled since");
+        assert_eq!(origin(&probe, &c(1_200, 1_280), 5), (c(1_000, 1_024), 4), "where the probe left it");
+        assert_eq!(origin(&probe, &c(1_300, 1_280), 5), (c(1_300, 1_280), 5), "moved since");
+        assert_eq!(origin(&probe, &c(1_200, 1_280), 6), (c(1_200, 1_280), 6), "scaled since");
     }
 
     /// A retraining app's noise acts as a probe around its greedy path: an agent whose greedy
@@ -2008,8 +2032,11 @@ mod tests {
             for t in 0..200 {
                 obs.desired_replicas = replicas;
                 obs.template = ContainerResources::guaranteed(CONTAINER, Resources::new(cpu, memory));
-                let (from, from_replicas) =
-                    if probing { probe.origin(&obs.template, replicas) } else { (obs.template.clone(), replicas) };
+                let (from, from_replicas) = if probing {
+                    probe.origin(&obs.template, replicas)
+                } else {
+                    (Cow::Borrowed(&obs.template), replicas)
+                };
                 let at = config.acting_from(&decoder, &from, from_replicas, None, &obs);
                 // The greedy action holds; the noise is drawn around what the guard lets it do.
                 let centre = at.applied(&guard, vec![0.0; 3]);
