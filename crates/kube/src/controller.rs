@@ -1032,8 +1032,8 @@ pub async fn run<D: Decider>(ctx: Arc<Context<D>>) {
     let forget = {
         let ctx = ctx.clone();
         watcher::watcher(api.clone(), watcher::Config::default()).default_backoff().for_each(move |event| {
-            if let Ok(watcher::Event::Delete(mpa)) = event {
-                forget_mpa(&ctx, &mpa.key());
+            if let Ok(event) = event {
+                watch_event(&ctx, &event);
             }
             futures::future::ready(())
         })
@@ -1087,6 +1087,17 @@ pub async fn run<D: Decider>(ctx: Arc<Context<D>>) {
 
 /// How long running reconciles may take to finish after SIGINT or SIGTERM.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// What the controller's own watch of its MPAs does with an event: a deleted MPA is forgotten
+/// ([`forget_mpa`]); a listing that completed tells the decider ([`Decider::listed`]), so the
+/// hour the state file's unreached MPAs are kept for starts once the controller has looked.
+pub fn watch_event<D: Decider>(ctx: &Context<D>, event: &watcher::Event<MultidimPodAutoscaler>) {
+    match event {
+        watcher::Event::Delete(mpa) => forget_mpa(ctx, &mpa.key()),
+        watcher::Event::InitDone => ctx.decider.listed(ctx.config.namespace.as_deref()),
+        _ => {}
+    }
+}
 
 /// Drops everything kept for the MPA `key`: it was deleted, or another recommender owns it now.
 pub fn forget_mpa<D: Decider>(ctx: &Context<D>, key: &str) {

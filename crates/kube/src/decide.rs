@@ -72,6 +72,12 @@ pub trait Decider: Send + Sync + 'static {
     /// target could be observed): what a previous run saved for it is kept until it is taken
     /// up, however long that takes.
     fn seen(&self, _key: &str) {}
+
+    /// The controller's watch has listed every MPA it can see (in `namespace`, or in every
+    /// namespace where `None`): the hour the MPAs a previous run saved are kept for when no pass
+    /// reaches them counts from the first listing, and saved MPAs of other namespaces are not
+    /// this controller's to drop.
+    fn listed(&self, _namespace: Option<&str>) {}
 }
 
 /// How long the MPAs a previous run saved are kept for when no pass reaches them: one deleted
@@ -88,11 +94,14 @@ struct SavedMpas {
     mpas: BTreeMap<String, SavedMpa>,
     /// Where they came from, for the stage changes' reasons.
     from: String,
-    /// When a pass first reached an MPA after they were taken up: the hour they are kept for
-    /// counts from there, so a controller that cannot list its MPAs for a while after starting
-    /// (the API server down, RBAC not yet granted) does not drop what it saved before it has
-    /// looked.
+    /// When the watch first listed the MPAs (or a pass first reached one) after they were
+    /// taken up: the hour they are kept for counts from there, so a controller that cannot list
+    /// its MPAs for a while after starting (the API server down, RBAC not yet granted) does not
+    /// drop what it saved before it has looked, and one that owns no MPA still drops what was
+    /// deleted while it was down.
     since: Option<std::time::Instant>,
+    /// The namespace the listing covered (`None`: every one); saved MPAs outside it are kept.
+    scope: Option<String>,
     /// Saved MPAs a pass reached since they were taken up: kept past [`SAVED_KEPT_FOR`].
     seen: HashSet<String>,
 }
@@ -107,6 +116,7 @@ impl Saved {
         s.mpas = saved;
         s.from = from.to_string();
         s.since = None;
+        s.scope = None;
         s.seen.clear();
     }
 
@@ -117,8 +127,9 @@ impl Saved {
         Some((saved, s.from.clone()))
     }
 
-    /// Every MPA saved and not taken up yet: [`SAVED_KEPT_FOR`] after a pass first reached one,
-    /// only those a pass has reached ([`Saved::seen`]).
+    /// Every MPA saved and not taken up yet: [`SAVED_KEPT_FOR`] after the MPAs were first
+    /// listed ([`Saved::listed`]) or a pass first reached one, only those a pass has reached
+    /// ([`Saved::seen`]) and those of namespaces the listing did not cover.
     fn pending(&self) -> BTreeMap<String, SavedMpa> {
         self.pending_at(std::time::Instant::now())
     }
@@ -128,11 +139,14 @@ impl Saved {
         let mut s = self.lock();
         if s.since.is_some_and(|t| now.saturating_duration_since(t) >= SAVED_KEPT_FOR) {
             let before = s.mpas.len();
-            let SavedMpas { mpas, seen, .. } = &mut *s;
-            mpas.retain(|key, _| seen.contains(key));
+            let SavedMpas { mpas, seen, scope, .. } = &mut *s;
+            // A key is `namespace/name`; one of a namespace the listing did not cover stays.
+            let in_scope =
+                |key: &str| scope.as_deref().is_none_or(|ns| key.split_once('/').is_some_and(|(n, _)| n == ns));
+            mpas.retain(|key, _| seen.contains(key) || !in_scope(key));
             if mpas.len() < before {
                 tracing::info!(
-                    "dropping the saved state of {} MPAs no pass has reached in the {SAVED_KEPT_FOR:?} since the first pass (deleted while the controller was down?)",
+                    "dropping the saved state of {} MPAs no pass has reached in the {SAVED_KEPT_FOR:?} since the MPAs were first listed (deleted while the controller was down?)",
                     before - mpas.len()
                 );
             }
@@ -146,6 +160,12 @@ impl Saved {
         if s.mpas.contains_key(key) {
             s.seen.insert(key.to_string());
         }
+    }
+
+    fn listed(&self, namespace: Option<&str>, now: std::time::Instant) {
+        let mut s = self.lock();
+        s.since.get_or_insert(now);
+        s.scope = namespace.map(str::to_string);
     }
 
     fn forget(&self, key: &str) {
@@ -229,6 +249,10 @@ impl Decider for MpaDefaultDecider {
 
     fn seen(&self, key: &str) {
         self.saved.seen(key);
+    }
+
+    fn listed(&self, namespace: Option<&str>) {
+        self.saved.listed(namespace, std::time::Instant::now());
     }
 }
 
@@ -470,6 +494,10 @@ impl Decider for LifecycleDecider {
     fn seen(&self, key: &str) {
         self.saved.seen(key);
     }
+
+    fn listed(&self, namespace: Option<&str>) {
+        self.saved.listed(namespace, std::time::Instant::now());
+    }
 }
 
 #[cfg(test)]
@@ -495,5 +523,28 @@ mod tests {
         // A second take-up starts the clock again.
         saved.put([("shop/other".to_string(), SavedMpa::default())].into(), "the state file");
         assert_eq!(saved.pending_at(after + SAVED_KEPT_FOR).len(), 1);
+    }
+
+    /// A controller that owns no MPA (every saved one deleted while it was down) starts the
+    /// hour at the watch's first listing, as no pass ever reaches one; saved MPAs of namespaces
+    /// a namespaced controller's listing does not cover are not its to drop.
+    #[test]
+    fn the_hour_starts_at_the_first_listing_and_covers_only_the_listed_namespace() {
+        let keys = ["shop/web", "shop/gone", "billing/api"];
+        let saved = Saved::default();
+        saved.put(keys.iter().map(|k| (k.to_string(), SavedMpa::default())).collect(), "the state file");
+        let start = Instant::now();
+        saved.listed(None, start);
+        assert_eq!(saved.pending_at(start + Duration::from_secs(60)).len(), 3, "within the hour");
+        assert!(saved.pending_at(start + SAVED_KEPT_FOR).is_empty(), "listed, never reached: all deleted");
+
+        let saved = Saved::default();
+        saved.put(keys.iter().map(|k| (k.to_string(), SavedMpa::default())).collect(), "the state file");
+        saved.listed(Some("shop"), start);
+        saved.seen("shop/web");
+        // A later listing (the watch re-listed) does not start the hour again.
+        saved.listed(Some("shop"), start + Duration::from_secs(1800));
+        let left = saved.pending_at(start + SAVED_KEPT_FOR);
+        assert_eq!(left.keys().collect::<Vec<_>>(), ["billing/api", "shop/web"], "reached, or not listed");
     }
 }

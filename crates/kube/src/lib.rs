@@ -19,6 +19,7 @@ pub mod webhook;
 pub use controller::{
     Context, ControllerConfig, ControllerError, FIELD_MANAGER, MIN_CHANGE_FRACTION, PassOutcome, RunError, RunOptions,
     WebhookOptions, backoff, clamp, error_policy, forget_mpa, reconcile, reconcile_once, run, run_blocking,
+    watch_event,
 };
 pub use crd::{
     CONDITION_ABLE_TO_SCALE, CONDITION_CONFIG_DEPRECATED, CONDITION_CONFIG_UNSUPPORTED, CONDITION_FETCHING_HISTORY,

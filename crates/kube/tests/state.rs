@@ -161,3 +161,40 @@ async fn a_second_controller_on_the_same_state_directory_keeps_out() {
     third.save_state();
     assert!(file.read().unwrap().expect("a state").mpas.contains_key(KEY));
 }
+
+/// A decider that only records the listings the controller's watch reports.
+#[derive(Default)]
+struct Listings(std::sync::Mutex<Vec<Option<String>>>);
+
+impl Decider for Listings {
+    fn name(&self) -> &str {
+        "listings"
+    }
+
+    fn decide(
+        &self,
+        _key: &str,
+        _profile: &Profile,
+        obs: &Observation,
+    ) -> Result<aware_core::Recommendation, aware_core::RecommenderError> {
+        Err(aware_core::RecommenderError::Other(format!("not deciding at {} s", obs.time_s)))
+    }
+
+    fn listed(&self, namespace: Option<&str>) {
+        self.0.lock().unwrap().push(namespace.map(str::to_string));
+    }
+}
+
+/// The watch's completed listing reaches the decider with the namespace it covered (where the
+/// hour the state file's unreached MPAs are kept for starts), and nothing else does.
+#[tokio::test]
+async fn a_completed_listing_reaches_the_decider_with_its_namespace() {
+    use kube::runtime::watcher::Event;
+    let (service, _handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let config = ControllerConfig { namespace: Some("shop".into()), ..ControllerConfig::default() };
+    let ctx = Context::new(Client::new(service, "default"), config, Listings::default());
+    aware_kube::watch_event(&ctx, &Event::Init);
+    assert!(ctx.decider.0.lock().unwrap().is_empty(), "a listing that has only begun is not one");
+    aware_kube::watch_event(&ctx, &Event::InitDone);
+    assert_eq!(*ctx.decider.0.lock().unwrap(), [Some("shop".to_string())]);
+}
