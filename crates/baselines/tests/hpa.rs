@@ -702,6 +702,7 @@ fn pod(name: &str, phase: aware_core::PodPhase, restarts: u32, cpu: Option<f64>)
         deleting: false,
         custom_metrics: Default::default(),
         containers: Vec::new(),
+        unschedulable: None,
     }
 }
 

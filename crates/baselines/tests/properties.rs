@@ -37,6 +37,7 @@ fn observation(usages: &[f64], replicas: u32, cpu_m: u64, mem: u64, p99: Option<
                 deleting: false,
                 custom_metrics: Default::default(),
                 containers: Vec::new(),
+                unschedulable: None,
             })
             .collect(),
         arrival_rate: 10.0,

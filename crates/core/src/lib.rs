@@ -70,6 +70,7 @@ pub use cluster::{AppId, Cluster, ClusterError};
 pub use env::{Env, EnvError, Step, StepInfo, VecEnv, VecStep};
 pub use observation::{
     ContainerObservation, Observation, ObservationError, PodObservation, PodPhase, ReplicaCounts, USAGE_SAMPLE_GRACE_S,
+    Unschedulable,
 };
 pub use profile::{
     Bounds, BoundsOverrides, CPU_MILLICORES_RANGE, DEFAULT_MEMORY_PRICE, GIB, GuardLimits, LifecycleThresholds,

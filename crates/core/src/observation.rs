@@ -57,6 +57,52 @@ pub struct PodObservation {
     /// `resources` and the pod's usage are their sums.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub containers: Vec<ContainerObservation>,
+    /// Why the scheduler could not place a pending pod at its last attempt (the pod's
+    /// `PodScheduled=False` condition with reason `Unschedulable`); `None` for a pod placed,
+    /// not yet tried, or where the backend does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unschedulable: Option<Unschedulable>,
+}
+
+/// The scheduler's account of a pod no node could take, as its condition's message gives it
+/// ("0/5 nodes are available: 3 Insufficient cpu, 4 Insufficient memory."): of `nodes`, how
+/// many lacked the CPU the pod requests and how many the memory (a node may lack both).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Unschedulable {
+    pub nodes: u32,
+    pub insufficient_cpu: u32,
+    pub insufficient_memory: u32,
+}
+
+impl Unschedulable {
+    /// Whether some node had the memory the pod requests but not its CPU: there a pod asking
+    /// for less CPU could go.
+    pub fn cpu_short_where_memory_fits(&self) -> bool {
+        self.insufficient_cpu > 0 && self.insufficient_memory < self.nodes
+    }
+
+    /// Parses the scheduler's message ("0/5 nodes are available: 3 Insufficient cpu, 1 node(s)
+    /// had untolerated taint ….") for the node count and the CPU and memory shortfalls; `None`
+    /// where it does not start with the node count.
+    pub fn from_message(message: &str) -> Option<Self> {
+        let (counts, reasons) = message.split_once(':')?;
+        let nodes = counts.trim().strip_prefix("0/")?.split_whitespace().next()?.parse().ok()?;
+        let mut u = Self { nodes, insufficient_cpu: 0, insufficient_memory: 0 };
+        for part in reasons.trim().trim_end_matches('.').split(',') {
+            let mut words = part.split_whitespace();
+            let (Some(n), Some("Insufficient"), Some(what)) = (words.next(), words.next(), words.next()) else {
+                continue;
+            };
+            let Ok(n) = n.parse::<u32>() else { continue };
+            match what.trim_end_matches('.') {
+                "cpu" => u.insufficient_cpu = n,
+                "memory" => u.insufficient_memory = n,
+                _ => {}
+            }
+        }
+        Some(u)
+    }
 }
 
 /// One container of a pod, for pods with several containers.
@@ -283,3 +329,52 @@ pub enum ObservationError {
 /// the HPA's `--horizontal-pod-autoscaler-cpu-initialization-period` (5 minutes), within which
 /// it sets aside a pod whose metrics predate its readiness.
 pub const USAGE_SAMPLE_GRACE_S: f64 = 300.0;
+
+#[cfg(test)]
+mod tests {
+    use super::Unschedulable;
+    use proptest::prelude::*;
+
+    /// One case per shape of the scheduler's message (kube-scheduler's `FitError`).
+    #[test]
+    fn the_schedulers_message_reads_as_its_counts() {
+        let u = |nodes, insufficient_cpu, insufficient_memory| {
+            Some(Unschedulable { nodes, insufficient_cpu, insufficient_memory })
+        };
+        let cases = [
+            ("0/5 nodes are available: 3 Insufficient cpu, 4 Insufficient memory.", u(5, 3, 4)),
+            ("0/3 nodes are available: 3 Insufficient cpu.", u(3, 3, 0)),
+            (
+                "0/2 nodes are available: 2 Insufficient memory. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.",
+                u(2, 0, 2),
+            ),
+            (
+                "0/4 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 3 Insufficient cpu.",
+                u(4, 3, 0),
+            ),
+            ("0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector.", u(1, 0, 0)),
+            ("no nodes available to schedule pods", None),
+            ("", None),
+        ];
+        for (message, want) in cases {
+            assert_eq!(Unschedulable::from_message(message), want, "{message}");
+        }
+        assert!(u(3, 3, 2).unwrap().cpu_short_where_memory_fits());
+        assert!(!u(3, 3, 3).unwrap().cpu_short_where_memory_fits(), "memory short everywhere");
+        assert!(!u(3, 0, 1).unwrap().cpu_short_where_memory_fits(), "CPU short nowhere");
+    }
+
+    proptest! {
+        #[test]
+        fn any_message_reads_without_panicking(message in ".*") {
+            let _ = Unschedulable::from_message(&message);
+        }
+
+        #[test]
+        fn a_formatted_message_reads_back(nodes in 1u32..10_000, cpu in 0u32..10_000, memory in 0u32..10_000) {
+            let message = format!("0/{nodes} nodes are available: {cpu} Insufficient cpu, {memory} Insufficient memory.");
+            let u = Unschedulable::from_message(&message).unwrap();
+            prop_assert_eq!(u, Unschedulable { nodes, insufficient_cpu: cpu, insufficient_memory: memory });
+        }
+    }
+}

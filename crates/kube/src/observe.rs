@@ -160,6 +160,17 @@ pub fn pod_observation(
         })
     });
     let usable = phase != PodPhase::Pending;
+    // The scheduler's last word on a pod it could not place.
+    let unschedulable = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| {
+            cs.iter().find(|c| {
+                c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some("Unschedulable")
+            })
+        })
+        .and_then(|c| c.message.as_deref())
+        .and_then(aware_core::Unschedulable::from_message)
+        .filter(|_| phase == PodPhase::Pending);
     Ok(PodObservation {
         name: pod.metadata.name.clone().unwrap_or_default(),
         phase,
@@ -175,6 +186,7 @@ pub fn pod_observation(
         deleting: pod.metadata.deletion_timestamp.is_some(),
         custom_metrics: Default::default(),
         containers: Vec::new(),
+        unschedulable,
     })
 }
 
@@ -244,6 +256,15 @@ mod tests {
         // A limit without a request defaults the request to the limit.
         assert_eq!(o.resources.requests, Resources::new(500, 1 << 30));
         assert_eq!(o.created_at_s, NOW - 60.0);
+        assert_eq!(o.unschedulable, None, "not tried yet");
+        // The scheduler's condition on a pod no node could take says why.
+        let mut unschedulable = pending.clone();
+        unschedulable.status = Some(serde_json::from_value(json!({"phase": "Pending", "conditions": [{
+            "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            "message": "0/3 nodes are available: 3 Insufficient cpu, 1 Insufficient memory. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."}]})).unwrap());
+        let o = pod_observation(&unschedulable, None, NOW, 15.0).unwrap();
+        let why = aware_core::Unschedulable { nodes: 3, insufficient_cpu: 3, insufficient_memory: 1 };
+        assert_eq!(o.unschedulable, Some(why));
 
         let oom = pod(json!({
             "metadata": {"name": "r"},

@@ -412,6 +412,7 @@ impl<A: Actuator> PrometheusCluster<A> {
                 deleting: false,
                 custom_metrics: Default::default(),
                 containers: Vec::new(),
+                unschedulable: None,
             });
         }
         if pods.is_empty() {

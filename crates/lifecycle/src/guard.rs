@@ -25,7 +25,8 @@
 //! the killed limit bumped as VPA bumps it ([`Guard::keep_oom_floor`]; VPA's histogram of many
 //! small pods' peaks can keep recommending the limit just killed), and once none of the app's
 //! pods has had a node for a while its proposal goes back to what the pods last ran
-//! ([`Guard::roll_back_unplaced`]; with nothing running the rules measure nothing).
+//! ([`Guard::roll_back_unplaced`]; with nothing running the rules measure nothing), spread
+//! over smaller pods where that does not get one placed and CPU is what no node has.
 
 use aware_core::{Bounds, MIB};
 use aware_core::{ContainerResources, Observation, ObservationError, PodPhase, Recommendation, Resources};
@@ -220,6 +221,9 @@ pub struct Guard {
     /// Since when (backend time) the app has had pods and none of them on a node: the last
     /// observation before that showed one placed (else the first that showed none).
     unplaced_since_s: Option<f64>,
+    /// Whether, at the last observation, none of the app's pods had a node and one of them a
+    /// node with room for its memory but not its CPU ([`aware_core::Unschedulable`]).
+    cpu_short_where_memory_fits: bool,
     /// When an observation last showed one of the app's pods placed (or none pending).
     last_placed_s: Option<f64>,
 }
@@ -230,6 +234,19 @@ pub(crate) fn move_limit(request: &mut u64, limit: &mut u64, to: u64) {
     *request = (*request as f64 * to as f64 / *limit as f64).round() as u64;
     *limit = to;
 }
+
+/// The least time, seconds, between two halvings of an unplaced app's pods
+/// ([`Guard::spread_unplaced`]) where the profile's `guard.unplaced_grace_s` is shorter: a pod
+/// smaller than the last gets a scheduling pass or two to be placed.
+pub const MIN_SPREAD_STEP_S: f64 = 60.0;
+
+/// The least CPU, millicores, [`Guard::spread_unplaced`] cuts a pod to: one core. A request
+/// uses at most one core (it runs on one thread), so pods of a core or more serve each request
+/// as fast as one larger pod does; smaller ones slow every request. Measured: `aware run --apps 4
+/// --seed 6 --steps 2000`, an app whose 13 pods of 1 core could not be placed in a cluster with
+/// no core free, spread down to 84 pods of 100 m: placed no sooner (the cluster had no room at
+/// all, not room in pieces), and then at a p99 of 30 s, 200 SLO-violating intervals against 106.
+pub const SPREAD_MIN_POD_MILLICORES: u64 = 1000;
 
 /// The memory limit below which no proposal goes for a while after an OOM kill.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -253,6 +270,7 @@ impl Guard {
             oom_floor: None,
             last_ready: None,
             unplaced_since_s: None,
+            cpu_short_where_memory_fits: false,
             last_placed_s: None,
         }
     }
@@ -374,6 +392,8 @@ impl Guard {
         if !unplaced {
             self.last_placed_s = Some(now);
         }
+        self.cpu_short_where_memory_fits =
+            unplaced && obs.pods.iter().any(|p| p.unschedulable.is_some_and(|u| u.cpu_short_where_memory_fits()));
     }
 
     /// `rec` (the fallback's) brought back down to what the app's pods last ran ready (their
@@ -382,7 +402,9 @@ impl Guard {
     /// when it lowered anything. The rules cannot do it: with nothing running they measure
     /// nothing (HPA keeps the replicas, VPA its recommendation), and MPA never sets the CPU
     /// limit. Where the stage hands the app to the fallback, what the fallback does not set is
-    /// raised back to the deployment after this ([`crate::manager::guard_fallback`]).
+    /// raised back to the deployment after this ([`crate::manager::guard_fallback`]). Where that
+    /// does not get a pod placed either, and the scheduler says CPU is what is short, the same
+    /// cores spread over smaller pods ([`Guard::spread_unplaced`]).
     ///
     /// Why: `aware run --apps 4 --seed 6 --steps 2000` (reward window 5, as `fig10 --quick
     /// --seed 6`): an app retraining grew from 13 replicas of (1 core, 2.4 GiB) to 84 of
@@ -395,34 +417,80 @@ impl Guard {
         if unplaced_for_s < self.config.unplaced_grace_s {
             return None;
         }
-        let (replicas, cpu, memory) = self.last_ready?;
-        let replicas = replicas.clamp(bounds.min_replicas.max(1), bounds.max_replicas.max(1));
+        let (ran_replicas, ran_cpu, memory) = self.last_ready?;
+        let mut replicas = ran_replicas.clamp(bounds.min_replicas.max(1), bounds.max_replicas.max(1));
         // A limit of 0 (none: the pods ran unlimited) stays none.
         let within = |v: u64, lo: u64, hi: u64| if v > 0 { v.clamp(lo, hi) } else { 0 };
-        let cpu = within(cpu, bounds.min_cpu_millicores, bounds.max_cpu_millicores);
+        let mut cpu = within(ran_cpu, bounds.min_cpu_millicores, bounds.max_cpu_millicores);
         let memory = within(memory, bounds.min_memory_bytes(), bounds.max_memory_bytes());
-        let mut lowered = Vec::new();
-        if rec.replicas > replicas {
-            lowered.push(format!("replicas {} → {replicas}", rec.replicas));
+        let spread = self.spread_unplaced(unplaced_for_s, (replicas, cpu), bounds);
+        if let Some((r, c)) = spread {
+            (replicas, cpu) = (r, c);
+        }
+        let mut changed = Vec::new();
+        if rec.replicas > replicas || (spread.is_some() && rec.replicas < replicas) {
+            changed.push(format!("replicas {} → {replicas}", rec.replicas));
             rec.replicas = replicas;
         }
         if let Some(c) = rec.containers.first_mut() {
             if cpu > 0 && c.limits.cpu_millicores > cpu {
-                lowered.push(format!("cpu millicores {} → {cpu}", c.limits.cpu_millicores));
+                changed.push(format!("cpu millicores {} → {cpu}", c.limits.cpu_millicores));
                 move_limit(&mut c.requests.cpu_millicores, &mut c.limits.cpu_millicores, cpu);
             }
             if memory > 0 && c.limits.memory_bytes > memory {
-                lowered.push(format!("memory MiB {} → {}", c.limits.memory_bytes / MIB, memory / MIB));
+                changed.push(format!("memory MiB {} → {}", c.limits.memory_bytes / MIB, memory / MIB));
                 move_limit(&mut c.requests.memory_bytes, &mut c.limits.memory_bytes, memory);
             }
         }
-        (!lowered.is_empty()).then(|| {
+        let spread = match spread {
+            Some((_, c)) => format!(
+                ", spread over pods of {c} m: no node had the CPU for one of {ran_cpu} m {:.0} s after the roll-back began",
+                unplaced_for_s - self.config.unplaced_grace_s
+            ),
+            None => String::new(),
+        };
+        (!changed.is_empty()).then(|| {
             format!(
-                "{} (what its pods last ran ready: none has had a node for {:.0} s)",
-                lowered.join(", "),
-                unplaced_for_s
+                "{} (what its pods last ran ready{spread}: none has had a node for {unplaced_for_s:.0} s)",
+                changed.join(", ")
             )
         })
+    }
+
+    /// The shape (replicas, each pod's CPU in millicores) the cores of `ran` (what the pods
+    /// last ran, within the bounds) spread over smaller pods, once the roll-back
+    /// ([`Guard::roll_back_unplaced`]) has had a grace of its own to get a pod placed and the
+    /// scheduler says some node had room for a pod's memory but not its CPU: each further grace
+    /// ([`GuardConfig::unplaced_grace_s`], at least [`MIN_SPREAD_STEP_S`]) with no pod placed
+    /// halves each pod's CPU (down to one core, [`SPREAD_MIN_POD_MILLICORES`], or the bounds'
+    /// least if more), the replicas rising to keep the cores (up to the bounds' most); memory
+    /// stays each pod's. `None` before, or where the backend
+    /// does not say why its pods are pending, or where memory is what no node has.
+    ///
+    /// Why: a pod no node has room for stays pending however long the rules wait, and an app
+    /// whose only pod is pending serves nothing. The room that frees up comes in the pieces the
+    /// other apps' pods leave: `aware run --apps 4 --seed 6 --steps 2000` with retraining
+    /// probes (session 63), an app's only pod of 2,491 m, restarted by a memory change, waited
+    /// 700 intervals for a node while a neighbour's HPA filled each core that freed with one of
+    /// its 1-core pods (577 of them). Spreading where memory is short would only ask for more of
+    /// it.
+    fn spread_unplaced(
+        &self,
+        unplaced_for_s: f64,
+        (ran_replicas, ran_cpu): (u32, u64),
+        bounds: &Bounds,
+    ) -> Option<(u32, u64)> {
+        let step = self.config.unplaced_grace_s.max(MIN_SPREAD_STEP_S);
+        // The roll-back's grace, then one grace per halving.
+        let halvings = ((unplaced_for_s - self.config.unplaced_grace_s) / step).floor();
+        if !(halvings >= 1.0) || ran_cpu == 0 || !self.cpu_short_where_memory_fits {
+            return None;
+        }
+        let floor = bounds.min_cpu_millicores.max(SPREAD_MIN_POD_MILLICORES);
+        let cpu = ran_cpu.div_ceil(1 << (halvings as u32).min(32)).max(floor).min(ran_cpu);
+        let cores = u64::from(ran_replicas) * ran_cpu;
+        let replicas = u32::try_from(cores.div_ceil(cpu)).unwrap_or(u32::MAX).min(bounds.max_replicas.max(1));
+        (cpu < ran_cpu).then_some((replicas.max(ran_replicas), cpu))
     }
 
     /// The floor an OOM kill holds at the guard's clock (the last observation checked), for a
@@ -1050,6 +1118,83 @@ mod tests {
             let mut p = big();
             assert_eq!(g.roll_back_unplaced(&mut p, &bounds).is_some(), rolled, "at {t} s, placed at 200 s, 600 s gap");
         }
+    }
+
+    /// With the roll-back in force for another grace and still no pod placed, the same cores
+    /// go to smaller pods: each pod's CPU halves every grace (at least a minute), the replicas
+    /// rising to keep what last ran, within the bounds; memory stays; a placed pod ends it.
+    #[test]
+    fn with_no_pod_placed_after_the_roll_back_the_cores_spread_over_smaller_pods() {
+        let bounds = aware_core::Bounds { min_cpu_millicores: 300, max_replicas: 10, ..Profile::default().bounds };
+        let mut g = Guard::new(GuardConfig { unplaced_grace_s: 120.0, ..GuardConfig::default() });
+        let mut placed = observation(15.0, Some(0.5));
+        // One pod of 2,400 m ran ready.
+        placed.pods.truncate(1);
+        placed.pods[0].phase = PodPhase::Ready;
+        placed.pods[0].resources = container(2400, 800);
+        let _ = g.check(&placed, &[0.1]);
+        let mut unplaced = placed.clone();
+        unplaced.pods[0].node = None;
+        unplaced.pods[0].phase = PodPhase::Pending;
+        // Of 3 nodes, every one short of its CPU, one of its memory.
+        let cpu_short = aware_core::Unschedulable { nodes: 3, insufficient_cpu: 3, insufficient_memory: 1 };
+        unplaced.pods[0].unschedulable = Some(cpu_short);
+        let mut memory_short = unplaced.clone();
+        memory_short.pods[0].unschedulable = Some(aware_core::Unschedulable { insufficient_memory: 3, ..cpu_short });
+        // Where memory is what no node has, no spread.
+        {
+            let mut g = g.clone();
+            for t in 1..=80 {
+                memory_short.time_s = 15.0 + 15.0 * t as f64;
+                let _ = g.check(&memory_short, &[0.1]);
+            }
+            let mut p = rec(1, 3800, 900);
+            let why = g.roll_back_unplaced(&mut p, &bounds).expect("rolled back");
+            assert_eq!((p.replicas, p.containers[0].limits.cpu_millicores), (1, 2400), "{why}");
+        }
+        // Observed every 15 s up to `t`.
+        let mut at = |t: f64| {
+            while unplaced.time_s < t {
+                unplaced.time_s = (unplaced.time_s + 15.0).min(t);
+                let _ = g.check(&unplaced, &[0.1]);
+            }
+            let mut p = rec(1, 3800, 900);
+            let why = g.roll_back_unplaced(&mut p, &bounds);
+            (p.replicas, p.containers[0].limits.cpu_millicores, p.containers[0].limits.memory_bytes / MIB, why)
+        };
+        // 15 s + 120 s: rolled back, not spread; one more grace: half; then a quarter.
+        let (r, cpu, mem, why) = at(135.0);
+        assert_eq!((r, cpu, mem), (1, 2400, 800), "{why:?}");
+        assert!(!why.unwrap().contains("spread"));
+        assert_eq!(at(240.0).0, 1, "within the roll-back's own grace");
+        let (r, cpu, mem, why) = at(255.0);
+        assert_eq!((r, cpu, mem), (2, 1200, 800), "{why:?}");
+        let why = why.unwrap();
+        assert!(why.starts_with("replicas 1 → 2, cpu millicores 3800 → 1200, memory MiB 900 → 800"), "{why}");
+        assert!(why.contains("spread over pods of 1200 m: no node had the CPU for one of 2400 m 120 s after"), "{why}");
+        // Down to one core a pod (a request uses one), 3 for the 2,400 m that ran.
+        let (r, cpu, mem, _) = at(375.0);
+        assert_eq!((r, cpu, mem), (3, 1000, 800));
+        assert_eq!(at(975.0).0, 3);
+        // Never past the bounds' most replicas.
+        let few = aware_core::Bounds { max_replicas: 2, ..bounds.clone() };
+        let mut p = rec(1, 3800, 900);
+        g.roll_back_unplaced(&mut p, &few).expect("spread");
+        assert_eq!(p.replicas, 2);
+        // A proposal asking for more replicas gets the spread's.
+        let mut p = rec(9, 3800, 900);
+        g.roll_back_unplaced(&mut p, &bounds).expect("spread");
+        assert_eq!((p.replicas, p.containers[0].limits.cpu_millicores), (3, 1000));
+        // Above one core, the bounds' least CPU is the floor.
+        let big_floor = aware_core::Bounds { min_cpu_millicores: 1500, ..bounds.clone() };
+        let mut p = rec(1, 3800, 900);
+        g.roll_back_unplaced(&mut p, &big_floor).expect("spread");
+        assert_eq!((p.replicas, p.containers[0].limits.cpu_millicores), (2, 1500));
+        // A pod placed again ends it.
+        placed.time_s = 990.0;
+        let _ = g.check(&placed, &[0.1]);
+        let mut p = rec(1, 3800, 900);
+        assert_eq!(g.roll_back_unplaced(&mut p, &bounds), None);
     }
 
     /// Running pods a backend reports no node for (Prometheus reports none) are not unplaced;

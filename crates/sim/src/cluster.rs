@@ -357,6 +357,9 @@ struct Pod {
     created_at: f64,
     /// Set once the pod was deleted: it drains until then and holds its node meanwhile.
     drain_until: Option<f64>,
+    /// Why no node took the pod at its last scheduling attempt (the pod's `PodScheduled`
+    /// condition); cleared once it is placed.
+    unschedulable: Option<aware_core::Unschedulable>,
 }
 
 /// True (noise-free) outcome of one application over the last interval: what reports and
@@ -884,6 +887,7 @@ impl SimCluster {
             cpu_usage: 0.0,
             memory_ws: 0.0,
             oom_at_bytes: None,
+            unschedulable: None,
         }
     }
 
@@ -903,6 +907,16 @@ impl SimCluster {
             pod.node = Some(n);
             pod.phase = PodPhase::Starting;
             pod.ready_at = self.time_s + self.config.startup_delay_s;
+            pod.unschedulable = None;
+        } else {
+            // As the scheduler's message counts them: nodes short of the CPU, of the memory.
+            let short = |short: &dyn Fn(&Node) -> bool| self.nodes.iter().filter(|n| short(n)).count() as u32;
+            let why = aware_core::Unschedulable {
+                nodes: self.nodes.len() as u32,
+                insufficient_cpu: short(&|n| n.allocated_cpu_m + req.cpu_millicores > (n.cores * 1000.0) as u64),
+                insufficient_memory: short(&|n| n.allocated_memory + req.memory_bytes > n.memory_bytes),
+            };
+            self.deployments[d].pods[p].unschedulable = Some(why);
         }
     }
 
@@ -1421,6 +1435,7 @@ impl Cluster for SimCluster {
                         deleting: false,
                         custom_metrics: Default::default(),
                         containers: Vec::new(),
+                        unschedulable: p.unschedulable.filter(|_| p.node.is_none()),
                     }
                 })
                 .collect(),

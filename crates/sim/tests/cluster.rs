@@ -152,8 +152,13 @@ fn pods_that_do_not_fit_stay_pending_and_go_first_on_scale_down() {
     assert_eq!(counts.pending, 6, "{counts:?}");
     assert_eq!(c.stats(0).scheduled_replicas, 4);
     assert_eq!(c.stats(0).core_seconds, 4.0 * 15.0, "pending pods reserve nothing");
-    let pending = c.observe(0).unwrap().pods.iter().filter(|p| p.phase == PodPhase::Pending).count();
-    assert_eq!(pending, 6);
+    let obs = c.observe(0).unwrap();
+    let pending: Vec<_> = obs.pods.iter().filter(|p| p.phase == PodPhase::Pending).collect();
+    assert_eq!(pending.len(), 6);
+    // Each says why, as the scheduler's condition does: the one node is short of CPU, not memory.
+    let why = aware_core::Unschedulable { nodes: 1, insufficient_cpu: 1, insufficient_memory: 0 };
+    assert!(pending.iter().all(|p| p.unschedulable == Some(why)), "{:?}", pending[0].unschedulable);
+    assert!(obs.pods.iter().filter(|p| p.node.is_some()).all(|p| p.unschedulable.is_none()));
     c.apply(0, &rec(4, 1000, 256 * MIB)).unwrap();
     c.advance().unwrap();
     let counts = c.observe(0).unwrap().replica_counts();
