@@ -483,7 +483,7 @@ impl Guard {
         let step = self.config.unplaced_grace_s.max(MIN_SPREAD_STEP_S);
         // The roll-back's grace, then one grace per halving.
         let halvings = ((unplaced_for_s - self.config.unplaced_grace_s) / step).floor();
-        if !(halvings >= 1.0) || ran_cpu == 0 || !self.cpu_short_where_memory_fits {
+        if halvings.is_nan() || halvings < 1.0 || ran_cpu == 0 || !self.cpu_short_where_memory_fits {
             return None;
         }
         let floor = bounds.min_cpu_millicores.max(SPREAD_MIN_POD_MILLICORES);
