@@ -176,12 +176,18 @@ pub struct ManagerConfig {
     /// dropped requests at about as many SLO violations over fig9's scenarios, but on
     /// `aware run --apps 4 --seed 6 --steps 2000` one retraining app's probe grew a
     /// one-replica pod to 4 cores, the pod could not be placed again, and it stayed pending
-    /// under the fallback for 700 intervals (758 violations against 129). Not for the
+    /// under the fallback for 700 intervals (758 violations against 129; 144 since session
+    /// 64's guard spreads an unplaceable app over smaller pods, [`crate::guard::Guard::roll_back_unplaced`],
+    /// against 129 without probes, and still worse on fig9's seed 40). Not for the
     /// experiments' `converged` reference, whose window is off
     /// ([`ManagerConfig::unheld_exploration`]). Before switching it on: the action recorded
     /// is measured from the path, which the agent's state does not show (it shows where the
     /// probe left the app), so the critic reads action 0 at an allocation up to one probe
-    /// away from the one it meant.
+    /// away from the one it meant. Measuring it from the allocation the state shows instead
+    /// was tried in session 64 and did worse: over fig9's eight scenarios on seed 40 10,545
+    /// SLO-violating intervals against 7,901 (retraining learned to cut where the payload
+    /// grew), on seed 46 a trade (8,146 against 7,799 at 13 % fewer core-seconds), and
+    /// `aware run --seed 6` 265 against 144 (`docs/results/lifecycle.md`, session 64).
     pub retrain_probes: bool,
 }
 
