@@ -77,15 +77,18 @@ pub struct Unschedulable {
 
 impl Unschedulable {
     /// Whether some node had the memory the pod requests but not its CPU: there a pod asking
-    /// for less CPU could go.
+    /// for less CPU could go. Only more nodes short of CPU than of memory proves it: the
+    /// scheduler counts nodes an earlier filter rejected (a taint, an affinity) in neither.
     pub fn cpu_short_where_memory_fits(&self) -> bool {
-        self.insufficient_cpu > 0 && self.insufficient_memory < self.nodes
+        self.insufficient_cpu > self.insufficient_memory
     }
 
     /// Parses the scheduler's message ("0/5 nodes are available: 3 Insufficient cpu, 1 node(s)
     /// had untolerated taint ….") for the node count and the CPU and memory shortfalls; `None`
     /// where it does not start with the node count.
     pub fn from_message(message: &str) -> Option<Self> {
+        // The preemption pass's sentence after it repeats counts of its own.
+        let message = message.split(" preemption:").next().unwrap_or(message);
         let (counts, reasons) = message.split_once(':')?;
         let nodes = counts.trim().strip_prefix("0/")?.split_whitespace().next()?.parse().ok()?;
         let mut u = Self { nodes, insufficient_cpu: 0, insufficient_memory: 0 };
@@ -362,6 +365,12 @@ mod tests {
         assert!(u(3, 3, 2).unwrap().cpu_short_where_memory_fits());
         assert!(!u(3, 3, 3).unwrap().cpu_short_where_memory_fits(), "memory short everywhere");
         assert!(!u(3, 0, 1).unwrap().cpu_short_where_memory_fits(), "CPU short nowhere");
+        // The tainted node is in neither count: the three workers lack both.
+        let tainted = "0/4 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 3 Insufficient cpu, 3 Insufficient memory.";
+        assert!(!Unschedulable::from_message(tainted).unwrap().cpu_short_where_memory_fits());
+        // The preemption sentence's counts are not the scheduler's.
+        let preempting = "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: 2 Insufficient memory, 1 No preemption victims found for incoming pod.";
+        assert_eq!(Unschedulable::from_message(preempting), u(3, 3, 0));
     }
 
     proptest! {

@@ -166,6 +166,8 @@ pub struct Context<D: Decider> {
     state_writer: Mutex<Option<aware_lab::output::DirLock>>,
     /// What the saves left out and the log already said (said once each, not every interval).
     state_left_out: Mutex<HashSet<String>>,
+    /// The MPAs the watch's listing under way has reported so far ([`watch_event`]).
+    listing: Mutex<Option<HashSet<String>>>,
 }
 
 impl<D: Decider> Context<D> {
@@ -177,6 +179,7 @@ impl<D: Decider> Context<D> {
             state: None,
             state_writer: Mutex::default(),
             state_left_out: Mutex::default(),
+            listing: Mutex::default(),
             prometheus: None,
             pending: Mutex::default(),
             failures: Mutex::default(),
@@ -1089,13 +1092,34 @@ pub async fn run<D: Decider>(ctx: Arc<Context<D>>) {
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// What the controller's own watch of its MPAs does with an event: a deleted MPA is forgotten
-/// ([`forget_mpa`]); a listing that completed tells the decider ([`Decider::listed`]), so the
-/// hour the state file's unreached MPAs are kept for starts once the controller has looked.
+/// ([`forget_mpa`]); when a listing completes, so is every MPA the controller keeps state for
+/// that it did not list (deleted while the watch was down: a re-list reports no deletions),
+/// and the decider is told ([`Decider::listed`]), so the hour the state file's unreached MPAs
+/// are kept for starts once the controller has looked.
 pub fn watch_event<D: Decider>(ctx: &Context<D>, event: &watcher::Event<MultidimPodAutoscaler>) {
+    let mut listing = ctx.listing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     match event {
         watcher::Event::Delete(mpa) => forget_mpa(ctx, &mpa.key()),
-        watcher::Event::InitDone => ctx.decider.listed(ctx.config.namespace.as_deref()),
-        _ => {}
+        watcher::Event::Init => *listing = Some(HashSet::new()),
+        watcher::Event::InitApply(mpa) => {
+            if let Some(listed) = listing.as_mut() {
+                listed.insert(mpa.key());
+            }
+        }
+        watcher::Event::InitDone => {
+            if let Some(listed) = listing.take() {
+                let mut kept: HashSet<String> = ctx.decider.keys().into_iter().collect();
+                kept.extend(ctx.pending.lock().expect("pending map").keys().cloned());
+                kept.extend(ctx.failures.lock().expect("failure map").keys().cloned());
+                kept.extend(ctx.unobservable.lock().expect("unobservable map").keys().cloned());
+                for key in kept.difference(&listed) {
+                    tracing::info!(mpa = %key, "forgetting an MPA the watch's listing no longer shows (deleted while the watch was down)");
+                    forget_mpa(ctx, key);
+                }
+            }
+            ctx.decider.listed(ctx.config.namespace.as_deref());
+        }
+        watcher::Event::Apply(_) => {}
     }
 }
 

@@ -35,6 +35,12 @@ pub trait Decider: Send + Sync + 'static {
     /// Forgets the state kept for an MPA that was deleted.
     fn forget(&self, _key: &str) {}
 
+    /// The MPAs it keeps state for (not those a previous run saved and no pass has reached):
+    /// after the watch re-lists, those it did not list are forgotten ([`Decider::forget`]).
+    fn keys(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Whether the decider wants the pod resources the MPA's target declares (its
     /// `spec.template`) before it next decides: the controller then reads the target and hands
     /// them, or a lasting reason they cannot be read (403, 404), to [`Decider::declared`]; a
@@ -94,8 +100,9 @@ struct SavedMpas {
     mpas: BTreeMap<String, SavedMpa>,
     /// Where they came from, for the stage changes' reasons.
     from: String,
-    /// When the watch first listed the MPAs (or a pass first reached one) after they were
-    /// taken up: the hour they are kept for counts from there, so a controller that cannot list
+    /// When the watch first listed the MPAs after they were taken up (a pass reaches one only
+    /// after a listing, and only the listing says which namespaces it covered): the hour they
+    /// are kept for counts from there, so a controller that cannot list
     /// its MPAs for a while after starting (the API server down, RBAC not yet granted) does not
     /// drop what it saved before it has looked, and one that owns no MPA still drops what was
     /// deleted while it was down.
@@ -128,7 +135,7 @@ impl Saved {
     }
 
     /// Every MPA saved and not taken up yet: [`SAVED_KEPT_FOR`] after the MPAs were first
-    /// listed ([`Saved::listed`]) or a pass first reached one, only those a pass has reached
+    /// listed ([`Saved::listed`]), only those a pass has reached
     /// ([`Saved::seen`]) and those of namespaces the listing did not cover.
     fn pending(&self) -> BTreeMap<String, SavedMpa> {
         self.pending_at(std::time::Instant::now())
@@ -156,7 +163,6 @@ impl Saved {
 
     fn seen(&self, key: &str) {
         let mut s = self.lock();
-        s.since.get_or_insert_with(std::time::Instant::now);
         if s.mpas.contains_key(key) {
             s.seen.insert(key.to_string());
         }
@@ -231,6 +237,10 @@ impl Decider for MpaDefaultDecider {
             state.remove(key);
         }
         self.saved.forget(key);
+    }
+
+    fn keys(&self) -> Vec<String> {
+        self.state.lock().map(|s| s.keys().cloned().collect()).unwrap_or_default()
     }
 
     fn save(&self) -> BTreeMap<String, SavedMpa> {
@@ -456,6 +466,10 @@ impl Decider for LifecycleDecider {
         }
     }
 
+    fn keys(&self) -> Vec<String> {
+        self.manager.lock().map(|m| m.app_names().map(str::to_string).collect()).unwrap_or_default()
+    }
+
     fn forget(&self, key: &str) {
         if let Ok(mut read) = self.declared_read.lock() {
             read.remove(key);
@@ -505,18 +519,19 @@ mod tests {
     use super::*;
     use std::time::{Duration, Instant};
 
-    /// The hour the saved MPAs are kept for counts from the first pass that reached any, not
-    /// from when they were taken up: a controller that could not list its MPAs for longer than
+    /// The hour the saved MPAs are kept for counts from the first listing, not from when they
+    /// were taken up nor from a pass: a controller that could not list its MPAs for longer than
     /// that after starting keeps them all until it has looked.
     #[test]
-    fn saved_mpas_no_pass_reached_are_dropped_an_hour_after_the_first_pass() {
+    fn saved_mpas_no_pass_reached_are_dropped_an_hour_after_the_first_listing() {
         let saved = Saved::default();
         let mpas: BTreeMap<String, SavedMpa> =
             ["shop/web", "shop/gone"].iter().map(|k| (k.to_string(), SavedMpa::default())).collect();
         saved.put(mpas, "the state file");
         let later = Instant::now() + SAVED_KEPT_FOR + Duration::from_secs(60);
-        assert_eq!(saved.pending_at(later).len(), 2, "no pass yet: nothing expires however long it takes");
         saved.seen("shop/web");
+        assert_eq!(saved.pending_at(later).len(), 2, "not listed yet: nothing expires however long it takes");
+        saved.listed(None, Instant::now());
         assert_eq!(saved.pending_at(Instant::now() + Duration::from_secs(60)).len(), 2, "within the hour");
         let after = Instant::now() + SAVED_KEPT_FOR + Duration::from_secs(1);
         assert_eq!(saved.pending_at(after).keys().collect::<Vec<_>>(), ["shop/web"], "the one never reached goes");

@@ -162,9 +162,13 @@ async fn a_second_controller_on_the_same_state_directory_keeps_out() {
     assert!(file.read().unwrap().expect("a state").mpas.contains_key(KEY));
 }
 
-/// A decider that only records the listings the controller's watch reports.
+/// A decider that keeps state for two MPAs and records the listings and forgetting the
+/// controller's watch reports.
 #[derive(Default)]
-struct Listings(std::sync::Mutex<Vec<Option<String>>>);
+struct Listings {
+    listed: std::sync::Mutex<Vec<Option<String>>>,
+    forgotten: std::sync::Mutex<Vec<String>>,
+}
 
 impl Decider for Listings {
     fn name(&self) -> &str {
@@ -180,21 +184,44 @@ impl Decider for Listings {
         Err(aware_core::RecommenderError::Other(format!("not deciding at {} s", obs.time_s)))
     }
 
+    fn keys(&self) -> Vec<String> {
+        vec!["shop/web".into(), "shop/gone".into()]
+    }
+
+    fn forget(&self, key: &str) {
+        self.forgotten.lock().unwrap().push(key.to_string());
+    }
+
     fn listed(&self, namespace: Option<&str>) {
-        self.0.lock().unwrap().push(namespace.map(str::to_string));
+        self.listed.lock().unwrap().push(namespace.map(str::to_string));
     }
 }
 
 /// The watch's completed listing reaches the decider with the namespace it covered (where the
-/// hour the state file's unreached MPAs are kept for starts), and nothing else does.
+/// hour the state file's unreached MPAs are kept for starts), and what the decider keeps for an
+/// MPA the listing did not show (deleted while the watch was down: a re-list reports no
+/// deletions) is forgotten.
 #[tokio::test]
-async fn a_completed_listing_reaches_the_decider_with_its_namespace() {
+async fn a_completed_listing_reaches_the_decider_and_forgets_what_it_did_not_list() {
     use kube::runtime::watcher::Event;
     let (service, _handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let config = ControllerConfig { namespace: Some("shop".into()), ..ControllerConfig::default() };
     let ctx = Context::new(Client::new(service, "default"), config, Listings::default());
+    let web: aware_kube::MultidimPodAutoscaler = serde_json::from_value(serde_json::json!({
+        "apiVersion": "autoscaling.k8s.io/v1alpha1",
+        "kind": "MultidimPodAutoscaler",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}},
+    }))
+    .unwrap();
     aware_kube::watch_event(&ctx, &Event::Init);
-    assert!(ctx.decider.0.lock().unwrap().is_empty(), "a listing that has only begun is not one");
+    aware_kube::watch_event(&ctx, &Event::InitApply(web.clone()));
+    assert!(ctx.decider.listed.lock().unwrap().is_empty(), "a listing that has only begun is not one");
+    assert!(ctx.decider.forgotten.lock().unwrap().is_empty());
     aware_kube::watch_event(&ctx, &Event::InitDone);
-    assert_eq!(*ctx.decider.0.lock().unwrap(), [Some("shop".to_string())]);
+    assert_eq!(*ctx.decider.listed.lock().unwrap(), [Some("shop".to_string())]);
+    assert_eq!(*ctx.decider.forgotten.lock().unwrap(), ["shop/gone"]);
+    // Changes after the listing forget nothing.
+    aware_kube::watch_event(&ctx, &Event::Apply(web));
+    assert_eq!(ctx.decider.forgotten.lock().unwrap().len(), 1);
 }

@@ -221,8 +221,9 @@ pub struct Guard {
     /// Since when (backend time) the app has had pods and none of them on a node: the last
     /// observation before that showed one placed (else the first that showed none).
     unplaced_since_s: Option<f64>,
-    /// Whether, at the last observation, none of the app's pods had a node and one of them a
-    /// node with room for its memory but not its CPU ([`aware_core::Unschedulable`]).
+    /// Whether none of the app's pods has had a node since an observation in which the
+    /// scheduler said one of them found a node with room for its memory but not its CPU
+    /// ([`aware_core::Unschedulable`]).
     cpu_short_where_memory_fits: bool,
     /// When an observation last showed one of the app's pods placed (or none pending).
     last_placed_s: Option<f64>,
@@ -392,8 +393,10 @@ impl Guard {
         if !unplaced {
             self.last_placed_s = Some(now);
         }
-        self.cpu_short_where_memory_fits =
-            unplaced && obs.pods.iter().any(|p| p.unschedulable.is_some_and(|u| u.cpu_short_where_memory_fits()));
+        // Once the scheduler said so in this spell with no pod placed, it holds until one is:
+        // pods it has not tried yet (new ones, or ones whose shape changed) say nothing.
+        let says = obs.pods.iter().any(|p| p.unschedulable.is_some_and(|u| u.cpu_short_where_memory_fits()));
+        self.cpu_short_where_memory_fits = unplaced && (says || self.cpu_short_where_memory_fits);
     }
 
     /// `rec` (the fallback's) brought back down to what the app's pods last ran ready (their
@@ -412,6 +415,19 @@ impl Guard {
     /// began none of its pods had a node, and the fallback held them so for the last 200
     /// intervals of the run, each violating the SLO (200 against 50 for the rules alone).
     pub fn roll_back_unplaced(&self, rec: &mut Recommendation, bounds: &Bounds) -> Option<String> {
+        self.roll_back_unplaced_keeping(rec, bounds, 0)
+    }
+
+    /// [`Guard::roll_back_unplaced`] where the caller raises each pod's CPU back to
+    /// `cpu_kept` millicores afterwards (what a fallback that does not set CPU hands back as
+    /// deployed, [`crate::manager::guard_fallback`]): the spread cuts no pod below it, so the
+    /// replicas it adds are not raised to pods of the size that could not be placed.
+    pub fn roll_back_unplaced_keeping(
+        &self,
+        rec: &mut Recommendation,
+        bounds: &Bounds,
+        cpu_kept: u64,
+    ) -> Option<String> {
         // As of the last observation (`check` has just seen it).
         let unplaced_for_s = self.last_time_s? - self.unplaced_since_s?;
         if unplaced_for_s < self.config.unplaced_grace_s {
@@ -423,7 +439,8 @@ impl Guard {
         let within = |v: u64, lo: u64, hi: u64| if v > 0 { v.clamp(lo, hi) } else { 0 };
         let mut cpu = within(ran_cpu, bounds.min_cpu_millicores, bounds.max_cpu_millicores);
         let memory = within(memory, bounds.min_memory_bytes(), bounds.max_memory_bytes());
-        let spread = self.spread_unplaced(unplaced_for_s, (replicas, cpu), bounds);
+        let ran = (replicas, cpu);
+        let spread = self.spread_unplaced(unplaced_for_s, ran, bounds, cpu_kept);
         if let Some((r, c)) = spread {
             (replicas, cpu) = (r, c);
         }
@@ -444,7 +461,8 @@ impl Guard {
         }
         let spread = match spread {
             Some((_, c)) => format!(
-                ", spread over pods of {c} m: no node had the CPU for one of {ran_cpu} m {:.0} s after the roll-back began",
+                ", spread over pods of {c} m: no node had the CPU for one of {} m {:.0} s after the roll-back began",
+                ran.1,
                 unplaced_for_s - self.config.unplaced_grace_s
             ),
             None => String::new(),
@@ -479,6 +497,7 @@ impl Guard {
         unplaced_for_s: f64,
         (ran_replicas, ran_cpu): (u32, u64),
         bounds: &Bounds,
+        cpu_kept: u64,
     ) -> Option<(u32, u64)> {
         let step = self.config.unplaced_grace_s.max(MIN_SPREAD_STEP_S);
         // The roll-back's grace, then one grace per halving.
@@ -486,7 +505,7 @@ impl Guard {
         if halvings.is_nan() || halvings < 1.0 || ran_cpu == 0 || !self.cpu_short_where_memory_fits {
             return None;
         }
-        let floor = bounds.min_cpu_millicores.max(SPREAD_MIN_POD_MILLICORES);
+        let floor = bounds.min_cpu_millicores.max(SPREAD_MIN_POD_MILLICORES).max(cpu_kept);
         let cpu = ran_cpu.div_ceil(1 << (halvings as u32).min(32)).max(floor).min(ran_cpu);
         let cores = u64::from(ran_replicas) * ran_cpu;
         let replicas = u32::try_from(cores.div_ceil(cpu)).unwrap_or(u32::MAX).min(bounds.max_replicas.max(1));
@@ -1195,6 +1214,56 @@ mod tests {
         let _ = g.check(&placed, &[0.1]);
         let mut p = rec(1, 3800, 900);
         assert_eq!(g.roll_back_unplaced(&mut p, &bounds), None);
+    }
+
+    /// The scheduler's word holds for the spell: pods it has not tried since (their shape
+    /// changed) keep the spread going; and no pod is cut below the CPU the caller hands back
+    /// afterwards (a fallback that does not set CPU, restored as deployed), so the replicas
+    /// added are of that size.
+    #[test]
+    fn the_spread_holds_through_untried_pods_and_keeps_the_cpu_handed_back() {
+        let bounds = aware_core::Bounds { max_replicas: 10, ..Profile::default().bounds };
+        let mut g = Guard::new(GuardConfig { unplaced_grace_s: 120.0, ..GuardConfig::default() });
+        let mut obs = observation(15.0, Some(0.5));
+        obs.pods.truncate(1);
+        obs.pods[0].phase = PodPhase::Ready;
+        obs.pods[0].resources = container(4000, 800);
+        let _ = g.check(&obs, &[0.1]);
+        obs.pods[0].node = None;
+        obs.pods[0].phase = PodPhase::Pending;
+        obs.pods[0].unschedulable =
+            Some(aware_core::Unschedulable { nodes: 3, insufficient_cpu: 3, insufficient_memory: 0 });
+        while obs.time_s < 135.0 {
+            obs.time_s += 15.0;
+            let _ = g.check(&obs, &[0.1]);
+        }
+        // Untried since: no reason given.
+        obs.pods[0].unschedulable = None;
+        while obs.time_s < 375.0 {
+            obs.time_s += 15.0;
+            let _ = g.check(&obs, &[0.1]);
+        }
+        let mut p = rec(1, 4000, 800);
+        g.roll_back_unplaced(&mut p, &bounds).expect("spread");
+        assert_eq!((p.replicas, p.containers[0].limits.cpu_millicores), (4, 1000), "two halvings");
+        let mut p = rec(1, 4000, 800);
+        g.roll_back_unplaced_keeping(&mut p, &bounds, 2000).expect("spread");
+        assert_eq!((p.replicas, p.containers[0].limits.cpu_millicores), (2, 2000), "no pod below 2,000 m");
+        // With nothing to say from the start, no spread.
+        let mut quiet = Guard::new(GuardConfig { unplaced_grace_s: 120.0, ..GuardConfig::default() });
+        obs.time_s = 15.0;
+        obs.pods[0].node = Some("n".into());
+        obs.pods[0].phase = PodPhase::Ready;
+        let _ = quiet.check(&obs, &[0.1]);
+        obs.pods[0].node = None;
+        obs.pods[0].phase = PodPhase::Pending;
+        while obs.time_s < 375.0 {
+            obs.time_s += 15.0;
+            let _ = quiet.check(&obs, &[0.1]);
+        }
+        let mut p = rec(1, 4000, 800);
+        quiet.roll_back_unplaced(&mut p, &bounds);
+        assert_eq!((p.replicas, p.containers[0].limits.cpu_millicores), (1, 4000), "rolled back only");
     }
 
     /// Running pods a backend reports no node for (Prometheus reports none) are not unplaced;

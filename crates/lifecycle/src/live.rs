@@ -327,6 +327,11 @@ impl LiveManager {
         Ok(i)
     }
 
+    /// The names of the apps it manages, in their order.
+    pub fn app_names(&self) -> impl Iterator<Item = &str> {
+        self.apps.iter().map(|a| a.name.as_str())
+    }
+
     /// The index of the app named `name`.
     pub fn app_index(&self, name: &str) -> Option<usize> {
         self.apps.iter().position(|a| a.name == name)

@@ -1831,7 +1831,8 @@ impl Driver for Manager<'_> {
 
 /// The fallback's `rec` under the guard's rules for it, each said in `verdict` when it changed
 /// anything, in this order: back to what the pods last ran where none has had a node for the
-/// grace ([`Guard::roll_back_unplaced`]); where the stage hands the app to the fallback
+/// grace, spread over smaller pods (none below the CPU the restore hands back) where that did
+/// not get one placed ([`Guard::roll_back_unplaced_keeping`]); where the stage hands the app to the fallback
 /// (`handed_back`: the fallback's scope and the app's deployed allocation), what the fallback
 /// does not set raised back to the deployment ([`restore_unmanaged`], so the roll-back never
 /// undoes it); then over the floor after an OOM kill ([`Guard::keep_oom_floor`]). The manager,
@@ -1847,7 +1848,13 @@ pub(crate) fn guard_fallback(
     let mut say = |what: &str, why: String| {
         *verdict = if verdict == "passed" { format!("{what}: {why}") } else { format!("{verdict}; {what}: {why}") };
     };
-    if let Some(why) = guard.roll_back_unplaced(rec, bounds) {
+    // CPU the restore below raises back to (a fallback that does not set it): the spread of an
+    // unplaced app cuts no pod below it.
+    let cpu_kept = match handed_back {
+        Some((scope, (replicas, template))) if !scope.cpu => within_bounds(*replicas, template, bounds).1,
+        _ => 0,
+    };
+    if let Some(why) = guard.roll_back_unplaced_keeping(rec, bounds, cpu_kept) {
         say("lowered", why);
     }
     if let Some((scope, (replicas, template))) = handed_back

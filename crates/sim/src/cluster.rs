@@ -1498,8 +1498,10 @@ impl Cluster for SimCluster {
             for p in 0..self.deployments[app].pods.len() {
                 let pod = &self.deployments[app].pods[p];
                 let Some(n) = pod.node else {
-                    // Not placed yet: just take the new shape.
+                    // Not placed yet: just take the new shape (which the scheduler has not
+                    // tried yet).
                     let pod = &mut self.deployments[app].pods[p];
+                    pod.unschedulable = None;
                     pod.resources = c.clone();
                     pod.running = c.clone();
                     pod.generation = generation;
