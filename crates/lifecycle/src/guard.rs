@@ -1139,25 +1139,31 @@ mod tests {
         }
     }
 
+    /// A guard (grace 120 s) that saw one pod of `cpu` millicores and 800 MiB ready at 15 s, that
+    /// observation, and the pod pending at 15 s with the scheduler's reason `why`.
+    fn one_pod_ran_then_pending(cpu: u64, why: aware_core::Unschedulable) -> (Guard, Observation, Observation) {
+        let mut g = Guard::new(GuardConfig { unplaced_grace_s: 120.0, ..GuardConfig::default() });
+        let mut placed = observation(15.0, Some(0.5));
+        placed.pods.truncate(1);
+        placed.pods[0].phase = PodPhase::Ready;
+        placed.pods[0].resources = container(cpu, 800);
+        let _ = g.check(&placed, &[0.1]);
+        let mut unplaced = placed.clone();
+        unplaced.pods[0].node = None;
+        unplaced.pods[0].phase = PodPhase::Pending;
+        unplaced.pods[0].unschedulable = Some(why);
+        (g, placed, unplaced)
+    }
+
     /// With the roll-back in force for another grace and still no pod placed, the same cores
     /// go to smaller pods: each pod's CPU halves every grace (at least a minute), the replicas
     /// rising to keep what last ran, within the bounds; memory stays; a placed pod ends it.
     #[test]
     fn with_no_pod_placed_after_the_roll_back_the_cores_spread_over_smaller_pods() {
         let bounds = aware_core::Bounds { min_cpu_millicores: 300, max_replicas: 10, ..Profile::default().bounds };
-        let mut g = Guard::new(GuardConfig { unplaced_grace_s: 120.0, ..GuardConfig::default() });
-        let mut placed = observation(15.0, Some(0.5));
-        // One pod of 2,400 m ran ready.
-        placed.pods.truncate(1);
-        placed.pods[0].phase = PodPhase::Ready;
-        placed.pods[0].resources = container(2400, 800);
-        let _ = g.check(&placed, &[0.1]);
-        let mut unplaced = placed.clone();
-        unplaced.pods[0].node = None;
-        unplaced.pods[0].phase = PodPhase::Pending;
-        // Of 3 nodes, every one short of its CPU, one of its memory.
+        // One pod of 2,400 m ran ready; of 3 nodes, every one is short of its CPU, one of its memory.
         let cpu_short = aware_core::Unschedulable { nodes: 3, insufficient_cpu: 3, insufficient_memory: 1 };
-        unplaced.pods[0].unschedulable = Some(cpu_short);
+        let (mut g, mut placed, mut unplaced) = one_pod_ran_then_pending(2400, cpu_short);
         let mut memory_short = unplaced.clone();
         memory_short.pods[0].unschedulable = Some(aware_core::Unschedulable { insufficient_memory: 3, ..cpu_short });
         // Where memory is what no node has, no spread.
@@ -1223,16 +1229,8 @@ mod tests {
     #[test]
     fn the_spread_holds_through_untried_pods_and_keeps_the_cpu_handed_back() {
         let bounds = aware_core::Bounds { max_replicas: 10, ..Profile::default().bounds };
-        let mut g = Guard::new(GuardConfig { unplaced_grace_s: 120.0, ..GuardConfig::default() });
-        let mut obs = observation(15.0, Some(0.5));
-        obs.pods.truncate(1);
-        obs.pods[0].phase = PodPhase::Ready;
-        obs.pods[0].resources = container(4000, 800);
-        let _ = g.check(&obs, &[0.1]);
-        obs.pods[0].node = None;
-        obs.pods[0].phase = PodPhase::Pending;
-        obs.pods[0].unschedulable =
-            Some(aware_core::Unschedulable { nodes: 3, insufficient_cpu: 3, insufficient_memory: 0 });
+        let why = aware_core::Unschedulable { nodes: 3, insufficient_cpu: 3, insufficient_memory: 0 };
+        let (mut g, _, mut obs) = one_pod_ran_then_pending(4000, why);
         while obs.time_s < 135.0 {
             obs.time_s += 15.0;
             let _ = g.check(&obs, &[0.1]);
