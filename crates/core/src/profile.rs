@@ -218,8 +218,9 @@ pub struct GuardLimits {
     pub oom_hold_s: f64,
     /// Seconds with none of an app's pods on a node after which the fallback's proposals go
     /// back to what its pods last ran ready (2 minutes; with nothing running, the rules measure
-    /// nothing and keep what does not fit). Raise it where a cluster autoscaler adds nodes
-    /// for pending pods more slowly than that.
+    /// nothing and keep what does not fit), and, after each further wait as long (at least a
+    /// minute) with the scheduler short of CPU, over pods of half the CPU, down to one core.
+    /// Raise it where a cluster autoscaler adds nodes for pending pods more slowly than that.
     pub unplaced_grace_s: f64,
 }
 

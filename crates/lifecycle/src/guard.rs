@@ -69,7 +69,9 @@ pub struct GuardConfig {
     /// Seconds of backend time with none of the app's pods on a node after which the
     /// fallback's proposals go back to what its pods last ran ready
     /// ([`Guard::roll_back_unplaced`]; the profile's `guard.unplaced_grace_s`, 2 minutes by
-    /// default): time for a node to come, short of an outage.
+    /// default): time for a node to come, short of an outage. Each further grace (at least
+    /// [`MIN_SPREAD_STEP_S`]) with no pod placed halves the pods' CPU where CPU is short
+    /// ([`Guard::roll_back_unplaced_keeping`]).
     pub unplaced_grace_s: f64,
 }
 
