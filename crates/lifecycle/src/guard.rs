@@ -223,6 +223,9 @@ pub struct Guard {
     /// Since when (backend time) the app has had pods and none of them on a node: the last
     /// observation before that showed one placed (else the first that showed none).
     unplaced_since_s: Option<f64>,
+    /// Whether the app's pods have nodes again after the roll-back but none is ready yet (the
+    /// spell goes on: [`Guard::note_placement`]).
+    placed_starting: bool,
     /// Whether none of the app's pods has had a node since an observation in which the
     /// scheduler said one of them found a node with room for its memory but not its CPU
     /// ([`aware_core::Unschedulable`]).
@@ -274,6 +277,7 @@ impl Guard {
             last_ready: None,
             unplaced_since_s: None,
             cpu_short_where_memory_fits: false,
+            placed_starting: false,
             last_placed_s: None,
         }
     }
@@ -366,7 +370,8 @@ impl Guard {
     }
 
     /// Remembers what the app's ready pods ran, and since when none of its pods has had a node
-    /// ([`Guard::roll_back_unplaced`]): every pod pending without one. (A backend that does not
+    /// ([`Guard::roll_back_unplaced`]): every pod pending without one, and, once the roll-back
+    /// has acted, until one is ready. (A backend that does not
     /// report nodes, as the Prometheus one, reports no node for a running pod: only a pending
     /// one counts.)
     fn note_placement(&mut self, obs: &Observation) {
@@ -377,10 +382,23 @@ impl Guard {
             self.last_ready =
                 Some((ready.len() as u32, most(|c| c.limits.cpu_millicores), most(|c| c.limits.memory_bytes)));
         }
-        let unplaced =
+        let all_pending =
             !obs.pods.is_empty() && obs.pods.iter().all(|p| p.node.is_none() && p.phase == PodPhase::Pending);
         // A clock that went back (a backend restarted) starts the count again.
         let now = obs.time_s;
+        // A spell the roll-back has acted in lasts until a pod is ready, not only placed: a
+        // fallback that proposes the shape that did not fit again as soon as a pod has a node
+        // (VPA setting CPU from its history) replaces the pods still starting, and all are
+        // pending again. Not once a pod has restarted: a crash loop is the rules' to answer
+        // (more memory after an OOM kill, more replicas), not a start to wait for.
+        let rolled_back =
+            self.unplaced_since_s.is_some_and(|since| since <= now && now - since >= self.config.unplaced_grace_s);
+        self.placed_starting = !all_pending
+            && rolled_back
+            && ready.is_empty()
+            && !obs.pods.is_empty()
+            && obs.pods.iter().all(|p| p.restarts == 0);
+        let unplaced = all_pending || self.placed_starting;
         self.last_placed_s = self.last_placed_s.filter(|t| *t <= now);
         // Unplaced since the observation before, where that one showed a pod placed and came
         // an interval before; after a gap in the observations (a backend that did not answer),
@@ -469,9 +487,10 @@ impl Guard {
             ),
             None => String::new(),
         };
+        let starting = if self.placed_starting { ", those placed since still starting" } else { "" };
         (!changed.is_empty()).then(|| {
             format!(
-                "{} (what its pods last ran ready{spread}: none has had a node for {unplaced_for_s:.0} s)",
+                "{} (what its pods last ran ready{spread}: none has had a node for {unplaced_for_s:.0} s{starting})",
                 changed.join(", ")
             )
         })
@@ -1264,6 +1283,50 @@ mod tests {
         let mut p = rec(1, 4000, 800);
         quiet.roll_back_unplaced(&mut p, &bounds);
         assert_eq!((p.replicas, p.containers[0].limits.cpu_millicores), (1, 4000), "rolled back only");
+    }
+
+    /// Pods placed after the roll-back but still starting keep it in force (a fallback that
+    /// proposed the shape that did not fit again would replace them before they serve); a
+    /// ready pod ends it. Placed and starting before the grace ran out, nothing is rolled back.
+    #[test]
+    fn the_roll_back_holds_until_a_pod_is_ready_not_only_placed() {
+        let bounds = Profile::default().bounds;
+        let why = aware_core::Unschedulable { nodes: 3, insufficient_cpu: 3, insufficient_memory: 3 };
+        let (mut g, mut ready, mut obs) = one_pod_ran_then_pending(2400, why);
+        while obs.time_s < 150.0 {
+            obs.time_s += 15.0;
+            let _ = g.check(&obs, &[0.1]);
+        }
+        let mut p = rec(1, 3800, 900);
+        assert!(g.roll_back_unplaced(&mut p, &bounds).is_some(), "past the grace");
+        let mut starting = obs.clone();
+        starting.pods[0].node = Some("n".into());
+        starting.pods[0].phase = PodPhase::Starting;
+        starting.pods[0].unschedulable = None;
+        starting.time_s = 165.0;
+        let _ = g.check(&starting, &[0.1]);
+        let mut p = rec(1, 3800, 900);
+        let why = g.roll_back_unplaced(&mut p, &bounds).expect("held while starting");
+        assert_eq!(p.containers[0].limits.cpu_millicores, 2400);
+        assert!(why.contains("those placed since still starting"), "{why}");
+        // A pod that restarted (a crash loop) ends it too.
+        let mut g2 = g.clone();
+        let mut crashing = starting.clone();
+        crashing.pods[0].restarts = 1;
+        crashing.time_s = 180.0;
+        let _ = g2.check(&crashing, &[0.1]);
+        assert_eq!(g2.roll_back_unplaced(&mut rec(1, 3800, 900), &bounds), None, "restarted");
+        ready.time_s = 180.0;
+        let _ = g.check(&ready, &[0.1]);
+        let mut p = rec(1, 3800, 900);
+        assert_eq!(g.roll_back_unplaced(&mut p, &bounds), None, "a ready pod ends it");
+        // Starting within the grace: no spell to hold.
+        starting.time_s = 195.0;
+        let _ = g.check(&starting, &[0.1]);
+        starting.time_s = 400.0;
+        let _ = g.check(&starting, &[0.1]);
+        let mut p = rec(1, 3800, 900);
+        assert_eq!(g.roll_back_unplaced(&mut p, &bounds), None, "never unplaced");
     }
 
     /// Running pods a backend reports no node for (Prometheus reports none) are not unplaced;
