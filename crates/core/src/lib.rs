@@ -58,6 +58,11 @@
 //!   as an operator pays, on SLO violations, dropped requests and core-seconds beside it, and a
 //!   report lists any pair of its rows the reward ranks otherwise (`reward_misranked`).
 //! - **profile** ([`Profile`]): the operator's promises and limits for a set of applications.
+//! - **placed**: a pod with a node; a pod with none is **pending**, and, once the scheduler has
+//!   tried it, **unschedulable** ([`Unschedulable`]: how many nodes lacked its CPU, its memory).
+//!   An app none of whose pods is placed is **unplaced**; the guard's rules for it are the
+//!   **roll-back** (to what its pods last ran ready) and the **spread** (the same cores over
+//!   smaller pods).
 
 mod cluster;
 mod env;
