@@ -1097,17 +1097,19 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// and the decider is told ([`Decider::listed`]), so the hour the state file's unreached MPAs
 /// are kept for starts once the controller has looked.
 pub fn watch_event<D: Decider>(ctx: &Context<D>, event: &watcher::Event<MultidimPodAutoscaler>) {
-    let mut listing = ctx.listing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let listing = || ctx.listing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     match event {
         watcher::Event::Delete(mpa) => forget_mpa(ctx, &mpa.key()),
-        watcher::Event::Init => *listing = Some(HashSet::new()),
+        watcher::Event::Init => *listing() = Some(HashSet::new()),
         watcher::Event::InitApply(mpa) => {
-            if let Some(listed) = listing.as_mut() {
+            if let Some(listed) = listing().as_mut() {
                 listed.insert(mpa.key());
             }
         }
         watcher::Event::InitDone => {
-            if let Some(listed) = listing.take() {
+            // Taken out first: the forgetting below takes the other maps' locks.
+            let listed = listing().take();
+            if let Some(listed) = listed {
                 let mut kept: HashSet<String> = ctx.decider.keys().into_iter().collect();
                 kept.extend(ctx.pending.lock().expect("pending map").keys().cloned());
                 kept.extend(ctx.failures.lock().expect("failure map").keys().cloned());

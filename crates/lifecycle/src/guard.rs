@@ -479,7 +479,7 @@ impl Guard {
                 move_limit(&mut c.requests.memory_bytes, &mut c.limits.memory_bytes, memory);
             }
         }
-        let spread = match spread {
+        let spread_said = match spread {
             Some((_, c)) => format!(
                 ", spread over pods of {c} m: no node had the CPU for one of {} m {:.0} s after the roll-back began",
                 ran.1,
@@ -490,7 +490,7 @@ impl Guard {
         let starting = if self.placed_starting { ", those placed since still starting" } else { "" };
         (!changed.is_empty()).then(|| {
             format!(
-                "{} (what its pods last ran ready{spread}: none has had a node for {unplaced_for_s:.0} s{starting})",
+                "{} (what its pods last ran ready{spread_said}: none has had a node for {unplaced_for_s:.0} s{starting})",
                 changed.join(", ")
             )
         })
