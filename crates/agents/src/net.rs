@@ -87,6 +87,16 @@ pub struct FrozenMlp {
 }
 
 impl FrozenMlp {
+    /// Its layers, first to last.
+    pub fn layers(&self) -> &[FrozenLinear] {
+        &self.layers
+    }
+
+    /// What runs between its layers.
+    pub fn activation(&self) -> Activation {
+        self.activation
+    }
+
     pub fn input_dim(&self) -> usize {
         self.layers[0].2
     }

@@ -413,7 +413,7 @@ impl LiveManager {
         Some(SavedApp {
             lifecycle: SavedLifecycle {
                 lifecycle: a.lifecycle.snapshot(),
-                served_by_live_agent: a.certified.as_ref().is_some_and(|c| !c.same(&self.handed)),
+                served_by_live_agent: self.served_policy(i).is_some(),
             },
             oom_floor: a.guard.oom_floor(),
             fallback_vpa: a.fallback.vpa().map(|v| v.save_checkpoints()).unwrap_or_default(),
@@ -423,22 +423,34 @@ impl LiveManager {
     /// Takes up for app `i` what a previous run of the controller saved ([`LiveManager::saved`]):
     /// the fallback's VPA history (`vpa`: none for a decider that kept none), the guard's
     /// memory floor after an OOM kill, and its lifecycle (`saved`; a stage that changes is a
-    /// stage change with `reason`). A lifecycle whose policy the live agent had learned is not
-    /// the checkpoint's agent's, which was never checked for the app: SERVING resumes
-    /// retraining, as when its rewards degrade, and any other stage forgets the rewards that
-    /// policy earned. What cannot be taken up is refused with the reason (what was taken up
-    /// before it stands; the caller logs it, and the fallback still serves the app).
+    /// stage change with `reason`). A lifecycle whose policy the live agent had learned
+    /// (`served_by_live_agent`) goes on with that policy where the caller kept it
+    /// (`served_with`, [`LiveManager::served_policy`] as saved): stage, rewards and policy as
+    /// they were. Without it, the checkpoint's agent, never checked for the app, would serve:
+    /// SERVING resumes retraining, as when its rewards degrade, and any other stage forgets the
+    /// rewards that policy earned. What cannot be taken up is refused with the reason (what was
+    /// taken up before it stands; the caller logs it, and the fallback still serves the app).
     pub fn restore_saved(
         &mut self,
         i: usize,
         saved: Option<&SavedLifecycle>,
+        served_with: Option<FrozenPolicy>,
         oom_floor: Option<OomFloor>,
         vpa: &[(String, AggregateCheckpoint)],
         reason: &str,
     ) -> Result<(), String> {
+        let state_dim = self.agent.state_dim();
         let Some(a) = self.apps.get_mut(i) else {
             return Err(format!("no managed application with index {i}"));
         };
+        if let Some(p) = &served_with
+            && p.state_dim() != state_dim
+        {
+            return Err(format!(
+                "the policy it was served with reads states of {} features, the agent's have {state_dim}",
+                p.state_dim()
+            ));
+        }
         // The floor first: a history that does not load (histogram options changed by an
         // upgrade, say) must not cost it. That history leaves the fallback as it was.
         if let Some(f) = oom_floor {
@@ -454,6 +466,13 @@ impl LiveManager {
         let name = a.name.clone();
         let mut state = saved.lifecycle.clone();
         let mut reason = reason.to_string();
+        if let (true, Some(policy)) = (saved.served_by_live_agent, served_with) {
+            self.restore_lifecycles(&[(name, state)], &format!("{reason}, with the policy it was served with"));
+            self.apps[i].certified = Some(policy);
+            // Dropped again where the stage taken up does not act with a certified policy.
+            self.certify();
+            return Ok(());
+        }
         if saved.served_by_live_agent && state.stage == Stage::Serving {
             state = LifecycleState {
                 stage: Stage::Online,
@@ -472,6 +491,58 @@ impl LiveManager {
             state = LifecycleState { recent: Vec::new(), behind: 0, ..state };
         }
         self.restore_lifecycles(&[(name, state)], &reason);
+        Ok(())
+    }
+
+    /// The policy app `i` acts with when the live agent learned it (frozen when retraining
+    /// handed the app back), not the checkpoint's: what a restarted controller needs to go on
+    /// serving the app as it was ([`LiveManager::restore_saved`]). `None` otherwise.
+    pub fn served_policy(&self, i: usize) -> Option<&FrozenPolicy> {
+        self.apps.get(i)?.certified.as_ref().filter(|c| !c.same(&self.handed))
+    }
+
+    /// Updates the agent has taken, here and in the runs its weights came from: a changed
+    /// count means its weights moved.
+    pub fn learner_updates(&self) -> u64 {
+        self.agent.updates()
+    }
+
+    /// Saves the agent as it has learned live (its weights and `checkpoint.json`, each weight
+    /// file checksummed; not its replay or optimiser moments) in `dir`, as
+    /// [`LiveManager::resume_learner`] takes it up.
+    pub fn save_learner(&self, dir: &std::path::Path) -> Result<(), LifecycleError> {
+        self.agent.save(dir, &crate::manager::agent_space(self.config.residual, 0))?;
+        Ok(())
+    }
+
+    /// Goes on from the agent [`LiveManager::save_learner`] saved in `dir` (a previous run of
+    /// the controller, which learned live from the agent it was handed): it learns and acts
+    /// where the agent did; the policy apps a checkpoint places are served with stays the one
+    /// handed over. Its replay starts empty. An agent that does not load (a weight file whose
+    /// checksum differs, another algorithm, states of another width) is refused with the
+    /// reason, and the agent stays as it was.
+    pub fn resume_learner(&mut self, dir: &std::path::Path, seed: u64) -> Result<(), LifecycleError> {
+        let space = crate::manager::agent_space(self.config.residual, 0);
+        let mut agent = LifecycleAgent::load(dir, &space, seed)?;
+        if agent.algorithm() != self.agent.algorithm() || agent.state_dim() != self.agent.state_dim() {
+            return Err(LifecycleError::input(
+                dir.display().to_string(),
+                format!(
+                    "a {} agent on states of {} features, the checkpoint's is a {} agent on {}",
+                    agent.algorithm().name(),
+                    agent.state_dim(),
+                    self.agent.algorithm().name(),
+                    self.agent.state_dim()
+                ),
+            ));
+        }
+        agent.serving_settings(&self.config);
+        self.agent = agent;
+        // No transition spans the change of agent.
+        for (i, a) in self.apps.iter_mut().enumerate() {
+            a.pending = None;
+            self.agent.cut(i);
+        }
         Ok(())
     }
 
@@ -1046,7 +1117,9 @@ mod tests {
         let mut restarted = manager(&c, config.clone());
         checkpoint(&mut restarted);
         for (i, (lifecycle, floor, vpa)) in saved.iter().enumerate() {
-            restarted.restore_saved(i, Some(lifecycle), *floor, vpa, "restored from the state").expect("taken up");
+            restarted
+                .restore_saved(i, Some(lifecycle), None, *floor, vpa, "restored from the state")
+                .expect("taken up");
         }
         // Taken up, not yet checked against an observation: a save keeps it.
         assert_eq!(restarted.saved(1).expect("saved").oom_floor, Some(floor));
@@ -1076,8 +1149,28 @@ mod tests {
             lifecycle: LifecycleState { recent: vec![0.5; 3], ..LifecycleState::fresh(Stage::Serving, Some(0.5)) },
             served_by_live_agent: true,
         };
+        // With the policy it was served with kept, it goes on SERVING with it, its rewards kept,
+        // deciding as that policy does.
+        let mut kept = manager(&c, config.clone());
+        let learned = crate::agent::LifecycleAgent::fresh_for(&config, 99).frozen();
+        kept.restore_saved(0, Some(&live), Some(learned.clone()), None, &[], "restored from the state")
+            .expect("taken up");
+        let now = kept.lifecycle(0).expect("app 0");
+        assert_eq!((now.stage, now.retraining, now.recent.len()), (Stage::Serving, false, 3));
+        kept.decide(observations()).expect("decide");
+        assert_eq!(kept.served_policy(0).map(|p| p.to_bytes()), Some(learned.to_bytes()), "served with it still");
+        assert!(kept.saved(0).expect("saved").lifecycle.served_by_live_agent);
+        assert_eq!(kept.served_policy(1).map(|p| p.to_bytes()), None, "app 1 was not taken up so");
+        let wide = crate::agent::LifecycleAgent::Ddpg(aware_agents::ddpg::Ddpg::new(
+            aware_env::STATE_DIM + 1,
+            crate::manager::AGENT_ACTION_DIM,
+            Default::default(),
+            1,
+        ));
+        let err = kept.restore_saved(1, Some(&live), Some(wide.frozen()), None, &[], "restored").unwrap_err();
+        assert!(err.contains("reads states of"), "{err}");
         let mut m = manager(&c, config);
-        m.restore_saved(0, Some(&live), None, &[], "restored from the state").expect("taken up");
+        m.restore_saved(0, Some(&live), None, None, &[], "restored from the state").expect("taken up");
         assert_eq!(m.stages()[0], Stage::Online);
         assert!(m.apps[0].lifecycle.retraining());
         assert!(m.changes().last().expect("a change").reason.contains("learned live"), "{:?}", m.changes());
@@ -1086,7 +1179,7 @@ mod tests {
             lifecycle: LifecycleState { stage: Stage::Online, reference: None, ..live.lifecycle.clone() },
             ..live.clone()
         };
-        m.restore_saved(1, Some(&online), None, &[], "restored from the state").expect("taken up");
+        m.restore_saved(1, Some(&online), None, None, &[], "restored from the state").expect("taken up");
         let now = m.lifecycle(1).expect("app 1");
         assert_eq!((now.stage, now.recent.len()), (Stage::Online, 0));
         // A history that does not load is refused; the floor beside it is still taken up.
@@ -1097,11 +1190,11 @@ mod tests {
                 ..Default::default()
             },
         )];
-        assert!(m.restore_saved(1, None, Some(floor), &broken, "restored").unwrap_err().contains("VPA history"));
+        assert!(m.restore_saved(1, None, None, Some(floor), &broken, "restored").unwrap_err().contains("VPA history"));
         assert_eq!(m.saved(1).expect("saved").oom_floor, Some(floor));
         // What makes no sense is refused, and the app keeps what it had.
         let bad = Some(OomFloor { bytes: 0, ..floor });
-        assert!(m.restore_saved(1, Some(&live), bad, &[], "restored").unwrap_err().contains("makes no sense"));
+        assert!(m.restore_saved(1, Some(&live), None, bad, &[], "restored").unwrap_err().contains("makes no sense"));
         assert_eq!(m.stages()[1], Stage::Online);
     }
 
