@@ -218,6 +218,13 @@ impl<D: Decider> Context<D> {
             tracing::warn!("{note}");
         }
         if let Some(state) = state {
+            let policies: Vec<&str> = state.mpas.values().filter_map(|m| m.policy.as_deref()).collect();
+            if state.learned.is_some() || !policies.is_empty() {
+                let store = file.learned();
+                for note in self.decider.take_up_learned(&store, state.learned.as_deref(), &policies) {
+                    tracing::warn!("{note}");
+                }
+            }
             let from = format!("the state {} saved at {:.0} s", file.path.display(), state.saved_at_s);
             tracing::info!("taking up {} MPAs' state from {}", state.mpas.len(), file.path.display());
             self.decider.take_up(state.mpas, &from);
@@ -233,27 +240,61 @@ impl<D: Decider> Context<D> {
 
     /// Writes the decider's state to the state file, if there is one and this controller took
     /// it up ([`Context::take_up_state`]); a write that fails is
-    /// logged and counted, and the previous file stands.
+    /// logged and counted, and the previous file stands. What the agent learned live is written
+    /// first ([`Decider::save_learned`]; the agent at most every
+    /// [`crate::decide::LEARNED_AGENT_EVERY`]).
     pub fn save_state(&self) {
+        self.save_state_as(false);
+    }
+
+    /// [`Context::save_state`] when the controller stops: the agent is written too if it has
+    /// learned since it last was.
+    pub fn save_last_state(&self) {
+        self.save_state_as(true);
+    }
+
+    fn save_state_as(&self, last: bool) {
         let Some(file) = &self.state else { return };
         let writer = self.state_writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if writer.is_none() {
             return;
         }
         let now = unix_now_s();
+        let learned = self.decider.save_learned(&file.learned(), last);
+        let mut mpas = self.decider.save();
+        for (key, id) in learned.policies {
+            if let Some(m) = mpas.get_mut(&key)
+                && m.aware.as_ref().is_some_and(|a| a.served_by_live_agent)
+            {
+                m.policy = Some(id);
+            }
+        }
         let state = crate::state::SavedState {
             decider: self.decider.name().to_string(),
             checkpoint: self.decider.checkpoint_identity(),
+            learned: learned.agent,
             saved_at_s: now,
-            mpas: self.decider.save(),
+            mpas,
         };
-        match file.write(&state) {
-            Ok(left_out) => {
+        let mut said = self.state_left_out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for why in learned.failures {
+            if said.insert(why.clone()) {
+                tracing::warn!("{why}");
+            }
+        }
+        drop(said);
+        match file.write_keeping_learned(&state) {
+            Ok((left_out, not_dropped)) => {
                 self.metrics.observe_state_save(true);
                 let mut said = self.state_left_out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 for why in left_out {
                     if said.insert(why.clone()) {
                         tracing::warn!("{}: not written afresh for MPA {why}", file.path.display());
+                    }
+                }
+                for why in not_dropped {
+                    if said.insert(why.clone()) {
+                        tracing::warn!("{why}");
                     }
                 }
             }
@@ -1085,7 +1126,7 @@ pub async fn run<D: Decider>(ctx: Arc<Context<D>>) {
         _ = bounded_grace => {}
         _ = saver => {}
     }
-    let _ = tokio::task::spawn_blocking(move || last.save_state()).await;
+    let _ = tokio::task::spawn_blocking(move || last.save_last_state()).await;
 }
 
 /// How long running reconciles may take to finish after SIGINT or SIGTERM.

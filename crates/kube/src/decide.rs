@@ -14,7 +14,9 @@ use aware_lifecycle::algorithm::LifecycleState;
 use aware_lifecycle::live::{LiveAppReport, LiveManager};
 use aware_lifecycle::manager::ManagerConfig;
 
-use crate::state::SavedMpa;
+#[cfg(doc)]
+use crate::state::SavedState;
+use crate::state::{LearnedStore, SavedMpa};
 
 /// Proposes a recommendation for the MPA identified by `key` (`namespace/name`).
 pub trait Decider: Send + Sync + 'static {
@@ -74,6 +76,23 @@ pub trait Decider: Send + Sync + 'static {
     /// decided for (`from`: where it came from, for the stage changes' reasons).
     fn take_up(&self, _saved: BTreeMap<String, SavedMpa>, _from: &str) {}
 
+    /// Writes what the decider learned live into `store` (before the state file naming it is
+    /// written): the agent when it has learned since it was last written (at most every
+    /// [`LEARNED_AGENT_EVERY`] unless `last`, the save when the controller stops), and each
+    /// policy an MPA is served with that the agent learned live. Nothing for a decider that
+    /// does not learn.
+    fn save_learned(&self, _store: &LearnedStore, _last: bool) -> Learned {
+        Learned::default()
+    }
+
+    /// Takes up what a previous run learned live ([`Decider::save_learned`]), before any MPA's
+    /// state: the agent named `agent`, to learn and act on from, and the `policies` MPAs were
+    /// served with, for when each MPA is first decided for. What does not verify is set aside
+    /// and not used; what to log about it is returned.
+    fn take_up_learned(&self, _store: &LearnedStore, _agent: Option<&str>, _policies: &[&str]) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The MPA `key` exists and is this controller's (a pass reached it, whether or not its
     /// target could be observed): what a previous run saved for it is kept until it is taken
     /// up, however long that takes.
@@ -85,6 +104,21 @@ pub trait Decider: Send + Sync + 'static {
     /// this controller's to drop.
     fn listed(&self, _namespace: Option<&str>) {}
 }
+
+/// What [`Decider::save_learned`] wrote, or kept from an earlier write.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Learned {
+    /// The agent's name in the store ([`SavedState::learned`]).
+    pub agent: Option<String>,
+    /// By MPA, the name of the policy it is served with ([`SavedMpa::policy`]).
+    pub policies: BTreeMap<String, String>,
+    /// What could not be written, and why (the state names what was written before).
+    pub failures: Vec<String>,
+}
+
+/// How often at most the lifecycle decider writes its agent as it learns live (about half a
+/// megabyte each time for the default DDPG agent), and once more when the controller stops.
+pub const LEARNED_AGENT_EVERY: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// How long the MPAs a previous run saved are kept for when no pass reaches them: one deleted
 /// while the controller was down never is ([`Decider::seen`]), and upstream's recommender
@@ -288,6 +322,13 @@ pub struct LifecycleDecider {
     identity: Option<String>,
     /// What a previous run of the controller saved ([`Decider::take_up`]).
     saved: Saved,
+    /// The agent as last written to the learned store: its update count, name and when.
+    learned_written: Mutex<Option<(u64, String, std::time::Instant)>>,
+    /// The agent's update count as handed over: an agent still there has learned nothing live.
+    handed_updates: u64,
+    /// The policies MPAs are served with by name in the learned store: those taken up (each
+    /// handed to its MPA when the MPA is first decided for) and those written since.
+    policies: Mutex<Vec<(aware_agents::FrozenPolicy, String)>>,
 }
 
 impl LifecycleDecider {
@@ -299,15 +340,25 @@ impl LifecycleDecider {
         checkpointed: Vec<(String, LifecycleState)>,
         restored_from: impl Into<String>,
     ) -> Result<Self, aware_lifecycle::LifecycleError> {
+        let manager = LiveManager::new(&[], &Profile::default(), agent, config)?;
         Ok(Self {
-            manager: Mutex::new(LiveManager::new(&[], &Profile::default(), agent, config)?),
+            handed_updates: manager.learner_updates(),
+            manager: Mutex::new(manager),
             metrics: Default::default(),
             checkpointed,
             restored_from: restored_from.into(),
             declared_read: Mutex::default(),
             identity: None,
             saved: Saved::default(),
+            learned_written: Mutex::default(),
+            policies: Mutex::default(),
         })
+    }
+
+    /// The name of the policy kept in the learned store as `id`, taken up or written.
+    fn policy_named(&self, id: &str) -> Option<aware_agents::FrozenPolicy> {
+        let policies = self.policies.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        policies.iter().find(|(_, name)| name == id).map(|(p, _)| p.clone())
     }
 
     /// The identity of the checkpoint the agent came from: what a saved state is bound to.
@@ -323,6 +374,18 @@ impl LifecycleDecider {
     /// Every app's stage and counts of who acted.
     pub fn report(&self) -> Vec<LiveAppReport> {
         self.lock().map(|m| m.report()).unwrap_or_default()
+    }
+
+    /// The shared agent as it has learned so far, frozen (its greedy actions).
+    pub fn learner(&self) -> Option<aware_agents::FrozenPolicy> {
+        self.lock().ok().map(|m| m.agent.frozen())
+    }
+
+    /// The policy the MPA `key` is served with where the agent learned it live
+    /// ([`LiveManager::served_policy`]).
+    pub fn served_policy(&self, key: &str) -> Option<aware_agents::FrozenPolicy> {
+        let m = self.lock().ok()?;
+        m.app_index(key).and_then(|i| m.served_policy(i).cloned())
     }
 
     /// Every stage change so far.
@@ -358,7 +421,7 @@ impl LifecycleDecider {
         };
         let mut lifecycle_taken = false;
         if let Some((saved, from)) = &saved {
-            match m.restore_saved(i, None, saved.oom_floor, &saved.vpa, from) {
+            match m.restore_saved(i, None, None, saved.oom_floor, &saved.vpa, from) {
                 Ok(()) if !saved.vpa.is_empty() || saved.oom_floor.is_some() => tracing::info!(
                     app = key,
                     vpa_containers = saved.vpa.len(),
@@ -369,7 +432,15 @@ impl LifecycleDecider {
                 Err(e) => tracing::warn!(app = key, "{from}: {e}: the app goes on without it"),
             }
             if let Some(aware) = &saved.aware {
-                match m.restore_saved(i, Some(aware), None, &[], &format!("restored from {from}")) {
+                let served_with = saved.policy.as_deref().and_then(|id| self.policy_named(id));
+                if aware.served_by_live_agent && served_with.is_none() {
+                    tracing::warn!(
+                        app = key,
+                        "{from}: the policy the agent learned live and served it with was not kept{}",
+                        if aware.lifecycle.stage == aware_lifecycle::Stage::Serving { ": it retrains" } else { "" }
+                    );
+                }
+                match m.restore_saved(i, Some(aware), served_with, None, &[], &format!("restored from {from}")) {
                     Ok(()) => lifecycle_taken = true,
                     Err(e) => tracing::warn!(app = key, "{from}: {e}: the app's lifecycle starts from the checkpoint"),
                 }
@@ -488,8 +559,12 @@ impl Decider for LifecycleDecider {
         if let Ok(m) = self.manager.lock() {
             for (i, report) in m.report().iter().enumerate() {
                 if let Some(saved) = m.saved(i) {
-                    let kept =
-                        SavedMpa { vpa: saved.fallback_vpa, oom_floor: saved.oom_floor, aware: Some(saved.lifecycle) };
+                    let kept = SavedMpa {
+                        vpa: saved.fallback_vpa,
+                        oom_floor: saved.oom_floor,
+                        aware: Some(saved.lifecycle),
+                        policy: None,
+                    };
                     out.insert(report.app.clone(), kept);
                 }
             }
@@ -503,6 +578,95 @@ impl Decider for LifecycleDecider {
 
     fn take_up(&self, saved: BTreeMap<String, SavedMpa>, from: &str) {
         self.saved.put(saved, from);
+    }
+
+    fn save_learned(&self, store: &LearnedStore, last: bool) -> Learned {
+        let mut out = Learned::default();
+        let Ok(m) = self.manager.lock() else { return out };
+        let updates = m.learner_updates();
+        let mut written = self.learned_written.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        out.agent = match &*written {
+            Some((u, id, at)) if *u == updates || (!last && at.elapsed() < LEARNED_AGENT_EVERY) => Some(id.clone()),
+            None if updates == self.handed_updates => None,
+            _ => match store.write_agent(|dir| m.save_learner(dir).map_err(|e| e.to_string())) {
+                Ok(id) => {
+                    *written = Some((updates, id.clone(), std::time::Instant::now()));
+                    Some(id)
+                }
+                Err(e) => {
+                    out.failures.push(format!("{e}: the agent written before stands"));
+                    written.as_ref().map(|(_, id, _)| id.clone())
+                }
+            },
+        };
+        let mut policies = self.policies.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut used = vec![false; policies.len()];
+        for (i, app) in m.app_names().enumerate() {
+            let Some(policy) = m.served_policy(i) else { continue };
+            let id = match policies.iter().position(|(p, _)| p.same(policy)) {
+                Some(k) => {
+                    used[k] = true;
+                    policies[k].1.clone()
+                }
+                None => match store.write_policy(&policy.to_bytes()) {
+                    Ok(id) => {
+                        policies.push((policy.clone(), id.clone()));
+                        used.push(true);
+                        id
+                    }
+                    Err(e) => {
+                        out.failures.push(format!("{e}: MPA {app}'s policy is not kept"));
+                        continue;
+                    }
+                },
+            };
+            out.policies.insert(app.to_string(), id);
+        }
+        // Policies taken up and not handed to their MPA yet stay; the others no MPA uses go.
+        let pending: HashSet<String> = self.saved.pending().values().filter_map(|p| p.policy.clone()).collect();
+        let mut k = 0;
+        policies.retain(|(_, id)| {
+            k += 1;
+            used[k - 1] || pending.contains(id)
+        });
+        out
+    }
+
+    fn take_up_learned(&self, store: &LearnedStore, agent: Option<&str>, policies: &[&str]) -> Vec<String> {
+        let mut notes = Vec::new();
+        let where_ = store.dir.display();
+        let mut set_aside = |id: &str, policy: bool, why: String| match store.set_aside(id, policy) {
+            Ok(to) => notes.push(format!("{why}: not used, moved to {}", to.display())),
+            Err(e) => notes.push(format!("{why}: not used ({e})")),
+        };
+        if let Some(id) = agent
+            && let Ok(mut m) = self.manager.lock()
+        {
+            match store
+                .agent_dir(id)
+                .map_err(|e| e.to_string())
+                .and_then(|dir| m.resume_learner(&dir, 0).map_err(|e| format!("{}: {e}", dir.display())))
+            {
+                Ok(()) => {
+                    *self.learned_written.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                        Some((m.learner_updates(), id.to_string(), std::time::Instant::now()));
+                    tracing::info!("the agent goes on from what it learned live ({where_}: agent {id})");
+                }
+                Err(why) => set_aside(
+                    id,
+                    false,
+                    format!("{why}: the agent learned live does not verify; the checkpoint's agent learns from here"),
+                ),
+            }
+        }
+        let mut kept = self.policies.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for id in policies.iter().copied().collect::<std::collections::BTreeSet<_>>() {
+            match store.read_policy(id) {
+                Ok(p) => kept.push((p, id.to_string())),
+                Err(e) => set_aside(id, true, format!("{e}: an MPA served with it retrains")),
+            }
+        }
+        notes
     }
 
     fn seen(&self, key: &str) {

@@ -31,6 +31,6 @@ pub use crd::{
     RecommendedContainerResources, RecommendedPodResources, RecommenderSelector, ResourceList, ScalingConstraints,
     UpdateMode, VerticalScalingConstraints, crd, crd_yaml, json_schema_for_validation, open_api_v3_schema,
 };
-pub use decide::{Decider, LifecycleDecider, MpaDefaultDecider};
+pub use decide::{Decider, LEARNED_AGENT_EVERY, Learned, LifecycleDecider, MpaDefaultDecider};
 pub use metrics::{ControllerMetrics, ExporterHandle, ExportingObserver, MetricsExporter};
 pub use prometheus::{Actuator, PrometheusCluster, PrometheusConfig, PrometheusConfigError, Queries, Sample};

@@ -18,9 +18,17 @@
 //! `FILE.rejected-N` and the controller starts as without one (the checkpoint's stages; the
 //! fallback serving the rest). Lifecycles written beside another checkpoint are not taken up
 //! (the VPA histories and OOM floors, facts about the workload, are).
+//!
+//! What the lifecycle's agent learns live is kept in `FILE.learned/` ([`LearnedStore`]): the
+//! agent as it learned (`agent-<SHA-256 of its checkpoint.json>/`, each weight file
+//! checksummed) and each policy an app is served with that the agent learned live
+//! (`policy-<SHA-256>.cbor`), every entry named by the hash of its contents. They are written
+//! before the state file that names them, and only what the state file written names is kept
+//! afterwards, so a crash leaves the previous state with everything it names. Entries that do
+//! not verify when taken up are moved to `rejected-…` in that directory and not used.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
 
 use aware_baselines::AggregateCheckpoint;
 use aware_lifecycle::guard::OomFloor;
@@ -44,6 +52,10 @@ pub struct SavedMpa {
     /// of the checkpoint it was saved beside.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aware: Option<SavedLifecycle>,
+    /// The policy the lifecycle decider served the MPA with, where the agent learned it live
+    /// (`aware.served_by_live_agent`): the SHA-256 naming it in [`LearnedStore`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
 }
 
 /// The state file's contents, checksummed whole.
@@ -55,6 +67,10 @@ pub struct SavedState {
     /// ([`aware_lifecycle::checkpoint::Restored::identity`]); `None` for the MPA default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<String>,
+    /// The agent as it learned live from the checkpoint's (the SHA-256 of its
+    /// `checkpoint.json`, naming it in [`LearnedStore`]); `None` where it has not learned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learned: Option<String>,
     /// Wall-clock time of the write, seconds since the Unix epoch.
     pub saved_at_s: f64,
     /// By MPA, `namespace/name`.
@@ -170,6 +186,31 @@ impl StateFile {
     /// nothing: one bad value does not stop every other MPA's state from being kept. What was
     /// not written afresh, and why, is returned.
     pub fn write(&self, state: &SavedState) -> Result<Vec<String>, StateError> {
+        self.write_state(state).map(|(left_out, _)| left_out)
+    }
+
+    /// [`StateFile::write`], then drops from [`StateFile::learned`] what the state written no
+    /// longer names: what was left out of the state, and what could not be dropped, each with
+    /// why.
+    pub fn write_keeping_learned(&self, state: &SavedState) -> Result<(Vec<String>, Vec<String>), StateError> {
+        let (left_out, written) = self.write_state(state)?;
+        let store = self.learned();
+        let mut not_dropped = Vec::new();
+        if store.dir.exists() {
+            let policies: HashSet<&str> = written.mpas.values().filter_map(|m| m.policy.as_deref()).collect();
+            not_dropped = store.collect(written.learned.as_deref(), &policies);
+        }
+        Ok((left_out, not_dropped))
+    }
+
+    /// Where what the lifecycle's agent learned live is kept: `FILE.learned/`.
+    pub fn learned(&self) -> LearnedStore {
+        let name = self.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "state".into());
+        LearnedStore { dir: self.path.with_file_name(format!("{name}.learned")) }
+    }
+
+    /// [`StateFile::write`], with the state as written (what was kept from before included).
+    fn write_state(&self, state: &SavedState) -> Result<(Vec<String>, SavedState), StateError> {
         let mut state = state.clone();
         let mut bad = Vec::new();
         state.mpas.retain(|key, mpa| match reads_back(mpa) {
@@ -186,6 +227,7 @@ impl StateFile {
                 let mut m = b.mpas.get(&key)?.clone();
                 if b.checkpoint != state.checkpoint {
                     m.aware = None;
+                    m.policy = None;
                 }
                 Some(m)
             });
@@ -200,16 +242,16 @@ impl StateFile {
         let body = serde_json::to_string(&state).map_err(|e| self.error(format!("cannot be serialised: {e}")))?;
         // What would still not read back is not written: the previous file stands.
         parse(&body).map_err(|e| self.error(format!("not written, it would not read back: {e}")))?;
-        let state = serde_json::value::RawValue::from_string(body)
+        let raw = serde_json::value::RawValue::from_string(body)
             .map_err(|e| self.error(format!("cannot be serialised: {e}")))?;
-        let sha256 = aware_agents::sha256(state.get().as_bytes());
-        let text = serde_json::to_string(&File { format: FORMAT, sha256, state })
+        let sha256 = aware_agents::sha256(raw.get().as_bytes());
+        let text = serde_json::to_string(&File { format: FORMAT, sha256, state: raw })
             .map_err(|e| self.error(format!("cannot be serialised: {e}")))?;
         aware_lab::output::write_atomically(&self.path, &text).map_err(|e| match e {
             aware_lab::LabError::Io { reason, .. } => self.error(reason),
             e => self.error(e.to_string()),
         })?;
-        Ok(left_out)
+        Ok((left_out, state))
     }
 
     /// Moves the file to the first free `FILE.rejected-N`; that path.
@@ -252,7 +294,154 @@ impl StateFile {
                 m.aware = None;
             }
         }
+        if state.checkpoint.as_deref() != checkpoint {
+            // What was learned live from another agent is not this one's to go on from.
+            state.learned = None;
+            for m in state.mpas.values_mut() {
+                m.policy = None;
+            }
+        }
         (Some(state), notes)
+    }
+}
+
+/// `FILE.learned/` ([`StateFile::learned`]): what the lifecycle decider's agent learned live, each
+/// entry named by the SHA-256 of its contents, so an entry the state file names is the one it
+/// was written beside or does not verify.
+#[derive(Debug, Clone)]
+pub struct LearnedStore {
+    pub dir: PathBuf,
+}
+
+/// Prefixes of [`LearnedStore`]'s entries.
+const AGENT_PREFIX: &str = "agent-";
+const POLICY_PREFIX: &str = "policy-";
+const POLICY_SUFFIX: &str = ".cbor";
+/// An agent being written (renamed to its name once complete).
+const WRITING_PREFIX: &str = ".writing-";
+const REJECTED_PREFIX: &str = "rejected-";
+
+impl LearnedStore {
+    fn error(&self, reason: impl Into<String>) -> StateError {
+        StateError { path: self.dir.display().to_string(), reason: reason.into() }
+    }
+
+    /// A SHA-256 as hex, and nothing else (no path can hide in one).
+    fn checked_id<'a>(&self, id: &'a str) -> Result<&'a str, StateError> {
+        if id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()) {
+            Ok(id)
+        } else {
+            Err(self.error(format!("{id:?} is not a SHA-256")))
+        }
+    }
+
+    fn agent_path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{AGENT_PREFIX}{id}"))
+    }
+
+    fn policy_path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{POLICY_PREFIX}{id}{POLICY_SUFFIX}"))
+    }
+
+    fn create(&self) -> Result<(), StateError> {
+        std::fs::create_dir_all(&self.dir).map_err(|e| self.error(format!("cannot be created: {e}")))
+    }
+
+    /// Writes an agent with `save` (which writes its checkpoint into the directory it is
+    /// given) and names it by the SHA-256 of its `checkpoint.json` (which lists each weight
+    /// file's): that name.
+    pub fn write_agent(&self, save: impl FnOnce(&Path) -> Result<(), String>) -> Result<String, StateError> {
+        self.create()?;
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let writing = self.dir.join(format!("{WRITING_PREFIX}{}-{nanos}", std::process::id()));
+        let result = (|| {
+            save(&writing).map_err(|e| self.error(format!("the agent cannot be saved: {e}")))?;
+            let meta = writing.join(aware_agents::METADATA);
+            let bytes = std::fs::read(&meta).map_err(|e| self.error(format!("{}: {e}", meta.display())))?;
+            let id = aware_agents::sha256(&bytes);
+            let to = self.agent_path(&id);
+            if !to.exists() {
+                std::fs::rename(&writing, &to).map_err(|e| self.error(format!("{}: {e}", to.display())))?;
+            }
+            Ok(id)
+        })();
+        // Written already under its name (the same agent again), or failed part way.
+        let _ = std::fs::remove_dir_all(&writing);
+        result
+    }
+
+    /// The directory of the agent `id`, its `checkpoint.json` checked against the name (its
+    /// weight files are checked against that when loaded).
+    pub fn agent_dir(&self, id: &str) -> Result<PathBuf, StateError> {
+        let dir = self.agent_path(self.checked_id(id)?);
+        let meta = dir.join(aware_agents::METADATA);
+        let bytes = std::fs::read(&meta).map_err(|e| self.error(format!("{}: {e}", meta.display())))?;
+        if aware_agents::sha256(&bytes) != id {
+            return Err(self.error(format!("{}: its SHA-256 is not the one it is named by", meta.display())));
+        }
+        Ok(dir)
+    }
+
+    /// Writes a policy's bytes ([`aware_agents::FrozenPolicy::to_bytes`]) unless already
+    /// there: the SHA-256 naming them.
+    pub fn write_policy(&self, bytes: &[u8]) -> Result<String, StateError> {
+        let id = aware_agents::sha256(bytes);
+        let path = self.policy_path(&id);
+        if !path.exists() {
+            self.create()?;
+            aware_lab::output::write_bytes_atomically(&path, bytes).map_err(|e| self.error(e.to_string()))?;
+        }
+        Ok(id)
+    }
+
+    /// The policy `id`, checked against its name.
+    pub fn read_policy(&self, id: &str) -> Result<aware_agents::FrozenPolicy, StateError> {
+        let path = self.policy_path(self.checked_id(id)?);
+        let bytes = std::fs::read(&path).map_err(|e| self.error(format!("{}: {e}", path.display())))?;
+        if aware_agents::sha256(&bytes) != id {
+            return Err(self.error(format!("{}: its SHA-256 is not the one it is named by", path.display())));
+        }
+        aware_agents::FrozenPolicy::from_bytes(&bytes).map_err(|e| self.error(format!("{}: {e}", path.display())))
+    }
+
+    /// Moves the agent (`policy`: false) or policy `id` that did not verify to the first free
+    /// `rejected-N-<its name>` beside it, for inspection; that path.
+    pub fn set_aside(&self, id: &str, policy: bool) -> Result<PathBuf, StateError> {
+        let from = if policy { self.policy_path(self.checked_id(id)?) } else { self.agent_path(self.checked_id(id)?) };
+        let name = from.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let to = (1..)
+            .map(|n| self.dir.join(format!("{REJECTED_PREFIX}{n}-{name}")))
+            .find(|p| !p.exists())
+            .expect("unbounded");
+        std::fs::rename(&from, &to).map_err(|e| self.error(format!("{} cannot be set aside: {e}", from.display())))?;
+        Ok(to)
+    }
+
+    /// Removes the agents and policies other than `agent` and `policies` (what the state file
+    /// just written names), and agents left half written; entries set aside stay. What could not
+    /// be removed, and why.
+    fn collect(&self, agent: Option<&str>, policies: &HashSet<&str>) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return Vec::new() };
+        let mut failed = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let stale = if let Some(id) = name.strip_prefix(AGENT_PREFIX) {
+                agent != Some(id)
+            } else if let Some(id) = name.strip_prefix(POLICY_PREFIX).and_then(|n| n.strip_suffix(POLICY_SUFFIX)) {
+                !policies.contains(id)
+            } else {
+                name.starts_with(WRITING_PREFIX)
+            };
+            if !stale {
+                continue;
+            }
+            let path = entry.path();
+            let removed = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
+            if let Err(e) = removed {
+                failed.push(format!("{}: no longer named by the state, but cannot be removed: {e}", path.display()));
+            }
+        }
+        failed
     }
 }
 
@@ -286,10 +475,7 @@ mod tests {
         let mut mpas = BTreeMap::new();
         let checkpoint =
             AggregateCheckpoint { total_samples_count: 7, last_sample_start_s: Some(1.7e9), ..Default::default() };
-        mpas.insert(
-            "shop/web".to_string(),
-            SavedMpa { vpa: vec![("app".into(), checkpoint)], oom_floor: None, aware: None },
-        );
+        mpas.insert("shop/web".to_string(), SavedMpa { vpa: vec![("app".into(), checkpoint)], ..SavedMpa::default() });
         mpas.insert(
             "shop/db".to_string(),
             SavedMpa {
@@ -302,6 +488,7 @@ mod tests {
                     },
                     served_by_live_agent: false,
                 }),
+                policy: None,
             },
         );
         // Times and rewards as a running controller has them: fractions that a float printed
@@ -311,6 +498,7 @@ mod tests {
         SavedState {
             decider: "aware".into(),
             checkpoint: Some("abc".into()),
+            learned: None,
             saved_at_s: 1_700_006_985.711_714_3,
             mpas,
         }

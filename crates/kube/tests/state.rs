@@ -86,11 +86,16 @@ fn restart_keeps_the_vpa_history(vertical_cpu: bool) {
 
 fn aware(identity: &str) -> LifecycleDecider {
     // Held to a reference no interval reaches: SERVING degrades within a few windows of 5.
-    let serving = LifecycleState::fresh(Stage::Serving, Some(1e6));
+    decider(identity, vec![(KEY.to_string(), LifecycleState::fresh(Stage::Serving, Some(1e6)))])
+}
+
+/// AWARE from a checkpoint named `identity` whose agent is `fresh_agent(1)`, placing
+/// `checkpointed` apps; windows of 5 intervals.
+fn decider(identity: &str, checkpointed: Vec<(String, LifecycleState)>) -> LifecycleDecider {
     LifecycleDecider::new(
         fresh_agent(1),
         ManagerConfig { episode_steps: 5, ..ManagerConfig::default() },
-        vec![(KEY.to_string(), serving)],
+        checkpointed,
         "the checkpoint",
     )
     .unwrap()
@@ -133,6 +138,141 @@ async fn a_degraded_app_stays_degraded_across_a_restart() {
     other.take_up_state();
     other.decider.decide(KEY, &profile, &obs).unwrap();
     assert_eq!(other.decider.report()[0].stage, Stage::Serving, "{:?}", other.decider.stage_changes());
+}
+
+/// Greedy actions of `policy` on a fixed spread of states.
+fn actions(policy: &aware_agents::FrozenPolicy) -> Vec<f32> {
+    let (dim, n) = (policy.state_dim(), 16);
+    let states: Vec<f32> = (0..n * dim).map(|i| ((i * 37 % 101) as f32 / 50.0) - 1.0).collect();
+    policy.greedy_batch(&states, n).expect("actions")
+}
+
+/// What the agent learned live survives a restart: the restarted controller's agent acts as the
+/// one that ran on had learned to (a controller without the state, as the checkpoint's agent);
+/// it is written beside the state file, named by its checksum, and what a later state no longer
+/// names is removed. An agent that does not verify is set aside and the checkpoint's serves.
+#[tokio::test]
+async fn what_the_agent_learned_live_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = StateFile::new(dir.path().join("state.json"));
+    let profile = Profile::default();
+    let mut c = cluster();
+    let fresh = || decider("ck1", vec![]);
+    let handed = actions(&fresh().learner().unwrap());
+    let ran_on = context(fresh(), Some(&file));
+    ran_on.take_up_state();
+    ran_on.save_state();
+    assert_eq!(file.read().unwrap().unwrap().learned, None, "nothing learned yet: no agent written");
+    // Past the agent's first minibatch of the fallback's transitions.
+    for _ in 0..100 {
+        ran_on.decider.decide(KEY, &profile, &observe(&mut c)).expect("decided");
+    }
+    assert_eq!(ran_on.decider.report()[0].stage, Stage::Offline, "bootstrapping: the agent learns from the fallback");
+    let learned = actions(&ran_on.decider.learner().unwrap());
+    assert_ne!(learned, handed, "the agent learned offline from the fallback");
+    ran_on.save_last_state();
+    ran_on.release_state();
+    let saved = file.read().unwrap().expect("a state");
+    let id = saved.learned.clone().expect("the learned agent is named");
+    let agent_dir = file.learned().dir.join(format!("agent-{id}"));
+    assert!(agent_dir.join("checkpoint.json").exists(), "{}", agent_dir.display());
+
+    let restarted = context(fresh(), Some(&file));
+    restarted.take_up_state();
+    assert_eq!(actions(&restarted.decider.learner().unwrap()), learned, "goes on from what it learned");
+    // It learns on (its replay starts empty), and the state names the agent it has become; the
+    // one before is removed.
+    for _ in 0..100 {
+        restarted.decider.decide(KEY, &profile, &observe(&mut c)).expect("decided");
+    }
+    restarted.save_last_state();
+    let now = file.read().unwrap().unwrap().learned.expect("named");
+    assert_ne!(now, id, "learned since");
+    assert!(!agent_dir.exists(), "no longer named, removed");
+    restarted.release_state();
+
+    // A weight file damaged: set aside, and the checkpoint's agent learns from here.
+    let now_dir = file.learned().dir.join(format!("agent-{now}"));
+    let weights = now_dir.join("actor.safetensors");
+    let mut bytes = std::fs::read(&weights).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x5a;
+    std::fs::write(&weights, bytes).unwrap();
+    let damaged = context(fresh(), Some(&file));
+    damaged.take_up_state();
+    assert_eq!(actions(&damaged.decider.learner().unwrap()), handed, "the checkpoint's agent");
+    assert!(!now_dir.exists());
+    let aside = file.learned().dir.join(format!("rejected-1-agent-{now}"));
+    assert!(aside.join("actor.safetensors").exists(), "kept for inspection: {}", aside.display());
+    // Beside another checkpoint, what was learned from this one is not taken up.
+    damaged.release_state();
+    let other = context(fresh().with_checkpoint_identity("ck2"), Some(&file));
+    other.take_up_state();
+    assert_eq!(actions(&other.decider.learner().unwrap()), handed);
+}
+
+/// An app served with a policy the agent learned live goes on SERVING with that policy after a
+/// restart, the policy kept beside the state file by its checksum; one whose policy does not
+/// verify retrains, as before the policy was kept.
+#[tokio::test]
+async fn an_app_served_with_a_policy_learned_live_keeps_it_across_a_restart() {
+    use aware_kube::state::{SavedMpa, SavedState};
+    use aware_lifecycle::live::SavedLifecycle;
+    let dir = tempfile::tempdir().unwrap();
+    let file = StateFile::new(dir.path().join("state.json"));
+    let profile = Profile::default();
+    let mut c = cluster();
+    // As a controller that ran on would have saved it: the app SERVING with a policy retraining
+    // froze (here another agent's), kept in the learned store.
+    let policy = fresh_agent(7).frozen();
+    let id = file.learned().write_policy(&policy.to_bytes()).unwrap();
+    let lifecycle = LifecycleState { recent: vec![0.5; 3], ..LifecycleState::fresh(Stage::Serving, Some(-1e6)) };
+    let mpa = SavedMpa {
+        aware: Some(SavedLifecycle { lifecycle, served_by_live_agent: true }),
+        policy: Some(id.clone()),
+        ..SavedMpa::default()
+    };
+    let state = SavedState {
+        decider: "aware".into(),
+        checkpoint: Some("ck1".into()),
+        learned: None,
+        saved_at_s: 1.7e9,
+        mpas: [(KEY.to_string(), mpa)].into(),
+    };
+    file.write(&state).unwrap();
+
+    let restarted = context(decider("ck1", vec![]), Some(&file));
+    restarted.take_up_state();
+    restarted.decider.decide(KEY, &profile, &observe(&mut c)).unwrap();
+    let report = restarted.decider.report();
+    assert_eq!(
+        (report[0].stage, report[0].retraining),
+        (Stage::Serving, false),
+        "{:?}",
+        restarted.decider.stage_changes()
+    );
+    let served = restarted.decider.served_policy(KEY).expect("served with the policy kept");
+    assert_eq!(actions(&served), actions(&policy));
+    restarted.save_last_state();
+    let saved = file.read().unwrap().unwrap();
+    assert_eq!(saved.mpas[KEY].policy.as_deref(), Some(id.as_str()), "still named");
+    let path = file.learned().dir.join(format!("policy-{id}.cbor"));
+    assert!(path.exists());
+    restarted.release_state();
+
+    // Damaged: set aside, and the app retrains, served by the fallback meanwhile.
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[10] ^= 0x01;
+    std::fs::write(&path, bytes).unwrap();
+    let damaged = context(decider("ck1", vec![]), Some(&file));
+    damaged.take_up_state();
+    damaged.decider.decide(KEY, &profile, &observe(&mut c)).unwrap();
+    let report = damaged.decider.report();
+    assert_eq!((report[0].stage, report[0].retraining), (Stage::Online, true));
+    assert!(damaged.decider.served_policy(KEY).is_none());
+    assert!(file.learned().dir.join(format!("rejected-1-policy-{id}.cbor")).exists());
+    damaged.save_last_state();
+    assert_eq!(file.read().unwrap().unwrap().mpas[KEY].policy, None);
 }
 
 /// A second controller given the same state directory while the first writes there neither

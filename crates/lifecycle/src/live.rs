@@ -191,16 +191,16 @@ fn keep_request_ratio(rec: &mut Recommendation, template: &aware_core::Container
 
 /// What the live decider keeps of one application's lifecycle across a restart of the
 /// controller (`aware controller --state FILE`; [`LiveManager::saved`]): its stage and recent
-/// rewards (beside the guard's memory floor after an OOM kill, [`SavedApp`]). Not kept, as
+/// rewards (beside the guard's memory floor after an OOM kill, [`SavedApp`]). The policy it is
+/// served with when the agent learned it live ([`LiveManager::served_policy`]) and the agent
+/// itself ([`LiveManager::save_learner`]) are the caller's to keep beside it. Not kept, as
 /// upstream's controllers keep none of theirs either: the guard's stabilisation window and
-/// HPA's (minutes), the window of measured intervals in progress, and what the agent learned
-/// since the checkpoint it was handed (a restarted controller starts from that checkpoint's
-/// agent again).
+/// HPA's (minutes) and the window of measured intervals in progress.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct SavedLifecycle {
     pub lifecycle: LifecycleState,
     /// Acting with a policy frozen from what the live agent learned (retraining handed the
-    /// app back to it), which a restart does not keep.
+    /// app back to it), not the checkpoint's: taken up again only with that policy.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub served_by_live_agent: bool,
 }

@@ -85,10 +85,12 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub prometheus: Option<std::path::PathBuf>,
     /// Keep the deciders' state in this file across restarts (on a volume that outlives the
-    /// pod): the MPA default's VPA histories, and with --checkpoint each app's stage and the
-    /// memory floor after an OOM kill. Taken up at the start (as leader, with --leader-elect),
-    /// written every control interval and when the controller stops; a damaged file is set
-    /// aside as FILE.rejected-N and not used.
+    /// pod): the MPA default's VPA histories, and with --checkpoint each app's stage, the
+    /// memory floor after an OOM kill, and in FILE.learned/ the agent as it learned live and
+    /// the policies it serves apps with. Taken up at the start (as leader, with
+    /// --leader-elect), written every control interval and when the controller stops; a
+    /// damaged file is set aside as FILE.rejected-N (a damaged learned entry as
+    /// FILE.learned/rejected-N-…) and not used.
     #[arg(long, value_name = "FILE")]
     pub state: Option<std::path::PathBuf>,
 }
