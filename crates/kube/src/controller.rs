@@ -276,6 +276,7 @@ impl<D: Decider> Context<D> {
             saved_at_s: now,
             mpas,
         };
+        self.metrics.observe_learned_failures(learned.failures.len());
         let mut said = self.state_left_out.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         for why in learned.failures {
             if said.insert(why.clone()) {

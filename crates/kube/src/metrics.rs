@@ -51,6 +51,7 @@ pub struct ControllerMetrics {
     passes: Family<Labels, Counter>,
     duration: Histogram,
     state_saves: Family<Labels, Counter>,
+    learned_failures: Counter,
     registry: Arc<Registry>,
 }
 
@@ -67,7 +68,13 @@ impl Default for ControllerMetrics {
             "Writes of the --state file by result (ok, failed)",
             state_saves.clone(),
         );
-        Self { passes, duration, state_saves, registry: Arc::new(registry) }
+        let learned_failures = Counter::default();
+        registry.register(
+            "aware_controller_learned_save_failures",
+            "Writes of what the agent learned live (its weights, a policy an MPA is served with) into FILE.learned/ that failed; the state names what was written before",
+            learned_failures.clone(),
+        );
+        Self { passes, duration, state_saves, learned_failures, registry: Arc::new(registry) }
     }
 }
 
@@ -85,6 +92,11 @@ impl ControllerMetrics {
     /// One write of the `--state` file, `ok` or failed.
     pub fn observe_state_save(&self, ok: bool) {
         self.state_saves.get_or_create(&labels(&[("result", if ok { "ok" } else { "failed" })])).inc();
+    }
+
+    /// Writes into `FILE.learned/` that failed.
+    pub fn observe_learned_failures(&self, n: usize) {
+        self.learned_failures.inc_by(n as u64);
     }
 
     pub fn encode(&self) -> String {

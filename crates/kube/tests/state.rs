@@ -204,6 +204,18 @@ async fn what_the_agent_learned_live_survives_a_restart() {
     assert!(!now_dir.exists());
     let aside = file.learned().dir.join(format!("rejected-1-agent-{now}"));
     assert!(aside.join("actor.safetensors").exists(), "kept for inspection: {}", aside.display());
+    // Where the agent cannot be written (FILE.learned is a file), the state is still written,
+    // naming no agent, and the failure is counted.
+    for _ in 0..100 {
+        damaged.decider.decide(KEY, &profile, &observe(&mut c)).expect("decided");
+    }
+    std::fs::rename(file.learned().dir, dir.path().join("learned.kept")).unwrap();
+    std::fs::write(file.learned().dir, b"in the way").unwrap();
+    damaged.save_last_state();
+    assert_eq!(file.read().unwrap().expect("written").learned, None);
+    assert!(damaged.encode_metrics().contains("aware_controller_learned_save_failures_total 1"));
+    std::fs::remove_file(file.learned().dir).unwrap();
+    std::fs::rename(dir.path().join("learned.kept"), file.learned().dir).unwrap();
     // Beside another checkpoint, what was learned from this one is not taken up.
     damaged.release_state();
     let other = context(fresh().with_checkpoint_identity("ck2"), Some(&file));
