@@ -78,7 +78,7 @@ impl FrozenPolicy {
             return Err(bad("no layers".into()));
         }
         for (i, l) in saved.layers.iter().enumerate() {
-            if l.k == 0 || l.m == 0 || l.w.len() != l.k * l.m || l.b.len() != l.m {
+            if l.k == 0 || l.m == 0 || l.k.checked_mul(l.m) != Some(l.w.len()) || l.b.len() != l.m {
                 return Err(bad(format!(
                     "layer {i}: {} weights and {} biases for {} inputs and {} outputs",
                     l.w.len(),

@@ -241,7 +241,7 @@ impl<D: Decider> Context<D> {
     /// Writes the decider's state to the state file, if there is one and this controller took
     /// it up ([`Context::take_up_state`]); a write that fails is
     /// logged and counted, and the previous file stands. What the agent learned live is written
-    /// first ([`Decider::save_learned`]; the agent at most every
+    /// first ([`Decider::save_with_learned`]; the agent at most every
     /// [`crate::decide::LEARNED_AGENT_EVERY`]).
     pub fn save_state(&self) {
         self.save_state_as(false);
@@ -260,15 +260,7 @@ impl<D: Decider> Context<D> {
             return;
         }
         let now = unix_now_s();
-        let learned = self.decider.save_learned(&file.learned(), last);
-        let mut mpas = self.decider.save();
-        for (key, id) in learned.policies {
-            if let Some(m) = mpas.get_mut(&key)
-                && m.aware.as_ref().is_some_and(|a| a.served_by_live_agent)
-            {
-                m.policy = Some(id);
-            }
-        }
+        let (mpas, learned) = self.decider.save_with_learned(&file.learned(), last);
         let state = crate::state::SavedState {
             decider: self.decider.name().to_string(),
             checkpoint: self.decider.checkpoint_identity(),

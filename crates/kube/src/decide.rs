@@ -76,16 +76,17 @@ pub trait Decider: Send + Sync + 'static {
     /// decided for (`from`: where it came from, for the stage changes' reasons).
     fn take_up(&self, _saved: BTreeMap<String, SavedMpa>, _from: &str) {}
 
-    /// Writes what the decider learned live into `store` (before the state file naming it is
-    /// written): the agent when it has learned since it was last written (at most every
-    /// [`LEARNED_AGENT_EVERY`] unless `last`, the save when the controller stops), and each
-    /// policy an MPA is served with that the agent learned live. Nothing for a decider that
-    /// does not learn.
-    fn save_learned(&self, _store: &LearnedStore, _last: bool) -> Learned {
-        Learned::default()
+    /// [`Decider::save`], having written what the decider learned live into `store` first
+    /// (the state file naming it is written after), all as at one moment: the agent when its
+    /// weights moved since it was last written (at most every [`LEARNED_AGENT_EVERY`] unless
+    /// `last`, the save when the controller stops), and each policy an MPA is served with that
+    /// the agent learned live, named in that MPA's state. A decider that does not learn writes
+    /// nothing.
+    fn save_with_learned(&self, _store: &LearnedStore, _last: bool) -> (BTreeMap<String, SavedMpa>, Learned) {
+        (self.save(), Learned::default())
     }
 
-    /// Takes up what a previous run learned live ([`Decider::save_learned`]), before any MPA's
+    /// Takes up what a previous run learned live ([`Decider::save_with_learned`]), before any MPA's
     /// state: the agent named `agent`, to learn and act on from, and the `policies` MPAs were
     /// served with, for when each MPA is first decided for. What does not verify is set aside
     /// and not used; what to log about it is returned.
@@ -105,7 +106,7 @@ pub trait Decider: Send + Sync + 'static {
     fn listed(&self, _namespace: Option<&str>) {}
 }
 
-/// What [`Decider::save_learned`] wrote, or kept from an earlier write.
+/// What [`Decider::save_with_learned`] wrote, or kept from an earlier write.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Learned {
     /// The agent's name in the store ([`SavedState::learned`]).
@@ -322,10 +323,11 @@ pub struct LifecycleDecider {
     identity: Option<String>,
     /// What a previous run of the controller saved ([`Decider::take_up`]).
     saved: Saved,
-    /// The agent as last written to the learned store: its update count, name and when.
-    learned_written: Mutex<Option<(u64, String, std::time::Instant)>>,
-    /// The agent's update count as handed over: an agent still there has learned nothing live.
-    handed_updates: u64,
+    /// The agent as last written to the learned store: the fingerprint of its weights
+    /// ([`fingerprint`]), its name there and when.
+    learned_written: Mutex<Option<(String, String, std::time::Instant)>>,
+    /// The fingerprint of the agent handed over: an agent that still has it learned nothing.
+    handed: String,
     /// The policies MPAs are served with by name in the learned store: those taken up (each
     /// handed to its MPA when the MPA is first decided for) and those written since.
     policies: Mutex<Vec<(aware_agents::FrozenPolicy, String)>>,
@@ -342,7 +344,7 @@ impl LifecycleDecider {
     ) -> Result<Self, aware_lifecycle::LifecycleError> {
         let manager = LiveManager::new(&[], &Profile::default(), agent, config)?;
         Ok(Self {
-            handed_updates: manager.learner_updates(),
+            handed: fingerprint(&manager),
             manager: Mutex::new(manager),
             metrics: Default::default(),
             checkpointed,
@@ -353,6 +355,84 @@ impl LifecycleDecider {
             learned_written: Mutex::default(),
             policies: Mutex::default(),
         })
+    }
+
+    /// What is kept of every MPA: those a previous run saved and no pass has reached yet, as
+    /// saved, and every one served, as now.
+    fn saved_mpas(&self, m: &LiveManager) -> BTreeMap<String, SavedMpa> {
+        let mut out = self.saved.pending();
+        for (i, app) in m.app_names().enumerate() {
+            if let Some(saved) = m.saved(i) {
+                let kept = SavedMpa {
+                    vpa: saved.fallback_vpa,
+                    oom_floor: saved.oom_floor,
+                    aware: Some(saved.lifecycle),
+                    policy: None,
+                };
+                out.insert(app.to_string(), kept);
+            }
+        }
+        out
+    }
+
+    /// Writes into `store` what [`Decider::save_with_learned`] says, with `m` held.
+    fn write_learned(&self, m: &LiveManager, store: &LearnedStore, last: bool) -> Learned {
+        let mut out = Learned::default();
+        let mut written = self.learned_written.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let recent = written.as_ref().filter(|(_, _, at)| !last && at.elapsed() < LEARNED_AGENT_EVERY);
+        out.agent = match recent {
+            Some((_, id, _)) => Some(id.clone()),
+            None => {
+                let now = fingerprint(m);
+                match &*written {
+                    Some((f, id, _)) if *f == now => Some(id.clone()),
+                    None if now == self.handed => None,
+                    _ => match store.write_agent(|dir| m.save_learner(dir).map_err(|e| e.to_string())) {
+                        Ok(id) => {
+                            *written = Some((now, id.clone(), std::time::Instant::now()));
+                            Some(id)
+                        }
+                        Err(e) => {
+                            out.failures.push(format!("{e}: the agent written before stands"));
+                            written.as_ref().map(|(_, id, _)| id.clone())
+                        }
+                    },
+                }
+            }
+        };
+        let mut policies = self.policies.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut used = vec![false; policies.len()];
+        for (i, app) in m.app_names().enumerate() {
+            let Some(policy) = m.served_policy(i) else { continue };
+            let known = policies.iter().position(|(p, _)| p.same(policy));
+            // Written again where it is not there (removed while no state named it).
+            let id = match known {
+                Some(k) if store.has_policy(&policies[k].1) => Ok(policies[k].1.clone()),
+                _ => store.write_policy(&policy.to_bytes()),
+            };
+            match (id, known) {
+                (Ok(id), Some(k)) => {
+                    used[k] = true;
+                    out.policies.insert(app.to_string(), id);
+                }
+                (Ok(id), None) => {
+                    policies.push((policy.clone(), id.clone()));
+                    used.push(true);
+                    out.policies.insert(app.to_string(), id);
+                }
+                (Err(e), _) => out
+                    .failures
+                    .push(format!("{e}: MPA {app}'s policy is not kept (restarted before it is, the app retrains)")),
+            }
+        }
+        // Policies taken up and not handed to their MPA yet stay; the others no MPA uses go.
+        let pending: HashSet<String> = self.saved.pending().values().filter_map(|p| p.policy.clone()).collect();
+        let mut k = 0;
+        policies.retain(|(_, id)| {
+            k += 1;
+            used[k - 1] || pending.contains(id)
+        });
+        out
     }
 
     /// The name of the policy kept in the learned store as `id`, taken up or written.
@@ -392,6 +472,12 @@ impl LifecycleDecider {
     pub fn stage_changes(&self) -> Vec<aware_lifecycle::StageChange> {
         self.lock().map(|m| m.changes().to_vec()).unwrap_or_default()
     }
+}
+
+/// What names the weights the agent acts with now: whether it learned since (an update count
+/// does not tell, PPO's cloning moves its weights without one).
+fn fingerprint(m: &LiveManager) -> String {
+    aware_agents::sha256(&m.agent.frozen().to_bytes())
 }
 
 fn log_changes(m: &LiveManager, from: usize) {
@@ -555,21 +641,10 @@ impl Decider for LifecycleDecider {
     }
 
     fn save(&self) -> BTreeMap<String, SavedMpa> {
-        let mut out = self.saved.pending();
-        if let Ok(m) = self.manager.lock() {
-            for (i, report) in m.report().iter().enumerate() {
-                if let Some(saved) = m.saved(i) {
-                    let kept = SavedMpa {
-                        vpa: saved.fallback_vpa,
-                        oom_floor: saved.oom_floor,
-                        aware: Some(saved.lifecycle),
-                        policy: None,
-                    };
-                    out.insert(report.app.clone(), kept);
-                }
-            }
+        match self.manager.lock() {
+            Ok(m) => self.saved_mpas(&m),
+            Err(_) => self.saved.pending(),
         }
-        out
     }
 
     fn checkpoint_identity(&self) -> Option<String> {
@@ -580,56 +655,16 @@ impl Decider for LifecycleDecider {
         self.saved.put(saved, from);
     }
 
-    fn save_learned(&self, store: &LearnedStore, last: bool) -> Learned {
-        let mut out = Learned::default();
-        let Ok(m) = self.manager.lock() else { return out };
-        let updates = m.learner_updates();
-        let mut written = self.learned_written.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        out.agent = match &*written {
-            Some((u, id, at)) if *u == updates || (!last && at.elapsed() < LEARNED_AGENT_EVERY) => Some(id.clone()),
-            None if updates == self.handed_updates => None,
-            _ => match store.write_agent(|dir| m.save_learner(dir).map_err(|e| e.to_string())) {
-                Ok(id) => {
-                    *written = Some((updates, id.clone(), std::time::Instant::now()));
-                    Some(id)
-                }
-                Err(e) => {
-                    out.failures.push(format!("{e}: the agent written before stands"));
-                    written.as_ref().map(|(_, id, _)| id.clone())
-                }
-            },
-        };
-        let mut policies = self.policies.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut used = vec![false; policies.len()];
-        for (i, app) in m.app_names().enumerate() {
-            let Some(policy) = m.served_policy(i) else { continue };
-            let id = match policies.iter().position(|(p, _)| p.same(policy)) {
-                Some(k) => {
-                    used[k] = true;
-                    policies[k].1.clone()
-                }
-                None => match store.write_policy(&policy.to_bytes()) {
-                    Ok(id) => {
-                        policies.push((policy.clone(), id.clone()));
-                        used.push(true);
-                        id
-                    }
-                    Err(e) => {
-                        out.failures.push(format!("{e}: MPA {app}'s policy is not kept"));
-                        continue;
-                    }
-                },
-            };
-            out.policies.insert(app.to_string(), id);
+    fn save_with_learned(&self, store: &LearnedStore, last: bool) -> (BTreeMap<String, SavedMpa>, Learned) {
+        let Ok(m) = self.manager.lock() else { return (self.saved.pending(), Learned::default()) };
+        let learned = self.write_learned(&m, store, last);
+        let mut mpas = self.saved_mpas(&m);
+        for (key, id) in &learned.policies {
+            if let Some(mpa) = mpas.get_mut(key) {
+                mpa.policy = Some(id.clone());
+            }
         }
-        // Policies taken up and not handed to their MPA yet stay; the others no MPA uses go.
-        let pending: HashSet<String> = self.saved.pending().values().filter_map(|p| p.policy.clone()).collect();
-        let mut k = 0;
-        policies.retain(|(_, id)| {
-            k += 1;
-            used[k - 1] || pending.contains(id)
-        });
-        out
+        (mpas, learned)
     }
 
     fn take_up_learned(&self, store: &LearnedStore, agent: Option<&str>, policies: &[&str]) -> Vec<String> {
@@ -642,14 +677,17 @@ impl Decider for LifecycleDecider {
         if let Some(id) = agent
             && let Ok(mut m) = self.manager.lock()
         {
+            // Exploration goes on from a fresh draw, not the same noise at every restart.
+            let seed =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()) as u64;
             match store
                 .agent_dir(id)
                 .map_err(|e| e.to_string())
-                .and_then(|dir| m.resume_learner(&dir, 0).map_err(|e| format!("{}: {e}", dir.display())))
+                .and_then(|dir| m.resume_learner(&dir, seed).map_err(|e| format!("{}: {e}", dir.display())))
             {
                 Ok(()) => {
                     *self.learned_written.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
-                        Some((m.learner_updates(), id.to_string(), std::time::Instant::now()));
+                        Some((fingerprint(&m), id.to_string(), std::time::Instant::now()));
                     tracing::info!("the agent goes on from what it learned live ({where_}: agent {id})");
                 }
                 Err(why) => set_aside(

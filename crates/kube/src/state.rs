@@ -23,9 +23,10 @@
 //! agent as it learned (`agent-<SHA-256 of its checkpoint.json>/`, each weight file
 //! checksummed) and each policy an app is served with that the agent learned live
 //! (`policy-<SHA-256>.cbor`), every entry named by the hash of its contents. They are written
-//! before the state file that names them, and only what the state file written names is kept
-//! afterwards, so a crash leaves the previous state with everything it names. Entries that do
-//! not verify when taken up are moved to `rejected-…` in that directory and not used.
+//! and synced to disk before the state file that names them, and only what the state file
+//! written names is kept afterwards, so a crash leaves the previous state with everything it
+//! names. Entries that do not verify when taken up, or that were learned beside another
+//! checkpoint, are moved to `rejected-…` in that directory and not used (nor removed).
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -295,10 +296,24 @@ impl StateFile {
             }
         }
         if state.checkpoint.as_deref() != checkpoint {
-            // What was learned live from another agent is not this one's to go on from.
-            state.learned = None;
-            for m in state.mpas.values_mut() {
-                m.policy = None;
+            // What was learned live from another agent is not this one's to go on from, but it
+            // is not thrown away either: set aside, out of reach of the first save's clean-up.
+            let store = self.learned();
+            let agent = state.learned.take().map(|id| (id, false));
+            let policies: std::collections::BTreeSet<String> =
+                state.mpas.values_mut().filter_map(|m| m.policy.take()).collect();
+            for (id, policy) in agent.into_iter().chain(policies.into_iter().map(|id| (id, true))) {
+                let what = if policy { "a policy" } else { "the agent" };
+                match store.set_aside(&id, policy) {
+                    Ok(to) => notes.push(format!(
+                        "{what} learned live beside {} is not taken up by this controller's agent; kept as {}",
+                        state.checkpoint.as_deref().map_or("no checkpoint".to_string(), |c| format!("checkpoint {c}")),
+                        to.display()
+                    )),
+                    Err(e) => {
+                        notes.push(format!("{what} learned live beside another checkpoint is not taken up ({e})"))
+                    }
+                }
             }
         }
         (Some(state), notes)
@@ -361,7 +376,14 @@ impl LearnedStore {
             let id = aware_agents::sha256(&bytes);
             let to = self.agent_path(&id);
             if !to.exists() {
+                // On disk before anything names it: each file, the directory, then the rename.
+                let sync = |e: std::io::Error| self.error(format!("{}: cannot be synced: {e}", writing.display()));
+                for entry in std::fs::read_dir(&writing).map_err(sync)? {
+                    std::fs::File::open(entry.map_err(sync)?.path()).and_then(|f| f.sync_all()).map_err(sync)?;
+                }
+                sync_dir(&writing).map_err(sync)?;
                 std::fs::rename(&writing, &to).map_err(|e| self.error(format!("{}: {e}", to.display())))?;
+                sync_dir(&self.dir).map_err(|e| self.error(format!("cannot be synced: {e}")))?;
             }
             Ok(id)
         })();
@@ -383,15 +405,21 @@ impl LearnedStore {
     }
 
     /// Writes a policy's bytes ([`aware_agents::FrozenPolicy::to_bytes`]) unless already
-    /// there: the SHA-256 naming them.
+    /// there (synced to disk, as the directory holding it): the SHA-256 naming them.
     pub fn write_policy(&self, bytes: &[u8]) -> Result<String, StateError> {
         let id = aware_agents::sha256(bytes);
         let path = self.policy_path(&id);
         if !path.exists() {
             self.create()?;
             aware_lab::output::write_bytes_atomically(&path, bytes).map_err(|e| self.error(e.to_string()))?;
+            sync_dir(&self.dir).map_err(|e| self.error(format!("cannot be synced: {e}")))?;
         }
         Ok(id)
+    }
+
+    /// Whether the policy `id` is there (not whether it verifies).
+    pub fn has_policy(&self, id: &str) -> bool {
+        self.checked_id(id).is_ok_and(|id| self.policy_path(id).is_file())
     }
 
     /// The policy `id`, checked against its name.
@@ -443,6 +471,11 @@ impl LearnedStore {
         }
         failed
     }
+}
+
+/// Flushes a directory's entries (a file created or renamed in it) to disk.
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
 }
 
 /// Whether one MPA's state reads back as written; the field that does not, otherwise.

@@ -216,11 +216,47 @@ async fn what_the_agent_learned_live_survives_a_restart() {
     assert!(damaged.encode_metrics().contains("aware_controller_learned_save_failures_total 1"));
     std::fs::remove_file(file.learned().dir).unwrap();
     std::fs::rename(dir.path().join("learned.kept"), file.learned().dir).unwrap();
-    // Beside another checkpoint, what was learned from this one is not taken up.
+    damaged.save_last_state();
+    let named = file.read().unwrap().unwrap().learned.expect("written once it can be");
     damaged.release_state();
+    // Beside another checkpoint, what was learned from this one is not taken up, nor thrown
+    // away: set aside, where the first save's clean-up leaves it.
     let other = context(fresh().with_checkpoint_identity("ck2"), Some(&file));
     other.take_up_state();
     assert_eq!(actions(&other.decider.learner().unwrap()), handed);
+    other.save_last_state();
+    assert_eq!(file.read().unwrap().unwrap().learned, None);
+    let kept = file.learned().dir.join(format!("rejected-1-agent-{named}"));
+    assert!(kept.join("checkpoint.json").exists(), "{}", kept.display());
+}
+
+/// A PPO agent's cloning of the fallback moves its weights without counting updates: what it
+/// learned is written and taken up all the same.
+#[tokio::test]
+async fn what_a_ppo_agent_cloned_live_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = StateFile::new(dir.path().join("state.json"));
+    let profile = Profile::default();
+    let mut c = cluster();
+    let fresh = || {
+        let agent = aware_lifecycle::LifecycleAgent::fresh(aware_lifecycle::Learner::Ppo, 1);
+        let config = ManagerConfig { episode_steps: 5, ..ManagerConfig::default() };
+        LifecycleDecider::new(agent, config, vec![], "the checkpoint").unwrap().with_checkpoint_identity("ck1")
+    };
+    let handed = actions(&fresh().learner().unwrap());
+    let ran_on = context(fresh(), Some(&file));
+    ran_on.take_up_state();
+    for _ in 0..100 {
+        ran_on.decider.decide(KEY, &profile, &observe(&mut c)).expect("decided");
+    }
+    let learned = actions(&ran_on.decider.learner().unwrap());
+    assert_ne!(learned, handed, "the agent cloned the fallback");
+    ran_on.save_last_state();
+    ran_on.release_state();
+    assert!(file.read().unwrap().unwrap().learned.is_some(), "the cloned agent is written");
+    let restarted = context(fresh(), Some(&file));
+    restarted.take_up_state();
+    assert_eq!(actions(&restarted.decider.learner().unwrap()), learned);
 }
 
 /// An app served with a policy the agent learned live goes on SERVING with that policy after a
@@ -244,12 +280,17 @@ async fn an_app_served_with_a_policy_learned_live_keeps_it_across_a_restart() {
         policy: Some(id.clone()),
         ..SavedMpa::default()
     };
+    // And an MPA no pass reaches in this test: what was saved for it, its policy included, is
+    // kept as it was.
+    let other_policy = fresh_agent(8).frozen();
+    let other_id = file.learned().write_policy(&other_policy.to_bytes()).unwrap();
+    let other = SavedMpa { policy: Some(other_id.clone()), ..mpa.clone() };
     let state = SavedState {
         decider: "aware".into(),
         checkpoint: Some("ck1".into()),
         learned: None,
         saved_at_s: 1.7e9,
-        mpas: [(KEY.to_string(), mpa)].into(),
+        mpas: [(KEY.to_string(), mpa), ("shop/db".to_string(), other)].into(),
     };
     file.write(&state).unwrap();
 
@@ -265,11 +306,15 @@ async fn an_app_served_with_a_policy_learned_live_keeps_it_across_a_restart() {
     );
     let served = restarted.decider.served_policy(KEY).expect("served with the policy kept");
     assert_eq!(actions(&served), actions(&policy));
+    // Written again from the policy served where its file is gone.
+    let path = file.learned().dir.join(format!("policy-{id}.cbor"));
+    std::fs::remove_file(&path).unwrap();
     restarted.save_last_state();
     let saved = file.read().unwrap().unwrap();
     assert_eq!(saved.mpas[KEY].policy.as_deref(), Some(id.as_str()), "still named");
-    let path = file.learned().dir.join(format!("policy-{id}.cbor"));
-    assert!(path.exists());
+    assert_eq!(saved.mpas["shop/db"].policy.as_deref(), Some(other_id.as_str()), "not reached, kept");
+    assert!(path.exists(), "written again");
+    assert!(file.learned().dir.join(format!("policy-{other_id}.cbor")).exists());
     restarted.release_state();
 
     // Damaged: set aside, and the app retrains, served by the fallback meanwhile.

@@ -501,12 +501,6 @@ impl LiveManager {
         self.apps.get(i)?.certified.as_ref().filter(|c| !c.same(&self.handed))
     }
 
-    /// Updates the agent has taken, here and in the runs its weights came from: a changed
-    /// count means its weights moved.
-    pub fn learner_updates(&self) -> u64 {
-        self.agent.updates()
-    }
-
     /// Saves the agent as it has learned live (its weights and `checkpoint.json`, each weight
     /// file checksummed; not its replay or optimiser moments) in `dir`, as
     /// [`LiveManager::resume_learner`] takes it up.
