@@ -335,6 +335,8 @@ const POLICY_SUFFIX: &str = ".cbor";
 /// An agent being written (renamed to its name once complete).
 const WRITING_PREFIX: &str = ".writing-";
 const REJECTED_PREFIX: &str = "rejected-";
+/// How many entries set aside are kept (the newest).
+pub const REJECTED_KEPT: usize = 8;
 
 impl LearnedStore {
     fn error(&self, reason: impl Into<String>) -> StateError {
@@ -432,17 +434,42 @@ impl LearnedStore {
         aware_agents::FrozenPolicy::from_bytes(&bytes).map_err(|e| self.error(format!("{}: {e}", path.display())))
     }
 
-    /// Moves the agent (`policy`: false) or policy `id` that did not verify to the first free
-    /// `rejected-N-<its name>` beside it, for inspection; that path.
+    /// Moves the agent (`policy`: false) or policy `id` that did not verify, or was learned
+    /// beside another checkpoint, to `rejected-N-<its name>` beside it (N one more than any set
+    /// aside before), for inspection; that path. The newest [`REJECTED_KEPT`] are kept.
     pub fn set_aside(&self, id: &str, policy: bool) -> Result<PathBuf, StateError> {
         let from = if policy { self.policy_path(self.checked_id(id)?) } else { self.agent_path(self.checked_id(id)?) };
         let name = from.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let to = (1..)
-            .map(|n| self.dir.join(format!("{REJECTED_PREFIX}{n}-{name}")))
-            .find(|p| !p.exists())
-            .expect("unbounded");
+        let mut aside = self.set_aside_entries();
+        let n = aside.last().map_or(1, |(n, _)| n + 1);
+        let to = self.dir.join(format!("{REJECTED_PREFIX}{n}-{name}"));
         std::fs::rename(&from, &to).map_err(|e| self.error(format!("{} cannot be set aside: {e}", from.display())))?;
+        // The oldest go beyond the newest [`REJECTED_KEPT`]: a controller restarted again and
+        // again beside a damaged disk does not fill it.
+        aside.push((n, to.clone()));
+        let over = aside.len().saturating_sub(REJECTED_KEPT);
+        for (_, old) in aside.drain(..over) {
+            let removed = if old.is_dir() { std::fs::remove_dir_all(&old) } else { std::fs::remove_file(&old) };
+            if let Err(e) = removed {
+                tracing::warn!("{}: set aside long ago, but cannot be removed: {e}", old.display());
+            }
+        }
         Ok(to)
+    }
+
+    /// The entries set aside (`rejected-N-…`), by N, oldest first.
+    fn set_aside_entries(&self) -> Vec<(u64, PathBuf)> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return Vec::new() };
+        let mut out: Vec<(u64, PathBuf)> = entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let (n, _) = name.strip_prefix(REJECTED_PREFIX)?.split_once('-')?;
+                Some((n.parse().ok()?, e.path()))
+            })
+            .collect();
+        out.sort();
+        out
     }
 
     /// Removes the agents and policies other than `agent` and `policies` (what the state file
@@ -652,6 +679,23 @@ mod tests {
             assert_eq!(taken.mpas["shop/db"].oom_floor, state().mpas["shop/db"].oom_floor, "a fact about the workload");
             assert!(notes[0].contains("not taken up"), "{notes:?}");
         }
+    }
+
+    /// Entries set aside are numbered on from the last, and only the newest
+    /// [`REJECTED_KEPT`] stay; an id that is not a SHA-256 names no path.
+    #[test]
+    fn entries_set_aside_are_numbered_on_and_the_oldest_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateFile::new(dir.path().join("state.json")).learned();
+        let ids: Vec<String> = (0..REJECTED_KEPT + 2).map(|i| store.write_policy(&[i as u8; 5]).unwrap()).collect();
+        for (n, id) in ids.iter().enumerate() {
+            let to = store.set_aside(id, true).unwrap();
+            assert_eq!(to, store.dir.join(format!("rejected-{}-policy-{id}.cbor", n + 1)));
+        }
+        let left: Vec<u64> = store.set_aside_entries().into_iter().map(|(n, _)| n).collect();
+        assert_eq!(left, (3..=REJECTED_KEPT as u64 + 2).collect::<Vec<_>>());
+        assert!(store.set_aside("../state.json", true).unwrap_err().reason.contains("not a SHA-256"));
+        assert!(!store.has_policy(&ids[0]), "set aside, no longer there to serve");
     }
 
     #[test]

@@ -226,7 +226,7 @@ async fn what_the_agent_learned_live_survives_a_restart() {
     assert_eq!(actions(&other.decider.learner().unwrap()), handed);
     other.save_last_state();
     assert_eq!(file.read().unwrap().unwrap().learned, None);
-    let kept = file.learned().dir.join(format!("rejected-1-agent-{named}"));
+    let kept = file.learned().dir.join(format!("rejected-2-agent-{named}"));
     assert!(kept.join("checkpoint.json").exists(), "{}", kept.display());
 }
 
