@@ -113,7 +113,8 @@ pub struct Learned {
     pub agent: Option<String>,
     /// By MPA, the name of the policy it is served with ([`SavedMpa::policy`]).
     pub policies: BTreeMap<String, String>,
-    /// What could not be written, and why (the state names what was written before).
+    /// What could not be written, and why (for the agent, the state names the one written
+    /// before; an MPA whose policy was not written is named with none).
     pub failures: Vec<String>,
 }
 
@@ -435,7 +436,7 @@ impl LifecycleDecider {
         out
     }
 
-    /// The name of the policy kept in the learned store as `id`, taken up or written.
+    /// The policy the learned store keeps as `id`, taken up or written.
     fn policy_named(&self, id: &str) -> Option<aware_agents::FrozenPolicy> {
         let policies = self.policies.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         policies.iter().find(|(_, name)| name == id).map(|(p, _)| p.clone())
