@@ -31,6 +31,7 @@ pub mod decision;
 pub mod demo;
 mod error;
 pub mod explain;
+pub mod fit;
 pub mod guard;
 pub mod live;
 pub mod manager;

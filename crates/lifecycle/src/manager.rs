@@ -162,7 +162,8 @@ pub struct ManagerConfig {
     /// (σ `retrain_noise_sigma`, under the guard and the fallback's floor) to learn what the
     /// rules it learned from never tried. Off by default: where the agent would explore, the
     /// fallback serves the app instead (as under `high_stakes`) and the agent learns offline
-    /// from it, until a simulator run hands the app over again. The simulator's manager
+    /// from it, judged by its greedy run on each window's replay on the app's fitted model
+    /// ([`crate::fit`]) until it converges there. The simulator's manager
     /// ignores it: exploring there costs nothing real.
     pub live_exploration: bool,
     /// Whether a DDPG agent retraining explores by probes around its greedy path ([`Probe`]):

@@ -68,11 +68,63 @@ pub struct AppSpec {
     /// set per Deployment; the profile's `bounds:` keys override them
     /// (`aware_core::resolve_bounds`).
     pub bounds: Bounds,
+    /// What one request costs, as measured on a running application rather than built from
+    /// segments ([`AppSpec::measured`]); where set it is the app's cost and `segments` is empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<RequestCost>,
 }
 
 impl AppSpec {
+    /// An application known only by what its requests were measured to cost (a live app whose
+    /// model is fitted from its metrics): no segments, the load it was seen under, the SLO and
+    /// bounds its operator set, and `reference` as deployed. A payload change scales its CPU
+    /// work and I/O wait alike ([`AppSpec::with_payload_scale`]).
+    pub fn measured(
+        name: &str,
+        cost: RequestCost,
+        load: SyntheticLoad,
+        slo_p99_ms: f64,
+        reference: Allocation,
+        bounds: Bounds,
+    ) -> AppSpec {
+        AppSpec {
+            id: 0,
+            name: name.to_string(),
+            segments: Vec::new(),
+            mean_rps: load.mean_rps,
+            peak_rps: load.peak_rps().max(load.mean_rps),
+            load,
+            slo_p99_ms,
+            reference,
+            population: Population::default(),
+            peak_replicas: reference.replicas,
+            mean_replicas: reference.replicas,
+            bounds,
+            measured: Some(cost),
+        }
+    }
+
     pub fn cost(&self) -> RequestCost {
-        RequestCost::of_chain(&self.segments, |_| 1.0)
+        self.cost_scaled(|_| 1.0)
+    }
+
+    /// The request cost with each segment's payload multiplied by `payload_scale(kind)`; a
+    /// measured app's by the mean of the scales its segments are unknown to (so 1 unless every
+    /// kind scales alike).
+    fn cost_scaled(&self, payload_scale: impl Fn(SegmentKind) -> f64) -> RequestCost {
+        match self.measured {
+            Some(c) => {
+                let scale =
+                    SegmentKind::ALL.iter().map(|&k| payload_scale(k)).sum::<f64>() / SegmentKind::ALL.len() as f64;
+                scaled(c, scale)
+            }
+            None => RequestCost::of_chain(&self.segments, payload_scale),
+        }
+    }
+
+    /// The request cost under scenario `kind`'s payloads (the load is the scenario's to scale).
+    pub fn cost_under(&self, kind: ScenarioKind) -> RequestCost {
+        self.cost_scaled(|k| kind.payload_scale(k))
     }
 
     /// One-core replicas that serve `rps` at `target` CPU utilisation (at least 1).
@@ -98,7 +150,7 @@ impl AppSpec {
     /// ([`allocation_for`]). What the cluster's sizing holds room for
     /// ([`crate::SimConfig::node_count`]); the app's own sizing, bounds and SLO do not change.
     pub fn reference_under(&self, kind: ScenarioKind) -> Allocation {
-        let cost = RequestCost::of_chain(&self.segments, |k| kind.payload_scale(k));
+        let cost = self.cost_under(kind);
         let load = kind.load_scale();
         allocation_for(&cost, self.mean_rps * load, self.peak_rps * load).0
     }
@@ -112,6 +164,7 @@ impl AppSpec {
         for s in &mut app.segments {
             s.payload *= scale;
         }
+        app.measured = app.measured.map(|c| scaled(c, scale));
         app
     }
 
@@ -125,7 +178,7 @@ impl AppSpec {
         if !(cpu_s_per_request.is_finite() && cpu_s_per_request > 0.0) {
             return None;
         }
-        let cpu = |log_scale: f64| RequestCost::of_chain(&self.segments, |_| log_scale.exp2()).cpu_s;
+        let cpu = |log_scale: f64| self.cost_scaled(|_| log_scale.exp2()).cpu_s;
         // CPU work does not fall as payload grows (no exponent is negative): bisect on log₂.
         let (mut lo, mut hi) = (-6.0_f64, 6.0_f64);
         let (low, high) = (cpu(lo), cpu(hi));
@@ -161,6 +214,18 @@ pub fn size_for_traces(apps: &mut [AppSpec], traces: &[std::sync::Arc<Trace>], t
     }
     for (i, app) in apps.iter_mut().enumerate() {
         app.size_for_trace(&traces[i % traces.len()], target_cpu_utilisation);
+    }
+}
+
+/// A measured request cost under a payload `scale`: CPU work, I/O wait and bytes moved scale
+/// with it, the memory a request holds in flight does not.
+fn scaled(c: RequestCost, scale: f64) -> RequestCost {
+    RequestCost {
+        cpu_s: c.cpu_s * scale,
+        io_s: c.io_s * scale,
+        disk_bytes: c.disk_bytes * scale,
+        net_bytes: c.net_bytes * scale,
+        ..c
     }
 }
 
@@ -247,6 +312,7 @@ pub fn generate_app_in(id: usize, seed: u64, day_s: f64, population: Population)
         peak_replicas: 1,
         mean_replicas: 1,
         bounds: aware_core::Profile::default().bounds,
+        measured: None,
     };
     app.size(REFERENCE_UTILISATION);
     app

@@ -289,8 +289,10 @@ const BACKOFF_INITIAL_S: f64 = 10.0;
 const BACKOFF_MAX_S: f64 = 300.0;
 const BACKOFF_RESET_S: f64 = 600.0;
 /// Per-pod disk and network bandwidth, bytes/s, for I/O and network utilisation.
-const POD_DISK_BPS: f64 = 100e6;
-const POD_NET_BPS: f64 = 125e6;
+/// Disk bandwidth of one pod, bytes per second: `io_utilisation` is bytes moved over it.
+pub const POD_DISK_BPS: f64 = 100e6;
+/// Network bandwidth of one pod, bytes per second: `network_utilisation` is bytes sent over it.
+pub const POD_NET_BPS: f64 = 125e6;
 
 #[derive(Debug, Clone)]
 struct Node {
@@ -1053,7 +1055,7 @@ impl SimCluster {
         self.scenario_active = Some(kind);
         for (d, app) in self.apps.iter().enumerate() {
             let dep = &mut self.deployments[d];
-            dep.cost = RequestCost::of_chain(&app.segments, |k| kind.payload_scale(k));
+            dep.cost = app.cost_under(kind);
             dep.load.scale = kind.load_scale();
         }
         if kind == ScenarioKind::NodeInterference {

@@ -24,7 +24,7 @@ pub use app::{
 };
 pub use cluster::{
     AppStepStats, CONTAINER, Continuation, DeploymentState, Dispatch, MAX_NODES, MAX_SIMULATED_REPLICAS,
-    NodeCountError, SimCluster, SimConfig, VerticalUpdate,
+    NodeCountError, POD_DISK_BPS, POD_NET_BPS, SimCluster, SimConfig, VerticalUpdate,
 };
 pub use load::{
     LoadSource, LoadState, MAX_TRACE_RATE_PER_S, PEAK_HORIZON_DAYS, SyntheticLoad, Trace, TraceError, load_traces,

@@ -158,7 +158,7 @@ pub struct Segment {
 pub const REQUEST_SIZE_CV: f64 = 0.5;
 
 /// What one request of an application costs on average, the chain summed.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RequestCost {
     /// CPU work, core-seconds; at most one core works on one request at a time.
     pub cpu_s: f64,

@@ -212,6 +212,7 @@ fn run_fast(case: &ValidationCase, arrival_rps: f64, cpu_m: u64, mem: u64, seed:
         peak_replicas: case.replicas,
         mean_replicas: case.replicas,
         bounds: aware_core::Profile::default().bounds,
+        measured: None,
     };
     let trace = Arc::new(Trace { name: "constant".into(), interval_s: INTERVAL_S, rates: vec![arrival_rps] });
     let config =
@@ -519,6 +520,7 @@ fn run_random_fast(case: &RandomCase, seed: u64) -> RandomModeResult {
         peak_replicas: case.replicas,
         mean_replicas: case.replicas,
         bounds: aware_core::Profile::default().bounds,
+        measured: None,
     };
     let trace = Arc::new(Trace { name: "drawn".into(), interval_s: INTERVAL_S, rates: case.rates.clone() });
     // Nodes large enough for every pod: the discrete-event mode has no scheduler.
@@ -721,6 +723,7 @@ pub fn run_mmc_case(servers: u32, lambda: f64, mu: f64, seed: u64) -> MmcCase {
         peak_replicas: servers,
         mean_replicas: servers,
         bounds: aware_core::Profile::default().bounds,
+        measured: None,
     };
     let trace = Arc::new(Trace { name: "poisson".into(), interval_s: INTERVAL_S, rates: vec![lambda] });
     let config = SimConfig {
