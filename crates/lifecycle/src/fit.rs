@@ -41,6 +41,8 @@ pub const FIT_MIN_IO_SAMPLES: usize = 5;
 /// CPU utilisation (usage over limit, per pod) below which an interval's latency is read for
 /// the I/O wait.
 pub const IO_MAX_UTILISATION: f64 = 0.5;
+/// Cores per pod above which an interval's latency is not read (no node has more).
+pub const MAX_POD_CORES: f64 = 1024.0;
 /// Share of a pod's memory limit above which its working set may be capped by the limit and
 /// is not read for the memory line.
 pub const MEMORY_MAX_SHARE: f64 = 0.9;
@@ -194,6 +196,10 @@ impl MeasuredApp {
             .filter_map(|s| {
                 let per_pod = s.throughput_rps / s.ready as f64;
                 let cores = s.cpu_limit_cores / s.ready as f64;
+                // The CPU phase sums a term per core: a limit no pod can have is not read.
+                if !(cores.is_finite() && cores <= MAX_POD_CORES) {
+                    return None;
+                }
                 let phase = cpu_phase(per_pod, cpu_s, cv2, cores)?;
                 Some((s.latency_mean_s - phase.mean_sojourn_s).max(0.0))
             })
@@ -230,6 +236,13 @@ impl MeasuredApp {
             disk_bytes: per_request_bytes(&|s| s.io_utilisation, POD_DISK_BPS),
             net_bytes: per_request_bytes(&|s| s.network_utilisation, POD_NET_BPS),
         };
+        let terms =
+            [cost.cpu_s, cost.io_s, cost.mem_base_bytes, cost.mem_per_request_bytes, cost.disk_bytes, cost.net_bytes];
+        if !terms.iter().all(|v| v.is_finite() && *v >= 0.0) {
+            return Err(format!(
+                "no model of the app: its measured costs do not make a finite request cost ({cost:?})"
+            ));
+        }
         let arrivals: Vec<f64> = self.samples.iter().map(|s| s.arrival_rps).collect();
         let mean_rps = arrivals.iter().sum::<f64>() / arrivals.len() as f64;
         let load = SyntheticLoad {

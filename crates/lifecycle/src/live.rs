@@ -83,7 +83,13 @@ struct LiveReplay {
     guard: Guard,
     /// An observation of the window was missing or unreadable: it is not replayed.
     gap: bool,
+    /// Why the fallback's replay of this window, which it drove, did not come out as the window
+    /// did: no check pools it while it is among the recent windows.
+    unfaithful: Option<String>,
 }
+
+/// How the check says a recent window's replay was not believed.
+const RECENT_UNTRUSTED: &str = "a recent window's replay is not trusted: ";
 
 /// An outcome read more than this many intervals after its decision closes no transition
 /// (a backend that answered late, a pass backed off, an MPA recreated).
@@ -204,6 +210,7 @@ impl LiveApp {
             fallback: self.fallback.snapshot(),
             guard: self.guard.clone(),
             gap: false,
+            unfaithful: None,
         });
         if obs.arrival_rate.is_finite() && obs.arrival_rate >= 0.0 && obs.interval_s == replay.interval_s {
             replay.rates.push(obs.arrival_rate);
@@ -1084,6 +1091,13 @@ impl LiveManager {
             _ => Ok(None),
         };
         let shadow = shadow.unwrap_or_else(|why| {
+            // The newest window's own replay missed it (not one pooled before it).
+            if why.contains("does not reproduce it")
+                && !why.starts_with(RECENT_UNTRUSTED)
+                && let Some(newest) = self.apps[i].recent.back_mut()
+            {
+                newest.unfaithful = Some(why.clone());
+            }
             self.apps[i].lifecycle.unchecked(&why);
             None
         });
@@ -1163,6 +1177,10 @@ impl LiveManager {
                 fitted.app.cost().cpu_s * 1000.0,
                 fitted.app.cost().io_s * 1000.0
             ));
+        }
+        // A window whose own replay was not believed stays unbelieved while it is pooled.
+        if let Some(why) = a.recent.iter().skip(skip).find_map(|r| r.unfaithful.as_deref()) {
+            return Err(format!("{RECENT_UNTRUSTED}{why}"));
         }
         Ok(Some(ShadowComparison::pooled(&outcomes)))
     }
