@@ -88,6 +88,33 @@ struct LiveReplay {
     unfaithful: Option<String>,
 }
 
+impl LiveReplay {
+    /// This window's traffic replayed on `spec` under `profile`, in `sim`, the fallback's
+    /// replay handing back what it does not manage as `deployed`.
+    fn shadow_app<'a>(
+        &'a self,
+        spec: &'a aware_sim::AppSpec,
+        profile: &'a Profile,
+        sim: &'a SimConfig,
+        deployed: Option<&'a (u32, aware_core::ContainerResources)>,
+        seed: u64,
+    ) -> ShadowApp<'a> {
+        ShadowApp {
+            spec,
+            profile,
+            sim,
+            rates: &self.rates,
+            payload_scale: 1.0,
+            start: Some(&self.start),
+            start_s: self.start_s,
+            fallback: self.fallback.as_ref(),
+            guard: Some(&self.guard),
+            deployed,
+            seed,
+        }
+    }
+}
+
 /// How the check says a recent window's replay was not believed.
 const RECENT_UNTRUSTED: &str = "a recent window's replay is not trusted: ";
 
@@ -1143,19 +1170,7 @@ impl LiveManager {
         let seed = a.name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
         let mut outcomes = Vec::with_capacity(a.recent.len());
         for (k, r) in a.recent.iter().enumerate().skip(skip) {
-            let app = ShadowApp {
-                spec: &fitted.app,
-                profile: &a.profile,
-                sim: &sim,
-                rates: &r.rates,
-                payload_scale: 1.0,
-                start: Some(&r.start),
-                start_s: r.start_s,
-                fallback: r.fallback.as_ref(),
-                guard: Some(&r.guard),
-                deployed: handed_back,
-                seed: seed ^ ((a.windows + k as u64) << 20),
-            };
+            let app = r.shadow_app(&fitted.app, &a.profile, &sim, handed_back, seed ^ ((a.windows + k as u64) << 20));
             let c = shadow::compare(
                 &app,
                 &self.agent,
@@ -1499,19 +1514,7 @@ mod tests {
             let fitted = a.measured.fit(&a.name, &a.profile, deployed).expect("a model");
             let sim = replay_cluster(&a.profile, r.interval_s);
             let replay = |spec: &aware_sim::AppSpec| {
-                let app = ShadowApp {
-                    spec,
-                    profile: &a.profile,
-                    sim: &sim,
-                    rates: &r.rates,
-                    payload_scale: 1.0,
-                    start: Some(&r.start),
-                    start_s: r.start_s,
-                    fallback: r.fallback.as_ref(),
-                    guard: Some(&r.guard),
-                    deployed: a.deployed.as_ref(),
-                    seed: 5,
-                };
+                let app = r.shadow_app(spec, &a.profile, &sim, a.deployed.as_ref(), 5);
                 let guard = m.config.guard_config(&a.profile);
                 shadow::compare(&app, &m.agent, None, &m.config.fallback, true, false, &guard).expect("replay")
             };
