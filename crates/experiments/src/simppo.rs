@@ -257,12 +257,28 @@ fn shared_workload(config: &SimppoConfig, apps: usize) -> Result<Workload, Exper
     Ok(workload)
 }
 
-fn team(config: &SimppoConfig, tenancy: &Tenancy, variant: Variant, sharing: bool, seed: u64) -> Team {
+/// A team of `variant`. `budget`: the training episodes it gets before it serves, over which
+/// each agent's learning rate and clip range anneal to zero (CleanRL's `anneal_lr`), unless the
+/// configuration sets its own schedule; `None` for a team that keeps learning (the incremental
+/// run). With a constant rate the policy serving is whatever the last update left: on seed 3
+/// of the learning test the last one shrank memory into an OOM loop on 3 of 5 held-out episodes.
+fn team(
+    config: &SimppoConfig,
+    tenancy: &Tenancy,
+    variant: Variant,
+    sharing: bool,
+    seed: u64,
+    budget: Option<u64>,
+) -> Team {
     let categories: Vec<Category> = tenancy.workload.apps.iter().map(Category::of).collect();
+    let mut ppo = config.ppo.clone();
+    if ppo.anneal_steps.is_none() {
+        ppo.anneal_steps = budget.map(|episodes| episodes.saturating_mul(config.episode_steps));
+    }
     Team::new(
         TeamConfig {
             variant,
-            ppo: config.ppo.clone(),
+            ppo,
             parameter_sharing: sharing,
             seed,
             heartbeat_timeout: 1,
@@ -343,11 +359,11 @@ fn serving(config: &SimppoConfig, progress: &dyn Progress) -> Result<(Vec<Simppo
     // S-RL single-tenant: one agent per application, trained and evaluated alone on its share.
     progress.message("simppo: s-rl single-tenant");
     let start = Instant::now();
-    let mut single = team(config, &tenancy, Variant::SRl, false, config.seed);
+    let mut single = team(config, &tenancy, Variant::SRl, false, config.seed, None);
     let (mut per_app, mut lats) = (Vec::new(), Vec::new());
     let mut trained = Vec::new();
     for app in 0..config.apps {
-        let mut alone = team(config, &tenancy, Variant::SRl, false, config.seed);
+        let mut alone = team(config, &tenancy, Variant::SRl, false, config.seed, Some(config.train_episodes));
         alone.add(app, None).map_err(aware_lab::LabError::from)?;
         train(&mut alone, &tenancy, Some((app, &all)), config, config.train_episodes, progress)?;
         let mut arena = tenancy.alone(app, &all, steps, 0).map_err(aware_lab::LabError::from)?;
@@ -374,7 +390,7 @@ fn serving(config: &SimppoConfig, progress: &dyn Progress) -> Result<(Vec<Simppo
     for (name, variant) in [("simppo", Variant::Simppo), ("simppo-all", Variant::SimppoAll)] {
         progress.message(&format!("simppo: {name}"));
         let start = Instant::now();
-        let mut t = team(config, &tenancy, variant, true, config.seed);
+        let mut t = team(config, &tenancy, variant, true, config.seed, Some(config.train_episodes));
         for app in 0..config.apps {
             t.add(app, None).map_err(aware_lab::LabError::from)?;
         }
@@ -450,7 +466,7 @@ fn incremental(
     let (mut rows, mut curves) = (Vec::new(), Vec::new());
     for sharing in [true, false] {
         progress.message(&format!("simppo: incremental, parameter sharing {sharing}"));
-        let mut t = team(config, &tenancy, Variant::Simppo, sharing, config.seed.wrapping_add(77));
+        let mut t = team(config, &tenancy, Variant::Simppo, sharing, config.seed.wrapping_add(77), None);
         for &app in &initial {
             t.add(app, None).map_err(aware_lab::LabError::from)?;
         }
@@ -528,7 +544,7 @@ fn scale(config: &SimppoConfig, progress: &dyn Progress) -> Result<Vec<ScaleRow>
         let all: Vec<usize> = (0..n).collect();
         let tenancy = Tenancy::new(workload, &all, config.headroom).map_err(aware_lab::LabError::from)?;
         let before = resident_bytes();
-        let mut t = team(config, &tenancy, Variant::Simppo, true, config.seed);
+        let mut t = team(config, &tenancy, Variant::Simppo, true, config.seed, Some(config.scale_episodes));
         for app in 0..n {
             t.add(app, None).map_err(aware_lab::LabError::from)?;
         }
@@ -671,7 +687,7 @@ mod tests {
         .unwrap();
         assert!(tenancy.capacity().cores <= guaranteed.capacity().cores);
         // The pods the applications start with, and an application added later.
-        let mut t = team(&config, &tenancy, Variant::Simppo, true, 3);
+        let mut t = team(&config, &tenancy, Variant::Simppo, true, 3, None);
         for &app in &all {
             t.add(app, None).unwrap();
         }

@@ -273,6 +273,12 @@ impl AppLifecycle {
         self.retraining
     }
 
+    /// Whether the app bootstraps: OFFLINE with the fallback first, and an agent that falls
+    /// behind the fallback's replay goes back there.
+    pub fn bootstrapping(&self) -> bool {
+        self.bootstrapping
+    }
+
     /// Times retraining gave up (`lifecycle.max_retrain_episodes` episodes without converging)
     /// since the app last reached SERVING: each makes the rules-failing trigger wait twice as
     /// many failing episodes before the app retrains again ([`AppLifecycle::failing_needed`]).

@@ -79,9 +79,12 @@ struct LiveReplay {
     /// The backend's clock when the window's first interval began.
     start_s: f64,
     interval_s: f64,
+    /// The backend's clock at the window's last observation.
+    last_s: f64,
     fallback: Option<Policy>,
     guard: Guard,
-    /// An observation of the window was missing or unreadable: it is not replayed.
+    /// An observation of the window was missing or unreadable, or came late or from a clock
+    /// that went back: it is not replayed.
     gap: bool,
     /// Why the fallback's replay of this window, which it drove, did not come out as the window
     /// did: no check pools it while it is among the recent windows.
@@ -111,6 +114,8 @@ impl LiveReplay {
             guard: Some(&self.guard),
             deployed,
             seed,
+            // A live window's violations are counted by the p99 its metrics observed.
+            observed_slo: true,
         }
     }
 }
@@ -219,9 +224,10 @@ impl LiveApp {
     }
 
     /// Notes `obs` for the bootstrapping check: its metrics for the app's model, its arrivals
-    /// for the window's replay (which it opens, from the fallback and guard as they are now,
-    /// before they see it). `None`: the backend gave nothing this interval.
-    fn record(&mut self, obs: Option<&Observation>) {
+    /// for the window's replay (which it opens, from the fallback and guard before they see it:
+    /// the fallback as `before` where it was shown `obs` already, else as it is now). `None`:
+    /// the backend gave nothing this interval.
+    fn record(&mut self, obs: Option<&Observation>, before: Option<Option<Policy>>) {
         let Some(obs) = obs else {
             if let Some(r) = &mut self.replay {
                 r.gap = true;
@@ -234,12 +240,19 @@ impl LiveApp {
             start: DeploymentState { replicas: obs.desired_replicas, template: obs.template.clone(), bound: None },
             start_s: obs.time_s - obs.interval_s,
             interval_s: obs.interval_s,
-            fallback: self.fallback.snapshot(),
+            last_s: obs.time_s - obs.interval_s,
+            fallback: before.unwrap_or_else(|| self.fallback.snapshot()),
             guard: self.guard.clone(),
             gap: false,
             unfaithful: None,
         });
-        if obs.arrival_rate.is_finite() && obs.arrival_rate >= 0.0 && obs.interval_s == replay.interval_s {
+        // One interval on from the last observation, as a decision's outcome must be
+        // (`MAX_TRANSITION_INTERVALS`): a pass read late, or a clock that went back, leaves
+        // arrivals the replay would put at the wrong time.
+        let step = obs.time_s - replay.last_s;
+        let on_time = step > 0.0 && step <= MAX_TRANSITION_INTERVALS * replay.interval_s.max(f64::EPSILON);
+        replay.last_s = obs.time_s;
+        if on_time && obs.arrival_rate.is_finite() && obs.arrival_rate >= 0.0 && obs.interval_s == replay.interval_s {
             replay.rates.push(obs.arrival_rate);
         } else {
             replay.gap = true;
@@ -816,8 +829,9 @@ impl LiveManager {
         Ok(out)
     }
 
-    /// Measures what the last interval earned (learning from it as the stage allows), and
-    /// checks the new observation; whether a transition was kept for offline learning.
+    /// Measures what the last interval earned (learning from it as the stage allows), ends the
+    /// app's window when that fills it, and checks the new observation; whether a transition
+    /// was kept for offline learning.
     fn take(&mut self, i: usize, obs: Result<Observation, String>) -> Result<(Taken, bool), LifecycleError> {
         let (stage, retraining) = (self.apps[i].lifecycle.stage(), self.apps[i].lifecycle.retraining());
         let wants_agent = self.agent_acts(stage, retraining);
@@ -831,7 +845,7 @@ impl LiveManager {
                 a.pending = None;
                 self.agent.cut(i);
                 a.previous_arrival = None;
-                a.record(None);
+                a.record(None, None);
                 let refused = Some(format!("backend unavailable: {reason}"));
                 return Ok((Taken { obs: None, state: None, ask: None, stage, refused, wants_agent }, false));
             }
@@ -843,7 +857,6 @@ impl LiveManager {
             };
             a.deployed = Some((obs.desired_replicas, template));
         }
-        a.record(Some(&obs));
         // A decision whose outcome comes too late (or from a clock that went back) is dropped.
         if let Some(p) = &a.pending {
             let elapsed = obs.time_s - p.time_s;
@@ -854,6 +867,12 @@ impl LiveManager {
         }
         let oscillation = a.pending.as_ref().is_some_and(|p| p.oscillation);
         let measured = aware_env::measure(&a.encoder, &a.reward, &obs, a.previous_arrival, false, oscillation);
+        // The window that opens at `obs` (the first, or the next if this outcome fills the one
+        // under way) replays from the fallback before it saw `obs`, which a residual agent's
+        // ask (below) shows it first.
+        let opens =
+            a.replay.is_none() || (a.pending.is_some() && a.window_intervals + 1 >= self.config.episode_steps.max(1));
+        let before = (opens && self.config.residual).then(|| a.fallback.snapshot());
         // A residual agent reads the fallback's proposal beside the state: asked here, once per
         // observation as ever, so the transition the state closes has it too.
         let ask = self.config.residual.then(|| a.fallback.recommender().recommend(&obs).ok());
@@ -912,6 +931,17 @@ impl LiveManager {
                 None
             }
         };
+        // The window is full with this outcome: it ends before `obs` opens the next, so each
+        // window's replay starts from the observation its first decision was taken on.
+        if self.apps[i].window_intervals >= self.config.episode_steps.max(1) {
+            self.end_window(i);
+        }
+        let a = &mut self.apps[i];
+        a.record(Some(&obs), before);
+        // The window's end may have moved the stage: this interval is decided in the new one.
+        let (stage, retraining) = (a.lifecycle.stage(), a.lifecycle.retraining());
+        let wants_agent = self.agent_acts(stage, retraining);
+        let a = &mut self.apps[i];
         let checked = match &state {
             Some(s) => a.guard.check(&obs, s).map_err(|e| e.to_string()),
             None => a.guard.check(&obs, &[]).map_err(|e| e.to_string()).and(Err("the state cannot be encoded".into())),
@@ -921,7 +951,7 @@ impl LiveManager {
     }
 
     /// Decides app `i`'s interval from what [`LiveManager::take`] made of its observation and the
-    /// agent's action (when it was asked), and ends its window when it is full.
+    /// agent's action (when it was asked).
     fn finish(
         &mut self,
         i: usize,
@@ -1077,9 +1107,6 @@ impl LiveManager {
         if self.config.log {
             self.decisions.push(decision.clone());
         }
-        if a.window_intervals >= self.config.episode_steps.max(1) {
-            self.end_window(i);
-        }
         Ok(LiveDecision { recommendation, agent_acted, decision })
     }
 
@@ -1103,6 +1130,13 @@ impl LiveManager {
         };
         let agent_acted = a.counts.agent_actions > a.window_start_agent_actions;
         let judged_in_shadow = high_stakes && stage == Stage::Online && !agent_acted;
+        // The agent's actions explored (live only with `--explore-while-retraining`): what they
+        // earned is the price of learning, and the policy is judged by its greedy replay.
+        let bootstrapping = a.lifecycle.bootstrapping();
+        let judged_greedily = stage == Stage::Online
+            && bootstrapping
+            && agent_acted
+            && self.agent.explores(&self.config, stage, retraining);
         a.windows += 1;
         match a.replay.take() {
             Some(r) if !r.gap && !r.rates.is_empty() => a.recent.push_back(r),
@@ -1114,7 +1148,12 @@ impl LiveManager {
         }
         let shadow = match stage {
             Stage::Offline => self.check_in_shadow(i, &outcome, agent_acted, false),
-            Stage::Online if judged_in_shadow => self.check_in_shadow(i, &outcome, agent_acted, true),
+            Stage::Online if judged_in_shadow || judged_greedily => {
+                self.check_in_shadow(i, &outcome, agent_acted, true)
+            }
+            // The agent served the window: what it earned against the fallback's replay, so
+            // that one falling behind the rules goes back to OFFLINE, as on the simulator.
+            Stage::Online | Stage::Serving if agent_acted && bootstrapping => self.fallback_on_window(i, &outcome),
             _ => Ok(None),
         };
         let shadow = shadow.unwrap_or_else(|why| {
@@ -1130,7 +1169,7 @@ impl LiveManager {
         });
         let a = &mut self.apps[i];
         let transition = match shadow {
-            Some(s) if judged_in_shadow => a.lifecycle.episode_end(s.agent, Some(s)),
+            Some(s) if judged_in_shadow || judged_greedily => a.lifecycle.episode_end(s.agent, Some(s)),
             None if judged_in_shadow => None,
             shadow => a.lifecycle.episode_end(outcome, shadow),
         };
@@ -1155,22 +1194,13 @@ impl LiveManager {
         newest_only: bool,
     ) -> Result<Option<ShadowComparison>, String> {
         let a = &self.apps[i];
-        let Some(newest) = a.recent.back() else { return Ok(None) };
+        let Some(model) = self.model(i)? else { return Ok(None) };
         let skip = if newest_only { a.recent.len() - 1 } else { 0 };
-        let (replicas, template) = a.deployed.clone().unwrap_or((newest.start.replicas, newest.start.template.clone()));
-        let deployed = aware_sim::Allocation {
-            replicas,
-            cpu_millicores: template.limits.cpu_millicores,
-            memory_bytes: template.limits.memory_bytes,
-        };
-        let fitted = a.measured.fit(&a.name, &a.profile, deployed)?;
-        let sim = replay_cluster(&a.profile, newest.interval_s);
         let handed_back = a.deployed.as_ref().filter(|_| !self.config.residual);
         let guard = self.config.guard_config(&a.profile);
-        let seed = a.name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
         let mut outcomes = Vec::with_capacity(a.recent.len());
         for (k, r) in a.recent.iter().enumerate().skip(skip) {
-            let app = r.shadow_app(&fitted.app, &a.profile, &sim, handed_back, seed ^ ((a.windows + k as u64) << 20));
+            let app = r.shadow_app(&model.fitted.app, &a.profile, &model.sim, handed_back, model.seed(k));
             let c = shadow::compare(
                 &app,
                 &self.agent,
@@ -1189,8 +1219,8 @@ impl LiveManager {
         {
             return Err(format!(
                 "{why} (the model fitted from the app's metrics: {:.1} ms of CPU and {:.1} ms of I/O per request)",
-                fitted.app.cost().cpu_s * 1000.0,
-                fitted.app.cost().io_s * 1000.0
+                model.fitted.app.cost().cpu_s * 1000.0,
+                model.fitted.app.cost().io_s * 1000.0
             ));
         }
         // A window whose own replay was not believed stays unbelieved while it is pooled.
@@ -1198,6 +1228,60 @@ impl LiveManager {
             return Err(format!("{RECENT_UNTRUSTED}{why}"));
         }
         Ok(Some(ShadowComparison::pooled(&outcomes)))
+    }
+
+    /// App `i`'s agent served the window just ended: what it earned (`outcome`) against the
+    /// fallback replayed on the window's traffic on the model fitted from the app's metrics, as
+    /// the simulator's manager judges an acting agent; `None` while the window cannot be
+    /// replayed. No fidelity test here: the fallback did not drive the window, and what a
+    /// replay that flatters it can do is hand the app back to the rules, the safe direction.
+    fn fallback_on_window(&self, i: usize, outcome: &EpisodeOutcome) -> Result<Option<ShadowComparison>, String> {
+        let a = &self.apps[i];
+        let (Some(model), Some(newest)) = (self.model(i)?, a.recent.back()) else { return Ok(None) };
+        let handed_back = a.deployed.as_ref().filter(|_| !self.config.residual);
+        let app =
+            newest.shadow_app(&model.fitted.app, &a.profile, &model.sim, handed_back, model.seed(a.recent.len() - 1));
+        let fallback = shadow::fallback_with_guard(&app, &self.config.fallback, &self.config.guard_config(&a.profile))
+            .map_err(|e| format!("the replay on the app's fitted model failed: {e}"))?;
+        Ok(Some(ShadowComparison { agent: *outcome, fallback }))
+    }
+
+    /// The model app `i`'s recent windows replay on, fitted from its metrics; `None` while no
+    /// window can be replayed, an error where no model can be fitted.
+    fn model(&self, i: usize) -> Result<Option<ReplayModel>, String> {
+        let a = &self.apps[i];
+        let Some(newest) = a.recent.back() else { return Ok(None) };
+        let (replicas, template) = a.deployed.clone().unwrap_or((newest.start.replicas, newest.start.template.clone()));
+        let deployed = aware_sim::Allocation {
+            replicas,
+            cpu_millicores: template.limits.cpu_millicores,
+            memory_bytes: template.limits.memory_bytes,
+        };
+        Ok(Some(ReplayModel {
+            fitted: a.measured.fit(&a.name, &a.profile, deployed)?,
+            sim: replay_cluster(&a.profile, newest.interval_s),
+            name_hash: a
+                .name
+                .bytes()
+                .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3)),
+            windows: a.windows,
+        }))
+    }
+}
+
+/// What a live app's windows are replayed on ([`LiveManager::model`]).
+struct ReplayModel {
+    fitted: crate::fit::Fitted,
+    sim: SimConfig,
+    name_hash: u64,
+    /// Windows the app has ended.
+    windows: u64,
+}
+
+impl ReplayModel {
+    /// The replay seed of the `k`-th recent window (oldest first).
+    fn seed(&self, k: usize) -> u64 {
+        self.name_hash ^ ((self.windows + k as u64) << 20)
     }
 }
 
@@ -1231,6 +1315,8 @@ mod tests {
         /// Each observed p99 multiplied by this, the mean left as it is: a latency tail heavier
         /// than the queueing of the app's costs gives (garbage-collection pauses, say).
         tail: f64,
+        /// Added to every observation's clock (a backend whose clock jumps).
+        clock_s: f64,
     }
 
     impl Cluster for Flaky {
@@ -1246,6 +1332,7 @@ mod tests {
             }
             let mut obs = self.sim.observe(app)?;
             obs.latency_p99_ms = obs.latency_p99_ms.map(|p| p * self.tail);
+            obs.time_s += self.clock_s;
             Ok(obs)
         }
         fn target(&self, app: AppId) -> Result<(u32, ContainerResources), ClusterError> {
@@ -1268,7 +1355,7 @@ mod tests {
         for _ in 0..4 {
             sim.advance().expect("warm-up");
         }
-        Flaky { sim, down: false, refuse: false, tail: 1.0 }
+        Flaky { sim, down: false, refuse: false, tail: 1.0, clock_s: 0.0 }
     }
 
     fn manager(c: &Flaky, config: ManagerConfig) -> LiveManager {
@@ -1551,6 +1638,105 @@ mod tests {
         let t = m.changes.iter().find(|t| t.from == Stage::Offline).expect("an app handed over");
         assert_eq!(t.to, Stage::Online);
         assert!(t.reason.starts_with("agent earned") && t.reason.contains("SLO-violating intervals"), "{}", t.reason);
+    }
+
+    /// Each window's replay starts from the observation its first decision was taken on: at
+    /// its clock, from its deployment, with the arrivals of its own decisions and none of the
+    /// next window's (they began one interval late, after the window's first decision).
+    #[test]
+    fn each_windows_replay_starts_at_its_first_decision() {
+        let n = 5;
+        let mut c = cluster();
+        let mut m = manager(&c, ManagerConfig { episode_steps: n, ..ManagerConfig::default() });
+        let mut seen = Vec::new();
+        for _ in 0..3 * n {
+            seen.push(c.observe(0).expect("observe"));
+            m.interval(&mut c).expect("interval");
+            c.advance().expect("advance");
+        }
+        let a = &m.apps[0];
+        assert_eq!(a.windows, 2, "windows end as their n-th outcome is read");
+        assert_eq!(a.recent.len(), 2);
+        for (k, r) in a.recent.iter().enumerate() {
+            let first = &seen[k * n as usize];
+            assert_eq!(r.start_s, first.time_s - first.interval_s, "window {k}");
+            assert_eq!(r.start.replicas, first.desired_replicas, "window {k}");
+            let rates: Vec<f64> = seen[k * n as usize..(k + 1) * n as usize].iter().map(|o| o.arrival_rate).collect();
+            assert_eq!(r.rates, rates, "window {k}");
+        }
+        let open = a.replay.as_ref().expect("the third window is under way");
+        assert_eq!(open.rates.len(), n as usize);
+        assert_eq!(open.start_s, seen[2 * n as usize].time_s - seen[2 * n as usize].interval_s);
+    }
+
+    /// A window whose clock went back, or that a pass reached late, is not replayed (its
+    /// arrivals would fall at the wrong times), as one with a pass missing is not: the run of
+    /// recent windows starts over after it.
+    #[test]
+    fn a_window_whose_clock_jumps_is_not_replayed() {
+        for jump in [-120.0, 90.0] {
+            let n = 5;
+            let mut c = cluster();
+            let mut m = manager(&c, ManagerConfig { episode_steps: n, ..ManagerConfig::default() });
+            for k in 0..3 * n {
+                if k == n + 2 {
+                    c.clock_s = jump;
+                }
+                m.interval(&mut c).expect("interval");
+                c.advance().expect("advance");
+            }
+            let a = &m.apps[0];
+            assert_eq!(a.windows, 2, "jump {jump}");
+            assert!(a.recent.is_empty(), "jump {jump}: the second window broke the run");
+            assert!(!a.replay.as_ref().expect("the third window").gap, "jump {jump}: the next window is whole");
+        }
+    }
+
+    /// A handed-over agent that falls behind the fallback's replay of the windows it served
+    /// goes back to OFFLINE live, as on the simulator: here one cloned from demonstrations that
+    /// scale every resource down as far as a step may, served once the fallback has run long
+    /// enough for the app's model to be fitted, with the guard not flooring it to the
+    /// fallback's scale-ups.
+    #[test]
+    fn a_serving_agent_that_falls_behind_the_fallbacks_replay_goes_back_to_offline() {
+        let mut c = cluster();
+        let config = ManagerConfig { episode_steps: 10, fallback_floor: false, ..ManagerConfig::default() };
+        let mut m = manager(&c, config.clone());
+        with_slos(&mut m, &c.sim, 1.0);
+        for _ in 0..60 {
+            m.interval(&mut c).expect("interval");
+            c.advance().expect("advance");
+        }
+        let mut shrinking = crate::agent::LifecycleAgent::fresh_for(&config, 5);
+        let width = crate::manager::base_state_width(false);
+        for k in 0..256 {
+            let state: Vec<f32> = (0..width).map(|j| ((k * 7 + j * 13) % 17) as f32 / 17.0).collect();
+            let e = Experience {
+                state: state.clone(),
+                action: vec![-1.0; 3],
+                reward: 1.0,
+                next_state: state,
+                terminal: false,
+            };
+            shrinking.remember_offline(&e).expect("remember");
+        }
+        shrinking.train_offline(400, 2.5).expect("clone");
+        m.handed = shrinking.frozen();
+        m.agent = shrinking;
+        serving(&mut m);
+        let web = m.apps[0].name.clone();
+        for _ in 0..60 {
+            m.interval(&mut c).expect("interval");
+            c.advance().expect("advance");
+            if m.changes().iter().any(|t| t.app == web && t.from == Stage::Serving) {
+                break;
+            }
+        }
+        let back = m.changes().iter().find(|t| t.app == web && t.from == Stage::Serving);
+        let back =
+            back.unwrap_or_else(|| panic!("never left SERVING; last check {:?}", m.apps[0].lifecycle.last_check()));
+        assert_eq!(back.to, Stage::Offline, "{}", back.reason);
+        assert!(back.reason.contains("fell behind the fallback"), "{}", back.reason);
     }
 
     /// An app whose latency tail the fitted model does not reproduce (its p99 ten times what
@@ -1866,9 +2052,8 @@ mod tests {
             m.restore_lifecycles(&states, "test: online");
             let mut acted_before = false;
             for _ in 0..40 {
-                let serving = m.changes().iter().any(|c| c.to == Stage::Serving);
-                let acted = m.interval(&mut c).expect("interval").iter().any(|d| d.agent_acted);
-                acted_before |= acted && !serving;
+                let decided = m.interval(&mut c).expect("interval");
+                acted_before |= decided.iter().any(|d| d.agent_acted && d.decision.stage != Stage::Serving);
                 c.advance().expect("advance");
             }
             (m.changes().iter().any(|c| c.to == Stage::Serving), acted_before)

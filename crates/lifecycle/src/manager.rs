@@ -924,6 +924,7 @@ fn replay<'a>(
         guard: r.guard.as_ref(),
         deployed,
         seed: workload.seed ^ (r.episode << 20) ^ i as u64,
+        observed_slo: false,
     }
 }
 

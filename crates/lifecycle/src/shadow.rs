@@ -50,6 +50,10 @@ pub struct ShadowApp<'a> {
     /// runs); the guard's other rules for the fallback apply either way.
     pub deployed: Option<&'a (u32, ContainerResources)>,
     pub seed: u64,
+    /// Count SLO-violating intervals by the p99 the replay observes, with the simulator's
+    /// measurement noise, as a live window counts its own (a live cluster knows no other);
+    /// else by the simulator's noise-free p99, as scoring counts a simulated episode.
+    pub observed_slo: bool,
 }
 
 impl ShadowApp<'_> {
@@ -208,15 +212,26 @@ fn run(app: &ShadowApp, steps: u64, driver: &mut dyn Driver) -> Result<EpisodeOu
     };
     let mut env = ClusterVecEnv::with_bounds(cluster, &[(0, slo, app.profile.bounds.clone())], config);
     let mut scorer = Scorer::new(&env, std::slice::from_ref(&app.spec.name));
-    rollout(&mut env, driver, app.seed, steps, &mut [&mut scorer as &mut dyn Observer], &Silent)?;
+    let mut observed = ObservedViolations(0);
+    rollout(&mut env, driver, app.seed, steps, &mut [&mut scorer as &mut dyn Observer, &mut observed], &Silent)?;
     let (per_app, _) = scorer.finish(&[0]);
     let s = &per_app[0];
     Ok(EpisodeOutcome {
         mean_reward: s.mean_reward,
-        slo_violations: s.slo_violations,
+        slo_violations: if app.observed_slo { observed.0 } else { s.slo_violations },
         intervals: s.intervals,
         core_seconds: Some(s.core_seconds),
     })
+}
+
+/// SLO-violating intervals by the observed p99 ([`ShadowApp::observed_slo`]).
+struct ObservedViolations(u64);
+
+impl Observer for ObservedViolations {
+    fn record(&mut self, _arena: &dyn Arena, interval: &aware_lab::rollout::Interval) -> Result<(), LabError> {
+        self.0 += interval.out.steps.first().is_some_and(|s| s.info.slo_violated) as u64;
+        Ok(())
+    }
 }
 
 /// `rates` as a loop whose entry `first` (modulo its length) holds `rates[0]`.

@@ -337,6 +337,7 @@ fn the_bootstrapping_check_runs_a_residual_agent_on_the_fallbacks_proposals() {
             guard: None,
             deployed: None,
             seed: 7,
+            observed_slo: false,
         };
         let guard = GuardConfig::default();
         let residual = compare(&app, &residual_agent, None, &PolicyName::Mpa, false, true, &guard).unwrap();

@@ -77,6 +77,7 @@ fn traffic<'a>(
         guard: None,
         deployed: None,
         seed,
+        observed_slo: false,
     }
 }
 

@@ -153,19 +153,28 @@ fn served(team: &mut Team, t: &Tenancy, seeds: std::ops::Range<u64>, explore: bo
 /// The policy PPO starts from samples from near-uniform action probabilities; after 300
 /// episodes on three applications sharing a cluster, both the policy it samples from and its
 /// greedy policy earn more team reward on held-out traffic.
+///
+/// The learning rate and clip range anneal to zero over the 300 episodes, as the experiment's
+/// serving rows do: with a constant rate the policy served is whatever the last update left,
+/// and on a machine without AVX-512 (another summation order) the last update of this seed
+/// shrank memory into an OOM loop on 3 of the 5 held-out episodes (0.419 → 0.355 / 0.380).
+/// Annealed, team seeds 1, 2, 3, 5 and 7 all improve there.
 #[test]
 fn simppo_improves_over_its_untrained_start() {
+    const EPISODES: u64 = 300;
     for variant in [Variant::Simppo, Variant::SRl] {
         let t = tenancy(3, 4);
         let categories: Vec<Category> = t.workload.apps.iter().map(Category::of).collect();
-        let mut team = Team::new(config(variant, true, t.capacity()), categories);
+        let mut config = config(variant, true, t.capacity());
+        config.ppo.anneal_steps = Some(EPISODES * 50);
+        let mut team = Team::new(config, categories);
         for app in 0..3 {
             team.add(app, None).unwrap();
         }
         let before = served(&mut team, &t, 9000..9005, true);
         let mut env = t.env(&team.presence(), 50, 0).unwrap();
         team.set_training(true);
-        for e in 0..300 {
+        for e in 0..EPISODES {
             rollout(&mut env, &mut team, 100 + e, 50, &mut [], &Silent).unwrap();
             team.end_episode();
         }
