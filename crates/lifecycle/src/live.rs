@@ -127,6 +127,12 @@ const RECENT_UNTRUSTED: &str = "a recent window's replay is not trusted: ";
 /// (a backend that answered late, a pass backed off, an MPA recreated).
 const MAX_TRANSITION_INTERVALS: f64 = 1.5;
 
+/// Whether `elapsed` seconds are one interval of `interval_s` on: forward, and at most
+/// [`MAX_TRANSITION_INTERVALS`] of them.
+fn one_interval_on(elapsed: f64, interval_s: f64) -> bool {
+    elapsed > 0.0 && elapsed <= MAX_TRANSITION_INTERVALS * interval_s.max(f64::EPSILON)
+}
+
 /// One application under the live lifecycle.
 pub struct LiveApp {
     name: String,
@@ -249,8 +255,7 @@ impl LiveApp {
         // One interval on from the last observation, as a decision's outcome must be
         // (`MAX_TRANSITION_INTERVALS`): a pass read late, or a clock that went back, leaves
         // arrivals the replay would put at the wrong time.
-        let step = obs.time_s - replay.last_s;
-        let on_time = step > 0.0 && step <= MAX_TRANSITION_INTERVALS * replay.interval_s.max(f64::EPSILON);
+        let on_time = one_interval_on(obs.time_s - replay.last_s, replay.interval_s);
         replay.last_s = obs.time_s;
         if on_time && obs.arrival_rate.is_finite() && obs.arrival_rate >= 0.0 && obs.interval_s == replay.interval_s {
             replay.rates.push(obs.arrival_rate);
@@ -858,12 +863,11 @@ impl LiveManager {
             a.deployed = Some((obs.desired_replicas, template));
         }
         // A decision whose outcome comes too late (or from a clock that went back) is dropped.
-        if let Some(p) = &a.pending {
-            let elapsed = obs.time_s - p.time_s;
-            if !(elapsed > 0.0 && elapsed <= MAX_TRANSITION_INTERVALS * p.interval_s.max(f64::EPSILON)) {
-                a.pending = None;
-                self.agent.cut(i);
-            }
+        if let Some(p) = &a.pending
+            && !one_interval_on(obs.time_s - p.time_s, p.interval_s)
+        {
+            a.pending = None;
+            self.agent.cut(i);
         }
         let oscillation = a.pending.as_ref().is_some_and(|p| p.oscillation);
         let measured = aware_env::measure(&a.encoder, &a.reward, &obs, a.previous_arrival, false, oscillation);
@@ -936,12 +940,11 @@ impl LiveManager {
         if self.apps[i].window_intervals >= self.config.episode_steps.max(1) {
             self.end_window(i);
         }
-        let a = &mut self.apps[i];
-        a.record(Some(&obs), before);
         // The window's end may have moved the stage: this interval is decided in the new one.
-        let (stage, retraining) = (a.lifecycle.stage(), a.lifecycle.retraining());
+        let (stage, retraining) = (self.apps[i].lifecycle.stage(), self.apps[i].lifecycle.retraining());
         let wants_agent = self.agent_acts(stage, retraining);
         let a = &mut self.apps[i];
+        a.record(Some(&obs), before);
         let checked = match &state {
             Some(s) => a.guard.check(&obs, s).map_err(|e| e.to_string()),
             None => a.guard.check(&obs, &[]).map_err(|e| e.to_string()).and(Err("the state cannot be encoded".into())),
