@@ -1119,7 +1119,12 @@ pub async fn run<D: Decider>(ctx: Arc<Context<D>>) {
         _ = bounded_grace => {}
         _ = saver => {}
     }
-    let _ = tokio::task::spawn_blocking(move || last.save_last_state()).await;
+    let _ = tokio::task::spawn_blocking(move || {
+        last.save_last_state();
+        // The store's writer writes (or spools) what is queued before the process ends.
+        last.decider.finish();
+    })
+    .await;
 }
 
 /// How long running reconciles may take to finish after SIGINT or SIGTERM.
@@ -1184,6 +1189,8 @@ pub enum RunError {
     Webhook(#[from] crate::webhook::WebhookError),
     #[error(transparent)]
     State(#[from] crate::state::StateError),
+    #[error("--store {url}: {reason}")]
+    Store { url: String, reason: String },
 }
 
 /// The admission webhook's settings for [`run_blocking`].
@@ -1220,6 +1227,12 @@ pub struct RunOptions {
     pub prometheus: Option<crate::prometheus::PrometheusConfig>,
     /// Serve the admission webhook too (on every replica, leader or not).
     pub webhook: Option<WebhookOptions>,
+    /// With `checkpoint`: record every decision, stage change and window in this trajectory
+    /// store (`sqlite:PATH`, `postgres://…`, `influxdb://…`; [`crate::record`]).
+    pub store: Option<String>,
+    /// Where the store's writes wait while it is unreachable (default: `PATH.spool/` beside a
+    /// SQLite file, `./aware-spool/` for a server).
+    pub spool: Option<std::path::PathBuf>,
 }
 
 /// The lifecycle decider from a checkpoint directory: its agent, and its apps' stages for the
@@ -1246,6 +1259,27 @@ pub fn lifecycle_decider(
         from,
     )
     .map(|d| d.with_checkpoint_identity(restored.identity))
+    .map_err(|e| fail(e.to_string()))
+}
+
+/// The store `url` behind its spool (`spool`, else the store's default), written on a thread
+/// of its own ([`crate::record::StoreWriter`]) with `decider`'s agent name and fallback.
+pub fn open_store(
+    url: &str,
+    spool: Option<&std::path::Path>,
+    decider: &crate::decide::LifecycleDecider,
+) -> Result<crate::record::StoreWriter, RunError> {
+    let fail = |reason: String| RunError::Store { url: url.to_string(), reason };
+    let parsed: aware_store::StoreUrl = url.parse().map_err(|e: aware_store::StoreError| fail(e.to_string()))?;
+    let dir = spool.map_or_else(|| parsed.default_spool_dir(), std::path::Path::to_path_buf);
+    let numbering = dir.join(crate::record::NUMBERING);
+    let open_dir = dir.clone();
+    crate::record::StoreWriter::start(
+        url,
+        move || aware_store::open_spooled(&parsed, Some(&open_dir), aware_store::DEFAULT_SPOOL_BYTES),
+        decider.recorder().map_err(|e| fail(e.to_string()))?,
+        Some(numbering),
+    )
     .map_err(|e| fail(e.to_string()))
 }
 
@@ -1279,9 +1313,17 @@ pub fn run_blocking(config: ControllerConfig, options: RunOptions) -> Result<(),
     }
     match &options.checkpoint {
         Some(dir) => {
-            let decider = lifecycle_decider(dir, options.explore_while_retraining)?;
+            let mut decider = lifecycle_decider(dir, options.explore_while_retraining)?;
+            if let Some(url) = &options.store {
+                let writer = open_store(url, options.spool.as_deref(), &decider)?;
+                decider = decider.with_store(writer);
+            }
             run_with(config, options, tls, decider)
         }
+        None if options.store.is_some() => Err(RunError::Store {
+            url: options.store.clone().unwrap_or_default(),
+            reason: "needs --checkpoint: the MPA default keeps no decision log".into(),
+        }),
         None => {
             let decider = crate::decide::MpaDefaultDecider::new(options.vertical_cpu);
             run_with(config, options, tls, decider)

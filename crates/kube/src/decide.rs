@@ -99,6 +99,9 @@ pub trait Decider: Send + Sync + 'static {
     /// up, however long that takes.
     fn seen(&self, _key: &str) {}
 
+    /// The controller stops: what the decider still has to write is written (or spooled).
+    fn finish(&self) {}
+
     /// The controller's watch has listed every MPA it can see (in `namespace`, or in every
     /// namespace where `None`): the hour the MPAs a previous run saved are kept for when no pass
     /// reaches them counts from the first listing, and saved MPAs of other namespaces are not
@@ -332,6 +335,8 @@ pub struct LifecycleDecider {
     /// The policies MPAs are served with by name in the learned store: those taken up (each
     /// handed to its MPA when the MPA is first decided for) and those written since.
     policies: Mutex<Vec<(aware_agents::FrozenPolicy, String)>>,
+    /// Where every decision, stage change and window goes (`--store`), if anywhere.
+    writer: Mutex<Option<crate::record::StoreWriter>>,
 }
 
 impl LifecycleDecider {
@@ -355,7 +360,31 @@ impl LifecycleDecider {
             saved: Saved::default(),
             learned_written: Mutex::default(),
             policies: Mutex::default(),
+            writer: Mutex::default(),
         })
+    }
+
+    /// Records every decision (with the features behind the agent's), stage change and window
+    /// through `writer` (`aware controller --store`), from the next pass on.
+    pub fn with_store(self, writer: crate::record::StoreWriter) -> Self {
+        if let Ok(mut m) = self.manager.lock() {
+            m.set_log(true);
+        }
+        *self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(writer);
+        self
+    }
+
+    /// A recorder of this decider's records ([`aware_lifecycle::record::LiveRecorder`]).
+    pub fn recorder(&self) -> Result<aware_lifecycle::record::LiveRecorder, RecommenderError> {
+        Ok(aware_lifecycle::record::LiveRecorder::of(&*self.lock()?))
+    }
+
+    /// Hands what the manager logged since the last pass to the store's writer, if any.
+    fn record(&self, m: &mut LiveManager) {
+        let writer = self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(w) = writer.as_ref() {
+            w.send(m.take_records());
+        }
     }
 
     /// What is kept of every MPA: those a previous run saved and no pass has reached yet, as
@@ -558,6 +587,7 @@ impl Decider for LifecycleDecider {
             m.decide(vec![(i, Ok(observation.clone()))]).map_err(|e| RecommenderError::Other(e.to_string()))?;
         log_changes(&m, changes_before);
         self.metrics.update_live(&m);
+        self.record(&mut m);
         let d = decided.into_iter().next().ok_or_else(|| RecommenderError::Other("no decision".into()))?;
         tracing::info!(
             app = key,
@@ -588,10 +618,23 @@ impl Decider for LifecycleDecider {
         }
         log_changes(&m, changes_before);
         self.metrics.update_live(&m);
+        self.record(&mut m);
     }
 
     fn encode_metrics(&self) -> Option<String> {
-        Some(self.metrics.encode())
+        let own = self.metrics.encode();
+        let writer = self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        Some(match writer.as_ref() {
+            Some(w) => format!("{}{}", own.strip_suffix("# EOF\n").unwrap_or(&own), w.stats.encode()),
+            None => own,
+        })
+    }
+
+    fn finish(&self) {
+        let writer = self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        if let Some(mut w) = writer {
+            w.close();
+        }
     }
 
     /// Once per MPA: what the fallback does not manage (the CPU limit, under the MPA default)

@@ -13,12 +13,13 @@ mod metrics;
 pub mod observe;
 mod prometheus;
 pub mod quantity;
+pub mod record;
 pub mod state;
 pub mod webhook;
 
 pub use controller::{
     Context, ControllerConfig, ControllerError, FIELD_MANAGER, MIN_CHANGE_FRACTION, PassOutcome, RunError, RunOptions,
-    WebhookOptions, backoff, clamp, error_policy, forget_mpa, reconcile, reconcile_once, run, run_blocking,
+    WebhookOptions, backoff, clamp, error_policy, forget_mpa, open_store, reconcile, reconcile_once, run, run_blocking,
     watch_event,
 };
 pub use crd::{

@@ -33,7 +33,7 @@ use crate::agent::{Learner, LifecycleAgent, act_served, acting_policy};
 use aware_agents::Experience;
 use aware_agents::FrozenPolicy;
 use aware_core::{Cluster, Observation, Profile, Recommendation};
-use aware_env::{ActionDecoder, RewardFunction, StateEncoder};
+use aware_env::{ActionDecoder, RewardFunction, STATE_DIM, StateEncoder};
 use aware_lab::policy::Policy;
 use aware_sim::CONTAINER;
 use serde::Serialize;
@@ -181,6 +181,9 @@ pub struct LiveApp {
     recent: VecDeque<LiveReplay>,
     /// Windows ended (seeds each replay).
     windows: u64,
+    /// The window's transitions so far, kept with [`ManagerConfig::log`] for the store
+    /// ([`LiveManager::take_windows`]).
+    window_log: Vec<Experience>,
 }
 
 impl LiveApp {
@@ -226,6 +229,7 @@ impl LiveApp {
             replay: None,
             recent: VecDeque::new(),
             windows: 0,
+            window_log: Vec::new(),
         })
     }
 
@@ -353,6 +357,35 @@ pub struct LiveDecision {
     pub decision: Decision,
 }
 
+/// What a live manager hands the store ([`LiveManager::take_records`]): its steps are the
+/// manager's intervals, which a recorder numbers per app.
+#[derive(Debug, Clone, Default)]
+pub struct LiveRecords {
+    pub decisions: Vec<Decision>,
+    pub windows: Vec<LiveWindow>,
+    pub changes: Vec<StageChange>,
+}
+
+impl LiveRecords {
+    pub fn is_empty(&self) -> bool {
+        self.decisions.is_empty() && self.windows.is_empty() && self.changes.is_empty()
+    }
+}
+
+/// One app's window as the store keeps it: an episode of the app's transitions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveWindow {
+    pub app: String,
+    /// The stage the window ran in (before the stage change its end may have made).
+    pub stage: Stage,
+    /// Whether the agent acted in it (else the fallback did throughout).
+    pub agent_acted: bool,
+    /// Its transitions in the agent's coordinates with the state encoder's states (without a
+    /// residual agent's [`crate::manager::ASK_FEATURES`]), each with the reward the app earned
+    /// (not the violation price the agent learns with): as the simulator's manager logs them.
+    pub transitions: Vec<Experience>,
+}
+
 /// What the guard and the stage made of one app's observation.
 struct Taken {
     obs: Option<Observation>,
@@ -376,6 +409,11 @@ pub struct LiveManager {
     step: u64,
     changes: Vec<StageChange>,
     decisions: Vec<Decision>,
+    /// Windows ended since the last [`LiveManager::take_records`] (kept only with
+    /// [`ManagerConfig::log`]).
+    windows: Vec<LiveWindow>,
+    /// Stage changes [`LiveManager::take_records`] has handed out.
+    changes_taken: usize,
     /// The agent as it was handed over (a checkpoint's), frozen: what every app a checkpoint
     /// places in a stage the agent acts in without learning is served with, whenever it is
     /// placed, however the agent has learned since.
@@ -417,8 +455,17 @@ impl LiveManager {
         let config = ManagerConfig { high_stakes: Some(config.high_stakes.unwrap_or(profile.high_stakes)), ..config };
         agent.serving_settings(&config);
         let handed = agent.frozen();
-        let mut m =
-            Self { agent, config, apps: Vec::new(), step: 0, changes: Vec::new(), decisions: Vec::new(), handed };
+        let mut m = Self {
+            agent,
+            config,
+            apps: Vec::new(),
+            step: 0,
+            changes: Vec::new(),
+            decisions: Vec::new(),
+            windows: Vec::new(),
+            changes_taken: 0,
+            handed,
+        };
         for name in apps {
             m.add_app(name, profile)?;
         }
@@ -675,6 +722,36 @@ impl LiveManager {
         std::mem::take(&mut self.decisions)
     }
 
+    /// What the store keeps, since the last call: the decisions and the windows ended (both
+    /// kept only with `ManagerConfig::log`) and the stage changes
+    /// ([`crate::record::LiveRecorder`] writes them).
+    pub fn take_records(&mut self) -> LiveRecords {
+        let changes = self.changes[self.changes_taken..].to_vec();
+        self.changes_taken = self.changes.len();
+        LiveRecords {
+            decisions: std::mem::take(&mut self.decisions),
+            windows: std::mem::take(&mut self.windows),
+            changes,
+        }
+    }
+
+    /// Keeps the decision log, with the features behind the agent's actions, and each window's
+    /// transitions ([`LiveManager::take_records`]), or stops keeping them.
+    pub fn set_log(&mut self, on: bool) {
+        self.config.log = on;
+    }
+
+    /// Whether the agent is residual (acts on the fallback's proposals): its records live
+    /// apart in a store ([`crate::record::RESIDUAL_AGENT`]).
+    pub fn residual(&self) -> bool {
+        self.config.residual
+    }
+
+    /// The fallback's name, as the decision log and the store name it.
+    pub fn fallback_name(&self) -> String {
+        self.config.fallback.to_string()
+    }
+
     /// Intervals decided so far.
     pub fn step(&self) -> u64 {
         self.step
@@ -907,6 +984,11 @@ impl LiveManager {
                     };
                     let finite = e.state.iter().chain(&e.next_state).all(|v| v.is_finite()) && e.reward.is_finite();
                     if finite {
+                        if self.config.log {
+                            let state = e.state[..STATE_DIM.min(e.state.len())].to_vec();
+                            let next_state = e.next_state[..STATE_DIM.min(e.next_state.len())].to_vec();
+                            a.window_log.push(Experience { state, next_state, ..e.clone() });
+                        }
                         a.window_reward += reward;
                         a.window_intervals += 1;
                         a.window_violations += info.slo_violated as u64;
@@ -1178,6 +1260,10 @@ impl LiveManager {
         };
         (a.window_reward, a.window_intervals, a.window_violations) = (0.0, 0, 0);
         a.window_start_agent_actions = a.counts.agent_actions;
+        if self.config.log {
+            let transitions = std::mem::take(&mut a.window_log);
+            self.windows.push(LiveWindow { app: a.name.clone(), stage, agent_acted, transitions });
+        }
         if let Some(t) = transition {
             self.log(i, t);
         }

@@ -12,6 +12,7 @@ use aware_lab::embed::WorkloadEmbedder;
 use aware_store::{DecisionQuery, DecisionRecord, EpisodeMeta, StageRecord, StoreError, TrajectoryStore, Transition};
 
 use crate::LifecycleError;
+use crate::live::LiveRecords;
 use crate::manager::Manager;
 use crate::run::EpisodeSink;
 
@@ -105,15 +106,7 @@ impl<'s> StoreSink<'s> {
     /// A write's outcome: `Ok(Some(v))` written (or spooled), `Ok(None)` refused because the
     /// spool is full (counted: the run goes on serving its apps), any other error as it is.
     fn admit<T>(&mut self, written: Result<T, StoreError>, records: u64) -> Result<Option<T>, LifecycleError> {
-        match written {
-            Ok(v) => Ok(Some(v)),
-            Err(e @ StoreError::SpoolFull { .. }) => {
-                self.refused += records;
-                self.refused_reason.get_or_insert_with(|| e.to_string());
-                Ok(None)
-            }
-            Err(e) => Err(e.into()),
-        }
+        admit(written, records, &mut self.refused, &mut self.refused_reason)
     }
 
     /// After each episode is written, `embedder` judges every app's workload from the store
@@ -164,6 +157,65 @@ impl<'s> StoreSink<'s> {
     }
 }
 
+/// A write's outcome: `Ok(Some(v))` written (or spooled), `Ok(None)` refused because the spool
+/// is full (`records` counted in `refused`, the first reason kept), any other error as it is.
+fn admit<T>(
+    written: Result<T, StoreError>,
+    records: u64,
+    refused: &mut u64,
+    reason: &mut Option<String>,
+) -> Result<Option<T>, LifecycleError> {
+    match written {
+        Ok(v) => Ok(Some(v)),
+        Err(e @ StoreError::SpoolFull { .. }) => {
+            *refused += records;
+            reason.get_or_insert_with(|| e.to_string());
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Decision `d` as the store keeps it, at the store's `step`.
+fn decision_record(agent: &str, d: &crate::decision::Decision, step: u64) -> Result<DecisionRecord, LifecycleError> {
+    Ok(DecisionRecord {
+        agent: agent.into(),
+        app: d.app.clone(),
+        step,
+        stage: d.stage.name().into(),
+        acting_policy: d.acting_policy.clone(),
+        guard: d.guard.clone(),
+        detail: serde_json::to_value(crate::decision::Decision { step, ..d.clone() })
+            .map_err(|e| LifecycleError::input("decision log", e.to_string()))?,
+    })
+}
+
+/// Writes one episode (begun, its transitions, closed with their total reward). Refused at
+/// its start, it is not kept; refused later, it stays incomplete in the store, which no
+/// training read sees.
+fn write_episode(
+    store: &mut dyn TrajectoryStore,
+    meta: &EpisodeMeta,
+    transitions: &[aware_agents::Experience],
+) -> Result<(), StoreError> {
+    let id = store.begin_episode(meta)?;
+    let rows: Vec<Transition> = transitions
+        .iter()
+        .enumerate()
+        .map(|(step, e)| Transition {
+            step: step as u32,
+            state: e.state.clone(),
+            action: e.action.clone(),
+            reward: e.reward,
+            next_state: e.next_state.clone(),
+            done: e.terminal,
+        })
+        .collect();
+    store.append(id, &rows)?;
+    let total: f64 = transitions.iter().map(|e| e.reward as f64).sum();
+    store.close_episode(id, total)
+}
+
 fn now_s() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
 }
@@ -198,29 +250,8 @@ impl EpisodeSink for StoreSink<'_> {
                 action_dim: 3,
                 started_at_s: now_s(),
             };
-            let begun = self.store.begin_episode(&meta);
-            // Refused: the episode is not kept (one record).
-            let Some(id) = self.admit(begun, 1)? else { continue };
-            let rows: Vec<Transition> = transitions
-                .iter()
-                .enumerate()
-                .map(|(step, e)| Transition {
-                    step: step as u32,
-                    state: e.state.clone(),
-                    action: e.action.clone(),
-                    reward: e.reward,
-                    next_state: e.next_state.clone(),
-                    done: e.terminal,
-                })
-                .collect();
-            let appended = self.store.append(id, &rows);
-            // Refused: the episode stays incomplete in the store, which no training read sees.
-            if self.admit(appended, 1)?.is_none() {
-                continue;
-            }
-            let total: f64 = transitions.iter().map(|e| e.reward as f64).sum();
-            let closed = self.store.close_episode(id, total);
-            self.admit(closed, 1)?;
+            let written = write_episode(&mut *self.store, &meta, transitions);
+            self.admit(written, 1)?;
         }
         // The store's steps go on from run to run as its episode numbers do (after the last
         // decision it holds for the app), so that `aware explain --step N` names one decision
@@ -234,19 +265,7 @@ impl EpisodeSink for StoreSink<'_> {
         let records = log
             .decisions
             .iter()
-            .map(|d| {
-                let step = offset(&d.app) + d.step;
-                Ok(DecisionRecord {
-                    agent: agent.into(),
-                    app: d.app.clone(),
-                    step,
-                    stage: d.stage.name().into(),
-                    acting_policy: d.acting_policy.clone(),
-                    guard: d.guard.clone(),
-                    detail: serde_json::to_value(crate::decision::Decision { step, ..d.clone() })
-                        .map_err(|e| LifecycleError::input("decision log", e.to_string()))?,
-                })
-            })
+            .map(|d| decision_record(agent, d, offset(&d.app) + d.step))
             .collect::<Result<Vec<_>, LifecycleError>>()?;
         let decisions = records.len() as u64;
         let recorded = self.store.record_decisions(&records);
@@ -285,6 +304,149 @@ impl EpisodeSink for StoreSink<'_> {
             write_numbering(path, &kept);
         }
         self.judge(manager);
+        Ok(())
+    }
+}
+
+/// Writes a live manager's records ([`crate::live::LiveManager::take_records`]) into a store as
+/// they come: each window an app's agent or fallback ended as an episode of the app
+/// (`aware@APP`, `aware-residual@APP` for a residual agent), every decision, and every stage
+/// change, so that `aware explain --store URL --app APP` answers for an app `aware controller`
+/// manages as for one `aware run` managed. Each app's episodes and steps go on after the last
+/// the store holds for it (while the store is away, after the numbering file's, else from 0),
+/// so a restarted controller appends to what the one before wrote. A live manager's steps are
+/// its passes over all apps; the store's are each app's own decisions, one after another.
+pub struct LiveRecorder {
+    agent: &'static str,
+    fallback: String,
+    /// Per app, the next episode number and store step, once known.
+    next: std::collections::HashMap<String, Next>,
+    numbering: Option<std::path::PathBuf>,
+    /// Records refused, unacknowledged, because the store was away and its spool full.
+    pub refused: u64,
+    pub refused_reason: Option<String>,
+}
+
+impl LiveRecorder {
+    /// For a live manager whose agent is residual or not, whose fallback is named `fallback`.
+    pub fn new(residual: bool, fallback: impl Into<String>) -> Self {
+        Self {
+            agent: if residual { RESIDUAL_AGENT } else { AGENT },
+            fallback: fallback.into(),
+            next: Default::default(),
+            numbering: None,
+            refused: 0,
+            refused_reason: None,
+        }
+    }
+
+    /// For `manager`.
+    pub fn of(manager: &crate::live::LiveManager) -> Self {
+        Self::new(manager.residual(), manager.fallback_name())
+    }
+
+    /// Keeps every app's next episode number and store step in `path` (beside the spool) after
+    /// each write, to go on from when the store is away at a restart
+    /// ([`StoreSink::with_numbering`]).
+    pub fn with_numbering(mut self, path: std::path::PathBuf) -> Self {
+        self.numbering = Some(path);
+        self
+    }
+
+    /// The store agent name the records carry.
+    pub fn agent(&self) -> &str {
+        self.agent
+    }
+
+    /// App `app`'s next episode and step: asked of the store (one past the last it holds),
+    /// else the numbering file, else 0 — then kept, so that the numbers never jump.
+    fn next(
+        &mut self,
+        store: &dyn TrajectoryStore,
+        app: &str,
+        kept: &std::collections::BTreeMap<String, Next>,
+    ) -> Next {
+        let key = format!("{}@{app}", self.agent);
+        if let Some(n) = self.next.get(app) {
+            return *n;
+        }
+        let from_file = kept.get(&key).copied();
+        let episode = match store.episodes(Some(&key)) {
+            Ok(e) => e.iter().map(|r| r.meta.episode + 1).max().unwrap_or(0),
+            Err(_) => from_file.map_or(0, |n| n.episode),
+        };
+        let step = match store.decisions(app, DecisionQuery::Last(1)) {
+            Ok(d) => d.last().map_or(0, |r| r.step + 1),
+            Err(_) => from_file.map_or(0, |n| n.step),
+        };
+        let n = Next { episode, step };
+        self.next.insert(app.to_string(), n);
+        n
+    }
+
+    /// Writes `records` into `store`: the windows, the decisions, then the stage changes (a
+    /// change's step is that of the app's first decision after it). A write the full spool
+    /// refuses is counted in `refused` and the rest go on; any other store error is returned
+    /// (what was written before it stays written).
+    pub fn write(&mut self, store: &mut dyn TrajectoryStore, records: LiveRecords) -> Result<(), LifecycleError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let kept = self.numbering.as_deref().map(read_numbering).unwrap_or_default();
+        let apps: std::collections::BTreeSet<&str> = records
+            .decisions
+            .iter()
+            .map(|d| d.app.as_str())
+            .chain(records.windows.iter().map(|w| w.app.as_str()))
+            .chain(records.changes.iter().map(|c| c.app.as_str()))
+            .collect();
+        let start: std::collections::HashMap<String, Next> =
+            apps.into_iter().map(|app| (app.to_string(), self.next(&*store, app, &kept))).collect();
+        let agent = self.agent;
+        for w in &records.windows {
+            let next = self.next.get_mut(&w.app).expect("numbered above");
+            let meta = EpisodeMeta {
+                agent: format!("{agent}@{}", w.app),
+                app: w.app.clone(),
+                episode: next.episode,
+                stage: w.stage.name().into(),
+                policy: if w.agent_acted { AGENT.to_string() } else { self.fallback.clone() },
+                state_dim: STATE_DIM as u32,
+                action_dim: 3,
+                started_at_s: now_s(),
+            };
+            next.episode += 1;
+            admit(write_episode(store, &meta, &w.transitions), 1, &mut self.refused, &mut self.refused_reason)?;
+        }
+        let mut rows = Vec::with_capacity(records.decisions.len());
+        for d in &records.decisions {
+            let next = self.next.get_mut(&d.app).expect("numbered above");
+            let step = next.step;
+            next.step += 1;
+            rows.push(decision_record(agent, d, step)?);
+        }
+        let count = rows.len() as u64;
+        admit(store.record_decisions(&rows), count, &mut self.refused, &mut self.refused_reason)?;
+        for c in &records.changes {
+            // After the app's decisions of this batch taken before it.
+            let before = records.decisions.iter().filter(|d| d.app == c.app && d.step < c.step).count() as u64;
+            let change = StageRecord {
+                agent: agent.into(),
+                app: c.app.clone(),
+                step: start[&c.app].step + before,
+                from: c.from.name().into(),
+                to: c.to.name().into(),
+                reason: c.reason.clone(),
+            };
+            admit(store.record_stage_change(&change), 1, &mut self.refused, &mut self.refused_reason)?;
+        }
+        if let Some(path) = &self.numbering {
+            let mut kept = kept;
+            for (app, n) in &self.next {
+                kept.insert(format!("{agent}@{app}"), *n);
+            }
+            write_numbering(path, &kept);
+        }
         Ok(())
     }
 }

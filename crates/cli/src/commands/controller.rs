@@ -93,6 +93,18 @@ pub struct Args {
     /// FILE.learned/rejected-N-…) and not used.
     #[arg(long, value_name = "FILE")]
     pub state: Option<std::path::PathBuf>,
+    /// With --checkpoint: record every decision (who acted, on what, the guard's verdict, the
+    /// features behind the agent's action), stage change and window (as an episode of the
+    /// app's transitions) in this trajectory store (sqlite:PATH, postgres://…, influxdb://…),
+    /// each MPA as the app NAMESPACE/NAME; `aware explain --store URL --app NAMESPACE/NAME`
+    /// reads it back. Its steps and episodes go on after what the store holds for the app.
+    #[arg(long, value_name = "URL", requires = "checkpoint")]
+    pub store: Option<String>,
+    /// Where --store's writes wait on disk while the store is unreachable (default: PATH.spool/
+    /// beside a SQLite file, ./aware-spool/ for a server; in a pod, a volume that outlives it).
+    /// Flushed, in order, when the store returns.
+    #[arg(long, value_name = "DIR", requires = "store")]
+    pub spool: Option<std::path::PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
@@ -135,6 +147,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         explore_while_retraining: args.explore_while_retraining,
         prometheus,
         state: args.state,
+        store: args.store,
+        spool: args.spool,
     };
     aware_kube::run_blocking(config, options)?;
     Ok(ExitCode::SUCCESS)

@@ -1,0 +1,228 @@
+//! `aware controller --store URL`: the lifecycle's record of live apps in a trajectory store,
+//! as `aware run` keeps it for simulated ones — every decision (who acted, on what, the guard's
+//! verdict, the features behind the agent's action), every stage change with its reason, and
+//! each app's windows as episodes of its transitions — so that `aware explain --store URL --app
+//! NAMESPACE/NAME` answers for an MPA the controller serves.
+//!
+//! The store's clients block (PostgreSQL's opens a runtime of its own), so they run on a thread
+//! of their own: the decider hands each pass's records over a bounded channel and goes on
+//! deciding. The store is opened behind its on-disk spool ([`aware_store::open_spooled`]):
+//! while it is unreachable the records wait there (acknowledged means on disk) and are flushed
+//! in order when it returns, at the next write or within [`FLUSH_EVERY`] of quiet. Records are
+//! refused, counted and logged, never silently lost, only where the spool is full or the
+//! channel is ([`QUEUED_BATCHES`] passes behind: the store far slower than the control loop).
+
+use std::path::PathBuf;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
+use std::time::Duration;
+
+use aware_lifecycle::live::LiveRecords;
+use aware_lifecycle::record::LiveRecorder;
+use aware_store::{Spooled, StoreError};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+/// Passes' records waiting for the writer thread at most; beyond, a pass's records are refused.
+pub const QUEUED_BATCHES: usize = 4096;
+/// How often the writer retries a spool that holds records while no new ones arrive.
+pub const FLUSH_EVERY: Duration = Duration::from_secs(30);
+/// The numbering file kept in the spool directory ([`LiveRecorder::with_numbering`]).
+pub const NUMBERING: &str = "controller-numbering.json";
+
+/// What the writer has done, for the controller's metrics.
+#[derive(Debug, Clone, Default)]
+pub struct WriterStats {
+    /// Records (decisions, windows, stage changes) written or spooled.
+    pub written: Counter,
+    /// Records refused: the spool full, the queue full, or a write the store rejected.
+    pub refused: Counter,
+    /// Operations waiting in the spool for the store.
+    pub spooled: Gauge,
+}
+
+impl WriterStats {
+    /// As OpenMetrics text (ending `# EOF`).
+    pub fn encode(&self) -> String {
+        let mut registry = Registry::default();
+        registry.register(
+            "aware_controller_store_records",
+            "Lifecycle records (decisions, windows, stage changes) written to --store or spooled for it",
+            self.written.clone(),
+        );
+        registry.register(
+            "aware_controller_store_records_refused",
+            "Lifecycle records not kept: the spool full, the writer too far behind, or a record the store rejected",
+            self.refused.clone(),
+        );
+        registry.register(
+            "aware_controller_store_spooled_operations",
+            "Store operations waiting in the spool for the store to return",
+            self.spooled.clone(),
+        );
+        let mut out = String::new();
+        encode(&mut out, &registry).expect("writing to a String cannot fail");
+        out
+    }
+}
+
+/// The thread that writes the lifecycle's records into the store.
+pub struct StoreWriter {
+    sender: Option<SyncSender<LiveRecords>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    pub stats: WriterStats,
+    /// Where it writes, for messages.
+    pub describe: String,
+}
+
+fn count(records: &LiveRecords) -> u64 {
+    (records.decisions.len() + records.windows.len() + records.changes.len()) as u64
+}
+
+impl StoreWriter {
+    /// Opens the store with `open` on the writer's own thread (its error, if any, is returned
+    /// here) and writes there what [`StoreWriter::send`] is given, numbered by `recorder`
+    /// (kept in `numbering`, beside the spool, across restarts while the store is away).
+    pub fn start(
+        describe: impl Into<String>,
+        open: impl FnOnce() -> Result<Spooled, StoreError> + Send + 'static,
+        recorder: LiveRecorder,
+        numbering: Option<PathBuf>,
+    ) -> Result<Self, StoreError> {
+        let describe = describe.into();
+        let (sender, receiver) = sync_channel::<LiveRecords>(QUEUED_BATCHES);
+        let (opened_tx, opened_rx) = sync_channel::<Result<(), StoreError>>(1);
+        let stats = WriterStats::default();
+        let thread_stats = stats.clone();
+        let name = describe.clone();
+        let thread = std::thread::Builder::new()
+            .name("aware-store".into())
+            .spawn(move || {
+                let store = match open() {
+                    Ok(store) => {
+                        let _ = opened_tx.send(Ok(()));
+                        store
+                    }
+                    Err(e) => {
+                        let _ = opened_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let recorder = match numbering {
+                    Some(path) => recorder.with_numbering(path),
+                    None => recorder,
+                };
+                write_loop(store, recorder, receiver, &thread_stats, &name);
+            })
+            .map_err(|e| StoreError::Backend(format!("cannot start the store's writer thread: {e}")))?;
+        match opened_rx.recv() {
+            Ok(Ok(())) => Ok(Self { sender: Some(sender), thread: Some(thread), stats, describe }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => {
+                let _ = thread.join();
+                Err(StoreError::Backend("the store's writer thread stopped while opening it".into()))
+            }
+        }
+    }
+
+    /// Hands one pass's records to the writer; refused (counted and logged) where it is
+    /// [`QUEUED_BATCHES`] passes behind.
+    pub fn send(&self, records: LiveRecords) {
+        if records.is_empty() {
+            return;
+        }
+        let Some(sender) = &self.sender else { return };
+        let n = count(&records);
+        match sender.try_send(records) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                self.stats.refused.inc_by(n);
+                tracing::warn!(
+                    store = %self.describe,
+                    "{n} records refused: the store's writer is {QUEUED_BATCHES} passes behind"
+                );
+            }
+            Err(TrySendError::Disconnected(_)) => {
+                self.stats.refused.inc_by(n);
+                tracing::warn!(store = %self.describe, "{n} records refused: the store's writer has stopped");
+            }
+        }
+    }
+
+    /// Writes what is queued, tries the spool once more, and stops the thread.
+    pub fn close(&mut self) {
+        self.sender = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for StoreWriter {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+fn write_loop(
+    mut store: Spooled,
+    mut recorder: LiveRecorder,
+    receiver: Receiver<LiveRecords>,
+    stats: &WriterStats,
+    describe: &str,
+) {
+    let mut refused_before = 0;
+    loop {
+        match receiver.recv_timeout(FLUSH_EVERY) {
+            Ok(records) => {
+                let n = count(&records);
+                match recorder.write(&mut store, records) {
+                    Ok(()) => {
+                        let refused = recorder.refused - refused_before;
+                        if refused > 0 {
+                            tracing::warn!(
+                                store = %describe,
+                                "{refused} records refused: {}",
+                                recorder.refused_reason.as_deref().unwrap_or("the spool is full")
+                            );
+                        }
+                        refused_before = recorder.refused;
+                        stats.refused.inc_by(refused);
+                        stats.written.inc_by(n.saturating_sub(refused));
+                    }
+                    Err(e) => {
+                        // What was written before the error stays written; the rest of the
+                        // pass is counted refused (a store that rejects a record).
+                        stats.refused.inc_by(n);
+                        tracing::warn!(store = %describe, "records not written: {e}");
+                    }
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                if store.pending() > 0 {
+                    let _ = store.flush();
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                if store.pending() > 0 {
+                    let _ = store.flush();
+                }
+                stats.spooled.set(store.pending() as i64);
+                if store.pending() > 0 {
+                    tracing::warn!(
+                        store = %describe,
+                        "{} operations stay spooled in {} for the next run to flush",
+                        store.pending(),
+                        store.dir().display()
+                    );
+                }
+                return;
+            }
+        }
+        stats.spooled.set(store.pending() as i64);
+    }
+}
