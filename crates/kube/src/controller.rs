@@ -1279,6 +1279,7 @@ pub fn open_store(
         move || aware_store::open_spooled(&parsed, Some(&open_dir), aware_store::DEFAULT_SPOOL_BYTES),
         decider.recorder().map_err(|e| fail(e.to_string()))?,
         Some(numbering),
+        aware_lifecycle::record::DEMONSTRATIONS_TAKEN_UP,
     )
     .map_err(|e| fail(e.to_string()))
 }

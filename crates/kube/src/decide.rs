@@ -337,6 +337,9 @@ pub struct LifecycleDecider {
     policies: Mutex<Vec<(aware_agents::FrozenPolicy, String)>>,
     /// Where every decision, stage change and window goes (`--store`), if anywhere.
     writer: Mutex<Option<crate::record::StoreWriter>>,
+    /// The fallback's transitions the store held at the start, for the agent to learn offline
+    /// from again: given to it at the first pass (after any agent a state file resumes).
+    demonstrations: Mutex<Option<Result<Vec<aware_agents::Experience>, String>>>,
 }
 
 impl LifecycleDecider {
@@ -361,15 +364,18 @@ impl LifecycleDecider {
             learned_written: Mutex::default(),
             policies: Mutex::default(),
             writer: Mutex::default(),
+            demonstrations: Mutex::default(),
         })
     }
 
     /// Records every decision (with the features behind the agent's), stage change and window
     /// through `writer` (`aware controller --store`), from the next pass on.
-    pub fn with_store(self, writer: crate::record::StoreWriter) -> Self {
+    pub fn with_store(self, mut writer: crate::record::StoreWriter) -> Self {
         if let Ok(mut m) = self.manager.lock() {
             m.set_log(true);
         }
+        let demonstrations = std::mem::replace(&mut writer.demonstrations, Ok(Vec::new()));
+        *self.demonstrations.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(demonstrations);
         *self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(writer);
         self
     }
@@ -377,6 +383,26 @@ impl LifecycleDecider {
     /// A recorder of this decider's records ([`aware_lifecycle::record::LiveRecorder`]).
     pub fn recorder(&self) -> Result<aware_lifecycle::record::LiveRecorder, RecommenderError> {
         Ok(aware_lifecycle::record::LiveRecorder::of(&*self.lock()?))
+    }
+
+    /// At the first pass: the fallback's transitions the store held, given to the agent to
+    /// learn offline from ([`LiveManager::take_up_demonstrations`]).
+    fn take_up_demonstrations(&self, m: &mut LiveManager) {
+        let pending = self.demonstrations.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        let store = || {
+            let writer = self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            writer.as_ref().map(|w| w.describe.clone()).unwrap_or_default()
+        };
+        match pending.map(|read| read.and_then(|t| m.take_up_demonstrations(&t).map_err(|e| e.to_string()))) {
+            None => {}
+            Some(Ok(0)) => {}
+            Some(Ok(n)) => {
+                tracing::info!(store = %store(), "the agent learns offline again from {n} of the fallback's transitions the store holds")
+            }
+            Some(Err(why)) => {
+                tracing::warn!(store = %store(), "the agent's replay starts empty: the fallback's transitions in the store are not taken up: {why}")
+            }
+        }
     }
 
     /// Hands what the manager logged since the last pass to the store's writer, if any.
@@ -581,6 +607,7 @@ impl Decider for LifecycleDecider {
         observation: &Observation,
     ) -> Result<Recommendation, RecommenderError> {
         let mut m = self.lock()?;
+        self.take_up_demonstrations(&mut m);
         let changes_before = m.changes().len();
         let i = self.app(&mut m, key, profile)?;
         let decided =
@@ -606,6 +633,7 @@ impl Decider for LifecycleDecider {
 
     fn unavailable(&self, key: &str, profile: &Profile, reason: &str) {
         let Ok(mut m) = self.lock() else { return };
+        self.take_up_demonstrations(&mut m);
         let changes_before = m.changes().len();
         let Ok(i) = self.app(&mut m, key, profile) else { return };
         match m.decide(vec![(i, Err(reason.to_string()))]) {

@@ -74,6 +74,10 @@ pub struct StoreWriter {
     pub stats: WriterStats,
     /// Where it writes, for messages.
     pub describe: String,
+    /// The fallback's transitions the store held when it was opened, for the agent to learn
+    /// offline from again ([`aware_lifecycle::record::recent_demonstrations`]), or why none
+    /// could be read.
+    pub demonstrations: Result<Vec<aware_agents::Experience>, String>,
 }
 
 fn count(records: &LiveRecords) -> u64 {
@@ -82,17 +86,21 @@ fn count(records: &LiveRecords) -> u64 {
 
 impl StoreWriter {
     /// Opens the store with `open` on the writer's own thread (its error, if any, is returned
-    /// here) and writes there what [`StoreWriter::send`] is given, numbered by `recorder`
-    /// (kept in `numbering`, beside the spool, across restarts while the store is away).
+    /// here), reads the fallback's recent transitions there (at most `demonstrations`:
+    /// [`StoreWriter::demonstrations`]), and writes there what [`StoreWriter::send`] is
+    /// given, numbered by `recorder` (kept in `numbering`, beside the spool, across restarts
+    /// while the store is away).
     pub fn start(
         describe: impl Into<String>,
         open: impl FnOnce() -> Result<Spooled, StoreError> + Send + 'static,
         recorder: LiveRecorder,
         numbering: Option<PathBuf>,
+        demonstrations: usize,
     ) -> Result<Self, StoreError> {
         let describe = describe.into();
         let (sender, receiver) = sync_channel::<LiveRecords>(QUEUED_BATCHES);
-        let (opened_tx, opened_rx) = sync_channel::<Result<(), StoreError>>(1);
+        type Opened = Result<Result<Vec<aware_agents::Experience>, String>, StoreError>;
+        let (opened_tx, opened_rx) = sync_channel::<Opened>(1);
         let stats = WriterStats::default();
         let thread_stats = stats.clone();
         let name = describe.clone();
@@ -101,7 +109,18 @@ impl StoreWriter {
             .spawn(move || {
                 let store = match open() {
                     Ok(store) => {
-                        let _ = opened_tx.send(Ok(()));
+                        let read = if demonstrations == 0 {
+                            Ok(Vec::new())
+                        } else {
+                            aware_lifecycle::record::recent_demonstrations(
+                                &store,
+                                recorder.agent(),
+                                recorder.fallback(),
+                                demonstrations,
+                            )
+                            .map_err(|e| e.to_string())
+                        };
+                        let _ = opened_tx.send(Ok(read));
                         store
                     }
                     Err(e) => {
@@ -117,7 +136,9 @@ impl StoreWriter {
             })
             .map_err(|e| StoreError::Backend(format!("cannot start the store's writer thread: {e}")))?;
         match opened_rx.recv() {
-            Ok(Ok(())) => Ok(Self { sender: Some(sender), thread: Some(thread), stats, describe }),
+            Ok(Ok(demonstrations)) => {
+                Ok(Self { sender: Some(sender), thread: Some(thread), stats, describe, demonstrations })
+            }
             Ok(Err(e)) => {
                 let _ = thread.join();
                 Err(e)

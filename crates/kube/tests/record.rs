@@ -170,6 +170,7 @@ fn outage_drill(url: &str, key: &str, spool: &std::path::Path) {
         },
         d.recorder().unwrap(),
         None,
+        0,
     )
     .unwrap();
     let switch = rx.recv().unwrap();
@@ -205,4 +206,50 @@ fn outage_drill(url: &str, key: &str, spool: &std::path::Path) {
         let at = store.decisions(key, DecisionQuery::Step(change.step)).unwrap();
         assert_eq!(at[0].stage, change.to, "{change:?}");
     }
+}
+
+/// Greedy actions of `policy` on a fixed spread of states.
+fn actions(policy: &aware_agents::FrozenPolicy) -> Vec<f32> {
+    let (dim, n) = (policy.state_dim(), 16);
+    let states: Vec<f32> = (0..n * dim).map(|i| ((i * 37 % 101) as f32 / 50.0) - 1.0).collect();
+    policy.greedy_batch(&states, n).expect("actions")
+}
+
+/// A controller restarted on the store learns offline again from the fallback's transitions the
+/// store holds: at its first passes its agent trains (it holds a minibatch at once), where one
+/// restarted without the store waits for 64 new transitions, its weights unchanged.
+#[test]
+fn a_restarted_controller_learns_again_from_the_fallbacks_transitions_in_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("aware.db").display());
+    let spool = dir.path().join("spool");
+    let mut c = cluster();
+    // 101 passes: 20 windows, 100 transitions, most of them the fallback's in OFFLINE.
+    let d = decider();
+    let writer = open_store(&url, Some(&spool), &d).unwrap();
+    let d = d.with_store(writer);
+    passes(&d, &mut c, 101);
+    d.finish();
+    let eps = episodes(&*read(&url));
+    assert_eq!(eps.iter().map(|e| e.3).sum::<usize>(), 100);
+    // The windows the fallback served alone while the agent learned from it.
+    let fallbacks: usize =
+        eps.iter().filter(|e| e.2 == "mpa" && (e.1 == "offline" || e.1 == "online")).map(|e| e.3).sum();
+    assert!(fallbacks >= 64, "{eps:?}");
+
+    let restarted = decider();
+    let writer = open_store(&url, Some(&spool), &restarted).unwrap();
+    assert_eq!(writer.demonstrations.as_ref().map(Vec::len), Ok(fallbacks), "taken up from the store");
+    let restarted = restarted.with_store(writer);
+    let without = decider();
+    let (a0, b0) = (actions(&restarted.learner().unwrap()), actions(&without.learner().unwrap()));
+    assert_eq!(a0, b0, "the same checkpoint's agent");
+    for _ in 0..3 {
+        let obs = observe(&mut c);
+        restarted.decide(KEY, &Profile::default(), &obs).unwrap();
+        without.decide(KEY, &Profile::default(), &obs).unwrap();
+    }
+    restarted.finish();
+    assert_ne!(actions(&restarted.learner().unwrap()), a0, "learned offline from the store's transitions");
+    assert_eq!(actions(&without.learner().unwrap()), b0, "nothing to learn from yet");
 }

@@ -701,6 +701,40 @@ impl LiveManager {
         Ok(())
     }
 
+    /// Gives the agent `transitions` of the fallback to learn offline from, as if it had seen
+    /// them live (a restarted `aware controller --store` takes them up from the store:
+    /// [`crate::record::recent_demonstrations`]); how many it kept. Refused for a residual
+    /// agent (the store's states lack the fallback's proposals it reads) and where violations
+    /// are priced (the store keeps the reward earned, not the one the agent learns from). A
+    /// transition that is not finite or not of the agent's widths is skipped.
+    pub fn take_up_demonstrations(&mut self, transitions: &[Experience]) -> Result<usize, LifecycleError> {
+        if self.config.residual {
+            return Err(LifecycleError::input(
+                "store",
+                "a residual agent reads the fallback's proposals beside the state, which the store's transitions do not hold",
+            ));
+        }
+        if self.config.violation_price != 0.0 {
+            return Err(LifecycleError::input(
+                "store",
+                "the agent learns violations at a price the store's rewards do not carry",
+            ));
+        }
+        let mut kept = 0;
+        for e in transitions {
+            let finite =
+                e.state.iter().chain(&e.next_state).chain(&e.action).all(|v| v.is_finite()) && e.reward.is_finite();
+            if finite
+                && e.state.len() == STATE_DIM
+                && e.next_state.len() == STATE_DIM
+                && self.agent.remember_offline(e).is_ok()
+            {
+                kept += 1;
+            }
+        }
+        Ok(kept)
+    }
+
     /// [`crate::manager::certify`] for every app: an app that retraining hands back to
     /// SERVING, or one placed by hand, gets the agent as it is now.
     fn certify(&mut self) {

@@ -358,6 +358,11 @@ impl LiveRecorder {
         self.agent
     }
 
+    /// The fallback's name, as the records of the windows it served name it.
+    pub fn fallback(&self) -> &str {
+        &self.fallback
+    }
+
     /// App `app`'s next episode and step: asked of the store (one past the last it holds),
     /// else the numbering file, else 0 — then kept, so that the numbers never jump.
     fn next(
@@ -449,4 +454,63 @@ impl LiveRecorder {
         }
         Ok(())
     }
+}
+
+/// The most transitions [`recent_demonstrations`] takes up from a store: about 17 hours of 100
+/// apps at 15-second intervals (a DDPG agent's replay holds up to a million, PPO's
+/// demonstrations [`crate::agent::DEMONSTRATIONS`]).
+pub const DEMONSTRATIONS_TAKEN_UP: usize = 100_000;
+
+/// The newest transitions (at most `max`, oldest first) of the windows in `store` that the
+/// fallback named `fallback` served alone for a live manager whose store agent is `agent`
+/// (`aware@APP` episodes, complete, of the state encoder's width, run `offline` or `online`:
+/// where a live manager's agent learns offline from the fallback). What a restarted
+/// `aware controller --store` gives its agent to learn offline from again
+/// ([`crate::live::LiveManager::take_up_demonstrations`]), instead of starting from an empty
+/// replay.
+pub fn recent_demonstrations(
+    store: &dyn TrajectoryStore,
+    agent: &str,
+    fallback: &str,
+    max: usize,
+) -> Result<Vec<aware_agents::Experience>, StoreError> {
+    let prefix = format!("{agent}@");
+    let mut episodes: Vec<_> = store
+        .episodes(None)?
+        .into_iter()
+        .filter(|r| {
+            r.is_complete()
+                && r.meta.agent.starts_with(&prefix)
+                && r.meta.policy == fallback
+                && r.meta.state_dim as usize == STATE_DIM
+                && (r.meta.stage == "offline" || r.meta.stage == "online")
+        })
+        .collect();
+    // Newest first.
+    episodes.sort_by(|a, b| b.closed_at_s.partial_cmp(&a.closed_at_s).unwrap_or(std::cmp::Ordering::Equal));
+    let mut out: Vec<Vec<aware_agents::Experience>> = Vec::new();
+    let mut taken = 0;
+    for r in episodes {
+        if taken >= max {
+            break;
+        }
+        let (_, transitions) = store.episode(r.id)?;
+        let keep = transitions.len().min(max - taken);
+        taken += keep;
+        // The episode's newest `keep`.
+        let from = transitions.len() - keep;
+        out.push(
+            transitions[from..]
+                .iter()
+                .map(|t| aware_agents::Experience {
+                    state: t.state.clone(),
+                    action: t.action.clone(),
+                    reward: t.reward,
+                    next_state: t.next_state.clone(),
+                    terminal: t.done,
+                })
+                .collect(),
+        );
+    }
+    Ok(out.into_iter().rev().flatten().collect())
 }
