@@ -249,11 +249,19 @@ impl AppLifecycle {
     }
 
     /// The same lifecycle except that an app whose rules fail ([`FAILING_SHARE`]) is not handed
-    /// to the learning agent for it: the live decider's, which has no replay of the fallback to
-    /// hand the app back on should the agent do worse.
+    /// to the learning agent for it: the live decider's while it has no faithful replay of the
+    /// fallback to hand the app back on should the agent do worse
+    /// ([`AppLifecycle::set_retrains_where_rules_fail`]).
     pub fn holding_where_rules_fail(mut self) -> Self {
         self.retrains_where_rules_fail = false;
         self
+    }
+
+    /// Whether an app whose rules fail is handed to the learning agent from now on
+    /// ([`AppLifecycle::holding_where_rules_fail`] is `false`): the live decider's, per window,
+    /// as it has a replay to hand the app back on or not.
+    pub fn set_retrains_where_rules_fail(&mut self, on: bool) {
+        self.retrains_where_rules_fail = on;
     }
 
     pub fn stage(&self) -> Stage {

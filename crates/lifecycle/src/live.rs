@@ -190,8 +190,9 @@ impl LiveApp {
     /// `profile`: the app's (its bounds, SLO, targets and reward weights).
     fn new(name: &str, profile: &Profile, config: &ManagerConfig) -> Result<Self, LifecycleError> {
         let bootstrapping = config.bootstrapping.unwrap_or(profile.bootstrapping);
-        // No replay of the fallback live: an agent handed an app because the rules failed there
-        // could not be handed back should it do worse, so the fallback keeps it.
+        // Until the app's windows replay on a model fitted from its metrics, an agent handed
+        // the app because the rules failed there could not be handed back should it do worse,
+        // so the fallback keeps it ([`LiveManager::end_window`] lifts this per window).
         let lifecycle = AppLifecycle::new(profile.lifecycle.clone(), bootstrapping).holding_where_rules_fail();
         Ok(Self {
             name: name.to_string(),
@@ -1286,7 +1287,18 @@ impl LiveManager {
             self.apps[i].lifecycle.unchecked(&why);
             None
         });
+        // The rules failing hands the app to the agent only where the agent can be handed back:
+        // the app's windows replay on its fitted model, each as faithfully as its fallback's
+        // window was reproduced, so that an acting agent behind the fallback's replay goes back
+        // to OFFLINE ([`LiveManager::fallback_on_window`]) and a retraining one is judged
+        // by its greedy replay. And only on the rules' own failing, not on a window the agent
+        // served: the fallback's replay of it starts from the allocation the agent built, and
+        // from an app the agent starved the rules fail too for a window's length (test
+        // `a_serving_agent_that_falls_behind_the_fallbacks_replay_goes_back_to_offline`).
+        let replayable =
+            matches!(self.model(i), Ok(Some(_))) && self.apps[i].recent.iter().all(|r| r.unfaithful.is_none());
         let a = &mut self.apps[i];
+        a.lifecycle.set_retrains_where_rules_fail(replayable && !agent_acted);
         let transition = match shadow {
             Some(s) if judged_in_shadow || judged_greedily => a.lifecycle.episode_end(s.agent, Some(s)),
             None if judged_in_shadow => None,
@@ -1885,6 +1897,39 @@ mod tests {
             let why = a.lifecycle.last_check().expect("checked");
             assert!(why.contains("does not reproduce it") && why.contains("fitted from the app's metrics"), "{why}");
             assert_eq!(a.lifecycle.stage(), Stage::Offline, "{:?}", m.changes);
+        }
+    }
+
+    /// Where the rules fail acting (an SLO a fifth of the apps' own: the MPA default violates it in
+    /// every interval), the app is handed to the agent to retrain as on the simulator, where
+    /// its windows replay on its fitted model (the replay is what hands the agent back should it
+    /// do worse); where no window can be replayed (the backend misses a pass in each), the
+    /// fallback keeps the app.
+    #[test]
+    fn where_the_rules_fail_live_the_agent_retrains_only_where_its_windows_replay() {
+        let run = |gaps: bool| {
+            let mut c = cluster();
+            let mut m = manager(&c, ManagerConfig { episode_steps: 20, ..ManagerConfig::default() });
+            with_slos(&mut m, &c.sim, 0.2);
+            for k in 0..101 {
+                c.down = gaps && k % 10 == 9;
+                m.interval(&mut c).expect("interval");
+                c.advance().expect("advance");
+            }
+            m
+        };
+        let rules_failed = |m: &LiveManager| -> Vec<StageChange> {
+            m.changes.iter().filter(|t| t.reason.starts_with("the rules cannot serve")).cloned().collect()
+        };
+        let m = run(false);
+        let failed = rules_failed(&m);
+        assert!(!failed.is_empty(), "{:#?}", m.changes);
+        assert!(failed.iter().all(|t| t.from == Stage::Offline && t.to == Stage::Online), "{failed:#?}");
+        let m = run(true);
+        assert!(rules_failed(&m).is_empty(), "{:#?}", m.changes);
+        assert_eq!(m.stages(), vec![Stage::Offline; 2], "{:#?}", m.changes);
+        for a in &m.apps {
+            assert!(a.recent.is_empty(), "no window to replay");
         }
     }
 
