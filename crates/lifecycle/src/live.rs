@@ -1368,8 +1368,11 @@ impl LiveManager {
     /// App `i`'s agent served the window just ended: what it earned (`outcome`) against the
     /// fallback replayed on the window's traffic on the model fitted from the app's metrics, as
     /// the simulator's manager judges an acting agent; `None` while the window cannot be
-    /// replayed. No fidelity test here: the fallback did not drive the window, and what a
-    /// replay that flatters it can do is hand the app back to the rules, the safe direction.
+    /// replayed. No fidelity rule here (the fallback did not drive the window, so nothing
+    /// live says what it would have done; a replay that flatters it can only hand the app back
+    /// to the rules, the safe direction); the replay on a model fitted while the agent acted
+    /// was measured against the same replay on the app's own model (test
+    /// `the_fallbacks_replay_of_a_window_the_agent_served_comes_out_as_on_the_apps_own_model`).
     fn fallback_on_window(&self, i: usize, outcome: &EpisodeOutcome) -> Result<Option<ShadowComparison>, String> {
         let a = &self.apps[i];
         let (Some(model), Some(newest)) = (self.model(i)?, a.recent.back()) else { return Ok(None) };
@@ -1931,6 +1934,78 @@ mod tests {
         for a in &m.apps {
             assert!(a.recent.is_empty(), "no window to replay");
         }
+    }
+
+    /// The fallback's replay that judges an acting agent live ([`LiveManager::fallback_on_window`])
+    /// is run on a model fitted from the app's metrics, which the agent's own operating points
+    /// now feed, from the allocation the agent built (its second window): it comes out as the
+    /// same replay on the app's own model (SLO-violating intervals within a tenth of the
+    /// window, core-seconds within 10 %), for an agent that holds the allocation and for one
+    /// that cuts everything.
+    #[test]
+    fn the_fallbacks_replay_of_a_window_the_agent_served_comes_out_as_on_the_apps_own_model() {
+        const TIGHTER: f64 = 0.5;
+        let apps = aware_sim::generate_apps(2, 7, 86_400.0);
+        let config = ManagerConfig { episode_steps: 20, fallback_floor: false, ..ManagerConfig::default() };
+        let mut starts = Vec::new();
+        for shrinking in [false, true] {
+            let mut c = cluster();
+            let mut m = manager(&c, config.clone());
+            with_slos(&mut m, &c.sim, TIGHTER);
+            for _ in 0..61 {
+                m.interval(&mut c).expect("interval");
+                c.advance().expect("advance");
+            }
+            if shrinking {
+                let mut agent = crate::agent::LifecycleAgent::fresh_for(&config, 5);
+                let width = crate::manager::base_state_width(false);
+                for k in 0..256 {
+                    let state: Vec<f32> = (0..width).map(|j| ((k * 7 + j * 13) % 17) as f32 / 17.0).collect();
+                    let e = Experience {
+                        state: state.clone(),
+                        action: vec![-1.0; 3],
+                        reward: 1.0,
+                        next_state: state,
+                        terminal: false,
+                    };
+                    agent.remember_offline(&e).expect("remember");
+                }
+                agent.train_offline(400, 2.5).expect("clone");
+                m.handed = agent.frozen();
+                m.agent = agent;
+            }
+            serving(&mut m);
+            let (windows, acted): (Vec<u64>, Vec<u64>) =
+                m.apps.iter().map(|a| (a.windows, a.counts.agent_actions)).unzip();
+            // Two windows: the second's replay starts from the allocation the agent built.
+            while m.apps.iter().zip(&windows).any(|(a, w)| a.windows < *w + 2) {
+                m.interval(&mut c).expect("interval");
+                c.advance().expect("advance");
+            }
+            for (i, spec) in apps.iter().enumerate() {
+                let a = &m.apps[i];
+                assert!(a.counts.agent_actions >= acted[i] + 39, "{}: the agent served the windows", a.name);
+                let served = EpisodeOutcome { mean_reward: 0.0, slo_violations: 0, intervals: 20, core_seconds: None };
+                let fitted = m.fallback_on_window(i, &served).expect("a model").expect("a replay").fallback;
+                let model = m.model(i).expect("a model").expect("a window");
+                let r = a.recent.back().expect("the window");
+                starts.push((r.start.replicas, r.start.template.limits));
+                let mut own = spec.clone();
+                own.slo_p99_ms = c.sim.slo_p99_ms(i) * TIGHTER;
+                let app =
+                    r.shadow_app(&own, &a.profile, &model.sim, a.deployed.as_ref(), model.seed(a.recent.len() - 1));
+                let truth = shadow::fallback_with_guard(&app, &m.config.fallback, &m.config.guard_config(&a.profile))
+                    .expect("replay");
+                let what =
+                    format!("{} (shrinking: {shrinking}): fitted {fitted:?} against its own model {truth:?}", a.name);
+                assert!(fitted.slo_violations.abs_diff(truth.slo_violations) <= 2, "{what}");
+                let (f, t) = (fitted.core_seconds.expect("measured"), truth.core_seconds.expect("measured"));
+                assert!((f / t - 1.0).abs() <= 0.1, "{what}");
+            }
+        }
+        // The agent that cuts everything left the second window another start than the one
+        // that holds.
+        assert_ne!(starts[..2], starts[2..], "the replays start from what each agent built");
     }
 
     #[test]
