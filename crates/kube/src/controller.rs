@@ -1274,12 +1274,19 @@ pub fn open_store(
     let dir = spool.map_or_else(|| parsed.default_spool_dir(), std::path::Path::to_path_buf);
     let numbering = dir.join(crate::record::NUMBERING);
     let open_dir = dir.clone();
+    let recorder = decider.recorder().map_err(|e| fail(e.to_string()))?;
+    // A residual agent's states are not the store's whole: nothing to read for it.
+    let demonstrations = if recorder.agent() == aware_lifecycle::record::AGENT {
+        aware_lifecycle::record::DEMONSTRATIONS_TAKEN_UP
+    } else {
+        0
+    };
     crate::record::StoreWriter::start(
         url,
         move || aware_store::open_spooled(&parsed, Some(&open_dir), aware_store::DEFAULT_SPOOL_BYTES),
-        decider.recorder().map_err(|e| fail(e.to_string()))?,
+        recorder,
         Some(numbering),
-        aware_lifecycle::record::DEMONSTRATIONS_TAKEN_UP,
+        demonstrations,
     )
     .map_err(|e| fail(e.to_string()))
 }

@@ -9,10 +9,14 @@
 //! deciding. The store is opened behind its on-disk spool ([`aware_store::open_spooled`]):
 //! while it is unreachable the records wait there (acknowledged means on disk) and are flushed
 //! in order when it returns, at the next write or within [`FLUSH_EVERY`] of quiet. Records are
-//! refused, counted and logged, never silently lost, only where the spool is full or the
-//! channel is ([`QUEUED_BATCHES`] passes behind: the store far slower than the control loop).
+//! refused, counted and logged, never silently lost, where the spool is full, where the channel
+//! is ([`QUEUED_BATCHES`] passes behind: the store far slower than the control loop), and where
+//! the store refuses one; a stopping controller waits [`CLOSE_DEADLINE`] for the writer and logs
+//! how many passes' records it leaves unwritten.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
 use std::time::Duration;
 
@@ -28,6 +32,10 @@ use prometheus_client::registry::Registry;
 pub const QUEUED_BATCHES: usize = 4096;
 /// How often the writer retries a spool that holds records while no new ones arrive.
 pub const FLUSH_EVERY: Duration = Duration::from_secs(30);
+/// How long a stopping controller waits for the writer to write (or spool) what is queued;
+/// past it, what is left is logged as not written and the process goes on stopping (within
+/// Kubernetes' 30 s between SIGTERM and SIGKILL, after the reconciles' grace).
+pub const CLOSE_DEADLINE: Duration = Duration::from_secs(10);
 /// The numbering file kept in the spool directory ([`LiveRecorder::with_numbering`]).
 pub const NUMBERING: &str = "controller-numbering.json";
 
@@ -71,6 +79,10 @@ impl WriterStats {
 pub struct StoreWriter {
     sender: Option<SyncSender<LiveRecords>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// Disconnected when the thread ends (its sender is dropped with it).
+    ended: Option<Receiver<()>>,
+    /// Passes' records handed over and not yet written.
+    queued: Arc<AtomicUsize>,
     pub stats: WriterStats,
     /// Where it writes, for messages.
     pub describe: String,
@@ -104,9 +116,13 @@ impl StoreWriter {
         let stats = WriterStats::default();
         let thread_stats = stats.clone();
         let name = describe.clone();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let thread_queued = queued.clone();
+        let (ended_tx, ended) = sync_channel::<()>(0);
         let thread = std::thread::Builder::new()
             .name("aware-store".into())
             .spawn(move || {
+                let _ended = ended_tx;
                 let store = match open() {
                     Ok(store) => {
                         let read = if demonstrations == 0 {
@@ -132,13 +148,19 @@ impl StoreWriter {
                     Some(path) => recorder.with_numbering(path),
                     None => recorder,
                 };
-                write_loop(store, recorder, receiver, &thread_stats, &name);
+                write_loop(store, recorder, receiver, &thread_stats, &thread_queued, &name);
             })
             .map_err(|e| StoreError::Backend(format!("cannot start the store's writer thread: {e}")))?;
         match opened_rx.recv() {
-            Ok(Ok(demonstrations)) => {
-                Ok(Self { sender: Some(sender), thread: Some(thread), stats, describe, demonstrations })
-            }
+            Ok(Ok(demonstrations)) => Ok(Self {
+                sender: Some(sender),
+                thread: Some(thread),
+                ended: Some(ended),
+                queued,
+                stats,
+                describe,
+                demonstrations,
+            }),
             Ok(Err(e)) => {
                 let _ = thread.join();
                 Err(e)
@@ -158,9 +180,11 @@ impl StoreWriter {
         }
         let Some(sender) = &self.sender else { return };
         let n = count(&records);
+        self.queued.fetch_add(1, Ordering::SeqCst);
         match sender.try_send(records) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => {
+                self.queued.fetch_sub(1, Ordering::SeqCst);
                 self.stats.refused.inc_by(n);
                 tracing::warn!(
                     store = %self.describe,
@@ -168,18 +192,29 @@ impl StoreWriter {
                 );
             }
             Err(TrySendError::Disconnected(_)) => {
+                self.queued.fetch_sub(1, Ordering::SeqCst);
                 self.stats.refused.inc_by(n);
                 tracing::warn!(store = %self.describe, "{n} records refused: the store's writer has stopped");
             }
         }
     }
 
-    /// Writes what is queued, tries the spool once more, and stops the thread.
+    /// Writes what is queued, tries the spool once more, and stops the thread: waits at most
+    /// [`CLOSE_DEADLINE`] (a store that does not answer can hold each write for its connect
+    /// timeout), then logs what is still queued as not written and leaves the thread.
     pub fn close(&mut self) {
         self.sender = None;
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+        let Some(thread) = self.thread.take() else { return };
+        let ended = self.ended.take().map(|e| e.recv_timeout(CLOSE_DEADLINE));
+        if matches!(ended, Some(Err(RecvTimeoutError::Timeout))) {
+            tracing::warn!(
+                store = %self.describe,
+                "stopping: {} passes' records still queued for the store are not written ({CLOSE_DEADLINE:?} passed)",
+                self.queued.load(Ordering::SeqCst)
+            );
+            return;
         }
+        let _ = thread.join();
     }
 }
 
@@ -194,6 +229,7 @@ fn write_loop(
     mut recorder: LiveRecorder,
     receiver: Receiver<LiveRecords>,
     stats: &WriterStats,
+    queued: &AtomicUsize,
     describe: &str,
 ) {
     let mut refused_before = 0;
@@ -217,11 +253,13 @@ fn write_loop(
                     }
                     Err(e) => {
                         // What was written before the error stays written; the rest of the
-                        // pass is counted refused (a store that rejects a record).
+                        // pass is counted refused.
                         stats.refused.inc_by(n);
+                        refused_before = recorder.refused;
                         tracing::warn!(store = %describe, "records not written: {e}");
                     }
                 }
+                queued.fetch_sub(1, Ordering::SeqCst);
             }
             Err(RecvTimeoutError::Timeout) => {
                 if store.pending() > 0 {

@@ -457,12 +457,14 @@ impl AppLifecycle {
                 None => return None,
             },
         };
-        if self.retraining || !(failed(acted) && fallback.is_none_or(failed)) {
+        // A window the trigger is held on (the live decider's, with no faithful replay or
+        // the agent acting) is no evidence either way: the run starts again after it.
+        if self.retraining || !self.retrains_where_rules_fail || !(failed(acted) && fallback.is_none_or(failed)) {
             self.failing = 0;
             return None;
         }
         self.failing += 1;
-        if self.failing < self.failing_needed() || !self.may_retrain || !self.retrains_where_rules_fail {
+        if self.failing < self.failing_needed() || !self.may_retrain {
             return None;
         }
         let share = |o: &EpisodeOutcome| format!("{} of {} intervals", o.slo_violations, o.intervals);

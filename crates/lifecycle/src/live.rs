@@ -182,7 +182,7 @@ pub struct LiveApp {
     /// Windows ended (seeds each replay).
     windows: u64,
     /// The window's transitions so far, kept with [`ManagerConfig::log`] for the store
-    /// ([`LiveManager::take_windows`]).
+    /// ([`LiveManager::take_records`]).
     window_log: Vec<Experience>,
 }
 
@@ -1084,7 +1084,8 @@ impl LiveManager {
             (Some(v), Some(state)) if self.config.log => {
                 let names = decision::named_features(self.config.residual);
                 let policy = acting_policy(&self.agent, self.apps[i].certified.as_ref());
-                Some(decision::explain_action(policy, state, v, &names)?)
+                // The log's explanation never fails the decision it explains.
+                decision::explain_action(policy, state, v, &names).ok()
             }
             _ => None,
         };
@@ -1295,10 +1296,11 @@ impl LiveManager {
         // served: the fallback's replay of it starts from the allocation the agent built, and
         // from an app the agent starved the rules fail too for a window's length (test
         // `a_serving_agent_that_falls_behind_the_fallbacks_replay_goes_back_to_offline`).
-        let replayable =
-            matches!(self.model(i), Ok(Some(_))) && self.apps[i].recent.iter().all(|r| r.unfaithful.is_none());
+        let replayable = !agent_acted
+            && self.apps[i].recent.iter().all(|r| r.unfaithful.is_none())
+            && matches!(self.model(i), Ok(Some(_)));
         let a = &mut self.apps[i];
-        a.lifecycle.set_retrains_where_rules_fail(replayable && !agent_acted);
+        a.lifecycle.set_retrains_where_rules_fail(replayable);
         let transition = match shadow {
             Some(s) if judged_in_shadow || judged_greedily => a.lifecycle.episode_end(s.agent, Some(s)),
             None if judged_in_shadow => None,
@@ -1875,6 +1877,16 @@ mod tests {
             back.unwrap_or_else(|| panic!("never left SERVING; last check {:?}", m.apps[0].lifecycle.last_check()));
         assert_eq!(back.to, Stage::Offline, "{}", back.reason);
         assert!(back.reason.contains("fell behind the fallback"), "{}", back.reason);
+        // The windows the agent served count for nothing towards the rules failing: the first
+        // window of the fallback after the agent's cuts does not hand the app to retraining.
+        let (demoted, step) = (m.changes().len(), m.step());
+        while m.step() < step + 10 {
+            m.interval(&mut c).expect("interval");
+            c.advance().expect("advance");
+        }
+        let retrained =
+            m.changes()[demoted..].iter().find(|t| t.app == web && t.reason.starts_with("the rules cannot"));
+        assert!(retrained.is_none(), "{retrained:?}");
     }
 
     /// An app whose latency tail the fitted model does not reproduce (its p99 ten times what

@@ -389,10 +389,18 @@ impl LiveRecorder {
         n
     }
 
+    /// A write's `records`, counted in `refused` with the first reason where the store (or
+    /// the full spool) refused them: a live controller goes on serving, and writing the rest.
+    fn keep(&mut self, written: Result<(), StoreError>, records: u64) {
+        if let Err(e) = written {
+            self.refused += records;
+            self.refused_reason.get_or_insert_with(|| e.to_string());
+        }
+    }
+
     /// Writes `records` into `store`: the windows, the decisions, then the stage changes (a
-    /// change's step is that of the app's first decision after it). A write the full spool
-    /// refuses is counted in `refused` and the rest go on; any other store error is returned
-    /// (what was written before it stays written).
+    /// change's step is that of the app's first decision after it). A write the store or the
+    /// full spool refuses is counted in `refused` and the others go on.
     pub fn write(&mut self, store: &mut dyn TrajectoryStore, records: LiveRecords) -> Result<(), LifecycleError> {
         if records.is_empty() {
             return Ok(());
@@ -421,7 +429,7 @@ impl LiveRecorder {
                 started_at_s: now_s(),
             };
             next.episode += 1;
-            admit(write_episode(store, &meta, &w.transitions), 1, &mut self.refused, &mut self.refused_reason)?;
+            self.keep(write_episode(store, &meta, &w.transitions), 1);
         }
         let mut rows = Vec::with_capacity(records.decisions.len());
         for d in &records.decisions {
@@ -431,7 +439,7 @@ impl LiveRecorder {
             rows.push(decision_record(agent, d, step)?);
         }
         let count = rows.len() as u64;
-        admit(store.record_decisions(&rows), count, &mut self.refused, &mut self.refused_reason)?;
+        self.keep(store.record_decisions(&rows), count);
         for c in &records.changes {
             // After the app's decisions of this batch taken before it.
             let before = records.decisions.iter().filter(|d| d.app == c.app && d.step < c.step).count() as u64;
@@ -443,7 +451,7 @@ impl LiveRecorder {
                 to: c.to.name().into(),
                 reason: c.reason.clone(),
             };
-            admit(store.record_stage_change(&change), 1, &mut self.refused, &mut self.refused_reason)?;
+            self.keep(store.record_stage_change(&change), 1);
         }
         if let Some(path) = &self.numbering {
             let mut kept = kept;
@@ -467,7 +475,8 @@ pub const DEMONSTRATIONS_TAKEN_UP: usize = 100_000;
 /// where a live manager's agent learns offline from the fallback). What a restarted
 /// `aware controller --store` gives its agent to learn offline from again
 /// ([`crate::live::LiveManager::take_up_demonstrations`]), instead of starting from an empty
-/// replay.
+/// replay. Only Kubernetes apps' (`NAMESPACE/NAME`; a simulated run's generated apps are
+/// never named so).
 pub fn recent_demonstrations(
     store: &dyn TrajectoryStore,
     agent: &str,
@@ -481,6 +490,7 @@ pub fn recent_demonstrations(
         .filter(|r| {
             r.is_complete()
                 && r.meta.agent.starts_with(&prefix)
+                && r.meta.app.contains('/')
                 && r.meta.policy == fallback
                 && r.meta.state_dim as usize == STATE_DIM
                 && (r.meta.stage == "offline" || r.meta.stage == "online")
