@@ -267,6 +267,7 @@ fn write_loop(
                 }
             }
             Err(RecvTimeoutError::Disconnected) => {
+                recorder.save_numbering();
                 if store.pending() > 0 {
                     let _ = store.flush();
                 }

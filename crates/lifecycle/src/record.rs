@@ -66,6 +66,26 @@ struct Next {
     step: u64,
 }
 
+/// App `app`'s next episode number (of store agent `AGENT@APP`) and next decision step: one
+/// past the last the store holds, else as `kept` (the numbering file) says, else unknown.
+fn stored_next(
+    store: &dyn TrajectoryStore,
+    agent: &str,
+    app: &str,
+    kept: &std::collections::BTreeMap<String, Next>,
+) -> (Option<u64>, Option<u64>) {
+    let key = format!("{agent}@{app}");
+    let episode = match store.episodes(Some(&key)) {
+        Ok(e) => Some(e.iter().map(|r| r.meta.episode + 1).max().unwrap_or(0)),
+        Err(_) => kept.get(&key).map(|n| n.episode),
+    };
+    let step = match store.decisions(app, DecisionQuery::Last(1)) {
+        Ok(d) => Some(d.last().map_or(0, |r| r.step + 1)),
+        Err(_) => kept.get(&key).map(|n| n.step),
+    };
+    (episode, step)
+}
+
 fn read_numbering(path: &std::path::Path) -> std::collections::BTreeMap<String, Next> {
     std::fs::read(path).ok().and_then(|text| serde_json::from_slice(&text).ok()).unwrap_or_default()
 }
@@ -127,21 +147,16 @@ impl<'s> StoreSink<'s> {
         self.first_episode.resize(names.len(), None);
         self.first_step.resize(names.len(), None);
         let kept = self.numbering.as_deref().map(read_numbering).unwrap_or_default();
-        for (slot, name) in self.first_episode.iter_mut().zip(names) {
-            if slot.is_none() {
-                let key = format!("{agent}@{name}");
-                *slot = match self.store.episodes(Some(&key)) {
-                    Ok(e) => Some(e.iter().map(|r| r.meta.episode + 1).max().unwrap_or(0)),
-                    Err(_) => kept.get(&key).map(|n| n.episode),
-                };
-            }
-        }
-        for (slot, name) in self.first_step.iter_mut().zip(names) {
-            if slot.is_none() {
-                *slot = match self.store.decisions(name, DecisionQuery::Last(1)) {
-                    Ok(d) => Some(d.last().map_or(0, |r| r.step + 1)),
-                    Err(_) => kept.get(&format!("{agent}@{name}")).map(|n| n.step),
-                };
+        for ((episode, step), name) in self.first_episode.iter_mut().zip(self.first_step.iter_mut()).zip(names) {
+            if episode.is_none() || step.is_none() {
+                // What is still unknown is asked again next time.
+                let (stored_episode, stored_step) = stored_next(&*self.store, agent, name, &kept);
+                if episode.is_none() {
+                    *episode = stored_episode;
+                }
+                if step.is_none() {
+                    *step = stored_step;
+                }
             }
         }
     }
@@ -308,6 +323,11 @@ impl EpisodeSink for StoreSink<'_> {
     }
 }
 
+/// How often a [`LiveRecorder`] rewrites its numbering file at most: it holds every app (a
+/// controller decides for each MPA in turn, many passes a second), and it matters only for a
+/// restart while the store is away, whose steps then may repeat those of the last second.
+pub const NUMBERING_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Writes a live manager's records ([`crate::live::LiveManager::take_records`]) into a store as
 /// they come: each window an app's agent or fallback ended as an episode of the app
 /// (`aware@APP`, `aware-residual@APP` for a residual agent), every decision, and every stage
@@ -322,7 +342,9 @@ pub struct LiveRecorder {
     /// Per app, the next episode number and store step, once known.
     next: std::collections::HashMap<String, Next>,
     numbering: Option<std::path::PathBuf>,
-    /// Records refused, unacknowledged, because the store was away and its spool full.
+    /// When the numbering file was last written ([`NUMBERING_EVERY`]).
+    numbered_at: Option<std::time::Instant>,
+    /// Records refused, unacknowledged: by the store, or because it was away and its spool full.
     pub refused: u64,
     pub refused_reason: Option<String>,
 }
@@ -335,6 +357,7 @@ impl LiveRecorder {
             fallback: fallback.into(),
             next: Default::default(),
             numbering: None,
+            numbered_at: None,
             refused: 0,
             refused_reason: None,
         }
@@ -371,20 +394,11 @@ impl LiveRecorder {
         app: &str,
         kept: &std::collections::BTreeMap<String, Next>,
     ) -> Next {
-        let key = format!("{}@{app}", self.agent);
         if let Some(n) = self.next.get(app) {
             return *n;
         }
-        let from_file = kept.get(&key).copied();
-        let episode = match store.episodes(Some(&key)) {
-            Ok(e) => e.iter().map(|r| r.meta.episode + 1).max().unwrap_or(0),
-            Err(_) => from_file.map_or(0, |n| n.episode),
-        };
-        let step = match store.decisions(app, DecisionQuery::Last(1)) {
-            Ok(d) => d.last().map_or(0, |r| r.step + 1),
-            Err(_) => from_file.map_or(0, |n| n.step),
-        };
-        let n = Next { episode, step };
+        let (episode, step) = stored_next(store, self.agent, app, kept);
+        let n = Next { episode: episode.unwrap_or(0), step: step.unwrap_or(0) };
         self.next.insert(app.to_string(), n);
         n
     }
@@ -405,7 +419,14 @@ impl LiveRecorder {
         if records.is_empty() {
             return Ok(());
         }
-        let kept = self.numbering.as_deref().map(read_numbering).unwrap_or_default();
+        // The numbering file only for apps the store has not answered for yet.
+        let unnumbered = records.decisions.iter().map(|d| &d.app).any(|a| !self.next.contains_key(a))
+            || records.windows.iter().map(|w| &w.app).any(|a| !self.next.contains_key(a))
+            || records.changes.iter().map(|c| &c.app).any(|a| !self.next.contains_key(a));
+        let kept = match (&self.numbering, unnumbered) {
+            (Some(path), true) => read_numbering(path),
+            _ => Default::default(),
+        };
         let apps: std::collections::BTreeSet<&str> = records
             .decisions
             .iter()
@@ -453,14 +474,22 @@ impl LiveRecorder {
             };
             self.keep(store.record_stage_change(&change), 1);
         }
-        if let Some(path) = &self.numbering {
-            let mut kept = kept;
-            for (app, n) in &self.next {
-                kept.insert(format!("{agent}@{app}"), *n);
-            }
-            write_numbering(path, &kept);
+        if self.numbered_at.is_none_or(|at| at.elapsed() >= NUMBERING_EVERY) {
+            self.save_numbering();
         }
         Ok(())
+    }
+
+    /// Writes every app's next episode and step into the numbering file, if there is one
+    /// (after a write at most every [`NUMBERING_EVERY`]; a writer stopping calls it last).
+    pub fn save_numbering(&mut self) {
+        let Some(path) = &self.numbering else { return };
+        let mut kept = read_numbering(path);
+        for (app, n) in &self.next {
+            kept.insert(format!("{}@{app}", self.agent), *n);
+        }
+        write_numbering(path, &kept);
+        self.numbered_at = Some(std::time::Instant::now());
     }
 }
 
