@@ -49,6 +49,15 @@ fn passes_of(key: &str, d: &LifecycleDecider, c: &mut SimCluster, n: usize) {
     }
 }
 
+/// A controller with `--store url --spool spool` for `n` passes, then stopped.
+fn recorded_passes(url: &str, spool: &std::path::Path, c: &mut SimCluster, n: usize) {
+    let d = decider();
+    let writer = open_store(url, Some(spool), &d).unwrap();
+    let d = d.with_store(writer);
+    passes(&d, c, n);
+    d.finish();
+}
+
 fn read(url: &str) -> Box<dyn TrajectoryStore> {
     aware_store::open(&url.parse::<StoreUrl>().unwrap(), true).unwrap()
 }
@@ -83,11 +92,7 @@ fn what_a_live_decider_decides_is_recorded_for_explain() {
     let spool = dir.path().join("spool");
     let mut c = cluster();
 
-    let d = decider();
-    let writer = open_store(&url, Some(&spool), &d).unwrap();
-    let d = d.with_store(writer);
-    passes(&d, &mut c, 21);
-    d.finish();
+    recorded_passes(&url, &spool, &mut c, 21);
 
     let explained = explain(&url, KEY, Query::Last(100)).unwrap();
     let steps: Vec<u64> = explained.decisions.iter().map(|x| x.step).collect();
@@ -108,11 +113,7 @@ fn what_a_live_decider_decides_is_recorded_for_explain() {
     drop(store);
 
     // Restarted on the same store (no state file: the app starts over), it numbers on.
-    let d = decider();
-    let writer = open_store(&url, Some(&spool), &d).unwrap();
-    let d = d.with_store(writer);
-    passes(&d, &mut c, 11);
-    d.finish();
+    recorded_passes(&url, &spool, &mut c, 11);
     let store = read(&url);
     let steps: Vec<u64> = store.decisions(KEY, DecisionQuery::Last(1000)).unwrap().iter().map(|r| r.step).collect();
     assert_eq!(steps, (0..32).collect::<Vec<_>>());
@@ -225,11 +226,7 @@ fn a_restarted_controller_learns_again_from_the_fallbacks_transitions_in_the_sto
     let spool = dir.path().join("spool");
     let mut c = cluster();
     // 101 passes: 20 windows, 100 transitions, most of them the fallback's in OFFLINE.
-    let d = decider();
-    let writer = open_store(&url, Some(&spool), &d).unwrap();
-    let d = d.with_store(writer);
-    passes(&d, &mut c, 101);
-    d.finish();
+    recorded_passes(&url, &spool, &mut c, 101);
     let eps = episodes(&*read(&url));
     assert_eq!(eps.iter().map(|e| e.3).sum::<usize>(), 100);
     // The windows the fallback served alone while the agent learned from it.

@@ -1504,6 +1504,26 @@ mod tests {
             .expect("manager")
     }
 
+    /// An agent cloned from demonstrations of cutting everything (the action −1 in every
+    /// dimension, whatever the state).
+    fn shrinking_agent(config: &ManagerConfig) -> crate::agent::LifecycleAgent {
+        let mut agent = crate::agent::LifecycleAgent::fresh_for(config, 5);
+        let width = crate::manager::base_state_width(false);
+        for k in 0..256 {
+            let state: Vec<f32> = (0..width).map(|j| ((k * 7 + j * 13) % 17) as f32 / 17.0).collect();
+            let e = Experience {
+                state: state.clone(),
+                action: vec![-1.0; 3],
+                reward: 1.0,
+                next_state: state,
+                terminal: false,
+            };
+            agent.remember_offline(&e).expect("remember");
+        }
+        agent.train_offline(400, 2.5).expect("clone");
+        agent
+    }
+
     /// Every app SERVING, held to a reference reward no interval falls below.
     fn serving(m: &mut LiveManager) {
         let state = LifecycleState::fresh(Stage::Serving, Some(-1e6));
@@ -1847,20 +1867,7 @@ mod tests {
             m.interval(&mut c).expect("interval");
             c.advance().expect("advance");
         }
-        let mut shrinking = crate::agent::LifecycleAgent::fresh_for(&config, 5);
-        let width = crate::manager::base_state_width(false);
-        for k in 0..256 {
-            let state: Vec<f32> = (0..width).map(|j| ((k * 7 + j * 13) % 17) as f32 / 17.0).collect();
-            let e = Experience {
-                state: state.clone(),
-                action: vec![-1.0; 3],
-                reward: 1.0,
-                next_state: state,
-                terminal: false,
-            };
-            shrinking.remember_offline(&e).expect("remember");
-        }
-        shrinking.train_offline(400, 2.5).expect("clone");
+        let shrinking = shrinking_agent(&config);
         m.handed = shrinking.frozen();
         m.agent = shrinking;
         serving(&mut m);
@@ -1969,20 +1976,7 @@ mod tests {
                 c.advance().expect("advance");
             }
             if shrinking {
-                let mut agent = crate::agent::LifecycleAgent::fresh_for(&config, 5);
-                let width = crate::manager::base_state_width(false);
-                for k in 0..256 {
-                    let state: Vec<f32> = (0..width).map(|j| ((k * 7 + j * 13) % 17) as f32 / 17.0).collect();
-                    let e = Experience {
-                        state: state.clone(),
-                        action: vec![-1.0; 3],
-                        reward: 1.0,
-                        next_state: state,
-                        terminal: false,
-                    };
-                    agent.remember_offline(&e).expect("remember");
-                }
-                agent.train_offline(400, 2.5).expect("clone");
+                let agent = shrinking_agent(&config);
                 m.handed = agent.frozen();
                 m.agent = agent;
             }
