@@ -48,6 +48,8 @@ pub struct WriterStats {
     pub refused: Counter,
     /// Operations waiting in the spool for the store.
     pub spooled: Gauge,
+    /// Spooled operations set aside as never applicable (`rejected.jsonl` in the spool).
+    pub set_aside: Gauge,
 }
 
 impl WriterStats {
@@ -68,6 +70,11 @@ impl WriterStats {
             "aware_controller_store_spooled_operations",
             "Store operations waiting in the spool for the store to return",
             self.spooled.clone(),
+        );
+        registry.register(
+            "aware_controller_store_set_aside_operations",
+            "Spooled store operations the store refused when flushed (or unreadable in the journal), kept in the spool's rejected.jsonl with the reason",
+            self.set_aside.clone(),
         );
         let mut out = String::new();
         encode(&mut out, &registry).expect("writing to a String cannot fail");
@@ -237,7 +244,14 @@ fn write_loop(
         match receiver.recv_timeout(FLUSH_EVERY) {
             Ok(records) => {
                 let n = count(&records);
-                match recorder.write(&mut store, records) {
+                let written = recorder.write(&mut store, records);
+                for app in recorder.guessed.drain(..) {
+                    tracing::warn!(
+                        store = %describe,
+                        "{app}: numbered from 0, neither the store nor the spool's numbering file saying where its records go on from; once the store answers, they may collide with what it holds (keep --spool on a volume)"
+                    );
+                }
+                match written {
                     Ok(()) => {
                         let refused = recorder.refused - refused_before;
                         if refused > 0 {
@@ -284,5 +298,6 @@ fn write_loop(
             }
         }
         stats.spooled.set(store.pending() as i64);
+        stats.set_aside.set(store.set_aside() as i64);
     }
 }

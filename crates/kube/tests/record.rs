@@ -188,6 +188,7 @@ fn outage_drill(url: &str, key: &str, spool: &std::path::Path) {
     switch.set_up(true);
     passes_of(key, &d, &mut c, 10);
     assert_eq!(metric(&d, "aware_controller_store_records_refused_total"), 0.0);
+    assert_eq!(metric(&d, "aware_controller_store_set_aside_operations"), 0.0);
     d.finish();
     let store = read(url);
     let steps: Vec<u64> = store.decisions(key, DecisionQuery::Last(1000)).unwrap().iter().map(|r| r.step).collect();

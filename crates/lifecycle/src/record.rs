@@ -344,6 +344,10 @@ pub struct LiveRecorder {
     numbering: Option<std::path::PathBuf>,
     /// When the numbering file was last written ([`NUMBERING_EVERY`]).
     numbered_at: Option<std::time::Instant>,
+    /// Apps numbered from 0 because neither the store nor the numbering file could say where
+    /// their records go on from, since the caller last took them: their records may collide
+    /// with what the store holds once it answers.
+    pub guessed: Vec<String>,
     /// Records refused, unacknowledged: by the store, or because it was away and its spool full.
     pub refused: u64,
     pub refused_reason: Option<String>,
@@ -358,6 +362,7 @@ impl LiveRecorder {
             next: Default::default(),
             numbering: None,
             numbered_at: None,
+            guessed: Vec::new(),
             refused: 0,
             refused_reason: None,
         }
@@ -398,6 +403,9 @@ impl LiveRecorder {
             return *n;
         }
         let (episode, step) = stored_next(store, self.agent, app, kept);
+        if episode.is_none() || step.is_none() {
+            self.guessed.push(app.to_string());
+        }
         let n = Next { episode: episode.unwrap_or(0), step: step.unwrap_or(0) };
         self.next.insert(app.to_string(), n);
         n
@@ -552,4 +560,59 @@ pub fn recent_demonstrations(
         );
     }
     Ok(out.into_iter().rev().flatten().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decision::Decision;
+    use crate::stage::Stage;
+
+    fn decision(app: &str, step: u64) -> Decision {
+        Decision {
+            app: app.into(),
+            step,
+            stage: Stage::Offline,
+            acting_policy: "mpa".into(),
+            observation: None,
+            action: None,
+            guard: "passed".into(),
+            attribution: None,
+        }
+    }
+
+    fn records(app: &str, steps: std::ops::Range<u64>) -> LiveRecords {
+        LiveRecords { decisions: steps.map(|s| decision(app, s)).collect(), ..LiveRecords::default() }
+    }
+
+    /// An app first seen while the store is away and absent from the numbering file is
+    /// numbered from 0 and said to be (`guessed`); where the store answers, or the numbering
+    /// file kept beside the spool does, it goes on after what they hold and is not.
+    #[test]
+    fn a_live_recorder_says_which_apps_it_numbered_without_knowing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("aware.db");
+        let numbering = dir.path().join("numbering.json");
+        let open = || aware_store::SqliteStore::open(&path, aware_store::Sync::Normal).unwrap();
+        let mut store = open();
+        let mut first = LiveRecorder::new(false, "mpa").with_numbering(numbering.clone());
+        first.write(&mut store, records("shop/web", 0..3)).unwrap();
+        assert!(first.guessed.is_empty(), "the store answered: {:?}", first.guessed);
+        first.save_numbering();
+        drop(store);
+
+        let (away, switch) = aware_store::fault::Switchable::new(Box::new(open()));
+        let mut away = aware_store::Spooled::new(Box::new(away), &dir.path().join("spool"), 1 << 20).unwrap();
+        switch.set_up(false);
+        // The numbering file knows `shop/web`, nothing knows `shop/new`.
+        let mut restarted = LiveRecorder::new(false, "mpa").with_numbering(numbering);
+        restarted.write(&mut away, records("shop/web", 0..2)).unwrap();
+        restarted.write(&mut away, records("shop/new", 0..2)).unwrap();
+        assert_eq!(restarted.guessed, ["shop/new"]);
+        switch.set_up(true);
+        away.flush().unwrap();
+        let steps: Vec<u64> =
+            away.decisions("shop/web", DecisionQuery::Last(10)).unwrap().iter().map(|d| d.step).collect();
+        assert_eq!(steps, [0, 1, 2, 3, 4], "went on after the numbering file's");
+    }
 }
