@@ -3,29 +3,21 @@
 //! changes, windows as episodes — numbered on after a restart, and spooled through an outage;
 //! on observations of the simulator, through the decider as the controller calls it.
 
-use aware_core::{Cluster, Observation, Profile};
+mod sim;
+
+use aware_core::Profile;
 use aware_kube::record::StoreWriter;
 use aware_kube::{Decider, LifecycleDecider, open_store};
 use aware_lifecycle::explain::{Query, explain};
 use aware_lifecycle::manager::{ManagerConfig, fresh_agent};
-use aware_sim::{SimCluster, SimConfig};
+use aware_sim::SimCluster;
 use aware_store::fault::Switchable;
 use aware_store::{DecisionQuery, Spooled, StoreUrl, TrajectoryStore};
+use sim::{cluster, observe};
 
 const KEY: &str = "shop/web";
 /// Intervals per window.
 const WINDOW: u64 = 5;
-
-fn cluster() -> SimCluster {
-    let apps = aware_sim::generate_apps(1, 11, 86_400.0);
-    SimCluster::new(apps, Vec::new(), SimConfig::default(), 11)
-}
-
-fn observe(c: &mut SimCluster) -> Observation {
-    let obs = c.observe(0).expect("observation");
-    c.advance().expect("advance");
-    obs
-}
 
 /// AWARE from a checkpoint whose agent is `fresh_agent(1)`; windows of [`WINDOW`] intervals.
 fn decider() -> LifecycleDecider {

@@ -2,16 +2,18 @@
 //! through the state file as the controller writes and reads it (`Context::save_state`,
 //! `Context::take_up_state`), on observations of the simulator.
 
-use aware_core::{Cluster, Observation, Profile};
+mod sim;
+
+use aware_core::{Observation, Profile};
 use aware_kube::state::StateFile;
 use aware_kube::{Context, ControllerConfig, Decider, LifecycleDecider, MpaDefaultDecider};
 use aware_lifecycle::Stage;
 use aware_lifecycle::algorithm::LifecycleState;
 use aware_lifecycle::manager::{ManagerConfig, fresh_agent};
-use aware_sim::{SimCluster, SimConfig};
 use http::{Request, Response};
 use kube::Client;
 use kube::client::Body;
+use sim::{cluster, observe};
 
 const KEY: &str = "shop/web";
 
@@ -23,17 +25,6 @@ fn context<D: Decider>(decider: D, file: Option<&StateFile>) -> Context<D> {
         Some(f) => ctx.with_state(f.clone()),
         None => ctx,
     }
-}
-
-fn cluster() -> SimCluster {
-    let apps = aware_sim::generate_apps(1, 11, 86_400.0);
-    SimCluster::new(apps, Vec::new(), SimConfig::default(), 11)
-}
-
-fn observe(c: &mut SimCluster) -> Observation {
-    let obs = c.observe(0).expect("observation");
-    c.advance().expect("advance");
-    obs
 }
 
 /// The MPA default restarted from the state file recommends as the one that ran on, interval

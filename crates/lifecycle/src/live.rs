@@ -707,7 +707,9 @@ impl LiveManager {
     /// [`crate::record::recent_demonstrations`]); how many it kept. Refused for a residual
     /// agent (the store's states lack the fallback's proposals it reads) and where violations
     /// are priced (the store keeps the reward earned, not the one the agent learns from). A
-    /// transition that is not finite or not of the agent's widths is skipped.
+    /// transition that is not finite or not of the agent's widths is skipped (the agent checks
+    /// the state and the action; the reward, and the next state, which a cloning agent does
+    /// not read, are checked here).
     pub fn take_up_demonstrations(&mut self, transitions: &[Experience]) -> Result<usize, LifecycleError> {
         if self.config.residual {
             return Err(LifecycleError::input(
@@ -721,19 +723,9 @@ impl LiveManager {
                 "the agent learns violations at a price the store's rewards do not carry",
             ));
         }
-        let mut kept = 0;
-        for e in transitions {
-            let finite =
-                e.state.iter().chain(&e.next_state).chain(&e.action).all(|v| v.is_finite()) && e.reward.is_finite();
-            if finite
-                && e.state.len() == STATE_DIM
-                && e.next_state.len() == STATE_DIM
-                && self.agent.remember_offline(e).is_ok()
-            {
-                kept += 1;
-            }
-        }
-        Ok(kept)
+        let usable =
+            |e: &Experience| e.reward.is_finite() && aware_agents::check_observation(&e.next_state, STATE_DIM).is_ok();
+        Ok(transitions.iter().filter(|e| usable(e) && self.agent.remember_offline(e).is_ok()).count())
     }
 
     /// [`crate::manager::certify`] for every app: an app that retraining hands back to
@@ -1089,7 +1081,7 @@ impl LiveManager {
             }
             _ => None,
         };
-        let fallback_name = self.config.fallback.to_string();
+        let fallback_name = self.fallback_name();
         let held =
             self.config.agent_acts(t.stage) && self.held_from_exploring(t.stage, self.apps[i].lifecycle.retraining());
         let a = &mut self.apps[i];
