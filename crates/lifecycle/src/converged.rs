@@ -64,6 +64,13 @@ pub struct Training {
     /// the evaluation: with 5 episodes of 4 apps the fallback had 4 and 0 violations there
     /// (`fig10 --quick` seeds 1 and 2), too few to tell snapshots apart.
     pub validation_episodes: u64,
+    /// The validation traffic comes in this many stretches of consecutive episodes, each from
+    /// a fresh cluster at a start time of its own (drawn from its first trace seed), so that a
+    /// check sees several times of day. One stretch of 20 quarter-hour episodes covers about
+    /// eight hours: on `fig10 --quick` seeds 128–138 the fallback reserved 0.45–2.16 times on
+    /// it what it reserved on the evaluation's eight hours, and a snapshot chosen on a night
+    /// was served by day.
+    pub validation_stretches: u64,
     /// The CPU headrooms each check tries the snapshot with ([`ManagerConfig::headroom`]): the
     /// snapshot and headroom [`better`] ranks first are kept together, and the reference is
     /// served with that headroom. (0, 5 % and 10 % beat MPA on fig10 quick seeds 1–32 on 19
@@ -71,6 +78,15 @@ pub struct Training {
     /// and 18 once the agent read the fallback's proposal.
     /// Adding −5 % gave 13. See `docs/results/lifecycle.md`.)
     pub headrooms: &'static [f32],
+    /// A training episode that violated the SLO in more than this fraction of its
+    /// app-intervals is not gone on from: the next one starts from a fresh cluster (each
+    /// app's reference allocation), as an episodic learner's environment resets on failure.
+    /// An exploring agent can leave the cluster where nothing it does helps (measured on
+    /// `fig10 --quick` seed 128: from the fourth episode on every interval of three apps of
+    /// four violating, one app's pods pending on a full cluster, two with no pod scheduled,
+    /// for all the 37 episodes left), and a replay filled with that teaches it nothing but
+    /// that. 1 (or more): always go on.
+    pub reset_above: f64,
 }
 
 impl Default for Training {
@@ -84,7 +100,9 @@ impl Default for Training {
             price_step: 0.1,
             validate_every: 5,
             validation_episodes: 20,
+            validation_stretches: 4,
             headrooms: &[0.0, 0.05, 0.1],
+            reset_above: 0.25,
         }
     }
 }
@@ -121,6 +139,9 @@ pub struct TrainingReport {
     pub selected_episode: u64,
     /// The CPU headroom the weights kept are served with ([`ManagerConfig::headroom`]).
     pub headroom: f32,
+    /// The training episodes (counted from 0) that started from a fresh cluster because the
+    /// one before failed ([`Training::reset_above`]).
+    pub fresh_starts: Vec<u64>,
 }
 
 /// Trace seeds for training: far from any plan's, so the reference is evaluated on traffic it
@@ -169,30 +190,38 @@ fn better(a: &Validation, b: &Validation, rules: &Validation) -> bool {
     }
 }
 
-fn validation(episode: u64, headroom: f32, arm: &Arm) -> Validation {
-    let s = &arm.row.summary;
+/// One check over the validation's stretches (`arms`, one per plan of `plans`): violations and
+/// core-seconds summed, the reward averaged over every interval.
+fn validation(episode: u64, headroom: f32, arms: &[Arm], plans: &[Plan]) -> Validation {
+    let weights: Vec<f64> = plans.iter().map(|p| p.seeds.len() as f64).collect();
+    let total = weights.iter().sum::<f64>().max(1.0);
     Validation {
         episode,
-        slo_violations: s.slo_violations,
-        core_seconds: s.core_seconds,
-        mean_reward: s.mean_reward,
+        slo_violations: arms.iter().map(|a| a.row.summary.slo_violations).sum(),
+        core_seconds: arms.iter().map(|a| a.row.summary.core_seconds).sum(),
+        mean_reward: arms.iter().zip(&weights).map(|(a, w)| a.row.summary.mean_reward * w).sum::<f64>() / total,
         headroom,
     }
 }
 
 /// The validation traffic of every check: `training.validation_episodes` episodes of
 /// `episode_steps` on trace seeds neither training's nor any plan's, with the workload's
-/// change in effect from every episode's start ([`changed_from_start`]).
-fn validation_plan(workload: &Workload, episode_steps: u64, training: &Training) -> Plan {
-    Plan {
-        episode_steps,
-        seeds: (0..training.validation_episodes)
-            .map(|k| workload.trace_seed.wrapping_add(VALIDATION_TRACE_OFFSET + k))
-            .collect(),
-        change: changed_from_start(workload),
-        windows: Vec::new(),
-        start: None,
-    }
+/// change in effect from every episode's start ([`changed_from_start`]), in
+/// `training.validation_stretches` plans of consecutive episodes (as even as they divide),
+/// each from a fresh cluster at its own start time.
+fn validation_plans(workload: &Workload, episode_steps: u64, training: &Training) -> Vec<Plan> {
+    let episodes = training.validation_episodes;
+    let stretches = training.validation_stretches.clamp(1, episodes.max(1));
+    (0..stretches)
+        .map(|k| episodes * k / stretches..episodes * (k + 1) / stretches)
+        .map(|range| Plan {
+            episode_steps,
+            seeds: range.map(|e| workload.trace_seed.wrapping_add(VALIDATION_TRACE_OFFSET + e)).collect(),
+            change: changed_from_start(workload),
+            windows: Vec::new(),
+            start: None,
+        })
+        .collect()
 }
 
 /// The workload's scenario as a plan's change in effect from the first interval of every
@@ -260,12 +289,16 @@ pub fn train(
         validations: Vec::new(),
         selected_episode: 0,
         headroom: 0.0,
+        fresh_starts: Vec::new(),
     };
-    let validation_plan = validation_plan(&workload, episode_steps, &training);
+    let validation_plans = validation_plans(&workload, episode_steps, &training);
     let validating = training.validate_every > 0 && training.validation_episodes > 0;
     let rules = if validating {
-        let arm = run_fallback(&workload, &validation_plan, &config.fallback, progress)?;
-        Some(validation(0, 0.0, &arm))
+        let arms = validation_plans
+            .iter()
+            .map(|plan| run_fallback(&workload, plan, &config.fallback, progress))
+            .collect::<Result<Vec<_>, _>>()?;
+        Some(validation(0, 0.0, &arms, &validation_plans))
     } else {
         None
     };
@@ -305,7 +338,13 @@ pub fn train(
         };
         let (arm, trained) = trained?;
         agent = trained;
-        carried = arm.end;
+        let summary = &arm.row.summary;
+        let intervals = (episode_steps as f64 * apps).max(1.0);
+        if summary.slo_violations as f64 > training.reset_above * intervals {
+            report.fresh_starts.push(e + 1);
+        } else {
+            carried = arm.end;
+        }
         report.episode_rewards.push(arm.row.summary.mean_reward);
         if let Some(fallback) = fallback {
             let fallback = fallback?;
@@ -330,11 +369,11 @@ pub fn train(
             && (done % training.validate_every == 0 || done == training.max_episodes || stopping)
         {
             let (checks, back) =
-                check(&workload, &validation_plan, agent, training.headrooms, &config, dir.path(), seed, progress)?;
+                check(&workload, &validation_plans, agent, training.headrooms, &config, dir.path(), seed, progress)?;
             agent = back;
             let mut kept = false;
             for &(headroom, ref checked) in &checks {
-                let v = validation(done, headroom, checked);
+                let v = validation(done, headroom, checked, &validation_plans);
                 if best_snapshot.as_ref().is_none_or(|b| better(&v, b, rules)) {
                     kept = true;
                     best_snapshot = Some(v.clone());
@@ -375,38 +414,47 @@ fn greedy(
     run_agent(workload, plan, agent, "converged", &config, &mut (), progress)
 }
 
+/// One headroom's check: the headroom and its runs, one per validation plan.
+type Checked = (f32, Vec<Arm>);
+
 /// Where [`check`] saves the weights it checks, and where [`keep`] moves the best so far.
 const CHECKED: &str = "checked";
 const KEPT: &str = "kept";
 
-/// `agent` checked greedily over `plan` with each of `headrooms`, the checks run side by side,
+/// `agent` checked greedily over `plans` with each of `headrooms`, the checks run side by side,
 /// each with a copy loaded from the weights saved in `dir`'s [`CHECKED`]: a DDPG agent's
 /// Polyak-averaged actor ([`LifecycleAgent::save_averaged`]), which is what is kept and served.
 /// DDPG's online actor swings from update to update (on validation traffic, consecutive checks
 /// of it went from 18 to 434 SLO-violating intervals and back), its average less. Returns each
-/// headroom's run, in `headrooms`' order, and the agent, untouched.
+/// headroom's runs (one per plan), in `headrooms`' order, and the agent, untouched.
 #[allow(clippy::too_many_arguments)]
 fn check(
     workload: &Workload,
-    plan: &Plan,
+    plans: &[Plan],
     agent: LifecycleAgent,
     headrooms: &[f32],
     config: &ManagerConfig,
     dir: &Path,
     seed: u64,
     progress: &dyn Progress,
-) -> Result<(Vec<(f32, Arm)>, LifecycleAgent), LifecycleError> {
+) -> Result<(Vec<Checked>, LifecycleAgent), LifecycleError> {
     let Some((&first, others)) = headrooms.split_first() else {
         return Ok((Vec::new(), agent));
     };
     let checked = dir.join(CHECKED);
     let space = agent_space(config.residual, 0);
     agent.save_averaged(&checked, &space).map_err(LifecycleError::from)?;
-    // One headroom's run, on a copy loaded from the averaged save.
-    let run = |headroom: f32, progress: &dyn Progress| -> Result<(f32, Arm), LifecycleError> {
-        let copy = LifecycleAgent::load(&checked, &space, seed).map_err(LifecycleError::from)?;
+    // One headroom's runs, on a copy loaded from the averaged save.
+    let run = |headroom: f32, progress: &dyn Progress| -> Result<Checked, LifecycleError> {
+        let mut copy = LifecycleAgent::load(&checked, &space, seed).map_err(LifecycleError::from)?;
         let config = ManagerConfig { headroom, ..config.clone() };
-        greedy(workload, plan, copy, &config, progress).map(|(arm, _)| (headroom, arm))
+        let mut arms = Vec::with_capacity(plans.len());
+        for plan in plans {
+            let (arm, back) = greedy(workload, plan, copy, &config, progress)?;
+            arms.push(arm);
+            copy = back;
+        }
+        Ok((headroom, arms))
     };
     std::thread::scope(|s| {
         let run = &run;
@@ -450,6 +498,7 @@ pub fn evaluate(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aware_lab::policy::PolicyName;
     use aware_lab::workload::WorkloadSpec;
     use aware_sim::ScenarioKind;
 
@@ -462,6 +511,7 @@ mod tests {
             patience: 10,
             validate_every: 1,
             validation_episodes: 2,
+            validation_stretches: 1,
             ..Training::default()
         };
         (workload, training)
@@ -483,21 +533,31 @@ mod tests {
         let config = residual();
         let agent = LifecycleAgent::fresh_for(&config, 3);
         let dir = tempfile::tempdir().unwrap();
-        let plan = validation_plan(&workload, 20, &training);
+        let plans = validation_plans(&workload, 20, &training);
+        let plan = &plans[0];
         // Every check runs a copy loaded from the averaged save with another seed than the
         // agent was built with; an untrained agent's average is its actor, so only the
         // weights saved make the copies act as the agent does.
-        let (runs, agent) = check(&workload, &plan, agent, &[0.1, 0.1, 0.0], &config, dir.path(), 97, &Silent).unwrap();
+        let (runs, agent) =
+            check(&workload, &plans, agent, &[0.1, 0.1, 0.0], &config, dir.path(), 97, &Silent).unwrap();
         assert_eq!(runs.iter().map(|r| r.0).collect::<Vec<_>>(), [0.1, 0.1, 0.0]);
-        assert!(same(&runs[0].1, &runs[1].1), "two copies act alike: {:?} vs {:?}", runs[0].1.row, runs[1].1.row);
+        assert!(
+            same(&runs[0].1[0], &runs[1].1[0]),
+            "two copies act alike: {:?} vs {:?}",
+            runs[0].1[0].row,
+            runs[1].1[0].row
+        );
         let with = ManagerConfig { headroom: 0.1, ..config.clone() };
-        let (itself, _) = greedy(&workload, &plan, agent, &with, &Silent).unwrap();
-        assert!(same(&runs[0].1, &itself), "a copy acts as the agent: {:?} vs {:?}", runs[0].1.row, itself.row);
-        assert!(runs[0].1.row.summary.core_seconds > runs[2].1.row.summary.core_seconds, "the headroom reserves more");
+        let (itself, _) = greedy(&workload, plan, agent, &with, &Silent).unwrap();
+        assert!(same(&runs[0].1[0], &itself), "a copy acts as the agent: {:?} vs {:?}", runs[0].1[0].row, itself.row);
+        assert!(
+            runs[0].1[0].row.summary.core_seconds > runs[2].1[0].row.summary.core_seconds,
+            "the headroom reserves more"
+        );
         // An agent of seed 97 acts otherwise, so the test can tell.
         let other = LifecycleAgent::fresh_for(&config, 97);
-        let (other, _) = greedy(&workload, &plan, other, &ManagerConfig { headroom: 0.1, ..config }, &Silent).unwrap();
-        assert!(!same(&runs[0].1, &other));
+        let (other, _) = greedy(&workload, plan, other, &ManagerConfig { headroom: 0.1, ..config }, &Silent).unwrap();
+        assert!(!same(&runs[0].1[0], &other));
     }
 
     #[test]
@@ -506,24 +566,25 @@ mod tests {
         // Fresh actors mostly propose within the dead band; with a headroom, seeds 3 and 97
         // do not act alike (asserted below, so the test can tell the snapshots apart).
         let config = ManagerConfig { headroom: 0.1, ..residual() };
-        let plan = validation_plan(&workload, 20, &training);
+        let plans = validation_plans(&workload, 20, &training);
+        let plan = &plans[0];
         let dir = tempfile::tempdir().unwrap();
         let (a, _) =
-            check(&workload, &plan, LifecycleAgent::fresh_for(&config, 3), &[0.1], &config, dir.path(), 9, &Silent)
+            check(&workload, &plans, LifecycleAgent::fresh_for(&config, 3), &[0.1], &config, dir.path(), 9, &Silent)
                 .unwrap();
         keep(dir.path()).unwrap();
         let (b, _) =
-            check(&workload, &plan, LifecycleAgent::fresh_for(&config, 97), &[0.1], &config, dir.path(), 9, &Silent)
+            check(&workload, &plans, LifecycleAgent::fresh_for(&config, 97), &[0.1], &config, dir.path(), 9, &Silent)
                 .unwrap();
-        assert!(!same(&a[0].1, &b[0].1), "two seeds that act alike cannot tell the snapshots apart");
+        assert!(!same(&a[0].1[0], &b[0].1[0]), "two seeds that act alike cannot tell the snapshots apart");
         let kept = LifecycleAgent::load(&dir.path().join(KEPT), &agent_space(true, 0), 9).unwrap();
-        let (served, _) = greedy(&workload, &plan, kept, &config, &Silent).unwrap();
-        assert!(same(&served, &a[0].1), "the kept snapshot is the first agent's");
+        let (served, _) = greedy(&workload, plan, kept, &config, &Silent).unwrap();
+        assert!(same(&served, &a[0].1[0]), "the kept snapshot is the first agent's");
         // Keeping again replaces it.
         keep(dir.path()).unwrap();
         let kept = LifecycleAgent::load(&dir.path().join(KEPT), &agent_space(true, 0), 9).unwrap();
-        let (served, _) = greedy(&workload, &plan, kept, &config, &Silent).unwrap();
-        assert!(same(&served, &b[0].1));
+        let (served, _) = greedy(&workload, plan, kept, &config, &Silent).unwrap();
+        assert!(same(&served, &b[0].1[0]));
         assert!(!dir.path().join(CHECKED).exists());
     }
 
@@ -538,7 +599,8 @@ mod tests {
             .find(|v| v.episode == report.selected_episode && v.headroom == report.headroom)
             .expect("the weights served were checked");
         let served =
-            evaluate(&workload, &validation_plan(&workload, 20, &training), agent, &report, &config, &Silent).unwrap();
+            evaluate(&workload, &validation_plans(&workload, 20, &training)[0], agent, &report, &config, &Silent)
+                .unwrap();
         let s = &served.row.summary;
         assert_eq!(
             (s.slo_violations, s.core_seconds, s.mean_reward),
@@ -575,6 +637,31 @@ mod tests {
             "validated on the changed workload: {a:?} against {b:?}"
         );
         assert_ne!(before.episode_rewards, after.episode_rewards, "trained on the changed workload");
+    }
+
+    /// The validation's stretches split its episodes evenly, each on trace seeds of its own
+    /// from a fresh cluster, and a check sums them.
+    #[test]
+    fn validation_comes_in_stretches_each_from_a_fresh_cluster() {
+        let (workload, _) = tiny();
+        let training = Training { validation_episodes: 10, validation_stretches: 4, ..Training::default() };
+        let plans = validation_plans(&workload, 20, &training);
+        assert_eq!(plans.iter().map(|p| p.seeds.len()).collect::<Vec<_>>(), [2, 3, 2, 3]);
+        let seeds: Vec<u64> = plans.iter().flat_map(|p| p.seeds.clone()).collect();
+        let single = validation_plans(&workload, 20, &Training { validation_stretches: 1, ..training });
+        assert_eq!(seeds, single[0].seeds, "the same traffic, split");
+        assert!(plans.iter().all(|p| p.start.is_none()));
+        let arms: Vec<Arm> =
+            plans.iter().map(|p| run_fallback(&workload, p, &PolicyName::Mpa, &Silent).unwrap()).collect();
+        let v = validation(3, 0.05, &arms, &plans);
+        let violations: u64 = arms.iter().map(|a| a.row.summary.slo_violations).sum();
+        let core_seconds: f64 = arms.iter().map(|a| a.row.summary.core_seconds).sum();
+        assert_eq!((v.slo_violations, v.core_seconds, v.episode, v.headroom), (violations, core_seconds, 3, 0.05));
+        let rewards: Vec<f64> = arms.iter().map(|a| a.row.summary.mean_reward).collect();
+        let mean = (2.0 * (rewards[0] + rewards[2]) + 3.0 * (rewards[1] + rewards[3])) / 10.0;
+        assert!((v.mean_reward - mean).abs() < 1e-12);
+        // Each stretch starts at its own time: their clusters differ at the start.
+        assert_ne!(arms[0].row.summary.core_seconds, arms[2].row.summary.core_seconds);
     }
 
     fn v(slo_violations: u64, core_seconds: f64, mean_reward: f64) -> Validation {

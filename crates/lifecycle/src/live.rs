@@ -248,7 +248,12 @@ impl LiveApp {
         self.measured.push(obs);
         let replay = self.replay.get_or_insert_with(|| LiveReplay {
             rates: Vec::new(),
-            start: DeploymentState { replicas: obs.desired_replicas, template: obs.template.clone(), bound: None },
+            start: DeploymentState {
+                replicas: obs.desired_replicas,
+                template: obs.template.clone(),
+                bound: None,
+                outdated: Vec::new(),
+            },
             start_s: obs.time_s - obs.interval_s,
             interval_s: obs.interval_s,
             last_s: obs.time_s - obs.interval_s,

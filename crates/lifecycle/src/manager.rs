@@ -1656,6 +1656,7 @@ impl Driver for Manager<'_> {
                     replicas: obs.desired_replicas,
                     template: obs.template.clone(),
                     bound: None,
+                    outdated: Vec::new(),
                 });
                 // The episode's first interval (the one its reset ran) ended now.
                 a.episode_start_s = obs.time_s - arena.interval_s();

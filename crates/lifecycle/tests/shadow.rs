@@ -241,6 +241,7 @@ fn a_replay_starts_from_the_deployment_the_traffic_began_with() {
             Resources::new(app.reference.cpu_millicores, app.reference.memory_bytes),
         ),
         bound: None,
+        outdated: Vec::new(),
     };
     let replay = |start: Option<&DeploymentState>| {
         let shadow = ShadowApp { start, ..traffic(&workload, 0, &profile, &rates, 3) };
@@ -272,6 +273,7 @@ fn the_fallbacks_replay_hands_back_what_it_does_not_manage_as_deployed() {
         replicas: app.reference.replicas,
         template: template((app.reference.cpu_millicores / 4).max(profile.bounds.min_cpu_millicores)),
         bound: None,
+        outdated: Vec::new(),
     };
     let replay = |start: Option<&DeploymentState>, deployed: Option<&(u32, ContainerResources)>| {
         let shadow = ShadowApp { start, deployed, ..traffic(&workload, 0, &profile, &rates, 3) };

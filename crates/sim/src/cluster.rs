@@ -158,11 +158,22 @@ pub struct Continuation {
 pub struct DeploymentState {
     pub replicas: u32,
     pub template: ContainerResources,
-    /// How many of its pods were bound to a node when the state was taken (`None`: all of
-    /// them). The run going on binds these first, every app's before any app's others, so
-    /// pods that were running are not displaced by another app's pods that were pending.
+    /// How many of its pods at `template` were bound to a node when the state was taken
+    /// (`None`: all of them). The run going on binds these first, every app's before any app's
+    /// others, so pods that were running are not displaced by another app's pods that were
+    /// pending.
     #[serde(default)]
     pub bound: Option<u32>,
+    /// The resources of each bound pod of an older template: a rollout or an in-place resize
+    /// its node could not admit, not through when the state was taken. The run going on binds
+    /// them first too, serving, and the rollout goes on from there, as the cluster's would: an
+    /// episode's end is no event in a cluster, and it must not complete (or drop) a rollout
+    /// that no node had room for. (Until session 69 a continuation counted only as many of the
+    /// template's pods as the capacity the old ones held fitted: an app whose pods the agent
+    /// had asked to grow past any node's room lost every pod at the next episode, and pended
+    /// for the whole of it on a full cluster.)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outdated: Vec<ContainerResources>,
 }
 
 impl Default for SimConfig {
@@ -576,6 +587,9 @@ pub struct SimCluster {
     next_pod_id: u64,
     /// Set when a reservation was released, so pending pods retry scheduling.
     capacity_freed: bool,
+    /// Set whenever room is freed; cleared before each reconcile pass, so the pass knows
+    /// whether an app reconciled late freed room the ones before it did not retry in.
+    freed_in_pass: bool,
     scenario_active: Option<ScenarioKind>,
     /// Scratch space for per-replica latency moments, so stepping allocates nothing.
     latency_components: Vec<(f64, f64, f64)>,
@@ -590,15 +604,17 @@ pub struct SimCluster {
 /// than the requests they hold there fit of the current template. A pod of an older template
 /// (a resize its node could not admit) is rebuilt with the new one, so the app goes on holding
 /// the capacity it held rather than what its bound pods would hold at the new size.
-fn bound_at_template(d: &Deployment) -> u32 {
-    let bound = || d.pods.iter().filter(|p| p.node.is_some());
-    let count = bound().count() as u64;
-    let (cpu, memory) = bound().fold((0u64, 0u64), |(c, m), p| {
-        (c + p.resources.requests.cpu_millicores, m + p.resources.requests.memory_bytes)
-    });
-    let new = d.template.requests;
-    let fits = |held: u64, each: u64| held.checked_div(each).unwrap_or(u64::MAX);
-    count.min(fits(cpu, new.cpu_millicores)).min(fits(memory, new.memory_bytes)).min(u32::MAX as u64) as u32
+/// `d` as a [`Continuation`] carries it: its bound pods of the current template counted, those
+/// of an older one listed with what they hold.
+fn deployment_state(d: &Deployment) -> DeploymentState {
+    let bound = d.pods.iter().filter(|p| p.node.is_some());
+    let current = bound.clone().filter(|p| p.generation == d.generation).count();
+    DeploymentState {
+        replicas: d.desired,
+        template: d.template.clone(),
+        bound: Some(current.min(u32::MAX as usize) as u32),
+        outdated: bound.filter(|p| p.generation != d.generation).map(|p| p.resources.clone()).collect(),
+    }
 }
 
 impl SimCluster {
@@ -645,6 +661,7 @@ impl SimCluster {
             time_s: 0.0,
             next_pod_id: 0,
             capacity_freed: false,
+            freed_in_pass: false,
             scenario_active: None,
             latency_components: Vec::new(),
             node_names: Vec::new(),
@@ -692,18 +709,7 @@ impl SimCluster {
     /// Where a run going on from this one starts ([`SimConfig::start`]): the clock now and
     /// every app's desired replicas and pod template.
     pub fn continuation(&self) -> Continuation {
-        Continuation {
-            time_s: self.time_s,
-            deployments: self
-                .deployments
-                .iter()
-                .map(|d| DeploymentState {
-                    replicas: d.desired,
-                    template: d.template.clone(),
-                    bound: Some(bound_at_template(d)),
-                })
-                .collect(),
-        }
+        Continuation { time_s: self.time_s, deployments: self.deployments.iter().map(deployment_state).collect() }
     }
 
     /// Age of the metrics `observe(app)` reports, seconds (`None` before the first scrape old
@@ -729,6 +735,7 @@ impl SimCluster {
         n.allocated_memory -= requests.memory_bytes;
         self.index_node(node);
         self.capacity_freed = true;
+        self.freed_in_pass = true;
     }
 
     /// Builds the episode from scratch; `draw_start` draws its start time (on `reset`).
@@ -802,14 +809,31 @@ impl SimCluster {
         // run, the pods that were bound there are placed first, every app's, then the rest.
         // An app the continuation does not say of (`bound: None`, or beyond its list) counts
         // as all bound.
-        if let Some(start) = &self.config.start {
-            let bound: Vec<Option<u32>> =
-                (0..self.deployments.len()).map(|i| start.deployments.get(i).and_then(|d| d.bound)).collect();
-            for (d, bound) in bound.into_iter().enumerate() {
+        // Pods of an older template that were bound go on serving (placed first of all), and
+        // the rollout goes on from them.
+        if let Some(start) = self.config.start.clone() {
+            for d in 0..self.deployments.len() {
+                let state = start.deployments.get(d);
+                let outdated = state.map_or(&[][..], |s| &s.outdated[..]);
+                if !outdated.is_empty() {
+                    self.deployments[d].generation = 1;
+                }
+                for resources in outdated {
+                    let mut pod = self.new_pod(d);
+                    (pod.resources, pod.running, pod.generation) = (resources.clone(), resources.clone(), 0);
+                    self.deployments[d].pods.push(pod);
+                    let p = self.deployments[d].pods.len() - 1;
+                    self.schedule(d, p);
+                    if self.deployments[d].pods[p].node.is_none() {
+                        // Packed otherwise than before, no node has its room: it goes.
+                        self.deployments[d].pods.pop();
+                    } else {
+                        self.deployments[d].pods[p].phase = PodPhase::Ready;
+                    }
+                }
                 let desired = self.deployments[d].desired;
-                self.deployments[d].desired = bound.map_or(desired, |b| desired.min(b));
-                self.reconcile(d);
-                self.deployments[d].desired = desired;
+                let bound = state.and_then(|s| s.bound).map_or(desired, |b| desired.min(b));
+                self.add_pods(d, bound as usize);
             }
         }
         for d in 0..self.deployments.len() {
@@ -922,6 +946,15 @@ impl SimCluster {
         }
     }
 
+    /// Tries to place every pending pod of deployment `d`.
+    fn retry_pending(&mut self, d: usize) {
+        for p in 0..self.deployments[d].pods.len() {
+            if self.deployments[d].pods[p].node.is_none() {
+                self.schedule(d, p);
+            }
+        }
+    }
+
     /// Deletes a pod. A serving pod drains: it gets no new requests, finishes what it holds for
     /// the grace period and keeps its node meanwhile; any other pod goes at once.
     fn remove_pod(&mut self, d: usize, p: usize) {
@@ -1013,11 +1046,7 @@ impl SimCluster {
         }
         // Pending pods retry only when something freed room.
         if self.capacity_freed {
-            for p in 0..self.deployments[d].pods.len() {
-                if self.deployments[d].pods[p].node.is_none() {
-                    self.schedule(d, p);
-                }
-            }
+            self.retry_pending(d);
         }
         let now = self.time_s;
         let dep = &mut self.deployments[d];
@@ -1546,8 +1575,18 @@ impl Cluster for SimCluster {
         {
             self.apply_scenario(s.kind);
         }
+        self.freed_in_pass = false;
         for d in 0..self.deployments.len() {
             self.reconcile(d);
+        }
+        // Room freed by a later app's reconcile (a pod deleted before it served) is an event
+        // the apps reconciled before it have not seen: their pending pods retry now, as the
+        // scheduler's queue moves unschedulable pods back on any pod's deletion. (Until
+        // session 69 the event was lost, and such pods pended until the next one.)
+        if self.freed_in_pass {
+            for d in 0..self.deployments.len() {
+                self.retry_pending(d);
+            }
         }
         self.capacity_freed = false;
         for node in &mut self.nodes {

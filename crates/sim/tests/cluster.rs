@@ -600,24 +600,67 @@ fn a_continued_run_keeps_running_pods_before_pending_ones() {
     assert_eq!(ready(&continued, 0), bound);
 }
 
-/// A pod whose resize its node could not admit holds its old requests; a continuation counts
-/// only as many of the new template's pods bound as the capacity the app held fits.
+/// A pod whose resize its node could not admit holds its old requests and goes on serving with
+/// them; a continuation carries it so, and the run going on keeps it serving (placed before any
+/// app's pending pods) while the rollout to the new template waits for room, as the cluster
+/// would. Until session 69 the continuation counted as bound only as many of the new template's
+/// pods as the capacity held fitted: at four times the CPU a quarter of the pods, at more than
+/// the whole app held none, and a full cluster left the app without a pod for an episode.
 #[test]
-fn a_continued_run_keeps_the_capacity_an_unadmitted_resize_held() {
+fn a_continued_run_keeps_the_pods_an_unadmitted_resize_left_serving() {
     let apps = generate_apps(2, 11, 86_400.0);
     let config = SimConfig { noise: 0.0, nodes: Some(1), node_cores: 64.0, ..SimConfig::default() };
     let mut first = SimCluster::new(apps.clone(), Vec::new(), config.clone(), 3);
+    // The first app fills the node (some of its pods pend).
     first.apply(0, &rec(200, 1000, 256 * MIB)).unwrap();
     first.advance().unwrap();
-    let held = first.continuation().deployments[1].bound.unwrap();
+    let held = first.observe(1).unwrap().replica_counts().ready;
+    assert!(held > 0);
     let before = first.observe(1).unwrap().template;
-    // Four times the CPU per pod: the full node admits no resize.
-    let bigger = 4 * before.requests.cpu_millicores;
+    // More CPU per pod than the second app held in all: no resize is admitted, and no pod of
+    // the new template fits anywhere.
+    let bigger = (held as u64 + 1) * before.requests.cpu_millicores;
     first.apply(1, &rec(held, bigger, before.requests.memory_bytes)).unwrap();
-    first.advance().unwrap();
+    for _ in 0..3 {
+        first.advance().unwrap();
+    }
+    let serving = |c: &SimCluster| {
+        let obs = c.observe(1).unwrap();
+        let old = obs.pods.iter().filter(|p| p.phase == PodPhase::Ready && p.resources.requests == before.requests);
+        (obs.replica_counts().ready, old.count() as u32)
+    };
+    assert_eq!(serving(&first), (held, held), "the old pods serve while the rollout waits");
     let ended = first.continuation();
-    let bound = ended.deployments[1].bound.unwrap();
-    assert_eq!(bound, held / 4, "the capacity held fits a quarter of the pods at four times the CPU");
+    assert_eq!(ended.deployments[1].bound, Some(0));
+    assert_eq!(ended.deployments[1].outdated.len(), held as usize);
     let continued = SimCluster::new(apps, Vec::new(), SimConfig { start: Some(ended), ..config }, 4);
-    assert_eq!(continued.observe(1).unwrap().replica_counts().ready, bound);
+    assert_eq!(serving(&continued), (held, held), "the continued run dropped the pods that were serving");
+    assert_eq!(continued.observe(1).unwrap().template.requests.cpu_millicores, bigger);
+}
+
+/// Room an app reconciled after another frees (its pods deleted before they served) reaches
+/// the other's pending pods within the interval: until session 69 the event was lost to the
+/// apps reconciled before, whose pods then pended on a node with room until something else
+/// freed some.
+#[test]
+fn room_a_later_app_frees_reaches_an_earlier_apps_pending_pods() {
+    let apps = generate_apps(2, 11, 86_400.0);
+    let config = SimConfig { noise: 0.0, nodes: Some(1), node_cores: 64.0, ..SimConfig::default() };
+    let mut cluster = SimCluster::new(apps, Vec::new(), config, 3);
+    let counts = |c: &SimCluster, app| c.observe(app).unwrap().replica_counts();
+    let template = |c: &SimCluster, app| c.observe(app).unwrap().template.requests;
+    let (first, second) = (template(&cluster, 0), template(&cluster, 1));
+    let (keep0, keep1) = (counts(&cluster, 0).desired, counts(&cluster, 1).desired);
+    // The second app takes the rest of the node with pods that are still starting …
+    cluster.apply(1, &rec(200, second.cpu_millicores, second.memory_bytes)).unwrap();
+    cluster.advance().unwrap();
+    // … so the first app's scale-up pends.
+    cluster.apply(0, &rec(keep0 + 2, first.cpu_millicores, first.memory_bytes)).unwrap();
+    cluster.advance().unwrap();
+    assert!(counts(&cluster, 0).pending > 0, "nothing pending: the test tests nothing");
+    // The second app goes back before its new pods serve: they go at once, and their room is
+    // the first app's.
+    cluster.apply(1, &rec(keep1, second.cpu_millicores, second.memory_bytes)).unwrap();
+    cluster.advance().unwrap();
+    assert_eq!(counts(&cluster, 0).pending, 0, "the first app's pods pend on a node with room");
 }
