@@ -314,7 +314,11 @@ pub fn train(
     let mut best_snapshot: Option<Validation> = None;
     let (mut best, mut since_best) = (f64::NEG_INFINITY, 0);
     let (mut carried, mut fallback_carried) = (None, None);
+    let mut fresh = false;
     for e in 0..training.max_episodes {
+        if fresh {
+            report.fresh_starts.push(e);
+        }
         // Each training episode goes on from the cluster the one before left, as the plans
         // the reference is judged on do (the fallback's from its own).
         let plan = Plan {
@@ -338,17 +342,16 @@ pub fn train(
         };
         let (arm, trained) = trained?;
         agent = trained;
-        let summary = &arm.row.summary;
-        let intervals = (episode_steps as f64 * apps).max(1.0);
-        if summary.slo_violations as f64 > training.reset_above * intervals {
-            report.fresh_starts.push(e + 1);
-        } else {
+        // Both start afresh, the fallback too, so that they go on on the same traffic from
+        // the same (drawn) time.
+        fresh = arm.row.summary.slo_violation_fraction > training.reset_above;
+        if !fresh {
             carried = arm.end;
         }
         report.episode_rewards.push(arm.row.summary.mean_reward);
         if let Some(fallback) = fallback {
             let fallback = fallback?;
-            fallback_carried = fallback.end.clone();
+            fallback_carried = if fresh { None } else { fallback.end.clone() };
             let excess = (arm.row.summary.slo_violations as f64 - fallback.row.summary.slo_violations as f64) / apps;
             price = (price + training.price_step * excess).max(0.0);
             report.violation_prices.push(price);
@@ -660,8 +663,22 @@ mod tests {
         let rewards: Vec<f64> = arms.iter().map(|a| a.row.summary.mean_reward).collect();
         let mean = (2.0 * (rewards[0] + rewards[2]) + 3.0 * (rewards[1] + rewards[3])) / 10.0;
         assert!((v.mean_reward - mean).abs() < 1e-12);
-        // Each stretch starts at its own time: their clusters differ at the start.
-        assert_ne!(arms[0].row.summary.core_seconds, arms[2].row.summary.core_seconds);
+    }
+
+    /// An episode over `reset_above` hands the next a fresh cluster, and the report says which
+    /// episodes started so; at 1 (a fraction never exceeded) none does.
+    #[test]
+    fn a_failed_training_episode_hands_the_next_a_fresh_cluster() {
+        let (workload, training) = tiny();
+        let training = Training { validate_every: 0, ..training };
+        let run = |reset_above: f64| {
+            train(&workload, 20, None, Training { reset_above, ..training }, &residual(), 5, &Silent).unwrap().1
+        };
+        let (always, never) = (run(-1.0), run(1.0));
+        assert_eq!(always.fresh_starts, [1, 2, 3]);
+        assert!(never.fresh_starts.is_empty());
+        assert_eq!(always.episode_rewards[0], never.episode_rewards[0], "the first episode is the same");
+        assert_ne!(always.episode_rewards, never.episode_rewards, "fresh starts change the training");
     }
 
     fn v(slo_violations: u64, core_seconds: f64, mean_reward: f64) -> Validation {

@@ -613,7 +613,11 @@ fn deployment_state(d: &Deployment) -> DeploymentState {
         replicas: d.desired,
         template: d.template.clone(),
         bound: Some(current.min(u32::MAX as usize) as u32),
-        outdated: bound.filter(|p| p.generation != d.generation).map(|p| p.resources.clone()).collect(),
+        // An old pod that is not serving (crashed, in back-off) the rollout deletes at once.
+        outdated: bound
+            .filter(|p| p.generation != d.generation && p.phase == PodPhase::Ready)
+            .map(|p| p.resources.clone())
+            .collect(),
     }
 }
 
@@ -809,8 +813,9 @@ impl SimCluster {
         // run, the pods that were bound there are placed first, every app's, then the rest.
         // An app the continuation does not say of (`bound: None`, or beyond its list) counts
         // as all bound.
-        // Pods of an older template that were bound go on serving (placed first of all), and
-        // the rollout goes on from them.
+        // Pods of an older template that were bound and serving go on serving (placed with
+        // the app's other bound pods, before any app's pending ones), and the rollout goes on
+        // from them.
         if let Some(start) = self.config.start.clone() {
             for d in 0..self.deployments.len() {
                 let state = start.deployments.get(d);
