@@ -248,12 +248,7 @@ impl LiveApp {
         self.measured.push(obs);
         let replay = self.replay.get_or_insert_with(|| LiveReplay {
             rates: Vec::new(),
-            start: DeploymentState {
-                replicas: obs.desired_replicas,
-                template: obs.template.clone(),
-                bound: None,
-                outdated: Vec::new(),
-            },
+            start: DeploymentState::at(obs.desired_replicas, obs.template.clone()),
             start_s: obs.time_s - obs.interval_s,
             interval_s: obs.interval_s,
             last_s: obs.time_s - obs.interval_s,

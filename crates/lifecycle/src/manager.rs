@@ -1652,12 +1652,7 @@ impl Driver for Manager<'_> {
             let a = &mut self.apps[i];
             a.deployed.get_or_insert_with(|| (obs.desired_replicas, obs.template.clone()));
             if a.rates.is_empty() {
-                a.episode_start = Some(DeploymentState {
-                    replicas: obs.desired_replicas,
-                    template: obs.template.clone(),
-                    bound: None,
-                    outdated: Vec::new(),
-                });
+                a.episode_start = Some(DeploymentState::at(obs.desired_replicas, obs.template.clone()));
                 // The episode's first interval (the one its reset ran) ended now.
                 a.episode_start_s = obs.time_s - arena.interval_s();
             }

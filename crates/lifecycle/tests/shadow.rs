@@ -234,14 +234,14 @@ fn a_replay_starts_from_the_deployment_the_traffic_began_with() {
     let app = &workload.apps[0];
     let profile = workload.app_profile(0);
     let rates = vec![app.mean_rps; 40];
-    let at = |replicas: u32| DeploymentState {
-        replicas,
-        template: ContainerResources::guaranteed(
-            CONTAINER,
-            Resources::new(app.reference.cpu_millicores, app.reference.memory_bytes),
-        ),
-        bound: None,
-        outdated: Vec::new(),
+    let at = |replicas: u32| {
+        DeploymentState::at(
+            replicas,
+            ContainerResources::guaranteed(
+                CONTAINER,
+                Resources::new(app.reference.cpu_millicores, app.reference.memory_bytes),
+            ),
+        )
     };
     let replay = |start: Option<&DeploymentState>| {
         let shadow = ShadowApp { start, ..traffic(&workload, 0, &profile, &rates, 3) };
@@ -269,12 +269,10 @@ fn the_fallbacks_replay_hands_back_what_it_does_not_manage_as_deployed() {
     let template =
         |cpu: u64| ContainerResources::guaranteed(CONTAINER, Resources::new(cpu, app.reference.memory_bytes));
     let deployed = (app.reference.replicas, template(app.reference.cpu_millicores));
-    let cut = DeploymentState {
-        replicas: app.reference.replicas,
-        template: template((app.reference.cpu_millicores / 4).max(profile.bounds.min_cpu_millicores)),
-        bound: None,
-        outdated: Vec::new(),
-    };
+    let cut = DeploymentState::at(
+        app.reference.replicas,
+        template((app.reference.cpu_millicores / 4).max(profile.bounds.min_cpu_millicores)),
+    );
     let replay = |start: Option<&DeploymentState>, deployed: Option<&(u32, ContainerResources)>| {
         let shadow = ShadowApp { start, deployed, ..traffic(&workload, 0, &profile, &rates, 3) };
         shadow::fallback(&shadow, &PolicyName::Mpa).unwrap()

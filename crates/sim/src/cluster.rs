@@ -176,6 +176,13 @@ pub struct DeploymentState {
     pub outdated: Vec<ContainerResources>,
 }
 
+impl DeploymentState {
+    /// `replicas` pods of `template`, all bound (what an observation of a deployment says).
+    pub fn at(replicas: u32, template: ContainerResources) -> Self {
+        Self { replicas, template, bound: None, outdated: Vec::new() }
+    }
+}
+
 impl Default for SimConfig {
     fn default() -> Self {
         Self {
@@ -587,8 +594,8 @@ pub struct SimCluster {
     next_pod_id: u64,
     /// Set when a reservation was released, so pending pods retry scheduling.
     capacity_freed: bool,
-    /// Set whenever room is freed; cleared before each reconcile pass, so the pass knows
-    /// whether an app reconciled late freed room the ones before it did not retry in.
+    /// Set whenever room is freed; cleared before each app's reconcile, so the pass knows which
+    /// apps freed room the ones reconciled before them did not retry in.
     freed_in_pass: bool,
     scenario_active: Option<ScenarioKind>,
     /// Scratch space for per-replica latency moments, so stepping allocates nothing.
@@ -600,10 +607,6 @@ pub struct SimCluster {
     queue_memo: QueueMemo,
 }
 
-/// How many of `d`'s pods a continuation counts as bound: those bound to a node, but no more
-/// than the requests they hold there fit of the current template. A pod of an older template
-/// (a resize its node could not admit) is rebuilt with the new one, so the app goes on holding
-/// the capacity it held rather than what its bound pods would hold at the new size.
 /// `d` as a [`Continuation`] carries it: its bound pods of the current template counted, those
 /// of an older one listed with what they hold.
 fn deployment_state(d: &Deployment) -> DeploymentState {
@@ -812,11 +815,11 @@ impl SimCluster {
         // Start warm: the initial pods are already running and ready. Going on from another
         // run, the pods that were bound there are placed first, every app's, then the rest.
         // An app the continuation does not say of (`bound: None`, or beyond its list) counts
-        // as all bound.
-        // Pods of an older template that were bound and serving go on serving (placed with
-        // the app's other bound pods, before any app's pending ones), and the rollout goes on
-        // from them.
-        if let Some(start) = self.config.start.clone() {
+        // as all bound. Pods of an older template that were bound and serving go on serving,
+        // and the rollout goes on from them.
+        // (Taken out while the pods are placed, which borrow the cluster; put back below.)
+        let start = self.config.start.take();
+        if let Some(start) = &start {
             for d in 0..self.deployments.len() {
                 let state = start.deployments.get(d);
                 let outdated = state.map_or(&[][..], |s| &s.outdated[..]);
@@ -841,6 +844,7 @@ impl SimCluster {
                 self.add_pods(d, bound as usize);
             }
         }
+        self.config.start = start;
         for d in 0..self.deployments.len() {
             self.reconcile(d);
             for pod in &mut self.deployments[d].pods {
@@ -1580,18 +1584,21 @@ impl Cluster for SimCluster {
         {
             self.apply_scenario(s.kind);
         }
-        self.freed_in_pass = false;
+        // Room freed by an app's reconcile (a pod deleted before it served) is an event the
+        // apps reconciled before it have not seen: their pending pods retry after the pass, as
+        // the scheduler's queue moves unschedulable pods back on any pod's deletion (the apps
+        // after it retry within the pass). Until session 69 the event was lost, and such pods
+        // pended until the next one.
+        let mut last_freeing = None;
         for d in 0..self.deployments.len() {
+            self.freed_in_pass = false;
             self.reconcile(d);
-        }
-        // Room freed by a later app's reconcile (a pod deleted before it served) is an event
-        // the apps reconciled before it have not seen: their pending pods retry now, as the
-        // scheduler's queue moves unschedulable pods back on any pod's deletion. (Until
-        // session 69 the event was lost, and such pods pended until the next one.)
-        if self.freed_in_pass {
-            for d in 0..self.deployments.len() {
-                self.retry_pending(d);
+            if self.freed_in_pass {
+                last_freeing = Some(d);
             }
+        }
+        for d in 0..last_freeing.unwrap_or(0) {
+            self.retry_pending(d);
         }
         self.capacity_freed = false;
         for node in &mut self.nodes {
