@@ -902,6 +902,26 @@ pub(crate) fn action_origin<'a>(
     }
 }
 
+/// The deployment `obs` shows, as the bootstrapping check's replay starts from it: its pods of
+/// the template that a node holds counted as bound, and those of an older one that a node holds
+/// and that serve (a rollout or an in-place resize the cluster could not admit yet) listed
+/// with what they run, so that the replay goes on with the rollout where the episode did
+/// instead of starting every pod at the template (the simulator's own continuation,
+/// [`DeploymentState::outdated`], carries them the same way).
+fn observed_start(obs: &Observation) -> DeploymentState {
+    let placed = obs.pods.iter().filter(|p| p.node.is_some() && !p.deleting);
+    let current = placed.clone().filter(|p| p.resources == obs.template).count();
+    DeploymentState {
+        replicas: obs.desired_replicas,
+        template: obs.template.clone(),
+        bound: Some(current.min(u32::MAX as usize) as u32),
+        outdated: placed
+            .filter(|p| p.resources != obs.template && p.phase == aware_core::PodPhase::Ready)
+            .map(|p| p.resources.clone())
+            .collect(),
+    }
+}
+
 /// App `i`'s traffic of one recent episode, for the bootstrapping check to replay from its
 /// start (the seed is the episode's, so the same episode replays the same arrivals), the
 /// fallback's replay handing back what it does not manage as `deployed`.
@@ -1652,7 +1672,7 @@ impl Driver for Manager<'_> {
             let a = &mut self.apps[i];
             a.deployed.get_or_insert_with(|| (obs.desired_replicas, obs.template.clone()));
             if a.rates.is_empty() {
-                a.episode_start = Some(DeploymentState::at(obs.desired_replicas, obs.template.clone()));
+                a.episode_start = Some(observed_start(&obs));
                 // The episode's first interval (the one its reset ran) ended now.
                 a.episode_start_s = obs.time_s - arena.interval_s();
             }
@@ -1869,6 +1889,50 @@ pub(crate) fn guard_fallback(
 mod tests {
     use super::*;
     use aware_core::Resources;
+
+    /// The replay of an episode starts from the deployment its first observation shows as the
+    /// simulator's own continuation carries it: a pod whose resize no node could admit still
+    /// serves at its old size, and the replay goes on with the rollout instead of starting
+    /// every pod at the new template (which a full cluster had not let it reach).
+    #[test]
+    fn a_replay_starts_with_the_pods_a_stuck_resize_left_serving() {
+        use aware_core::Cluster;
+        use aware_sim::{SimCluster, SimConfig, generate_apps};
+        let rec = |replicas, cpu, mem| Recommendation {
+            replicas,
+            containers: vec![ContainerResources::guaranteed(CONTAINER, Resources::new(cpu, mem))],
+        };
+        let apps = generate_apps(2, 11, 86_400.0);
+        let config = SimConfig { noise: 0.0, nodes: Some(1), node_cores: 64.0, ..SimConfig::default() };
+        let mut cluster = SimCluster::new(apps, Vec::new(), config, 3);
+        // The first app fills the node, then the second asks for more CPU per pod than it
+        // holds in all: no resize is admitted.
+        cluster.apply(0, &rec(200, 1000, 256 * MIB)).unwrap();
+        cluster.advance().unwrap();
+        let before = cluster.observe(1).unwrap();
+        let held = before.replica_counts().ready;
+        assert!(held > 0);
+        let bigger = (held as u64 + 1) * before.template.requests.cpu_millicores;
+        cluster.apply(1, &rec(held, bigger, before.template.requests.memory_bytes)).unwrap();
+        for _ in 0..3 {
+            cluster.advance().unwrap();
+        }
+        let start = observed_start(&cluster.observe(1).unwrap());
+        assert_eq!(start.outdated.len(), held as usize, "the serving old pods are dropped: {start:?}");
+        assert_eq!(start.bound, Some(0));
+        assert_eq!(start.template.requests.cpu_millicores, bigger);
+        let carried = &cluster.continuation().deployments[1];
+        assert_eq!(
+            (start.replicas, &start.template, start.bound),
+            (carried.replicas, &carried.template, carried.bound)
+        );
+        let requests = |v: &[ContainerResources]| v.iter().map(|c| c.requests.clone()).collect::<Vec<_>>();
+        assert_eq!(requests(&start.outdated), requests(&carried.outdated));
+        // With no rollout under way, every pod a node holds counts as bound, none as old.
+        let settled = observed_start(&cluster.observe(0).unwrap());
+        assert!(settled.outdated.is_empty());
+        assert_eq!(settled.bound, cluster.continuation().deployments[0].bound);
+    }
 
     /// What the fallback does not set is handed back as deployed, never below; what it sets,
     /// and anything at or above the deployment, passes. Deployed: 4 × (1000 m, 512 MiB); one
