@@ -222,6 +222,12 @@ pub struct GuardLimits {
     /// minute) with the scheduler short of CPU, over pods of half the CPU, down to one core.
     /// Raise it where a cluster autoscaler adds nodes for pending pods more slowly than that.
     pub unplaced_grace_s: f64,
+    /// The most an agent's proposal may reserve, as a multiple of what the fallback proposes
+    /// in the same interval: in cores (replicas × CPU) and in memory (replicas × memory), fewer
+    /// replicas first. A dimension the fallback does not set (the CPU limit, under the MPA
+    /// default) is measured against the deployment. Part of the rules' net, with the floor of
+    /// their scale-ups: a learner that diverges wastes at most this much. 0: no ceiling (2).
+    pub fallback_ceiling: f64,
 }
 
 impl Default for GuardLimits {
@@ -234,6 +240,7 @@ impl Default for GuardLimits {
             stabilisation_intervals: 20,
             oom_hold_s: 86_400.0,
             unplaced_grace_s: 120.0,
+            fallback_ceiling: 2.0,
         }
     }
 }
@@ -475,6 +482,7 @@ struct RawGuard {
     stabilisation_intervals: S<u32>,
     oom_hold_s: S<f64>,
     unplaced_grace_s: S<f64>,
+    fallback_ceiling: S<f64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -722,6 +730,14 @@ impl Profile {
         let (oom_hold, _) = c.take("guard.oom_hold_s", rg.oom_hold_s, g.oom_hold_s, finite_in(0.0, 604_800.0));
         let (unplaced_grace, _) =
             c.take("guard.unplaced_grace_s", rg.unplaced_grace_s, g.unplaced_grace_s, finite_in(0.0, 86_400.0));
+        // 0 (off), or a multiple no smaller than the fallback's own proposal.
+        let (ceiling, _) = c.take("guard.fallback_ceiling", rg.fallback_ceiling, g.fallback_ceiling, |v: f64| {
+            if v == 0.0 || (v.is_finite() && (1.0..=100.0).contains(&v)) {
+                Ok(())
+            } else {
+                Err("must be 0 (no ceiling) or in [1, 100]".into())
+            }
+        });
         let guard = GuardLimits {
             stale_after_intervals: stale,
             max_replica_growth: growth,
@@ -730,6 +746,7 @@ impl Profile {
             stabilisation_intervals: stabilisation,
             oom_hold_s: oom_hold,
             unplaced_grace_s: unplaced_grace,
+            fallback_ceiling: ceiling,
         };
         let simulation = parse_simulation(&mut c, raw.simulation);
         let store = match raw.store {
@@ -952,7 +969,15 @@ mod tests {
         let g = Profile::parse("guard:\n  oom_hold_s: 0\n  unplaced_grace_s: 600\n", "g.yaml").unwrap();
         assert_eq!((g.guard.oom_hold_s, g.guard.unplaced_grace_s), (0.0, 600.0));
         assert_eq!((Profile::default().guard.oom_hold_s, Profile::default().guard.unplaced_grace_s), (86_400.0, 120.0));
-        for bad in ["oom_hold_s: -1", "oom_hold_s: .nan", "unplaced_grace_s: 100000"] {
+        let g = Profile::parse("guard:\n  fallback_ceiling: 0\n", "g.yaml").unwrap();
+        assert_eq!((g.guard.fallback_ceiling, Profile::default().guard.fallback_ceiling), (0.0, 2.0));
+        for bad in [
+            "oom_hold_s: -1",
+            "oom_hold_s: .nan",
+            "unplaced_grace_s: 100000",
+            "fallback_ceiling: 0.5",
+            "fallback_ceiling: .inf",
+        ] {
             let e = Profile::parse(&format!("guard:\n  {bad}\n"), "g.yaml").unwrap_err().to_string();
             assert!(e.contains("g.yaml:2:") && e.contains(bad.split(':').next().unwrap()), "{e}");
         }

@@ -73,6 +73,11 @@ pub struct GuardConfig {
     /// [`MIN_SPREAD_STEP_S`]) with no pod placed halves the pods' CPU where CPU is short
     /// ([`Guard::roll_back_unplaced_keeping`]).
     pub unplaced_grace_s: f64,
+    /// The most an agent's proposal may reserve as a multiple of the fallback's proposal of the
+    /// same interval ([`Guard::cap`]; the profile's `guard.fallback_ceiling`). 0: no ceiling.
+    /// Like the fallback's floor, it is part of the rules' net: [`GuardConfig::for_agent`]
+    /// keeps it only where the fallback floors the agent.
+    pub fallback_ceiling: f64,
 }
 
 /// The cores per core in use below which HPA, targeting `cpu_target` utilisation, scales up:
@@ -104,7 +109,8 @@ impl GuardConfig {
         let base = Self::from(g);
         // The floor after an OOM kill comes with the rules' net, as the fallback's floor does.
         let oom_hold_s = if fallback_floor { base.oom_hold_s } else { 0.0 };
-        Self { refuse_not_serving: fallback_floor, cpu_cut_headroom, oom_hold_s, ..base }
+        let fallback_ceiling = if fallback_floor { base.fallback_ceiling } else { 0.0 };
+        Self { refuse_not_serving: fallback_floor, cpu_cut_headroom, oom_hold_s, fallback_ceiling, ..base }
     }
 }
 
@@ -127,6 +133,7 @@ impl From<&aware_core::GuardLimits> for GuardConfig {
             cpu_cut_headroom: 1.0 + USAGE_MARGIN,
             oom_hold_s: g.oom_hold_s,
             unplaced_grace_s: g.unplaced_grace_s,
+            fallback_ceiling: g.fallback_ceiling,
         }
     }
 }
@@ -710,13 +717,16 @@ impl Guard {
     }
 
     /// An agent's `proposal` [`Guard::limit`]ed, then, when the fallback's proposal for the same
-    /// interval is given, [`Guard::floor`]ed under it; the reasons of both, when anything changed.
-    /// Then [`Guard::fit_usage`] under the measured `usage`, when given, and
-    /// [`Guard::keep_oom_floor`].
+    /// interval is given, [`Guard::floor`]ed under it and, when `ceiling` (that proposal as the
+    /// ceiling measures it: [`ceiling_reference`]) is given too, [`Guard::cap`]ped under it;
+    /// the reasons of each, when anything changed. Then [`Guard::fit_usage`] under the measured
+    /// `usage`, when given, and [`Guard::keep_oom_floor`].
+    #[allow(clippy::too_many_arguments)]
     pub fn limit_under(
         &mut self,
         proposal: &Recommendation,
         fallback: Option<&Recommendation>,
+        ceiling: Option<&Recommendation>,
         usage: Option<&Usage>,
         replicas: u32,
         current: &ContainerResources,
@@ -726,6 +736,10 @@ impl Guard {
         let (rec, raised) = match fallback {
             Some(f) => self.floor(rec, f, replicas, current, bounds),
             None => (rec, None),
+        };
+        let (rec, capped) = match (fallback, ceiling) {
+            (Some(_), Some(c)) => self.cap(rec, c, current, bounds),
+            _ => (rec, None),
         };
         let (rec, fitted) = match usage {
             Some(u) => self.fit_usage(rec, u, replicas, current, bounds),
@@ -737,7 +751,7 @@ impl Guard {
         if let (Some(_), Some(last), Some(c)) = (&oom, self.recent.back_mut(), rec.containers.first()) {
             last.2 = c.limits.memory_bytes;
         }
-        let why: Vec<String> = limited.into_iter().chain(raised).chain(fitted).chain(oom).collect();
+        let why: Vec<String> = limited.into_iter().chain(raised).chain(capped).chain(fitted).chain(oom).collect();
         (rec, (!why.is_empty()).then(|| why.join("; ")))
     }
 
@@ -873,6 +887,105 @@ impl Guard {
     }
 }
 
+impl Guard {
+    /// `rec` (already [`Guard::floor`]ed) under the ceiling [`GuardConfig::fallback_ceiling`]
+    /// sets over `reference`, the fallback's proposal of the interval as [`ceiling_reference`]
+    /// measures it: the cores in all (replicas × CPU) and the memory in all (replicas × memory)
+    /// each at most the ceiling times the reference's, fewer replicas first (never fewer than
+    /// the reference's), then less per pod. The agent spends as it likes within that: more
+    /// CPU per pod on fewer pods, or more pods of less. The reason when anything was lowered.
+    ///
+    /// Why: the floor keeps an agent from refusing the rules' scale-ups, but nothing kept one
+    /// from growing without end. A DDPG agent retraining online (SERVING's rewards slipped
+    /// with the time of day) saturated its actor and took an app from 46 pods of 1 core and
+    /// 320 MiB to 332 of 4 cores and 8 GiB within 60 intervals, its pods pending on a full
+    /// cluster and crowding a neighbour's node into violating its SLO in every interval
+    /// (`aware run --apps 4 --seed 142 --steps 2000`, `lifecycle.reward_window: 5`). A ceiling
+    /// on each dimension alone was tried first: it also kept the CPU per pod that a heavier
+    /// payload needs below twice the deployment's, and on the fig9 scenarios AWARE violated
+    /// its SLO more often for it.
+    ///
+    /// Only through [`Guard::limit_under`]: it replaces the proposal remembered with what acts.
+    fn cap(
+        &mut self,
+        rec: Recommendation,
+        reference: &Recommendation,
+        current: &ContainerResources,
+        bounds: &Bounds,
+    ) -> (Recommendation, Option<String>) {
+        let k = self.config.fallback_ceiling;
+        if k <= 0.0 {
+            return (rec, None);
+        }
+        let got = rec.containers.first().unwrap_or(current);
+        let limits = reference.containers.first().map_or(got.limits, |c| c.limits);
+        let base = reference.replicas.max(bounds.min_replicas).max(1);
+        let (mut new_replicas, mut cpu, mut memory) =
+            (rec.replicas, got.limits.cpu_millicores, got.limits.memory_bytes);
+        // The most in all, per resource, where both sides have a limit (0 is none: unlimited).
+        let most = |per_pod: u64, mine: u64| (per_pod > 0 && mine > 0).then_some(base as f64 * per_pod as f64 * k);
+        let (cores, bytes) = (most(limits.cpu_millicores, cpu), most(limits.memory_bytes, memory));
+        // Fewer replicas first, down to the reference's.
+        let fits = |total: Option<f64>, per_pod: u64| {
+            total.map_or(u32::MAX, |t| (t / per_pod as f64).floor().min(u32::MAX as f64) as u32)
+        };
+        let hi_replicas = fits(cores, cpu).min(fits(bytes, memory)).max(base);
+        let mut reasons = Vec::new();
+        if new_replicas > hi_replicas {
+            reasons.push(format!("replicas {new_replicas} → {hi_replicas}"));
+            new_replicas = hi_replicas;
+        }
+        // Then less per pod.
+        let per_pod = |total: f64, lo: u64| ((total / new_replicas.max(1) as f64).floor() as u64).max(lo);
+        if let Some(total) = cores {
+            let hi = per_pod(total, bounds.min_cpu_millicores);
+            if cpu > hi {
+                reasons.push(format!("cpu millicores {cpu} → {hi}"));
+                cpu = hi;
+            }
+        }
+        if let Some(total) = bytes {
+            let hi = per_pod(total, bounds.min_memory_bytes());
+            if memory > hi {
+                reasons.push(format!("memory MiB {} → {}", memory / MIB, hi / MIB));
+                memory = hi;
+            }
+        }
+        if reasons.is_empty() {
+            return (rec, None);
+        }
+        let capped = self.replace_last(&got.name, (new_replicas, cpu, memory));
+        (capped, Some(format!("capped at {k}× the fallback's proposal in all: {}", reasons.join(", "))))
+    }
+}
+
+/// The fallback's proposal `ask` as [`Guard::cap`] measures an agent against it: each dimension
+/// the fallback does not set (`scope`) at the `deployed` allocation instead (within `bounds`),
+/// since there the proposal only carries on what runs, and a ceiling over what runs would rise
+/// with every step it let through.
+pub(crate) fn ceiling_reference(
+    ask: &Recommendation,
+    scope: aware_core::Scope,
+    (replicas, template): (u32, &ContainerResources),
+    bounds: &Bounds,
+) -> Recommendation {
+    let deployed = within_bounds(replicas, template, bounds);
+    let mut reference = ask.clone();
+    if !scope.replicas {
+        reference.replicas = deployed.0;
+    }
+    for c in reference.containers.iter_mut().take(1) {
+        // A limit of 0 (none: unlimited) is left alone.
+        if !scope.cpu && c.limits.cpu_millicores > 0 {
+            move_limit(&mut c.requests.cpu_millicores, &mut c.limits.cpu_millicores, deployed.1);
+        }
+        if !scope.memory && c.limits.memory_bytes > 0 {
+            move_limit(&mut c.requests.memory_bytes, &mut c.limits.memory_bytes, deployed.2);
+        }
+    }
+    reference
+}
+
 /// The current allocation (`replicas` of `current`) as far as `bounds` allow: what the floor and
 /// the usage fit hold to (a profile changed under a running app can leave it outside them), and
 /// what the lifecycle hands a deployment back as ([`crate::manager::restore_unmanaged`]).
@@ -917,6 +1030,70 @@ mod tests {
         assert!(why.unwrap().contains("cpu"));
     }
 
+    /// The ceiling over the fallback's proposal, one case per row, at the default 2×: the
+    /// fallback proposes 10 × (1000 m, 512 MiB), so at most 20 cores and 10 GiB in all, and the
+    /// app runs 10 such pods, so every row's proposal is within one interval's step and only
+    /// the ceiling acts. (proposal, what acts)
+    #[test]
+    fn the_ceiling_over_the_fallbacks_proposal_table() {
+        let bounds = Profile::default().bounds;
+        let ask = rec(10, 1000, 512);
+        for (proposal, want) in [
+            // Within it in all: passes, however it is spread.
+            (rec(20, 1000, 512), rec(20, 1000, 512)),
+            (rec(5, 2000, 256), rec(5, 2000, 256)),
+            (rec(10, 2000, 1024), rec(10, 2000, 1024)),
+            // Too many cores, too much memory, or both: fewer replicas first.
+            (rec(20, 2000, 512), rec(10, 2000, 512)),
+            (rec(20, 1000, 1024), rec(10, 1000, 1024)),
+            (rec(15, 2000, 1024), rec(10, 2000, 1024)),
+            (rec(14, 1500, 512), rec(13, 1500, 512)),
+        ] {
+            let mut g = Guard::new(GuardConfig { stabilisation_intervals: 0, ..GuardConfig::default() });
+            let (got, why) = g.limit_under(&proposal, Some(&ask), Some(&ask), None, 10, &container(1000, 512), &bounds);
+            assert_eq!(got, want, "{proposal:?}");
+            assert_eq!(why.is_some(), want != proposal, "{proposal:?}: {why:?}");
+            if let Some(why) = why {
+                assert!(why.contains("capped at 2× the fallback's proposal"), "{why}");
+            }
+        }
+        // Beyond it, from where a diverged agent had taken the app (as the step caps allow):
+        // lowered to the ceiling in one interval, and the window remembers what acts.
+        let mut g = Guard::new(GuardConfig::default());
+        let (got, why) =
+            g.limit_under(&rec(332, 4000, 8192), Some(&ask), Some(&ask), None, 332, &container(4000, 8192), &bounds);
+        assert_eq!(got, rec(10, 2000, 1024), "{why:?}");
+        let (again, _) =
+            g.limit_under(&rec(300, 4000, 8192), Some(&ask), Some(&ask), None, 10, &container(2000, 1024), &bounds);
+        assert_eq!(again, rec(10, 2000, 1024));
+        // Off (0), or without the fallback's proposal: no ceiling.
+        let mut off = Guard::new(GuardConfig { fallback_ceiling: 0.0, ..GuardConfig::default() });
+        let (got, _) =
+            off.limit_under(&rec(20, 2000, 1024), Some(&ask), Some(&ask), None, 10, &container(1000, 512), &bounds);
+        assert_eq!(got, rec(20, 2000, 1024));
+        let mut alone = Guard::new(GuardConfig::default());
+        let (got, _) =
+            alone.limit_under(&rec(20, 2000, 1024), None, Some(&ask), None, 10, &container(1000, 512), &bounds);
+        assert_eq!(got, rec(20, 2000, 1024));
+        // The policy alone (no floor) has none; the rules' net has the profile's.
+        let limits = aware_core::GuardLimits::default();
+        assert_eq!(GuardConfig::for_agent(&limits, false, None).fallback_ceiling, 0.0);
+        assert_eq!(GuardConfig::for_agent(&limits, true, None).fallback_ceiling, 2.0);
+    }
+
+    /// What the fallback does not set is measured against the deployment, not against what
+    /// runs (which its proposal carries on, and which would let the ceiling rise each step).
+    #[test]
+    fn the_ceiling_measures_what_the_fallback_does_not_set_against_the_deployment() {
+        let bounds = Profile::default().bounds;
+        let mpa = aware_core::Scope { replicas: true, cpu: false, memory: true };
+        // MPA carries on the 4000 m an agent set; the deployment had 1000 m.
+        let reference = ceiling_reference(&rec(6, 4000, 300), mpa, (4, &container(1000, 512)), &bounds);
+        assert_eq!(reference, rec(6, 1000, 300));
+        let all = ceiling_reference(&rec(6, 4000, 300), aware_core::Scope::ALL, (4, &container(1000, 512)), &bounds);
+        assert_eq!(all, rec(6, 4000, 300));
+    }
+
     proptest! {
         #[test]
         fn limited_allocations_stay_in_bounds_and_within_a_step(
@@ -933,6 +1110,27 @@ mod tests {
             let up = (now * 2).max(now + 4);
             prop_assert!(out.replicas <= up.max(bounds.min_replicas));
             prop_assert!(out.replicas >= now.div_ceil(2).min(bounds.max_replicas).max(bounds.min_replicas));
+        }
+
+        /// Under the fallback's floor and ceiling, what acts reserves at most twice the
+        /// fallback's proposal in cores and in memory, wherever the app was and whatever the
+        /// agent proposed (or the least a pod may have).
+        #[test]
+        fn what_acts_stays_under_the_ceiling(
+            now in 1u32..150, want in 0u32..1000, cpu_now in 100u64..4000, cpu in 0u64..100_000,
+            mem_now in 64u64..8192, mem in 0u64..100_000,
+            ask_r in 1u32..150, ask_cpu in 100u64..4000, ask_mem in 64u64..8192,
+        ) {
+            let bounds = Bounds { max_replicas: 150, ..Profile::default().bounds };
+            let mut g = Guard::new(GuardConfig::default());
+            let ask = rec(ask_r, ask_cpu, ask_mem);
+            let (out, _) =
+                g.limit_under(&rec(want, cpu, mem), Some(&ask), Some(&ask), None, now, &container(cpu_now, mem_now), &bounds);
+            let c = &out.containers[0].limits;
+            let base = ask_r.max(bounds.min_replicas) as u64;
+            let r = out.replicas as u64;
+            prop_assert!(r * c.cpu_millicores <= 2 * base * ask_cpu || c.cpu_millicores <= bounds.min_cpu_millicores, "{out:?}");
+            prop_assert!(r * c.memory_bytes <= 2 * base * ask_mem * MIB || c.memory_bytes <= bounds.min_memory_bytes(), "{out:?}");
         }
     }
 
@@ -1048,7 +1246,7 @@ mod tests {
         assert!(why.contains("OOM-killed at 250 MiB"), "{why}");
         // The agent's proposals too, through the guard's caps.
         let c = container(1000, 250);
-        let (agent, why) = g.limit_under(&rec(1, 1000, 200), None, None, 1, &c, &bounds);
+        let (agent, why) = g.limit_under(&rec(1, 1000, 200), None, None, None, 1, &c, &bounds);
         assert_eq!(agent.containers[0].limits.memory_bytes, 350 * MIB);
         assert!(why.unwrap().contains("OOM-killed"));
         // Killed again at 1000 MiB: × 1.2 beats + 100 MiB. A later kill at 300 MiB keeps it.
@@ -1503,8 +1701,15 @@ mod tests {
         // What acts is what the stabilisation window remembers: a later cut to 1 replica is held.
         let mut g = Guard::new(GuardConfig::default());
         let usage = Usage { cpu_cores: 1.12, memory_bytes: (300 * MIB) as f64 };
-        let (out, _) =
-            g.limit_under(&rec(1, 1000, 512), None, Some(&usage), 2, &container(1000, 512), &Profile::default().bounds);
+        let (out, _) = g.limit_under(
+            &rec(1, 1000, 512),
+            None,
+            None,
+            Some(&usage),
+            2,
+            &container(1000, 512),
+            &Profile::default().bounds,
+        );
         assert_eq!(out.replicas, 2);
         let (out, why) = g.limit(&rec(1, 1000, 512), 2, &container(1000, 512), &Profile::default().bounds);
         assert_eq!(out.replicas, 2, "{why:?}");

@@ -395,6 +395,9 @@ struct Taken {
     /// The fallback's proposal, asked for a residual agent with the observation (it is in the
     /// state; `None` inside: the fallback proposed nothing).
     ask: Option<Option<Recommendation>>,
+    /// The fallback's proposal as the guard's ceiling measures the agent's against it
+    /// ([`ManagerConfig::ceiling`]), for an app the agent acts for.
+    ceiling: Option<Recommendation>,
     stage: Stage,
     /// Why the agent may not act on it, if it wanted to.
     refused: Option<String>,
@@ -892,6 +895,13 @@ impl LiveManager {
                 }
             }
         }
+        for &k in &acting {
+            let (i, t) = &mut taken[k];
+            let a = &mut self.apps[*i];
+            let ask = t.ask.as_ref().and_then(|a| a.as_ref());
+            let failed = a.lifecycle.rules_failed();
+            t.ceiling = self.config.ceiling(&mut a.fallback, a.deployed.as_ref(), ask, failed, &a.decoder.bounds);
+        }
         let batch: Vec<f32> = acting.iter().flat_map(|&k| taken[k].1.state.clone().unwrap_or_default()).collect();
         let explore: Vec<Option<f32>> = acting
             .iter()
@@ -912,8 +922,9 @@ impl LiveManager {
             let ask = t.ask.as_ref().and_then(|a| a.as_ref());
             let (from, from_replicas) = action_origin(ask, config.residual, obs);
             let (from, from_replicas) = live[*i].probe.origin(from, from_replicas);
-            let centre =
-                config.acting_from(&live[*i].decoder, &from, from_replicas, ask, obs).applied(&live[*i].guard, v);
+            let centre = config
+                .acting_from(&live[*i].decoder, &from, from_replicas, ask, t.ceiling.as_ref(), obs)
+                .applied(&live[*i].guard, v);
             if config.retrain_probes {
                 centres[j] = Some(centre.clone());
             }
@@ -956,7 +967,10 @@ impl LiveManager {
                 a.previous_arrival = None;
                 a.record(None, None);
                 let refused = Some(format!("backend unavailable: {reason}"));
-                return Ok((Taken { obs: None, state: None, ask: None, stage, refused, wants_agent }, false));
+                return Ok((
+                    Taken { obs: None, state: None, ask: None, ceiling: None, stage, refused, wants_agent },
+                    false,
+                ));
             }
         };
         if a.deployed.is_none() {
@@ -1059,7 +1073,7 @@ impl LiveManager {
             None => a.guard.check(&obs, &[]).map_err(|e| e.to_string()).and(Err("the state cannot be encoded".into())),
         };
         let refused = checked.err();
-        Ok((Taken { obs: Some(obs), state, ask, stage, refused, wants_agent }, learned))
+        Ok((Taken { obs: Some(obs), state, ask, ceiling: None, stage, refused, wants_agent }, learned))
     }
 
     /// Decides app `i`'s interval from what [`LiveManager::take`] made of its observation and the
@@ -1101,67 +1115,66 @@ impl LiveManager {
         // Where the action in the agent's coordinates is measured from, when not from the
         // current allocation: a residual agent's from the fallback's proposal.
         let mut origin = None;
-        let recommendation =
-            match (&t.obs, agent_action) {
-                (Some(obs), Some(v)) => {
-                    // The agent's allocation is in limits, for the app's own container.
-                    a.decoder.container = obs.template.name.clone();
-                    // Asked before the agent acted, where its state or the guard's floor needs it.
-                    let ask = t.ask.flatten();
-                    let (from, from_replicas) = action_origin(ask.as_ref(), self.config.residual, obs);
-                    // Measured from a probe's path while the app is where the probe left it.
-                    let (from, from_replicas) = a.probe.origin(from, from_replicas);
-                    if self.config.residual || matches!(from, std::borrow::Cow::Owned(_)) {
-                        origin = Some((from.limits, from_replicas));
-                    }
-                    let g = self
-                        .config
-                        .acting_from(&a.decoder, &from, from_replicas, ask.as_ref(), obs)
-                        .guard_probing(&mut a.guard, &mut a.probe, v, centre.as_deref())?;
-                    if let Some(why) = g.limited {
-                        a.counts.guard_limited += 1;
-                        verdict = format!("limited: {why}");
-                    }
-                    let mut rec = g.rec;
-                    keep_request_ratio(&mut rec, &obs.template);
-                    Some(rec)
+        let recommendation = match (&t.obs, agent_action) {
+            (Some(obs), Some(v)) => {
+                // The agent's allocation is in limits, for the app's own container.
+                a.decoder.container = obs.template.name.clone();
+                // Asked before the agent acted, where its state or the guard's floor needs it.
+                let ask = t.ask.flatten();
+                let (from, from_replicas) = action_origin(ask.as_ref(), self.config.residual, obs);
+                // Measured from a probe's path while the app is where the probe left it.
+                let (from, from_replicas) = a.probe.origin(from, from_replicas);
+                if self.config.residual || matches!(from, std::borrow::Cow::Owned(_)) {
+                    origin = Some((from.limits, from_replicas));
                 }
-                // The fallback sees every observation the backend gave (its own checks refuse bad ones).
-                (Some(obs), None) => {
-                    // What the rules do is no probe's path.
-                    a.probe = Probe::default();
-                    let mut p = match t.ask {
-                        Some(ask) => ask,
-                        None => a.fallback.recommender().recommend(obs).ok(),
-                    };
-                    // The fallback's own decision as asked is a residual agent's action 0 (its
-                    // state read it): what the guard's rules change is its action.
-                    if let (true, Some(p)) = (self.config.residual, &p)
-                        && let Some(c) = p.containers.first()
-                    {
-                        origin = Some((c.limits, p.replicas));
-                    }
-                    // Handed to the rules (not for one refused observation): with what they do not
-                    // manage as first observed, never below (not for a residual agent, as in the
-                    // bootstrapping check's replays).
-                    let scope = a.fallback.recommender().scope();
-                    let handed_back =
-                        a.deployed.as_ref().filter(|_| !t.wants_agent && !self.config.residual).map(|d| (scope, d));
-                    if let Some(p) = &mut p {
-                        crate::manager::guard_fallback(
-                            &a.guard,
-                            p,
-                            obs.time_s,
-                            &a.decoder.bounds,
-                            handed_back,
-                            &mut verdict,
-                        );
-                        a.guard.witness(p, &obs.template);
-                    }
-                    p
+                let g = self
+                    .config
+                    .acting_from(&a.decoder, &from, from_replicas, ask.as_ref(), t.ceiling.as_ref(), obs)
+                    .guard_probing(&mut a.guard, &mut a.probe, v, centre.as_deref())?;
+                if let Some(why) = g.limited {
+                    a.counts.guard_limited += 1;
+                    verdict = format!("limited: {why}");
                 }
-                (None, _) => None,
-            };
+                let mut rec = g.rec;
+                keep_request_ratio(&mut rec, &obs.template);
+                Some(rec)
+            }
+            // The fallback sees every observation the backend gave (its own checks refuse bad ones).
+            (Some(obs), None) => {
+                // What the rules do is no probe's path.
+                a.probe = Probe::default();
+                let mut p = match t.ask {
+                    Some(ask) => ask,
+                    None => a.fallback.recommender().recommend(obs).ok(),
+                };
+                // The fallback's own decision as asked is a residual agent's action 0 (its
+                // state read it): what the guard's rules change is its action.
+                if let (true, Some(p)) = (self.config.residual, &p)
+                    && let Some(c) = p.containers.first()
+                {
+                    origin = Some((c.limits, p.replicas));
+                }
+                // Handed to the rules (not for one refused observation): with what they do not
+                // manage as first observed, never below (not for a residual agent, as in the
+                // bootstrapping check's replays).
+                let scope = a.fallback.recommender().scope();
+                let handed_back =
+                    a.deployed.as_ref().filter(|_| !t.wants_agent && !self.config.residual).map(|d| (scope, d));
+                if let Some(p) = &mut p {
+                    crate::manager::guard_fallback(
+                        &a.guard,
+                        p,
+                        obs.time_s,
+                        &a.decoder.bounds,
+                        handed_back,
+                        &mut verdict,
+                    );
+                    a.guard.witness(p, &obs.template);
+                }
+                p
+            }
+            (None, _) => None,
+        };
         if agent_acted {
             a.counts.agent_actions += 1;
         } else {
@@ -1326,7 +1339,11 @@ impl LiveManager {
         let Some(model) = self.model(i)? else { return Ok(None) };
         let skip = if newest_only { a.recent.len() - 1 } else { 0 };
         let handed_back = a.deployed.as_ref().filter(|_| !self.config.residual);
-        let guard = self.config.guard_config(&a.profile);
+        let mut guard = self.config.guard_config(&a.profile);
+        // As the agent acts: no ceiling over rules that have failed the app.
+        if a.lifecycle.rules_failed() {
+            guard.fallback_ceiling = 0.0;
+        }
         let mut outcomes = Vec::with_capacity(a.recent.len());
         for (k, r) in a.recent.iter().enumerate().skip(skip) {
             let app = r.shadow_app(&model.fitted.app, &a.profile, &model.sim, handed_back, model.seed(k));

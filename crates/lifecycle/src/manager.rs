@@ -265,6 +265,7 @@ impl ManagerConfig {
         from: &'a ContainerResources,
         from_replicas: u32,
         ask: Option<&'a Recommendation>,
+        ceiling: Option<&'a Recommendation>,
         obs: &'a Observation,
     ) -> ActingFrom<'a> {
         ActingFrom {
@@ -272,10 +273,38 @@ impl ManagerConfig {
             from,
             from_replicas,
             floor: if self.fallback_floor { ask } else { None },
+            ceiling: if self.fallback_floor { ceiling } else { None },
             usage: if self.fallback_floor { Usage::of(obs) } else { None },
             obs,
             headroom: self.headroom,
         }
+    }
+
+    /// The fallback's proposal `ask` as the guard's ceiling measures an agent against it
+    /// ([`crate::guard::ceiling_reference`]: what `fallback` does not set at the `deployed`
+    /// allocation, where it is known), where the fallback floors the agent and has not failed
+    /// the app (`rules_failed`: [`AppLifecycle::rules_failed`]); `None` elsewhere.
+    ///
+    /// Where the rules have failed, what they propose is no yardstick: under a heavier payload
+    /// (fig9's `payload-up`, `aware run --apps 4 --seed 30 --steps 2400 --scenario
+    /// payload-up@1500`) the MPA default violated the SLO in every interval, and the agent
+    /// retraining under a ceiling over it violated in 2,626 app-intervals against 1,538
+    /// without one (at 0.89 M core-seconds against 2.43 M; MPA: 3,615 at 0.86 M).
+    pub(crate) fn ceiling(
+        &self,
+        fallback: &mut Policy,
+        deployed: Option<&(u32, ContainerResources)>,
+        ask: Option<&Recommendation>,
+        rules_failed: bool,
+        bounds: &aware_core::Bounds,
+    ) -> Option<Recommendation> {
+        let ask = ask.filter(|_| self.fallback_floor && !rules_failed)?;
+        Some(match deployed {
+            Some((replicas, template)) => {
+                crate::guard::ceiling_reference(ask, fallback.recommender().scope(), (*replicas, template), bounds)
+            }
+            None => ask.clone(),
+        })
     }
 
     /// Whether an app in `stage` (`retraining` as [`AppLifecycle::retraining`] says) that the
@@ -649,6 +678,8 @@ pub(crate) struct ActingFrom<'a> {
     pub from: &'a ContainerResources,
     pub from_replicas: u32,
     pub floor: Option<&'a Recommendation>,
+    /// The fallback's proposal as the guard's ceiling measures the agent's against it.
+    pub ceiling: Option<&'a Recommendation>,
     pub usage: Option<Usage>,
     pub obs: &'a Observation,
     pub headroom: f32,
@@ -673,6 +704,7 @@ impl ActingFrom<'_> {
         let (rec, limited) = guard.limit_under(
             &p,
             self.floor,
+            self.ceiling,
             self.usage.as_ref(),
             self.obs.desired_replicas,
             &self.obs.template,
@@ -1405,6 +1437,11 @@ impl<'w> Manager<'w> {
                 // `converged` reference acts residually, and the policy alone is never handed back).
                 let deployed = a.deployed.as_ref().filter(|_| !self.config.residual);
                 let episode_app = |recent| replay(self.workload, &profile, i, recent, deployed);
+                // As the agent acts: no ceiling over rules that have failed the app.
+                let mut guard = self.config.guard_config(&profile);
+                if a.lifecycle.rules_failed() {
+                    guard.fallback_ceiling = 0.0;
+                }
                 let compare = |recent| {
                     shadow::compare(
                         &episode_app(recent),
@@ -1413,7 +1450,7 @@ impl<'w> Manager<'w> {
                         &self.config.fallback,
                         self.config.fallback_floor,
                         self.config.residual,
-                        &self.config.guard_config(&profile),
+                        &guard,
                     )
                 };
                 match stage {
@@ -1633,6 +1670,13 @@ impl Driver for Manager<'_> {
         // An exploring app explores around what the guard lets its action do, measured from
         // where its actions are (the fallback's proposal for a residual agent, the current
         // allocation otherwise).
+        let mut ceilings: Vec<Option<Recommendation>> = vec![None; seen.len()];
+        for &i in &acting {
+            let a = &mut self.apps[i];
+            let failed = a.lifecycle.rules_failed();
+            ceilings[i] =
+                self.config.ceiling(&mut a.fallback, a.deployed.as_ref(), asks[i].as_ref(), failed, &a.decoder.bounds);
+        }
         let apps = &self.apps;
         let config = &self.config;
         let mut centres: Vec<Option<Vec<f32>>> = vec![None; seen.len()];
@@ -1640,7 +1684,8 @@ impl Driver for Manager<'_> {
             let i = acting[k];
             let obs = &seen[i].0;
             let (from, from_replicas) = apps[i].origin(asks[i].as_ref(), config.residual, obs);
-            let at = config.acting_from(&apps[i].decoder, &from, from_replicas, asks[i].as_ref(), obs);
+            let at =
+                config.acting_from(&apps[i].decoder, &from, from_replicas, asks[i].as_ref(), ceilings[i].as_ref(), obs);
             let c = at.applied(&apps[i].guard, v);
             if config.retrain_probes {
                 centres[i] = Some(c.clone());
@@ -1707,7 +1752,15 @@ impl Driver for Manager<'_> {
                     // or the guard's floor), where either needs it.
                     let fallback_ask = asks[i].take();
                     let (from, from_replicas) = a.origin(fallback_ask.as_ref(), self.config.residual, &obs);
-                    let at = self.config.acting_from(&a.decoder, &from, from_replicas, fallback_ask.as_ref(), &obs);
+                    let ceiling = ceilings[i].take();
+                    let at = self.config.acting_from(
+                        &a.decoder,
+                        &from,
+                        from_replicas,
+                        fallback_ask.as_ref(),
+                        ceiling.as_ref(),
+                        &obs,
+                    );
                     let g = at.guard_probing(&mut a.guard, &mut a.probe, v, centre.as_deref())?;
                     if let Some(why) = g.limited {
                         a.counts.guard_limited += 1;
@@ -1890,6 +1943,24 @@ mod tests {
     use super::*;
     use aware_core::Resources;
 
+    /// The guard's ceiling measures the agent against the fallback's proposal, the CPU limit
+    /// MPA does not set against the deployment; not where the rules have failed the app (their
+    /// proposal is then no yardstick), nor for the policy alone (no floor, no ceiling).
+    #[test]
+    fn the_ceiling_is_the_fallbacks_proposal_unless_the_rules_failed() {
+        let profile = aware_core::Profile::default();
+        let mut mpa = Policy::build(&PolicyName::Mpa, &profile, None, Some(200.0)).unwrap();
+        let c = |cpu, mib: u64| ContainerResources::guaranteed(CONTAINER, Resources::new(cpu, mib * MIB));
+        let ask = Recommendation { replicas: 6, containers: vec![c(4000, 300)] };
+        let deployed = (4, c(1000, 512));
+        let config = ManagerConfig::default();
+        let got = config.ceiling(&mut mpa, Some(&deployed), Some(&ask), false, &profile.bounds).unwrap();
+        assert_eq!((got.replicas, got.containers[0].limits), (6, Resources::new(1000, 300 * MIB)));
+        assert!(config.ceiling(&mut mpa, Some(&deployed), Some(&ask), true, &profile.bounds).is_none());
+        let alone = ManagerConfig { fallback_floor: false, ..config };
+        assert!(alone.ceiling(&mut mpa, Some(&deployed), Some(&ask), false, &profile.bounds).is_none());
+    }
+
     /// The replay of an episode starts from the deployment its first observation shows as the
     /// simulator's own continuation carries it: a pod whose resize no node could admit still
     /// serves at its old size, and the replay goes on with the rollout instead of starting
@@ -1926,7 +1997,7 @@ mod tests {
             (start.replicas, &start.template, start.bound),
             (carried.replicas, &carried.template, carried.bound)
         );
-        let requests = |v: &[ContainerResources]| v.iter().map(|c| c.requests.clone()).collect::<Vec<_>>();
+        let requests = |v: &[ContainerResources]| v.iter().map(|c| c.requests).collect::<Vec<_>>();
         assert_eq!(requests(&start.outdated), requests(&carried.outdated));
         // With no rollout under way, every pod a node holds counts as bound, none as old.
         let settled = observed_start(&cluster.observe(0).unwrap());
@@ -2112,7 +2183,7 @@ mod tests {
                 } else {
                     (Cow::Borrowed(&obs.template), replicas)
                 };
-                let at = config.acting_from(&decoder, &from, from_replicas, None, &obs);
+                let at = config.acting_from(&decoder, &from, from_replicas, None, None, &obs);
                 // The greedy action holds; the noise is drawn around what the guard lets it do.
                 let centre = at.applied(&guard, vec![0.0; 3]);
                 let step = if t % 2 == 0 { 0.25 } else { -0.25 };
@@ -2138,6 +2209,42 @@ mod tests {
         assert!(end.0 >= 16 && end.1 >= 3_000, "compounding noise ratchets to the bounds: {end:?}");
     }
 
+    /// An actor saturated at "grow everything" acts through the rules' net: with the ceiling,
+    /// what acts stays within twice the cores and twice the memory the fallback proposes
+    /// (here 2 pods of 1,000 m and 512 MiB, every interval); without it, the step caps only
+    /// slow its climb to the bounds.
+    #[test]
+    fn a_saturated_actor_stays_under_the_ceiling_and_climbs_to_the_bounds_without_it() {
+        let (decoder, mut obs) = box_of_20_by_4_cores();
+        let ask = Recommendation {
+            replicas: 2,
+            containers: vec![ContainerResources::guaranteed(CONTAINER, Resources::new(1_000, 512 << 20))],
+        };
+        let run = |ceiling: f64, obs: &mut Observation| {
+            let limits = aware_core::GuardLimits { fallback_ceiling: ceiling, ..Default::default() };
+            let mut guard = Guard::new(GuardConfig::for_agent(&limits, true, None));
+            let config = ManagerConfig::default();
+            obs.desired_replicas = 2;
+            obs.template = ask.containers[0].clone();
+            let mut most = (0.0f64, 0u64);
+            for _ in 0..40 {
+                let template = obs.template.clone();
+                let at = config.acting_from(&decoder, &template, obs.desired_replicas, Some(&ask), Some(&ask), obs);
+                let g = at.guard(&mut guard, vec![1.0; 3]).unwrap();
+                let c = g.rec.containers[0].limits;
+                let cores = g.rec.replicas as f64 * c.cpu_millicores as f64 / 1000.0;
+                most = (most.0.max(cores), most.1.max(g.rec.replicas as u64 * c.memory_bytes));
+                obs.desired_replicas = g.rec.replicas;
+                obs.template = g.rec.containers[0].clone();
+            }
+            most
+        };
+        let (cores, bytes) = run(2.0, &mut obs);
+        assert!(cores <= 4.0 + 1e-9 && bytes <= (2 * 1024) << 20, "{cores} cores, {} MiB", bytes >> 20);
+        let (cores, bytes) = run(0.0, &mut obs);
+        assert!(cores >= 80.0 - 1e-9 && bytes >= (20 * 8_192) << 20, "{cores} cores, {} MiB", bytes >> 20);
+    }
+
     /// What an action does, in the agent's coordinates, is what the guard lets it apply: at the
     /// bounds a request to grow is no change (so exploring around it tries cuts), and so is a
     /// cut the stabilisation window holds (so exploring around it tries growth); inside the
@@ -2149,7 +2256,7 @@ mod tests {
         let mut applied = |guard: &Guard, replicas: u32, cpu: u64, mib: u64, v: Vec<f32>| {
             obs.desired_replicas = replicas;
             obs.template = ContainerResources::guaranteed(CONTAINER, Resources::new(cpu, mib << 20));
-            config.acting_from(&decoder, &obs.template, replicas, None, &obs).applied(guard, v)
+            config.acting_from(&decoder, &obs.template, replicas, None, None, &obs).applied(guard, v)
         };
         let fresh = Guard::new(GuardConfig::default());
         // The whole box: growing any further is nothing.
@@ -2183,7 +2290,7 @@ mod tests {
         assert!((v[0] + 0.9).abs() < 0.01 && v[2] < -0.3 && v[2] > -0.9, "{v:?}");
         // The headroom is added when the draw acts, not to the centre it is drawn around.
         let raised = ManagerConfig { headroom: 0.1, ..config.clone() };
-        let at = raised.acting_from(&decoder, &obs.template, 11, None, &obs);
+        let at = raised.acting_from(&decoder, &obs.template, 11, None, None, &obs);
         assert!(at.applied(&fresh, vec![0.0; 3]).iter().all(|x| x.abs() < 1e-6));
         assert!(at.coordinates(&at.guard(&mut fresh.clone(), vec![0.0; 3]).unwrap().rec).unwrap()[0] > 0.0);
     }

@@ -178,6 +178,7 @@ pub fn compare(
         },
         floor,
         residual,
+        deployed: app.deployed,
     };
     let agent_outcome = run(app, steps, &mut greedy)?;
     Ok(ShadowComparison { agent: agent_outcome, fallback: fallback_outcome })
@@ -355,6 +356,9 @@ struct Greedy<'a> {
     floor: bool,
     /// The agent's action changes the fallback's proposal, not the current allocation.
     residual: bool,
+    /// The allocation the app was deployed with, which the guard's ceiling measures what the
+    /// fallback does not set against ([`crate::guard::ceiling_reference`]).
+    deployed: Option<&'a (u32, ContainerResources)>,
 }
 
 impl Driver for Greedy<'_> {
@@ -392,9 +396,23 @@ impl Driver for Greedy<'_> {
         let proposal = decode_action(&self.decoder, self.agent.greedy(&state)?, from_replicas, from)?;
         let floor = if self.floor { ask.as_ref() } else { None };
         let usage = if self.floor { Usage::of(&obs) } else { None };
+        // The ceiling over the fallback's proposal, measured as the manager measures it.
+        let ceiling = match (floor, self.rules.as_mut()) {
+            (Some(ask), Some(rules)) => Some(match self.deployed {
+                Some((replicas, template)) => crate::guard::ceiling_reference(
+                    ask,
+                    rules.recommender().scope(),
+                    (*replicas, template),
+                    &self.decoder.bounds,
+                ),
+                None => ask.clone(),
+            }),
+            _ => None,
+        };
         let (rec, _) = self.guard.limit_under(
             &proposal,
             floor,
+            ceiling.as_ref(),
             usage.as_ref(),
             obs.desired_replicas,
             &obs.template,

@@ -678,7 +678,11 @@ fn under_high_stakes_serving_is_earned_on_the_agents_shadow_rewards_not_the_fall
 /// another order) floored 3 and 2 against 15 and 7 at fewer core-seconds, bare 31 and 976
 /// against 2,286 and 780: bare on seed 5 both starve and plain DDPG harder (154,665 core-seconds
 /// against 408,000), so the bare comparison is of the violations summed over the seeds, and the
-/// floored one also asks for no more core-seconds.
+/// floored one also asks for no more core-seconds. Since the net's ceiling over the fallback's
+/// proposal (session 70) it catches plain DDPG's excesses too: floored, seeds 3 and 5, TD3+BC
+/// 3 and 2 violations at 1.43 M and 0.54 M core-seconds, plain DDPG 3 and 0 at 1.57 M and
+/// 0.56 M (MPA 2 and 2), so the floored check asks only that plain DDPG not beat TD3+BC, and
+/// that TD3+BC earn more (1.121 and 1.159 against 1.114 and 1.008).
 #[test]
 fn td3_bc_beats_plain_ddpg_trained_offline_on_the_same_fallback_data() {
     use aware_lifecycle::run::{Arm, Plan, run_agent, run_fallback};
@@ -719,12 +723,19 @@ fn td3_bc_beats_plain_ddpg_trained_offline_on_the_same_fallback_data() {
         let mpa = run_fallback(&test, &held_out, &aware_lab::policy::PolicyName::Mpa, &Silent).unwrap();
         let v = |a: &Arm| a.row.summary.slo_violations;
         let r = |a: &Arm| a.row.summary.mean_reward;
-        // Floored, as the lifecycle serves: TD3+BC beats plain DDPG in the operator's sense
-        // (no more violations at no more core-seconds) and earns more.
+        // Floored, as the lifecycle serves: plain DDPG does not beat TD3+BC in the operator's
+        // sense, and TD3+BC earns more. (Under the full net, the ceiling too, the two can trade:
+        // seed 5, TD3+BC 2 violations at 540,765 core-seconds, plain DDPG 0 at 558,270.)
         let (b, p) = (&bc.1, &plain.1);
         let cs = |a: &Arm| a.row.summary.core_seconds;
-        assert!(v(b) <= v(p), "seed {seed} floored: TD3+BC {} against plain DDPG's {}", v(b), v(p));
-        assert!(cs(b) <= cs(p), "seed {seed} floored: TD3+BC {} core-seconds against {}", cs(b), cs(p));
+        assert!(
+            !p.row.summary.beats(&b.row.summary),
+            "seed {seed} floored: plain DDPG {} / {} beats TD3+BC's {} / {}",
+            v(p),
+            cs(p),
+            v(b),
+            cs(b)
+        );
         assert!(r(b) > r(p), "seed {seed} floored: reward {} against {}", r(b), r(p));
         // Bare, both drift once episodes go on from one another (nothing puts either back at
         // the reference allocation), and on one seed the one that starves harder may violate
@@ -958,7 +969,9 @@ fn a_promoted_app_acts_with_the_agent_its_check_passed() {
 #[test]
 fn a_retraining_app_is_judged_on_its_greedy_policy() {
     use aware_lifecycle::run::{Plan, run_agent};
-    let (workload, _dir) = workload(1, None);
+    // No ceiling over the fallback's proposal: held between the fallback's scale-ups and twice
+    // its budget, this untrained agent's greedy policy earns what the fallback's does here.
+    let (workload, _dir) = workload(1, Some("guard:\n  fallback_ceiling: 0\n"));
     let retraining = LifecycleState { retraining: true, ..LifecycleState::fresh(Stage::Online, None) };
     // Noise so wide that the acted episodes say nothing of the policy.
     let config = ManagerConfig { episode_steps: 50, retrain_noise_sigma: 1.0, ..ManagerConfig::default() };
