@@ -226,7 +226,9 @@ pub struct GuardLimits {
     /// in the same interval: in cores (replicas × CPU) and in memory (replicas × memory), fewer
     /// replicas first. A dimension the fallback does not set (the CPU limit, under the MPA
     /// default) is measured against the deployment. Part of the rules' net, with the floor of
-    /// their scale-ups: a learner that diverges wastes at most this much. 0: no ceiling (2).
+    /// their scale-ups: a learner that diverges wastes at most this much (unless the measured
+    /// usage or an OOM kill needs more). Lifted while the rules have failed the app, where
+    /// their proposal is no yardstick. 0: no ceiling (2).
     pub fallback_ceiling: f64,
 }
 

@@ -895,6 +895,11 @@ impl Guard {
     /// the reference's), then less per pod. The agent spends as it likes within that: more
     /// CPU per pod on fewer pods, or more pods of less. The reason when anything was lowered.
     ///
+    /// It lowers at once, past the step caps: what it lowers to is at least the rules' own
+    /// proposal. What comes after it in [`Guard::limit_under`] comes first: a cut the measured
+    /// usage does not fit is undone, and memory stays above an OOM kill's floor, whatever the
+    /// ceiling says.
+    ///
     /// Why: the floor keeps an agent from refusing the rules' scale-ups, but nothing kept one
     /// from growing without end. A DDPG agent retraining online (SERVING's rewards slipped
     /// with the time of day) saturated its actor and took an app from 46 pods of 1 core and
@@ -913,10 +918,12 @@ impl Guard {
         current: &ContainerResources,
         bounds: &Bounds,
     ) -> (Recommendation, Option<String>) {
+        // Never below the fallback's own proposal (a configuration below 1 is read as 1).
         let k = self.config.fallback_ceiling;
-        if k <= 0.0 {
+        if k <= 0.0 || k.is_nan() {
             return (rec, None);
         }
+        let k = k.max(1.0);
         let got = rec.containers.first().unwrap_or(current);
         let limits = reference.containers.first().map_or(got.limits, |c| c.limits);
         let base = reference.replicas.max(bounds.min_replicas).max(1);
@@ -974,12 +981,13 @@ pub(crate) fn ceiling_reference(
     if !scope.replicas {
         reference.replicas = deployed.0;
     }
+    // A limit of 0 (none: unlimited), in the proposal or the deployment, is left as proposed.
+    let (cpu_set, memory_set) = (template.limits.cpu_millicores > 0, template.limits.memory_bytes > 0);
     for c in reference.containers.iter_mut().take(1) {
-        // A limit of 0 (none: unlimited) is left alone.
-        if !scope.cpu && c.limits.cpu_millicores > 0 {
+        if !scope.cpu && cpu_set && c.limits.cpu_millicores > 0 {
             move_limit(&mut c.requests.cpu_millicores, &mut c.limits.cpu_millicores, deployed.1);
         }
-        if !scope.memory && c.limits.memory_bytes > 0 {
+        if !scope.memory && memory_set && c.limits.memory_bytes > 0 {
             move_limit(&mut c.requests.memory_bytes, &mut c.limits.memory_bytes, deployed.2);
         }
     }

@@ -942,13 +942,17 @@ pub(crate) fn action_origin<'a>(
 /// [`DeploymentState::outdated`], carries them the same way).
 fn observed_start(obs: &Observation) -> DeploymentState {
     let placed = obs.pods.iter().filter(|p| p.node.is_some() && !p.deleting);
-    let current = placed.clone().filter(|p| p.resources == obs.template).count();
+    // A pod is of the template when its node holds the template's requests for it, whatever
+    // it still runs with (a memory decrease the kubelet defers while the working set is above
+    // it is the template's already).
+    let current =
+        |p: &&aware_core::PodObservation| p.allocated.unwrap_or(p.resources.requests) == obs.template.requests;
     DeploymentState {
         replicas: obs.desired_replicas,
         template: obs.template.clone(),
-        bound: Some(current.min(u32::MAX as usize) as u32),
+        bound: Some(placed.clone().filter(current).count().min(u32::MAX as usize) as u32),
         outdated: placed
-            .filter(|p| p.resources != obs.template && p.phase == aware_core::PodPhase::Ready)
+            .filter(|p| !current(p) && p.phase == aware_core::PodPhase::Ready)
             .map(|p| p.resources.clone())
             .collect(),
     }
@@ -1997,8 +2001,7 @@ mod tests {
             (start.replicas, &start.template, start.bound),
             (carried.replicas, &carried.template, carried.bound)
         );
-        let requests = |v: &[ContainerResources]| v.iter().map(|c| c.requests).collect::<Vec<_>>();
-        assert_eq!(requests(&start.outdated), requests(&carried.outdated));
+        assert_eq!(start.outdated, carried.outdated);
         // With no rollout under way, every pod a node holds counts as bound, none as old.
         let settled = observed_start(&cluster.observe(0).unwrap());
         assert!(settled.outdated.is_empty());

@@ -166,10 +166,13 @@ pub fn compare(
             container: CONTAINER.into(),
             cpu_request_ratio: 1.0,
         },
-        // Greedy: no exploring proposals, whatever the guard was carrying.
+        // Greedy: no exploring proposals, whatever the guard was carrying; the ceiling as the
+        // caller says (none over rules that have failed the app, as the manager acts), not as
+        // the guard carried from the episode's start says.
         guard: {
             let mut g = app.guard.cloned().unwrap_or_else(|| Guard::new(guard.clone()));
             g.set_exploring(false);
+            g.config.fallback_ceiling = guard.fallback_ceiling;
             g
         },
         rules: match floor || residual {

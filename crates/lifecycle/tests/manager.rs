@@ -983,6 +983,37 @@ fn a_retraining_app_is_judged_on_its_greedy_policy() {
     assert!(back.reason.contains("reserving"), "judged on what it earned acting: {}", back.reason);
 }
 
+/// An agent cloned onto "grow everything", serving with the fallback's floor as the lifecycle
+/// serves: the guard's ceiling over the fallback's proposal holds what it asks for near the
+/// rules' (the cores and memory of what acts, summed over the decisions), and the decision log
+/// says so; without the ceiling (profile `guard.fallback_ceiling: 0`) the same agent asks for
+/// the bounds, whether or not the cluster has room for the pods.
+#[test]
+fn a_growing_agent_is_held_under_the_ceiling_over_the_fallbacks_proposal() {
+    use aware_lifecycle::run::{Plan, run_agent};
+    let (_, a) = cloned_agent([1.0, 1.0, 1.0]);
+    assert!(a.iter().all(|v| *v > 0.5), "{a:?}");
+    let serve = |profile: Option<&str>| {
+        let (growing, _) = cloned_agent([1.0, 1.0, 1.0]);
+        let (workload, _dir) = workload(2, profile);
+        let plan = Plan::new(&workload, 200, 100).unwrap();
+        let config = ManagerConfig { episode_steps: 100, log: true, may_retrain: false, ..ManagerConfig::default() };
+        let serving = LifecycleState::fresh(Stage::Serving, Some(-1e9));
+        let mut sink = PlacedEach { states: vec![serving; 2], decisions: Vec::new(), updates: Vec::new() };
+        run_agent(&workload, &plan, growing, "aware", &config, &mut sink, &Silent).unwrap();
+        let acted = sink.decisions.iter().filter_map(|d| d.action.as_ref());
+        let cores: f64 = acted.clone().map(|s| s.replicas as f64 * s.cpu_millicores as f64 / 1000.0).sum();
+        let gib: f64 = acted.map(|s| s.replicas as f64 * s.memory_bytes as f64 / (1u64 << 30) as f64).sum();
+        let capped = sink.decisions.iter().filter(|d| d.guard.contains("capped at 2×")).count();
+        (cores, gib, capped)
+    };
+    let (cores, gib, capped) = serve(None);
+    let (free_cores, free_gib, uncapped) = serve(Some("guard:\n  fallback_ceiling: 0\n"));
+    assert!(capped > 0 && uncapped == 0, "{capped} and {uncapped} decisions capped");
+    assert!(free_cores > 3.0 * cores, "{free_cores} core-intervals asked for without the ceiling against {cores}");
+    assert!(free_gib > 3.0 * gib, "{free_gib} GiB-intervals asked for without the ceiling against {gib}");
+}
+
 /// Keeps every decision; starts every app SERVING (the agent acting) and hands every app to the
 /// fallback (OFFLINE) after the first episode.
 #[derive(Default)]
