@@ -885,9 +885,7 @@ impl Guard {
         let raised = self.replace_last(&got.name, (new_replicas, cpu, memory));
         (raised, Some(format!("raised to the fallback's scale-up: {}", reasons.join(", "))))
     }
-}
 
-impl Guard {
     /// `rec` (already [`Guard::floor`]ed) under the ceiling [`GuardConfig::fallback_ceiling`]
     /// sets over `reference`, the fallback's proposal of the interval as [`ceiling_reference`]
     /// measures it: the cores in all (replicas × CPU) and the memory in all (replicas × memory)
@@ -969,14 +967,15 @@ impl Guard {
 /// The fallback's proposal `ask` as [`Guard::cap`] measures an agent against it: each dimension
 /// the fallback does not set (`scope`) at the `deployed` allocation instead (within `bounds`),
 /// since there the proposal only carries on what runs, and a ceiling over what runs would rise
-/// with every step it let through.
+/// with every step it let through. Without a known deployment, the proposal as it is.
 pub(crate) fn ceiling_reference(
     ask: &Recommendation,
     scope: aware_core::Scope,
-    (replicas, template): (u32, &ContainerResources),
+    deployed: Option<&(u32, ContainerResources)>,
     bounds: &Bounds,
 ) -> Recommendation {
-    let deployed = within_bounds(replicas, template, bounds);
+    let Some((replicas, template)) = deployed else { return ask.clone() };
+    let deployed = within_bounds(*replicas, template, bounds);
     let mut reference = ask.clone();
     if !scope.replicas {
         reference.replicas = deployed.0;
@@ -1096,10 +1095,12 @@ mod tests {
         let bounds = Profile::default().bounds;
         let mpa = aware_core::Scope { replicas: true, cpu: false, memory: true };
         // MPA carries on the 4000 m an agent set; the deployment had 1000 m.
-        let reference = ceiling_reference(&rec(6, 4000, 300), mpa, (4, &container(1000, 512)), &bounds);
+        let deployed = (4, container(1000, 512));
+        let reference = ceiling_reference(&rec(6, 4000, 300), mpa, Some(&deployed), &bounds);
         assert_eq!(reference, rec(6, 1000, 300));
-        let all = ceiling_reference(&rec(6, 4000, 300), aware_core::Scope::ALL, (4, &container(1000, 512)), &bounds);
+        let all = ceiling_reference(&rec(6, 4000, 300), aware_core::Scope::ALL, Some(&deployed), &bounds);
         assert_eq!(all, rec(6, 4000, 300));
+        assert_eq!(ceiling_reference(&rec(6, 4000, 300), mpa, None, &bounds), rec(6, 4000, 300));
     }
 
     proptest! {

@@ -1339,11 +1339,7 @@ impl LiveManager {
         let Some(model) = self.model(i)? else { return Ok(None) };
         let skip = if newest_only { a.recent.len() - 1 } else { 0 };
         let handed_back = a.deployed.as_ref().filter(|_| !self.config.residual);
-        let mut guard = self.config.guard_config(&a.profile);
-        // As the agent acts: no ceiling over rules that have failed the app.
-        if a.lifecycle.rules_failed() {
-            guard.fallback_ceiling = 0.0;
-        }
+        let guard = self.config.replay_guard_config(&a.profile, a.lifecycle.rules_failed());
         let mut outcomes = Vec::with_capacity(a.recent.len());
         for (k, r) in a.recent.iter().enumerate().skip(skip) {
             let app = r.shadow_app(&model.fitted.app, &a.profile, &model.sim, handed_back, model.seed(k));

@@ -299,12 +299,15 @@ impl ManagerConfig {
         bounds: &aware_core::Bounds,
     ) -> Option<Recommendation> {
         let ask = ask.filter(|_| self.fallback_floor && !rules_failed)?;
-        Some(match deployed {
-            Some((replicas, template)) => {
-                crate::guard::ceiling_reference(ask, fallback.recommender().scope(), (*replicas, template), bounds)
-            }
-            None => ask.clone(),
-        })
+        Some(crate::guard::ceiling_reference(ask, fallback.recommender().scope(), deployed, bounds))
+    }
+
+    /// [`ManagerConfig::guard_config`] for a replay that judges the agent of an app for which
+    /// the rules have failed (`rules_failed`) or not: as the agent acts, no ceiling over rules
+    /// that have failed it ([`ManagerConfig::ceiling`]).
+    pub(crate) fn replay_guard_config(&self, profile: &aware_core::Profile, rules_failed: bool) -> GuardConfig {
+        let guard = self.guard_config(profile);
+        if rules_failed { GuardConfig { fallback_ceiling: 0.0, ..guard } } else { guard }
     }
 
     /// Whether an app in `stage` (`retraining` as [`AppLifecycle::retraining`] says) that the
@@ -1441,11 +1444,7 @@ impl<'w> Manager<'w> {
                 // `converged` reference acts residually, and the policy alone is never handed back).
                 let deployed = a.deployed.as_ref().filter(|_| !self.config.residual);
                 let episode_app = |recent| replay(self.workload, &profile, i, recent, deployed);
-                // As the agent acts: no ceiling over rules that have failed the app.
-                let mut guard = self.config.guard_config(&profile);
-                if a.lifecycle.rules_failed() {
-                    guard.fallback_ceiling = 0.0;
-                }
+                let guard = self.config.replay_guard_config(&profile, a.lifecycle.rules_failed());
                 let compare = |recent| {
                     shadow::compare(
                         &episode_app(recent),

@@ -401,15 +401,12 @@ impl Driver for Greedy<'_> {
         let usage = if self.floor { Usage::of(&obs) } else { None };
         // The ceiling over the fallback's proposal, measured as the manager measures it.
         let ceiling = match (floor, self.rules.as_mut()) {
-            (Some(ask), Some(rules)) => Some(match self.deployed {
-                Some((replicas, template)) => crate::guard::ceiling_reference(
-                    ask,
-                    rules.recommender().scope(),
-                    (*replicas, template),
-                    &self.decoder.bounds,
-                ),
-                None => ask.clone(),
-            }),
+            (Some(ask), Some(rules)) => Some(crate::guard::ceiling_reference(
+                ask,
+                rules.recommender().scope(),
+                self.deployed,
+                &self.decoder.bounds,
+            )),
             _ => None,
         };
         let (rec, _) = self.guard.limit_under(
