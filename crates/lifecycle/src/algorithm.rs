@@ -16,7 +16,10 @@
 //!   in [`FAILING_SHARE`] of its intervals or more (steady at the floor of violating is stuck,
 //!   not converged); their mean becomes the reference.
 //! - SERVING → ONLINE (retraining) once the mean of the last [`DEGRADATION_EPISODES`] episodes
-//!   falls more than `t_var` (a fraction of the reference's magnitude) below the reference.
+//!   falls more than `t_var` (a fraction of the reference's magnitude) below the reference,
+//!   unless the fall is the traffic's: with bootstrapping, the fallback replayed on the same
+//!   episodes' traffic fell as far (the agent's lead over it shrank by no more than `t_var` of
+//!   the reference) and the agent served (see [`AppLifecycle`]'s `the_traffics_dip`).
 //!   ONLINE entered so is [`AppLifecycle::retraining`]: the manager then has the agent learn
 //!   from what it does on the changed workload, which an agent just out of OFFLINE does not.
 //! - Any stage → ONLINE, retraining, once the rules have failed for [`DEGRADATION_EPISODES`]
@@ -68,7 +71,7 @@ pub const FAILING_SHARE: f64 = 0.5;
 const COST_TOLERANCE: f64 = 1e-9;
 
 /// What one episode of one application earned.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct EpisodeOutcome {
     /// Mean reward per interval.
     pub mean_reward: f64,
@@ -83,7 +86,7 @@ pub struct EpisodeOutcome {
 }
 
 /// The agent and the fallback, each run on the same recent traffic of the application.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ShadowComparison {
     pub agent: EpisodeOutcome,
     pub fallback: EpisodeOutcome,
@@ -139,6 +142,14 @@ pub struct LifecycleState {
     /// ([`AppLifecycle::gave_up`]); absent in checkpoints written before it was kept.
     #[serde(default)]
     pub gave_up: u32,
+    /// The fallback's mean reward on the traffic of the episodes the reference was taken over
+    /// ([`AppLifecycle::fallback_reference`]); absent in checkpoints written before it was kept.
+    #[serde(default)]
+    pub fallback_reference: Option<f64>,
+    /// The comparison with the fallback of each episode in `recent` (`None` where there was
+    /// none), oldest first; absent in checkpoints written before it was kept.
+    #[serde(default)]
+    pub recent_shadows: Vec<Option<ShadowComparison>>,
 }
 
 impl LifecycleState {
@@ -155,6 +166,8 @@ impl LifecycleState {
             rules_failed: false,
             retrain_episodes: 0,
             gave_up: 0,
+            fallback_reference: None,
+            recent_shadows: Vec::new(),
         }
     }
 }
@@ -197,8 +210,12 @@ pub struct AppLifecycle {
     behind: usize,
     /// Mean rewards of the episodes since the stage began (at most `reward_window` kept).
     recent: VecDeque<f64>,
+    /// The comparison with the fallback on the same traffic of each episode in `recent`.
+    recent_shadows: VecDeque<Option<ShadowComparison>>,
     /// The converged mean reward SERVING is held to.
     reference: Option<f64>,
+    /// The fallback's mean reward on the same episodes' traffic ([`AppLifecycle::fallback_reference`]).
+    fallback_reference: Option<f64>,
     /// ONLINE to retrain ([`AppLifecycle::retraining`]).
     retraining: bool,
     /// The last comparison of the agent with the fallback that a stage decision read
@@ -225,7 +242,9 @@ impl AppLifecycle {
             failing: 0,
             behind: 0,
             recent: VecDeque::new(),
+            recent_shadows: VecDeque::new(),
             reference: None,
+            fallback_reference: None,
             retraining: false,
             last_check: None,
             last_failed: false,
@@ -341,7 +360,7 @@ impl AppLifecycle {
     /// against the fallback on the same traffic — while OFFLINE the agent run greedily in the
     /// shadow, while ONLINE or SERVING the agent as it acted (`outcome`).
     pub fn episode_end(&mut self, outcome: EpisodeOutcome, shadow: Option<ShadowComparison>) -> Option<Transition> {
-        self.remember([outcome.mean_reward]);
+        self.remember([(outcome.mean_reward, shadow)]);
         self.last_failed = failed(&outcome);
         if self.retraining {
             self.retrain_episodes += 1;
@@ -508,13 +527,20 @@ impl AppLifecycle {
                 // converged: coefficient of variation 0.0000 … (mean −0.6015)").
                 (cv < self.thresholds.t_serving && !self.last_failed).then(|| {
                     self.reference = Some(mean);
-                    self.enter(
+                    // The fallback's reward on the same episodes' traffic, where every one of
+                    // them was compared with it.
+                    let fallback: Option<Vec<f64>> =
+                        self.recent_shadows.iter().map(|s| s.map(|s| s.fallback.mean_reward)).collect();
+                    let fallback_reference = fallback.map(|f| f.iter().sum::<f64>() / f.len().max(1) as f64);
+                    let t = self.enter(
                         Stage::Serving,
                         format!(
                             "rewards converged: coefficient of variation {cv:.4} < t_serving {} over {window} episodes (mean {mean:.4})",
                             self.thresholds.t_serving
                         ),
-                    )
+                    );
+                    self.fallback_reference = fallback_reference.filter(|f| f.is_finite());
+                    t
                 })
             }
             Stage::Serving => {
@@ -525,7 +551,14 @@ impl AppLifecycle {
                 let last: f64 =
                     self.recent.iter().rev().take(DEGRADATION_EPISODES).sum::<f64>() / DEGRADATION_EPISODES as f64;
                 let floor = reference - self.thresholds.t_var * reference.abs();
-                (last < floor).then(|| {
+                if last >= floor {
+                    return None;
+                }
+                if let Some(why) = self.the_traffics_dip(reference, last) {
+                    self.last_check = Some(why);
+                    return None;
+                }
+                Some({
                     self.reference = None;
                     let t = self.enter(
                         Stage::Online,
@@ -539,6 +572,51 @@ impl AppLifecycle {
                 })
             }
         }
+    }
+
+    /// Why a fall of the agent's reward below SERVING's floor (mean `last` over the last
+    /// [`DEGRADATION_EPISODES`] episodes, against `reference`) is the traffic's and not the
+    /// agent's, or `None` where it may be the agent's. It is the traffic's when the fallback,
+    /// replayed on the same episodes' traffic, fell as far: the agent's lead over the fallback
+    /// (its reward less the fallback's) shrank by no more than `t_var` of the reference's
+    /// magnitude since the reference was taken ([`AppLifecycle::fallback_reference`]), and the
+    /// agent served (no episode violating the SLO in [`FAILING_SHARE`] of its intervals, and
+    /// no more violating intervals than the fallback's replay). The reward rises and falls
+    /// with the time of day on a workload that has not changed (at low load every pod idles
+    /// more); retraining on such a dip explored on an app the agent served as well as ever:
+    /// `aware run --apps 4 --steps 2000`, all nine retrainings on 21 seeds, one of which took
+    /// an app from 46 pods of 1 core to 332 of 4 (`docs/results/lifecycle.md`, sessions 70
+    /// and 71). Without the comparisons (bootstrapping off, or a reference taken before they
+    /// were kept) every fall below the floor is the agent's, as in Algorithm 1.
+    fn the_traffics_dip(&self, reference: f64, last: f64) -> Option<String> {
+        let fallback_reference = self.fallback_reference?;
+        let shadows: Vec<ShadowComparison> =
+            self.recent_shadows.iter().rev().take(DEGRADATION_EPISODES).copied().collect::<Option<_>>()?;
+        if shadows.len() < DEGRADATION_EPISODES {
+            return None;
+        }
+        let pooled = ShadowComparison::pooled(&shadows);
+        let served =
+            !shadows.iter().any(|s| failed(&s.agent)) && pooled.agent.slo_violations <= pooled.fallback.slo_violations;
+        let lead_then = reference - fallback_reference;
+        let lead_now = last - pooled.fallback.mean_reward;
+        let allowed = self.thresholds.t_var * reference.abs();
+        (served && lead_then - lead_now <= allowed).then(|| {
+            format!(
+                "rewards fell with the traffic: mean {last:.4} over the last {DEGRADATION_EPISODES} episodes (converged {reference:.4}), the fallback's on the same traffic {:.4} (then {fallback_reference:.4}); the agent's lead over it {lead_now:.4} against {lead_then:.4} (at most {allowed:.4} less, t_var {}), with {} SLO-violating intervals against {}: not retrained",
+                pooled.fallback.mean_reward,
+                self.thresholds.t_var,
+                pooled.agent.slo_violations,
+                pooled.fallback.slo_violations
+            )
+        })
+    }
+
+    /// The fallback's mean reward, replayed on the traffic of the episodes SERVING's reference
+    /// was taken over (`None` where one of them had no comparison, or outside SERVING): what
+    /// tells a dip of the traffic from a degraded agent.
+    pub fn fallback_reference(&self) -> Option<f64> {
+        self.fallback_reference
     }
 
     /// Whether the agent's outcome in `s` is as good as the fallback's (at least `t_online` of
@@ -630,7 +708,9 @@ impl AppLifecycle {
             stage: self.stage,
             behind: self.behind,
             recent: self.recent.iter().copied().collect(),
+            recent_shadows: self.recent_shadows.iter().copied().collect(),
             reference: self.reference,
+            fallback_reference: self.fallback_reference,
             retraining: self.retraining,
             failing: self.failing,
             rules_failed: self.rules_failed,
@@ -650,8 +730,14 @@ impl AppLifecycle {
         self.behind = state.behind;
         self.failing = state.failing;
         self.recent.clear();
-        self.remember(state.recent.iter().copied());
+        self.recent_shadows.clear();
+        // Comparisons kept beside the rewards they belong to; a checkpoint written before
+        // they were kept (or whose lists disagree) has none.
+        let shadows = state.recent_shadows.iter().copied().chain(std::iter::repeat(None));
+        let aligned = state.recent_shadows.len() == state.recent.len();
+        self.remember(state.recent.iter().copied().zip(shadows.map(|s| s.filter(|_| aligned))));
         self.reference = state.reference.filter(|r| r.is_finite());
+        self.fallback_reference = state.fallback_reference.filter(|r| r.is_finite() && self.reference.is_some());
         // SERVING without the reference it is held to could never notice a degradation, and
         // OFFLINE without bootstrapping has no way out: both resume ONLINE. INITIALIZED (a
         // lifecycle that never started) starts as a fresh one would.
@@ -670,13 +756,16 @@ impl AppLifecycle {
         (from != self.stage).then_some(Transition { from, to: self.stage, reason })
     }
 
-    /// Keeps the finite ones of `rewards` among the last `reward_window` episodes' rewards.
-    fn remember(&mut self, rewards: impl IntoIterator<Item = f64>) {
+    /// Keeps the finite ones of `rewards` among the last `reward_window` episodes' rewards,
+    /// each with its episode's comparison with the fallback.
+    fn remember(&mut self, rewards: impl IntoIterator<Item = (f64, Option<ShadowComparison>)>) {
         let window = self.thresholds.reward_window.max(1) as usize;
-        for r in rewards.into_iter().filter(|r| r.is_finite()) {
+        for (r, shadow) in rewards.into_iter().filter(|(r, _)| r.is_finite()) {
             self.recent.push_back(r);
+            self.recent_shadows.push_back(shadow);
             if self.recent.len() > window {
                 self.recent.pop_front();
+                self.recent_shadows.pop_front();
             }
         }
     }
@@ -685,6 +774,10 @@ impl AppLifecycle {
         let from = self.stage;
         self.stage = to;
         self.recent.clear();
+        self.recent_shadows.clear();
+        if to != Stage::Serving {
+            self.fallback_reference = None;
+        }
         self.behind = 0;
         self.retraining = false;
         self.retrain_episodes = 0;
@@ -1109,6 +1202,70 @@ mod tests {
         a.episode_end(ep(0.4, 0), None);
         assert!(a.episode_end(ep(0.4, 0), None).is_some_and(|t| t.to == Stage::Serving));
         assert!(!a.retraining());
+    }
+
+    /// SERVING's rewards falling below the floor retrain the agent unless the fallback,
+    /// replayed on the same traffic, fell as far: the agent's lead over it (0.25 when the
+    /// reference was taken) shrinking by more than t_var of the reference (0.125) is the
+    /// agent's; a dip both share is the traffic's. One row per case, each from SERVING; a
+    /// checkpoint keeps what the test reads, and one written before it was kept reads as
+    /// Algorithm 1's test alone.
+    #[test]
+    fn a_dip_the_fallback_shares_is_the_traffics_not_the_agents() {
+        let served = |agent: f64, fallback: f64| ShadowComparison { agent: ep(agent, 0), fallback: ep(fallback, 0) };
+        let serving = || {
+            let mut a = AppLifecycle::new(thresholds(2), true);
+            a.start();
+            a.episode_end(ep(0.9, 0), Some(served(0.9, 1.0)));
+            assert_eq!(a.episode_end(ep(0.9, 0), Some(served(1.0, 1.0))).unwrap().to, Stage::Online);
+            a.episode_end(ep(1.25, 0), Some(served(1.25, 1.0)));
+            assert_eq!(a.episode_end(ep(1.25, 0), Some(served(1.25, 1.0))).unwrap().to, Stage::Serving);
+            assert_eq!((a.reference(), a.fallback_reference()), (Some(1.25), Some(1.0)));
+            a
+        };
+        // (agent's reward, fallback's on the same traffic, retrained)
+        let cases = [
+            (1.05, 0.80, false), // both fell 0.20: the lead is 0.25 as it was
+            (1.05, 0.90, false), // the lead shrank 0.10: within t_var
+            (1.05, 0.95, true),  // the lead shrank 0.15: the agent's
+            (1.05, 1.00, true),  // the fallback earns what it did, the agent 0.20 less
+            (1.20, 1.00, false), // above the floor (1.125): nothing to explain
+        ];
+        for (agent, fallback, retrained) in cases {
+            let mut a = serving();
+            assert!(a.episode_end(ep(agent, 0), Some(served(agent, fallback))).is_none());
+            let t = a.episode_end(ep(agent, 0), Some(served(agent, fallback)));
+            assert_eq!(t.is_some(), retrained, "{agent} {fallback}: {t:?}");
+            if let Some(t) = t {
+                assert_eq!((t.from, t.to), (Stage::Serving, Stage::Online));
+                assert!(t.reason.contains("rewards degraded") && a.retraining(), "{}", t.reason);
+                assert_eq!(a.fallback_reference(), None);
+            } else if agent < 1.125 {
+                let why = a.last_check().unwrap();
+                assert!(why.contains("rewards fell with the traffic") && why.contains("not retrained"), "{why}");
+            }
+        }
+        // One of the two episodes without a comparison: nothing says it is the traffic's.
+        let mut a = serving();
+        a.episode_end(ep(1.05, 0), None);
+        assert!(a.episode_end(ep(1.05, 0), Some(served(1.05, 0.8))).is_some_and(|t| t.to == Stage::Online));
+        // A checkpoint keeps the fallback's reference and the comparisons beside the rewards.
+        let mut a = serving();
+        a.episode_end(ep(1.05, 0), Some(served(1.05, 0.8)));
+        let mut restored = AppLifecycle::new(thresholds(2), true);
+        restored.restore(&a.snapshot(), "restored".into());
+        assert_eq!(restored.fallback_reference(), Some(1.0));
+        assert!(restored.episode_end(ep(1.05, 0), Some(served(1.05, 0.8))).is_none());
+        // One written before they were kept (no comparisons, no fallback reference): Algorithm
+        // 1's test alone.
+        let old = LifecycleState { fallback_reference: None, recent_shadows: Vec::new(), ..a.snapshot() };
+        let json =
+            serde_json::to_string(&old).unwrap().replace(",\"fallback_reference\":null,\"recent_shadows\":[]", "");
+        assert!(!json.contains("recent_shadows"), "{json}");
+        let mut restored = AppLifecycle::new(thresholds(2), true);
+        restored.restore(&serde_json::from_str(&json).unwrap(), "restored".into());
+        assert_eq!(restored.fallback_reference(), None);
+        assert!(restored.episode_end(ep(1.05, 0), Some(served(1.05, 0.8))).is_some_and(|t| t.to == Stage::Online));
     }
 
     #[test]

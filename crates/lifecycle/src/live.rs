@@ -43,7 +43,9 @@ use crate::algorithm::{AppLifecycle, EpisodeOutcome, LifecycleState, ShadowCompa
 use crate::decision::{self, Decision, Seen, Set};
 use crate::fit::MeasuredApp;
 use crate::guard::{Guard, OomFloor};
-use crate::manager::{AGENT_ACTIONS, Counts, Learning, ManagerConfig, Probe, action_origin, ask_features};
+use crate::manager::{
+    AGENT_ACTIONS, Counts, Learning, ManagerConfig, Probe, action_origin, ask_features, observed_start,
+};
 use crate::shadow::{self, ShadowApp};
 use crate::stage::{Stage, StageChange};
 use aware_baselines::AggregateCheckpoint;
@@ -248,7 +250,7 @@ impl LiveApp {
         self.measured.push(obs);
         let replay = self.replay.get_or_insert_with(|| LiveReplay {
             rates: Vec::new(),
-            start: DeploymentState::at(obs.desired_replicas, obs.template.clone()),
+            start: observed_start(obs),
             start_s: obs.time_s - obs.interval_s,
             interval_s: obs.interval_s,
             last_s: obs.time_s - obs.interval_s,
@@ -1832,6 +1834,37 @@ mod tests {
         let open = a.replay.as_ref().expect("the third window is under way");
         assert_eq!(open.rates.len(), n as usize);
         assert_eq!(open.start_s, seen[2 * n as usize].time_s - seen[2 * n as usize].interval_s);
+    }
+
+    /// A window opened while a resize the nodes could not admit leaves the old pods serving
+    /// replays from those pods, as the manager's check does (`manager::observed_start`), not
+    /// from every pod at the template the cluster had not let the app reach.
+    #[test]
+    fn a_windows_replay_starts_with_the_pods_a_stuck_resize_left_serving() {
+        let mut c = cluster();
+        let before = c.sim.observe(1).expect("observe");
+        let held = before.replica_counts().ready;
+        assert!(held > 0);
+        // More CPU a pod than a node has: the old pods go on serving, the new ones pend.
+        let cores = (c.sim.config().node_cores * 1000.0) as u64 + 1000;
+        let rec = Recommendation {
+            replicas: held,
+            containers: vec![ContainerResources::guaranteed(
+                before.template.name.clone(),
+                aware_core::Resources::new(cores, before.template.requests.memory_bytes),
+            )],
+        };
+        c.sim.apply(1, &rec).expect("apply");
+        for _ in 0..3 {
+            c.sim.advance().expect("advance");
+        }
+        let first = c.observe(1).expect("observe");
+        let mut m = manager(&c, ManagerConfig { episode_steps: 5, ..ManagerConfig::default() });
+        m.interval(&mut c).expect("interval");
+        let start = &m.apps[1].replay.as_ref().expect("the first window is under way").start;
+        assert_eq!(start.outdated.len(), held as usize, "the serving old pods are dropped: {start:?}");
+        assert_eq!((start.bound, start.template.requests.cpu_millicores), (Some(0), cores));
+        assert_eq!(start.replicas, first.desired_replicas);
     }
 
     /// A window whose clock went back, or that a pass reached late, is not replayed (its

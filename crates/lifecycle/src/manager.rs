@@ -937,13 +937,14 @@ pub(crate) fn action_origin<'a>(
     }
 }
 
-/// The deployment `obs` shows, as the bootstrapping check's replay starts from it: its pods of
+/// The deployment `obs` shows, as the bootstrapping check's replay starts from it (the
+/// manager's and the live decider's alike): its pods of
 /// the template that a node holds counted as bound, and those of an older one that a node holds
 /// and that serve (a rollout or an in-place resize the cluster could not admit yet) listed
 /// with what they run, so that the replay goes on with the rollout where the episode did
 /// instead of starting every pod at the template (the simulator's own continuation,
 /// [`DeploymentState::outdated`], carries them the same way).
-fn observed_start(obs: &Observation) -> DeploymentState {
+pub(crate) fn observed_start(obs: &Observation) -> DeploymentState {
     let placed = obs.pods.iter().filter(|p| p.node.is_some() && !p.deleting);
     // A pod is of the template when its node holds the template's requests for it, whatever
     // it still runs with (a memory decrease the kubelet defers while the working set is above
