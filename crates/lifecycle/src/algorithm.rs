@@ -466,7 +466,8 @@ impl AppLifecycle {
     /// way). After [`AppLifecycle::failing_needed`] such episodes in a row
     /// ([`DEGRADATION_EPISODES`] until retraining first gives up), whatever stages they were
     /// spent in, the app retrains (ONLINE, the agent exploring and learning from its own
-    /// actions), unless it already does or may not.
+    /// actions), unless it may not; an app already retraining (its rewards degraded) is only
+    /// marked as one the rules failed.
     fn rules_failing(&mut self, acted: &EpisodeOutcome, shadow: Option<&ShadowComparison>) -> Option<Transition> {
         let fallback = match self.stage {
             Stage::Initialized => return None,
@@ -478,12 +479,22 @@ impl AppLifecycle {
         };
         // A window the trigger is held on (the live decider's, with no faithful replay or
         // the agent acting) is no evidence either way: the run starts again after it.
-        if self.retraining || !self.retrains_where_rules_fail || !(failed(acted) && fallback.is_none_or(failed)) {
+        if !self.retrains_where_rules_fail || !(failed(acted) && fallback.is_none_or(failed)) {
             self.failing = 0;
             return None;
         }
         self.failing += 1;
         if self.failing < self.failing_needed() || !self.may_retrain {
+            return None;
+        }
+        if self.retraining {
+            // Retraining already (SERVING's rewards degraded): the rules failing on the changed
+            // workload too is no new stage, but their proposal is no yardstick for it any
+            // more ([`AppLifecycle::rules_failed`]: the guard's ceiling over it is lifted).
+            // Kept only at the trigger's count, so a retraining agent failing where the rules
+            // serve is still measured by them.
+            self.rules_failed = true;
+            self.failing = 0;
             return None;
         }
         let share = |o: &EpisodeOutcome| format!("{} of {} intervals", o.slo_violations, o.intervals);
@@ -1330,6 +1341,40 @@ mod tests {
     /// Where the fallback itself violates the SLO in at least half of an episode's intervals for
     /// two episodes in a row, the app retrains: ONLINE, exploring and learning from its own
     /// actions, whatever the bootstrapping check says.
+    /// An app retraining because its rewards degraded is marked as one the rules failed (the
+    /// guard's ceiling over their proposal lifted) once they have failed beside it for as many
+    /// episodes as the trigger waits for, and not for the agent's failures alone.
+    #[test]
+    fn a_retraining_app_the_rules_fail_beside_is_marked_so() {
+        let served = |agent: f64, fallback: f64| ShadowComparison { agent: ep(agent, 0), fallback: ep(fallback, 0) };
+        let retraining = || {
+            let mut a = AppLifecycle::new(thresholds(2), true);
+            a.start();
+            assert_eq!(a.episode_end(ep(0.6, 0), Some(served(0.6, 0.6))).unwrap().to, Stage::Online);
+            // The agent earns well above the fallback, then only as much: its lead is gone.
+            a.episode_end(ep(1.0, 0), Some(served(1.0, 0.6)));
+            assert_eq!(a.episode_end(ep(1.0, 0), Some(served(1.0, 0.6))).unwrap().to, Stage::Serving);
+            a.episode_end(ep(0.5, 0), Some(served(0.5, 0.5)));
+            let t = a.episode_end(ep(0.5, 0), Some(served(0.5, 0.5)));
+            assert!(t.is_some_and(|t| t.reason.contains("rewards degraded")));
+            assert!(a.retraining() && !a.rules_failed());
+            a
+        };
+        let failing = ShadowComparison { agent: ep(-0.3, 90), fallback: ep(-0.3, 90) };
+        let mut a = retraining();
+        assert!(a.episode_end(ep(-0.3, 90), Some(failing)).is_none());
+        assert!(!a.rules_failed(), "one failing episode is not a trend");
+        assert!(a.episode_end(ep(-0.3, 90), Some(failing)).is_none(), "no new stage");
+        assert!(a.retraining() && a.rules_failed());
+        // The agent failing where the fallback's replay serves is the agent's failure.
+        let mut a = retraining();
+        let agents = ShadowComparison { agent: ep(-0.3, 90), fallback: ep(-0.3, 40) };
+        for _ in 0..2 {
+            a.episode_end(ep(-0.3, 90), Some(agents));
+        }
+        assert!(!a.rules_failed());
+    }
+
     #[test]
     fn an_app_retrains_where_the_rules_fail() {
         let offline = || {
