@@ -1264,6 +1264,8 @@ pub fn lifecycle_decider(
 
 /// The store `url` behind its spool (`spool`, else the store's default), written on a thread
 /// of its own ([`crate::record::StoreWriter`]) with `decider`'s agent name and fallback.
+/// Returns once the store is open: the fallback's transitions the store holds are read on that
+/// thread afterwards, while the controller serves and decides.
 pub fn open_store(
     url: &str,
     spool: Option<&std::path::Path>,

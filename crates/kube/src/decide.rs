@@ -337,9 +337,10 @@ pub struct LifecycleDecider {
     policies: Mutex<Vec<(aware_agents::FrozenPolicy, String)>>,
     /// Where every decision, stage change and window goes (`--store`), if anywhere.
     writer: Mutex<Option<crate::record::StoreWriter>>,
-    /// The fallback's transitions the store held at the start, for the agent to learn offline
-    /// from again: given to it at the first pass (after any agent a state file resumes).
-    demonstrations: Mutex<Option<Result<Vec<aware_agents::Experience>, String>>>,
+    /// The fallback's transitions the store holds, for the agent to learn offline from again,
+    /// as the store's writer reads them: given to it at the first pass after they are read
+    /// (after any agent a state file resumes).
+    demonstrations: Option<crate::record::Demonstrations>,
 }
 
 impl LifecycleDecider {
@@ -364,18 +365,19 @@ impl LifecycleDecider {
             learned_written: Mutex::default(),
             policies: Mutex::default(),
             writer: Mutex::default(),
-            demonstrations: Mutex::default(),
+            demonstrations: None,
         })
     }
 
     /// Records every decision (with the features behind the agent's), stage change and window
-    /// through `writer` (`aware controller --store`), from the next pass on.
-    pub fn with_store(self, mut writer: crate::record::StoreWriter) -> Self {
+    /// through `writer` (`aware controller --store`), from the next pass on, and gives the
+    /// agent the fallback's transitions `writer` reads from the store at the first pass after
+    /// they are read ([`crate::record::StoreWriter::demonstrations`]).
+    pub fn with_store(mut self, writer: crate::record::StoreWriter) -> Self {
         if let Ok(mut m) = self.manager.lock() {
             m.set_log(true);
         }
-        let demonstrations = std::mem::replace(&mut writer.demonstrations, Ok(Vec::new()));
-        *self.demonstrations.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(demonstrations);
+        self.demonstrations = Some(writer.demonstrations.clone());
         *self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(writer);
         self
     }
@@ -385,21 +387,25 @@ impl LifecycleDecider {
         Ok(aware_lifecycle::record::LiveRecorder::of(&*self.lock()?))
     }
 
-    /// At the first pass: the fallback's transitions the store held, given to the agent to
-    /// learn offline from ([`LiveManager::take_up_demonstrations`]).
+    /// At the first pass after the store's writer has read them (each pass asks until then):
+    /// the fallback's transitions the store holds, given to the agent to learn offline from
+    /// ([`LiveManager::take_up_demonstrations`]), or why they could not be read, logged.
     fn take_up_demonstrations(&self, m: &mut LiveManager) {
-        let pending = self.demonstrations.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        let Some(pending) = self.demonstrations.as_ref().and_then(crate::record::Demonstrations::take) else {
+            return;
+        };
         let store = || {
             let writer = self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             writer.as_ref().map(|w| w.describe.clone()).unwrap_or_default()
         };
-        match pending.map(|read| read.and_then(|t| m.take_up_demonstrations(&t).map_err(|e| e.to_string()))) {
-            None => {}
-            Some(Ok(0)) => {}
-            Some(Ok(n)) => {
+        let taken =
+            pending.map_err(|e| e.to_string()).and_then(|t| m.take_up_demonstrations(&t).map_err(|e| e.to_string()));
+        match taken {
+            Ok(0) => {}
+            Ok(n) => {
                 tracing::info!(store = %store(), "the agent learns offline again from {n} of the fallback's transitions the store holds")
             }
-            Some(Err(why)) => {
+            Err(why) => {
                 tracing::warn!(store = %store(), "the agent's replay starts empty: the fallback's transitions in the store are not taken up: {why}")
             }
         }

@@ -6,7 +6,11 @@
 //!
 //! The store's clients block (PostgreSQL's opens a runtime of its own), so they run on a thread
 //! of their own: the decider hands each pass's records over a bounded channel and goes on
-//! deciding. The store is opened behind its on-disk spool ([`aware_store::open_spooled`]):
+//! deciding. Starting waits only for the store to open: the thread then reads the fallback's
+//! transitions the store holds ([`Demonstrations`], which the decider takes up at the pass
+//! after they are read), so that a large store does not keep the controller from serving and
+//! deciding, and only then writes, the records handed over meanwhile waiting in the channel.
+//! The store is opened behind its on-disk spool ([`aware_store::open_spooled`]):
 //! while it is unreachable the records wait there (acknowledged means on disk) and are flushed
 //! in order when it returns, at the next write or within [`FLUSH_EVERY`] of quiet. Records are
 //! refused, counted and logged, never silently lost, where the spool is full, where the channel
@@ -15,11 +19,12 @@
 //! how many passes' records it leaves unwritten.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use aware_agents::Experience;
 use aware_lifecycle::live::LiveRecords;
 use aware_lifecycle::record::LiveRecorder;
 use aware_store::{Spooled, StoreError};
@@ -93,10 +98,98 @@ pub struct StoreWriter {
     pub stats: WriterStats,
     /// Where it writes, for messages.
     pub describe: String,
-    /// The fallback's transitions the store held when it was opened, for the agent to learn
-    /// offline from again ([`aware_lifecycle::record::recent_demonstrations`]), or why none
-    /// could be read.
-    pub demonstrations: Result<Vec<aware_agents::Experience>, String>,
+    /// The fallback's transitions the store holds, for the agent to learn offline from again,
+    /// as the writer reads them after opening it.
+    pub demonstrations: Demonstrations,
+}
+
+/// Where the fallback's transitions read from the store stand ([`Demonstrations::status`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DemonstrationsStatus {
+    /// The writer is still reading them.
+    Reading,
+    /// Read: this many wait to be taken up.
+    Read(usize),
+    /// Not read, for this reason, not yet reported by whoever takes them up.
+    Failed(String),
+    /// Taken up (or the failure reported): nothing more comes.
+    TakenUp,
+}
+
+#[derive(Default)]
+enum Slot {
+    #[default]
+    Reading,
+    Read(Result<Vec<Experience>, StoreError>),
+    TakenUp,
+}
+
+/// The fallback's transitions the store held when the writer opened it, for the agent to learn
+/// offline from again ([`aware_lifecycle::record::recent_demonstrations`]), or why none could
+/// be read: filled once by the writer's thread after the store is open, taken once by the
+/// decider (its passes ask each time until they are there). Clones share the one slot.
+#[derive(Clone, Default)]
+pub struct Demonstrations(Arc<(Mutex<Slot>, Condvar)>);
+
+impl std::fmt::Debug for Demonstrations {
+    /// Where they stand, not the transitions (up to 100,000 of them).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Demonstrations").field(&self.status()).finish()
+    }
+}
+
+impl Demonstrations {
+    fn slot(&self) -> MutexGuard<'_, Slot> {
+        self.0.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Hands over what was read (the writer's thread, once).
+    fn fill(&self, read: Result<Vec<Experience>, StoreError>) {
+        let mut slot = self.slot();
+        if matches!(*slot, Slot::Reading) {
+            *slot = Slot::Read(read);
+        }
+        self.0.1.notify_all();
+    }
+
+    /// The transitions read, or why none could be, the first time it is asked after the
+    /// writer has read them; `None` while it still reads and ever after.
+    pub fn take(&self) -> Option<Result<Vec<Experience>, StoreError>> {
+        let mut slot = self.slot();
+        match std::mem::replace(&mut *slot, Slot::TakenUp) {
+            Slot::Read(read) => {
+                self.0.1.notify_all();
+                Some(read)
+            }
+            before => {
+                *slot = before;
+                None
+            }
+        }
+    }
+
+    /// Where they stand: being read, read and waiting, or taken up.
+    pub fn status(&self) -> DemonstrationsStatus {
+        match &*self.slot() {
+            Slot::Reading => DemonstrationsStatus::Reading,
+            Slot::Read(Ok(transitions)) => DemonstrationsStatus::Read(transitions.len()),
+            Slot::Read(Err(e)) => DemonstrationsStatus::Failed(e.to_string()),
+            Slot::TakenUp => DemonstrationsStatus::TakenUp,
+        }
+    }
+
+    /// Waits at most `timeout` for the writer to have read them (or to have failed to), and
+    /// says where they stand then: [`DemonstrationsStatus::Reading`] where the time ran out.
+    pub fn wait(&self, timeout: Duration) -> DemonstrationsStatus {
+        let slot = self.slot();
+        let (slot, _) = self
+            .0
+            .1
+            .wait_timeout_while(slot, timeout, |s| matches!(s, Slot::Reading))
+            .unwrap_or_else(PoisonError::into_inner);
+        drop(slot);
+        self.status()
+    }
 }
 
 fn count(records: &LiveRecords) -> u64 {
@@ -104,11 +197,12 @@ fn count(records: &LiveRecords) -> u64 {
 }
 
 impl StoreWriter {
-    /// Opens the store with `open` on the writer's own thread (its error, if any, is returned
-    /// here), reads the fallback's recent transitions there (at most `demonstrations`:
-    /// [`StoreWriter::demonstrations`]), and writes there what [`StoreWriter::send`] is
-    /// given, numbered by `recorder` (kept in `numbering`, beside the spool, across restarts
-    /// while the store is away).
+    /// Opens the store with `open` on the writer's own thread and returns once it is open (its
+    /// error, if any, is returned here). The thread then reads the fallback's recent transitions
+    /// (at most `demonstrations`, none where 0) into [`StoreWriter::demonstrations`], which can
+    /// take long on a large store, and only then writes what [`StoreWriter::send`] is given
+    /// (queued meanwhile), numbered by `recorder` (kept in `numbering`, beside the spool, across
+    /// restarts while the store is away).
     pub fn start(
         describe: impl Into<String>,
         open: impl FnOnce() -> Result<Spooled, StoreError> + Send + 'static,
@@ -118,13 +212,14 @@ impl StoreWriter {
     ) -> Result<Self, StoreError> {
         let describe = describe.into();
         let (sender, receiver) = sync_channel::<LiveRecords>(QUEUED_BATCHES);
-        type Opened = Result<Result<Vec<aware_agents::Experience>, String>, StoreError>;
-        let (opened_tx, opened_rx) = sync_channel::<Opened>(1);
+        let (opened_tx, opened_rx) = sync_channel::<Result<(), StoreError>>(1);
         let stats = WriterStats::default();
         let thread_stats = stats.clone();
         let name = describe.clone();
         let queued = Arc::new(AtomicUsize::new(0));
         let thread_queued = queued.clone();
+        let read = Demonstrations::default();
+        let thread_read = read.clone();
         let (ended_tx, ended) = sync_channel::<()>(0);
         let thread = std::thread::Builder::new()
             .name("aware-store".into())
@@ -132,18 +227,7 @@ impl StoreWriter {
                 let _ended = ended_tx;
                 let store = match open() {
                     Ok(store) => {
-                        let read = if demonstrations == 0 {
-                            Ok(Vec::new())
-                        } else {
-                            aware_lifecycle::record::recent_demonstrations(
-                                &store,
-                                recorder.agent(),
-                                recorder.fallback(),
-                                demonstrations,
-                            )
-                            .map_err(|e| e.to_string())
-                        };
-                        let _ = opened_tx.send(Ok(read));
+                        let _ = opened_tx.send(Ok(()));
                         store
                     }
                     Err(e) => {
@@ -151,6 +235,16 @@ impl StoreWriter {
                         return;
                     }
                 };
+                thread_read.fill(if demonstrations == 0 {
+                    Ok(Vec::new())
+                } else {
+                    aware_lifecycle::record::recent_demonstrations(
+                        &store,
+                        recorder.agent(),
+                        recorder.fallback(),
+                        demonstrations,
+                    )
+                });
                 let recorder = match numbering {
                     Some(path) => recorder.with_numbering(path),
                     None => recorder,
@@ -159,14 +253,14 @@ impl StoreWriter {
             })
             .map_err(|e| StoreError::Backend(format!("cannot start the store's writer thread: {e}")))?;
         match opened_rx.recv() {
-            Ok(Ok(demonstrations)) => Ok(Self {
+            Ok(Ok(())) => Ok(Self {
                 sender: Some(sender),
                 thread: Some(thread),
                 ended: Some(ended),
                 queued,
                 stats,
                 describe,
-                demonstrations,
+                demonstrations: read,
             }),
             Ok(Err(e)) => {
                 let _ = thread.join();
@@ -299,5 +393,35 @@ fn write_loop(
         }
         stats.spooled.set(store.pending() as i64);
         stats.set_aside.set(store.set_aside() as i64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Nothing to take while the writer reads; what it read is taken once, a failure as
+    /// much as transitions; a second fill (there is none) does not hand anything over again.
+    #[test]
+    fn demonstrations_are_taken_once_after_they_are_read() {
+        let read = Demonstrations::default();
+        let shared = read.clone();
+        assert_eq!(read.status(), DemonstrationsStatus::Reading);
+        assert!(read.take().is_none());
+        assert_eq!(read.wait(Duration::ZERO), DemonstrationsStatus::Reading);
+
+        shared.fill(Ok(Vec::new()));
+        assert_eq!(read.status(), DemonstrationsStatus::Read(0));
+        assert!(matches!(read.take(), Some(Ok(t)) if t.is_empty()));
+        assert_eq!(shared.status(), DemonstrationsStatus::TakenUp);
+        assert!(shared.take().is_none());
+        shared.fill(Ok(Vec::new()));
+        assert!(read.take().is_none(), "taken up once");
+
+        let failed = Demonstrations::default();
+        failed.fill(Err(StoreError::Unavailable("away".into())));
+        assert!(matches!(failed.status(), DemonstrationsStatus::Failed(why) if why.contains("away")));
+        assert!(matches!(failed.take(), Some(Err(StoreError::Unavailable(_)))));
+        assert_eq!(failed.wait(Duration::ZERO), DemonstrationsStatus::TakenUp);
     }
 }

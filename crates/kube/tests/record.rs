@@ -6,18 +6,24 @@
 mod sim;
 
 use aware_core::Profile;
-use aware_kube::record::StoreWriter;
+use aware_kube::record::{DemonstrationsStatus, StoreWriter};
 use aware_kube::{Decider, LifecycleDecider, open_store};
 use aware_lifecycle::explain::{Query, explain};
 use aware_lifecycle::manager::{ManagerConfig, fresh_agent};
 use aware_sim::SimCluster;
 use aware_store::fault::Switchable;
-use aware_store::{DecisionQuery, Spooled, StoreUrl, TrajectoryStore};
+use aware_store::{
+    DecisionQuery, DecisionRecord, EpisodeId, EpisodeMeta, EpisodeRecord, Spooled, StageRecord, StoreError, StoreStats,
+    StoreUrl, TopMode, TrajectoryStore, Transition, TransitionFilter,
+};
 use sim::{cluster, observe};
 
 const KEY: &str = "shop/web";
 /// Intervals per window.
 const WINDOW: u64 = 5;
+/// How long a test waits for the store's writer before it gives up on it (a hang, not a time
+/// the test measures).
+const HANG: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// AWARE from a checkpoint whose agent is `fresh_agent(1)`; windows of [`WINDOW`] intervals.
 fn decider() -> LifecycleDecider {
@@ -229,7 +235,8 @@ fn a_restarted_controller_learns_again_from_the_fallbacks_transitions_in_the_sto
 
     let restarted = decider();
     let writer = open_store(&url, Some(&spool), &restarted).unwrap();
-    assert_eq!(writer.demonstrations.as_ref().map(Vec::len), Ok(fallbacks), "taken up from the store");
+    assert_eq!(writer.demonstrations.wait(HANG), DemonstrationsStatus::Read(fallbacks), "read from the store");
+    let demonstrations = writer.demonstrations.clone();
     let restarted = restarted.with_store(writer);
     let without = decider();
     let (a0, b0) = (actions(&restarted.learner().unwrap()), actions(&without.learner().unwrap()));
@@ -240,6 +247,128 @@ fn a_restarted_controller_learns_again_from_the_fallbacks_transitions_in_the_sto
         without.decide(KEY, &Profile::default(), &obs).unwrap();
     }
     restarted.finish();
+    assert_eq!(demonstrations.status(), DemonstrationsStatus::TakenUp);
     assert_ne!(actions(&restarted.learner().unwrap()), a0, "learned offline from the store's transitions");
     assert_eq!(actions(&without.learner().unwrap()), b0, "nothing to learn from yet");
+}
+
+/// A store whose first list of episodes (the writer's read of the fallback's transitions) says
+/// it began and waits for the test to let it go on, at most [`HANG`]; every other call goes
+/// straight to the store within.
+struct Gated {
+    inner: Box<dyn TrajectoryStore>,
+    began: std::sync::mpsc::Sender<()>,
+    gate: std::cell::RefCell<Option<std::sync::mpsc::Receiver<()>>>,
+}
+
+impl TrajectoryStore for Gated {
+    fn begin_episode(&mut self, meta: &EpisodeMeta) -> Result<EpisodeId, StoreError> {
+        self.inner.begin_episode(meta)
+    }
+    fn append(&mut self, episode: EpisodeId, transitions: &[Transition]) -> Result<(), StoreError> {
+        self.inner.append(episode, transitions)
+    }
+    fn close_episode(&mut self, episode: EpisodeId, total_reward: f64) -> Result<(), StoreError> {
+        self.inner.close_episode(episode, total_reward)
+    }
+    fn last_rewards(&self, agent: &str, n: usize) -> Result<Vec<f64>, StoreError> {
+        self.inner.last_rewards(agent, n)
+    }
+    fn top_episodes(&self, app: &str, m: usize, mode: TopMode) -> Result<Vec<EpisodeRecord>, StoreError> {
+        self.inner.top_episodes(app, m, mode)
+    }
+    fn sample(&self, filter: &TransitionFilter, n: usize, seed: u64) -> Result<Vec<Transition>, StoreError> {
+        self.inner.sample(filter, n, seed)
+    }
+    fn episode(&self, id: EpisodeId) -> Result<(EpisodeRecord, Vec<Transition>), StoreError> {
+        self.inner.episode(id)
+    }
+    fn episodes(&self, agent: Option<&str>) -> Result<Vec<EpisodeRecord>, StoreError> {
+        let gate = self.gate.borrow_mut().take();
+        if let Some(gate) = gate {
+            let _ = self.began.send(());
+            gate.recv_timeout(HANG).map_err(|_| StoreError::Unavailable("the test never let the read go on".into()))?;
+        }
+        self.inner.episodes(agent)
+    }
+    fn retain(&mut self, cutoff_s: f64) -> Result<u64, StoreError> {
+        self.inner.retain(cutoff_s)
+    }
+    fn stats(&self) -> Result<StoreStats, StoreError> {
+        self.inner.stats()
+    }
+    fn record_decisions(&mut self, decisions: &[DecisionRecord]) -> Result<(), StoreError> {
+        self.inner.record_decisions(decisions)
+    }
+    fn decisions(&self, app: &str, query: DecisionQuery) -> Result<Vec<DecisionRecord>, StoreError> {
+        self.inner.decisions(app, query)
+    }
+    fn record_stage_change(&mut self, change: &StageRecord) -> Result<(), StoreError> {
+        self.inner.record_stage_change(change)
+    }
+    fn stage_changes(&self, app: Option<&str>) -> Result<Vec<StageRecord>, StoreError> {
+        self.inner.stage_changes(app)
+    }
+}
+
+/// Starting the store's writer waits for the store to open, not for the read of the fallback's
+/// transitions it holds (100,000 of them can take long on a large store, and the controller
+/// serves nothing before the writer has started): while that read is held, the writer has
+/// started and the decider decides without them, its agent unchanged, its records queued. Once
+/// the read is let go, the next pass takes them up (once) and the agent learns offline from
+/// them; the records of the passes made meanwhile reach the store, in order.
+#[test]
+fn the_writer_starts_before_the_fallbacks_transitions_are_read_and_the_decider_takes_them_up_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("aware.db").display());
+    let spool = dir.path().join("spool");
+    let mut c = cluster();
+    // 101 passes: 20 windows, 100 transitions, most of them the fallback's in OFFLINE.
+    recorded_passes(&url, &spool, &mut c, 101);
+    let eps = episodes(&*read(&url));
+    let fallbacks: usize =
+        eps.iter().filter(|e| e.2 == "mpa" && (e.1 == "offline" || e.1 == "online")).map(|e| e.3).sum();
+    assert!(fallbacks >= 64, "{eps:?}");
+
+    let restarted = decider();
+    let (began_tx, began) = std::sync::mpsc::channel();
+    let (release, gate) = std::sync::mpsc::channel();
+    let opened = url.clone();
+    let writer = StoreWriter::start(
+        "gated",
+        move || {
+            let inner = aware_store::open(&opened.parse::<StoreUrl>()?, false)?;
+            let gated = Gated { inner, began: began_tx, gate: std::cell::RefCell::new(Some(gate)) };
+            Spooled::new(Box::new(gated), &spool, aware_store::DEFAULT_SPOOL_BYTES)
+        },
+        restarted.recorder().unwrap(),
+        None,
+        aware_lifecycle::record::DEMONSTRATIONS_TAKEN_UP,
+    )
+    .unwrap();
+    // Started, and the read is under way, held.
+    began.recv_timeout(HANG).expect("the writer reads the fallback's transitions once the store is open");
+    let demonstrations = writer.demonstrations.clone();
+    assert_eq!(demonstrations.status(), DemonstrationsStatus::Reading);
+
+    let restarted = restarted.with_store(writer);
+    let a0 = actions(&restarted.learner().unwrap());
+    passes(&restarted, &mut c, 3);
+    assert_eq!(demonstrations.status(), DemonstrationsStatus::Reading, "nothing to take up while the read is held");
+    assert_eq!(actions(&restarted.learner().unwrap()), a0, "nothing to learn from yet");
+
+    release.send(()).expect("the read still waits after the writer started");
+    assert_eq!(demonstrations.wait(HANG), DemonstrationsStatus::Read(fallbacks));
+    passes(&restarted, &mut c, 1);
+    assert_eq!(demonstrations.status(), DemonstrationsStatus::TakenUp, "taken up at the next pass");
+    assert!(demonstrations.take().is_none(), "taken up once");
+    passes(&restarted, &mut c, 2);
+    restarted.finish();
+    assert_eq!(demonstrations.status(), DemonstrationsStatus::TakenUp);
+    assert_ne!(actions(&restarted.learner().unwrap()), a0, "learned offline from the store's transitions");
+
+    // The six passes' decisions, those made during the read included, follow the first run's.
+    let store = read(&url);
+    let steps: Vec<u64> = store.decisions(KEY, DecisionQuery::Last(1000)).unwrap().iter().map(|r| r.step).collect();
+    assert_eq!(steps, (0..107).collect::<Vec<_>>());
 }

@@ -479,7 +479,8 @@ impl AppLifecycle {
         };
         // A window the trigger is held on (the live decider's, with no faithful replay or
         // the agent acting) is no evidence either way: the run starts again after it.
-        if !self.retrains_where_rules_fail || !(failed(acted) && fallback.is_none_or(failed)) {
+        let both_failed = failed(acted) && fallback.is_none_or(failed);
+        if !(self.retrains_where_rules_fail && both_failed) {
             self.failing = 0;
             return None;
         }
