@@ -406,7 +406,7 @@ impl LifecycleDecider {
                 tracing::info!(store = %store(), "the agent learns offline again from {n} of the fallback's transitions the store holds")
             }
             Err(why) => {
-                tracing::warn!(store = %store(), "the agent's replay starts empty: the fallback's transitions in the store are not taken up: {why}")
+                tracing::warn!(store = %store(), "the agent learns on without the fallback's transitions the store holds: they are not taken up: {why}")
             }
         }
     }

@@ -192,6 +192,18 @@ impl Demonstrations {
     }
 }
 
+/// Fills its [`Demonstrations`] with an error when dropped before they were read (a fill after
+/// one changes nothing).
+struct Unread(Demonstrations);
+
+impl Drop for Unread {
+    fn drop(&mut self) {
+        self.0.fill(Err(StoreError::Backend(
+            "the store's writer thread stopped before it read the fallback's transitions".into(),
+        )));
+    }
+}
+
 fn count(records: &LiveRecords) -> u64 {
     (records.decisions.len() + records.windows.len() + records.changes.len()) as u64
 }
@@ -225,6 +237,9 @@ impl StoreWriter {
             .name("aware-store".into())
             .spawn(move || {
                 let _ended = ended_tx;
+                // Should the thread end before it has read them (a panic in the read), the
+                // decider is told so instead of waiting for them for good.
+                let _unread = Unread(thread_read.clone());
                 let store = match open() {
                     Ok(store) => {
                         let _ = opened_tx.send(Ok(()));

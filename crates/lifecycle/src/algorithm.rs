@@ -27,7 +27,9 @@
 //!   half of an episode's intervals, or the acting agent did and so did the fallback replayed
 //!   on the same traffic. An agent that learned from the rules cannot do better than them
 //!   without trying what they never do. Each time retraining has given up (below) since the
-//!   app last served, the trigger waits twice as many failing episodes.
+//!   app last served, the trigger waits twice as many failing episodes. An app already
+//!   retraining (its rewards degraded) is only marked as one the rules failed
+//!   ([`AppLifecycle::rules_failed`]), and those episodes start no streak after it.
 //! - ONLINE, retraining, gives up after `max_retrain_episodes` episodes without converging
 //!   (an app that no allocation within its bounds serves would explore forever): with
 //!   bootstrapping → OFFLINE, the fallback serving again; without, the agent stays ONLINE but
@@ -142,10 +144,11 @@ pub struct LifecycleState {
     /// ([`AppLifecycle::gave_up`]); absent in checkpoints written before it was kept.
     #[serde(default)]
     pub gave_up: u32,
-    /// The fallback's mean reward on the traffic of the episodes the reference was taken over
-    /// ([`AppLifecycle::fallback_reference`]); absent in checkpoints written before it was kept.
+    /// The agent against the fallback over the episodes the reference was taken over, pooled
+    /// ([`AppLifecycle::reference_comparison`]); absent in checkpoints written before it was
+    /// kept.
     #[serde(default)]
-    pub fallback_reference: Option<f64>,
+    pub reference_comparison: Option<ShadowComparison>,
     /// The comparison with the fallback of each episode in `recent` (`None` where there was
     /// none), oldest first; absent in checkpoints written before it was kept.
     #[serde(default)]
@@ -166,7 +169,7 @@ impl LifecycleState {
             rules_failed: false,
             retrain_episodes: 0,
             gave_up: 0,
-            fallback_reference: None,
+            reference_comparison: None,
             recent_shadows: Vec::new(),
         }
     }
@@ -214,8 +217,8 @@ pub struct AppLifecycle {
     recent_shadows: VecDeque<Option<ShadowComparison>>,
     /// The converged mean reward SERVING is held to.
     reference: Option<f64>,
-    /// The fallback's mean reward on the same episodes' traffic ([`AppLifecycle::fallback_reference`]).
-    fallback_reference: Option<f64>,
+    /// The agent against the fallback over the same episodes ([`AppLifecycle::reference_comparison`]).
+    reference_comparison: Option<ShadowComparison>,
     /// ONLINE to retrain ([`AppLifecycle::retraining`]).
     retraining: bool,
     /// The last comparison of the agent with the fallback that a stage decision read
@@ -244,7 +247,7 @@ impl AppLifecycle {
             recent: VecDeque::new(),
             recent_shadows: VecDeque::new(),
             reference: None,
-            fallback_reference: None,
+            reference_comparison: None,
             retraining: false,
             last_check: None,
             last_failed: false,
@@ -539,11 +542,10 @@ impl AppLifecycle {
                 // converged: coefficient of variation 0.0000 … (mean −0.6015)").
                 (cv < self.thresholds.t_serving && !self.last_failed).then(|| {
                     self.reference = Some(mean);
-                    // The fallback's reward on the same episodes' traffic, where every one of
-                    // them was compared with it.
-                    let fallback: Option<Vec<f64>> =
-                        self.recent_shadows.iter().map(|s| s.map(|s| s.fallback.mean_reward)).collect();
-                    let fallback_reference = fallback.map(|f| f.iter().sum::<f64>() / f.len().max(1) as f64);
+                    // The agent against the fallback on the same episodes' traffic, where every
+                    // one of them was compared with it.
+                    let compared: Option<Vec<ShadowComparison>> = self.recent_shadows.iter().copied().collect();
+                    let reference_comparison = compared.map(|c| ShadowComparison::pooled(&c));
                     let t = self.enter(
                         Stage::Serving,
                         format!(
@@ -551,7 +553,7 @@ impl AppLifecycle {
                             self.thresholds.t_serving
                         ),
                     );
-                    self.fallback_reference = fallback_reference.filter(|f| f.is_finite());
+                    self.reference_comparison = reference_comparison.filter(finite);
                     t
                 })
             }
@@ -591,9 +593,11 @@ impl AppLifecycle {
     /// agent's, or `None` where it may be the agent's. It is the traffic's when the fallback,
     /// replayed on the same episodes' traffic, fell as far: the agent's lead over the fallback
     /// (its reward less the fallback's) shrank by no more than `t_var` of the reference's
-    /// magnitude since the reference was taken ([`AppLifecycle::fallback_reference`]), and the
-    /// agent served (no episode violating the SLO in [`FAILING_SHARE`] of its intervals, and
-    /// no more violating intervals than the fallback's replay). The reward rises and falls
+    /// magnitude since the reference was taken ([`AppLifecycle::reference_comparison`]), and
+    /// the agent served as it did then (no episode violating the SLO in [`FAILING_SHARE`] of its
+    /// intervals, no more violating intervals than the fallback's replay, and no larger share
+    /// of violating intervals than over the reference's episodes: a lasting change that makes
+    /// both violate more is a change the agent may learn to serve better). The reward rises and falls
     /// with the time of day on a workload that has not changed (at low load every pod idles
     /// more); retraining on such a dip explored on an app the agent served as well as ever:
     /// `aware run --apps 4 --steps 2000`, all nine retrainings on 21 seeds, one of which took
@@ -601,15 +605,19 @@ impl AppLifecycle {
     /// and 71). Without the comparisons (bootstrapping off, or a reference taken before they
     /// were kept) every fall below the floor is the agent's, as in Algorithm 1.
     fn the_traffics_dip(&self, reference: f64, last: f64) -> Option<String> {
-        let fallback_reference = self.fallback_reference?;
+        let then = self.reference_comparison?;
+        let fallback_reference = then.fallback.mean_reward;
         let shadows: Vec<ShadowComparison> =
             self.recent_shadows.iter().rev().take(DEGRADATION_EPISODES).copied().collect::<Option<_>>()?;
         if shadows.len() < DEGRADATION_EPISODES {
             return None;
         }
         let pooled = ShadowComparison::pooled(&shadows);
-        let served =
-            !shadows.iter().any(|s| failed(&s.agent)) && pooled.agent.slo_violations <= pooled.fallback.slo_violations;
+        let share =
+            |o: &EpisodeOutcome| if o.intervals > 0 { o.slo_violations as f64 / o.intervals as f64 } else { 0.0 };
+        let served = !shadows.iter().any(|s| failed(&s.agent))
+            && pooled.agent.slo_violations <= pooled.fallback.slo_violations
+            && share(&pooled.agent) <= share(&then.agent);
         let lead_then = reference - fallback_reference;
         let lead_now = last - pooled.fallback.mean_reward;
         let allowed = self.thresholds.t_var * reference.abs();
@@ -624,11 +632,16 @@ impl AppLifecycle {
         })
     }
 
-    /// The fallback's mean reward, replayed on the traffic of the episodes SERVING's reference
-    /// was taken over (`None` where one of them had no comparison, or outside SERVING): what
-    /// tells a dip of the traffic from a degraded agent.
+    /// The agent against the fallback replayed on the traffic of the episodes SERVING's
+    /// reference was taken over, pooled (`None` where one of them had no comparison, or
+    /// outside SERVING): what tells a dip of the traffic from a degraded agent.
+    pub fn reference_comparison(&self) -> Option<ShadowComparison> {
+        self.reference_comparison
+    }
+
+    /// The fallback's mean reward in [`AppLifecycle::reference_comparison`].
     pub fn fallback_reference(&self) -> Option<f64> {
-        self.fallback_reference
+        self.reference_comparison.map(|c| c.fallback.mean_reward)
     }
 
     /// Whether the agent's outcome in `s` is as good as the fallback's (at least `t_online` of
@@ -708,7 +721,8 @@ impl AppLifecycle {
     }
 
     /// Whether the rules failed acting for this app ([`FAILING_SHARE`]) and it has not been
-    /// handed back to them since (its retraining so caused, and the SERVING that follows).
+    /// handed back to them since (its retraining so caused, or marked so where they failed
+    /// beside a retraining its rewards' fall started, and the SERVING that follows).
     pub fn rules_failed(&self) -> bool {
         self.rules_failed
     }
@@ -722,7 +736,7 @@ impl AppLifecycle {
             recent: self.recent.iter().copied().collect(),
             recent_shadows: self.recent_shadows.iter().copied().collect(),
             reference: self.reference,
-            fallback_reference: self.fallback_reference,
+            reference_comparison: self.reference_comparison,
             retraining: self.retraining,
             failing: self.failing,
             rules_failed: self.rules_failed,
@@ -749,7 +763,7 @@ impl AppLifecycle {
         let aligned = state.recent_shadows.len() == state.recent.len();
         self.remember(state.recent.iter().copied().zip(shadows.map(|s| s.filter(|_| aligned))));
         self.reference = state.reference.filter(|r| r.is_finite());
-        self.fallback_reference = state.fallback_reference.filter(|r| r.is_finite() && self.reference.is_some());
+        self.reference_comparison = state.reference_comparison.filter(|c| finite(c) && self.reference.is_some());
         // SERVING without the reference it is held to could never notice a degradation, and
         // OFFLINE without bootstrapping has no way out: both resume ONLINE. INITIALIZED (a
         // lifecycle that never started) starts as a fresh one would.
@@ -774,7 +788,9 @@ impl AppLifecycle {
         let window = self.thresholds.reward_window.max(1) as usize;
         for (r, shadow) in rewards.into_iter().filter(|(r, _)| r.is_finite()) {
             self.recent.push_back(r);
-            self.recent_shadows.push_back(shadow);
+            // A comparison with a reward that is not a number says nothing (and would not
+            // read back from a checkpoint).
+            self.recent_shadows.push_back(shadow.filter(finite));
             if self.recent.len() > window {
                 self.recent.pop_front();
                 self.recent_shadows.pop_front();
@@ -788,7 +804,12 @@ impl AppLifecycle {
         self.recent.clear();
         self.recent_shadows.clear();
         if to != Stage::Serving {
-            self.fallback_reference = None;
+            self.reference_comparison = None;
+        }
+        // Failing episodes counted while retraining only mark the app as one the rules failed;
+        // they start no streak after it, as before they were counted at all.
+        if self.retraining {
+            self.failing = 0;
         }
         self.behind = 0;
         self.retraining = false;
@@ -801,6 +822,11 @@ impl AppLifecycle {
         }
         Transition { from, to, reason }
     }
+}
+
+/// Whether both sides' rewards of a comparison are numbers.
+fn finite(c: &ShadowComparison) -> bool {
+    c.agent.mean_reward.is_finite() && c.fallback.mean_reward.is_finite()
 }
 
 /// Whether an episode violated the SLO in at least [`FAILING_SHARE`] of its intervals.
@@ -1257,6 +1283,20 @@ mod tests {
                 assert!(why.contains("rewards fell with the traffic") && why.contains("not retrained"), "{why}");
             }
         }
+        // Both fell as far, but the agent now violates the SLO where it did not (in fewer
+        // intervals than the fallback's replay, and far from failing): a change it may learn
+        // to serve better, not the traffic's dip.
+        let mut a = serving();
+        let violating = ShadowComparison { agent: ep(1.05, 10), fallback: ep(0.8, 12) };
+        assert!(a.episode_end(ep(1.05, 10), Some(violating)).is_none());
+        assert!(a.episode_end(ep(1.05, 10), Some(violating)).is_some_and(|t| t.to == Stage::Online));
+        // A comparison whose reward is not a number is kept as none (and the checkpoint reads
+        // back).
+        let mut a = serving();
+        a.episode_end(ep(1.05, 0), Some(served(1.05, f64::NAN)));
+        let json = serde_json::to_string(&a.snapshot()).unwrap();
+        let back: LifecycleState = serde_json::from_str(&json).expect(&json);
+        assert_eq!(back.recent_shadows, vec![None]);
         // One of the two episodes without a comparison: nothing says it is the traffic's.
         let mut a = serving();
         a.episode_end(ep(1.05, 0), None);
@@ -1270,9 +1310,9 @@ mod tests {
         assert!(restored.episode_end(ep(1.05, 0), Some(served(1.05, 0.8))).is_none());
         // One written before they were kept (no comparisons, no fallback reference): Algorithm
         // 1's test alone.
-        let old = LifecycleState { fallback_reference: None, recent_shadows: Vec::new(), ..a.snapshot() };
+        let old = LifecycleState { reference_comparison: None, recent_shadows: Vec::new(), ..a.snapshot() };
         let json =
-            serde_json::to_string(&old).unwrap().replace(",\"fallback_reference\":null,\"recent_shadows\":[]", "");
+            serde_json::to_string(&old).unwrap().replace(",\"reference_comparison\":null,\"recent_shadows\":[]", "");
         assert!(!json.contains("recent_shadows"), "{json}");
         let mut restored = AppLifecycle::new(thresholds(2), true);
         restored.restore(&serde_json::from_str(&json).unwrap(), "restored".into());
@@ -1339,17 +1379,15 @@ mod tests {
         assert!(a.reference().is_none());
     }
 
-    /// Where the fallback itself violates the SLO in at least half of an episode's intervals for
-    /// two episodes in a row, the app retrains: ONLINE, exploring and learning from its own
-    /// actions, whatever the bootstrapping check says.
     /// An app retraining because its rewards degraded is marked as one the rules failed (the
     /// guard's ceiling over their proposal lifted) once they have failed beside it for as many
-    /// episodes as the trigger waits for, and not for the agent's failures alone.
+    /// episodes as the trigger waits for, and not for the agent's failures alone; the episodes
+    /// so counted start no streak after the retraining ends.
     #[test]
     fn a_retraining_app_the_rules_fail_beside_is_marked_so() {
         let served = |agent: f64, fallback: f64| ShadowComparison { agent: ep(agent, 0), fallback: ep(fallback, 0) };
-        let retraining = || {
-            let mut a = AppLifecycle::new(thresholds(2), true);
+        let retraining = |cap: u32| {
+            let mut a = AppLifecycle::new(LifecycleThresholds { max_retrain_episodes: cap, ..thresholds(2) }, true);
             a.start();
             assert_eq!(a.episode_end(ep(0.6, 0), Some(served(0.6, 0.6))).unwrap().to, Stage::Online);
             // The agent earns well above the fallback, then only as much: its lead is gone.
@@ -1362,20 +1400,35 @@ mod tests {
             a
         };
         let failing = ShadowComparison { agent: ep(-0.3, 90), fallback: ep(-0.3, 90) };
-        let mut a = retraining();
+        let mut a = retraining(40);
         assert!(a.episode_end(ep(-0.3, 90), Some(failing)).is_none());
         assert!(!a.rules_failed(), "one failing episode is not a trend");
+        assert_eq!(a.snapshot().failing, 1);
         assert!(a.episode_end(ep(-0.3, 90), Some(failing)).is_none(), "no new stage");
         assert!(a.retraining() && a.rules_failed());
-        // The agent failing where the fallback's replay serves is the agent's failure.
-        let mut a = retraining();
+        assert_eq!(a.snapshot().failing, 0);
+        // The agent failing where the fallback's replay serves is the agent's failure: not
+        // counted.
+        let mut a = retraining(40);
         let agents = ShadowComparison { agent: ep(-0.3, 90), fallback: ep(-0.3, 40) };
-        for _ in 0..2 {
-            a.episode_end(ep(-0.3, 90), Some(agents));
-        }
+        assert!(a.episode_end(ep(-0.3, 90), Some(agents)).is_none());
+        assert_eq!((a.stage(), a.retraining(), a.snapshot().failing), (Stage::Online, true, 0));
         assert!(!a.rules_failed());
+        // Retraining gives up on an episode both failed (the third, one after the mark): back
+        // OFFLINE with no streak carried, so the fallback's next failing episode alone does
+        // not start another retraining.
+        let mut a = retraining(3);
+        for _ in 0..2 {
+            assert!(a.episode_end(ep(-0.3, 90), Some(failing)).is_none());
+        }
+        let t = a.episode_end(ep(-0.3, 90), Some(failing)).unwrap();
+        assert!(t.reason.contains("retraining gave up"), "{}", t.reason);
+        assert_eq!((t.to, a.snapshot().failing), (Stage::Offline, 0));
     }
 
+    /// Where the fallback itself violates the SLO in at least half of an episode's intervals for
+    /// two episodes in a row, the app retrains: ONLINE, exploring and learning from its own
+    /// actions, whatever the bootstrapping check says.
     #[test]
     fn an_app_retrains_where_the_rules_fail() {
         let offline = || {

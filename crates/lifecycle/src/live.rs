@@ -645,7 +645,9 @@ impl LiveManager {
                 stage: Stage::Online,
                 retraining: true,
                 recent: Vec::new(),
+                recent_shadows: Vec::new(),
                 reference: None,
+                reference_comparison: None,
                 behind: 0,
                 retrain_episodes: 0,
                 ..state
@@ -655,7 +657,7 @@ impl LiveManager {
             );
         } else if saved.served_by_live_agent {
             // Those rewards were the live policy's: the checkpoint's agent starts its own.
-            state = LifecycleState { recent: Vec::new(), behind: 0, ..state };
+            state = LifecycleState { recent: Vec::new(), recent_shadows: Vec::new(), behind: 0, ..state };
         }
         self.restore_lifecycles(&[(name, state)], &reason);
         Ok(())
