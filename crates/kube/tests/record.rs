@@ -208,6 +208,24 @@ fn outage_drill(url: &str, key: &str, spool: &std::path::Path) {
     }
 }
 
+/// A SQLite store (its directory, URL and spool) into which 101 passes over the cluster
+/// returned were recorded (20 windows, 100 transitions, most of them the fallback's in
+/// OFFLINE), and the transitions of the windows the fallback served alone while the agent
+/// learned from it, at least a minibatch of them.
+fn recorded_store() -> (tempfile::TempDir, String, std::path::PathBuf, SimCluster, usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("aware.db").display());
+    let spool = dir.path().join("spool");
+    let mut c = cluster();
+    recorded_passes(&url, &spool, &mut c, 101);
+    let eps = episodes(&*read(&url));
+    assert_eq!(eps.iter().map(|e| e.3).sum::<usize>(), 100);
+    let fallbacks: usize =
+        eps.iter().filter(|e| e.2 == "mpa" && (e.1 == "offline" || e.1 == "online")).map(|e| e.3).sum();
+    assert!(fallbacks >= 64, "{eps:?}");
+    (dir, url, spool, c, fallbacks)
+}
+
 /// Greedy actions of `policy` on a fixed spread of states.
 fn actions(policy: &aware_agents::FrozenPolicy) -> Vec<f32> {
     let (dim, n) = (policy.state_dim(), 16);
@@ -220,18 +238,7 @@ fn actions(policy: &aware_agents::FrozenPolicy) -> Vec<f32> {
 /// restarted without the store waits for 64 new transitions, its weights unchanged.
 #[test]
 fn a_restarted_controller_learns_again_from_the_fallbacks_transitions_in_the_store() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite:{}", dir.path().join("aware.db").display());
-    let spool = dir.path().join("spool");
-    let mut c = cluster();
-    // 101 passes: 20 windows, 100 transitions, most of them the fallback's in OFFLINE.
-    recorded_passes(&url, &spool, &mut c, 101);
-    let eps = episodes(&*read(&url));
-    assert_eq!(eps.iter().map(|e| e.3).sum::<usize>(), 100);
-    // The windows the fallback served alone while the agent learned from it.
-    let fallbacks: usize =
-        eps.iter().filter(|e| e.2 == "mpa" && (e.1 == "offline" || e.1 == "online")).map(|e| e.3).sum();
-    assert!(fallbacks >= 64, "{eps:?}");
+    let (_dir, url, spool, mut c, fallbacks) = recorded_store();
 
     let restarted = decider();
     let writer = open_store(&url, Some(&spool), &restarted).unwrap();
@@ -319,16 +326,7 @@ impl TrajectoryStore for Gated {
 /// them; the records of the passes made meanwhile reach the store, in order.
 #[test]
 fn the_writer_starts_before_the_fallbacks_transitions_are_read_and_the_decider_takes_them_up_after() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite:{}", dir.path().join("aware.db").display());
-    let spool = dir.path().join("spool");
-    let mut c = cluster();
-    // 101 passes: 20 windows, 100 transitions, most of them the fallback's in OFFLINE.
-    recorded_passes(&url, &spool, &mut c, 101);
-    let eps = episodes(&*read(&url));
-    let fallbacks: usize =
-        eps.iter().filter(|e| e.2 == "mpa" && (e.1 == "offline" || e.1 == "online")).map(|e| e.3).sum();
-    assert!(fallbacks >= 64, "{eps:?}");
+    let (_dir, url, spool, mut c, fallbacks) = recorded_store();
 
     let restarted = decider();
     let (began_tx, began) = std::sync::mpsc::channel();
