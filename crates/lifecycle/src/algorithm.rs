@@ -87,6 +87,13 @@ pub struct EpisodeOutcome {
     pub core_seconds: Option<f64>,
 }
 
+impl EpisodeOutcome {
+    /// The share of its intervals that violated the SLO (0 for an episode of none).
+    pub fn violating_share(&self) -> f64 {
+        if self.intervals > 0 { self.slo_violations as f64 / self.intervals as f64 } else { 0.0 }
+    }
+}
+
 /// The agent and the fallback, each run on the same recent traffic of the application.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ShadowComparison {
@@ -145,7 +152,7 @@ pub struct LifecycleState {
     #[serde(default)]
     pub gave_up: u32,
     /// The agent against the fallback over the episodes the reference was taken over, pooled
-    /// ([`AppLifecycle::reference_comparison`]); absent in checkpoints written before it was
+    /// ([`AppLifecycle::fallback_reference`]); absent in checkpoints written before it was
     /// kept.
     #[serde(default)]
     pub reference_comparison: Option<ShadowComparison>,
@@ -217,7 +224,7 @@ pub struct AppLifecycle {
     recent_shadows: VecDeque<Option<ShadowComparison>>,
     /// The converged mean reward SERVING is held to.
     reference: Option<f64>,
-    /// The agent against the fallback over the same episodes ([`AppLifecycle::reference_comparison`]).
+    /// The agent against the fallback over the same episodes ([`AppLifecycle::fallback_reference`]).
     reference_comparison: Option<ShadowComparison>,
     /// ONLINE to retrain ([`AppLifecycle::retraining`]).
     retraining: bool,
@@ -572,18 +579,16 @@ impl AppLifecycle {
                     self.last_check = Some(why);
                     return None;
                 }
-                Some({
-                    self.reference = None;
-                    let t = self.enter(
-                        Stage::Online,
-                        format!(
-                            "rewards degraded: mean {last:.4} over the last {DEGRADATION_EPISODES} episodes < {floor:.4} (converged {reference:.4}, t_var {})",
-                            self.thresholds.t_var
-                        ),
-                    );
-                    self.retraining = true;
-                    t
-                })
+                self.reference = None;
+                let t = self.enter(
+                    Stage::Online,
+                    format!(
+                        "rewards degraded: mean {last:.4} over the last {DEGRADATION_EPISODES} episodes < {floor:.4} (converged {reference:.4}, t_var {})",
+                        self.thresholds.t_var
+                    ),
+                );
+                self.retraining = true;
+                Some(t)
             }
         }
     }
@@ -593,7 +598,7 @@ impl AppLifecycle {
     /// agent's, or `None` where it may be the agent's. It is the traffic's when the fallback,
     /// replayed on the same episodes' traffic, fell as far: the agent's lead over the fallback
     /// (its reward less the fallback's) shrank by no more than `t_var` of the reference's
-    /// magnitude since the reference was taken ([`AppLifecycle::reference_comparison`]), and
+    /// magnitude since the reference was taken ([`AppLifecycle::fallback_reference`]), and
     /// the agent served as it did then (no episode violating the SLO in [`FAILING_SHARE`] of its
     /// intervals, no more violating intervals than the fallback's replay, and no larger share
     /// of violating intervals than over the reference's episodes: a lasting change that makes
@@ -613,11 +618,9 @@ impl AppLifecycle {
             return None;
         }
         let pooled = ShadowComparison::pooled(&shadows);
-        let share =
-            |o: &EpisodeOutcome| if o.intervals > 0 { o.slo_violations as f64 / o.intervals as f64 } else { 0.0 };
         let served = !shadows.iter().any(|s| failed(&s.agent))
             && pooled.agent.slo_violations <= pooled.fallback.slo_violations
-            && share(&pooled.agent) <= share(&then.agent);
+            && pooled.agent.violating_share() <= then.agent.violating_share();
         let lead_then = reference - fallback_reference;
         let lead_now = last - pooled.fallback.mean_reward;
         let allowed = self.thresholds.t_var * reference.abs();
@@ -632,14 +635,10 @@ impl AppLifecycle {
         })
     }
 
-    /// The agent against the fallback replayed on the traffic of the episodes SERVING's
-    /// reference was taken over, pooled (`None` where one of them had no comparison, or
-    /// outside SERVING): what tells a dip of the traffic from a degraded agent.
-    pub fn reference_comparison(&self) -> Option<ShadowComparison> {
-        self.reference_comparison
-    }
-
-    /// The fallback's mean reward in [`AppLifecycle::reference_comparison`].
+    /// The fallback's mean reward, replayed on the traffic of the episodes SERVING's reference
+    /// was taken over (`None` where one of them had no comparison, or outside SERVING): what
+    /// tells a dip of the traffic from a degraded agent. The lifecycle keeps the whole
+    /// comparison of those episodes, pooled (the agent's violations too).
     pub fn fallback_reference(&self) -> Option<f64> {
         self.reference_comparison.map(|c| c.fallback.mean_reward)
     }
@@ -759,9 +758,12 @@ impl AppLifecycle {
         self.recent_shadows.clear();
         // Comparisons kept beside the rewards they belong to; a checkpoint written before
         // they were kept (or whose lists disagree) has none.
-        let shadows = state.recent_shadows.iter().copied().chain(std::iter::repeat(None));
-        let aligned = state.recent_shadows.len() == state.recent.len();
-        self.remember(state.recent.iter().copied().zip(shadows.map(|s| s.filter(|_| aligned))));
+        let shadows = if state.recent_shadows.len() == state.recent.len() {
+            state.recent_shadows.clone()
+        } else {
+            vec![None; state.recent.len()]
+        };
+        self.remember(state.recent.iter().copied().zip(shadows));
         self.reference = state.reference.filter(|r| r.is_finite());
         self.reference_comparison = state.reference_comparison.filter(|c| finite(c) && self.reference.is_some());
         // SERVING without the reference it is held to could never notice a degradation, and
@@ -831,7 +833,7 @@ fn finite(c: &ShadowComparison) -> bool {
 
 /// Whether an episode violated the SLO in at least [`FAILING_SHARE`] of its intervals.
 fn failed(o: &EpisodeOutcome) -> bool {
-    o.intervals > 0 && o.slo_violations as f64 >= FAILING_SHARE * o.intervals as f64
+    o.intervals > 0 && o.violating_share() >= FAILING_SHARE
 }
 
 /// Mean and coefficient of variation (population standard deviation over |mean|; infinite
