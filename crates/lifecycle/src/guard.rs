@@ -844,9 +844,12 @@ impl Guard {
     /// intervals, and served the rest of the evaluation there: 1,670 SLO-violating intervals of
     /// its 1,853 (MPA: 51 in all).
     ///
-    /// Only through [`Guard::limit_under`]: it replaces the proposal remembered with what acts.
+    /// The stabilisation window remembers the proposal, not what acted: a cut held only for
+    /// want of a measurement is not one the window should hold once the app is measured again
+    /// (remembering what acted held every cut for 20 intervals after each fresh cluster's pods
+    /// started).
     fn hold_blind_cuts(
-        &mut self,
+        &self,
         rec: Recommendation,
         replicas: u32,
         current: &ContainerResources,
@@ -872,7 +875,10 @@ impl Guard {
         if held.is_empty() {
             return (rec, None);
         }
-        let rec = self.replace_last(&got.name, (new_replicas, cpu, memory));
+        let rec = Recommendation {
+            replicas: new_replicas,
+            containers: vec![ContainerResources::guaranteed(got.name.clone(), Resources::new(cpu, memory))],
+        };
         (rec, Some(format!("cut undone, nothing measured (no ready pod with a usage sample): {}", held.join(", "))))
     }
 
@@ -1731,7 +1737,7 @@ mod tests {
             stabilisation_intervals: 0,
             ..GuardConfig::for_agent(&aware_core::GuardLimits::default(), false, None)
         };
-        let mut g = Guard::new(alone);
+        let mut g = Guard::new(alone.clone());
         let mut down = observation(45.0, Some(0.5));
         for p in &mut down.pods {
             p.phase = PodPhase::Starting;
@@ -1753,6 +1759,13 @@ mod tests {
         assert!(g.check(&observation(60.0, Some(0.5)), &[0.1]).is_ok());
         let (got, why) = g.limit_under(&rec(2, 2000, 256), None, None, None, 3, &now, &bounds);
         assert_eq!((got, why), (rec(2, 2000, 256), None));
+        // With a stabilisation window: it remembers the cut proposed, not the allocation held
+        // for want of a measurement, so the same cut passes once the app is measured.
+        let mut g = Guard::new(GuardConfig { stabilisation_intervals: 20, ..alone });
+        assert!(g.check(&down, &[0.1]).is_ok());
+        assert_eq!(g.limit_under(&rec(3, 2000, 512), None, None, None, 3, &now, &bounds).0, rec(3, 4000, 512));
+        assert!(g.check(&observation(60.0, Some(0.5)), &[0.1]).is_ok());
+        assert_eq!(g.limit_under(&rec(3, 2000, 512), None, None, None, 3, &now, &bounds), (rec(3, 2000, 512), None));
     }
 
     /// Table: now 2 replicas × (1000 m, 512 MiB); (usage: cores, largest working set MiB;
