@@ -13,7 +13,8 @@
 //! scale straight back up) is undone ([`Guard::fit_usage`]). An
 //! observation with no ready pod (nothing serves: pods starting, pending or crash-looping) has
 //! no utilisation to act on, so the fallback acts for it too, where it has watched every
-//! interval ([`GuardConfig::refuse_not_serving`]). Every verdict is counted and carries its reason.
+//! interval ([`GuardConfig::refuse_not_serving`]); a policy acting alone makes no cut on it
+//! ([`Guard::hold_blind_cuts`]). Every verdict is counted and carries its reason.
 //!
 //! The fallback's proposals are not capped ([`Guard::witness`] only remembers them for the
 //! stabilisation window): they are the trusted behaviour, bounded by the same profile and
