@@ -13,8 +13,7 @@
 //! scale straight back up) is undone ([`Guard::fit_usage`]). An
 //! observation with no ready pod (nothing serves: pods starting, pending or crash-looping) has
 //! no utilisation to act on, so the fallback acts for it too, where it has watched every
-//! interval ([`GuardConfig::refuse_not_serving`]); a policy acting alone makes no cut on it
-//! ([`Guard::hold_blind_cuts`]). Every verdict is counted and carries its reason.
+//! interval ([`GuardConfig::refuse_not_serving`]). Every verdict is counted and carries its reason.
 //!
 //! The fallback's proposals are not capped ([`Guard::witness`] only remembers them for the
 //! stabilisation window): they are the trusted behaviour, bounded by the same profile and
@@ -240,9 +239,6 @@ pub struct Guard {
     cpu_short_where_memory_fits: bool,
     /// When an observation last showed one of the app's pods placed (or none pending).
     last_placed_s: Option<f64>,
-    /// Whether the last observation [`Guard::check`]ed measured any usage: a ready pod with a
-    /// sample ([`Usage::of`]). Without one, no cut is made ([`Guard::hold_blind_cuts`]).
-    measured: bool,
 }
 
 /// Sets a nonzero `limit` to `to`, its `request` moved in the same ratio (a Burstable pod stays
@@ -288,7 +284,6 @@ impl Guard {
             last_ready: None,
             unplaced_since_s: None,
             cpu_short_where_memory_fits: false,
-            measured: true,
             placed_starting: false,
             last_placed_s: None,
         }
@@ -324,7 +319,6 @@ impl Guard {
     pub fn check(&mut self, obs: &Observation, state: &[f32]) -> Result<(), Untrusted> {
         self.note_oom_kills(obs);
         self.note_placement(obs);
-        self.measured = Usage::of(obs).is_some();
         // A clock that moved either way is live (backwards: the backend restarted an episode).
         let advanced = self.last_time_s.is_none_or(|t| obs.time_s != t);
         if advanced {
@@ -751,15 +745,13 @@ impl Guard {
             Some(u) => self.fit_usage(rec, u, replicas, current, bounds),
             None => (rec, None),
         };
-        let (rec, blind) = self.hold_blind_cuts(rec, replicas, current, bounds);
         let mut rec = rec;
         let oom = self.last_time_s.and_then(|now| self.keep_oom_floor(&mut rec, now, bounds));
         // The window remembers what acts.
         if let (Some(_), Some(last), Some(c)) = (&oom, self.recent.back_mut(), rec.containers.first()) {
             last.2 = c.limits.memory_bytes;
         }
-        let why: Vec<String> =
-            limited.into_iter().chain(raised).chain(capped).chain(fitted).chain(blind).chain(oom).collect();
+        let why: Vec<String> = limited.into_iter().chain(raised).chain(capped).chain(fitted).chain(oom).collect();
         (rec, (!why.is_empty()).then(|| why.join("; ")))
     }
 
@@ -830,57 +822,6 @@ impl Guard {
         }
         let fitted = self.replace_last(&got.name, (new_replicas, cpu, memory));
         (fitted, Some(format!("cut undone, the usage does not fit it: {}", reasons.join("; "))))
-    }
-
-    /// `rec` with every cut undone where the observation [`Guard::check`]ed last measured no
-    /// usage (no ready pod with a sample: pods starting, pending or crash-looping): nothing
-    /// then says what the app needs, and a cut is blind. Growth passes. The rules do the same:
-    /// upstream HPA computes no replica count without metrics (and counts a pod missing them
-    /// as using its whole request when it would scale down), and VPA's histograms get no new
-    /// samples. Where the fallback has watched every interval the fallback acts on such an
-    /// observation instead ([`GuardConfig::refuse_not_serving`]); this is for a policy acting
-    /// alone (`no-bootstrap`, the `converged` reference). Found on `fig10 --quick` seed 138: after
-    /// a burst's OOM kills left an app with no ready pod, the reference halved its CPU limit
-    /// every interval once the stabilisation window let it, 4 cores to 207 millicores in six
-    /// intervals, and served the rest of the evaluation there: 1,670 SLO-violating intervals of
-    /// its 1,853 (MPA: 51 in all).
-    ///
-    /// The stabilisation window remembers the proposal, not what acted: a cut held only for
-    /// want of a measurement is not one the window should hold once the app is measured again
-    /// (remembering what acted held every cut for 20 intervals after each fresh cluster's pods
-    /// started).
-    fn hold_blind_cuts(
-        &self,
-        rec: Recommendation,
-        replicas: u32,
-        current: &ContainerResources,
-        bounds: &Bounds,
-    ) -> (Recommendation, Option<String>) {
-        if self.measured {
-            return (rec, None);
-        }
-        let got = rec.containers.first().unwrap_or(current).clone();
-        let (now_replicas, now_cpu, now_memory) = within_bounds(replicas, current, bounds);
-        let mut held = Vec::new();
-        let mut keep = |want: u64, now: u64, what: &str| {
-            if want < now {
-                held.push(format!("{what} held at {now}"));
-                now
-            } else {
-                want
-            }
-        };
-        let new_replicas = keep(rec.replicas as u64, now_replicas as u64, "replicas") as u32;
-        let cpu = keep(got.limits.cpu_millicores, now_cpu, "cpu millicores");
-        let memory = keep(got.limits.memory_bytes, now_memory, "memory bytes");
-        if held.is_empty() {
-            return (rec, None);
-        }
-        let rec = Recommendation {
-            replicas: new_replicas,
-            containers: vec![ContainerResources::guaranteed(got.name.clone(), Resources::new(cpu, memory))],
-        };
-        (rec, Some(format!("cut undone, nothing measured (no ready pod with a usage sample): {}", held.join(", "))))
     }
 
     /// What acts instead of the proposal [`Guard::limit`] last remembered: the stabilisation
@@ -1726,47 +1667,6 @@ mod tests {
         // Unless no fallback watched the app (the policy alone): the agent acts, as before.
         let cold = GuardConfig::for_agent(&aware_core::GuardLimits::default(), false, None);
         assert!(Guard::new(cold).check(&down, &[0.1]).is_ok());
-    }
-
-    /// An agent acting alone on an observation with no ready pod (after OOM kills, the pods
-    /// crash-looping) makes no cut, in any dimension, while growth passes; once a ready pod is
-    /// measured again its cuts pass (the stabilisation window aside).
-    #[test]
-    fn no_cut_is_made_while_nothing_is_measured() {
-        let bounds = Profile::default().bounds;
-        let alone = GuardConfig {
-            stabilisation_intervals: 0,
-            ..GuardConfig::for_agent(&aware_core::GuardLimits::default(), false, None)
-        };
-        let mut g = Guard::new(alone.clone());
-        let mut down = observation(45.0, Some(0.5));
-        for p in &mut down.pods {
-            p.phase = PodPhase::Starting;
-        }
-        assert!(g.check(&down, &[0.1]).is_ok(), "the policy alone acts on it");
-        let now = container(4000, 512);
-        // Seed 138's reference: a cut of every dimension, held whole.
-        let (got, why) = g.limit_under(&rec(2, 2000, 256), None, None, None, 3, &now, &bounds);
-        assert_eq!(got, rec(3, 4000, 512));
-        let why = why.unwrap();
-        assert!(why.contains("nothing measured") && why.contains("cpu millicores held at 4000"), "{why}");
-        // Growth in one dimension with a cut in another: the growth passes, the cut is held.
-        let (got, _) = g.limit_under(&rec(6, 2000, 1024), None, None, None, 3, &now, &bounds);
-        assert_eq!(got, rec(6, 4000, 1024));
-        // Growth alone passes untouched.
-        let (got, why) = g.limit_under(&rec(5, 4000, 512), None, None, None, 3, &now, &bounds);
-        assert_eq!((got, why), (rec(5, 4000, 512), None));
-        // Measured again: the cut passes.
-        assert!(g.check(&observation(60.0, Some(0.5)), &[0.1]).is_ok());
-        let (got, why) = g.limit_under(&rec(2, 2000, 256), None, None, None, 3, &now, &bounds);
-        assert_eq!((got, why), (rec(2, 2000, 256), None));
-        // With a stabilisation window: it remembers the cut proposed, not the allocation held
-        // for want of a measurement, so the same cut passes once the app is measured.
-        let mut g = Guard::new(GuardConfig { stabilisation_intervals: 20, ..alone });
-        assert!(g.check(&down, &[0.1]).is_ok());
-        assert_eq!(g.limit_under(&rec(3, 2000, 512), None, None, None, 3, &now, &bounds).0, rec(3, 4000, 512));
-        assert!(g.check(&observation(60.0, Some(0.5)), &[0.1]).is_ok());
-        assert_eq!(g.limit_under(&rec(3, 2000, 512), None, None, None, 3, &now, &bounds), (rec(3, 2000, 512), None));
     }
 
     /// Table: now 2 replicas × (1000 m, 512 MiB); (usage: cores, largest working set MiB;
