@@ -62,11 +62,15 @@ pub struct Training {
     /// Episodes of validation traffic per check. SLO violations are rare events (the MPA
     /// default violates in about 1 % of intervals), so a check needs about as much traffic as
     /// the evaluation: with 5 episodes of 4 apps the fallback had 4 and 0 violations there
-    /// (`fig10 --quick` seeds 1 and 2), too few to tell snapshots apart.
+    /// (`fig10 --quick` seeds 1 and 2), too few to tell snapshots apart. 40 (twice the
+    /// evaluation's 20) since session 72: with 20, on `fig10 --quick` seed 138 a snapshot with
+    /// 5 violations on validation (the fallback 47) had 1,853 on the evaluation (MPA 51); with
+    /// 40 another is kept, 107 (seeds 128–138 and 141–150 summed: 666 violations against
+    /// 2,413, MPA 488; each check takes twice as long).
     pub validation_episodes: u64,
     /// The validation traffic comes in this many stretches of consecutive episodes, each from
     /// a fresh cluster at a start time of its own (drawn from its first trace seed), so that a
-    /// check sees several times of day. One stretch of 20 quarter-hour episodes covers about
+    /// check sees several times of day (8 of 5 episodes by default). One stretch of 20 quarter-hour episodes covers about
     /// eight hours: on `fig10 --quick` seeds 128–138 the fallback reserved 0.45–2.16 times on
     /// it what it reserved on the evaluation's eight hours, and a snapshot chosen on a night
     /// was served by day.
@@ -99,8 +103,8 @@ impl Default for Training {
             residual: true,
             price_step: 0.1,
             validate_every: 5,
-            validation_episodes: 20,
-            validation_stretches: 4,
+            validation_episodes: 40,
+            validation_stretches: 8,
             headrooms: &[0.0, 0.05, 0.1],
             reset_above: 0.25,
         }
