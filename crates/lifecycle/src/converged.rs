@@ -70,8 +70,8 @@ pub struct Training {
     pub validation_episodes: u64,
     /// The validation traffic comes in this many stretches of consecutive episodes, each from
     /// a fresh cluster at a start time of its own (drawn from its first trace seed), so that a
-    /// check sees several times of day (8 of 5 episodes by default). One stretch of 20 quarter-hour episodes covers about
-    /// eight hours: on `fig10 --quick` seeds 128–138 the fallback reserved 0.45–2.16 times on
+    /// check sees several times of day (8 of 5 episodes by default). One stretch of 20
+    /// quarter-hour episodes covers about eight hours: on `fig10 --quick` seeds 128–138 the fallback reserved 0.45–2.16 times on
     /// it what it reserved on the evaluation's eight hours, and a snapshot chosen on a night
     /// was served by day.
     pub validation_stretches: u64,
