@@ -66,14 +66,15 @@ pub struct Training {
     /// evaluation's 20) since session 72: with 20, on `fig10 --quick` seed 138 a snapshot with
     /// 5 violations on validation (the fallback 47) had 1,853 on the evaluation (MPA 51); with
     /// 40 another is kept, 107 (seeds 128–138 and 141–150 summed: 666 violations against
-    /// 2,413, MPA 488; each check takes twice as long).
+    /// 2,413, MPA 488; each check takes twice as long; measured on a 2-core AMD EPYC without
+    /// AVX-512: on an Intel Xeon with it the same build's reference has 454, session 73).
     pub validation_episodes: u64,
     /// The validation traffic comes in this many stretches of consecutive episodes, each from
     /// a fresh cluster at a start time of its own (drawn from its first trace seed), so that a
-    /// check sees several times of day (8 of 5 episodes by default). One stretch of 20
-    /// quarter-hour episodes covers about eight hours: on `fig10 --quick` seeds 128–138 the fallback reserved 0.45–2.16 times on
-    /// it what it reserved on the evaluation's eight hours, and a snapshot chosen on a night
-    /// was served by day.
+    /// check sees several times of day (by default 8 stretches of 5 episodes). One stretch of
+    /// 20 quarter-hour episodes covers about eight hours: on `fig10 --quick` seeds 128–138 the
+    /// fallback reserved 0.45–2.16 times on it what it reserved on the evaluation's eight
+    /// hours, and a snapshot chosen on a night was served by day.
     pub validation_stretches: u64,
     /// The CPU headrooms each check tries the snapshot with ([`ManagerConfig::headroom`]): the
     /// snapshot and headroom [`better`] ranks first are kept together, and the reference is
