@@ -10,7 +10,9 @@
 //! fallback (asked every interval beside the agent) scales up, the agent's proposal is raised to
 //! the fallback's ([`Guard::floor`]), and, with the floor, a cut that would leave less than the
 //! measured usage plus VPA's 15 % safety margin (or past the point where the fallback's HPA would
-//! scale straight back up) is undone ([`Guard::fit_usage`]). An
+//! scale straight back up) is undone ([`Guard::fit_usage`]), and once the app has missed its
+//! SLO in two intervals in a row no replica or CPU cut goes below what last met it
+//! ([`Guard::keep_slo`]). An
 //! observation with no ready pod (nothing serves: pods starting, pending or crash-looping) has
 //! no utilisation to act on, so the fallback acts for it too, where it has watched every
 //! interval ([`GuardConfig::refuse_not_serving`]). Every verdict is counted and carries its reason.
@@ -78,7 +80,17 @@ pub struct GuardConfig {
     /// Like the fallback's floor, it is part of the rules' net: [`GuardConfig::for_agent`]
     /// keeps it only where the fallback floors the agent.
     pub fallback_ceiling: f64,
+    /// Whether a replica or CPU cut the SLO does not fit is rolled back ([`Guard::keep_slo`]):
+    /// once the app has missed its SLO in [`SLO_ROLL_BACK_AFTER`] intervals in a row, no
+    /// proposal goes below the replicas and CPU limit of the last interval that met it. Like
+    /// the fallback's floor, it is part of the rules' net: [`GuardConfig::for_agent`] keeps it
+    /// only where the fallback floors the agent.
+    pub slo_roll_back: bool,
 }
+
+/// Intervals in a row the SLO must have been missed before [`Guard::keep_slo`] rolls a cut back
+/// (one can be a pod restarting after a resize).
+pub const SLO_ROLL_BACK_AFTER: u32 = 2;
 
 /// The cores per core in use below which HPA, targeting `cpu_target` utilisation, scales up:
 /// its usage ratio (utilisation over target) beyond 1 + the scale-up tolerance (upstream's
@@ -110,7 +122,14 @@ impl GuardConfig {
         // The floor after an OOM kill comes with the rules' net, as the fallback's floor does.
         let oom_hold_s = if fallback_floor { base.oom_hold_s } else { 0.0 };
         let fallback_ceiling = if fallback_floor { base.fallback_ceiling } else { 0.0 };
-        Self { refuse_not_serving: fallback_floor, cpu_cut_headroom, oom_hold_s, fallback_ceiling, ..base }
+        Self {
+            refuse_not_serving: fallback_floor,
+            cpu_cut_headroom,
+            oom_hold_s,
+            fallback_ceiling,
+            slo_roll_back: fallback_floor,
+            ..base
+        }
     }
 }
 
@@ -134,6 +153,7 @@ impl From<&aware_core::GuardLimits> for GuardConfig {
             oom_hold_s: g.oom_hold_s,
             unplaced_grace_s: g.unplaced_grace_s,
             fallback_ceiling: g.fallback_ceiling,
+            slo_roll_back: false,
         }
     }
 }
@@ -239,6 +259,12 @@ pub struct Guard {
     cpu_short_where_memory_fits: bool,
     /// When an observation last showed one of the app's pods placed (or none pending).
     last_placed_s: Option<f64>,
+    /// Intervals in a row that missed the SLO ([`Guard::note_slo`]).
+    slo_missed: u32,
+    /// The replicas and CPU limit of the last interval that met the SLO with a pod serving.
+    slo_last_met: Option<(u32, u64)>,
+    /// The ready pods' number and largest CPU limit at the last note ([`Guard::note_slo`]).
+    slo_serving: Option<(u32, u64)>,
 }
 
 /// Sets a nonzero `limit` to `to`, its `request` moved in the same ratio (a Burstable pod stays
@@ -286,6 +312,9 @@ impl Guard {
             cpu_short_where_memory_fits: false,
             placed_starting: false,
             last_placed_s: None,
+            slo_missed: 0,
+            slo_last_met: None,
+            slo_serving: None,
         }
     }
 
@@ -313,6 +342,33 @@ impl Guard {
     /// episode's proposals (an episode that goes on from the last one's cluster keeps it all).
     pub fn restart(&mut self) {
         *self = Self::new(self.config.clone());
+    }
+
+    /// Notes how the interval `obs` closes served: `violated` is whether it missed the SLO
+    /// (`None`: not known, which changes nothing). An interval that met it with a pod ready
+    /// makes what served it the replicas and CPU limit [`Guard::keep_slo`] rolls back to: the
+    /// ready pods' number and largest CPU limit at its start and at its end, the larger of each
+    /// (a cut made as the interval began can show at its end before it slowed anything: `aware
+    /// demo --seed 31`, 70 ms at 500 m the interval the cut to 250 m acted, 187 ms after). One
+    /// that missed it counts towards [`SLO_ROLL_BACK_AFTER`]. Every interval, whoever acted, so
+    /// that a cut is measured against what last served.
+    pub fn note_slo(&mut self, obs: &Observation, violated: Option<bool>) {
+        let ready: Vec<&ContainerResources> =
+            obs.pods.iter().filter(|p| p.phase == PodPhase::Ready && !p.deleting).map(|p| &p.resources).collect();
+        let now = (!ready.is_empty())
+            .then(|| (ready.len() as u32, ready.iter().map(|c| c.limits.cpu_millicores).max().unwrap_or(0)));
+        let before = std::mem::replace(&mut self.slo_serving, now);
+        match violated {
+            Some(true) => self.slo_missed = self.slo_missed.saturating_add(1),
+            Some(false) => {
+                self.slo_missed = 0;
+                if let Some((replicas, cpu)) = now {
+                    let (r0, c0) = before.unwrap_or((replicas, cpu));
+                    self.slo_last_met = Some((replicas.max(r0), cpu.max(c0)));
+                }
+            }
+            None => {}
+        }
     }
 
     /// Why `obs` (with its encoded `state`) must not reach the agent, if it must not.
@@ -720,7 +776,8 @@ impl Guard {
     /// interval is given, [`Guard::floor`]ed under it and, when `ceiling` (that proposal as the
     /// ceiling measures it: [`ceiling_reference`]) is given too, [`Guard::cap`]ped under it;
     /// the reasons of each, when anything changed. Then [`Guard::fit_usage`] under the measured
-    /// `usage`, when given, and [`Guard::keep_oom_floor`].
+    /// `usage`, when given, [`Guard::keep_slo`] where [`GuardConfig::slo_roll_back`] says so,
+    /// and [`Guard::keep_oom_floor`].
     #[allow(clippy::too_many_arguments)]
     pub fn limit_under(
         &mut self,
@@ -745,13 +802,15 @@ impl Guard {
             Some(u) => self.fit_usage(rec, u, replicas, current, bounds),
             None => (rec, None),
         };
+        let (rec, rolled) = if self.config.slo_roll_back { self.keep_slo(rec, current, bounds) } else { (rec, None) };
         let mut rec = rec;
         let oom = self.last_time_s.and_then(|now| self.keep_oom_floor(&mut rec, now, bounds));
         // The window remembers what acts.
         if let (Some(_), Some(last), Some(c)) = (&oom, self.recent.back_mut(), rec.containers.first()) {
             last.2 = c.limits.memory_bytes;
         }
-        let why: Vec<String> = limited.into_iter().chain(raised).chain(capped).chain(fitted).chain(oom).collect();
+        let why: Vec<String> =
+            limited.into_iter().chain(raised).chain(capped).chain(fitted).chain(rolled).chain(oom).collect();
         (rec, (!why.is_empty()).then(|| why.join("; ")))
     }
 
@@ -822,6 +881,57 @@ impl Guard {
         }
         let fitted = self.replace_last(&got.name, (new_replicas, cpu, memory));
         (fitted, Some(format!("cut undone, the usage does not fit it: {}", reasons.join("; "))))
+    }
+
+    /// `rec` with a replica or CPU cut the SLO does not fit rolled back: once the app has
+    /// missed its SLO in [`SLO_ROLL_BACK_AFTER`] intervals in a row ([`Guard::note_slo`]), the
+    /// replicas and the CPU limit go no lower than those of the last interval that met it.
+    /// Increases, and allocations at or above that, pass; memory is left to the OOM floor.
+    /// The reason when anything was raised.
+    ///
+    /// Why: the usage fit and the fallback's floor read CPU utilisation, and a CPU limit below
+    /// a core slows every request whatever the utilisation (a request runs on one thread).
+    /// `aware demo --seed 31`: after the load fell, a frozen agent serving an app with a
+    /// 100 ms SLO cut it from 2 pods of 1 core to 1 of 250 m; its p99 went from about 70 to
+    /// 180 ms at 45–50 % utilisation, which neither the usage fit nor MPA's HPA (which never
+    /// moves the CPU limit) reads as pressure, and it missed the SLO in 76 intervals in a row
+    /// until the episode's check handed the app back.
+    ///
+    /// Only through [`Guard::limit_under`]: it replaces the proposal remembered with what acts,
+    /// so the stabilisation window holds the rolled-back allocation against the next cuts.
+    fn keep_slo(
+        &mut self,
+        rec: Recommendation,
+        current: &ContainerResources,
+        bounds: &Bounds,
+    ) -> (Recommendation, Option<String>) {
+        let Some((met_replicas, met_cpu)) = self.slo_last_met.filter(|_| self.slo_missed >= SLO_ROLL_BACK_AFTER) else {
+            return (rec, None);
+        };
+        let got = rec.containers.first().unwrap_or(current).clone();
+        let (mut replicas, mut cpu) = (rec.replicas, got.limits.cpu_millicores);
+        let met_replicas = met_replicas.clamp(bounds.min_replicas, bounds.max_replicas.max(bounds.min_replicas));
+        let met_cpu =
+            met_cpu.clamp(bounds.min_cpu_millicores, bounds.max_cpu_millicores.max(bounds.min_cpu_millicores));
+        let mut reasons = Vec::new();
+        if replicas < met_replicas {
+            reasons.push(format!("replicas {replicas} → {met_replicas}"));
+            replicas = met_replicas;
+        }
+        if got.limits.cpu_millicores > 0 && cpu < met_cpu {
+            reasons.push(format!("cpu millicores {cpu} → {met_cpu}"));
+            cpu = met_cpu;
+        }
+        if reasons.is_empty() {
+            return (rec, None);
+        }
+        let rolled = self.replace_last(&got.name, (replicas, cpu, got.limits.memory_bytes));
+        let why = format!(
+            "cut rolled back, the SLO was missed in the last {} intervals: {} (as when it was last met)",
+            self.slo_missed,
+            reasons.join(", ")
+        );
+        (rolled, Some(why))
     }
 
     /// What acts instead of the proposal [`Guard::limit`] last remembered: the stabilisation
@@ -1722,6 +1832,78 @@ mod tests {
         assert_eq!(out.replicas, 2);
         let (out, why) = g.limit(&rec(1, 1000, 512), 2, &container(1000, 512), &Profile::default().bounds);
         assert_eq!(out.replicas, 2, "{why:?}");
+    }
+
+    /// Once the SLO has been missed in two intervals in a row, a proposal below the replicas or
+    /// the CPU limit of the last interval that met it is raised to them (memory left alone);
+    /// one missed interval, a proposal at or above them, or the rule off, change nothing; the
+    /// window then holds the rolled-back allocation against the next cut.
+    #[test]
+    fn a_cut_the_slo_does_not_fit_is_rolled_back() {
+        let bounds = Profile::default().bounds;
+        let on = GuardConfig { slo_roll_back: true, stabilisation_intervals: 0, ..GuardConfig::default() };
+        // Two ready pods of 1000 m served the interval that last met the SLO.
+        let mut met = observation(10.0, Some(0.2));
+        let pod = met.pods.iter().find(|p| p.phase == PodPhase::Ready).cloned().expect("a ready pod");
+        met.pods = vec![pod; 2];
+        for p in &mut met.pods {
+            p.resources = container(1000, 512);
+        }
+        let cut = container(250, 256);
+        // (intervals missed after the last one met, replicas and CPU now, the proposal, what acts)
+        let cases = [
+            (1, (1, 250), rec(1, 250, 256), rec(1, 250, 256)),
+            (2, (1, 250), rec(1, 250, 256), rec(2, 1000, 256)),
+            (3, (1, 500), rec(1, 500, 256), rec(2, 1000, 256)),
+            (2, (1, 250), rec(3, 250, 256), rec(3, 1000, 256)),
+            (2, (1, 1000), rec(1, 2000, 256), rec(2, 2000, 256)),
+            // At or above what last met the SLO: nothing to roll back (memory is left alone).
+            (2, (2, 1000), rec(2, 1000, 128), rec(2, 1000, 128)),
+            (2, (2, 1000), rec(4, 1500, 256), rec(4, 1500, 256)),
+        ];
+        for (missed, (replicas, cpu), proposal, want) in cases {
+            let mut g = Guard::new(on.clone());
+            g.note_slo(&met, Some(false));
+            for _ in 0..missed {
+                g.note_slo(&met, Some(true));
+            }
+            // An interval not measured neither counts nor resets.
+            g.note_slo(&met, None);
+            let now = container(cpu, 256);
+            let (out, why) = g.limit_under(&proposal, None, None, None, replicas, &now, &bounds);
+            assert_eq!(
+                (out.replicas, out.containers[0].limits),
+                (want.replicas, want.containers[0].limits),
+                "{missed} {proposal:?}"
+            );
+            assert_eq!(why.as_ref().is_some_and(|w| w.contains("SLO was missed")), want != proposal, "{why:?}");
+        }
+        // Off (an agent the fallback does not floor), nothing is rolled back.
+        let mut off = Guard::new(GuardConfig { slo_roll_back: false, ..on.clone() });
+        off.note_slo(&met, Some(false));
+        off.note_slo(&met, Some(true));
+        off.note_slo(&met, Some(true));
+        let (out, _) = off.limit_under(&rec(1, 250, 256), None, None, None, 1, &cut, &bounds);
+        assert_eq!((out.replicas, out.containers[0].limits.cpu_millicores), (1, 250));
+        // Never met (or met with no pod ready): nothing to roll back to.
+        let mut down = met.clone();
+        down.pods.clear();
+        let mut never = Guard::new(on.clone());
+        never.note_slo(&down, Some(false));
+        never.note_slo(&met, Some(true));
+        never.note_slo(&met, Some(true));
+        let (out, why) = never.limit_under(&rec(1, 250, 256), None, None, None, 1, &cut, &bounds);
+        assert_eq!((out.replicas, out.containers[0].limits.cpu_millicores, why), (1, 250, None));
+        // A met interval resets the count; the window holds what was rolled back to.
+        let mut g = Guard::new(GuardConfig { stabilisation_intervals: 20, ..on });
+        g.note_slo(&met, Some(false));
+        g.note_slo(&met, Some(true));
+        g.note_slo(&met, Some(true));
+        let (out, _) = g.limit_under(&rec(1, 250, 256), None, None, None, 1, &cut, &bounds);
+        assert_eq!((out.replicas, out.containers[0].limits.cpu_millicores), (2, 1000));
+        g.note_slo(&met, Some(false));
+        let (out, why) = g.limit(&rec(1, 250, 256), 2, &container(1000, 256), &bounds);
+        assert_eq!((out.replicas, out.containers[0].limits.cpu_millicores), (2, 1000), "{why:?}");
     }
 
     #[test]

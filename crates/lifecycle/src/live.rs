@@ -993,6 +993,8 @@ impl LiveManager {
         }
         let oscillation = a.pending.as_ref().is_some_and(|p| p.oscillation);
         let measured = aware_env::measure(&a.encoder, &a.reward, &obs, a.previous_arrival, false, oscillation);
+        // Whether the interval `obs` closes met the SLO, for the guard's roll-back.
+        let slo_missed = measured.as_ref().ok().map(|(_, _, info)| info.slo_violated);
         // The window that opens at `obs` (the first, or the next if this outcome fills the one
         // under way) replays from the fallback before it saw `obs`, which a residual agent's
         // ask (below) shows it first.
@@ -1072,6 +1074,7 @@ impl LiveManager {
         let wants_agent = self.agent_acts(stage, retraining);
         let a = &mut self.apps[i];
         a.record(Some(&obs), before);
+        a.guard.note_slo(&obs, slo_missed);
         let checked = match &state {
             Some(s) => a.guard.check(&obs, s).map_err(|e| e.to_string()),
             None => a.guard.check(&obs, &[]).map_err(|e| e.to_string()).and(Err("the state cannot be encoded".into())),

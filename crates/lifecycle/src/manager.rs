@@ -1582,12 +1582,7 @@ impl Driver for Manager<'_> {
         }
     }
 
-    fn decide(
-        &mut self,
-        arena: &dyn Arena,
-        states: &[Vec<f32>],
-        _infos: &[StepInfo],
-    ) -> Result<Vec<Control>, LabError> {
+    fn decide(&mut self, arena: &dyn Arena, states: &[Vec<f32>], infos: &[StepInfo]) -> Result<Vec<Control>, LabError> {
         let mut controls = Vec::with_capacity(self.apps.len());
         if self.config.log && self.log.transitions.len() < self.apps.len() {
             self.log.transitions.resize_with(self.apps.len(), Vec::new);
@@ -1609,6 +1604,7 @@ impl Driver for Manager<'_> {
             };
             let wants_agent = self.agent_acts(stage) && held.is_none();
             let checked = self.apps[i].guard.check(&obs, state);
+            self.apps[i].guard.note_slo(&obs, infos.get(i).map(|info| info.slo_violated));
             seen.push((obs, stage, wants_agent, checked, held));
         }
         // A residual agent reads the fallback's proposal in its state: asked here, once per

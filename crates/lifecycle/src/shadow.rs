@@ -365,14 +365,11 @@ struct Greedy<'a> {
 }
 
 impl Driver for Greedy<'_> {
-    fn decide(
-        &mut self,
-        arena: &dyn Arena,
-        states: &[Vec<f32>],
-        _infos: &[StepInfo],
-    ) -> Result<Vec<Control>, LabError> {
+    fn decide(&mut self, arena: &dyn Arena, states: &[Vec<f32>], infos: &[StepInfo]) -> Result<Vec<Control>, LabError> {
         let obs = arena.observe(0).ok_or_else(|| LabError::input("shadow", "the arena reports no observations"))??;
-        if self.guard.check(&obs, &states[0]).is_err() {
+        let checked = self.guard.check(&obs, &states[0]);
+        self.guard.note_slo(&obs, infos.first().map(|info| info.slo_violated));
+        if checked.is_err() {
             // The manager lets the fallback act here (it sees every observation).
             return Ok(vec![match self.rules.as_mut().and_then(|f| f.recommender().recommend(&obs).ok()) {
                 Some(mut rec) => {
