@@ -92,6 +92,10 @@ pub struct GuardConfig {
 /// (one can be a pod restarting after a resize).
 pub const SLO_ROLL_BACK_AFTER: u32 = 2;
 
+/// Observations [`Guard::note_slo`] looks back over for what served an interval reported as
+/// meeting the SLO: the metrics can be this many intervals, less one, behind the pods.
+pub const SLO_MET_LOOKBACK: usize = 4;
+
 /// The cores per core in use below which HPA, targeting `cpu_target` utilisation, scales up:
 /// its usage ratio (utilisation over target) beyond 1 + the scale-up tolerance (upstream's
 /// 0.1, [`aware_baselines::Tolerances`]). Never below 1 + [`USAGE_MARGIN`].
@@ -263,8 +267,9 @@ pub struct Guard {
     slo_missed: u32,
     /// The replicas and CPU limit of the last interval that met the SLO with a pod serving.
     slo_last_met: Option<(u32, u64)>,
-    /// The ready pods' number and largest CPU limit at the last note ([`Guard::note_slo`]).
-    slo_serving: Option<(u32, u64)>,
+    /// The ready pods' number and largest CPU limit at the last notes ([`Guard::note_slo`]),
+    /// newest last; `None` where none was ready.
+    slo_serving: std::collections::VecDeque<Option<(u32, u64)>>,
 }
 
 /// Sets a nonzero `limit` to `to`, its `request` moved in the same ratio (a Burstable pod stays
@@ -314,7 +319,7 @@ impl Guard {
             last_placed_s: None,
             slo_missed: 0,
             slo_last_met: None,
-            slo_serving: None,
+            slo_serving: std::collections::VecDeque::new(),
         }
     }
 
@@ -344,27 +349,35 @@ impl Guard {
         *self = Self::new(self.config.clone());
     }
 
-    /// Notes how the interval `obs` closes served: `violated` is whether it missed the SLO
-    /// (`None`: not known, which changes nothing). An interval that met it with a pod ready
-    /// makes what served it the replicas and CPU limit [`Guard::keep_slo`] rolls back to: the
-    /// ready pods' number and largest CPU limit at its start and at its end, the larger of each
-    /// (a cut made as the interval began can show at its end before it slowed anything: `aware
-    /// demo --seed 31`, 70 ms at 500 m the interval the cut to 250 m acted, 187 ms after). One
-    /// that missed it counts towards [`SLO_ROLL_BACK_AFTER`]. Every interval, whoever acted, so
-    /// that a cut is measured against what last served.
+    /// Notes how the interval `obs` reports served: `violated` is whether it missed the SLO
+    /// (`None`: not known, e.g. the synthetic outcome a reset reports, which changes nothing).
+    /// One that missed it counts towards [`SLO_ROLL_BACK_AFTER`]. One that met it with a pod
+    /// ready makes what served it the replicas and CPU limit [`Guard::keep_slo`] rolls back to:
+    /// the largest of each among the last [`SLO_MET_LOOKBACK`] observations' ready pods (their
+    /// number, at most the desired replicas, and their largest CPU limit). Latency and drops are
+    /// reported a scrape behind the pods (the simulator's `metrics_lag_s`, one interval by
+    /// default; Prometheus's rate windows), so the interval reported as met can be one the pods
+    /// of `obs` never served: `aware demo --seed 31` reported 70 ms as the pods showed the cut
+    /// to 250 m, then 187 ms. Every interval, whoever acted, so that a cut is measured against
+    /// what last served.
     pub fn note_slo(&mut self, obs: &Observation, violated: Option<bool>) {
         let ready: Vec<&ContainerResources> =
             obs.pods.iter().filter(|p| p.phase == PodPhase::Ready && !p.deleting).map(|p| &p.resources).collect();
-        let now = (!ready.is_empty())
-            .then(|| (ready.len() as u32, ready.iter().map(|c| c.limits.cpu_millicores).max().unwrap_or(0)));
-        let before = std::mem::replace(&mut self.slo_serving, now);
+        let serving = (!ready.is_empty()).then(|| {
+            let replicas = (ready.len() as u32).min(obs.desired_replicas.max(1));
+            (replicas, ready.iter().map(|c| c.limits.cpu_millicores).max().unwrap_or(0))
+        });
+        if self.slo_serving.len() == SLO_MET_LOOKBACK {
+            self.slo_serving.pop_front();
+        }
+        self.slo_serving.push_back(serving);
         match violated {
             Some(true) => self.slo_missed = self.slo_missed.saturating_add(1),
             Some(false) => {
                 self.slo_missed = 0;
-                if let Some((replicas, cpu)) = now {
-                    let (r0, c0) = before.unwrap_or((replicas, cpu));
-                    self.slo_last_met = Some((replicas.max(r0), cpu.max(c0)));
+                if serving.is_some() {
+                    let most = |f: fn(&(u32, u64)) -> u64| self.slo_serving.iter().flatten().map(f).max().unwrap_or(0);
+                    self.slo_last_met = Some((most(|a| a.0 as u64) as u32, most(|a| a.1)));
                 }
             }
             None => {}
@@ -887,7 +900,9 @@ impl Guard {
     /// missed its SLO in [`SLO_ROLL_BACK_AFTER`] intervals in a row ([`Guard::note_slo`]), the
     /// replicas and the CPU limit go no lower than those of the last interval that met it.
     /// Increases, and allocations at or above that, pass; memory is left to the OOM floor.
-    /// The reason when anything was raised.
+    /// Each dimension is raised on its own, past the step caps and the ceiling over the
+    /// fallback's proposal, but never above what the app ran in the few intervals before one
+    /// that met the SLO ([`Guard::note_slo`]). The reason when anything was raised.
     ///
     /// Why: the usage fit and the fallback's floor read CPU utilisation, and a CPU limit below
     /// a core slows every request whatever the utilisation (a request runs on one thread).
@@ -1846,9 +1861,15 @@ mod tests {
         let mut met = observation(10.0, Some(0.2));
         let pod = met.pods.iter().find(|p| p.phase == PodPhase::Ready).cloned().expect("a ready pod");
         met.pods = vec![pod; 2];
+        met.desired_replicas = 2;
         for p in &mut met.pods {
             p.resources = container(1000, 512);
         }
+        // The same app once cut to one pod of 250 m.
+        let mut small = met.clone();
+        small.pods.truncate(1);
+        small.pods[0].resources = container(250, 256);
+        small.desired_replicas = 1;
         let cut = container(250, 256);
         // (intervals missed after the last one met, replicas and CPU now, the proposal, what acts)
         let cases = [
@@ -1894,7 +1915,32 @@ mod tests {
         never.note_slo(&met, Some(true));
         let (out, why) = never.limit_under(&rec(1, 250, 256), None, None, None, 1, &cut, &bounds);
         assert_eq!((out.replicas, out.containers[0].limits.cpu_millicores, why), (1, 250, None));
-        // A met interval resets the count; the window holds what was rolled back to.
+        // A met interval resets the count: the next cut stands.
+        let mut g = Guard::new(on.clone());
+        for missed in [false, true, false, true] {
+            g.note_slo(&met, Some(missed));
+        }
+        let (out, why) = g.limit_under(&rec(1, 500, 256), None, None, None, 1, &container(500, 256), &bounds);
+        assert_eq!((out.replicas, out.containers[0].limits.cpu_millicores, why), (1, 500, None));
+        // The metrics lag the pods: an interval reported met while the pods already show the
+        // cut is credited to what ran in the intervals before it.
+        let mut g = Guard::new(on.clone());
+        g.note_slo(&met, None);
+        g.note_slo(&small, Some(false));
+        g.note_slo(&small, Some(true));
+        g.note_slo(&small, Some(true));
+        let (out, _) = g.limit_under(&rec(1, 250, 256), None, None, None, 1, &cut, &bounds);
+        assert_eq!((out.replicas, out.containers[0].limits.cpu_millicores), (2, 1000));
+        // More pods ready than desired (a surge during a rollout) count as the desired number.
+        let mut surge = met.clone();
+        surge.desired_replicas = 1;
+        let mut g = Guard::new(on.clone());
+        g.note_slo(&surge, Some(false));
+        g.note_slo(&small, Some(true));
+        g.note_slo(&small, Some(true));
+        let (out, _) = g.limit_under(&rec(1, 250, 256), None, None, None, 1, &cut, &bounds);
+        assert_eq!((out.replicas, out.containers[0].limits.cpu_millicores), (1, 1000));
+        // The window holds what was rolled back to against the next cut.
         let mut g = Guard::new(GuardConfig { stabilisation_intervals: 20, ..on });
         g.note_slo(&met, Some(false));
         g.note_slo(&met, Some(true));
@@ -1902,8 +1948,9 @@ mod tests {
         let (out, _) = g.limit_under(&rec(1, 250, 256), None, None, None, 1, &cut, &bounds);
         assert_eq!((out.replicas, out.containers[0].limits.cpu_millicores), (2, 1000));
         g.note_slo(&met, Some(false));
-        let (out, why) = g.limit(&rec(1, 250, 256), 2, &container(1000, 256), &bounds);
+        let (out, why) = g.limit_under(&rec(1, 250, 256), None, None, None, 2, &container(1000, 256), &bounds);
         assert_eq!((out.replicas, out.containers[0].limits.cpu_millicores), (2, 1000), "{why:?}");
+        assert!(why.as_ref().is_some_and(|w| w.contains("stabilisation window") && !w.contains("SLO")), "{why:?}");
     }
 
     #[test]

@@ -1604,7 +1604,10 @@ impl Driver for Manager<'_> {
             };
             let wants_agent = self.agent_acts(stage) && held.is_none();
             let checked = self.apps[i].guard.check(&obs, state);
-            self.apps[i].guard.note_slo(&obs, infos.get(i).map(|info| info.slo_violated));
+            // The episode's first decision reads the outcome its reset reported, not an
+            // interval served.
+            let served = infos.get(i).filter(|_| !self.apps[i].rates.is_empty()).map(|info| info.slo_violated);
+            self.apps[i].guard.note_slo(&obs, served);
             seen.push((obs, stage, wants_agent, checked, held));
         }
         // A residual agent reads the fallback's proposal in its state: asked here, once per

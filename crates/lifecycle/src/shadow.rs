@@ -182,6 +182,7 @@ pub fn compare(
         floor,
         residual,
         deployed: app.deployed,
+        decided: false,
     };
     let agent_outcome = run(app, steps, &mut greedy)?;
     Ok(ShadowComparison { agent: agent_outcome, fallback: fallback_outcome })
@@ -362,13 +363,18 @@ struct Greedy<'a> {
     /// The allocation the app was deployed with, which the guard's ceiling measures what the
     /// fallback does not set against ([`crate::guard::ceiling_reference`]).
     deployed: Option<&'a (u32, ContainerResources)>,
+    /// Whether it has decided since the replay's reset, whose outcome is not an interval served
+    /// ([`Guard::note_slo`] is not told it).
+    decided: bool,
 }
 
 impl Driver for Greedy<'_> {
     fn decide(&mut self, arena: &dyn Arena, states: &[Vec<f32>], infos: &[StepInfo]) -> Result<Vec<Control>, LabError> {
         let obs = arena.observe(0).ok_or_else(|| LabError::input("shadow", "the arena reports no observations"))??;
         let checked = self.guard.check(&obs, &states[0]);
-        self.guard.note_slo(&obs, infos.first().map(|info| info.slo_violated));
+        let served = infos.first().filter(|_| self.decided).map(|info| info.slo_violated);
+        self.guard.note_slo(&obs, served);
+        self.decided = true;
         if checked.is_err() {
             // The manager lets the fallback act here (it sees every observation).
             return Ok(vec![match self.rules.as_mut().and_then(|f| f.recommender().recommend(&obs).ok()) {
