@@ -26,7 +26,7 @@
 
 use std::collections::VecDeque;
 
-use aware_core::{Bounds, Observation, PodPhase, Profile};
+use aware_core::{Bounds, Observation, Profile};
 use aware_sim::queueing::cpu_phase;
 use aware_sim::{Allocation, AppSpec, POD_DISK_BPS, POD_NET_BPS, REQUEST_SIZE_CV, RequestCost, SyntheticLoad};
 
@@ -95,7 +95,7 @@ impl Sample {
             network_utilisation: obs.network_utilisation,
             settled: !obs.pods.iter().any(|p| p.deleting),
         };
-        for p in obs.pods.iter().filter(|p| p.phase == PodPhase::Ready && !p.deleting) {
+        for p in crate::guard::serving_pods(obs) {
             let (cpu, memory) = (p.cpu_usage_cores?, p.memory_working_set_bytes?);
             let (limit, memory_limit) = (p.resources.limits.cpu_cores(), p.resources.limits.memory_bytes as f64);
             if !(cpu.is_finite() && cpu >= 0.0 && memory.is_finite() && memory >= 0.0 && limit > 0.0) {

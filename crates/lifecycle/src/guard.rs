@@ -218,7 +218,7 @@ pub struct Usage {
 impl Usage {
     /// The usage of `obs`'s ready pods with a sample; `None` when none has one.
     pub fn of(obs: &Observation) -> Option<Usage> {
-        let sampled = obs.pods.iter().filter(|p| p.phase == PodPhase::Ready && !p.deleting).filter_map(|p| {
+        let sampled = serving_pods(obs).filter_map(|p| {
             Some((p.cpu_usage_cores?, p.memory_working_set_bytes?)).filter(|(c, m)| c.is_finite() && m.is_finite())
         });
         sampled.fold(None, |u: Option<Usage>, (c, m)| {
@@ -270,6 +270,12 @@ pub struct Guard {
     /// The ready pods' number and largest CPU limit at the last notes ([`Guard::note_slo`]),
     /// newest last; `None` where none was ready.
     slo_serving: std::collections::VecDeque<Option<(u32, u64)>>,
+}
+
+/// The pods of `obs` that serve: ready and not terminating (the ones utilisation and usage are
+/// measured over).
+pub(crate) fn serving_pods(obs: &Observation) -> impl Iterator<Item = &aware_core::PodObservation> {
+    obs.pods.iter().filter(|p| p.phase == PodPhase::Ready && !p.deleting)
 }
 
 /// Sets a nonzero `limit` to `to`, its `request` moved in the same ratio (a Burstable pod stays
@@ -361,8 +367,7 @@ impl Guard {
     /// to 250 m, then 187 ms. Every interval, whoever acted, so that a cut is measured against
     /// what last served.
     pub fn note_slo(&mut self, obs: &Observation, violated: Option<bool>) {
-        let ready: Vec<&ContainerResources> =
-            obs.pods.iter().filter(|p| p.phase == PodPhase::Ready && !p.deleting).map(|p| &p.resources).collect();
+        let ready: Vec<&ContainerResources> = serving_pods(obs).map(|p| &p.resources).collect();
         let serving = (!ready.is_empty()).then(|| {
             let replicas = (ready.len() as u32).min(obs.desired_replicas.max(1));
             (replicas, ready.iter().map(|c| c.limits.cpu_millicores).max().unwrap_or(0))
@@ -407,7 +412,7 @@ impl Guard {
         // while (set aside); one ready for longer may not, nor may every ready pod.
         match obs.sampled_utilisation() {
             Err(e @ (ObservationError::NoUsageSample { .. } | ObservationError::NoUsageSampleYet { .. })) => {
-                let ready: Vec<_> = obs.pods.iter().filter(|p| p.phase == PodPhase::Ready && !p.deleting).collect();
+                let ready: Vec<_> = serving_pods(obs).collect();
                 if ready.iter().any(|p| p.cpu_usage_cores.is_some() && p.memory_working_set_bytes.is_some()) {
                     Err(e.into())
                 } else {
@@ -451,8 +456,7 @@ impl Guard {
     /// report nodes, as the Prometheus one, reports no node for a running pod: only a pending
     /// one counts.)
     fn note_placement(&mut self, obs: &Observation) {
-        let ready: Vec<&ContainerResources> =
-            obs.pods.iter().filter(|p| p.phase == PodPhase::Ready && !p.deleting).map(|p| &p.resources).collect();
+        let ready: Vec<&ContainerResources> = serving_pods(obs).map(|p| &p.resources).collect();
         if !ready.is_empty() {
             let most = |f: fn(&ContainerResources) -> u64| ready.iter().map(|c| f(c)).max().unwrap_or(0);
             self.last_ready =
@@ -1987,7 +1991,7 @@ mod tests {
     #[test]
     fn usage_sums_the_ready_pods_cpu_and_takes_the_largest_working_set() {
         let obs = observation(15.0, Some(0.25));
-        let ready: Vec<_> = obs.pods.iter().filter(|p| p.phase == PodPhase::Ready && !p.deleting).collect();
+        let ready: Vec<_> = serving_pods(&obs).collect();
         let u = Usage::of(&obs).unwrap();
         assert!((u.cpu_cores - 0.25 * ready.len() as f64).abs() < 1e-9, "{u:?}");
         let largest = ready.iter().filter_map(|p| p.memory_working_set_bytes).fold(0.0, f64::max);
