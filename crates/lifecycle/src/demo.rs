@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use aware_lab::evaluate::PolicyRow;
 use aware_lab::plot::{StageCounts, timeline};
 use aware_lab::progress::{Progress, Silent};
+use aware_lab::score::Summary;
 use aware_lab::threads::beside;
 use aware_lab::workload::{Workload, WorkloadSpec};
 use aware_sim::{Scenario, ScenarioKind};
@@ -71,6 +72,10 @@ pub struct DemoApp {
     pub counts: Counts,
     /// Whether the app reached SERVING at some point.
     pub reached_serving: bool,
+    /// The app's row under AWARE and under the MPA default alone, on identical traffic: where
+    /// AWARE gained or lost against the rules.
+    pub aware: Summary,
+    pub mpa: Summary,
 }
 
 /// `report.json` and `aware demo --json`.
@@ -299,12 +304,15 @@ pub fn demo(spec: &DemoSpec, progress: &dyn Progress) -> Result<DemoReport, Life
         let per_app = names
             .iter()
             .zip(aware.final_stages.iter().zip(&aware.final_retraining).zip(&aware.counts))
-            .map(|(app, ((&stage, &retraining), counts))| DemoApp {
+            .zip(aware.per_app.iter().zip(&mpa.per_app))
+            .map(|((app, ((&stage, &retraining), counts)), (a, m))| DemoApp {
                 app: app.clone(),
                 stage,
                 retraining,
                 counts: counts.clone(),
                 reached_serving: aware.stages.iter().any(|c| &c.app == app && c.to == Stage::Serving),
+                aware: a.clone(),
+                mpa: m.clone(),
             })
             .collect();
         let report = DemoReport {
@@ -388,18 +396,22 @@ pub fn markdown(r: &DemoReport) -> String {
     for c in &r.stages {
         md.push_str(&format!("| {} | {} | {} | {} | {} |\n", c.step, c.app, c.from, c.to, c.reason));
     }
-    md.push_str("\n## Applications\n\n| app | final stage | reached serving | agent actions | fallback actions | guard fallbacks | guard-limited |\n| --- | --- | --- | ---: | ---: | ---: | ---: |\n");
+    md.push_str("\n## Applications\n\nSLO-violating intervals and core-seconds of each app under `aware` and under `mpa` alone.\n\n| app | final stage | reached serving | agent actions | fallback actions | guard fallbacks | guard-limited | aware: violations / core-seconds | mpa: violations / core-seconds |\n| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     for a in &r.per_app {
         let c = &a.counts;
         md.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} / {:.0} | {} / {:.0} |\n",
             a.app,
             if a.retraining { format!("{} (retraining)", a.stage) } else { a.stage.to_string() },
             a.reached_serving,
             c.agent_actions,
             c.fallback_actions,
             c.guard_fallbacks,
-            c.guard_limited
+            c.guard_limited,
+            a.aware.slo_violations,
+            a.aware.core_seconds,
+            a.mpa.slo_violations,
+            a.mpa.core_seconds
         ));
     }
     let waiting: Vec<&DemoApp> = r.per_app.iter().filter(|a| a.stage == Stage::Offline).collect();

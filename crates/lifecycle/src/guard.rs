@@ -11,8 +11,8 @@
 //! the fallback's ([`Guard::floor`]), and, with the floor, a cut that would leave less than the
 //! measured usage plus VPA's 15 % safety margin (or past the point where the fallback's HPA would
 //! scale straight back up) is undone ([`Guard::fit_usage`]), and once the app has missed its
-//! SLO in two intervals in a row no replica or CPU cut goes below what last met it
-//! ([`Guard::keep_slo`]). An
+//! SLO in two intervals in a row no replica or CPU cut goes below what last met it, for a while
+//! longer each time the same cut is refused ([`Guard::keep_slo`]). An
 //! observation with no ready pod (nothing serves: pods starting, pending or crash-looping) has
 //! no utilisation to act on, so the fallback acts for it too, where it has watched every
 //! interval ([`GuardConfig::refuse_not_serving`]). Every verdict is counted and carries its reason.
@@ -84,7 +84,8 @@ pub struct GuardConfig {
     /// once the app has missed its SLO in [`SLO_ROLL_BACK_AFTER`] intervals in a row, no
     /// proposal goes below the replicas and CPU limit of the last interval that met it. Like
     /// the fallback's floor, it is part of the rules' net: [`GuardConfig::for_agent`] keeps it
-    /// only where the fallback floors the agent.
+    /// only where the fallback floors the agent. A roll-back is remembered for a while, longer
+    /// each time the same cut is refused again.
     pub slo_roll_back: bool,
 }
 
@@ -95,6 +96,28 @@ pub const SLO_ROLL_BACK_AFTER: u32 = 2;
 /// Observations [`Guard::note_slo`] looks back over for what served an interval reported as
 /// meeting the SLO: the metrics can be this many intervals, less one, behind the pods.
 pub const SLO_MET_LOOKBACK: usize = 4;
+
+/// Intervals a cut the SLO refused stays refused after its first roll-back, as a multiple of
+/// the stabilisation window ([`Guard::keep_slo`]): each further roll-back while one is
+/// remembered doubles the hold, up to [`SLO_REFUSAL_MAX_DOUBLINGS`] times.
+pub const SLO_REFUSAL_HOLD_WINDOWS: usize = 2;
+
+/// How many times a repeated roll-back doubles the hold of a refused cut ([`Guard::keep_slo`]):
+/// 2 windows, then 4, 8, … up to 2⁵ × 2 = 64 windows (5 h 20 min of 15 s intervals with
+/// HPA's 20-interval window), the order of VPA's 24 h memory of an OOM kill.
+pub const SLO_REFUSAL_MAX_DOUBLINGS: u32 = 5;
+
+/// A replica and CPU floor the SLO set ([`Guard::keep_slo`]): what last met it, when a cut
+/// below it missed it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct SloRefusal {
+    replicas: u32,
+    cpu_millicores: u64,
+    /// Intervals ([`Guard::note_slo`]s) it holds for yet.
+    left: usize,
+    /// Roll-backs since it was first made (1 at the first).
+    times: u32,
+}
 
 /// The cores per core in use below which HPA, targeting `cpu_target` utilisation, scales up:
 /// its usage ratio (utilisation over target) beyond 1 + the scale-up tolerance (upstream's
@@ -270,6 +293,8 @@ pub struct Guard {
     /// The ready pods' number and largest CPU limit at the last notes ([`Guard::note_slo`]),
     /// newest last; `None` where none was ready.
     slo_serving: std::collections::VecDeque<Option<(u32, u64)>>,
+    /// The floor the last roll-back set, held for a while ([`Guard::keep_slo`]).
+    slo_refused: Option<SloRefusal>,
 }
 
 /// The pods of `obs` that serve: ready and not terminating (the ones utilisation and usage are
@@ -326,6 +351,7 @@ impl Guard {
             slo_missed: 0,
             slo_last_met: None,
             slo_serving: std::collections::VecDeque::new(),
+            slo_refused: None,
         }
     }
 
@@ -382,10 +408,21 @@ impl Guard {
                 self.slo_missed = 0;
                 if serving.is_some() {
                     let most = |f: fn(&(u32, u64)) -> u64| self.slo_serving.iter().flatten().map(f).max().unwrap_or(0);
-                    self.slo_last_met = Some((most(|a| a.0 as u64) as u32, most(|a| a.1)));
+                    let met = (most(|a| a.0 as u64) as u32, most(|a| a.1));
+                    self.slo_last_met = Some(met);
+                    // Less than the floor met the SLO (the fallback acted, or the load fell):
+                    // the refusal is out of date.
+                    if self.slo_refused.is_some_and(|r| {
+                        met.0 <= r.replicas && met.1 <= r.cpu_millicores && met != (r.replicas, r.cpu_millicores)
+                    }) {
+                        self.slo_refused = None;
+                    }
                 }
             }
             None => {}
+        }
+        if let Some(r) = &mut self.slo_refused {
+            r.left = r.left.saturating_sub(1);
         }
     }
 
@@ -916,6 +953,15 @@ impl Guard {
     /// moves the CPU limit) reads as pressure, and it missed the SLO in 76 intervals in a row
     /// until the episode's check handed the app back.
     ///
+    /// A roll-back is remembered: for [`SLO_REFUSAL_HOLD_WINDOWS`] stabilisation windows after
+    /// it, no proposal goes below the replicas and CPU limit it rolled back to, missed or not
+    /// (`cut refused, …`), and a cut refused again once that hold has run out is held twice as
+    /// long, and so on ([`SLO_REFUSAL_MAX_DOUBLINGS`]). The window alone held the roll-back for
+    /// 20 intervals, after which the frozen agent of `aware demo --seed 31` made the same cut
+    /// again and missed the SLO three times more before the next roll-back: 3 violating
+    /// intervals in every 23. An interval that met the SLO on less than the floor (the fallback
+    /// acting, or the agent after the hold) forgets it, counts and all.
+    ///
     /// Only through [`Guard::limit_under`]: it replaces the proposal remembered with what acts,
     /// so the stabilisation window holds the rolled-back allocation against the next cuts.
     fn keep_slo(
@@ -924,7 +970,13 @@ impl Guard {
         current: &ContainerResources,
         bounds: &Bounds,
     ) -> (Recommendation, Option<String>) {
-        let Some((met_replicas, met_cpu)) = self.slo_last_met.filter(|_| self.slo_missed >= SLO_ROLL_BACK_AFTER) else {
+        let missed = self.slo_last_met.filter(|_| self.slo_missed >= SLO_ROLL_BACK_AFTER);
+        let held = self.slo_refused.filter(|r| r.left > 0);
+        let held_floor = held.map(|r| (r.replicas, r.cpu_millicores));
+        let Some((met_replicas, met_cpu)) = (match (missed, held_floor) {
+            (Some(m), Some(h)) => Some((m.0.max(h.0), m.1.max(h.1))),
+            (m, h) => m.or(h),
+        }) else {
             return (rec, None);
         };
         let got = rec.containers.first().unwrap_or(current).clone();
@@ -945,11 +997,32 @@ impl Guard {
             return (rec, None);
         }
         let rolled = self.replace_last(&got.name, (replicas, cpu, got.limits.memory_bytes));
-        let why = format!(
-            "cut rolled back, the SLO was missed in the last {} intervals: {} (as when it was last met)",
-            self.slo_missed,
-            reasons.join(", ")
-        );
+        let why = if missed.is_some() {
+            // The same misses roll back every interval until one is met (the metrics lag the
+            // pods): one refusal. A cut refused again once its hold ran out is remembered twice
+            // as long.
+            let times = match self.slo_refused {
+                Some(r) if r.left > 0 => r.times,
+                Some(r) => r.times.saturating_add(1),
+                None => 1,
+            };
+            let hold = (self.config.stabilisation_intervals.max(1) * SLO_REFUSAL_HOLD_WINDOWS)
+                << (times - 1).min(SLO_REFUSAL_MAX_DOUBLINGS);
+            let left = held.map_or(hold, |r| r.left.max(hold));
+            self.slo_refused = Some(SloRefusal { replicas: met_replicas, cpu_millicores: met_cpu, left, times });
+            format!(
+                "cut rolled back, the SLO was missed in the last {} intervals: {} (as when it was last met; \
+                 refused for {left} intervals)",
+                self.slo_missed,
+                reasons.join(", ")
+            )
+        } else {
+            format!(
+                "cut refused, the SLO was missed the last time it was made: {} (for {} more intervals)",
+                reasons.join(", "),
+                held.map_or(0, |r| r.left)
+            )
+        };
         (rolled, Some(why))
     }
 
@@ -1857,11 +1930,8 @@ mod tests {
     /// the CPU limit of the last interval that met it is raised to them (memory left alone);
     /// one missed interval, a proposal at or above them, or the rule off, change nothing; the
     /// window then holds the rolled-back allocation against the next cut.
-    #[test]
-    fn a_cut_the_slo_does_not_fit_is_rolled_back() {
-        let bounds = Profile::default().bounds;
-        let on = GuardConfig { slo_roll_back: true, stabilisation_intervals: 0, ..GuardConfig::default() };
-        // Two ready pods of 1000 m served the interval that last met the SLO.
+    /// An app served by two ready pods of 1000 m, and the same app cut to one pod of 250 m.
+    fn met_and_small() -> (Observation, Observation) {
         let mut met = observation(10.0, Some(0.2));
         let pod = met.pods.iter().find(|p| p.phase == PodPhase::Ready).cloned().expect("a ready pod");
         met.pods = vec![pod; 2];
@@ -1869,11 +1939,20 @@ mod tests {
         for p in &mut met.pods {
             p.resources = container(1000, 512);
         }
-        // The same app once cut to one pod of 250 m.
         let mut small = met.clone();
         small.pods.truncate(1);
         small.pods[0].resources = container(250, 256);
         small.desired_replicas = 1;
+        (met, small)
+    }
+
+    #[test]
+    fn a_cut_the_slo_does_not_fit_is_rolled_back() {
+        let bounds = Profile::default().bounds;
+        let on = GuardConfig { slo_roll_back: true, stabilisation_intervals: 0, ..GuardConfig::default() };
+        // Two ready pods of 1000 m served the interval that last met the SLO; the same app once
+        // cut to one pod of 250 m.
+        let (met, small) = met_and_small();
         let cut = container(250, 256);
         // (intervals missed after the last one met, replicas and CPU now, the proposal, what acts)
         let cases = [
@@ -1955,6 +2034,72 @@ mod tests {
         let (out, why) = g.limit_under(&rec(1, 250, 256), None, None, None, 2, &container(1000, 256), &bounds);
         assert_eq!((out.replicas, out.containers[0].limits.cpu_millicores), (2, 1000), "{why:?}");
         assert!(why.as_ref().is_some_and(|w| w.contains("stabilisation window") && !w.contains("SLO")), "{why:?}");
+    }
+
+    /// A roll-back is remembered: the cut stays refused for two windows after it, missed or
+    /// not, then passes; refused again, it is held twice as long; an interval met on less than
+    /// the floor forgets it.
+    #[test]
+    fn a_cut_the_slo_refused_stays_refused_longer_each_time() {
+        let bounds = Profile::default().bounds;
+        // A window of one interval holds nothing: only the refusal holds.
+        let mut g =
+            Guard::new(GuardConfig { slo_roll_back: true, stabilisation_intervals: 1, ..GuardConfig::default() });
+        let (met, small) = met_and_small();
+        let cut = container(250, 256);
+        let try_cut = |g: &mut Guard| {
+            // Within one interval's step: half the replicas, half the CPU.
+            let (out, why) = g.limit_under(&rec(1, 500, 256), None, None, None, 2, &container(1000, 256), &bounds);
+            ((out.replicas, out.containers[0].limits.cpu_millicores), why.unwrap_or_default())
+        };
+        let miss_twice = |g: &mut Guard| {
+            g.note_slo(&met, Some(false));
+            g.note_slo(&small, Some(true));
+            g.note_slo(&small, Some(true));
+        };
+        miss_twice(&mut g);
+        let (got, why) = try_cut(&mut g);
+        assert_eq!(got, (2, 1000));
+        assert!(why.contains("rolled back") && why.contains("refused for 2 intervals"), "{why}");
+        // A second interval of the same misses is the same refusal, not a repeat.
+        g.note_slo(&small, Some(true));
+        let (_, why) = try_cut(&mut g);
+        assert!(why.contains("refused for 2 intervals"), "{why}");
+        // Met at the floor: the cut is refused for the rest of the hold, then passes.
+        g.note_slo(&met, Some(false));
+        let (got, why) = try_cut(&mut g);
+        assert_eq!(got, (2, 1000));
+        assert!(why.contains("cut refused") && why.contains("for 1 more intervals"), "{why}");
+        g.note_slo(&met, Some(false));
+        let (got, why) = try_cut(&mut g);
+        assert_eq!((got, why.as_str()), ((1, 500), ""));
+        // Made again and missed again: held twice as long (4 intervals).
+        g.note_slo(&small, Some(true));
+        g.note_slo(&small, Some(true));
+        let (got, why) = try_cut(&mut g);
+        assert_eq!(got, (2, 1000));
+        assert!(why.contains("refused for 4 intervals"), "{why}");
+        for _ in 0..3 {
+            g.note_slo(&met, Some(false));
+            assert_eq!(try_cut(&mut g).0, (2, 1000));
+        }
+        g.note_slo(&met, Some(false));
+        assert_eq!(try_cut(&mut g).0, (1, 500));
+        // A third time, eight; then the cut meets the SLO (the fallback made it, say) over the
+        // lookback: forgotten, and the next refusal starts again at two.
+        miss_twice(&mut g);
+        assert!(try_cut(&mut g).1.contains("refused for 8 intervals"));
+        for _ in 0..SLO_MET_LOOKBACK {
+            g.note_slo(&small, Some(false));
+        }
+        let (got, why) = g.limit_under(&rec(1, 250, 256), None, None, None, 1, &cut, &bounds);
+        assert_eq!(((got.replicas, got.containers[0].limits.cpu_millicores), why), ((1, 250), None));
+        miss_twice(&mut g);
+        assert!(try_cut(&mut g).1.contains("refused for 2 intervals"));
+        // A fresh cluster forgets it.
+        g.restart();
+        let (got, why) = g.limit_under(&rec(1, 250, 256), None, None, None, 1, &cut, &bounds);
+        assert_eq!(((got.replicas, got.containers[0].limits.cpu_millicores), why), ((1, 250), None));
     }
 
     #[test]

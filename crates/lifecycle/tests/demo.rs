@@ -37,6 +37,24 @@ fn demo_writes_its_report_and_store_and_refuses_to_clobber() {
         let check = a.counts.last_check.as_deref().unwrap_or("none yet");
         assert!(md.contains(&format!("- {}: {check}", a.app)), "{md}");
     }
+    // Each app's rows under `aware` and `mpa` add up to the policies' rows, and the report
+    // shows them.
+    for (policy, row) in [("aware", &r.policies[0].summary), ("mpa", &r.policies[1].summary)] {
+        let apps: Vec<_> = r.per_app.iter().map(|a| if policy == "aware" { &a.aware } else { &a.mpa }).collect();
+        assert_eq!(apps.iter().map(|s| s.slo_violations).sum::<u64>(), row.slo_violations, "{policy}");
+        let cores: f64 = apps.iter().map(|s| s.core_seconds).sum();
+        assert!((cores - row.core_seconds).abs() <= 1e-9 * row.core_seconds.max(1.0), "{policy}: {cores}");
+        assert!(apps.iter().zip(&r.per_app).all(|(s, a)| s.app == a.app), "{policy}");
+    }
+    let first = &r.per_app[0];
+    assert!(
+        md.contains(&format!(
+            "| {} / {:.0} | {} / {:.0} |",
+            first.aware.slo_violations, first.aware.core_seconds, first.mpa.slo_violations, first.mpa.core_seconds
+        )),
+        "{md}"
+    );
+    assert!(json["per_app"][0]["mpa"]["core_seconds"].as_f64().is_some(), "{json}");
     // Same traffic for all three: the same arrivals were offered.
     let arrivals: Vec<f64> = r.policies.iter().map(|p| p.summary.arrivals).collect();
     assert!(arrivals.iter().all(|&a| (a - arrivals[0]).abs() < 1e-6 * arrivals[0]), "{arrivals:?}");
