@@ -12,7 +12,9 @@
 //! measured usage plus VPA's 15 % safety margin (or past the point where the fallback's HPA would
 //! scale straight back up) is undone ([`Guard::fit_usage`]), and once the app has missed its
 //! SLO in two intervals in a row no replica or CPU cut goes below what last met it, for a while
-//! longer each time the same cut is refused ([`Guard::keep_slo`]). An
+//! longer each time the same cut is refused ([`Guard::keep_slo`]), and while it is met no
+//! replica or CPU growth is made where the fallback's HPA would scale down
+//! ([`Guard::hold_idle_growth`]). An
 //! observation with no ready pod (nothing serves: pods starting, pending or crash-looping) has
 //! no utilisation to act on, so the fallback acts for it too, where it has watched every
 //! interval ([`GuardConfig::refuse_not_serving`]). Every verdict is counted and carries its reason.
@@ -87,6 +89,12 @@ pub struct GuardConfig {
     /// only where the fallback floors the agent. A roll-back is remembered for a while, longer
     /// each time the same cut is refused again.
     pub slo_roll_back: bool,
+    /// Cores per core in use at or above which an agent's growth of replicas or CPU is held
+    /// while the SLO is met ([`Guard::hold_idle_growth`]): under a fallback that scales replicas
+    /// by HPA, HPA's scale-down point ([`hpa_idle_headroom`]). 0: off. Like the fallback's
+    /// floor, it is part of the rules' net: [`GuardConfig::for_agent`] sets it only where the
+    /// fallback floors the agent.
+    pub idle_growth_headroom: f64,
 }
 
 /// Intervals in a row the SLO must have been missed before [`Guard::keep_slo`] rolls a cut back
@@ -127,6 +135,14 @@ pub fn hpa_cut_headroom(cpu_target: f64) -> f64 {
     (1.0 / (cpu_target * (1.0 + tolerance))).max(1.0 + USAGE_MARGIN)
 }
 
+/// The cores per core in use above which HPA, targeting `cpu_target` utilisation, scales down:
+/// its usage ratio below 1 − the scale-down tolerance (upstream's 0.1,
+/// [`aware_baselines::Tolerances`]).
+pub fn hpa_idle_headroom(cpu_target: f64) -> f64 {
+    let tolerance = aware_baselines::Tolerances::default().scale_down;
+    1.0 / (cpu_target * (1.0 - tolerance))
+}
+
 impl GuardConfig {
     /// The profile's `guard:` section for an agent whose proposals the fallback floors
     /// (`fallback_floor`): only then is a down app handed to the fallback, and, when the
@@ -141,9 +157,9 @@ impl GuardConfig {
     /// cuts took AWARE's direction reversals from 4,053 to 2,583 (MPA's: 1,598), its SLO-violating
     /// intervals from 1,070 to 888 (MPA's: 1,052) and its core-seconds down by 0.7 %.
     pub fn for_agent(g: &aware_core::GuardLimits, fallback_floor: bool, hpa_target: Option<f64>) -> Self {
-        let cpu_cut_headroom = match hpa_target {
-            Some(t) if fallback_floor => hpa_cut_headroom(t),
-            _ => 1.0 + USAGE_MARGIN,
+        let (cpu_cut_headroom, idle_growth_headroom) = match hpa_target {
+            Some(t) if fallback_floor => (hpa_cut_headroom(t), hpa_idle_headroom(t)),
+            _ => (1.0 + USAGE_MARGIN, 0.0),
         };
         let base = Self::from(g);
         // The floor after an OOM kill comes with the rules' net, as the fallback's floor does.
@@ -155,6 +171,7 @@ impl GuardConfig {
             oom_hold_s,
             fallback_ceiling,
             slo_roll_back: fallback_floor,
+            idle_growth_headroom,
             ..base
         }
     }
@@ -181,6 +198,7 @@ impl From<&aware_core::GuardLimits> for GuardConfig {
             unplaced_grace_s: g.unplaced_grace_s,
             fallback_ceiling: g.fallback_ceiling,
             slo_roll_back: false,
+            idle_growth_headroom: 0.0,
         }
     }
 }
@@ -295,6 +313,8 @@ pub struct Guard {
     slo_serving: std::collections::VecDeque<Option<(u32, u64)>>,
     /// The floor the last roll-back set, held for a while ([`Guard::keep_slo`]).
     slo_refused: Option<SloRefusal>,
+    /// Whether the proposals are an exploring agent's ([`Guard::set_explores`]).
+    explores: bool,
 }
 
 /// The pods of `obs` that serve: ready and not terminating (the ones utilisation and usage are
@@ -352,6 +372,7 @@ impl Guard {
             slo_last_met: None,
             slo_serving: std::collections::VecDeque::new(),
             slo_refused: None,
+            explores: false,
         }
     }
 
@@ -371,6 +392,14 @@ impl Guard {
     /// probe's path instead ([`Guard::remember_instead`]).
     pub fn set_exploring(&mut self, on: bool) {
         self.exploring = on;
+    }
+
+    /// Whether the proposals from now on are an exploring agent's (its actions perturbed by
+    /// exploration noise, as a retraining app's are): growth the usage does not need is then
+    /// not held ([`Guard::hold_idle_growth`]), every other rule unchanged. The manager sets it
+    /// for every app the agent acts for, every interval.
+    pub fn set_explores(&mut self, on: bool) {
+        self.explores = on;
     }
 
     /// Forgets everything it remembered (the clock, the recent proposals, the OOM floor, what
@@ -856,6 +885,10 @@ impl Guard {
             Some(u) => self.fit_usage(rec, u, replicas, current, bounds),
             None => (rec, None),
         };
+        let (rec, idle) = match usage {
+            Some(u) => self.hold_idle_growth(rec, u, fallback, replicas, current, bounds),
+            None => (rec, None),
+        };
         let (rec, rolled) = if self.config.slo_roll_back { self.keep_slo(rec, current, bounds) } else { (rec, None) };
         let mut rec = rec;
         let oom = self.last_time_s.and_then(|now| self.keep_oom_floor(&mut rec, now, bounds));
@@ -863,8 +896,15 @@ impl Guard {
         if let (Some(_), Some(last), Some(c)) = (&oom, self.recent.back_mut(), rec.containers.first()) {
             last.2 = c.limits.memory_bytes;
         }
-        let why: Vec<String> =
-            limited.into_iter().chain(raised).chain(capped).chain(fitted).chain(rolled).chain(oom).collect();
+        let why: Vec<String> = limited
+            .into_iter()
+            .chain(raised)
+            .chain(capped)
+            .chain(fitted)
+            .chain(idle)
+            .chain(rolled)
+            .chain(oom)
+            .collect();
         (rec, (!why.is_empty()).then(|| why.join("; ")))
     }
 
@@ -935,6 +975,75 @@ impl Guard {
         }
         let fitted = self.replace_last(&got.name, (new_replicas, cpu, memory));
         (fitted, Some(format!("cut undone, the usage does not fit it: {}", reasons.join("; "))))
+    }
+
+    /// `rec` with a growth of replicas or CPU the usage does not need held: while the SLO is met
+    /// (the last interval noted met it, [`Guard::note_slo`]) and the app has at least
+    /// [`GuardConfig::idle_growth_headroom`] cores per core its ready pods use (under an HPA
+    /// fallback, where HPA would scale down), a proposal above the current replicas or CPU
+    /// limit is held at them, or at the fallback's proposal where that is higher (the floor is
+    /// never undone). Memory is left alone; an exploring agent's growth passes
+    /// ([`Guard::set_explores`]). The reason when anything was held.
+    ///
+    /// Not for exploring agents: measured on `fig9 --quick --seed 30`, holding a retraining
+    /// app's exploring growth took AWARE from 4,455 SLO-violating intervals / 7.69 M
+    /// core-seconds / reward 0.470 to 5,910 / 5.44 M / 0.341 (dropped requests 0.76 M to
+    /// 2.76 M): the ratchet of session 75 costs cores, and it is what serves a retraining app
+    /// whose greedy policy is not yet worth following.
+    ///
+    /// Why: the ceiling over the fallback's proposal does not hold such growth where the
+    /// fallback follows the agent. Upstream HPA counts a pod without metrics (one just started)
+    /// as using its whole request when it would scale down, so each pod the agent adds makes
+    /// HPA hold the replicas it sees. `aware demo --seed 3`: a frozen agent grew
+    /// `app-0003-mat-mul` from 2 to 10 replicas in six intervals at 0.10–0.22 CPU utilisation,
+    /// HPA's proposal, and the ceiling at twice it, rising with each step (MPA alone runs the app
+    /// on 1 replica at 0.21), and held 10 replicas at 0.01–0.09 until the app was handed back.
+    fn hold_idle_growth(
+        &mut self,
+        rec: Recommendation,
+        usage: &Usage,
+        fallback: Option<&Recommendation>,
+        replicas: u32,
+        current: &ContainerResources,
+        bounds: &Bounds,
+    ) -> (Recommendation, Option<String>) {
+        let headroom = self.config.idle_growth_headroom;
+        let met = self.slo_last_met.is_some() && self.slo_missed == 0;
+        // NaN is neither above nor below 0: off, as 0 is.
+        let positive = |x: f64| x.partial_cmp(&0.0) == Some(std::cmp::Ordering::Greater);
+        if !positive(headroom) || !met || !positive(usage.cpu_cores) || self.explores {
+            return (rec, None);
+        }
+        let got = rec.containers.first().unwrap_or(current).clone();
+        let (now_replicas, now_cpu, _) = within_bounds(replicas, current, bounds);
+        let cores_now = now_replicas as f64 * now_cpu as f64 / 1000.0;
+        if cores_now < usage.cpu_cores * headroom {
+            return (rec, None);
+        }
+        let asked = fallback.map(|f| (f.replicas, f.containers.first().map_or(0, |c| c.limits.cpu_millicores)));
+        let (mut new_replicas, mut cpu) = (rec.replicas, got.limits.cpu_millicores);
+        let mut reasons = Vec::new();
+        let hold_replicas = now_replicas.max(asked.map_or(0, |a| a.0));
+        if new_replicas > hold_replicas {
+            reasons.push(format!("replicas {new_replicas} → {hold_replicas}"));
+            new_replicas = hold_replicas;
+        }
+        let hold_cpu = now_cpu.max(asked.map_or(0, |a| a.1));
+        if cpu > hold_cpu {
+            reasons.push(format!("cpu millicores {cpu} → {hold_cpu}"));
+            cpu = hold_cpu;
+        }
+        if reasons.is_empty() {
+            return (rec, None);
+        }
+        let held = self.replace_last(&got.name, (new_replicas, cpu, got.limits.memory_bytes));
+        let why = format!(
+            "growth held, the usage does not need it: {}: {cores_now:.2} cores for {:.2} in use with the SLO met \
+             (×{headroom:.2} or more)",
+            reasons.join(", "),
+            usage.cpu_cores
+        );
+        (held, Some(why))
     }
 
     /// `rec` with a replica or CPU cut the SLO does not fit rolled back: once the app has
@@ -2100,6 +2209,62 @@ mod tests {
         g.restart();
         let (got, why) = g.limit_under(&rec(1, 250, 256), None, None, None, 1, &cut, &bounds);
         assert_eq!(((got.replicas, got.containers[0].limits.cpu_millicores), why), ((1, 250), None));
+    }
+
+    /// While the SLO is met, growth of replicas or CPU at HPA's scale-down point or beyond is
+    /// held at the current allocation, or at the fallback's proposal where it is higher; memory
+    /// passes; a missed interval, a busy app or the rule off let it through.
+    #[test]
+    fn growth_the_usage_does_not_need_is_held_while_the_slo_is_met() {
+        let bounds = Profile::default().bounds;
+        let h = hpa_idle_headroom(0.5);
+        assert!((h - 1.0 / 0.45).abs() < 1e-12);
+        let on = GuardConfig { idle_growth_headroom: h, stabilisation_intervals: 0, ..GuardConfig::default() };
+        let (met, _) = met_and_small();
+        let now = container(1000, 512);
+        let idle = Usage { cpu_cores: 0.4, memory_bytes: 100.0 * MIB as f64 };
+        let busy = Usage { cpu_cores: 1.0, memory_bytes: 100.0 * MIB as f64 };
+        let grow = rec(4, 2000, 1024);
+        let mut g = Guard::new(on.clone());
+        g.note_slo(&met, Some(false));
+        // 2 cores for 0.4 in use: held at 2 × 1000 m; memory grows.
+        let (out, why) = g.limit_under(&grow, None, None, Some(&idle), 2, &now, &bounds);
+        assert_eq!((out.replicas, out.containers[0].limits), (2, Resources::new(1000, 1024 * MIB)));
+        assert!(why.as_ref().is_some_and(|w| w.contains("growth held")), "{why:?}");
+        // Never below the fallback's proposal: the floor raised it to 3 replicas.
+        let (out, _) = g.limit_under(&grow, Some(&rec(3, 1000, 512)), None, Some(&idle), 2, &now, &bounds);
+        assert_eq!((out.replicas, out.containers[0].limits.cpu_millicores), (3, 1000));
+        // A cut is no growth.
+        let (out, _) = g.limit_under(&rec(1, 1000, 512), None, None, Some(&idle), 2, &now, &bounds);
+        assert_eq!(out.replicas, 1);
+        // Busy enough (2 cores for 1 in use, below ×2.22): it grows.
+        let (out, why) = g.limit_under(&grow, None, None, Some(&busy), 2, &now, &bounds);
+        assert_eq!((out.replicas, out.containers[0].limits.cpu_millicores, why), (4, 2000, None));
+        // The SLO missed in the last interval: it grows.
+        g.note_slo(&met, Some(true));
+        let (out, _) = g.limit_under(&grow, None, None, Some(&idle), 2, &now, &bounds);
+        assert_eq!((out.replicas, out.containers[0].limits.cpu_millicores), (4, 2000));
+        // An exploring agent grows.
+        g.note_slo(&met, Some(false));
+        g.set_explores(true);
+        let (out, _) = g.limit_under(&grow, None, None, Some(&idle), 2, &now, &bounds);
+        assert_eq!(out.replicas, 4);
+        g.set_explores(false);
+        let (out, _) = g.limit_under(&grow, None, None, Some(&idle), 2, &now, &bounds);
+        assert_eq!(out.replicas, 2);
+        // Never known met, or the rule off: it grows.
+        let mut fresh = Guard::new(on.clone());
+        let (out, _) = fresh.limit_under(&grow, None, None, Some(&idle), 2, &now, &bounds);
+        assert_eq!(out.replicas, 4);
+        let mut off = Guard::new(GuardConfig { idle_growth_headroom: 0.0, ..on });
+        off.note_slo(&met, Some(false));
+        let (out, _) = off.limit_under(&grow, None, None, Some(&idle), 2, &now, &bounds);
+        assert_eq!(out.replicas, 4);
+        // Only with the floor, under an HPA fallback.
+        let limits = aware_core::GuardLimits::default();
+        assert_eq!(GuardConfig::for_agent(&limits, true, Some(0.5)).idle_growth_headroom, h);
+        assert_eq!(GuardConfig::for_agent(&limits, false, Some(0.5)).idle_growth_headroom, 0.0);
+        assert_eq!(GuardConfig::for_agent(&limits, true, None).idle_growth_headroom, 0.0);
     }
 
     #[test]

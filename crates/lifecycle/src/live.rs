@@ -914,6 +914,12 @@ impl LiveManager {
             })
             .collect();
         let apps: Vec<usize> = acting.iter().map(|&k| taken[k].0).collect();
+        // An exploring app's growth is how it learns: the guard does not hold it as idle.
+        for &k in &acting {
+            let (i, t) = &taken[k];
+            let explores = self.agent.explores(&self.config, t.stage, self.apps[*i].lifecycle.retraining());
+            self.apps[*i].guard.set_explores(explores);
+        }
         let served: Vec<Option<FrozenPolicy>> = apps.iter().map(|&i| self.apps[i].certified.clone()).collect();
         let sampling = self.agent.algorithm() == Learner::Ppo;
         // An exploring app explores around what the guard lets its action do

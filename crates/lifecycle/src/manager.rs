@@ -1664,9 +1664,9 @@ impl Driver for Manager<'_> {
         // Where the configuration says so, an exploring app's decreases are not held by the
         // guard's stabilisation window ([`ManagerConfig::unheld_exploration`]).
         for &i in &acting {
-            let exploring = self.config.unheld_exploration
-                && self.agent.explores(&self.config, seen[i].1, self.apps[i].lifecycle.retraining());
-            self.apps[i].guard.set_exploring(exploring);
+            let explores = self.agent.explores(&self.config, seen[i].1, self.apps[i].lifecycle.retraining());
+            self.apps[i].guard.set_exploring(self.config.unheld_exploration && explores);
+            self.apps[i].guard.set_explores(explores);
         }
         let mut actions: Vec<Option<Vec<f32>>> = vec![None; seen.len()];
         let mut explored = vec![false; seen.len()];
