@@ -402,6 +402,11 @@ impl Guard {
         self.explores = on;
     }
 
+    /// The backend time of the last observation [`Guard::check`]ed, if any.
+    pub fn clock(&self) -> Option<f64> {
+        self.last_time_s
+    }
+
     /// Forgets everything it remembered (the clock, the recent proposals, the OOM floor, what
     /// the pods last ran and since when none has had a node): a simulator episode on a fresh
     /// cluster is a new cluster, whose first decreases must not be held against the previous
@@ -981,8 +986,8 @@ impl Guard {
     /// (the last interval noted met it, [`Guard::note_slo`]) and the app has at least
     /// [`GuardConfig::idle_growth_headroom`] cores per core its ready pods use (under an HPA
     /// fallback, where HPA would scale down), a proposal above the current replicas or CPU
-    /// limit is held at them, or at the fallback's proposal where that is higher (the floor is
-    /// never undone). Memory is left alone; an exploring agent's growth passes
+    /// limit, and below neither, is held at them, or at the fallback's proposal where that is
+    /// higher (the floor is never undone). Memory is left alone; an exploring agent's growth passes
     /// ([`Guard::set_explores`]). The reason when anything was held.
     ///
     /// Not for exploring agents: measured on `fig9 --quick --seed 30`, holding a retraining
@@ -1022,6 +1027,12 @@ impl Guard {
         }
         let asked = fallback.map(|f| (f.replicas, f.containers.first().map_or(0, |c| c.limits.cpu_millicores)));
         let (mut new_replicas, mut cpu) = (rec.replicas, got.limits.cpu_millicores);
+        // A proposal that moves the two apart (more replicas of less CPU, or fewer of more) is
+        // no idle growth: holding only its growth would make it a cut the usage fit and the
+        // ceiling never saw.
+        if new_replicas < now_replicas || cpu < now_cpu {
+            return (rec, None);
+        }
         let mut reasons = Vec::new();
         let hold_replicas = now_replicas.max(asked.map_or(0, |a| a.0));
         if new_replicas > hold_replicas {
@@ -1033,6 +1044,7 @@ impl Guard {
             reasons.push(format!("cpu millicores {cpu} → {hold_cpu}"));
             cpu = hold_cpu;
         }
+
         if reasons.is_empty() {
             return (rec, None);
         }
@@ -2237,6 +2249,9 @@ mod tests {
         // A cut is no growth.
         let (out, _) = g.limit_under(&rec(1, 1000, 512), None, None, Some(&idle), 2, &now, &bounds);
         assert_eq!(out.replicas, 1);
+        // More replicas of less CPU is no idle growth: not turned into a CPU cut.
+        let (out, why) = g.limit_under(&rec(4, 500, 512), None, None, Some(&idle), 2, &now, &bounds);
+        assert_eq!((out.replicas, out.containers[0].limits.cpu_millicores, why), (4, 500, None));
         // Busy enough (2 cores for 1 in use, below ×2.22): it grows.
         let (out, why) = g.limit_under(&grow, None, None, Some(&busy), 2, &now, &bounds);
         assert_eq!((out.replicas, out.containers[0].limits.cpu_millicores, why), (4, 2000, None));

@@ -1080,7 +1080,10 @@ impl LiveManager {
         let wants_agent = self.agent_acts(stage, retraining);
         let a = &mut self.apps[i];
         a.record(Some(&obs), before);
-        a.guard.note_slo(&obs, slo_missed);
+        // A frozen clock repeats the last interval's outcome: noted once.
+        if a.guard.clock() != Some(obs.time_s) {
+            a.guard.note_slo(&obs, slo_missed);
+        }
         let checked = match &state {
             Some(s) => a.guard.check(&obs, s).map_err(|e| e.to_string()),
             None => a.guard.check(&obs, &[]).map_err(|e| e.to_string()).and(Err("the state cannot be encoded".into())),

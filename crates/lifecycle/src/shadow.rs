@@ -172,6 +172,7 @@ pub fn compare(
         guard: {
             let mut g = app.guard.cloned().unwrap_or_else(|| Guard::new(guard.clone()));
             g.set_exploring(false);
+            g.set_explores(false);
             g.config.fallback_ceiling = guard.fallback_ceiling;
             g
         },

@@ -1010,7 +1010,9 @@ fn a_growing_agent_is_held_under_the_ceiling_over_the_fallbacks_proposal() {
     let (cores, gib, capped) = serve(None);
     let (free_cores, free_gib, uncapped) = serve(Some("guard:\n  fallback_ceiling: 0\n"));
     assert!(capped > 0 && uncapped == 0, "{capped} and {uncapped} decisions capped");
-    assert!(free_cores > 3.0 * cores, "{free_cores} core-intervals asked for without the ceiling against {cores}");
+    // Without the ceiling the guard's hold on growth an idle app does not need still holds
+    // some of the replicas and CPU while the SLO is met (memory it leaves alone).
+    assert!(free_cores > 2.0 * cores, "{free_cores} core-intervals asked for without the ceiling against {cores}");
     assert!(free_gib > 3.0 * gib, "{free_gib} GiB-intervals asked for without the ceiling against {gib}");
 }
 
