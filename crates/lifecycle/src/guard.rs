@@ -121,10 +121,20 @@ pub const SLO_REFUSAL_MAX_DOUBLINGS: u32 = 5;
 struct SloRefusal {
     replicas: u32,
     cpu_millicores: u64,
-    /// Intervals ([`Guard::note_slo`]s) it holds for yet.
-    left: usize,
+    /// The last interval ([`Guard::note_slo`]'s count) it holds in.
+    until: u64,
+    /// Intervals it was set to hold for at its last roll-back; once as many more have passed
+    /// after `until` without another, it is forgotten, counts and all.
+    hold: u64,
     /// Roll-backs since it was first made (1 at the first).
     times: u32,
+}
+
+impl SloRefusal {
+    /// Intervals it holds for yet, the interval `now` included (0: run out).
+    fn left(&self, now: u64) -> u64 {
+        (self.until + 1).saturating_sub(now)
+    }
 }
 
 /// The cores per core in use below which HPA, targeting `cpu_target` utilisation, scales up:
@@ -254,17 +264,26 @@ pub struct Usage {
     pub cpu_cores: f64,
     /// The largest working set of one ready pod, bytes.
     pub memory_bytes: f64,
+    /// The CPU limits, cores, of the pods `cpu_cores` was measured over (`None`: not known;
+    /// [`Guard::hold_idle_growth`] then reads the desired allocation). Below the desired
+    /// replicas × limit while pods start or wait for a node.
+    pub serving_cores: Option<f64>,
 }
 
 impl Usage {
     /// The usage of `obs`'s ready pods with a sample; `None` when none has one.
     pub fn of(obs: &Observation) -> Option<Usage> {
         let sampled = serving_pods(obs).filter_map(|p| {
-            Some((p.cpu_usage_cores?, p.memory_working_set_bytes?)).filter(|(c, m)| c.is_finite() && m.is_finite())
+            Some((p.cpu_usage_cores?, p.memory_working_set_bytes?, p.resources.limits.cpu_millicores))
+                .filter(|(c, m, _)| c.is_finite() && m.is_finite())
         });
-        sampled.fold(None, |u: Option<Usage>, (c, m)| {
-            let u = u.unwrap_or(Usage { cpu_cores: 0.0, memory_bytes: 0.0 });
-            Some(Usage { cpu_cores: u.cpu_cores + c, memory_bytes: u.memory_bytes.max(m) })
+        sampled.fold(None, |u: Option<Usage>, (c, m, limit)| {
+            let u = u.unwrap_or(Usage { cpu_cores: 0.0, memory_bytes: 0.0, serving_cores: Some(0.0) });
+            Some(Usage {
+                cpu_cores: u.cpu_cores + c,
+                memory_bytes: u.memory_bytes.max(m),
+                serving_cores: u.serving_cores.map(|s| s + limit as f64 / 1000.0),
+            })
         })
     }
 }
@@ -313,6 +332,8 @@ pub struct Guard {
     slo_serving: std::collections::VecDeque<Option<(u32, u64)>>,
     /// The floor the last roll-back set, held for a while ([`Guard::keep_slo`]).
     slo_refused: Option<SloRefusal>,
+    /// Intervals noted ([`Guard::note_slo`]): the clock a refusal's hold is counted on.
+    slo_intervals: u64,
     /// Whether the proposals are an exploring agent's ([`Guard::set_explores`]).
     explores: bool,
 }
@@ -372,6 +393,7 @@ impl Guard {
             slo_last_met: None,
             slo_serving: std::collections::VecDeque::new(),
             slo_refused: None,
+            slo_intervals: 0,
             explores: false,
         }
     }
@@ -455,8 +477,15 @@ impl Guard {
             }
             None => {}
         }
-        if let Some(r) = &mut self.slo_refused {
-            r.left = r.left.saturating_sub(1);
+        self.slo_intervals += 1;
+        // A repeat is the same cut made again within as long as the hold after it ran out, and
+        // rolled back once missed in [`SLO_ROLL_BACK_AFTER`] intervals; later, a roll-back is
+        // another refusal (a long-lived controller would otherwise double an unrelated one's
+        // hold).
+        if self.slo_refused.is_some_and(|r| {
+            self.slo_intervals > r.until.saturating_add(r.hold).saturating_add(SLO_ROLL_BACK_AFTER as u64)
+        }) {
+            self.slo_refused = None;
         }
     }
 
@@ -1021,7 +1050,10 @@ impl Guard {
         }
         let got = rec.containers.first().unwrap_or(current).clone();
         let (now_replicas, now_cpu, _) = within_bounds(replicas, current, bounds);
-        let cores_now = now_replicas as f64 * now_cpu as f64 / 1000.0;
+        // What served the usage: pods starting or pending add cores that did not, and the app
+        // may need them.
+        let desired_cores = now_replicas as f64 * now_cpu as f64 / 1000.0;
+        let cores_now = usage.serving_cores.map_or(desired_cores, |s| s.min(desired_cores));
         if cores_now < usage.cpu_cores * headroom {
             return (rec, None);
         }
@@ -1076,8 +1108,9 @@ impl Guard {
     ///
     /// A roll-back is remembered: for [`SLO_REFUSAL_HOLD_WINDOWS`] stabilisation windows after
     /// it, no proposal goes below the replicas and CPU limit it rolled back to, missed or not
-    /// (`cut refused, …`), and a cut refused again once that hold has run out is held twice as
-    /// long, and so on ([`SLO_REFUSAL_MAX_DOUBLINGS`]). The window alone held the roll-back for
+    /// (`cut refused, …`), and a cut refused again once that hold has run out (within as long
+    /// again, plus the [`SLO_ROLL_BACK_AFTER`] misses a roll-back takes) is held twice as long,
+    /// and so on ([`SLO_REFUSAL_MAX_DOUBLINGS`]). The window alone held the roll-back for
     /// 20 intervals, after which the frozen agent of `aware demo --seed 31` made the same cut
     /// again and missed the SLO three times more before the next roll-back: 3 violating
     /// intervals in every 23. An interval that met the SLO on less than the floor (the fallback
@@ -1092,7 +1125,8 @@ impl Guard {
         bounds: &Bounds,
     ) -> (Recommendation, Option<String>) {
         let missed = self.slo_last_met.filter(|_| self.slo_missed >= SLO_ROLL_BACK_AFTER);
-        let held = self.slo_refused.filter(|r| r.left > 0);
+        let now = self.slo_intervals;
+        let held = self.slo_refused.filter(|r| r.left(now) > 0);
         let held_floor = held.map(|r| (r.replicas, r.cpu_millicores));
         let Some((met_replicas, met_cpu)) = (match (missed, held_floor) {
             (Some(m), Some(h)) => Some((m.0.max(h.0), m.1.max(h.1))),
@@ -1123,14 +1157,16 @@ impl Guard {
             // pods): one refusal. A cut refused again once its hold ran out is remembered twice
             // as long.
             let times = match self.slo_refused {
-                Some(r) if r.left > 0 => r.times,
+                Some(r) if r.left(now) > 0 => r.times,
                 Some(r) => r.times.saturating_add(1),
                 None => 1,
             };
-            let hold = (self.config.stabilisation_intervals.max(1) * SLO_REFUSAL_HOLD_WINDOWS)
+            let hold = ((self.config.stabilisation_intervals.max(1) * SLO_REFUSAL_HOLD_WINDOWS) as u64)
                 << (times - 1).min(SLO_REFUSAL_MAX_DOUBLINGS);
-            let left = held.map_or(hold, |r| r.left.max(hold));
-            self.slo_refused = Some(SloRefusal { replicas: met_replicas, cpu_millicores: met_cpu, left, times });
+            // The intervals after this one: this interval's proposal is the roll-back itself.
+            let until = held.map_or(now + hold, |r| r.until.max(now + hold));
+            let left = until - now;
+            self.slo_refused = Some(SloRefusal { replicas: met_replicas, cpu_millicores: met_cpu, until, hold, times });
             format!(
                 "cut rolled back, the SLO was missed in the last {} intervals: {} (as when it was last met; \
                  refused for {left} intervals)",
@@ -1141,7 +1177,7 @@ impl Guard {
             format!(
                 "cut refused, the SLO was missed the last time it was made: {} (for {} more intervals)",
                 reasons.join(", "),
-                held.map_or(0, |r| r.left)
+                held.map_or(0, |r| r.left(now))
             )
         };
         (rolled, Some(why))
@@ -2018,7 +2054,7 @@ mod tests {
         ];
         for ((cores, mib), agent, want) in cases {
             let mut g = Guard::new(GuardConfig::default());
-            let usage = Usage { cpu_cores: cores, memory_bytes: (mib * MIB) as f64 };
+            let usage = Usage { cpu_cores: cores, memory_bytes: (mib * MIB) as f64, serving_cores: None };
             let (out, why) = g.fit_usage(agent.clone(), &usage, 2, &container(1000, 512), &Profile::default().bounds);
             assert_eq!(
                 (out.replicas, out.containers[0].limits),
@@ -2032,7 +2068,7 @@ mod tests {
         }
         // What acts is what the stabilisation window remembers: a later cut to 1 replica is held.
         let mut g = Guard::new(GuardConfig::default());
-        let usage = Usage { cpu_cores: 1.12, memory_bytes: (300 * MIB) as f64 };
+        let usage = Usage { cpu_cores: 1.12, memory_bytes: (300 * MIB) as f64, serving_cores: None };
         let (out, _) = g.limit_under(
             &rec(1, 1000, 512),
             None,
@@ -2158,8 +2194,8 @@ mod tests {
     }
 
     /// A roll-back is remembered: the cut stays refused for two windows after it, missed or
-    /// not, then passes; refused again, it is held twice as long; an interval met on less than
-    /// the floor forgets it.
+    /// not, then passes; refused again soon after, it is held twice as long; an interval met on
+    /// less than the floor forgets it, and so does as long again without a roll-back.
     #[test]
     fn a_cut_the_slo_refused_stays_refused_longer_each_time() {
         let bounds = Profile::default().bounds;
@@ -2186,11 +2222,16 @@ mod tests {
         g.note_slo(&small, Some(true));
         let (_, why) = try_cut(&mut g);
         assert!(why.contains("refused for 2 intervals"), "{why}");
-        // Met at the floor: the cut is refused for the rest of the hold, then passes.
+        // Met at the floor: the cut is refused for the rest of the hold (two intervals after the
+        // last roll-back), then passes.
         g.note_slo(&met, Some(false));
         let (got, why) = try_cut(&mut g);
         assert_eq!(got, (2, 1000));
-        assert!(why.contains("cut refused") && why.contains("for 1 more intervals"), "{why}");
+        assert!(why.contains("cut refused") && why.contains("for 2 more intervals"), "{why}");
+        g.note_slo(&met, Some(false));
+        let (got, why) = try_cut(&mut g);
+        assert_eq!(got, (2, 1000));
+        assert!(why.contains("for 1 more intervals"), "{why}");
         g.note_slo(&met, Some(false));
         let (got, why) = try_cut(&mut g);
         assert_eq!((got, why.as_str()), ((1, 500), ""));
@@ -2200,7 +2241,7 @@ mod tests {
         let (got, why) = try_cut(&mut g);
         assert_eq!(got, (2, 1000));
         assert!(why.contains("refused for 4 intervals"), "{why}");
-        for _ in 0..3 {
+        for _ in 0..4 {
             g.note_slo(&met, Some(false));
             assert_eq!(try_cut(&mut g).0, (2, 1000));
         }
@@ -2217,6 +2258,19 @@ mod tests {
         assert_eq!(((got.replicas, got.containers[0].limits.cpu_millicores), why), ((1, 250), None));
         miss_twice(&mut g);
         assert!(try_cut(&mut g).1.contains("refused for 2 intervals"));
+        // Run out, and as long again plus the misses a roll-back needs without another: a
+        // roll-back after that is a new refusal, held two windows, not a repeat doubled.
+        for _ in 0..2 + 2 + SLO_ROLL_BACK_AFTER {
+            g.note_slo(&met, Some(false));
+        }
+        miss_twice(&mut g);
+        assert!(try_cut(&mut g).1.contains("refused for 2 intervals"));
+        // Within that, it is a repeat.
+        for _ in 0..2 {
+            g.note_slo(&met, Some(false));
+        }
+        miss_twice(&mut g);
+        assert!(try_cut(&mut g).1.contains("refused for 4 intervals"));
         // A fresh cluster forgets it.
         g.restart();
         let (got, why) = g.limit_under(&rec(1, 250, 256), None, None, None, 1, &cut, &bounds);
@@ -2234,8 +2288,8 @@ mod tests {
         let on = GuardConfig { idle_growth_headroom: h, stabilisation_intervals: 0, ..GuardConfig::default() };
         let (met, _) = met_and_small();
         let now = container(1000, 512);
-        let idle = Usage { cpu_cores: 0.4, memory_bytes: 100.0 * MIB as f64 };
-        let busy = Usage { cpu_cores: 1.0, memory_bytes: 100.0 * MIB as f64 };
+        let idle = Usage { cpu_cores: 0.4, memory_bytes: 100.0 * MIB as f64, serving_cores: Some(2.0) };
+        let busy = Usage { cpu_cores: 1.0, memory_bytes: 100.0 * MIB as f64, serving_cores: Some(2.0) };
         let grow = rec(4, 2000, 1024);
         let mut g = Guard::new(on.clone());
         g.note_slo(&met, Some(false));
@@ -2254,6 +2308,14 @@ mod tests {
         assert_eq!((out.replicas, out.containers[0].limits.cpu_millicores, why), (4, 500, None));
         // Busy enough (2 cores for 1 in use, below ×2.22): it grows.
         let (out, why) = g.limit_under(&grow, None, None, Some(&busy), 2, &now, &bounds);
+        assert_eq!((out.replicas, out.containers[0].limits.cpu_millicores, why), (4, 2000, None));
+        // 0.6 cores in use: held where both pods served it (2 cores, ×3.3), not where one of
+        // them is still starting (1 core served it, ×1.7): the usage may need the growth.
+        let both = Usage { cpu_cores: 0.6, ..idle };
+        let (out, _) = g.limit_under(&grow, None, None, Some(&both), 2, &now, &bounds);
+        assert_eq!(out.replicas, 2);
+        let starting = Usage { serving_cores: Some(1.0), ..both };
+        let (out, why) = g.limit_under(&grow, None, None, Some(&starting), 2, &now, &bounds);
         assert_eq!((out.replicas, out.containers[0].limits.cpu_millicores, why), (4, 2000, None));
         // The SLO missed in the last interval: it grows.
         g.note_slo(&met, Some(true));
@@ -2297,7 +2359,7 @@ mod tests {
         // 15 one-core replicas at 39 % use 5.85 cores; HPA at 50 % holds at 11 (53 %) and would
         // scale 10 (58.5 %) back up, which VPA's margin alone lets through.
         let bounds = Profile::default().bounds;
-        let usage = Usage { cpu_cores: 5.85, memory_bytes: (300 * MIB) as f64 };
+        let usage = Usage { cpu_cores: 5.85, memory_bytes: (300 * MIB) as f64, serving_cores: None };
         for (config, agent, want) in [
             (floored.clone(), 11, 11),
             (floored.clone(), 10, 15),
@@ -2321,6 +2383,8 @@ mod tests {
         assert!((u.cpu_cores - 0.25 * ready.len() as f64).abs() < 1e-9, "{u:?}");
         let largest = ready.iter().filter_map(|p| p.memory_working_set_bytes).fold(0.0, f64::max);
         assert_eq!(u.memory_bytes, largest);
+        let limits: f64 = ready.iter().map(|p| p.resources.limits.cpu_millicores as f64 / 1000.0).sum();
+        assert!(limits > 0.0 && (u.serving_cores.unwrap() - limits).abs() < 1e-9, "{u:?}");
         assert_eq!(Usage::of(&observation(15.0, None)), None);
     }
 }
