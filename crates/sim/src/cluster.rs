@@ -845,6 +845,16 @@ impl SimCluster {
             }
         }
         self.config.start = start;
+        // A scenario in force from the first step is in force at the warm start: its first
+        // observation showed the workload before the change (on every episode after a change,
+        // where a continued run starts each with the change at step 0: `aware demo`'s
+        // `load-high-to-low` read five times the load at each episode's start, and every
+        // policy scaled up for it).
+        if let Some(s) = self.config.scenario
+            && s.at_step == Some(0)
+        {
+            self.apply_scenario(s.kind);
+        }
         for d in 0..self.deployments.len() {
             self.reconcile(d);
             for pod in &mut self.deployments[d].pods {
@@ -868,10 +878,11 @@ impl SimCluster {
         let start = self.start_s;
         let timeout = self.config.request_timeout_s;
         let dep = &mut self.deployments[d];
-        let rate = match &dep.load.source {
-            LoadSource::Synthetic(s) => s.diurnal_rate(start).max(0.0),
-            LoadSource::Trace(t) => t.rate_at(start).max(0.0),
-        };
+        let rate = dep.load.scale
+            * match &dep.load.source {
+                LoadSource::Synthetic(s) => s.diurnal_rate(start).max(0.0),
+                LoadSource::Trace(t) => t.rate_at(start).max(0.0),
+            };
         let serving: Vec<usize> = (0..dep.pods.len()).filter(|&i| dep.pods[i].phase == PodPhase::Ready).collect();
         let mut m = Metrics { window_end_s: start - lag, arrival_rate: rate, ..Metrics::default() };
         if !serving.is_empty() {

@@ -279,6 +279,27 @@ fn scenarios_change_the_workload_at_their_step() {
     assert!(heavy[12].1 > 2.0 * base[12].1, "bigger payloads are slower: {:?} vs {:?}", base[12], heavy[12]);
 }
 
+/// A scenario in force from the first step shows in the warm start's first observation: the
+/// load it scales and the payload it changes, not the workload before it.
+#[test]
+fn a_scenario_from_the_first_step_shows_in_the_first_observation() {
+    let first = |kind: Option<ScenarioKind>| {
+        let scenario = kind.map(|kind| Scenario { kind, at_step: Some(0) });
+        let c = isolated(web_app(), 10.0, SimConfig { scenario, noise: 0.0, ..SimConfig::default() });
+        let o = c.observe(0).unwrap();
+        let usage: f64 = o.pods.iter().filter_map(|p| p.cpu_usage_cores).sum();
+        (o.arrival_rate, usage)
+    };
+    let (base_rate, base_usage) = first(None);
+    assert!((base_rate - 10.0).abs() < 1e-9, "{base_rate}");
+    let (low_rate, low_usage) = first(Some(ScenarioKind::LoadHighToLow));
+    assert!((low_rate - 2.0).abs() < 1e-9, "{low_rate}");
+    assert!(low_usage < 0.5 * base_usage, "{low_usage} vs {base_usage}");
+    let (heavy_rate, heavy_usage) = first(Some(ScenarioKind::PayloadUp));
+    assert!((heavy_rate - 10.0).abs() < 1e-9, "{heavy_rate}");
+    assert!(heavy_usage > 1.5 * base_usage, "{heavy_usage} vs {base_usage}");
+}
+
 /// A cluster sized by `node_headroom` keeps that headroom over the workload a scenario changes
 /// it to: every app at the reference allocation of its changed workload is scheduled in full,
 /// where the cluster sized for the workload as generated leaves pods pending. A change that
