@@ -115,6 +115,12 @@ pub const SLO_REFUSAL_HOLD_WINDOWS: usize = 2;
 /// HPA's 20-interval window), the order of VPA's 24 h memory of an OOM kill.
 pub const SLO_REFUSAL_MAX_DOUBLINGS: u32 = 5;
 
+/// Intervals after a refusal's hold has run out, beyond as long again as the hold, in which a
+/// roll-back is still a repeat of it ([`Guard::keep_slo`]): the cut made again once the hold
+/// lets it, an interval for the metrics lag, and the [`SLO_ROLL_BACK_AFTER`] misses a
+/// roll-back takes.
+pub const SLO_REFUSAL_REPEAT_SLACK: u64 = SLO_ROLL_BACK_AFTER as u64 + 1;
+
 /// A replica and CPU floor the SLO set ([`Guard::keep_slo`]): what last met it, when a cut
 /// below it missed it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -124,7 +130,8 @@ struct SloRefusal {
     /// The last interval ([`Guard::note_slo`]'s count) it holds in.
     until: u64,
     /// Intervals it was set to hold for at its last roll-back; once as many more have passed
-    /// after `until` without another, it is forgotten, counts and all.
+    /// after `until`, and the [`SLO_REFUSAL_REPEAT_SLACK`] a repeat takes to be rolled back,
+    /// without another, it is forgotten, counts and all.
     hold: u64,
     /// Roll-backs since it was first made (1 at the first).
     times: u32,
@@ -264,7 +271,8 @@ pub struct Usage {
     pub cpu_cores: f64,
     /// The largest working set of one ready pod, bytes.
     pub memory_bytes: f64,
-    /// The CPU limits, cores, of the pods `cpu_cores` was measured over (`None`: not known;
+    /// The CPU limits, cores, of the pods `cpu_cores` was measured over (`None`: not known, or
+    /// one of them has no limit;
     /// [`Guard::hold_idle_growth`] then reads the desired allocation). Below the desired
     /// replicas × limit while pods start or wait for a node.
     pub serving_cores: Option<f64>,
@@ -282,7 +290,8 @@ impl Usage {
             Some(Usage {
                 cpu_cores: u.cpu_cores + c,
                 memory_bytes: u.memory_bytes.max(m),
-                serving_cores: u.serving_cores.map(|s| s + limit as f64 / 1000.0),
+                // A pod without a CPU limit (0) has no cores to count: not known.
+                serving_cores: u.serving_cores.filter(|_| limit > 0).map(|s| s + limit as f64 / 1000.0),
             })
         })
     }
@@ -438,7 +447,8 @@ impl Guard {
     }
 
     /// Notes how the interval `obs` reports served: `violated` is whether it missed the SLO
-    /// (`None`: not known, e.g. the synthetic outcome a reset reports, which changes nothing).
+    /// (`None`: not known, e.g. the synthetic outcome a reset reports, which counts towards
+    /// neither; the interval still passes for a refusal's hold).
     /// One that missed it counts towards [`SLO_ROLL_BACK_AFTER`]. One that met it with a pod
     /// ready makes what served it the replicas and CPU limit [`Guard::keep_slo`] rolls back to:
     /// the largest of each among the last [`SLO_MET_LOOKBACK`] observations' ready pods (their
@@ -479,11 +489,10 @@ impl Guard {
         }
         self.slo_intervals += 1;
         // A repeat is the same cut made again within as long as the hold after it ran out, and
-        // rolled back once missed in [`SLO_ROLL_BACK_AFTER`] intervals; later, a roll-back is
-        // another refusal (a long-lived controller would otherwise double an unrelated one's
-        // hold).
+        // rolled back once missed ([`SLO_REFUSAL_REPEAT_SLACK`]); later, a roll-back is another
+        // refusal (a long-lived controller would otherwise double an unrelated one's hold).
         if self.slo_refused.is_some_and(|r| {
-            self.slo_intervals > r.until.saturating_add(r.hold).saturating_add(SLO_ROLL_BACK_AFTER as u64)
+            self.slo_intervals > r.until.saturating_add(r.hold).saturating_add(SLO_REFUSAL_REPEAT_SLACK)
         }) {
             self.slo_refused = None;
         }
@@ -1109,8 +1118,8 @@ impl Guard {
     /// A roll-back is remembered: for [`SLO_REFUSAL_HOLD_WINDOWS`] stabilisation windows after
     /// it, no proposal goes below the replicas and CPU limit it rolled back to, missed or not
     /// (`cut refused, …`), and a cut refused again once that hold has run out (within as long
-    /// again, plus the [`SLO_ROLL_BACK_AFTER`] misses a roll-back takes) is held twice as long,
-    /// and so on ([`SLO_REFUSAL_MAX_DOUBLINGS`]). The window alone held the roll-back for
+    /// again, plus [`SLO_REFUSAL_REPEAT_SLACK`]) is held twice as long, and so on
+    /// ([`SLO_REFUSAL_MAX_DOUBLINGS`]). The window alone held the roll-back for
     /// 20 intervals, after which the frozen agent of `aware demo --seed 31` made the same cut
     /// again and missed the SLO three times more before the next roll-back: 3 violating
     /// intervals in every 23. An interval that met the SLO on less than the floor (the fallback
@@ -2258,15 +2267,17 @@ mod tests {
         assert_eq!(((got.replicas, got.containers[0].limits.cpu_millicores), why), ((1, 250), None));
         miss_twice(&mut g);
         assert!(try_cut(&mut g).1.contains("refused for 2 intervals"));
-        // Run out, and as long again plus the misses a roll-back needs without another: a
-        // roll-back after that is a new refusal, held two windows, not a repeat doubled.
-        for _ in 0..2 + 2 + SLO_ROLL_BACK_AFTER {
+        // Run out (2 intervals after the roll-back), then as long again (2) and the slack: a
+        // roll-back after that is a new refusal, held two windows, not a repeat doubled. (A
+        // roll-back comes on the third note of `miss_twice`.)
+        let edge = 2 + 2 + SLO_REFUSAL_REPEAT_SLACK as usize;
+        for _ in 0..edge + 1 - 3 {
             g.note_slo(&met, Some(false));
         }
         miss_twice(&mut g);
         assert!(try_cut(&mut g).1.contains("refused for 2 intervals"));
-        // Within that, it is a repeat.
-        for _ in 0..2 {
+        // At the edge, it is a repeat.
+        for _ in 0..edge - 3 {
             g.note_slo(&met, Some(false));
         }
         miss_twice(&mut g);
@@ -2385,6 +2396,11 @@ mod tests {
         assert_eq!(u.memory_bytes, largest);
         let limits: f64 = ready.iter().map(|p| p.resources.limits.cpu_millicores as f64 / 1000.0).sum();
         assert!(limits > 0.0 && (u.serving_cores.unwrap() - limits).abs() < 1e-9, "{u:?}");
+        // A ready pod without a CPU limit: its cores are not known, nor is the sum.
+        let mut unlimited = obs.clone();
+        let pod = unlimited.pods.iter_mut().find(|p| p.phase == PodPhase::Ready && !p.deleting).unwrap();
+        pod.resources.limits.cpu_millicores = 0;
+        assert_eq!(Usage::of(&unlimited).unwrap().serving_cores, None);
         assert_eq!(Usage::of(&observation(15.0, None)), None);
     }
 }

@@ -202,7 +202,11 @@ fn run(app: &ShadowApp, steps: u64, driver: &mut dyn Driver) -> Result<EpisodeOu
     let lag = app.sim.steps_of(app.sim.metrics_lag_s).min(app.rates.len() as u64) as i64;
     let rates = turned(app.rates, (start_s / interval_s).floor() as i64 - lag);
     let trace = Trace { name: app.spec.name.clone(), interval_s, rates };
-    let start = Continuation { time_s: start_s, deployments: app.start.map(|d| vec![d.clone()]).unwrap_or_default() };
+    let start = Continuation {
+        time_s: start_s,
+        deployments: app.start.map(|d| vec![d.clone()]).unwrap_or_default(),
+        scenario: None,
+    };
     let sim = SimConfig { random_start: false, scenario: None, start: Some(start), ..app.sim.clone() };
     let measured = match app.payload_scale {
         scale if scale.is_finite() && scale > 0.0 => app.spec.with_payload_scale(scale),

@@ -151,6 +151,13 @@ pub struct Continuation {
     pub time_s: f64,
     /// Per app, in the cluster's order; an app beyond the list starts at its reference.
     pub deployments: Vec<DeploymentState>,
+    /// The scenario in force when the state was taken. A run going on with the same scenario
+    /// from its first step had it in force before it began, and its first observation (the
+    /// warm start's, from before that step) shows it; a run whose scenario begins at its first
+    /// step without it (a change falling on an episode's start) shows it from the first
+    /// interval's metrics, as a change at any other step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scenario: Option<ScenarioKind>,
 }
 
 /// One app's deployment as a [`Continuation`] carries it.
@@ -716,7 +723,11 @@ impl SimCluster {
     /// Where a run going on from this one starts ([`SimConfig::start`]): the clock now and
     /// every app's desired replicas and pod template.
     pub fn continuation(&self) -> Continuation {
-        Continuation { time_s: self.time_s, deployments: self.deployments.iter().map(deployment_state).collect() }
+        Continuation {
+            time_s: self.time_s,
+            deployments: self.deployments.iter().map(deployment_state).collect(),
+            scenario: self.scenario_active,
+        }
     }
 
     /// Age of the metrics `observe(app)` reports, seconds (`None` before the first scrape old
@@ -845,13 +856,16 @@ impl SimCluster {
             }
         }
         self.config.start = start;
-        // A scenario in force from the first step is in force at the warm start: its first
-        // observation showed the workload before the change (on every episode after a change,
-        // where a continued run starts each with the change at step 0: `aware demo`'s
-        // `load-high-to-low` read five times the load at each episode's start, and every
-        // policy scaled up for it).
+        // A scenario already in force when the run begins shows in the warm start: on a fresh
+        // cluster one from the first step, going on from another run one the other had in
+        // force too ([`Continuation::scenario`]). Until session 79 it applied only at the
+        // first step, so the first observation of every episode after a change showed the
+        // workload before it (a continued run starts each with the change at step 0): `aware
+        // demo`'s `load-high-to-low` read five times the load at each episode's start, and
+        // every policy scaled up for it.
         if let Some(s) = self.config.scenario
             && s.at_step == Some(0)
+            && self.config.start.as_ref().is_none_or(|c| c.scenario == Some(s.kind))
         {
             self.apply_scenario(s.kind);
         }

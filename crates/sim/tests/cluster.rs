@@ -298,6 +298,32 @@ fn a_scenario_from_the_first_step_shows_in_the_first_observation() {
     let (heavy_rate, heavy_usage) = first(Some(ScenarioKind::PayloadUp));
     assert!((heavy_rate - 10.0).abs() < 1e-9, "{heavy_rate}");
     assert!(heavy_usage > 1.5 * base_usage, "{heavy_usage} vs {base_usage}");
+
+    // Going on from another run: shown at once where the other had it in force (an episode
+    // after a change), from the first interval's metrics where it begins there (the change
+    // falls on the episode's start).
+    let go_on = |scenario_before: Option<ScenarioKind>| {
+        let config = SimConfig { noise: 0.0, ..SimConfig::default() };
+        let before = scenario_before.map(|kind| Scenario { kind, at_step: Some(0) });
+        let mut c = isolated(web_app(), 10.0, SimConfig { scenario: before, ..config.clone() });
+        for _ in 0..4 {
+            c.advance().unwrap();
+        }
+        let start = c.continuation();
+        assert_eq!(start.scenario, scenario_before);
+        let scenario = Some(Scenario { kind: ScenarioKind::LoadHighToLow, at_step: Some(0) });
+        let mut next = isolated(web_app(), 10.0, SimConfig { scenario, start: Some(start), ..config });
+        let first = next.observe(0).unwrap().arrival_rate;
+        next.advance().unwrap();
+        next.advance().unwrap();
+        (first, next.observe(0).unwrap().arrival_rate)
+    };
+    let (first, later) = go_on(Some(ScenarioKind::LoadHighToLow));
+    assert!((first - 2.0).abs() < 1e-9, "{first}");
+    assert!(later < 5.0, "{later}");
+    let (first, later) = go_on(None);
+    assert!((first - 10.0).abs() < 1e-9, "{first}");
+    assert!(later < 5.0, "{later}");
 }
 
 /// A cluster sized by `node_headroom` keeps that headroom over the workload a scenario changes
