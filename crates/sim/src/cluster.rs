@@ -892,11 +892,7 @@ impl SimCluster {
         let start = self.start_s;
         let timeout = self.config.request_timeout_s;
         let dep = &mut self.deployments[d];
-        let rate = dep.load.scale
-            * match &dep.load.source {
-                LoadSource::Synthetic(s) => s.diurnal_rate(start).max(0.0),
-                LoadSource::Trace(t) => t.rate_at(start).max(0.0),
-            };
+        let rate = dep.load.expected_rate(start).max(0.0);
         let serving: Vec<usize> = (0..dep.pods.len()).filter(|&i| dep.pods[i].phase == PodPhase::Ready).collect();
         let mut m = Metrics { window_end_s: start - lag, arrival_rate: rate, ..Metrics::default() };
         if !serving.is_empty() {

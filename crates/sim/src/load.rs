@@ -165,23 +165,27 @@ impl LoadState {
         count
     }
 
+    /// The expected arrival rate at `t_s`, requests per second: the source's rate, with the
+    /// burst in progress (synthetic load) and the scenario's scale, before Poisson noise. Not
+    /// clamped at 0.
+    pub fn expected_rate(&self, t_s: f64) -> f64 {
+        match &self.source {
+            LoadSource::Synthetic(s) => s.diurnal_rate(t_s) * (1.0 + self.burst_excess) * self.scale,
+            LoadSource::Trace(t) => t.rate_at(t_s) * self.scale,
+        }
+    }
+
     /// (count, expected count) for `[t, t + dt)`.
     fn draw(&mut self, t_s: f64, dt: f64) -> (f64, f64) {
-        match &self.source {
-            LoadSource::Synthetic(s) => {
-                let p_burst = 1.0 - (-s.bursts_per_hour * dt / 3600.0).exp();
-                self.burst_excess *= (-dt / s.burst_decay_s).exp();
-                if self.rng.random::<f64>() < p_burst {
-                    self.burst_excess += self.rng.random_range(0.25..=1.0) * s.burst_peak;
-                }
-                let mean = s.diurnal_rate(t_s) * (1.0 + self.burst_excess) * self.scale * dt;
-                (poisson(&mut self.rng, mean), mean.max(0.0))
-            }
-            LoadSource::Trace(t) => {
-                let mean = t.rate_at(t_s) * self.scale * dt;
-                (poisson(&mut self.rng, mean), mean.max(0.0))
+        if let LoadSource::Synthetic(s) = &self.source {
+            let p_burst = 1.0 - (-s.bursts_per_hour * dt / 3600.0).exp();
+            self.burst_excess *= (-dt / s.burst_decay_s).exp();
+            if self.rng.random::<f64>() < p_burst {
+                self.burst_excess += self.rng.random_range(0.25..=1.0) * s.burst_peak;
             }
         }
+        let mean = self.expected_rate(t_s) * dt;
+        (poisson(&mut self.rng, mean), mean.max(0.0))
     }
 }
 
