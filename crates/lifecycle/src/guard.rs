@@ -10,7 +10,7 @@
 //! fallback (asked every interval beside the agent) scales up, the agent's proposal is raised to
 //! the fallback's ([`Guard::floor`]), and, with the floor, a cut that would leave less than the
 //! measured usage plus VPA's 15 % safety margin (or past the point where the fallback's HPA would
-//! scale straight back up) is made only as far as the usage fits ([`Guard::fit_usage`]), and once the app has missed its
+//! scale straight back up) is undone ([`Guard::fit_usage`]), and once the app has missed its
 //! SLO in two intervals in a row no replica or CPU cut goes below what last met it, for a while
 //! longer each time the same cut is refused ([`Guard::keep_slo`]), and while it is met no
 //! replica or CPU growth is made where the fallback's HPA would scale down
@@ -304,25 +304,6 @@ pub const MAX_OBSERVATION_GAP_INTERVALS: f64 = 1.5;
 /// The margin a cut must leave above the measured usage: VPA's recommender's safety margin
 /// (`SAFETY_MARGIN_FRACTION`, 15 %), which it adds to its own estimate for the same reason.
 pub const USAGE_MARGIN: f64 = aware_baselines::estimator::SAFETY_MARGIN_FRACTION;
-
-/// HPA's tolerance (upstream's 0.1, [`aware_baselines::Tolerances`]) in a cut the usage fits
-/// only in part ([`Guard::fit_usage`]): the least share of its cores such a cut must still
-/// take off (a smaller one stops or resizes pods for less than HPA itself would act on, and the
-/// allocation is held instead), and the margin the guard leaves above the edge where it picks
-/// the size (under an HPA fallback that is HPA's target utilisation, where the edge is its
-/// scale-up point). Measured on `aware run --profile P --apps 4 --seed S --steps 2000`, seeds
-/// 128–138 and 141–156 (session 80): sized at the edge, 343 SLO-violating intervals / 71.11 M
-/// core-seconds against 314 / 72.21 M with no cut in part (a trade); with the margin, 317 /
-/// 71.95 M.
-pub const PARTIAL_CUT_MIN: f64 = 0.1;
-
-/// Millicores below which a cut the usage fits only in part does not take a pod's CPU limit
-/// (unless it was already lower): one core, the most a request runs on
-/// ([`Guard::fit_usage`]). Measured on `aware run --profile P --apps 4 --seed 149 --steps 2000`
-/// (session 80): without it the partial cut took `app-0002-file-write` from 3 × 750 m to
-/// 3 × 375 m at 22 % CPU utilisation, its p99 doubled, and the SLO roll-back restored 750 m two
-/// intervals later; 50 SLO-violating intervals on that seed against 21 before partial cuts.
-pub const PARTIAL_CUT_CPU_FLOOR: u64 = 1000;
 
 #[derive(Debug, Clone)]
 pub struct Guard {
@@ -970,25 +951,14 @@ impl Guard {
         (rec, (!why.is_empty()).then(|| why.join("; ")))
     }
 
-    /// `rec` with any cut the measured `usage` does not fit made only as far as it fits: a cut
-    /// of replicas or CPU that leaves the app fewer cores than it used times
-    /// [`GuardConfig::cpu_cut_headroom`] (VPA's margin, or the fallback HPA's scale-up point)
-    /// stops at the fewest replicas of the proposed CPU that hold the usage, then, if the
-    /// proposed CPU is still short on them, at the least CPU in whole steps on those replicas,
-    /// not below a core ([`PARTIAL_CUT_CPU_FLOOR`]). Where the guard picks such a size it leaves
-    /// [`PARTIAL_CUT_MIN`] more above the usage (under an HPA fallback, HPA's target rather than
-    /// its scale-up point). Where that takes off less than [`PARTIAL_CUT_MIN`] of the current
-    /// cores, or the proposal moved replicas and CPU apart, the allocation is held. A memory cut below the largest working set plus the margin is
-    /// held at the current limit. Halving the replicas of an app at 56 % CPU saturates it, and
-    /// an overloaded pod whose queue outgrows its memory is killed again and again; neither is
-    /// a saving. Increases, and cuts that the usage fits, pass. The reason when anything
-    /// changed.
-    ///
-    /// Why a cut in part, not none (session 80): a frozen agent asks for cuts in almost every
-    /// interval, most of them deeper than the usage fits (its actor saturated at −1). Undone
-    /// whole, they left the app where growth had put it: `aware demo --seed 31`'s
-    /// `app-0005-kv-write+mat-mul+sleep` served 2 × 2000 m (4 cores) for 1.5 in use from
-    /// retraining's CPU growth to the end of its stage, where the usage fitted 2 × 1500 m.
+    /// `rec` with any cut the measured `usage` does not fit undone: a cut of replicas or CPU
+    /// that leaves the app fewer cores than it used times [`GuardConfig::cpu_cut_headroom`] (VPA's
+    /// margin, or the fallback HPA's scale-up point) is not made (the
+    /// dimensions cut are held at the current allocation, replicas first); nor is a memory cut
+    /// below the largest working set plus the margin (held at the current limit). Halving the
+    /// replicas of an app at 56 % CPU saturates it, and an overloaded pod whose queue outgrows
+    /// its memory is killed again and again; neither is a saving. Increases, and cuts that
+    /// the usage fits, pass. The reason when anything was held.
     ///
     /// Only through [`Guard::limit_under`], after [`Guard::limit`] (and the floor) of the same
     /// proposal: it replaces the proposal remembered with what acts.
@@ -1009,43 +979,28 @@ impl Guard {
         let cores = |r: u32, cpu: u64| r as f64 * cpu as f64 / 1000.0;
         let mut reasons = Vec::new();
         if cores(new_replicas, cpu) < needed_cores && cores(new_replicas, cpu) < cores(now_replicas, now_cpu) {
-            // The cut goes as far as the usage fits: the fewest replicas of the proposed CPU
-            // that hold it, then the least CPU (in whole steps) on those replicas, never above
-            // the current allocation, nor below a core where the pods had one (a request runs
-            // on one core at most, so a limit below it slows every request, whatever the
-            // utilisation: the SLO, not the usage, is the judge of such a cut).
-            // Where the guard picks a size, it leaves HPA's tolerance above the edge (under an
-            // HPA fallback: its target utilisation, not its scale-up point); the proposed CPU on
-            // the replicas restored needs only the edge, as before cuts were made in part.
-            let sized = needed_cores * (1.0 + PARTIAL_CUT_MIN);
             if new_replicas < now_replicas {
-                let fit = (sized / (cpu.max(1) as f64 / 1000.0) - 1e-9).ceil();
-                new_replicas = if fit >= now_replicas as f64 { now_replicas } else { (fit as u32).max(new_replicas) };
+                new_replicas = now_replicas;
+                reasons.push(format!("replicas held at {now_replicas}"));
             }
             if cores(new_replicas, cpu) < needed_cores && cpu < now_cpu {
-                let step = bounds.cpu_step_millicores.max(1) as f64;
-                let fit = (sized * 1000.0 / new_replicas.max(1) as f64 / step - 1e-9).ceil() * step;
-                let fit = fit.max(now_cpu.min(PARTIAL_CUT_CPU_FLOOR) as f64);
-                cpu = if fit >= now_cpu as f64 { now_cpu } else { (fit as u64).max(cpu) };
+                cpu = now_cpu;
+                reasons.push(format!("cpu millicores held at {cpu}"));
             }
             // A proposal that moved the two apart (more replicas of less CPU, or fewer of
-            // more) is held whole: restoring only its cut would exceed the current cores. So
-            // is a cut the usage leaves within HPA's tolerance of the current cores: a pod
-            // stopped or resized for less than that is churn, not a saving.
-            let (kept, now) = (cores(new_replicas, cpu), cores(now_replicas, now_cpu));
-            if kept > now || kept > now * (1.0 - PARTIAL_CUT_MIN) {
+            // more) is held whole: restoring only its cut would exceed the current cores.
+            if cores(new_replicas, cpu) > cores(now_replicas, now_cpu) {
                 (new_replicas, cpu) = (now_replicas, now_cpu);
+                reasons = vec![format!("replicas and cpu millicores held at {now_replicas} × {now_cpu}")];
             }
-            let proposed = cores(rec.replicas, got.limits.cpu_millicores);
-            let what = if (new_replicas, cpu) == (now_replicas, now_cpu) {
-                format!("replicas and cpu millicores held at {now_replicas} × {now_cpu}")
-            } else {
-                format!("cut to {new_replicas} × {cpu} m ({:.2} cores) instead", cores(new_replicas, cpu))
-            };
-            reasons.push(format!(
-                "{what}: the cut would leave {proposed:.2} cores for {:.2} in use (needs ×{headroom:.2})",
-                usage.cpu_cores,
-            ));
+            if !reasons.is_empty() {
+                reasons = vec![format!(
+                    "{}: the cut would leave {:.2} cores for {:.2} in use (needs ×{headroom:.2})",
+                    reasons.join(", "),
+                    cores(rec.replicas, got.limits.cpu_millicores),
+                    usage.cpu_cores,
+                )];
+            }
         }
         let needed_memory = usage.memory_bytes * (1.0 + USAGE_MARGIN);
         if (memory as f64) < needed_memory && memory < now_memory {
@@ -2093,17 +2048,8 @@ mod tests {
             ((0.6, 300), rec(1, 1000, 512), rec(1, 1000, 512)),
             // Both cut, replicas restored first: 2 × 700 m = 1.4 cores ≥ 1.12 × 1.15.
             ((1.12, 300), rec(1, 700, 512), rec(2, 700, 512)),
-            // Both cut, and 2 × 600 m is still short of 1.29: CPU held too (a cut in part
-            // takes no pod below a core).
+            // Both cut, and 2 × 600 m is still short of 1.29: CPU held too.
             ((1.12, 300), rec(1, 600, 512), rec(2, 1000, 512)),
-            // 1.6 cores in use need 1.84, 1.5 need 1.73: the least that fits is the current
-            // allocation, held.
-            ((1.6, 300), rec(1, 1000, 512), rec(2, 1000, 512)),
-            ((1.5, 300), rec(2, 500, 512), rec(2, 1000, 512)),
-            // 1.4 cores in use need 1.61: 2 × 750 m = 1.5 is short, so 2 × 1000 m, held.
-            ((1.4, 300), rec(2, 500, 512), rec(2, 1000, 512)),
-            // 1.2 cores in use need 1.38: 2 × 750 m would fit, but not below a core.
-            ((1.2, 300), rec(2, 500, 512), rec(2, 1000, 512)),
             // Memory below the working set + 15 % is held; above it the cut stands.
             ((0.3, 480), rec(2, 1000, 400), rec(2, 1000, 512)),
             ((0.3, 300), rec(2, 1000, 400), rec(2, 1000, 400)),
@@ -2128,30 +2074,6 @@ mod tests {
             if let Some(why) = why {
                 assert!(why.contains("does not fit"), "{why}");
             }
-        }
-        // Now 2 × 2000 m: a cut the usage fits in part is made as far as it fits.
-        let bounds = Profile::default().bounds;
-        for (cores, headroom, agent, want) in [
-            // 1.5 cores in use need 1.73 (1.90 with HPA's tolerance, where the guard sizes):
-            // two replicas of the proposed 1000 m hold them.
-            (1.5, 1.0 + USAGE_MARGIN, rec(1, 1000, 512), rec(2, 1000, 512)),
-            // Under HPA's scale-up point (×1.82) they need 2.73, sized at its target (×2.0):
-            // 2 × 1500 m, in steps of 250 m.
-            (1.5, hpa_cut_headroom(0.5), rec(1, 1000, 512), rec(2, 1500, 512)),
-            // 0.5 in use need 0.58: replicas restored first, and the proposed CPU (the agent's
-            // own, below a core) fits on them.
-            (0.5, 1.0 + USAGE_MARGIN, rec(1, 500, 512), rec(2, 500, 512)),
-            // 3.5 in use need 4.03, more than the current 4 cores: held.
-            (3.5, 1.0 + USAGE_MARGIN, rec(1, 1000, 512), rec(2, 2000, 512)),
-        ] {
-            let mut g = Guard::new(GuardConfig { cpu_cut_headroom: headroom, ..GuardConfig::default() });
-            let usage = Usage { cpu_cores: cores, memory_bytes: (300 * MIB) as f64, serving_cores: None };
-            let (out, why) = g.fit_usage(agent.clone(), &usage, 2, &container(2000, 512), &bounds);
-            assert_eq!((out.replicas, out.containers[0].limits), (want.replicas, want.containers[0].limits), "{why:?}");
-            let why = why.expect("a cut the usage does not fit is said");
-            let held = want == rec(2, 2000, 512);
-            assert_eq!(why.contains("held at 2 × 2000"), held, "{why}");
-            assert_eq!(why.contains("instead"), !held, "{why}");
         }
         // What acts is what the stabilisation window remembers: a later cut to 1 replica is held.
         let mut g = Guard::new(GuardConfig::default());
@@ -2451,11 +2373,9 @@ mod tests {
         let usage = Usage { cpu_cores: 5.85, memory_bytes: (300 * MIB) as f64, serving_cores: None };
         for (config, agent, want) in [
             (floored.clone(), 11, 11),
-            // The cut goes as far as HPA's target fits (11.7 cores): 12 replicas.
-            (floored.clone(), 10, 12),
+            (floored.clone(), 10, 15),
             (GuardConfig::default(), 10, 10),
-            // VPA's margin and HPA's tolerance (7.4 cores): 8.
-            (GuardConfig::default(), 5, 8),
+            (GuardConfig::default(), 5, 15),
         ] {
             let mut g = Guard::new(config);
             let (out, why) = g.fit_usage(rec(agent, 1000, 512), &usage, 15, &container(1000, 512), &bounds);
@@ -2464,12 +2384,6 @@ mod tests {
                 assert!(why.unwrap().contains("5.85 in use"));
             }
         }
-        // 11.7 cores in use need 13.46 under VPA's margin, 14.8 sized: 15 replicas, held.
-        let busy = Usage { cpu_cores: 11.7, ..usage };
-        let (out, why) =
-            Guard::new(GuardConfig::default()).fit_usage(rec(12, 1000, 512), &busy, 15, &container(1000, 512), &bounds);
-        assert_eq!(out.replicas, 15, "{why:?}");
-        assert!(why.unwrap().contains("held at 15 × 1000"));
     }
 
     #[test]

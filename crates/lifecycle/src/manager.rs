@@ -114,7 +114,7 @@ pub struct ManagerConfig {
     /// events even when the floor did not apply them, as it would on a cluster where another
     /// controller overrode it. With the floor, a cut the measured usage does not fit (fewer
     /// cores than in use, or memory below the largest working set, plus VPA's 15 % margin) is
-    /// made only as far as it fits ([`Guard::fit_usage`]), and an app with no ready pod is handed to the
+    /// undone too ([`Guard::fit_usage`]), and an app with no ready pod is handed to the
     /// fallback ([`GuardConfig::refuse_not_serving`]): the rules' net under the agent's
     /// proposals, off for the policy alone (`no-bootstrap`, the `converged` reference).
     pub fallback_floor: bool,

@@ -361,7 +361,7 @@ struct Greedy<'a> {
     /// agent acts on its proposal.
     rules: Option<Policy>,
     /// The fallback's scale-ups floor the agent's proposals ([`Guard::floor`]), and cuts the
-    /// measured usage does not fit are made only as far as it fits ([`Guard::fit_usage`]).
+    /// measured usage does not fit are undone ([`Guard::fit_usage`]).
     floor: bool,
     /// The agent's action changes the fallback's proposal, not the current allocation.
     residual: bool,

@@ -907,21 +907,13 @@ fn a_served_app_acts_with_the_policy_it_was_handed_over_with() {
     assert!(moved > 1e-2, "the learner acts as it started ({moved})");
 }
 
-/// Starts each app in the lifecycle state given, and keeps the agent as every episode left it
-/// (after the episode's checks) and the decisions.
+/// Keeps the agent as every episode left it (after the episode's checks) and the decisions.
 struct Frozen {
-    states: Vec<LifecycleState>,
     after: Vec<aware_agents::FrozenPolicy>,
     decisions: Vec<aware_lifecycle::decision::Decision>,
 }
 
 impl EpisodeSink for Frozen {
-    fn start(&mut self, manager: &mut Manager) -> Result<(), LifecycleError> {
-        let states: Vec<_> = manager.app_names().into_iter().zip(self.states.clone()).collect();
-        manager.restore_lifecycles(&states, "test");
-        Ok(())
-    }
-
     fn episode(&mut self, _: u64, manager: &mut Manager) -> Result<(), LifecycleError> {
         self.after.push(manager.agent.frozen());
         self.decisions.extend(manager.take_log().decisions);
@@ -931,24 +923,17 @@ impl EpisodeSink for Frozen {
 
 /// An app the bootstrapping check hands over acts with the agent the check passed, frozen at
 /// the end of that episode, for as long as it stays ONLINE, while the agent goes on learning
-/// from another app: here app 2, retraining (it explores, and the agent learns online from
-/// it), so the agent learns after every promotion whatever the checks of apps 0 and 1 decide
-/// (all three bootstrapping apps passed the first check once cuts the usage fits in part
-/// were made, session 80, and nothing was left to learn from).
+/// from the apps still OFFLINE.
 #[test]
 fn a_promoted_app_acts_with_the_agent_its_check_passed() {
     let (workload, _dir) = workload(3, None);
     let config = ManagerConfig { episode_steps: 50, log: true, ..ManagerConfig::default() };
     let plan = Plan::new(&workload, 400, 50).unwrap();
-    let offline = LifecycleState::fresh(Stage::Offline, None);
-    let retraining = LifecycleState { retraining: true, ..LifecycleState::fresh(Stage::Online, None) };
-    let mut sink =
-        Frozen { states: vec![offline.clone(), offline, retraining], after: Vec::new(), decisions: Vec::new() };
+    let mut sink = Frozen { after: Vec::new(), decisions: Vec::new() };
     let (arm, _) = run_agent(&workload, &plan, small_agent(7), "aware", &config, &mut sink, &Silent).unwrap();
     let names = aware_lifecycle::decision::named_features(false);
     let mut checked = 0;
-    // The checks' promotions (app 2's restore to ONLINE at step 0 is not one).
-    for c in arm.stages.iter().filter(|c| c.from == Stage::Offline && c.to == Stage::Online && c.step > 0) {
+    for c in arm.stages.iter().filter(|c| c.from == Stage::Offline && c.to == Stage::Online) {
         let episode = (c.step / 50) as usize - 1;
         let left =
             arm.stages.iter().filter(|d| d.app == c.app && d.step > c.step).map(|d| d.step).min().unwrap_or(u64::MAX);
@@ -967,8 +952,7 @@ fn a_promoted_app_acts_with_the_agent_its_check_passed() {
     }
     assert!(checked >= 50, "{checked} decisions after a promotion: {:?}", arm.stages);
     // The agent learned after the first promotion, so the test can tell the copies apart.
-    let first =
-        arm.stages.iter().find(|c| c.to == Stage::Online && c.step > 0).map(|c| (c.step / 50) as usize - 1).unwrap();
+    let first = arm.stages.iter().find(|c| c.to == Stage::Online).map(|c| (c.step / 50) as usize - 1).unwrap();
     let probe = vec![0.3; names.len()];
     let (then, last) = (
         sink.after[first].greedy_batch(&probe, 1).unwrap(),
