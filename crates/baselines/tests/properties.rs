@@ -7,8 +7,13 @@ use aware_baselines::model::AggregateContainerState;
 use aware_baselines::{
     AdditiveIncreaseMultiplicativeDecrease, HorizontalPodAutoscaler, MultidimPodAutoscaler, ThresholdStepScaling,
 };
-use aware_baselines::{MetricSample, PodState, ReplicaCalculator, ResourceName};
-use aware_core::{ContainerResources, Observation, PodObservation, PodPhase, Profile, Recommender, Resources};
+use aware_baselines::{
+    MetricSample, MetricSpec, MetricTarget, PodMetrics, PodState, ReplicaCalculator, ResourceName, UnlistedPodMetrics,
+    pod_view_with, replica_calculator,
+};
+use aware_core::{
+    ContainerObservation, ContainerResources, Observation, PodObservation, PodPhase, Profile, Recommender, Resources,
+};
 use proptest::prelude::*;
 
 fn observation(usages: &[f64], replicas: u32, cpu_m: u64, mem: u64, p99: Option<f64>, t: f64) -> Observation {
@@ -174,4 +179,111 @@ fn aimd_memory_decrease_stops_above_the_working_set() {
     let rec = AdditiveIncreaseMultiplicativeDecrease::from_profile(&prof, Some(100.0)).recommend(&obs).unwrap();
     let got = rec.containers[0].limits.memory_bytes;
     assert_eq!(got, ((500u64 << 20) as f64 / 0.9).round() as u64);
+}
+
+/// A pod of [`pod_view_samples_are_the_metrics_apis`]: name (of a few, so that some repeat),
+/// phase, pod-level CPU and memory usage, and its containers' `(name, CPU, memory)` (none: one
+/// container named after the template).
+type RandomPod = (usize, usize, Option<f64>, Option<f64>, Vec<(usize, Option<f64>, Option<f64>)>);
+
+fn random_pods() -> impl Strategy<Value = Vec<RandomPod>> {
+    let usage = || prop::option::of(0.0f64..8.0);
+    let container = (0usize..2, usage(), usage());
+    prop::collection::vec((0usize..6, 0usize..4, usage(), usage(), prop::collection::vec(container, 0..3)), 0..10)
+}
+
+const CONTAINERS: [&str; 2] = ["app", "side"];
+
+/// What the metrics API returns for one pod's usage of `resource` (milli-units).
+fn milli(resource: ResourceName, cpu: Option<f64>, memory: Option<f64>) -> Option<i64> {
+    let v = match resource {
+        ResourceName::Cpu => cpu?,
+        ResourceName::Memory => memory?,
+    };
+    Some((v * 1000.0).round() as i64)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// The samples the HPA's view holds are what upstream's metrics client reads
+    /// (`resource_metric_info`) from the metrics API's response: every listed pod that is not
+    /// pending, each container's usage, then the pods the observation does not list (CPU only),
+    /// a later entry of a pod replacing an earlier one.
+    #[test]
+    fn pod_view_samples_are_the_metrics_apis(
+        pods in random_pods(),
+        unlisted in prop::collection::vec((0usize..6, prop::option::of(0.0f64..8.0)), 0..3),
+        memory in any::<bool>(),
+        targeted in prop::option::of(0usize..2),
+    ) {
+        let resource = if memory { ResourceName::Memory } else { ResourceName::Cpu };
+        let template = ContainerResources::guaranteed("app", Resources::new(500, 256 << 20));
+        let phases = [PodPhase::Pending, PodPhase::Starting, PodPhase::Ready, PodPhase::Failed];
+        let mut obs = observation(&[], 1, 500, 256 << 20, None, 1000.0);
+        obs.pods = pods.iter().map(|(name, phase, cpu, mem, containers)| PodObservation {
+            name: format!("p{name}"),
+            phase: phases[*phase],
+            cpu_usage_cores: *cpu,
+            memory_working_set_bytes: *mem,
+            containers: containers.iter().map(|(c, cpu, mem)| ContainerObservation {
+                name: CONTAINERS[*c].into(),
+                requests: template.requests,
+                limits: template.limits,
+                cpu_usage_cores: *cpu,
+                memory_working_set_bytes: *mem,
+            }).collect(),
+            ..observation(&[0.5], 1, 500, 256 << 20, None, 1000.0).pods.remove(0)
+        }).collect();
+        let unlisted: Vec<UnlistedPodMetrics> = unlisted.iter().map(|(name, cpu)| UnlistedPodMetrics {
+            pod: format!("p{name}"),
+            cpu_usage_cores: *cpu,
+            custom_metrics: Default::default(),
+        }).collect();
+        let target = MetricTarget::Utilization(70);
+        let metric = match targeted {
+            Some(c) => MetricSpec::ContainerResource { resource, container: CONTAINERS[c].into(), target },
+            None => MetricSpec::Resource { resource, target },
+        };
+        // The metrics API's response, pod by pod.
+        let mut raw: BTreeMap<String, PodMetrics> = BTreeMap::new();
+        for p in obs.pods.iter().filter(|p| p.phase != PodPhase::Pending) {
+            let containers = if p.containers.is_empty() {
+                vec![(obs.template.name.clone(), milli(resource, p.cpu_usage_cores, p.memory_working_set_bytes))]
+            } else {
+                p.containers.iter().map(|c| (c.name.clone(), milli(resource, c.cpu_usage_cores, c.memory_working_set_bytes))).collect()
+            };
+            raw.insert(p.name.clone(), PodMetrics { timestamp_s: obs.time_s, window_s: obs.interval_s, containers });
+        }
+        if resource == ResourceName::Cpu {
+            for u in &unlisted {
+                let containers = vec![(obs.template.name.clone(), milli(resource, u.cpu_usage_cores, None))];
+                raw.insert(u.pod.clone(), PodMetrics { timestamp_s: obs.time_s, window_s: obs.interval_s, containers });
+            }
+        }
+        let container = targeted.map(|c| CONTAINERS[c]);
+        let expected = replica_calculator::resource_metric_info(&raw, container);
+        prop_assert_eq!(pod_view_with(&obs, &metric, &unlisted).samples, expected);
+    }
+
+    /// Upstream's utilisation ratio sums usage and requests over the pods in both maps, looked up
+    /// by name.
+    #[test]
+    fn utilisation_ratio_pairs_pods_by_name(
+        metrics in prop::collection::btree_map(0usize..12, 0i64..5000, 0..10),
+        requests in prop::collection::btree_map(0usize..12, 1i64..5000, 0..10),
+        target in 1i32..150,
+    ) {
+        let named = |m: &BTreeMap<usize, i64>| m.iter().map(|(k, v)| (format!("p{k}"), *v)).collect::<BTreeMap<_, _>>();
+        let (metrics, requests) = (named(&metrics), named(&requests));
+        let both: Vec<(i64, i64)> = metrics.iter().filter_map(|(k, v)| requests.get(k).map(|r| (*v, *r))).collect();
+        let got = replica_calculator::resource_utilisation_ratio(&metrics, &requests, target);
+        if both.is_empty() {
+            prop_assert!(got.is_err());
+        } else {
+            let (m, r) = both.iter().fold((0i64, 0i64), |(m, r), (a, b)| (m + a, r + b));
+            let utilisation = (m * 100 / r) as i32;
+            prop_assert_eq!(got.unwrap(), (utilisation as f64 / target as f64, utilisation, m / both.len() as i64));
+        }
+    }
 }

@@ -180,6 +180,9 @@ fn bench_sim_reports_json() {
     let r = v["results"].as_array().unwrap();
     assert_eq!(r.len(), 2);
     assert!(r[1]["median_app_steps_per_s"].as_f64().unwrap() > 0.0);
+    // The MPA default's loop: a tenth of the steps, at least 20.
+    assert_eq!(r[1]["mpa_steps_per_repeat"], 20);
+    assert!(r[1]["median_app_steps_per_s_with_mpa"].as_f64().unwrap() > 0.0);
     // A count outside 1..=100,000 is a usage error (clap's, exit 2), naming the flag.
     for apps in ["0", "100001"] {
         let o = aware(&["bench", "sim", "--apps", apps]);

@@ -289,12 +289,12 @@ impl Observation {
                 ("memory_working_set_bytes", pod.memory_working_set_bytes),
                 ("oom_killed_at_bytes", pod.oom_killed_at_bytes),
             ] {
-                if let Some(v) = value {
+                if let Some(v) = value
+                    && !(v.is_finite() && v >= 0.0)
+                {
                     let field = format!("pods[{}].{field}", pod.name);
                     finite(&field, v)?;
-                    if v < 0.0 {
-                        return Err(ObservationError::NegativeUsage { app: self.app.clone(), field, value: v });
-                    }
+                    return Err(ObservationError::NegativeUsage { app: self.app.clone(), field, value: v });
                 }
             }
         }

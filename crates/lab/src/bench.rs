@@ -64,6 +64,14 @@ pub struct SimBench {
     pub median_app_steps_per_s: f64,
     /// Median with an `observe` of every app after each step (what a controller loop pays).
     pub median_app_steps_per_s_with_observe: f64,
+    /// Steps of each repetition that the MPA default drives (a tenth of `steps_per_repeat`, at
+    /// least 20: its step costs more).
+    pub mpa_steps_per_repeat: usize,
+    /// Median with the MPA default (HPA + VPA) recommending for every app from its observation
+    /// and its recommendation applied, after each step: the rule-based fallback's loop, which
+    /// every AWARE rollout pays for each app (its proposal, its shadow) and whose cost grows
+    /// with the app's pods.
+    pub median_app_steps_per_s_with_mpa: f64,
     /// Median wall time of one `advance` of the whole cluster, microseconds.
     pub median_step_us: f64,
 }
@@ -81,7 +89,7 @@ pub fn sim(spec: &SimBenchSpec, progress: &dyn Progress) -> Result<SimBenchRepor
     if let Some(bad) = spec.apps.iter().find(|&&a| a == 0) {
         return Err(LabError::input("--apps", format!("app counts must be positive (got {bad})")));
     }
-    progress.start(spec.apps.len() as u64 * spec.repeats as u64 * 2, "bench sim");
+    progress.start(spec.apps.len() as u64 * spec.repeats as u64 * 3, "bench sim");
     let mut results = Vec::new();
     for &n in &spec.apps {
         let steps = (spec.work / n).max(20);
@@ -91,7 +99,13 @@ pub fn sim(spec: &SimBenchSpec, progress: &dyn Progress) -> Result<SimBenchRepor
         for _ in 0..5 {
             cluster.advance()?;
         }
-        let (mut plain, mut with_observe) = (Vec::new(), Vec::new());
+        let mpa_steps = (steps / 10).max(20);
+        let profile = aware_core::Profile::default();
+        let mut rules = (0..n)
+            .map(|_| aware_baselines::Baseline::build(aware_baselines::BaselineKind::Mpa, &profile, None))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| LabError::Bench { what: "sim", reason: e.to_string() })?;
+        let (mut plain, mut with_observe, mut with_mpa) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..spec.repeats.max(1) {
             let start = Instant::now();
             for _ in 0..steps {
@@ -108,6 +122,19 @@ pub fn sim(spec: &SimBenchSpec, progress: &dyn Progress) -> Result<SimBenchRepor
             }
             with_observe.push(start.elapsed().as_secs_f64());
             progress.inc(1);
+            let start = Instant::now();
+            for _ in 0..mpa_steps {
+                cluster.advance()?;
+                for (a, rule) in rules.iter_mut().enumerate() {
+                    let obs = cluster.observe(a)?;
+                    // A recommendation the rules refuse (no pod measured yet) leaves the app as it is.
+                    if let Ok(rec) = rule.recommender().recommend(&obs) {
+                        cluster.apply(a, &rec)?;
+                    }
+                }
+            }
+            with_mpa.push(start.elapsed().as_secs_f64());
+            progress.inc(1);
         }
         let app_steps = (n * steps) as f64;
         let (t_plain, t_obs) = (median(plain), median(with_observe));
@@ -117,6 +144,8 @@ pub fn sim(spec: &SimBenchSpec, progress: &dyn Progress) -> Result<SimBenchRepor
             repeats: spec.repeats,
             median_app_steps_per_s: app_steps / t_plain,
             median_app_steps_per_s_with_observe: app_steps / t_obs,
+            mpa_steps_per_repeat: mpa_steps,
+            median_app_steps_per_s_with_mpa: (n * mpa_steps) as f64 / median(with_mpa),
             median_step_us: t_plain / steps as f64 * 1e6,
         });
     }

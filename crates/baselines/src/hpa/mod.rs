@@ -207,7 +207,8 @@ impl HorizontalPodAutoscaler {
             let mut proposal = 0;
             let mut invalid: Vec<HpaError> = Vec::new();
             for (i, metric) in spec.metrics.iter().enumerate() {
-                let view = views.get(i).cloned().unwrap_or_default();
+                let empty = PodView::default();
+                let view = views.get(i).unwrap_or(&empty);
                 let calc = &self.flags.calculator;
                 let (pods, samples) = (&view.pods, &view.samples);
                 let result = match metric {
@@ -409,37 +410,35 @@ pub fn pod_view_with(obs: &Observation, metric: &MetricSpec, unlisted: &[Unliste
                 MetricSpec::ContainerResource { container, .. } => Some(container.as_str()),
                 _ => None,
             };
-            let mut raw: BTreeMap<String, PodMetrics> = obs
-                .pods
-                .iter()
-                .filter(|p| p.phase != PodPhase::Pending)
-                .map(|p| {
-                    let containers = if p.containers.is_empty() {
-                        vec![(
-                            obs.template.name.clone(),
-                            usage_milli(resource, p.cpu_usage_cores, p.memory_working_set_bytes),
-                        )]
-                    } else {
-                        p.containers
-                            .iter()
-                            .map(|c| {
-                                (c.name.clone(), usage_milli(resource, c.cpu_usage_cores, c.memory_working_set_bytes))
-                            })
-                            .collect()
-                    };
-                    (p.name.clone(), PodMetrics { timestamp_s: obs.time_s, window_s: obs.interval_s, containers })
+            // What `resource_metric_info` reads from the metrics API's per-container usage,
+            // computed per pod without building that response: this runs every sync for every
+            // pod. A later entry of the same pod replaces an earlier one (unlisted pods last).
+            let template = obs.template.name.as_str();
+            let listed = obs.pods.iter().filter(|p| p.phase != PodPhase::Pending).map(|p| {
+                let value = if p.containers.is_empty() {
+                    let usage = usage_milli(resource, p.cpu_usage_cores, p.memory_working_set_bytes);
+                    replica_calculator::pod_metric_value([(template, usage)], container)
+                } else {
+                    let usage = p.containers.iter().map(|c| {
+                        (c.name.as_str(), usage_milli(resource, c.cpu_usage_cores, c.memory_working_set_bytes))
+                    });
+                    replica_calculator::pod_metric_value(usage, container)
+                };
+                (p.name.as_str(), value)
+            });
+            let unlisted = unlisted.iter().filter(|_| resource == ResourceName::Cpu).map(|u| {
+                let usage = usage_milli(resource, u.cpu_usage_cores, None);
+                (u.pod.as_str(), replica_calculator::pod_metric_value([(template, usage)], container))
+            });
+            let values: BTreeMap<&str, Option<i64>> = listed.chain(unlisted).collect();
+            view.samples = values
+                .into_iter()
+                .filter_map(|(pod, value)| {
+                    let sample =
+                        MetricSample { value_milli: value?, timestamp_s: obs.time_s, window_s: obs.interval_s };
+                    Some((pod.to_string(), sample))
                 })
                 .collect();
-            if resource == ResourceName::Cpu {
-                for u in unlisted {
-                    let containers = vec![(obs.template.name.clone(), usage_milli(resource, u.cpu_usage_cores, None))];
-                    raw.insert(
-                        u.pod.clone(),
-                        PodMetrics { timestamp_s: obs.time_s, window_s: obs.interval_s, containers },
-                    );
-                }
-            }
-            view.samples = replica_calculator::resource_metric_info(&raw, container);
         }
     }
     view

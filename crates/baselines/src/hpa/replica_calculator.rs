@@ -104,16 +104,32 @@ pub fn resource_metric_info(
 ) -> BTreeMap<String, MetricSample> {
     let mut out = BTreeMap::new();
     for (pod, m) in raw {
-        let value = match container {
-            Some(c) => m.containers.iter().find(|(n, _)| n == c).and_then(|(_, v)| *v),
-            None if m.containers.is_empty() => None,
-            None => m.containers.iter().try_fold(0i64, |acc, (_, v)| v.map(|v| acc.saturating_add(v))),
-        };
-        if let Some(value_milli) = value {
+        let containers = m.containers.iter().map(|(n, v)| (n.as_str(), *v));
+        if let Some(value_milli) = pod_metric_value(containers, container) {
             out.insert(pod.clone(), MetricSample { value_milli, timestamp_s: m.timestamp_s, window_s: m.window_s });
         }
     }
     out
+}
+
+/// One pod's sample in [`resource_metric_info`], from its containers' `(name, usage)`: the
+/// named container's usage, or the sum over all of them (none if any lacks one, or there are
+/// none).
+pub fn pod_metric_value<'a>(
+    containers: impl IntoIterator<Item = (&'a str, Option<i64>)>,
+    container: Option<&str>,
+) -> Option<i64> {
+    let mut containers = containers.into_iter();
+    match container {
+        Some(c) => containers.find(|(n, _)| *n == c).and_then(|(_, v)| v),
+        None => {
+            let mut sum = None;
+            for (_, v) in containers {
+                sum = Some(sum.unwrap_or(0i64).saturating_add(v?));
+            }
+            sum
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -215,7 +231,9 @@ pub struct MetricReplicas {
     pub usage: i64,
 }
 
-type Metrics = BTreeMap<String, i64>;
+/// A metric or request per pod, keyed by the pod's name as the view holds it: the calculator
+/// builds these once per sync for every pod, so it borrows the names instead of copying them.
+type ByPod<'a> = BTreeMap<&'a str, i64>;
 
 /// `ceil(x)` as an `int32`, saturating instead of overflowing (upstream's guarded conversion).
 pub fn ceil_to_i32(x: f64) -> i32 {
@@ -234,14 +252,18 @@ pub fn ceil_to_i32(x: f64) -> i32 {
 /// Sum of usage over sum of requests as a truncated integer percentage, over pods present in
 /// both maps; a pod with a metric but no request is ignored ("extraneous metric").
 /// Upstream `GetResourceUtilizationRatio`.
-pub fn resource_utilisation_ratio(
-    metrics: &Metrics,
-    requests: &BTreeMap<String, i64>,
+pub fn resource_utilisation_ratio<K: Ord>(
+    metrics: &BTreeMap<K, i64>,
+    requests: &BTreeMap<K, i64>,
     target_utilisation: i32,
 ) -> Result<(f64, i32, i64), HpaError> {
     let (mut metrics_total, mut requests_total, mut entities) = (0i128, 0i128, 0i128);
+    // Both maps are sorted by pod: one pass pairs them (integer sums, so the order of the
+    // pairs does not matter).
+    let mut requests = requests.iter().peekable();
     for (pod, value) in metrics {
-        if let Some(request) = requests.get(pod) {
+        while requests.next_if(|(r, _)| *r < pod).is_some() {}
+        if let Some((_, request)) = requests.next_if(|(r, _)| *r == pod) {
             metrics_total += *value as i128;
             requests_total += *request as i128;
             entities += 1;
@@ -257,7 +279,7 @@ pub fn resource_utilisation_ratio(
 
 /// Upstream `GetMetricUsageRatio`: the mean over all samples (listed pods or not) against the
 /// target.
-pub fn metric_usage_ratio(metrics: &Metrics, target_usage: i64) -> (f64, i64) {
+pub fn metric_usage_ratio<K>(metrics: &BTreeMap<K, i64>, target_usage: i64) -> (f64, i64) {
     let total: i128 = metrics.values().map(|&v| v as i128).sum();
     let usage = (total / metrics.len().max(1) as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64;
     (usage as f64 / target_usage as f64, usage)
@@ -355,15 +377,27 @@ pub fn calculate_requests(
     resource: ResourceName,
     pod_level_resources: bool,
 ) -> Result<BTreeMap<String, i64>, HpaError> {
-    let mut requests = BTreeMap::new();
+    let requests = requests_by_pod(pods, container, resource, pod_level_resources)?;
+    Ok(requests.into_iter().map(|(pod, r)| (pod.to_string(), r)).collect())
+}
+
+/// [`calculate_requests`] keyed by the pods' names as `pods` holds them.
+fn requests_by_pod<'a>(
+    pods: &'a [PodState],
+    container: Option<&str>,
+    resource: ResourceName,
+    pod_level_resources: bool,
+) -> Result<ByPod<'a>, HpaError> {
+    let mut requests = Vec::with_capacity(pods.len());
     for pod in pods {
         let request = match pod.pod_request_milli {
             Some(r) if container.is_none() && pod_level_resources => r,
             _ => pod_request_from_containers(pod, container, resource)?,
         };
-        requests.insert(pod.name.clone(), request);
+        requests.push((pod.name.as_str(), request));
     }
-    Ok(requests)
+    // As a map built by inserting in order: a later pod of the same name replaces an earlier.
+    Ok(requests.into_iter().collect())
 }
 
 /// Pods in phase Running whose Ready condition is true (upstream `getReadyPodsCount`).
@@ -407,14 +441,14 @@ impl ReplicaCalculator {
             self.cpu_initialization_period_s,
             self.delay_of_initial_readiness_status_s,
         );
-        let mut metrics: Metrics = samples.iter().map(|(k, v)| (k.clone(), v.value_milli)).collect();
+        let mut metrics: ByPod = samples.iter().map(|(k, v)| (k.as_str(), v.value_milli)).collect();
         for name in groups.ignored.iter().chain(&groups.unready) {
-            metrics.remove(name);
+            metrics.remove(name.as_str());
         }
         if metrics.is_empty() {
             return Err(HpaError::NoReadyMetrics);
         }
-        let requests = calculate_requests(pods, container, resource, self.pod_level_resources)?;
+        let requests = requests_by_pod(pods, container, resource, self.pod_level_resources)?;
         let (usage_ratio, utilisation, raw_average) =
             resource_utilisation_ratio(&metrics, &requests, target_utilisation)?;
         let answer = |replicas| Ok(ResourceReplicas { replicas, utilisation, raw_average });
@@ -432,19 +466,19 @@ impl ReplicaCalculator {
                 // for targets above 100 %), which damps the scale-down.
                 let fallback = (target_utilisation as i64).max(100);
                 for name in &groups.missing {
-                    let request = requests.get(name).copied().unwrap_or(0);
-                    metrics.insert(name.clone(), request.saturating_mul(fallback) / 100);
+                    let request = requests.get(name.as_str()).copied().unwrap_or(0);
+                    metrics.insert(name, request.saturating_mul(fallback) / 100);
                 }
             } else if usage_ratio > 1.0 {
                 // Scale-up: missing pods count as idle, which damps the scale-up.
                 for name in &groups.missing {
-                    metrics.insert(name.clone(), 0);
+                    metrics.insert(name, 0);
                 }
             }
         }
         if scale_up_with_unready {
             for name in &groups.unready {
-                metrics.insert(name.clone(), 0);
+                metrics.insert(name, 0);
             }
         }
         let (new_ratio, _, _) = resource_utilisation_ratio(&metrics, &requests, target_utilisation)?;
@@ -519,9 +553,9 @@ impl ReplicaCalculator {
             self.cpu_initialization_period_s,
             self.delay_of_initial_readiness_status_s,
         );
-        let mut metrics: Metrics = samples.iter().map(|(k, v)| (k.clone(), v.value_milli)).collect();
+        let mut metrics: ByPod = samples.iter().map(|(k, v)| (k.as_str(), v.value_milli)).collect();
         for name in groups.ignored.iter().chain(&groups.unready) {
-            metrics.remove(name);
+            metrics.remove(name.as_str());
         }
         if metrics.is_empty() {
             return Err(HpaError::NoReadyMetrics);
@@ -538,17 +572,17 @@ impl ReplicaCalculator {
         if !groups.missing.is_empty() {
             if usage_ratio < 1.0 {
                 for name in &groups.missing {
-                    metrics.insert(name.clone(), target_usage);
+                    metrics.insert(name, target_usage);
                 }
             } else if usage_ratio > 1.0 {
                 for name in &groups.missing {
-                    metrics.insert(name.clone(), 0);
+                    metrics.insert(name, 0);
                 }
             }
         }
         if scale_up_with_unready {
             for name in &groups.unready {
-                metrics.insert(name.clone(), 0);
+                metrics.insert(name, 0);
             }
         }
         let (new_ratio, _) = metric_usage_ratio(&metrics, target_usage);

@@ -191,7 +191,11 @@ pub struct VerticalPodAutoscaler {
     pub spec: VpaSpec,
     recommender: PodResourceRecommender,
     aggregates: BTreeMap<String, AggregateContainerState>,
-    containers: BTreeMap<String, ContainerState>,
+    /// Per `pod/container`: its state, and the observation ([`Self::observations`]) that last
+    /// listed it.
+    containers: BTreeMap<String, (ContainerState, u64)>,
+    /// Observations seen: the stamp that tells, after one, which containers it listed.
+    observations: u64,
     last_run_s: Option<f64>,
     /// The time of the last observation.
     observed_s: Option<f64>,
@@ -207,6 +211,7 @@ impl VerticalPodAutoscaler {
             recommender: PodResourceRecommender::default(),
             aggregates: BTreeMap::new(),
             containers: BTreeMap::new(),
+            observations: 0,
             last_run_s: None,
             observed_s: None,
             latest: None,
@@ -251,7 +256,7 @@ impl VerticalPodAutoscaler {
             .iter()
             .map(|(name, agg)| {
                 let mut agg = agg.clone();
-                for (key, c) in &self.containers {
+                for (key, (c, _)) in &self.containers {
                     let this = key.split_once('/').is_some_and(|(_, container)| container == name);
                     if let Some(end) = c.window_end_s.filter(|end| this && now_s < *end) {
                         agg.memory_peaks.subtract_sample(c.max_peak(), 1.0, end);
@@ -304,6 +309,8 @@ impl VerticalPodAutoscaler {
         // Every interval of every pod: looked up without allocating (a pod's key is built in
         // one reused buffer and copied only when the container is new).
         let mut key = String::new();
+        self.observations += 1;
+        let stamp = self.observations;
         for pod in obs.pods.iter().filter(|p| !matches!(p.phase, PodPhase::Pending | PodPhase::Failed)) {
             // (container, usage, request) of each container of the pod.
             // A pod that lists no containers is one container named after the template.
@@ -326,10 +333,11 @@ impl VerticalPodAutoscaler {
                 key.push_str(&pod.name);
                 key.push('/');
                 key.push_str(name);
-                if !self.containers.contains_key(&key) {
-                    self.containers.insert(key.clone(), ContainerState::default());
-                }
-                let state = self.containers.get_mut(&key).expect("inserted above");
+                let (state, seen) = match self.containers.get_mut(&key) {
+                    Some(entry) => entry,
+                    None => self.containers.entry(key.clone()).or_default(),
+                };
+                *seen = stamp;
                 if run {
                     if let Some(cpu) = cpu {
                         state.add_cpu_sample(agg, cpu, req.cpu_cores(), measure_start);
@@ -345,8 +353,15 @@ impl VerticalPodAutoscaler {
                 }
             }
         }
-        let live: std::collections::HashSet<&str> = obs.pods.iter().map(|p| p.name.as_str()).collect();
-        self.containers.retain(|key, _| key.split_once('/').is_some_and(|(pod, _)| live.contains(pod)));
+        // A container this observation listed belongs to a live pod; only the others are looked
+        // up among the pods (pending and failed ones are live too), and only if there are any.
+        let mut live: Option<std::collections::HashSet<&str>> = None;
+        self.containers.retain(|key, (_, seen)| {
+            *seen == stamp
+                || key.split_once('/').is_some_and(|(pod, _)| {
+                    live.get_or_insert_with(|| obs.pods.iter().map(|p| p.name.as_str()).collect()).contains(pod)
+                })
+        });
         if run {
             self.last_run_s = Some(obs.time_s);
         }

@@ -267,13 +267,21 @@ fn sim(args: SimArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     debug_warning(report.release_build);
-    outln!("{:>8} {:>20} {:>26} {:>14}", "apps", "app-steps/s", "app-steps/s (+observe)", "step µs");
+    outln!(
+        "{:>8} {:>20} {:>26} {:>22} {:>14}",
+        "apps",
+        "app-steps/s",
+        "app-steps/s (+observe)",
+        "app-steps/s (+MPA)",
+        "step µs"
+    );
     for r in &report.results {
         outln!(
-            "{:>8} {:>20.0} {:>26.0} {:>14.1}",
+            "{:>8} {:>20.0} {:>26.0} {:>22.0} {:>14.1}",
             r.apps,
             r.median_app_steps_per_s,
             r.median_app_steps_per_s_with_observe,
+            r.median_app_steps_per_s_with_mpa,
             r.median_step_us
         );
     }
