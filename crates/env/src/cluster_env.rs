@@ -1,10 +1,12 @@
 //! `ClusterVecEnv` steps several applications of one backend with one `advance`, so a policy
 //! acts on all of them in a batch; `ClusterEnv` is the single-application case.
 
+use std::sync::Mutex;
+
 use aware_core::Bounds;
 use aware_core::{
-    Action, AppId, Cluster, ContainerResources, Env, EnvError, PodPhase, Profile, Recommendation, Space, Step,
-    StepInfo, VecEnv, VecStep,
+    Action, AppId, Cluster, ClusterError, ContainerResources, Env, EnvError, Observation, PodPhase, Profile,
+    Recommendation, Space, Step, StepInfo, VecEnv, VecStep,
 };
 
 use crate::action::{ActionDecoder, ActionKind, reverses};
@@ -75,6 +77,12 @@ pub struct ClusterVecEnv<C: Cluster> {
     episode_steps: u32,
     steps: u32,
     needs_reset: bool,
+    /// Per member, the observation its last outcome was measured from, until
+    /// [`ClusterVecEnv::observe`] hands it out: a controller deciding the next interval reads
+    /// what the step just measured, and the backend need not build it again (on the simulator
+    /// that is every pod's name, usage and noise). Only `reset` and `step_controls` change the
+    /// backend, and both clear these first.
+    observed: Mutex<Vec<Option<Observation>>>,
 }
 
 impl<C: Cluster> ClusterVecEnv<C> {
@@ -122,6 +130,7 @@ impl<C: Cluster> ClusterVecEnv<C> {
             episode_steps: config.episode_steps.max(1),
             steps: 0,
             needs_reset: true,
+            observed: Mutex::new(Vec::new()),
         }
     }
 
@@ -143,6 +152,27 @@ impl<C: Cluster> ClusterVecEnv<C> {
         &self.reward
     }
 
+    /// What member `index`'s application shows now, as [`Cluster::observe`] gives it (the
+    /// observation the last step measured, the first time it is asked for).
+    ///
+    /// # Panics
+    /// When `index` is not a member's, as [`ClusterVecEnv::app`].
+    pub fn observe(&self, index: usize) -> Result<Observation, ClusterError> {
+        let app = self.app(index);
+        let measured = self.observed.lock().ok().and_then(|mut observed| observed.get_mut(index)?.take());
+        match measured {
+            Some(obs) => Ok(obs),
+            None => self.cluster.observe(app),
+        }
+    }
+
+    /// Forgets the observations of the backend as it was (it is about to change).
+    fn forget_observed(&mut self) {
+        let observed = self.observed.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
+        observed.clear();
+        observed.resize_with(self.members.len(), || None);
+    }
+
     fn outcome(&mut self, i: usize, illegal: bool, oscillation: bool) -> Result<Step, EnvError> {
         let m = &mut self.members[i];
         let obs = self.cluster.observe(m.app)?;
@@ -151,6 +181,10 @@ impl<C: Cluster> ClusterVecEnv<C> {
         m.previous_arrival = Some(obs.arrival_rate);
         if measured {
             m.usage = Some([state[3], state[4]]);
+        }
+        let observed = self.observed.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(slot) = observed.get_mut(i) {
+            *slot = Some(obs);
         }
         Ok(Step { observation: state, reward, terminated: false, truncated: self.steps >= self.episode_steps, info })
     }
@@ -252,6 +286,7 @@ impl<C: Cluster> VecEnv for ClusterVecEnv<C> {
     /// Restarts the backend (a fresh trace realisation for `seed` on the simulator) and runs one
     /// interval under the initial allocation so that the first state holds real measurements.
     fn reset(&mut self, seed: Option<u64>) -> Result<Vec<(Vec<f32>, StepInfo)>, EnvError> {
+        self.forget_observed();
         self.cluster.reset(seed)?;
         self.cluster.advance()?;
         self.steps = 0;
@@ -282,6 +317,7 @@ impl<C: Cluster> ClusterVecEnv<C> {
         if controls.len() != self.members.len() {
             return Err(EnvError::WrongActionCount { expected: self.members.len(), got: controls.len() });
         }
+        self.forget_observed();
         let mut flags = Vec::with_capacity(controls.len());
         for (m, control) in self.members.iter_mut().zip(controls) {
             let (recommendation, illegal, direction) = match control {

@@ -107,6 +107,32 @@ fn vec_env_steps_all_apps_with_one_advance() {
     assert!(matches!(env.step(&[Action::Discrete(0)]), Err(EnvError::WrongActionCount { expected: 4, got: 1 })));
 }
 
+/// What a controller reads between steps is what the backend shows: the observation the step
+/// was measured from, handed out once, then built afresh, after a reset as after a step, and
+/// never one from before the backend changed.
+#[test]
+fn observations_between_steps_are_the_backends() {
+    let (cluster, slos) = sim(3, 5);
+    let apps: Vec<_> = slos.iter().enumerate().map(|(i, s)| (i, *s)).collect();
+    let mut env = ClusterVecEnv::new(cluster, &apps, config(ActionKind::Discrete, 10));
+    env.reset(Some(3)).unwrap();
+    let mut last_time = f64::NEG_INFINITY;
+    for step in 0..6 {
+        for i in 0..3 {
+            // App 1's is left unread every other step: the next step must not hand it out.
+            if i == 1 && step % 2 == 1 {
+                continue;
+            }
+            let fresh = env.cluster().observe(env.app(i)).unwrap();
+            assert!(fresh.time_s > last_time, "step {step}: the backend moved on");
+            assert_eq!(env.observe(i).unwrap(), fresh, "step {step}, app {i}: the step's");
+            assert_eq!(env.observe(i).unwrap(), fresh, "step {step}, app {i}: built again");
+        }
+        last_time = env.cluster().observe(0).unwrap().time_s;
+        env.step(&[Action::Discrete(1), Action::Discrete(3), Action::Discrete(0)]).unwrap();
+    }
+}
+
 /// The metrics pipeline lags the pod list (`metrics_lag_s`): a pod that became ready after the
 /// last visible scrape has no usage sample yet. The state leaves it out of the utilisation means
 /// (as the HPA does) instead of refusing the whole observation; only an observation whose ready

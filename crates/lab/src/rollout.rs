@@ -61,7 +61,7 @@ impl Arena for ClusterVecEnv<SimCluster> {
     }
 
     fn observe(&self, app: usize) -> Option<Result<Observation, LabError>> {
-        Some(self.cluster().observe(self.app(app)).map_err(LabError::from))
+        Some(ClusterVecEnv::observe(self, app).map_err(LabError::from))
     }
 
     /// Continued where the cluster was configured to go on from another's end
