@@ -166,11 +166,18 @@ impl<C: Cluster> ClusterVecEnv<C> {
         }
     }
 
+    /// The observations kept for [`ClusterVecEnv::observe`] (a lock poisoned by a panic
+    /// elsewhere still holds whole ones: each slot is replaced in one move).
+    fn observed_mut(&mut self) -> &mut Vec<Option<Observation>> {
+        self.observed.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     /// Forgets the observations of the backend as it was (it is about to change).
     fn forget_observed(&mut self) {
-        let observed = self.observed.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let members = self.members.len();
+        let observed = self.observed_mut();
         observed.clear();
-        observed.resize_with(self.members.len(), || None);
+        observed.resize_with(members, || None);
     }
 
     fn outcome(&mut self, i: usize, illegal: bool, oscillation: bool) -> Result<Step, EnvError> {
@@ -182,8 +189,7 @@ impl<C: Cluster> ClusterVecEnv<C> {
         if measured {
             m.usage = Some([state[3], state[4]]);
         }
-        let observed = self.observed.get_mut().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(slot) = observed.get_mut(i) {
+        if let Some(slot) = self.observed_mut().get_mut(i) {
             *slot = Some(obs);
         }
         Ok(Step { observation: state, reward, terminated: false, truncated: self.steps >= self.episode_steps, info })
