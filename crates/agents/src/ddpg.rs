@@ -384,7 +384,11 @@ impl Ddpg {
     /// action does where the caller knows that differs from what it says. (An actor asking to
     /// grow an allocation already at its bounds does nothing; noise around its +1 is clipped
     /// back to +1, never tries a cut, and the critic, which learns from what was applied, never
-    /// sees one there.) Greedy rows are returned as the actor gives them.
+    /// sees one there.) Greedy rows, and rows exploring at σ 0 (no noise to draw), are returned
+    /// as the actor gives them: the projection is only a centre for noise. (A caller whose
+    /// projection is its guard's dry run would otherwise have a greedy cut that the guard's
+    /// stabilisation window holds act as "no change", and the window, remembering that instead
+    /// of the cut, would hold every later cut too.)
     pub fn act_batch_projected(
         &mut self,
         obs: &[f32],
@@ -414,7 +418,11 @@ impl Ddpg {
         let mut out = Vec::with_capacity(n);
         for (i, (row, &sigma)) in greedy.chunks(self.action_dim).zip(noise).enumerate() {
             let mut row = row.to_vec();
-            if let (Some(project), Some(_)) = (project.as_mut(), sigma) {
+            // Only where noise is drawn: a row exploring at σ 0 acts its greedy action itself, so
+            // that what it asked for, not what the projection says it would do, reaches the caller.
+            if let (Some(project), Some(sigma)) = (project.as_mut(), sigma)
+                && sigma > 0.0
+            {
                 let projected = project(i, row.clone());
                 if projected.len() == row.len() && projected.iter().all(|v| v.is_finite()) {
                     row = projected.into_iter().map(|v| v.clamp(-1.0, 1.0)).collect();
@@ -945,6 +953,31 @@ mod tests {
         let mean = sum.map(|s| s / draws as f32);
         assert!((mean[0] + 0.5).abs() < 0.02, "noise around the projection's −0.5: {mean:?}");
         assert!(mean[1] > 0.9 && mean[1] <= 1.0, "around the projection's +2 clipped to 1: {mean:?}");
+    }
+
+    /// A row exploring at σ 0 has no noise to centre: it acts the actor's own action, and the
+    /// projection is not asked; the same row at σ 0.1 is drawn around the projection.
+    #[test]
+    fn a_row_exploring_at_sigma_zero_is_not_projected() {
+        let mut ddpg = Ddpg::new(2, 2, DdpgConfig { hidden: vec![8], warmup: 0, ..DdpgConfig::default() }, 3);
+        let obs = [0.1, -0.2, 0.3, 0.4];
+        let greedy = ddpg.greedy_batch(&obs, 2).unwrap();
+        let mut asked = 0;
+        let mut project = |_: usize, _: Vec<f32>| {
+            asked += 1;
+            vec![0.0, 0.0]
+        };
+        let out = ddpg.act_batch_projected(&obs, 2, &[Some(0.0), Some(0.0)], &mut project).unwrap();
+        assert_eq!(out.concat(), greedy, "σ 0 acts the actor's action");
+        assert_eq!(asked, 0, "and asks no projection");
+        let mut far = 0.0f32;
+        for _ in 0..50 {
+            let mut project = |_: usize, _: Vec<f32>| vec![-0.9, -0.9];
+            let out = ddpg.act_batch_projected(&obs, 2, &[Some(0.1), Some(0.0)], &mut project).unwrap();
+            assert_eq!(out[1], greedy[2..].to_vec(), "the σ-0 row beside an exploring one is the actor's");
+            far = far.max((out[0][0] + 0.9).abs());
+        }
+        assert!(far < 0.5, "the exploring row is drawn around −0.9: {far}");
     }
 
     /// Offline data from one behaviour (action 0.4 in state s, −0.4 in −s), all rewards 1:

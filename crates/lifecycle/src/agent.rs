@@ -317,7 +317,8 @@ impl LifecycleAgent {
     /// `retrain_noise_sigma` if that is larger: an agent that explores ONLINE anyway, as
     /// `no-bootstrap`'s does at Table 2's 0.2, explores no less for retraining), as given and
     /// not scaled by the agent's ε, around what the guard lets its action apply
-    /// ([`Ddpg::act_batch_projected`], `ActingFrom::applied` in the manager); PPO by
+    /// ([`Ddpg::act_batch_projected`], `ActingFrom::applied` in the manager; at σ 0 the greedy
+    /// action itself, which the guard then limits like any proposal); PPO by
     /// sampling its own Gaussian (the value is unused) only when it learns online, since its
     /// updates need its own samples. `None`: greedy.
     pub(crate) fn exploration(&self, config: &ManagerConfig, stage: Stage, retraining: bool) -> Option<f32> {
