@@ -10,9 +10,18 @@
 //! AVX-512 (see `aware bench meta`).
 //!
 //! The kernel runs where the CPU has AVX2 and FMA but not AVX-512 (detected at run time); on
-//! AVX-512 machines, gemm's `x86-v4` kernels already run these products near peak, and
-//! elsewhere gemm serves as before. The two paths sum in different orders, so results agree to
-//! rounding (tested), not bit for bit.
+//! AVX-512 machines, gemm's `x86-v4` kernels run these products near peak, and elsewhere gemm
+//! serves as before. The two paths sum in different orders, so results agree to rounding
+//! (tested), not bit for bit.
+//!
+//! Where gemm serves, a `B` stored transposed (back-propagation's `W_hhᵀ`) is copied once into
+//! row-major order: gemm packs its right-hand side on every call, and packing one read with a
+//! stride of `k` floats cost more than the product itself (20 × 768 · 768 × 256: 135 µs a call
+//! against 57 µs from the row-major copy, on the Intel Xeon with AVX-512 of sessions 73–86, 400
+//! such calls in every meta-training step's backward pass; the step went from 194–199 ms to
+//! 158–163 ms; `experiment ood --quick --seed 157` gave the same report to the digit). An AVX-512 kernel of 32-column panels was
+//! tried beside it (48 µs a call against gemm's 61 on the forward product in isolation) and
+//! not kept: 1–2 % of the embedding and none of the step, and different rounding.
 
 /// Columns per panel: two 8-lane AVX registers.
 const WIDTH: usize = 16;
@@ -27,13 +36,16 @@ pub(crate) struct Rhs<'a> {
     /// `B` in panels of [`WIDTH`] columns, `panel[(j·k + p)·WIDTH + c] = B[p][j·WIDTH + c]`
     /// (zero past `n`); `None` where the kernel does not run.
     panels: Option<Vec<f32>>,
+    /// Where gemm serves and `B` is stored transposed: `B` copied row-major (`k × n`).
+    row_major: Option<Vec<f32>>,
 }
 
 impl<'a> Rhs<'a> {
     pub fn new(b: &'a [f32], b_t: bool, k: usize, n: usize) -> Self {
         assert!(b.len() >= k * n, "right-hand side too short");
         let panels = (kernel_available() && k > 0 && n > 0).then(|| pack(b, b_t, k, n));
-        Self { b, b_t, k, n, panels }
+        let row_major = (panels.is_none() && b_t).then(|| transpose(b, n, k));
+        Self { b, b_t, k, n, panels, row_major }
     }
 
     /// `dst` (`m × n`) `+=` `a` (`m × k`) · `B`, row-major.
@@ -45,9 +57,23 @@ impl<'a> Rhs<'a> {
             // SAFETY: the panels exist only where `kernel_available` found AVX2 and FMA; the
             // assert above and the packing bound every index `avx2::mul_add` reaches.
             Some(panels) => unsafe { avx2::mul_add(dst, a, panels, m, n, k) },
-            _ => crate::fused::matmul(dst, true, a, false, self.b, self.b_t, m, n, k),
+            _ => match &self.row_major {
+                Some(b) => crate::fused::matmul(dst, true, a, false, b, false, m, n, k),
+                None => crate::fused::matmul(dst, true, a, false, self.b, self.b_t, m, n, k),
+            },
         }
     }
+}
+
+/// `b` (`rows × cols`, row-major) transposed: `cols × rows`, row-major.
+fn transpose(b: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    let mut out = vec![0.0; rows * cols];
+    for (r, row) in b[..rows * cols].chunks_exact(cols).enumerate() {
+        for (c, v) in row.iter().enumerate() {
+            out[c * rows + r] = *v;
+        }
+    }
+    out
 }
 
 /// `B` in panels of [`WIDTH`] columns (see [`Rhs`]); `k` and `n` are positive.
@@ -216,6 +242,15 @@ mod tests {
                 }
                 let mut got = start.clone();
                 rhs.mul_add(&mut got, &a, m);
+                // gemm's path, with a transposed B copied row-major.
+                let by_gemm =
+                    Rhs { panels: None, row_major: b_t.then(|| transpose(&b, n, k)), ..Rhs::new(&b, b_t, k, n) };
+                let mut from_gemm = start.clone();
+                by_gemm.mul_add(&mut from_gemm, &a, m);
+                for (i, (g, w)) in from_gemm.iter().zip(&want).enumerate() {
+                    let tol = 1e-5 * (k as f32).sqrt() * (1.0 + w.abs());
+                    assert!((g - w).abs() <= tol, "gemm's path, m {m} n {n} k {k} b_t {b_t}: element {i}: {g} vs {w}");
+                }
                 for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                     let tol = 1e-5 * (k as f32).sqrt() * (1.0 + w.abs());
                     assert!((g - w).abs() <= tol, "m {m} n {n} k {k} b_t {b_t}: element {i}: {g} vs {w}");
