@@ -338,18 +338,27 @@ mod tests {
                 && a.flagged_by_embedding == (a.score > r.threshold)
                 && a.score.is_finite()
         }));
-        // Each threshold sits at the pool's leave-one-out scores: with 6 apps the 95th
-        // percentile is the largest, and the input tests' common factor is then 1, so one pool
-        // app scores the embedding's and the signature's threshold and none lies above. The
-        // persistence test's is that, or its least where higher (a step or two outside the
-        // pool's range is sampling).
+        // Each threshold sits at the pool's leave-one-out scores: with 6 apps the embedding's
+        // 95th percentile is the largest, so one pool app scores it and none lies above; the
+        // signature test's is Tukey's far-out fence over them (the upper quartile plus 3
+        // interquartile ranges, quartiles interpolated). The persistence test's is the largest,
+        // or its least where higher (a step or two outside the pool's range is sampling).
         let largest = |scores: &[f32]| scores.iter().copied().fold(f32::MIN, f32::max);
-        for (scores, threshold) in [
-            (set("pool").iter().map(|a| a.score).collect::<Vec<f32>>(), r.threshold),
-            (set("pool").iter().map(|a| a.signature_score).collect(), r.signature_threshold),
-        ] {
-            assert_eq!(largest(&scores), threshold, "{scores:?}");
-        }
+        let scores: Vec<f32> = set("pool").iter().map(|a| a.score).collect();
+        assert_eq!(largest(&scores), r.threshold, "{scores:?}");
+        let mut signatures: Vec<f32> = set("pool").iter().map(|a| a.signature_score).collect();
+        signatures.sort_by(f32::total_cmp);
+        // Six scores: the lower quartile at rank 1.25, the upper at 3.75.
+        let (q1, q3) = (
+            signatures[1] + 0.25 * (signatures[2] - signatures[1]),
+            signatures[3] + 0.75 * (signatures[4] - signatures[3]),
+        );
+        let fence = q3 + aware_meta::SIGNATURE_FENCE * (q3 - q1);
+        assert!(
+            (fence - r.signature_threshold).abs() <= 1e-5 * fence,
+            "{signatures:?}: {fence} vs {}",
+            r.signature_threshold
+        );
         let persistence = largest(&set("pool").iter().map(|a| a.persistence_score).collect::<Vec<_>>());
         assert_eq!(persistence.max(aware_meta::PERSISTENCE_MIN_THRESHOLD), r.persistence_threshold);
         assert!(set("pool").iter().all(|a| !a.flagged && !a.flagged_by_embedding));

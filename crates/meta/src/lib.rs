@@ -42,7 +42,7 @@ pub mod train;
 pub use base::BaseLearner;
 pub use bundle::{Bundle, step_features};
 pub use net::{Batch, BiGruLayer, MetaNet};
-pub use ood::{OodDetector, PERSISTENCE_MIN_THRESHOLD, Profile, Verdict};
+pub use ood::{OodDetector, PERSISTENCE_MIN_THRESHOLD, Profile, SIGNATURE_FENCE, Verdict};
 pub use select::{EmbeddingCache, EpisodeFilter, StoreEmbedder, select};
 
 use burn::tensor::Device;
