@@ -34,9 +34,9 @@ pub struct OodConfig {
     pub pool_apps: usize,
     /// Apps in each of the two unseen sets.
     pub unseen_apps: usize,
-    /// The detector's neighbours, and the quantile of the pool's own scores its thresholds
-    /// keep: the embedding's at it, the two input tests together flagging at most the share it
-    /// leaves.
+    /// The detector's neighbours, and the quantile of the pool's own scores the embedding's and
+    /// the persistence test's thresholds sit at (the input signature test's is Tukey's fence:
+    /// `aware_meta::SIGNATURE_FENCE`).
     pub k: usize,
     pub quantile: f64,
     pub pool: PoolSpec,
@@ -361,7 +361,7 @@ mod tests {
         );
         let persistence = largest(&set("pool").iter().map(|a| a.persistence_score).collect::<Vec<_>>());
         assert_eq!(persistence.max(aware_meta::PERSISTENCE_MIN_THRESHOLD), r.persistence_threshold);
-        assert!(set("pool").iter().all(|a| !a.flagged && !a.flagged_by_embedding));
+        assert!(set("pool").iter().all(|a| !a.flagged_by_embedding));
         assert!(r.apps.iter().all(|a| a.persistence.len() == a.signature.len() / 2));
         assert!(r.meta_steps > 0);
         let same = OodConfig { excluded: Population::Microservices, ..config };

@@ -11,17 +11,18 @@
 //!
 //! The kernel runs where the CPU has AVX2 and FMA but not AVX-512 (detected at run time); on
 //! AVX-512 machines, gemm's `x86-v4` kernels run these products near peak, and elsewhere gemm
-//! serves as before. The two paths sum in different orders, so results agree to rounding
-//! (tested), not bit for bit.
+//! serves them. The two paths sum in different orders, so results agree to rounding (tested),
+//! not bit for bit.
 //!
 //! Where gemm serves, a `B` stored transposed (back-propagation's `W_hhᵀ`) is copied once into
 //! row-major order: gemm packs its right-hand side on every call, and packing one read with a
 //! stride of `k` floats cost more than the product itself (20 × 768 · 768 × 256: 135 µs a call
 //! against 57 µs from the row-major copy, on the Intel Xeon with AVX-512 of sessions 73–86, 400
 //! such calls in every meta-training step's backward pass; the step went from 194–199 ms to
-//! 158–163 ms; `experiment ood --quick --seed 157` gave the same report to the digit). An AVX-512 kernel of 32-column panels was
-//! tried beside it (48 µs a call against gemm's 61 on the forward product in isolation) and
-//! not kept: 1–2 % of the embedding and none of the step, and different rounding.
+//! 158–163 ms; `experiment ood --quick --seed 157` gave the same report to the digit). An
+//! AVX-512 kernel of 32-column panels was tried beside it (48 µs a call against gemm's 61 on
+//! the forward product in isolation) and not kept: 1–2 % of the embedding and none of the
+//! step, and different rounding.
 
 /// Columns per panel: two 8-lane AVX registers.
 const WIDTH: usize = 16;
@@ -44,7 +45,7 @@ impl<'a> Rhs<'a> {
     pub fn new(b: &'a [f32], b_t: bool, k: usize, n: usize) -> Self {
         assert!(b.len() >= k * n, "right-hand side too short");
         let panels = (kernel_available() && k > 0 && n > 0).then(|| pack(b, b_t, k, n));
-        let row_major = (panels.is_none() && b_t).then(|| transpose(b, n, k));
+        let row_major = (panels.is_none() && b_t && k > 0 && n > 0).then(|| transpose(b, n, k));
         Self { b, b_t, k, n, panels, row_major }
     }
 
@@ -265,5 +266,14 @@ mod tests {
         let mut dst: Vec<f32> = vec![];
         Rhs::new(&b, false, 4, 20).mul_add(&mut dst, &[], 0);
         assert!(dst.is_empty());
+        // No inner dimension, or no columns, stored either way: nothing to add, nothing to copy.
+        for b_t in [false, true] {
+            let mut dst = vec![2.0; 3 * 5];
+            Rhs::new(&[], b_t, 0, 5).mul_add(&mut dst, &[], 3);
+            assert_eq!(dst, vec![2.0; 15]);
+            let mut none: Vec<f32> = vec![];
+            Rhs::new(&[], b_t, 4, 0).mul_add(&mut none, &[0.0; 12], 3);
+            assert!(none.is_empty());
+        }
     }
 }

@@ -213,7 +213,7 @@ impl Pooled {
 
 /// Meta-trains on every app of `workload` as `spec` says, with a `base` base learner, fits the
 /// detector (`k` nearest pool embeddings and profiles; the embedding's threshold at `quantile`
-/// of the pool's own scores, the input tests' set to flag at most the share it leaves) and
+/// of the pool's own scores, the input tests' as `OodDetector::with_inputs` sets them) and
 /// keeps all in `dir` (created if missing; one that already holds a kept pool is refused before
 /// training).
 pub fn train_and_keep(

@@ -87,17 +87,18 @@ fn ood(args: OodArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     outln!(
-        "ood: meta-trained on {} {} apps ({} meta-learner steps in {:.0} s), seed {}; k {}, thresholds flagging at most {:.0} % of the pool: input signature {:.3} and persistence {:.3} together, embedding distance {:.4} alone",
+        "ood: meta-trained on {} {} apps ({} meta-learner steps in {:.0} s), seed {}; k {}; thresholds on the pool's leave-one-out scores: input signature {:.3} (Tukey's far-out fence), persistence {:.3} (the {:.0}th percentile, at least 1), embedding distance {:.4} (the {:.0}th percentile, alone)",
         report.pool_apps,
         report.trained_population,
         report.meta_steps,
         report.training_seconds,
         report.seed,
         report.k,
-        (1.0 - report.quantile) * 100.0,
         report.signature_threshold,
         report.persistence_threshold,
-        report.threshold
+        report.quantile * 100.0,
+        report.threshold,
+        report.quantile * 100.0
     );
     outln!(
         "flagged: {:.0} % of {} unseen {} apps (out of family), {:.0} % of {} unseen {} apps (in family)",
