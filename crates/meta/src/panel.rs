@@ -24,29 +24,40 @@
 //! the forward product in isolation) and not kept: 1–2 % of the embedding and none of the
 //! step, and different rounding.
 
+use std::borrow::Cow;
+
 /// Columns per panel: two 8-lane AVX registers.
 const WIDTH: usize = 16;
 
 /// A fixed right-hand side `B` (`k × n`, or stored `n × k` when `b_t`) for repeated
 /// `dst += a · B` products.
 pub(crate) struct Rhs<'a> {
-    b: &'a [f32],
+    /// `B` as gemm reads it where it serves: a `B` stored transposed is copied row-major there
+    /// (module docs).
+    b: Cow<'a, [f32]>,
     b_t: bool,
     k: usize,
     n: usize,
     /// `B` in panels of [`WIDTH`] columns, `panel[(j·k + p)·WIDTH + c] = B[p][j·WIDTH + c]`
     /// (zero past `n`); `None` where the kernel does not run.
     panels: Option<Vec<f32>>,
-    /// Where gemm serves and `B` is stored transposed: `B` copied row-major (`k × n`).
-    row_major: Option<Vec<f32>>,
 }
 
 impl<'a> Rhs<'a> {
     pub fn new(b: &'a [f32], b_t: bool, k: usize, n: usize) -> Self {
         assert!(b.len() >= k * n, "right-hand side too short");
-        let panels = (kernel_available() && k > 0 && n > 0).then(|| pack(b, b_t, k, n));
-        let row_major = (panels.is_none() && b_t && k > 0 && n > 0).then(|| transpose(b, n, k));
-        Self { b, b_t, k, n, panels, row_major }
+        if kernel_available() && k > 0 && n > 0 {
+            return Self { b: Cow::Borrowed(b), b_t, k, n, panels: Some(pack(b, b_t, k, n)) };
+        }
+        Self::for_gemm(b, b_t, k, n)
+    }
+
+    /// The right-hand side gemm multiplies by, `B` copied row-major where it is stored
+    /// transposed.
+    fn for_gemm(b: &'a [f32], b_t: bool, k: usize, n: usize) -> Self {
+        let (b, b_t) =
+            if b_t && k > 0 && n > 0 { (Cow::Owned(transpose(b, n, k)), false) } else { (Cow::Borrowed(b), b_t) };
+        Self { b, b_t, k, n, panels: None }
     }
 
     /// `dst` (`m × n`) `+=` `a` (`m × k`) · `B`, row-major.
@@ -58,10 +69,7 @@ impl<'a> Rhs<'a> {
             // SAFETY: the panels exist only where `kernel_available` found AVX2 and FMA; the
             // assert above and the packing bound every index `avx2::mul_add` reaches.
             Some(panels) => unsafe { avx2::mul_add(dst, a, panels, m, n, k) },
-            _ => match &self.row_major {
-                Some(b) => crate::fused::matmul(dst, true, a, false, b, false, m, n, k),
-                None => crate::fused::matmul(dst, true, a, false, self.b, self.b_t, m, n, k),
-            },
+            _ => crate::fused::matmul(dst, true, a, false, &self.b, self.b_t, m, n, k),
         }
     }
 }
@@ -244,8 +252,7 @@ mod tests {
                 let mut got = start.clone();
                 rhs.mul_add(&mut got, &a, m);
                 // gemm's path, with a transposed B copied row-major.
-                let by_gemm =
-                    Rhs { panels: None, row_major: b_t.then(|| transpose(&b, n, k)), ..Rhs::new(&b, b_t, k, n) };
+                let by_gemm = Rhs::for_gemm(&b, b_t, k, n);
                 let mut from_gemm = start.clone();
                 by_gemm.mul_add(&mut from_gemm, &a, m);
                 for (i, (g, w)) in from_gemm.iter().zip(&want).enumerate() {
