@@ -501,7 +501,8 @@ impl AppLifecycle {
         if self.retraining {
             // Retraining already (SERVING's rewards degraded): the rules failing on the changed
             // workload too is no new stage, but their proposal is no yardstick for it any
-            // more ([`AppLifecycle::rules_failed`]: the guard's ceiling over it is lifted).
+            // more ([`AppLifecycle::rules_failed`]: the guard's ceiling over it may be lifted,
+            // [`AppLifecycle::ceiling_lifted`]).
             // Kept only at the trigger's count, so a retraining agent failing where the rules
             // serve is still measured by them.
             self.rules_failed = true;
@@ -724,6 +725,23 @@ impl AppLifecycle {
     /// beside a retraining its rewards' fall started, and the SERVING that follows).
     pub fn rules_failed(&self) -> bool {
         self.rules_failed
+    }
+
+    /// Whether the guard's ceiling over the fallback's proposal is lifted for this app as it
+    /// acts: the rules have failed it ([`AppLifecycle::rules_failed`]) and, in the last
+    /// episode's comparison on the same traffic (the first after the rules failed has none),
+    /// the agent's greedy policy, replayed without the ceiling, violated the SLO in fewer
+    /// intervals than the fallback's replay or earned more. Where growth beyond what the rules
+    /// propose served no better, what acts stays under the ceiling: lifted whenever the rules
+    /// had failed, retraining agents reserved up to 7.5 times the fallback's core-seconds while
+    /// both violated the SLO in every interval (`aware experiment fig9 --quick --seed 62`,
+    /// `payload-up`), and the ceiling kept where that growth bought nothing gave fewer
+    /// SLO-violating intervals at fewer core-seconds on each of seeds 61–64.
+    pub fn ceiling_lifted(&self) -> bool {
+        self.rules_failed
+            && self.recent_shadows.back().copied().flatten().is_some_and(|s| {
+                s.agent.slo_violations < s.fallback.slo_violations || s.agent.mean_reward > s.fallback.mean_reward
+            })
     }
 
     /// What a checkpoint keeps of this lifecycle (its thresholds and switches come from the
@@ -1004,6 +1022,44 @@ mod tests {
         assert_eq!(b.episode_end(ep(0.4, 2), Some(level)).unwrap().to, Stage::Online);
         assert!(b.episode_end(ep(0.4, 2), Some(dearer)).is_none());
         assert_eq!(b.episode_end(ep(0.4, 2), Some(dearer)).unwrap().to, Stage::Offline);
+    }
+
+    /// The ceiling over the fallback's proposal is lifted only for an app the rules failed, and
+    /// only while the last episode's replay showed the agent's greedy policy, without it,
+    /// serving better than the fallback: fewer SLO-violating intervals or more reward. Not in
+    /// the first episode after the rules failed (no comparison yet), not after an episode
+    /// without one; a checkpoint keeps the answer.
+    #[test]
+    fn the_ceiling_is_lifted_only_where_growth_beyond_the_rules_served_better() {
+        let mut a = AppLifecycle::new(thresholds(10), true);
+        a.start();
+        let better = ShadowComparison { agent: ep(-0.2, 100), fallback: ep(-0.3, 100) };
+        // Where the rules serve, a better agent lifts nothing.
+        assert!(a.episode_end(ep(0.4, 0), Some(better)).is_some_and(|t| t.to == Stage::Online));
+        assert!(!a.rules_failed() && !a.ceiling_lifted());
+        let mut a = AppLifecycle::new(thresholds(10), true);
+        a.start();
+        let failing = ShadowComparison { agent: ep(-0.5, 100), fallback: ep(-0.3, 100) };
+        assert!(a.episode_end(ep(-0.3, 100), Some(failing)).is_none());
+        assert_eq!(a.episode_end(ep(-0.3, 100), Some(failing)).unwrap().to, Stage::Online);
+        assert!(a.rules_failed() && !a.ceiling_lifted(), "no comparison since the rules failed");
+        let cases = [
+            (Some(failing), false),
+            (Some(better), true),
+            (Some(ShadowComparison { agent: ep(-0.6, 90), fallback: ep(-0.3, 100) }), true),
+            (Some(ShadowComparison { agent: ep(-0.3, 100), fallback: ep(-0.3, 100) }), false),
+            (Some(better), true),
+            (None, false),
+        ];
+        for (shadow, lifted) in cases {
+            assert!(a.episode_end(ep(-0.3, 10), shadow).is_none());
+            assert_eq!(a.ceiling_lifted(), lifted, "{shadow:?}");
+        }
+        assert!(a.episode_end(ep(-0.3, 10), Some(better)).is_none());
+        let mut restored = AppLifecycle::new(thresholds(10), true);
+        restored.start();
+        restored.restore(&a.snapshot(), "restored".into());
+        assert!(restored.ceiling_lifted());
     }
 
     /// Where the rules failed and neither the retraining agent nor the fallback's replay serves
@@ -1382,7 +1438,7 @@ mod tests {
     }
 
     /// An app retraining because its rewards degraded is marked as one the rules failed (the
-    /// guard's ceiling over their proposal lifted) once they have failed beside it for as many
+    /// guard's ceiling over their proposal may be lifted) once they have failed beside it for as many
     /// episodes as the trigger waits for, and not for the agent's failures alone; the episodes
     /// so counted start no streak after the retraining ends.
     #[test]

@@ -903,8 +903,8 @@ impl LiveManager {
             let (i, t) = &mut taken[k];
             let a = &mut self.apps[*i];
             let ask = t.ask.as_ref().and_then(|a| a.as_ref());
-            let failed = a.lifecycle.rules_failed();
-            t.ceiling = self.config.ceiling(&mut a.fallback, a.deployed.as_ref(), ask, failed, &a.decoder.bounds);
+            let lifted = a.lifecycle.ceiling_lifted();
+            t.ceiling = self.config.ceiling(&mut a.fallback, a.deployed.as_ref(), ask, lifted, &a.decoder.bounds);
         }
         let batch: Vec<f32> = acting.iter().flat_map(|&k| taken[k].1.state.clone().unwrap_or_default()).collect();
         let explore: Vec<Option<f32>> = acting

@@ -282,8 +282,8 @@ impl ManagerConfig {
 
     /// The fallback's proposal `ask` as the guard's ceiling measures an agent against it
     /// ([`crate::guard::ceiling_reference`]: what `fallback` does not set at the `deployed`
-    /// allocation, where it is known), where the fallback floors the agent and has not failed
-    /// the app (`rules_failed`: [`AppLifecycle::rules_failed`]); `None` elsewhere.
+    /// allocation, where it is known), where the fallback floors the agent and the ceiling is
+    /// not `lifted` for the app ([`AppLifecycle::ceiling_lifted`]); `None` elsewhere.
     ///
     /// Where the rules have failed, what they propose is no yardstick: under a heavier payload
     /// (fig9's `payload-up`, `aware run --apps 4 --seed 30 --steps 2400 --scenario
@@ -295,10 +295,10 @@ impl ManagerConfig {
         fallback: &mut Policy,
         deployed: Option<&(u32, ContainerResources)>,
         ask: Option<&Recommendation>,
-        rules_failed: bool,
+        lifted: bool,
         bounds: &aware_core::Bounds,
     ) -> Option<Recommendation> {
-        let ask = ask.filter(|_| self.fallback_floor && !rules_failed)?;
+        let ask = ask.filter(|_| self.fallback_floor && !lifted)?;
         Some(crate::guard::ceiling_reference(ask, fallback.recommender().scope(), deployed, bounds))
     }
 
@@ -1676,9 +1676,9 @@ impl Driver for Manager<'_> {
         let mut ceilings: Vec<Option<Recommendation>> = vec![None; seen.len()];
         for &i in &acting {
             let a = &mut self.apps[i];
-            let failed = a.lifecycle.rules_failed();
+            let lifted = a.lifecycle.ceiling_lifted();
             ceilings[i] =
-                self.config.ceiling(&mut a.fallback, a.deployed.as_ref(), asks[i].as_ref(), failed, &a.decoder.bounds);
+                self.config.ceiling(&mut a.fallback, a.deployed.as_ref(), asks[i].as_ref(), lifted, &a.decoder.bounds);
         }
         let apps = &self.apps;
         let config = &self.config;
@@ -1947,8 +1947,9 @@ mod tests {
     use aware_core::Resources;
 
     /// The guard's ceiling measures the agent against the fallback's proposal, the CPU limit
-    /// MPA does not set against the deployment; not where the rules have failed the app (their
-    /// proposal is then no yardstick), nor for the policy alone (no floor, no ceiling).
+    /// MPA does not set against the deployment; not where it is lifted (the rules failed the
+    /// app, and growth beyond their proposal served better), nor for the policy alone (no
+    /// floor, no ceiling).
     #[test]
     fn the_ceiling_is_the_fallbacks_proposal_unless_the_rules_failed() {
         let profile = aware_core::Profile::default();
