@@ -228,9 +228,10 @@ pub struct GuardLimits {
     /// default) is measured against the deployment. Part of the rules' net, with the floor of
     /// their scale-ups: a learner that diverges wastes at most this much (unless the measured
     /// usage or an OOM kill needs more). Lifted while the rules have failed the app, where
-    /// their proposal is no yardstick, and the agent's greedy policy, replayed without it on
-    /// the last episode's traffic, served better than the fallback's replay (fewer
-    /// SLO-violating intervals or more reward): growth that buys nothing stays under it.
+    /// their proposal is no yardstick, and the agent, in the last episode's comparison on the
+    /// same traffic (for a retraining app, its greedy policy replayed without the ceiling),
+    /// served better than the fallback's replay (fewer SLO-violating intervals or more
+    /// reward): growth that buys nothing stays under it.
     /// 0: no ceiling (2).
     pub fallback_ceiling: f64,
 }

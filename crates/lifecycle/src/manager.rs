@@ -303,8 +303,9 @@ impl ManagerConfig {
     }
 
     /// [`ManagerConfig::guard_config`] for a replay that judges the agent of an app for which
-    /// the rules have failed (`rules_failed`) or not: as the agent acts, no ceiling over rules
-    /// that have failed it ([`ManagerConfig::ceiling`]).
+    /// the rules have failed (`rules_failed`) or not: no ceiling over rules that have failed it,
+    /// so that a greedy replay shows what growth beyond them would do, the evidence
+    /// [`AppLifecycle::ceiling_lifted`] reads for the acting app.
     pub(crate) fn replay_guard_config(&self, profile: &aware_core::Profile, rules_failed: bool) -> GuardConfig {
         let guard = self.guard_config(profile);
         if rules_failed { GuardConfig { fallback_ceiling: 0.0, ..guard } } else { guard }

@@ -167,7 +167,8 @@ pub fn compare(
             cpu_request_ratio: 1.0,
         },
         // Greedy: no exploring proposals, whatever the guard was carrying; the ceiling as the
-        // caller says (none over rules that have failed the app, as the manager acts), not as
+        // caller says (none over rules that have failed the app, as the manager's judging
+        // replays run; `ManagerConfig::replay_guard_config`), not as
         // the guard carried from the episode's start says.
         guard: {
             let mut g = app.guard.cloned().unwrap_or_else(|| Guard::new(guard.clone()));
